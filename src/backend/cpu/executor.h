@@ -1,0 +1,46 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Runs an ir::Graph node by node on the CPU reference kernels: the oracle for conformance,
+// constant folding and accuracy comparison.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernel.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace ingot::cpu {
+
+struct ExecutorOptions {
+  /// Keep every intermediate value (for per-layer comparison); otherwise only outputs.
+  bool keep_intermediates = false;
+};
+
+class Executor {
+ public:
+  explicit Executor(ExecutorOptions options = {}) : options_(options) {}
+
+  /// Runs `graph` with inputs by graph-input name (initializer-backed inputs may be omitted).
+  /// Checks each input's dtype and rank/dims against the graph's declaration and names the
+  /// input on a mismatch. Returns the graph outputs in order.
+  Result<std::vector<Tensor>> run(const ir::Graph& graph,
+                                  const std::map<std::string, Tensor>& inputs);
+
+  /// After run() with keep_intermediates: every value computed, by name.
+  const std::map<std::string, Tensor>& intermediates() const { return intermediates_; }
+
+ private:
+  ExecutorOptions options_;
+  std::map<std::string, Tensor> intermediates_;
+};
+
+/// Runs one node on concrete inputs (inference, allocation, kernel). Used by the executor and
+/// by constant folding. `run_subgraph` serves control-flow ops.
+Result<std::vector<Tensor>> run_node(const ir::Node& node, const std::vector<const Tensor*>& inputs,
+                                     const SubgraphRunner& run_subgraph = nullptr);
+
+}  // namespace ingot::cpu

@@ -1,0 +1,46 @@
+// Copyright ingot authors. Apache-2.0.
+#include "backend/cpu/kernel_util.h"
+
+namespace ingot::cpu {
+
+BroadcastIndexer::BroadcastIndexer(const Shape64& out_shape, const Shape64& in_shape) {
+  identity_ = out_shape == in_shape;
+  out_strides_ = shape_strides(out_shape);
+  in_strides_.assign(out_shape.size(), 0);
+  Shape64 in_strides = shape_strides(in_shape);
+  size_t offset = out_shape.size() - in_shape.size();
+  for (size_t i = 0; i < in_shape.size(); ++i)
+    in_strides_[offset + i] = in_shape[i] == 1 ? 0 : in_strides[i];
+}
+
+int64_t BroadcastIndexer::operator()(int64_t out_index) const {
+  if (identity_) return out_index;
+  int64_t in = 0;
+  for (size_t d = 0; d < out_strides_.size(); ++d) {
+    int64_t q = out_index / out_strides_[d];
+    out_index -= q * out_strides_[d];
+    in += q * in_strides_[d];
+  }
+  return in;
+}
+
+Shape64 unravel_index(int64_t flat, const Shape64& shape) {
+  Shape64 idx(shape.size(), 0);
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 0) continue;
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+int64_t ravel_index(const Shape64& idx, const Shape64& strides) {
+  int64_t f = 0;
+  for (size_t d = 0; d < idx.size(); ++d) f += idx[d] * strides[d];
+  return f;
+}
+
+std::vector<int64_t> tensor_to_i64(const Tensor& t) { return t.to_i64_vector(); }
+std::vector<double> tensor_to_f64(const Tensor& t) { return t.to_f64_vector(); }
+
+}  // namespace ingot::cpu

@@ -1,0 +1,297 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Runs ONNX's node test suite (written by generate_node_data.py from the installed onnx
+// package) through import → CPU reference backend and compares with the expected outputs.
+// Every case ends as pass, fail (with the reason) or unsupported (with the reason); training
+// cases are counted apart. Each case runs in a child process so a crash or a hang is a
+// failure of that case, not of the run.
+//
+// With --expectations FILE, every case that does not pass must be listed there with its
+// status; an unlisted failure is a regression (exit 1) and a listed case that now passes is
+// reported so the file can be tightened. --write-expectations FILE rewrites the file.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/executor.h"
+#include "onnx/importer.h"
+
+namespace fs = std::filesystem;
+using namespace ingot;
+
+namespace {
+
+struct Outcome {
+  std::string status;  // pass, fail, unsupported
+  std::string reason;
+};
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+Tolerance tolerance_for(DataType t) {
+  switch (t) {
+    case DataType::kFloat64: return {1e-5, 1e-7};
+    case DataType::kFloat32: return {1e-3, 1e-5};
+    case DataType::kFloat16: return {1e-2, 1e-3};
+    case DataType::kBFloat16: return {2e-2, 1e-2};
+    default: return {0.13, 1e-3};  // fp8/fp4: one step of a 2-3 bit mantissa
+  }
+}
+
+std::string compare(const Tensor& got, const Tensor& want, const std::string& name) {
+  std::ostringstream os;
+  if (got.dtype() != want.dtype()) {
+    os << "output '" << name << "' dtype " << data_type_name(got.dtype()) << ", expected " << data_type_name(want.dtype());
+    return os.str();
+  }
+  if (got.shape() != want.shape()) {
+    os << "output '" << name << "' shape " << shape_to_string(got.shape()) << ", expected "
+       << shape_to_string(want.shape());
+    return os.str();
+  }
+  if (got.dtype() == DataType::kString) {
+    for (int64_t i = 0; i < got.numel(); ++i)
+      if (got.strings()[i] != want.strings()[i]) {
+        os << "output '" << name << "'[" << i << "] = \"" << got.strings()[i] << "\", expected \"" << want.strings()[i] << "\"";
+        return os.str();
+      }
+    return "";
+  }
+  if (is_float(got.dtype())) {
+    Tolerance tol = tolerance_for(got.dtype());
+    int64_t bad = 0, first = -1;
+    double worst = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double g = got.get_f64(i), w = want.get_f64(i);
+      if (std::isnan(w) && std::isnan(g)) continue;
+      if (std::isinf(w) && g == w) continue;
+      double err = std::fabs(g - w);
+      if (!(err <= tol.atol + tol.rtol * std::fabs(w))) {
+        if (first < 0) first = i;
+        ++bad;
+        if (!(err <= worst)) worst = err;
+      }
+    }
+    if (bad) {
+      os << "output '" << name << "': " << bad << "/" << got.numel() << " elements outside rtol " << tol.rtol
+         << " atol " << tol.atol << " (first at " << first << ": got " << got.get_f64(first) << ", expected "
+         << want.get_f64(first) << "; max abs err " << worst << ")";
+      return os.str();
+    }
+    return "";
+  }
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (got.get_i64(i) != want.get_i64(i)) {
+      os << "output '" << name << "'[" << i << "] = " << got.get_i64(i) << ", expected " << want.get_i64(i);
+      return os.str();
+    }
+  return "";
+}
+
+Outcome classify(const Status& s) {
+  if (s.code() == StatusCode::kUnsupported) return {"unsupported", s.message()};
+  return {"fail", s.to_string()};
+}
+
+Outcome run_case(const fs::path& dir) {
+  auto model = onnx::import_model_file((dir / "model.onnx").string());
+  if (!model.ok()) return classify(model.status());
+  const ir::Graph& g = *model->graph;
+  for (const ir::Value* v : g.inputs())
+    if (!v->non_tensor_kind().empty())
+      return {"unsupported", "graph input '" + v->name() + "' is a " + v->non_tensor_kind()};
+  for (const ir::Value* v : g.outputs())
+    if (!v->non_tensor_kind().empty())
+      return {"unsupported", "graph output '" + v->name() + "' is a " + v->non_tensor_kind()};
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return {"fail", "no test_data_set folders"};
+  for (const fs::path& set : sets) {
+    std::map<std::string, Tensor> feeds;
+    size_t n_in = 0;
+    for (;; ++n_in) {
+      fs::path p = set / ("input_" + std::to_string(n_in) + ".pb");
+      if (!fs::exists(p)) break;
+      std::string name;
+      auto t = onnx::load_tensor_proto_file(p.string(), &name);
+      if (!t.ok()) return {"fail", "cannot read " + p.string() + ": " + t.status().message()};
+      // Inputs bind by position: the i-th graph input that is not an initializer-only value.
+      if (n_in >= g.inputs().size()) return {"fail", "more input files than graph inputs"};
+      feeds[g.inputs()[n_in]->name()] = std::move(t).value();
+    }
+    cpu::Executor exec;
+    auto outs = exec.run(g, feeds);
+    if (!outs.ok()) return classify(outs.status());
+    for (size_t j = 0; j < g.outputs().size(); ++j) {
+      fs::path p = set / ("output_" + std::to_string(j) + ".pb");
+      if (!fs::exists(p)) return {"fail", "missing " + p.string()};
+      auto want = onnx::load_tensor_proto_file(p.string());
+      if (!want.ok()) return {"fail", "cannot read " + p.string() + ": " + want.status().message()};
+      std::string diff = compare((*outs)[j], *want, g.outputs()[j]->name());
+      if (!diff.empty()) return {"fail", set.filename().string() + ": " + diff};
+    }
+  }
+  return {"pass", ""};
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  if (s.size() > 300) s = s.substr(0, 300) + "...";
+  return s;
+}
+
+// Runs a case in a child so crashes and hangs are contained.
+Outcome run_isolated(const fs::path& dir, int timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return run_case(dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(timeout_s);
+    Outcome o = run_case(dir);
+    std::string msg = o.status + "\t" + one_line(o.reason);
+    ssize_t w = write(fds[1], msg.data(), msg.size());
+    (void)w;
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    return {"fail", sig == SIGALRM ? "timed out after " + std::to_string(timeout_s) + " s"
+                                   : std::string("crashed with signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")"};
+  }
+  auto tab = msg.find('\t');
+  if (tab == std::string::npos) return {"fail", "child exited without a result"};
+  return {msg.substr(0, tab), msg.substr(tab + 1)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir, expectations, write_expectations, filter;
+  double min_pass_rate = 0;
+  bool verbose = false;
+  int timeout_s = 60;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--dir") dir = next();
+    else if (a == "--expectations") expectations = next();
+    else if (a == "--write-expectations") write_expectations = next();
+    else if (a == "--filter") filter = next();
+    else if (a == "--min-pass-rate") min_pass_rate = std::stod(next());
+    else if (a == "--timeout") timeout_s = std::stoi(next());
+    else if (a == "--verbose" || a == "-v") verbose = true;
+    else {
+      std::cerr << "usage: conformance_runner --dir DIR [--expectations FILE] [--write-expectations FILE]"
+                   " [--filter SUBSTR] [--min-pass-rate R] [--timeout S] [-v]\n";
+      return 2;
+    }
+  }
+  if (dir.empty() || !fs::is_directory(dir)) {
+    std::cerr << "conformance_runner: --dir must name the folder holding the cases\n";
+    return 2;
+  }
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && fs::exists(e.path() / "model.onnx")) cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+
+  std::map<std::string, Outcome> expected;
+  if (!expectations.empty()) {
+    std::ifstream f(expectations);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream ls(line);
+      std::string name, status, reason;
+      std::getline(ls, name, '\t');
+      std::getline(ls, status, '\t');
+      std::getline(ls, reason);
+      expected[name] = {status, reason};
+    }
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::map<std::string, Outcome> results;
+  int pass = 0, fail = 0, unsup = 0, training = 0;
+  std::vector<std::string> regressions, newly_passing;
+  for (const fs::path& c : cases) {
+    std::string name = c.filename().string();
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    if (name.find("training") != std::string::npos) {
+      ++training;
+      continue;
+    }
+    Outcome o = run_isolated(c, timeout_s);
+    results[name] = o;
+    if (o.status == "pass") ++pass;
+    else if (o.status == "unsupported") ++unsup;
+    else ++fail;
+    if (verbose || (o.status != "pass" && expected.count(name) == 0 && !expectations.empty()))
+      std::cout << (o.status == "pass" ? "PASS " : o.status == "unsupported" ? "UNSUPPORTED " : "FAIL ") << name
+                << (o.reason.empty() ? "" : ": " + o.reason) << "\n";
+    auto it = expected.find(name);
+    if (o.status != "pass" && it == expected.end()) regressions.push_back(name);
+    if (o.status == "pass" && it != expected.end()) newly_passing.push_back(name);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int total = pass + fail + unsup;
+  double rate = total ? static_cast<double>(pass) / total : 0;
+
+  if (!write_expectations.empty()) {
+    std::ofstream f(write_expectations);
+    f << "# ONNX node conformance: every non-training case that does not pass, with its reason.\n"
+         "# Written by conformance_runner --write-expectations; an unlisted failure fails CI.\n"
+         "# case<TAB>status<TAB>reason\n";
+    for (const auto& [name, o] : results)
+      if (o.status != "pass") f << name << "\t" << o.status << "\t" << one_line(o.reason) << "\n";
+  }
+  if (!newly_passing.empty()) {
+    std::cout << "\nNewly passing (remove from " << expectations << "):\n";
+    for (const auto& n : newly_passing) std::cout << "  " << n << "\n";
+  }
+  if (!regressions.empty()) {
+    std::cout << "\nRegressions (not passing, not in the expectations file):\n";
+    for (const auto& n : regressions) std::cout << "  " << n << ": " << results[n].status << ": " << results[n].reason << "\n";
+  }
+  std::cout << "\nONNX node conformance: " << total << " non-training cases in " << secs << " s\n"
+            << "  pass " << pass << "  fail " << fail << "  unsupported " << unsup << "  (training cases not run: "
+            << training << ")\n"
+            << "  pass rate " << rate * 100 << "%\n";
+  bool bar_ok = rate >= min_pass_rate;
+  if (!bar_ok) std::cout << "  below the required pass rate " << min_pass_rate * 100 << "%\n";
+  bool ok = bar_ok && (expectations.empty() || regressions.empty());
+  return ok ? 0 : 1;
+}

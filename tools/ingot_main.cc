@@ -1,0 +1,43 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The ingot command: one entry point, one subcommand per concern.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ingot/version.h"
+#include "run_command.h"
+
+namespace {
+void usage(std::ostream& os) {
+  os << "ingot " << ingot::version() << " - ONNX inference compiler and runtime\n\n"
+     << "usage: ingot <command> [options]\n\n"
+     << "commands:\n"
+     << "  run MODEL     run a model on random or given inputs and summarize the outputs\n"
+     << "\n"
+     << "options:\n"
+     << "  -h, --help    this help (ingot <command> --help for a command's options)\n"
+     << "  --version     print the version\n";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    usage(std::cerr);
+    return 2;
+  }
+  const std::string& cmd = args[0];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(std::cout);
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "ingot " << ingot::version() << "\n";
+    return 0;
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "run") return ingot::tools::run_command(rest);
+  std::cerr << "ingot: unknown command '" << cmd << "' (see ingot --help)\n";
+  return 2;
+}
