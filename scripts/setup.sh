@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian 12 machine: installs every dependency (apt, pip) and builds.
+# Usage: scripts/setup.sh            (build folder: ./build; INGOT_CUDA=OFF to skip CUDA)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build ccache pkg-config \
+  libprotobuf-dev protobuf-compiler libgtest-dev \
+  clang libclang-rt-14-dev \
+  python3 python3-pip graphviz >/dev/null
+
+PY=${PYTHON:-python3}
+$PY -m pip install -q --disable-pip-version-check -r requirements.txt
+
+CUDA_FLAG=()
+if [ "${INGOT_CUDA:-}" = OFF ] || ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  CUDA_FLAG=(-DINGOT_CUDA=OFF)
+elif [ -x /usr/local/cuda/bin/nvcc ]; then
+  CUDA_FLAG=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v $PY)" "${CUDA_FLAG[@]}"
+cmake --build build -j "$(nproc)"
+echo "setup: built ./build"

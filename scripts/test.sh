@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every CPU test: unit tests, the ONNX node conformance suite, whole models against
+# onnxruntime, the CLI end to end, the install/find_package check, and 60 s of fuzzing the
+# ONNX importer. GPU tests (ctest label "gpu") skip themselves without a GPU.
+# Usage: scripts/test.sh        (expects scripts/setup.sh to have built ./build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+
+cmake --build build -j "$(nproc)"
+
+# The importer fuzz target: its own clang build with ASan + libFuzzer coverage.
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
+  -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer
+
+# Fuzzing: seed corpus = the ONNX node conformance models.
+python3 tests/conformance/generate_node_data.py -o build-fuzz/onnx-node-tests >/dev/null
+corpus=build-fuzz/corpus
+rm -rf "$corpus" && mkdir -p "$corpus"
+i=0
+for m in build-fuzz/onnx-node-tests/node/*/model.onnx; do cp "$m" "$corpus/seed_$i.onnx"; i=$((i + 1)); done
+echo "fuzz: $i seed models, ${FUZZ_SECONDS}s"
+build-fuzz/tests/fuzz/fuzz_onnx_importer "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 2>&1 | tail -n 12
+echo "fuzz: no crash in ${FUZZ_SECONDS}s"
+
+ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the ingot command: help, version, run on the CPU backend with random and
+.npy inputs, and a clear one-line error with a non-zero exit for each kind of bad input."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+failures = []
+checks = [0]
+
+
+def run(ingot, *args):
+    p = subprocess.run([ingot, *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(name, cond, detail=""):
+    checks[0] += 1
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"))
+    if not cond:
+        failures.append(name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingot", required=True)
+    ap.add_argument("--models", required=True)
+    a = ap.parse_args()
+    ingot = a.ingot
+    mlp = os.path.join(a.models, "mlp_symbolic_batch", "model.onnx")
+    cnn = os.path.join(a.models, "cnn_small", "model.onnx")
+
+    rc, out, err = run(ingot, "--help")
+    check("--help lists subcommands", rc == 0 and "run" in out, out + err)
+    rc, out, err = run(ingot, "--version")
+    check("--version prints the version", rc == 0 and out.startswith("ingot "), out + err)
+
+    rc, out, err = run(ingot, "run", cnn, "--backend", "cpu")
+    check("run cnn on cpu prints the output summary", rc == 0 and "logits  f32[2,10]" in out and "mean" in out, out + err)
+
+    rc, out, err = run(ingot, "run", mlp, "--shapes", "x:3x8")
+    check("run with --shapes binds the symbolic batch", rc == 0 and "probs  f32[3,4]" in out, out + err)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        x = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float32)
+        np.save(os.path.join(tmp, "x.npy"), x)
+        rc, out, err = run(ingot, "run", mlp, "--load-inputs", f"x:{os.path.join(tmp, 'x.npy')}", "--save-outputs", tmp)
+        ok = rc == 0 and os.path.exists(os.path.join(tmp, "probs.npy"))
+        check("run with .npy inputs saves .npy outputs", ok, out + err)
+        if ok:
+            probs = np.load(os.path.join(tmp, "probs.npy"))
+            # Check against a numpy evaluation of the same model (weights from the file).
+            m = onnx.load(mlp)
+            w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+            h = np.maximum(x @ w["w1"] + w["b1"], 0) @ w["w2"] + w["b2"]
+            e = np.exp(h - h.max(axis=-1, keepdims=True))
+            want = e / e.sum(axis=-1, keepdims=True)
+            check("saved outputs match numpy", probs.shape == (5, 4) and np.allclose(probs, want, rtol=1e-4, atol=1e-6),
+                  f"max err {np.abs(probs - want).max() if probs.shape == want.shape else probs.shape}")
+
+        junk = os.path.join(tmp, "junk.onnx")
+        open(junk, "wb").write(os.urandom(300))
+        trunc = os.path.join(tmp, "trunc.onnx")
+        open(trunc, "wb").write(open(cnn, "rb").read()[:500])
+        unknown = os.path.join(tmp, "unknown.onnx")
+        m = onnx.load(mlp)
+        m.graph.node[2].op_type = "NotAnOp"
+        m.graph.node[2].name = "the_relu"
+        open(unknown, "wb").write(m.SerializeToString())
+        bad_cases = [
+            ("unknown subcommand", ["frobnicate"], "unknown command"),
+            ("unknown flag", ["run", mlp, "--bogus"], "unknown option '--bogus'"),
+            ("malformed shape", ["run", mlp, "--shapes", "x:1x3xfoo"], "malformed dims"),
+            ("shape against a fixed dim", ["run", mlp, "--shapes", "x:2x9"], "fixes it to 8"),
+            ("missing file", ["run", os.path.join(tmp, "nope.onnx")], "cannot open"),
+            ("random bytes", ["run", junk], "not a valid ONNX model"),
+            ("truncated model", ["run", trunc], "invalid model"),
+            ("unknown op", ["run", unknown], "NotAnOp 'the_relu'"),
+            ("unknown backend", ["run", mlp, "--backend", "tpu"], "backend 'tpu'"),
+            ("no model", ["run"], "no model given"),
+        ]
+        for name, args, expect in bad_cases:
+            rc, out, err = run(ingot, *args)
+            lines = [l for l in err.strip().splitlines() if l]
+            check(f"error: {name}", rc != 0 and rc < 128 and len(lines) == 1 and expect in err,
+                  f"rc={rc} stderr={err!r}")
+
+    print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
