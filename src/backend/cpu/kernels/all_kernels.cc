@@ -11,6 +11,7 @@ void register_all_kernels(KernelRegistry& r) {
   register_tensor_kernels(r);
   register_attention_kernels(r);
   register_image_kernels(r);
+  register_rnn_kernels(r);
   register_control_flow_kernels(r);
   register_misc_kernels(r);
 }
