@@ -1,8 +1,248 @@
 // Copyright ingot authors. Apache-2.0.
+//
+// Type conversion and quantization ops: Cast, CastLike, BitCast, QuantizeLinear,
+// DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
+// QLinearConv.
+#include <string>
+#include <vector>
+
 #include "ir/ops/all_ops.h"
 
 namespace ingot::ir {
 
-void register_quant_ops(OpRegistry& r) { (void)r; }
+namespace {
+
+bool cast_target_ok(int64_t to) {
+  return is_valid_data_type(static_cast<int32_t>(to)) &&
+         static_cast<DataType>(to) != DataType::kComplex64 &&
+         static_cast<DataType>(to) != DataType::kComplex128;
+}
+
+/// Small known inputs (shape computations) are cast at inference time so that downstream
+/// shape inference sees the value.
+void fold_cast(InferenceContext& c, DataType to) {
+  const Tensor* v = c.input_value(0);
+  if (!v || v->numel() > 1024 || v->dtype() == DataType::kString || to == DataType::kString) return;
+  if (!(is_integer(v->dtype()) || v->dtype() == DataType::kBool || is_float(v->dtype()))) return;
+  auto out = Tensor::zeros(to, v->shape());
+  if (!out.ok()) return;
+  bool int_path = (is_integer(v->dtype()) || v->dtype() == DataType::kBool) &&
+                  (is_integer(to) || to == DataType::kBool);
+  for (int64_t i = 0; i < v->numel(); ++i) {
+    if (int_path) out->set_i64(i, v->get_i64(i));
+    else out->set_f64(i, v->get_f64(i));
+  }
+  c.set_output_value(0, std::move(*out));
+}
+
+/// numpy matmul shape of inputs a and b (1-D operands promoted and the added dim dropped).
+Result<Shape> matmul_shape(const InferenceContext& c, size_t ia, size_t ib) {
+  const Shape& a = c.input_shape(ia);
+  const Shape& b = c.input_shape(ib);
+  if (!a.rank_known() || !b.rank_known()) return Shape::unknown_rank();
+  if (a.rank() == 0 || b.rank() == 0) return c.error("MatMul operands must not be scalars");
+  std::vector<Dim> ad = a.dims(), bd = b.dims();
+  bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  if (a1) ad.insert(ad.begin(), Dim(1));
+  if (b1) bd.push_back(Dim(1));
+  const Dim& k1 = ad.back();
+  const Dim& k2 = bd[bd.size() - 2];
+  if (k1.is_known() && k2.is_known() && k1.value() != k2.value())
+    return c.error("inner dimensions differ: ", a.to_string(), " x ", b.to_string());
+  Shape ba(std::vector<Dim>(ad.begin(), ad.end() - 2));
+  Shape bb(std::vector<Dim>(bd.begin(), bd.end() - 2));
+  auto batch = broadcast_shapes(ba, bb);
+  if (!batch.ok()) return c.error(batch.status().message());
+  std::vector<Dim> out = batch->dims();
+  if (!a1) out.push_back(ad[ad.size() - 2]);
+  if (!b1) out.push_back(bd.back());
+  return Shape(out);
+}
+
+/// Output shape of an (integer) convolution of inputs x and w.
+Result<Shape> conv_shape(const InferenceContext& c, size_t ix, size_t iw) {
+  const Shape& x = c.input_shape(ix);
+  const Shape& w = c.input_shape(iw);
+  if (!x.rank_known()) return Shape::unknown_rank();
+  if (x.rank() < 3) return c.error("input must have rank >= 3, got ", x.to_string());
+  size_t sp = x.rank() - 2;
+  if (w.rank_known() && w.rank() != x.rank())
+    return c.error("weight rank ", w.rank(), " differs from input rank ", x.rank());
+  std::vector<int64_t> kernel = c.attrs().get_ints("kernel_shape");
+  if (kernel.empty() && w.rank_known()) {
+    for (size_t i = 0; i < sp; ++i) kernel.push_back(w[i + 2].is_known() ? w[i + 2].value() : -1);
+  }
+  std::vector<int64_t> strides = c.attrs().get_ints("strides", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> dil = c.attrs().get_ints("dilations", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> pads = c.attrs().get_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  std::string auto_pad = c.attrs().get_string("auto_pad", "NOTSET");
+  if (strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp ||
+      (!kernel.empty() && kernel.size() != sp))
+    return c.error("kernel_shape/strides/dilations/pads do not match ", sp, " spatial dims");
+  for (size_t i = 0; i < sp; ++i)
+    if (strides[i] <= 0 || dil[i] <= 0) return c.error("strides and dilations must be positive");
+  std::vector<Dim> out;
+  out.push_back(x[0]);
+  if (w.rank_known()) out.push_back(w[0]);
+  else out.push_back(Dim::unknown());
+  int64_t group = c.attrs().get_int("group", 1);
+  if (group <= 0) return c.error("group must be positive");
+  if (w.rank_known() && x[1].is_known() && w[1].is_known() && x[1].value() != w[1].value() * group)
+    return c.error("input channels ", x[1].value(), " != weight channels ", w[1].value(), " * group ", group);
+  for (size_t i = 0; i < sp; ++i) {
+    const Dim& d = x[i + 2];
+    if (!d.is_known() || kernel.empty() || kernel[i] < 0) {
+      out.push_back(Dim::unknown());
+      continue;
+    }
+    int64_t ek = (kernel[i] - 1) * dil[i] + 1;
+    int64_t o;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      o = (d.value() + strides[i] - 1) / strides[i];
+    } else if (auto_pad == "VALID") {
+      o = d.value() >= ek ? (d.value() - ek) / strides[i] + 1 : 0;
+    } else {
+      int64_t padded = d.value() + pads[i] + pads[i + sp];
+      if (padded < ek) return c.error("kernel larger than padded input");
+      o = (padded - ek) / strides[i] + 1;
+    }
+    out.push_back(Dim(o));
+  }
+  return Shape(out);
+}
+
+Status infer_quantize(InferenceContext& c) {
+  DataType out = DataType::kUInt8;
+  int64_t odt = c.attrs().get_int("output_dtype", 0);
+  if (c.has_input(2)) {
+    out = c.input_dtype(2);
+    if (odt != 0 && out != DataType::kUndefined && static_cast<int64_t>(out) != odt)
+      return c.error("output_dtype ", odt, " differs from the zero point's type ", data_type_name(out));
+  } else if (odt != 0) {
+    if (!is_valid_data_type(static_cast<int32_t>(odt))) return c.error("invalid output_dtype ", odt);
+    out = static_cast<DataType>(odt);
+  }
+  if (out != DataType::kUndefined && !is_integer(out) && !is_float8(out) && out != DataType::kFloat4E2M1)
+    return c.error("cannot quantize to ", data_type_name(out));
+  c.set_output(0, out, c.input_shape(0));
+  return Status::Ok();
+}
+
+Status infer_dequantize(InferenceContext& c) {
+  DataType out = c.input_dtype(1);
+  int64_t odt = c.attrs().get_int("output_dtype", 0);
+  if (odt != 0) {
+    if (!is_valid_data_type(static_cast<int32_t>(odt)) || !is_float(static_cast<DataType>(odt)))
+      return c.error("invalid output_dtype ", odt);
+    out = static_cast<DataType>(odt);
+  }
+  c.set_output(0, out, c.input_shape(0));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_quant_ops(OpRegistry& r) {
+  r.add("Cast").inputs(1, 1).outputs(1, 1).opsets(1)
+      .attr("to", AttrType::kInt, true)
+      .attr("saturate", AttrType::kInt)
+      .attr("round_mode", AttrType::kString)
+      .infer([](InferenceContext& c) -> Status {
+        int64_t to = c.attrs().get_int("to", 0);
+        if (!cast_target_ok(to)) return c.error("invalid target type ", to);
+        c.set_output(0, static_cast<DataType>(to), c.input_shape(0));
+        fold_cast(c, static_cast<DataType>(to));
+        return Status::Ok();
+      });
+
+  r.add("CastLike").inputs(2, 2).outputs(1, 1).opsets(15)
+      .attr("saturate", AttrType::kInt)
+      .attr("round_mode", AttrType::kString)
+      .infer([](InferenceContext& c) -> Status {
+        DataType to = c.input_dtype(1);
+        c.set_output(0, to, c.input_shape(0));
+        if (to != DataType::kUndefined) fold_cast(c, to);
+        return Status::Ok();
+      });
+
+  r.add("BitCast").inputs(1, 1).outputs(1, 1).opsets(26)
+      .attr("to", AttrType::kInt, true)
+      .infer([](InferenceContext& c) -> Status {
+        int64_t to = c.attrs().get_int("to", 0);
+        if (!is_valid_data_type(static_cast<int32_t>(to)) || static_cast<DataType>(to) == DataType::kString)
+          return c.error("invalid target type ", to);
+        DataType from = c.input_dtype(0);
+        if (from == DataType::kString) return c.error("cannot bit-cast strings");
+        if (from != DataType::kUndefined && data_type_bits(from) != data_type_bits(static_cast<DataType>(to)))
+          return c.error("bit widths differ: ", data_type_name(from), " (", data_type_bits(from), ") vs ",
+                         data_type_name(static_cast<DataType>(to)), " (",
+                         data_type_bits(static_cast<DataType>(to)), ")");
+        c.set_output(0, static_cast<DataType>(to), c.input_shape(0));
+        return Status::Ok();
+      });
+
+  r.add("QuantizeLinear").inputs(2, 3).outputs(1, 1).opsets(10)
+      .attr("axis", AttrType::kInt)
+      .attr("saturate", AttrType::kInt)
+      .attr("block_size", AttrType::kInt)
+      .attr("output_dtype", AttrType::kInt)
+      .attr("precision", AttrType::kInt)
+      .infer(infer_quantize);
+
+  r.add("DequantizeLinear").inputs(2, 3).outputs(1, 1).opsets(10)
+      .attr("axis", AttrType::kInt)
+      .attr("block_size", AttrType::kInt)
+      .attr("output_dtype", AttrType::kInt)
+      .infer(infer_dequantize);
+
+  r.add("DynamicQuantizeLinear").inputs(1, 1).outputs(3, 3).opsets(11)
+      .infer([](InferenceContext& c) -> Status {
+        c.set_output(0, DataType::kUInt8, c.input_shape(0));
+        c.set_output(1, DataType::kFloat32, Shape());
+        c.set_output(2, DataType::kUInt8, Shape());
+        return Status::Ok();
+      });
+
+  r.add("MatMulInteger").inputs(2, 4).outputs(1, 1).opsets(10)
+      .infer([](InferenceContext& c) -> Status {
+        auto s = matmul_shape(c, 0, 1);
+        if (!s.ok()) return s.status();
+        c.set_output(0, DataType::kInt32, *s);
+        return Status::Ok();
+      });
+
+  r.add("QLinearMatMul").inputs(8, 8).outputs(1, 1).opsets(10)
+      .infer([](InferenceContext& c) -> Status {
+        auto s = matmul_shape(c, 0, 3);
+        if (!s.ok()) return s.status();
+        c.set_output(0, c.input_dtype(7), *s);
+        return Status::Ok();
+      });
+
+  auto conv_attrs = [](OpSchema& s) -> OpSchema& {
+    return s.attr("auto_pad", AttrType::kString)
+        .attr("dilations", AttrType::kInts)
+        .attr("group", AttrType::kInt)
+        .attr("kernel_shape", AttrType::kInts)
+        .attr("pads", AttrType::kInts)
+        .attr("strides", AttrType::kInts);
+  };
+
+  conv_attrs(r.add("ConvInteger").inputs(2, 4).outputs(1, 1).opsets(10))
+      .infer([](InferenceContext& c) -> Status {
+        auto s = conv_shape(c, 0, 1);
+        if (!s.ok()) return s.status();
+        c.set_output(0, DataType::kInt32, *s);
+        return Status::Ok();
+      });
+
+  conv_attrs(r.add("QLinearConv").inputs(8, 9).outputs(1, 1).opsets(10))
+      .infer([](InferenceContext& c) -> Status {
+        auto s = conv_shape(c, 0, 3);
+        if (!s.ok()) return s.status();
+        c.set_output(0, c.input_dtype(7), *s);
+        return Status::Ok();
+      });
+}
 
 }  // namespace ingot::ir
