@@ -134,7 +134,7 @@ TEST(Importer, UnknownOpNamesNodeOpDomainAndOpset) {
   auto r = import(m);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  const std::string& msg = r.status().message();
+  const std::string msg = r.status().message();
   EXPECT_NE(msg.find("FrobnicateV2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("relu0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ai.onnx"), std::string::npos) << msg;
