@@ -136,11 +136,21 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const TensorSourc
     return t;
   }
 
-  INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dtype, shape));
   auto count_error = [&](int64_t have) {
     return invalid_model("tensor '", name, "': holds ", have, " values but ", data_type_name(dtype),
                          shape_to_string(shape), " needs ", numel);
   };
+  // Check the element count against the data actually present before allocating, so a
+  // malformed file cannot make us allocate more than it holds.
+  int64_t have = 0;
+  if (dtype == DataType::kFloat32) have = p.float_data_size();
+  else if (dtype == DataType::kFloat64) have = p.double_data_size();
+  else if (dtype == DataType::kInt64) have = p.int64_data_size();
+  else if (dtype == DataType::kUInt32 || dtype == DataType::kUInt64) have = p.uint64_data_size();
+  else if (uses_int32_data(dtype)) have = p.int32_data_size();
+  bool packed_ok = is_sub_byte(dtype) && have == static_cast<int64_t>(need);
+  if (have != numel && !packed_ok) return count_error(have);
+  INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dtype, shape));
   if (dtype == DataType::kFloat32) {
     if (p.float_data_size() != numel) return count_error(p.float_data_size());
     std::memcpy(t.mutable_raw(), p.float_data().data(), need);
