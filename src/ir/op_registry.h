@@ -144,9 +144,9 @@ std::string canonical_domain(const std::string& domain);
 /// Runs validation and inference for one node using the types already on its input values
 /// (and initializer data), writing dtype/shape to its outputs. Errors name the node.
 Status infer_node(const Node& node, const OpRegistry& registry = OpRegistry::global());
-/// Inference over a whole graph in node order (subgraphs included). Symbolic dims stay
-/// symbolic; graph outputs declared in the model keep their declared info when inference
-/// knows less.
+/// Inference over a whole graph in node order. Symbolic dims stay symbolic; graph outputs
+/// declared in the model keep their declared info when inference knows less. Subgraphs are
+/// inferred by their owning op (If/Loop/Scan inference binds the body's input types first).
 Status infer_graph(Graph& graph, const OpRegistry& registry = OpRegistry::global());
 
 }  // namespace ingot::ir
