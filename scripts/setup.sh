@@ -10,7 +10,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build ccache pkg-config \
-  libprotobuf-dev protobuf-compiler libgtest-dev \
+  libprotobuf-dev protobuf-compiler libgtest-dev libflatbuffers-dev flatbuffers-compiler \
   clang libclang-rt-14-dev \
   python3 python3-pip graphviz >/dev/null
 

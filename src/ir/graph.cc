@@ -179,3 +179,29 @@ int64_t Graph::opset(const std::string& domain) const {
 }
 
 }  // namespace ingot::ir
+
+namespace ingot::ir {
+
+void Node::absorb_origins(const Node& other) {
+  if (other.origins_.empty()) origins_.push_back(other.name_);
+  else origins_.insert(origins_.end(), other.origins_.begin(), other.origins_.end());
+}
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  if (from == to) return;
+  // Copy: set_input edits the use list we iterate.
+  std::vector<std::pair<Node*, int>> uses = from->uses_;
+  for (auto& [node, index] : uses) node->set_input(static_cast<size_t>(index), to);
+  for (Value*& o : outputs_)
+    if (o == from) o = to;
+}
+
+void Graph::rename_value(Value* v, const std::string& name) {
+  Graph* g = v->owner_ ? v->owner_ : this;
+  auto it = g->by_name_.find(v->name_);
+  if (it != g->by_name_.end() && it->second == v) g->by_name_.erase(it);
+  v->name_ = name;
+  if (!name.empty()) g->by_name_[name] = v;
+}
+
+}  // namespace ingot::ir

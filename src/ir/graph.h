@@ -76,6 +76,12 @@ class Node {
   void set_input(size_t i, Value* v);
   /// "Conv 'conv1' (domain ai.onnx, opset 17)" style description for messages.
   std::string describe() const;
+  /// Names of the original model nodes this node stands for (a fused node lists every node it
+  /// absorbed; an imported node lists nothing, it is its own origin).
+  const std::vector<std::string>& origins() const { return origins_; }
+  void add_origin(const std::string& name) { origins_.push_back(name); }
+  /// Adds `other`'s origins, or its name when it has none.
+  void absorb_origins(const Node& other);
 
  private:
   friend class Graph;
@@ -83,6 +89,7 @@ class Node {
   std::vector<Value*> inputs_, outputs_;
   Attributes attrs_;
   Graph* owner_ = nullptr;
+  std::vector<std::string> origins_;
 };
 
 class Graph {
@@ -116,6 +123,12 @@ class Graph {
                  const std::string& name = "", const std::string& domain = "");
   /// Removes a node whose outputs have no uses (and are not graph outputs).
   Status remove_node(Node* n);
+  /// Makes every reader of `from` (nodes here and in nested subgraphs, and graph outputs)
+  /// read `to` instead. Graph outputs switch to `to`; a pass that must keep an output's public
+  /// name renames `to` (rename_value) after the switch.
+  void replace_all_uses(Value* from, Value* to);
+  /// Renames a value (names must stay unique within the graph).
+  void rename_value(Value* v, const std::string& name);
   /// Orders nodes so every node follows its producers; error naming a node on a cycle.
   Status topological_sort();
 

@@ -1,0 +1,63 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The Tactic and Backend interfaces: every candidate implementation of a node on a backend is a
+// Tactic, and the builder (and its autotuner) sees only this interface.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "ir/op_registry.h"
+
+namespace ingot::backend {
+
+/// Everything a tactic needs to run one step.
+struct StepIO {
+  const ir::Node* node = nullptr;
+  std::vector<const Tensor*> inputs;  ///< nullptr for omitted optional inputs
+  /// Output views (into the arena or caller bindings) with their current shapes; a tactic
+  /// writes every element. An undefined Tensor marks a data-dependent output the tactic must
+  /// allocate (kDynamic storage).
+  std::vector<Tensor>* outputs = nullptr;
+  void* workspace = nullptr;
+  void* stream = nullptr;  ///< cudaStream_t on the CUDA backend; unused on the CPU
+};
+
+class Tactic {
+ public:
+  virtual ~Tactic() = default;
+  /// Stable name recorded in the engine, e.g. "cpu.reference", "cuda.cublaslt.algo17".
+  virtual std::string name() const = 0;
+  /// Whether this tactic can run `node` with these input types over the whole profile range.
+  virtual bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const = 0;
+  /// Scratch bytes needed at the given (maximum) input shapes.
+  virtual uint64_t workspace_bytes(const ir::Node& node, const std::vector<Shape64>& input_shapes) const = 0;
+  /// One-time work at build (pack or reorder weights). Default: nothing.
+  virtual Status prepare(const ir::Node& node) { return Status::Ok(); }
+  /// Runs the step. Must not allocate or lock in the steady state on GPU backends.
+  virtual Status enqueue(StepIO& io) const = 0;
+  /// Parameters that pin this choice (an algorithm id, tile sizes); restored by the backend's
+  /// create_tactic.
+  virtual std::vector<uint8_t> serialize() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  /// Candidate tactics for a node, best guess first. Empty: the backend cannot run it.
+  virtual std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node,
+                                                          const std::vector<ir::TensorType>& inputs) const = 0;
+  /// Rebuilds a tactic recorded in an engine; error when the name is unknown to this build.
+  virtual Result<std::unique_ptr<Tactic>> create_tactic(const std::string& name,
+                                                         const std::vector<uint8_t>& params) const = 0;
+};
+
+/// The backend named "cpu" or "cuda"; kUnsupported when not built in.
+Result<const Backend*> find_backend(const std::string& name);
+
+}  // namespace ingot::backend
