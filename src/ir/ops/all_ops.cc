@@ -12,6 +12,7 @@ void register_all_ops(OpRegistry& r) {
   register_attention_ops(r);
   register_image_ops(r);
   register_rnn_ops(r);
+  register_fused_ops(r);
   register_control_flow_ops(r);
   register_misc_ops(r);
 }

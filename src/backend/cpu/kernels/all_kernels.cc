@@ -12,6 +12,7 @@ void register_all_kernels(KernelRegistry& r) {
   register_attention_kernels(r);
   register_image_kernels(r);
   register_rnn_kernels(r);
+  register_fused_kernels(r);
   register_control_flow_kernels(r);
   register_misc_kernels(r);
 }

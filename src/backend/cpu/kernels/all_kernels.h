@@ -15,6 +15,7 @@ void register_tensor_kernels(KernelRegistry& r);
 void register_attention_kernels(KernelRegistry& r);
 void register_image_kernels(KernelRegistry& r);
 void register_rnn_kernels(KernelRegistry& r);
+void register_fused_kernels(KernelRegistry& r);
 void register_control_flow_kernels(KernelRegistry& r);
 void register_misc_kernels(KernelRegistry& r);
 

@@ -1,0 +1,8 @@
+// Copyright ingot authors. Apache-2.0.
+#include "backend/cpu/kernels/all_kernels.h"
+
+namespace ingot::cpu {
+
+void register_fused_conv_gemm_kernels(KernelRegistry& r) { (void)r; }
+
+}  // namespace ingot::cpu
