@@ -20,10 +20,12 @@ python3 tests/conformance/generate_node_data.py -o build-fuzz/onnx-node-tests >/
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
-for m in build-fuzz/onnx-node-tests/node/*/model.onnx; do cp "$m" "$corpus/seed_$i.onnx"; i=$((i + 1)); done
+for m in build-fuzz/onnx-node-tests/node/*/model.onnx tests/fuzz/regressions/importer_*; do
+  cp "$m" "$corpus/seed_$i.onnx"; i=$((i + 1))
+done
 echo "fuzz: $i seed models, ${FUZZ_SECONDS}s"
 build-fuzz/tests/fuzz/fuzz_onnx_importer "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 2>&1 | tail -n 12
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -n 12
 echo "fuzz: no crash in ${FUZZ_SECONDS}s"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -118,7 +118,8 @@ Status Graph::topological_sort() {
   for (auto& n : nodes_) slot[n.get()] = &n;
   // Iterative DFS keeps deep graphs off the call stack.
   for (auto& root : nodes_) {
-    if (state[root.get()] != 0) continue;
+    // A slot is empty once its node has moved to `order` as a dependency of an earlier root.
+    if (!root || state[root.get()] != 0) continue;
     std::vector<std::pair<Node*, size_t>> stack{{root.get(), 0}};
     std::vector<std::vector<const Value*>> reads;
     reads.emplace_back();

@@ -158,6 +158,16 @@ TEST(Importer, CycleIsAnError) {
   EXPECT_NE(r.status().message().find("cycle"), std::string::npos) << r.status().message();
 }
 
+TEST(Importer, SortsNodesListedOutOfOrder) {
+  ModelProto m = make_add_relu();
+  auto* g = m.mutable_graph();
+  g->mutable_node()->SwapElements(0, 1);  // Relu listed before the Add that feeds it
+  auto r = import(m);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->graph->nodes()[0]->op_type(), "Add");
+  EXPECT_EQ(r->graph->nodes()[1]->op_type(), "Relu");
+}
+
 TEST(Importer, InitializerSizeMismatchIsAnError) {
   ModelProto m = make_add_relu();
   m.mutable_graph()->mutable_initializer(0)->add_float_data(9.0f);  // 4 values for dims [3]
