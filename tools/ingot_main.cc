@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ingot/version.h"
+#include "build_command.h"
 #include "run_command.h"
 
 namespace {
@@ -13,7 +14,8 @@ void usage(std::ostream& os) {
   os << "ingot " << ingot::version() << " - ONNX inference compiler and runtime\n\n"
      << "usage: ingot <command> [options]\n\n"
      << "commands:\n"
-     << "  run MODEL     run a model on random or given inputs and summarize the outputs\n"
+     << "  build MODEL   build an engine from an ONNX model (ingot build --help)\n"
+     << "  run MODEL     run an engine or an ONNX model on random or given inputs (ingot run --help)\n"
      << "\n"
      << "options:\n"
      << "  -h, --help    this help (ingot <command> --help for a command's options)\n"
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (cmd == "run") return ingot::tools::run_command(rest);
+  if (cmd == "build") return ingot::tools::build_command(rest);
   std::cerr << "ingot: unknown command '" << cmd << "' (see ingot --help)\n";
   return 2;
 }

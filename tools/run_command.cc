@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -10,8 +12,11 @@
 #include <random>
 #include <sstream>
 
+#include "ingot/builder.h"
+#include "ingot/engine.h"
 #include "ingot/reference.h"
 #include "npy.h"
+#include "options.h"
 
 namespace ingot::tools {
 
@@ -20,48 +25,14 @@ namespace {
 struct RunOptions {
   std::string model;
   std::string backend = "cpu";
-  std::map<std::string, std::vector<int64_t>> shapes;  // --shapes name:1x3x224x224
+  ShapeOptions shapes;                                 // --shapes name:1x3x224x224
+  bool reference = false;                              // --reference: the graph interpreter
+  bool verbose = false;
   std::map<std::string, std::string> input_files;      // --load-inputs name:file.npy
   std::string save_outputs;                            // --save-outputs DIR
   uint64_t seed = 1;
   int iterations = 1;
 };
-
-bool parse_dims(const std::string& text, std::vector<int64_t>& dims) {
-  dims.clear();
-  if (text.empty()) return true;  // scalar
-  std::istringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, 'x')) {
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos) return false;
-    try {
-      dims.push_back(std::stoll(part));
-    } catch (...) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// "a:1x3,b:2" → map; error message on malformed text.
-bool parse_shape_list(const std::string& text, std::map<std::string, std::vector<int64_t>>& out, std::string& err) {
-  std::istringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto colon = item.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-      err = "malformed shape '" + item + "' (expected name:DIMxDIMx...)";
-      return false;
-    }
-    std::vector<int64_t> dims;
-    if (!parse_dims(item.substr(colon + 1), dims)) {
-      err = "malformed dims in '" + item + "' (expected positive integers joined by 'x', e.g. 1x3x224x224)";
-      return false;
-    }
-    out[item.substr(0, colon)] = dims;
-  }
-  return true;
-}
 
 bool parse_pairs(const std::string& text, std::map<std::string, std::string>& out, std::string& err) {
   std::istringstream ss(text);
@@ -79,9 +50,7 @@ bool parse_pairs(const std::string& text, std::map<std::string, std::string>& ou
 
 Result<HostTensor> random_input(const TensorInfo& info, const RunOptions& opt, std::mt19937_64& rng) {
   std::vector<int64_t> shape;
-  auto it = opt.shapes.find(info.name);
-  if (it != opt.shapes.end()) {
-    shape = it->second;
+  if (opt.shapes.run_dims(info.name, shape)) {
     if (info.rank_known && shape.size() != info.shape.size())
       return Status(StatusCode::kInvalidArgument, "--shapes gives input '" + info.name + "' rank " +
                                                       std::to_string(shape.size()) + ", the model declares rank " +
@@ -146,13 +115,167 @@ void summarize(const HostTensor& t, std::ostream& os) {
   os << "\n";
 }
 
+// What `run` drives: the graph interpreter (--reference) or an engine.
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual const std::vector<TensorInfo>& inputs() const = 0;
+  virtual Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& inputs) = 0;
+  virtual void describe(std::ostream& os) const = 0;
+  virtual void verbose(std::ostream& os) const {}
+};
+
+class ReferenceRunner : public ModelRunner {
+ public:
+  explicit ReferenceRunner(std::unique_ptr<ReferenceModel> m) : m_(std::move(m)) {}
+  const std::vector<TensorInfo>& inputs() const override { return m_->inputs(); }
+  Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& in) override { return m_->run(in); }
+  void describe(std::ostream& os) const override {
+    os << "reference interpreter (opset " << m_->opset() << ", " << m_->num_nodes() << " nodes)";
+  }
+
+ private:
+  std::unique_ptr<ReferenceModel> m_;
+};
+
+class EngineRunner : public ModelRunner {
+ public:
+  static Result<std::unique_ptr<EngineRunner>> create(std::shared_ptr<Engine> engine, const ShapeOptions& shapes) {
+    auto r = std::unique_ptr<EngineRunner>(new EngineRunner());
+    r->engine_ = std::move(engine);
+    auto ctx = r->engine_->create_execution_context();
+    if (!ctx.ok()) return ctx.status();
+    r->ctx_ = std::move(ctx).value();
+    for (const IoTensorDesc& d : r->engine_->io_tensors()) {
+      if (!d.is_input) continue;
+      TensorInfo t;
+      t.name = d.name;
+      t.dtype = d.dtype;
+      t.shape = d.shape;
+      t.dim_names = d.dim_names;
+      std::vector<int64_t> dims;
+      bool open = false;
+      for (int64_t x : d.shape) open |= x < 0;
+      // Open dims run at --shapes, else at the profile's opt.
+      if (open && !shapes.run_dims(d.name, dims)) {
+        std::vector<int64_t> opt;
+        if (r->engine_->profile_dimensions(0, d.name, nullptr, &opt, nullptr).ok()) t.shape = opt;
+      }
+      r->inputs_.push_back(t);
+    }
+    return r;
+  }
+  const std::vector<TensorInfo>& inputs() const override { return inputs_; }
+  Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& in) override {
+    for (const HostTensor& h : in) {
+      Status s = ctx_->set_input_shape(h.name, h.shape);
+      if (!s.ok()) return s;
+      s = ctx_->set_tensor_address(h.name, const_cast<uint8_t*>(h.data.data()));
+      if (!s.ok()) return s;
+    }
+    Status s = ctx_->enqueue(nullptr);
+    if (!s.ok()) return s;
+    std::vector<HostTensor> outs;
+    for (const IoTensorDesc& d : engine_->io_tensors()) {
+      if (d.is_input) continue;
+      auto shape = ctx_->tensor_shape(d.name);
+      if (!shape.ok()) return shape.status();
+      auto h = HostTensor::zeros(d.name, d.dtype, *shape);
+      if (!h.ok()) return h.status();
+      const void* p = ctx_->tensor_address(d.name);
+      if (p && !h->data.empty()) std::memcpy(h->data.data(), p, h->data.size());
+      outs.push_back(std::move(h).value());
+    }
+    return outs;
+  }
+  void describe(std::ostream& os) const override {
+    os << engine_->backend() << " engine (" << engine_->layers().size() << " steps)";
+  }
+  void verbose(std::ostream& os) const override {
+    MemoryFigures m = engine_->memory();
+    os << "memory: arena " << human_bytes(m.arena_bytes) << " per context (lifetime lower bound "
+       << human_bytes(m.lower_bound_bytes) << "), weights " << human_bytes(m.weight_bytes) << " shared, workspace "
+       << human_bytes(m.workspace_bytes) << "\nsteps:\n";
+    for (const LayerDesc& l : engine_->layers()) {
+      os << "  " << l.op << " '" << l.name << "'  tactic " << l.tactic;
+      if (l.origins.size() > 1) {
+        os << "  fuses";
+        for (const auto& o : l.origins) os << " " << o;
+      }
+      os << "\n";
+    }
+  }
+
+ private:
+  EngineRunner() = default;
+  std::shared_ptr<Engine> engine_;
+  std::unique_ptr<ExecutionContext> ctx_;
+  std::vector<TensorInfo> inputs_;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// .engine: load it. .onnx: the interpreter with --reference, else build an engine on the fly,
+// with open dims fixed at --shapes (or 1).
+Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt) {
+  if (ends_with(opt.model, ".engine")) {
+    Runtime runtime;
+    auto e = runtime.deserialize_file(opt.model);
+    if (!e.ok()) return e.status();
+    auto r = EngineRunner::create(std::move(e).value(), opt.shapes);
+    if (!r.ok()) return r.status();
+    return std::unique_ptr<ModelRunner>(std::move(r).value());
+  }
+  auto model = ReferenceModel::load(opt.model);
+  if (!model.ok()) return model.status();
+  for (const auto& m : {&opt.shapes.shapes, &opt.shapes.opt})
+    for (const auto& [name, dims] : *m) {
+      bool known = false;
+      for (const auto& in : (*model)->inputs()) known |= in.name == name;
+      if (!known)
+        return Status(StatusCode::kInvalidArgument, "--shapes names '" + name + "', which is not an input of the model");
+    }
+  if (opt.reference) return std::unique_ptr<ModelRunner>(new ReferenceRunner(std::move(model).value()));
+  BuilderConfig config;
+  OptimizationProfile profile;
+  bool any_open = false;
+  for (const TensorInfo& in : (*model)->inputs()) {
+    bool open = !in.rank_known;
+    for (int64_t d : in.shape) open |= d < 0;
+    if (!open) continue;
+    any_open = true;
+    std::vector<int64_t> dims;
+    if (!opt.shapes.run_dims(in.name, dims)) {
+      if (!in.rank_known)
+        return Status(StatusCode::kInvalidArgument, "input '" + in.name + "' has unknown rank: give --shapes " + in.name + ":...");
+      for (int64_t d : in.shape) dims.push_back(d >= 0 ? d : 1);
+    }
+    profile.set_dimensions(in.name, dims, dims, dims);
+  }
+  if (any_open) config.profiles.push_back(profile);
+  Builder builder;
+  auto bytes = builder.build_serialized(opt.model, config);
+  if (!bytes.ok()) return bytes.status();
+  Runtime runtime;
+  auto e = runtime.deserialize(bytes->data(), bytes->size());
+  if (!e.ok()) return e.status();
+  auto r = EngineRunner::create(std::move(e).value(), opt.shapes);
+  if (!r.ok()) return r.status();
+  return std::unique_ptr<ModelRunner>(std::move(r).value());
+}
+
 }  // namespace
 
 void run_help() {
-  std::cout << "usage: ingot run MODEL.onnx [options]\n\n"
-               "Runs a model and prints each output's name, dtype, shape and statistics.\n\n"
+  std::cout << "usage: ingot run MODEL.engine|MODEL.onnx [options]\n\n"
+               "Runs an engine (an .onnx is built into one on the fly) and prints each output's name,\n"
+               "dtype, shape and statistics.\n\n"
                "options:\n"
-               "  --backend cpu               backend to run on (cpu: the reference backend)\n"
+               "  --backend cpu               backend to build for when given an .onnx\n"
+               "  --reference                 run an .onnx on the graph interpreter instead of an engine\n"
+               "  --verbose                   print memory figures and the engine's steps\n"
                "  --shapes name:1x3x224x224   shapes for inputs with open dims (comma-separated list)\n"
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
                "  --save-outputs DIR          write each output to DIR/<name>.npy\n"
@@ -179,10 +302,14 @@ int run_command(const std::vector<std::string>& args) {
       return 0;
     } else if (a == "--backend") {
       if (!value(opt.backend)) return 2;
-    } else if (a == "--shapes") {
+    } else if (a == "--reference") {
+      opt.reference = true;
+    } else if (a == "--verbose" || a == "-v") {
+      opt.verbose = true;
+    } else if (a == "--shapes" || a == "--opt-shapes") {
       if (!value(v)) return 2;
-      if (!parse_shape_list(v, opt.shapes, err)) {
-        std::cerr << "ingot run: --shapes: " << err << "\n";
+      if (!opt.shapes.parse(a, v, err)) {
+        std::cerr << "ingot run: " << err << "\n";
         return 2;
       }
     } else if (a == "--load-inputs") {
@@ -196,8 +323,9 @@ int run_command(const std::vector<std::string>& args) {
     } else if (a == "--seed" || a == "--iterations") {
       if (!value(v)) return 2;
       try {
-        long long n = std::stoll(v);
-        if (n < 0 || (a == "--iterations" && n < 1)) throw std::out_of_range("");
+        size_t used = 0;
+        long long n = std::stoll(v, &used);
+        if (used != v.size() || n < 0 || (a == "--iterations" && n < 1)) throw std::out_of_range("");
         if (a == "--seed") opt.seed = static_cast<uint64_t>(n);
         else opt.iterations = static_cast<int>(n);
       } catch (...) {
@@ -222,32 +350,26 @@ int run_command(const std::vector<std::string>& args) {
     std::cerr << "ingot run: backend '" << opt.backend << "' is not available in this build (available: cpu)\n";
     return 2;
   }
-  auto model = ReferenceModel::load(opt.model);
-  if (!model.ok()) {
-    std::cerr << "ingot run: " << model.status().to_string() << "\n";
-    return 1;
+  auto runner = open_model(opt);
+  if (!runner.ok()) {
+    std::cerr << "ingot run: " << runner.status().to_string() << "\n";
+    return runner.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
+  ModelRunner& model = **runner;
   for (const auto& [name, file] : opt.input_files) {
     bool known = false;
-    for (const auto& in : (*model)->inputs()) known |= in.name == name;
+    for (const auto& in : model.inputs()) known |= in.name == name;
     if (!known) {
       std::cerr << "ingot run: --load-inputs names '" << name << "', which is not an input of the model\n";
       return 2;
     }
   }
-  for (const auto& [name, dims] : opt.shapes) {
-    bool known = false;
-    for (const auto& in : (*model)->inputs()) known |= in.name == name;
-    if (!known) {
-      std::cerr << "ingot run: --shapes names '" << name << "', which is not an input of the model\n";
-      return 2;
-    }
-  }
   std::mt19937_64 rng(opt.seed);
   std::vector<HostTensor> inputs;
-  std::cout << "model " << opt.model << " (opset " << (*model)->opset() << ", " << (*model)->num_nodes()
-            << " nodes), backend " << opt.backend << "\ninputs:\n";
-  for (const TensorInfo& info : (*model)->inputs()) {
+  std::cout << "model " << opt.model << ": ";
+  model.describe(std::cout);
+  std::cout << "\ninputs:\n";
+  for (const TensorInfo& info : model.inputs()) {
     auto f = opt.input_files.find(info.name);
     Result<HostTensor> t = f != opt.input_files.end() ? load_npy(f->second) : random_input(info, opt, rng);
     if (!t.ok()) {
@@ -261,15 +383,16 @@ int run_command(const std::vector<std::string>& args) {
   Result<std::vector<HostTensor>> outs = Status(StatusCode::kInternal, "not run");
   auto t0 = std::chrono::steady_clock::now();
   for (int it = 0; it < opt.iterations; ++it) {
-    outs = (*model)->run(inputs);
+    outs = model.run(inputs);
     if (!outs.ok()) {
       std::cerr << "ingot run: " << outs.status().to_string() << "\n";
-      return 1;
+      return outs.status().code() == StatusCode::kOutOfRange ? 2 : 1;
     }
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / opt.iterations;
   std::cout << "outputs:\n";
   for (const HostTensor& t : *outs) summarize(t, std::cout);
+  if (opt.verbose) model.verbose(std::cout);
   std::cout << "wall time per run: " << std::fixed << std::setprecision(3) << ms << " ms (" << opt.iterations
             << " run" << (opt.iterations > 1 ? "s" : "") << ")\n";
   if (!opt.save_outputs.empty()) {

@@ -4,6 +4,7 @@
 // Tactic, and the builder (and its autotuner) sees only this interface.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ struct StepIO {
   std::vector<Tensor>* outputs = nullptr;
   void* workspace = nullptr;
   void* stream = nullptr;  ///< cudaStream_t on the CUDA backend; unused on the CPU
+  /// The output view aliases an input (the planner made the step in place): do not clear it.
+  bool in_place = false;
+  /// Runs If/Loop/Scan bodies with the context's values as outer scope (CPU backend).
+  std::function<Result<std::vector<Tensor>>(const ir::Graph&, const std::vector<Tensor>&)> subgraph_runner;
 };
 
 class Tactic {

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "backend/cpu/executor.h"
+#include "ingot/builder.h"
+#include "ingot/engine.h"
 #include "onnx/importer.h"
 
 namespace fs = std::filesystem;
@@ -107,6 +109,67 @@ Outcome classify(const Status& s) {
   return {"fail", s.to_string()};
 }
 
+// How a case is executed.
+enum class Mode { kInterpreter, kEngine, kEngineOptimized };
+Mode g_mode = Mode::kInterpreter;
+
+class QuietLogger : public Logger {
+ public:
+  void log(Severity, const char*) noexcept override {}
+};
+
+// Builds an engine for the case (profile = the data set's input shapes), serializes, loads and
+// runs it through the public API. Without optimization the outputs must equal the
+// interpreter's bit for bit.
+Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, const std::map<std::string, Tensor>& feeds,
+                                       bool optimize) {
+  QuietLogger quiet;
+  BuilderConfig config;
+  config.optimization_level = optimize ? 3 : 0;
+  OptimizationProfile profile;
+  bool any = false;
+  for (const ir::Value* v : g.inputs()) {
+    auto it = feeds.find(v->name());
+    if (it == feeds.end()) continue;
+    if (it->second.dtype() == DataType::kString) return unsupported("string tensors at engine inputs");
+    if (!v->shape().is_concrete()) {
+      profile.set_dimensions(v->name(), it->second.shape(), it->second.shape(), it->second.shape());
+      any = true;
+    }
+  }
+  for (const ir::Value* v : g.outputs())
+    if (v->dtype() == DataType::kString) return unsupported("string tensors at engine outputs");
+  if (any) config.profiles.push_back(profile);
+  Builder builder(quiet);
+  INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, builder.build_serialized((dir / "model.onnx").string(), config));
+  Runtime runtime(quiet);
+  INGOT_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, runtime.deserialize(bytes.data(), bytes.size()));
+  INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
+  std::map<std::string, Tensor> owned = feeds;
+  for (auto& [name, t] : owned) {
+    INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
+    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, t.mutable_raw()));
+  }
+  INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
+  std::vector<Tensor> outs;
+  for (const ir::Value* v : g.outputs()) {
+    INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx->tensor_shape(v->name()));
+    const void* p = ctx->tensor_address(v->name());
+    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(v->dtype(), shape));
+    if (t.nbytes()) {
+      if (!p) return internal_error("output '", v->name(), "' has no address");
+      std::memcpy(t.mutable_raw(), p, t.nbytes());
+    }
+    outs.push_back(std::move(t));
+  }
+  return outs;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
+         (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+}
+
 Outcome run_case(const fs::path& dir) {
   auto model = onnx::import_model_file((dir / "model.onnx").string());
   if (!model.ok()) return classify(model.status());
@@ -138,6 +201,15 @@ Outcome run_case(const fs::path& dir) {
     cpu::Executor exec;
     auto outs = exec.run(g, feeds);
     if (!outs.ok()) return classify(outs.status());
+    if (g_mode != Mode::kInterpreter) {
+      auto eng = run_engine(dir, g, feeds, g_mode == Mode::kEngineOptimized);
+      if (!eng.ok()) return classify(eng.status());
+      if (g_mode == Mode::kEngine)
+        for (size_t j = 0; j < outs->size(); ++j)
+          if (!bitwise_equal((*eng)[j], (*outs)[j]))
+            return {"fail", "engine output " + std::to_string(j) + " differs from the interpreter's"};
+      outs = std::move(eng);
+    }
     for (size_t j = 0; j < g.outputs().size(); ++j) {
       fs::path p = set / ("output_" + std::to_string(j) + ".pb");
       if (!fs::exists(p)) return {"fail", "missing " + p.string()};
@@ -194,6 +266,7 @@ Outcome run_isolated(const fs::path& dir, int timeout_s) {
 
 int main(int argc, char** argv) {
   std::string dir, expectations, write_expectations, filter;
+  std::vector<std::string> expectations_files;
   double min_pass_rate = 0;
   bool verbose = false;
   int timeout_s = 60;
@@ -207,14 +280,24 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--dir") dir = next();
-    else if (a == "--expectations") expectations = next();
+    else if (a == "--mode") {
+      std::string m = next();
+      if (m == "interpreter") g_mode = Mode::kInterpreter;
+      else if (m == "engine") g_mode = Mode::kEngine;
+      else if (m == "engine-optimized") g_mode = Mode::kEngineOptimized;
+      else {
+        std::cerr << "--mode: interpreter, engine or engine-optimized\n";
+        return 2;
+      }
+    } else if (a == "--expectations") expectations_files.push_back(next());
     else if (a == "--write-expectations") write_expectations = next();
     else if (a == "--filter") filter = next();
     else if (a == "--min-pass-rate") min_pass_rate = std::stod(next());
     else if (a == "--timeout") timeout_s = std::stoi(next());
     else if (a == "--verbose" || a == "-v") verbose = true;
     else {
-      std::cerr << "usage: conformance_runner --dir DIR [--expectations FILE] [--write-expectations FILE]"
+      std::cerr << "usage: conformance_runner --dir DIR [--mode interpreter|engine|engine-optimized] [--expectations FILE]..."
+                   " [--write-expectations FILE]"
                    " [--filter SUBSTR] [--min-pass-rate R] [--timeout S] [-v]\n";
       return 2;
     }
@@ -229,8 +312,13 @@ int main(int argc, char** argv) {
   std::sort(cases.begin(), cases.end());
 
   std::map<std::string, Outcome> expected;
-  if (!expectations.empty()) {
-    std::ifstream f(expectations);
+  for (const std::string& file : expectations_files) {
+    expectations += (expectations.empty() ? "" : ", ") + file;
+    std::ifstream f(file);
+    if (!f) {
+      std::cerr << "conformance_runner: cannot read " << file << "\n";
+      return 2;
+    }
     std::string line;
     while (std::getline(f, line)) {
       if (line.empty() || line[0] == '#') continue;

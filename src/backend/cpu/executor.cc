@@ -1,6 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 #include "backend/cpu/executor.h"
 
+#include <cstring>
 #include <unordered_map>
 
 #include "backend/cpu/kernels/all_kernels.h"
@@ -53,8 +54,11 @@ std::vector<std::string> KernelRegistry::op_types() const {
   return v;
 }
 
-Result<std::vector<Tensor>> run_node(const ir::Node& node, const std::vector<const Tensor*>& inputs,
-                                     const SubgraphRunner& run_subgraph) {
+namespace {
+
+// Inference with concrete inputs, then the kernel. `outputs` holds caller views (or undefined).
+Status execute_node(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+                    const SubgraphRunner& run_subgraph, bool zero_fill) {
   const ir::OpSchema* schema = ir::OpRegistry::global().find(node.op_type(), node.domain());
   int64_t opset = node.owner() ? node.owner()->opset(node.domain()) : 0;
   const KernelFn* kernel = KernelRegistry::global().find(node.op_type(), node.domain());
@@ -75,21 +79,53 @@ Result<std::vector<Tensor>> run_node(const ir::Node& node, const std::vector<con
     Status s = schema->inference()(ictx);
     if (!s.ok()) return Status(s.code() == StatusCode::kInvalidModel ? StatusCode::kInvalidArgument : s.code(), s.message());
   }
-  std::vector<Tensor> outputs(node.outputs().size());
+  outputs.resize(node.outputs().size());
+  std::vector<Tensor> views = outputs;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!node.outputs()[i]) continue;
     const ir::TensorType& t = ictx.output(i);
-    if (t.dtype != DataType::kUndefined && t.shape.is_concrete()) {
+    bool concrete = t.dtype != DataType::kUndefined && t.shape.is_concrete();
+    if (outputs[i].defined()) {
+      if (concrete && (outputs[i].shape() != t.shape.concrete() || outputs[i].dtype() != t.dtype))
+        return internal_error(node.describe(), ": output ", i, " view is ", data_type_name(outputs[i].dtype()),
+                              shape_to_string(outputs[i].shape()), " but the op produces ", data_type_name(t.dtype),
+                              t.shape.to_string());
+      if (zero_fill && outputs[i].nbytes()) std::memset(outputs[i].mutable_raw(), 0, outputs[i].nbytes());
+    } else if (concrete) {
       INGOT_ASSIGN_OR_RETURN(outputs[i], Tensor::zeros(t.dtype, t.shape.concrete()));
     }
   }
   KernelContext kctx(node, opset, inputs, std::move(outputs), run_subgraph);
   INGOT_RETURN_IF_ERROR((*kernel)(kctx));
-  for (size_t i = 0; i < kctx.num_outputs(); ++i) {
-    if (node.outputs()[i] && !kctx.output(i).defined())
+  outputs = std::move(kctx.outputs());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!node.outputs()[i]) continue;
+    if (!outputs[i].defined())
       return internal_error(node.describe(), ": kernel left output ", i, " ('", node.outputs()[i]->name(), "') unset");
+    // A kernel that allocated its own output although a view was given: copy into the view.
+    if (views[i].defined() && outputs[i].raw() != views[i].raw()) {
+      if (outputs[i].shape() != views[i].shape() || outputs[i].dtype() != views[i].dtype())
+        return internal_error(node.describe(), ": output ", i, " came back with another shape");
+      if (views[i].dtype() == DataType::kString) views[i].mutable_strings() = outputs[i].strings();
+      else if (views[i].nbytes()) std::memcpy(views[i].mutable_raw(), outputs[i].raw(), views[i].nbytes());
+      outputs[i] = views[i];
+    }
   }
-  return std::move(kctx.outputs());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<Tensor>> run_node(const ir::Node& node, const std::vector<const Tensor*>& inputs,
+                                     const SubgraphRunner& run_subgraph) {
+  std::vector<Tensor> outputs(node.outputs().size());
+  INGOT_RETURN_IF_ERROR(execute_node(node, inputs, outputs, run_subgraph, true));
+  return outputs;
+}
+
+Status run_node_into(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+                     const SubgraphRunner& run_subgraph, bool zero_fill) {
+  return execute_node(node, inputs, outputs, run_subgraph, zero_fill);
 }
 
 namespace {
@@ -98,10 +134,13 @@ namespace {
 struct Scope {
   const Scope* parent = nullptr;
   std::unordered_map<const ir::Value*, Tensor> values;
+  std::function<const Tensor*(const ir::Value*)> outer;  // values of an engine's context
   const Tensor* find(const ir::Value* v) const {
     for (const Scope* s = this; s; s = s->parent) {
       auto it = s->values.find(v);
       if (it != s->values.end()) return &it->second;
+      if (s->outer)
+        if (const Tensor* t = s->outer(v)) return t;
     }
     return v->initializer();
   }
@@ -163,6 +202,17 @@ Result<std::vector<Tensor>> run_graph(const ir::Graph& graph, Scope& scope,
 }
 
 }  // namespace
+
+SubgraphRunner make_subgraph_runner(std::function<const Tensor*(const ir::Value*)> lookup) {
+  return [lookup](const ir::Graph& g, const std::vector<Tensor>& ins) -> Result<std::vector<Tensor>> {
+    if (ins.size() != g.inputs().size())
+      return invalid_argument("subgraph '", g.name(), "' takes ", g.inputs().size(), " inputs, got ", ins.size());
+    Scope scope;
+    scope.outer = lookup;
+    for (size_t i = 0; i < ins.size(); ++i) scope.values[g.inputs()[i]] = ins[i];
+    return run_graph(g, scope, nullptr);
+  };
+}
 
 Result<std::vector<Tensor>> Executor::run(const ir::Graph& graph, const std::map<std::string, Tensor>& inputs) {
   intermediates_.clear();

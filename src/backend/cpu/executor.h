@@ -4,6 +4,7 @@
 // constant folding and accuracy comparison.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,5 +43,15 @@ class Executor {
 /// by constant folding. `run_subgraph` serves control-flow ops.
 Result<std::vector<Tensor>> run_node(const ir::Node& node, const std::vector<const Tensor*>& inputs,
                                      const SubgraphRunner& run_subgraph = nullptr);
+
+/// Like run_node, but writes into `outputs` where the caller provides a view (an engine's arena
+/// or a binding): the view's shape must equal the inferred one, and it is zero-filled before the
+/// kernel runs unless `zero_fill` is false (in-place steps, whose view aliases an input).
+/// Undefined entries are allocated (data-dependent outputs).
+Status run_node_into(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+                     const SubgraphRunner& run_subgraph, bool zero_fill = true);
+
+/// A SubgraphRunner for control-flow nodes whose outer-scope values come from `lookup`.
+SubgraphRunner make_subgraph_runner(std::function<const Tensor*(const ir::Value*)> lookup);
 
 }  // namespace ingot::cpu

@@ -1,8 +1,159 @@
 // Copyright ingot authors. Apache-2.0.
+//
+// Reference kernels for ingot::FusedConv, ingot::FusedGemm and ingot::Pointwise. The heavy
+// math is not repeated here: Conv/Gemm/MatMul run through their own reference kernels on a
+// temporary node, then bias, residual and activation are applied in double and rounded once;
+// Pointwise runs its body graph.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/executor.h"
+#include "backend/cpu/kernel_util.h"
 #include "backend/cpu/kernels/all_kernels.h"
 
 namespace ingot::cpu {
 
-void register_fused_conv_gemm_kernels(KernelRegistry& r) { (void)r; }
+namespace {
+
+// Runs `op_type` (default domain) with `attrs` on `inputs`, using the opset of the fused
+// node's graph.
+Result<Tensor> run_inner(const KernelContext& k, const std::string& op_type, ir::Attributes attrs,
+                         const std::vector<const Tensor*>& inputs) {
+  ir::Graph tmp("fused_inner");
+  int64_t opset = k.node().owner() ? k.node().owner()->opset("") : 0;
+  tmp.set_opset_import("", opset > 0 ? opset : 17);
+  std::vector<ir::Value*> ins;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(inputs[i] ? tmp.add_value("in" + std::to_string(i)) : nullptr);
+  ir::Value* out = tmp.add_value("out");
+  const ir::Node* n = tmp.add_node(op_type, ins, {out}, std::move(attrs), k.node().name());
+  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_node(*n, inputs));
+  return outs[0];
+}
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+double activate(const std::string& act, const std::vector<float>& p, double x) {
+  if (act.empty()) return x;
+  if (act == "Relu") return std::isnan(x) ? x : std::max(0.0, x);
+  if (act == "Clip") return std::isnan(x) ? x : std::min<double>(std::max<double>(x, p[0]), p[1]);
+  if (act == "LeakyRelu") return x < 0 ? p[0] * x : x;
+  if (act == "Sigmoid") return sigmoid(x);
+  if (act == "Tanh") return std::tanh(x);
+  if (act == "HardSwish") return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
+  if (act == "HardSigmoid") return std::max(0.0, std::min(1.0, double(p[0]) * x + p[1]));
+  if (act == "Gelu") return gelu(x);
+  if (act == "GeluTanh") return gelu_tanh(x);
+  if (act == "Silu") return x * sigmoid(x);
+  return x;
+}
+
+// y = act(y + bias [+ residual]) [+ residual], in place. `bias` broadcasts to y's shape along
+// `bias_axis` (a 1-D tensor) or numpy-style when bias_axis < 0; `bias_scale` multiplies it.
+Status apply_epilogue(KernelContext& k, Tensor& y, const Tensor* bias, int64_t bias_axis, double bias_scale,
+                      const Tensor* residual) {
+  const ir::Attributes& at = k.attrs();
+  std::string act = at.get_string("activation", "");
+  std::vector<float> params = at.get_floats("activation_params");
+  bool res_first = at.get_int("residual_before_activation", 1) != 0;
+  if (residual && residual->shape() != y.shape())
+    return k.error("residual has shape ", shape_to_string(residual->shape()), ", output ",
+                   shape_to_string(y.shape()));
+  Shape64 strides = shape_strides(y.shape());
+  std::unique_ptr<BroadcastIndexer> bidx;
+  if (bias && bias_axis < 0) {
+    auto b = ir::broadcast_shapes(y.shape(), bias->shape());
+    if (!b.ok() || *b != y.shape())
+      return k.error("bias of shape ", shape_to_string(bias->shape()), " does not broadcast to ",
+                     shape_to_string(y.shape()));
+    bidx = std::make_unique<BroadcastIndexer>(y.shape(), bias->shape());
+  } else if (bias && (bias->numel() != y.dim(static_cast<size_t>(bias_axis)) && bias->numel() != 1)) {
+    return k.error("bias has ", bias->numel(), " values, output channel dim is ", y.dim(static_cast<size_t>(bias_axis)));
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    double v = y.get_f64(i);
+    if (bias) {
+      int64_t bi = bidx ? (*bidx)(i) : bias->numel() == 1 ? 0 : (i / strides[bias_axis]) % y.dim(bias_axis);
+      v += bias_scale * bias->get_f64(bi);
+    }
+    if (residual && res_first) v += residual->get_f64(i);
+    v = activate(act, params, v);
+    if (residual && !res_first) v += residual->get_f64(i);
+    y.set_f64(i, v);
+  }
+  return Status::Ok();
+}
+
+ir::Attributes copy_except(const ir::Attributes& at, const std::vector<std::string>& drop) {
+  ir::Attributes out;
+  for (const auto& [name, a] : at.all()) {
+    bool skip = false;
+    for (const auto& d : drop) skip |= d == name;
+    if (!skip) out.set(name, a);
+  }
+  return out;
+}
+
+const std::vector<std::string> kEpilogueAttrs = {"activation", "activation_params", "residual_before_activation"};
+
+Status fused_conv(KernelContext& k) {
+  ir::Attributes conv_attrs = copy_except(k.attrs(), kEpilogueAttrs);
+  // Bias goes through Conv itself: it is part of Conv's own semantics.
+  INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, "Conv", std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}));
+  INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3)));
+  k.output(0) = y;
+  return Status::Ok();
+}
+
+Status fused_gemm(KernelContext& k) {
+  std::string kind = k.attrs().get_string("kind", "gemm");
+  std::vector<std::string> drop = kEpilogueAttrs;
+  drop.push_back("kind");
+  Tensor y;
+  if (kind == "gemm") {
+    // C is Gemm's own input; Gemm broadcasts it (unidirectionally) to [M, N].
+    INGOT_ASSIGN_OR_RETURN(y, run_inner(k, "Gemm", copy_except(k.attrs(), drop), {k.input(0), k.input(1), k.input(2)}));
+    INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3)));
+  } else if (kind == "matmul") {
+    if (k.attrs().get_int("transA", 0) || k.attrs().get_int("transB", 0))
+      return k.unsupported_case("transA/transB are not supported with kind 'matmul'");
+    INGOT_ASSIGN_OR_RETURN(y, run_inner(k, "MatMul", {}, {k.input(0), k.input(1)}));
+    double alpha = k.attrs().get_float("alpha", 1.0f);
+    if (alpha != 1.0)
+      for (int64_t i = 0; i < y.numel(); ++i) y.set_f64(i, alpha * y.get_f64(i));
+    INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, k.input(2), -1, k.attrs().get_float("beta", 1.0f), k.input(3)));
+  } else {
+    return k.error("kind must be 'gemm' or 'matmul', got '", kind, "'");
+  }
+  k.output(0) = y;
+  return Status::Ok();
+}
+
+Status pointwise(KernelContext& k) {
+  const ir::Graph* body = k.attrs().get_graph("body");
+  if (!body) return k.error("missing body");
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < k.num_inputs(); ++i) {
+    if (!k.input(i)) return k.error("input ", i, " is missing");
+    ins.push_back(*k.input(i));
+  }
+  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, k.run_subgraph(*body, ins));
+  if (outs.size() != 1) return k.error("body returned ", outs.size(), " outputs, expected 1");
+  k.output(0) = outs[0];
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_fused_conv_gemm_kernels(KernelRegistry& r) {
+  r.add("FusedConv", fused_conv, "ingot");
+  r.add("FusedGemm", fused_gemm, "ingot");
+  r.add("Pointwise", pointwise, "ingot");
+}
 
 }  // namespace ingot::cpu

@@ -1,0 +1,86 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Building an engine: ONNX model → optimized graph → one step per node with a chosen tactic →
+// memory plan → serialized engine (see engine.h to load and run it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ingot/logger.h"
+#include "ingot/status.h"
+
+namespace ingot {
+
+/// Input dims allowed by one optimization profile: for every input with open dims, the
+/// smallest (min), the one tactics are tuned for (opt) and the largest (max). Inputs whose
+/// model shape is fully fixed need no entry.
+class OptimizationProfile {
+ public:
+  /// Sets min/opt/max for `input`. All three must have the model's rank and
+  /// min <= opt <= max element-wise (checked when the engine is built).
+  void set_dimensions(const std::string& input, std::vector<int64_t> min, std::vector<int64_t> opt,
+                      std::vector<int64_t> max);
+  struct Entry {
+    std::string input;
+    std::vector<int64_t> min, opt, max;
+  };
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+enum class BackendKind { kCpu = 0, kCuda = 1 };
+
+struct BuilderConfig {
+  BackendKind backend = BackendKind::kCpu;
+  bool fp16 = false;           ///< allow fp16 tactics (CUDA)
+  bool bf16 = false;           ///< allow bf16 tactics (CUDA)
+  bool tf32 = false;           ///< allow TF32 math in fp32 GEMM/conv (CUDA)
+  bool strict_types = false;   ///< forbid falling back to higher precision
+  uint64_t workspace_bytes = 1ull << 30;  ///< largest scratch a step may use
+  int optimization_level = 3;  ///< 0..5: more tactics timed at higher levels
+  std::string timing_cache_file;          ///< read and updated when set (CUDA)
+  std::vector<OptimizationProfile> profiles;
+  std::vector<std::string> disabled_passes;  ///< optimizer passes to skip, by name
+  std::string dump_ir_dir;     ///< write the IR after every pass into this folder
+};
+
+/// What a build did, for the CLI summary.
+struct BuildSummary {
+  int steps = 0;
+  int nodes_before_optimization = 0;
+  int fused_nodes = 0;        ///< steps standing for more than one model node
+  int tactics_timed = 0;
+  int timing_cache_hits = 0;
+  uint64_t engine_bytes = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  double seconds = 0;
+  std::vector<std::string> notes;  ///< pass refusals and other remarks
+};
+
+class Builder {
+ public:
+  /// `logger` must outlive the builder.
+  explicit Builder(Logger& logger = default_logger());
+
+  /// Builds and serializes an engine from an ONNX file (external data next to it). Fails with
+  /// a message naming the file and the node/op/input at fault: unsupported ops, profiles that
+  /// do not match the inputs, dynamic inputs without a profile, ...
+  Result<std::vector<uint8_t>> build_serialized(const std::string& onnx_path, const BuilderConfig& config,
+                                                BuildSummary* summary = nullptr) const;
+  /// Same from serialized ModelProto bytes (no external data).
+  Result<std::vector<uint8_t>> build_serialized_from_bytes(const void* data, size_t size,
+                                                           const BuilderConfig& config,
+                                                           BuildSummary* summary = nullptr) const;
+
+ private:
+  Logger* logger_;
+};
+
+}  // namespace ingot

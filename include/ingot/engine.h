@@ -1,0 +1,100 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Loading and running engines. An Engine is immutable and shared: its weights live once, in
+// a read-only region; every ExecutionContext has its own activation arena and bindings, so
+// contexts can run on different threads at once. A context is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ingot/data_type.h"
+#include "ingot/logger.h"
+#include "ingot/status.h"
+
+namespace ingot {
+
+struct IoTensorDesc {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  /// Model dims; -1 where the dim is open (bound per profile), with its symbol in dim_names.
+  std::vector<int64_t> shape;
+  std::vector<std::string> dim_names;
+  bool is_input = false;
+};
+
+/// One step of the engine, for inspection and profiling.
+struct LayerDesc {
+  std::string name;                  ///< node name (or "<op>_<index>")
+  std::string op;                    ///< op type, "domain::Op" outside ai.onnx
+  std::string tactic;                ///< chosen tactic
+  std::vector<std::string> origins;  ///< model nodes a fused step stands for
+  std::vector<std::string> inputs, outputs;
+};
+
+struct MemoryFigures {
+  uint64_t arena_bytes = 0;        ///< activation memory of one context
+  uint64_t weight_bytes = 0;       ///< shared by every context
+  uint64_t lower_bound_bytes = 0;  ///< largest sum of simultaneously live activations
+  uint64_t workspace_bytes = 0;
+};
+
+class ExecutionContext;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const std::vector<IoTensorDesc>& io_tensors() const = 0;
+  virtual int num_profiles() const = 0;
+  /// min/opt/max of `input` in `profile`; error for unknown names or fixed inputs.
+  virtual Status profile_dimensions(int profile, const std::string& input, std::vector<int64_t>* min,
+                                    std::vector<int64_t>* opt, std::vector<int64_t>* max) const = 0;
+  virtual const std::vector<LayerDesc>& layers() const = 0;
+  virtual MemoryFigures memory() const = 0;
+  virtual std::string backend() const = 0;
+  /// A new context with its own arena (allocated now; kOutOfMemory when it does not fit).
+  virtual Result<std::unique_ptr<ExecutionContext>> create_execution_context() const = 0;
+};
+
+class ExecutionContext {
+ public:
+  virtual ~ExecutionContext() = default;
+  /// Selects the profile later shapes are checked against (default 0).
+  virtual Status set_optimization_profile(int profile) = 0;
+  virtual int optimization_profile() const = 0;
+  /// Sets an input's dims. Fails, naming the input, the dim, the value and the allowed range,
+  /// when outside the active profile or when the rank or a fixed dim differs.
+  virtual Status set_input_shape(const std::string& name, const std::vector<int64_t>& dims) = 0;
+  /// Binds caller memory (host memory on the CPU backend, device memory on CUDA) to an input
+  /// or output. The caller keeps it alive and large enough for the current shape until the
+  /// enqueued work is done. Outputs left unbound are held by the context (tensor_address).
+  virtual Status set_tensor_address(const std::string& name, void* address) = 0;
+  /// The bound address, or the context-held memory of an unbound output after enqueue.
+  virtual const void* tensor_address(const std::string& name) const = 0;
+  /// Propagates the input shapes through the graph; after it, tensor_shape gives every output's
+  /// dims (-1 for data-dependent dims, known only after enqueue).
+  virtual Status infer_shapes() = 0;
+  /// Current dims of an input or output (after infer_shapes or enqueue).
+  virtual Result<std::vector<int64_t>> tensor_shape(const std::string& name) const = 0;
+  /// Runs the engine on `stream` (a cudaStream_t for CUDA engines; ignored, and the call is
+  /// synchronous, for CPU engines). Fails when an input is unbound or shapes are not set.
+  virtual Status enqueue(void* stream = nullptr) = 0;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(Logger& logger = default_logger());
+  /// Loads an engine from memory (copied once into an owned, aligned buffer).
+  Result<std::shared_ptr<Engine>> deserialize(const void* data, size_t size) const;
+  /// Loads an engine file (memory-mapped: weights are used in place). Fails with a message
+  /// saying what differs (version, backend, GPU arch, libraries) and what to do, or what is
+  /// corrupt.
+  Result<std::shared_ptr<Engine>> deserialize_file(const std::string& path) const;
+
+ private:
+  Logger* logger_;
+};
+
+}  // namespace ingot

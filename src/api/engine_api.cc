@@ -1,0 +1,160 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The public Builder and Runtime: thin doors onto builder/, engine/ and runtime/.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "builder/builder.h"
+#include "engine/engine_format.h"
+#include "ingot/builder.h"
+#include "ingot/engine.h"
+#include "onnx/importer.h"
+#include "runtime/engine_impl.h"
+
+namespace ingot {
+
+namespace {
+
+class StderrLogger : public Logger {
+ public:
+  void log(Severity severity, const char* message) noexcept override {
+    if (severity > Severity::kWarning) return;
+    std::fprintf(stderr, "[ingot %s] %s\n", severity == Severity::kError ? "error" : "warning", message);
+  }
+};
+
+const char* backend_name(BackendKind k) { return k == BackendKind::kCuda ? "cuda" : "cpu"; }
+
+Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderConfig& config, BuildSummary* summary,
+                                              Logger& logger) {
+  auto t0 = std::chrono::steady_clock::now();
+  builder::BuildOptions opt;
+  opt.backend = backend_name(config.backend);
+  for (const auto& p : config.profiles) {
+    builder::Profile bp;
+    for (const auto& e : p.entries()) bp.inputs.push_back({e.input, e.min, e.opt, e.max});
+    opt.profiles.push_back(std::move(bp));
+  }
+  opt.pipeline.disabled.insert(config.disabled_passes.begin(), config.disabled_passes.end());
+  opt.pipeline.dump_dir = config.dump_ir_dir;
+  opt.optimize = config.optimization_level > 0;
+  builder::BuildReport report;
+  std::shared_ptr<ir::Graph> graph(std::move(model.graph));
+  INGOT_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(graph, std::move(model.storage), opt, &report));
+  for (const auto& n : report.notes) logger.log(Severity::kInfo, n.c_str());
+  engine::EngineIdentity id = engine::current_identity(plan.backend, plan.gpu_arch);
+  INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, engine::write_engine(plan, id));
+  if (summary) {
+    summary->steps = static_cast<int>(plan.steps.size());
+    summary->nodes_before_optimization = report.nodes_before;
+    summary->fused_nodes = report.fused_steps;
+    summary->tactics_timed = 0;  // the CPU backend has one tactic per op: nothing to time
+    summary->timing_cache_hits = 0;
+    summary->engine_bytes = bytes.size();
+    summary->arena_bytes = plan.memory.arena_bytes;
+    summary->weight_bytes = plan.memory.weight_bytes;
+    summary->lower_bound_bytes = plan.memory.lower_bound_bytes;
+    summary->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    summary->notes = report.notes;
+  }
+  return bytes;
+}
+
+struct MappedFile {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~MappedFile() {
+    if (addr) munmap(addr, size);
+  }
+};
+
+}  // namespace
+
+Logger& default_logger() {
+  static StderrLogger logger;
+  return logger;
+}
+
+void OptimizationProfile::set_dimensions(const std::string& input, std::vector<int64_t> min, std::vector<int64_t> opt,
+                                         std::vector<int64_t> max) {
+  for (auto& e : entries_)
+    if (e.input == input) {
+      e.min = std::move(min);
+      e.opt = std::move(opt);
+      e.max = std::move(max);
+      return;
+    }
+  entries_.push_back({input, std::move(min), std::move(opt), std::move(max)});
+}
+
+Builder::Builder(Logger& logger) : logger_(&logger) {}
+
+Result<std::vector<uint8_t>> Builder::build_serialized(const std::string& onnx_path, const BuilderConfig& config,
+                                                       BuildSummary* summary) const {
+  INGOT_ASSIGN_OR_RETURN(onnx::Model model, onnx::import_model_file(onnx_path));
+  auto r = build_from_model(std::move(model), config, summary, *logger_);
+  if (!r.ok()) return Status(r.status().code(), onnx_path + ": " + r.status().message());
+  return r;
+}
+
+Result<std::vector<uint8_t>> Builder::build_serialized_from_bytes(const void* data, size_t size,
+                                                                  const BuilderConfig& config,
+                                                                  BuildSummary* summary) const {
+  INGOT_ASSIGN_OR_RETURN(onnx::Model model, onnx::import_model_bytes(data, size));
+  return build_from_model(std::move(model), config, summary, *logger_);
+}
+
+Runtime::Runtime(Logger& logger) : logger_(&logger) {}
+
+namespace {
+Result<std::shared_ptr<Engine>> load(const void* data, size_t size, std::shared_ptr<const void> owner) {
+  INGOT_ASSIGN_OR_RETURN(engine::EngineIdentity file_id, engine::read_engine_identity(data, size));
+  engine::EngineIdentity expected = engine::current_identity(file_id.backend == "cuda" ? "cuda" : "cpu", "");
+  if (file_id.backend == "cuda")
+    return unsupported("this engine was built for the cuda backend (", file_id.gpu_arch,
+                       "), which this ingot build does not include; rebuild it with --backend cpu or use a CUDA build");
+  INGOT_ASSIGN_OR_RETURN(builder::Plan plan, engine::read_engine(data, size, std::move(owner), expected));
+  return runtime::make_engine(std::move(plan));
+}
+}  // namespace
+
+Result<std::shared_ptr<Engine>> Runtime::deserialize(const void* data, size_t size) const {
+  void* p = std::aligned_alloc(64, ((size + 63) / 64) * 64 + 64);
+  if (!p) return make_status(StatusCode::kOutOfMemory, "cannot allocate ", size, " bytes for the engine");
+  std::shared_ptr<void> buf(p, [](void* q) { std::free(q); });
+  if (size) std::memcpy(p, data, size);
+  return load(p, size, buf);
+}
+
+Result<std::shared_ptr<Engine>> Runtime::deserialize_file(const std::string& path) const {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return make_status(StatusCode::kNotFound, "cannot open engine '", path, "'");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    return make_status(StatusCode::kIoError, "cannot stat '", path, "'");
+  }
+  auto m = std::make_shared<MappedFile>();
+  m->size = static_cast<size_t>(st.st_size);
+  if (m->size) {
+    void* a = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (a == MAP_FAILED) {
+      ::close(fd);
+      return make_status(StatusCode::kIoError, "cannot map '", path, "'");
+    }
+    m->addr = a;
+  }
+  ::close(fd);
+  auto r = load(m->addr, m->size, m);
+  if (!r.ok()) return Status(r.status().code(), path + ": " + r.status().message());
+  return r;
+}
+
+}  // namespace ingot

@@ -1,0 +1,251 @@
+// Copyright ingot authors. Apache-2.0.
+#include "builder/builder.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+#include "backend/tactic.h"
+#include "builder/memory_planner.h"
+#include "builder/shape_propagation.h"
+#include "ir/op_registry.h"
+
+namespace ingot::builder {
+
+bool op_allows_in_place(const ir::Node& node) {
+  // Reference kernels of these ops read element i of each input before writing element i of
+  // the output, so output 0 may share input 0's buffer when their sizes match.
+  static const std::set<std::string> kOps = {
+      "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Abs", "Neg", "Sqrt", "Reciprocal", "Erf", "Gelu",
+      "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish",
+      "Floor", "Ceil", "Round", "Sin", "Cos", "Add", "Sub", "Mul", "Div", "Identity"};
+  return node.domain().empty() && kOps.count(node.op_type()) && node.outputs().size() == 1;
+}
+
+namespace {
+
+// Index of the top-level step that reads `v` through a subgraph node (outer-scope use).
+const ir::Node* top_level_node(const ir::Node* n, const ir::Graph& root) {
+  while (n && n->owner() != &root) {
+    const ir::Graph* g = n->owner();
+    const ir::Node* owner_node = nullptr;
+    // The node whose attribute holds g.
+    std::function<const ir::Node*(const ir::Graph&)> find_owner = [&](const ir::Graph& where) -> const ir::Node* {
+      for (const auto& cand : where.nodes())
+        for (const auto& [k, a] : cand->attrs().all()) {
+          if (a.g.get() == g) return cand.get();
+          for (const auto& sg : a.graphs)
+            if (sg.get() == g) return cand.get();
+          if (a.g)
+            if (const ir::Node* r = find_owner(*a.g)) return r;
+          for (const auto& sg : a.graphs)
+            if (const ir::Node* r = find_owner(*sg)) return r;
+        }
+      return nullptr;
+    };
+    owner_node = find_owner(root);
+    if (!owner_node) return nullptr;
+    n = owner_node;
+  }
+  return n;
+}
+
+Status check_profiles(const ir::Graph& g, const std::vector<Profile>& profiles) {
+  for (size_t p = 0; p < profiles.size(); ++p) {
+    for (const auto& d : profiles[p].inputs) {
+      const ir::Value* in = nullptr;
+      for (const ir::Value* v : g.inputs())
+        if (v->name() == d.input) in = v;
+      if (!in) return invalid_argument("profile ", p, " names '", d.input, "', which is not an input of the model");
+      size_t rank = in->shape().rank_known() ? in->shape().rank() : d.min.size();
+      if (d.min.size() != rank || d.opt.size() != rank || d.max.size() != rank)
+        return invalid_argument("profile ", p, " input '", d.input, "': min/opt/max must have rank ", rank);
+      for (size_t i = 0; i < rank; ++i) {
+        if (d.min[i] < 0 || d.min[i] > d.opt[i] || d.opt[i] > d.max[i])
+          return invalid_argument("profile ", p, " input '", d.input, "' dim ", i, ": need 0 <= min <= opt <= max, got ",
+                                  d.min[i], " / ", d.opt[i], " / ", d.max[i]);
+        const ir::Dim& md = in->shape().rank_known() ? in->shape()[i] : ir::Dim();
+        if (md.is_known() && (d.min[i] != md.value() || d.max[i] != md.value()))
+          return invalid_argument("profile ", p, " input '", d.input, "' dim ", i, " is fixed to ", md.value(),
+                                  " by the model, the profile gives ", d.min[i], "..", d.max[i]);
+      }
+    }
+    for (const ir::Value* in : g.inputs()) {
+      if (in->initializer() || profiles[p].find(in->name())) continue;
+      if (!in->shape().is_concrete())
+        return invalid_argument("input '", in->name(), "' has open dims ", in->shape().to_string(), " but profile ", p,
+                                " gives no min/opt/max for it");
+    }
+  }
+  return Status::Ok();
+}
+
+std::map<const ir::Value*, Shape64> profile_shapes(const ir::Graph& g, const Profile& p, int which) {
+  std::map<const ir::Value*, Shape64> m;
+  for (const ir::Value* in : g.inputs()) {
+    if (in->initializer()) continue;
+    const ProfileDims* d = p.find(in->name());
+    if (d) m[in] = which == 0 ? d->min : which == 1 ? d->opt : d->max;
+    else m[in] = in->shape().concrete();
+  }
+  return m;
+}
+
+}  // namespace
+
+Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::shared_ptr<const void>> storage,
+                        const BuildOptions& options, BuildReport* report) {
+  BuildReport local;
+  BuildReport& rep = report ? *report : local;
+  rep.nodes_before = static_cast<int>(graph->nodes().size());
+  INGOT_ASSIGN_OR_RETURN(const backend::Backend* be, backend::find_backend(options.backend));
+
+  for (const ir::Value* v : graph->inputs())
+    if (!v->non_tensor_kind().empty())
+      return unsupported("input '", v->name(), "' is a ", v->non_tensor_kind(), "; engines take tensors only");
+
+  std::vector<Profile> profiles = options.profiles;
+  if (profiles.empty()) profiles.emplace_back();  // all inputs fixed: one implicit profile
+  INGOT_RETURN_IF_ERROR(check_profiles(*graph, profiles));
+
+  if (options.optimize) {
+    passes::PassContext pctx(options.pipeline.pass_options);
+    passes::PassManager pm = passes::default_pipeline();
+    INGOT_RETURN_IF_ERROR(pm.run(*graph, options.pipeline, pctx));
+    rep.notes = pctx.notes();
+  }
+
+  // Shapes at every profile's min, opt and max; sizes come from the max.
+  std::vector<ShapeState> max_states;
+  for (size_t p = 0; p < profiles.size(); ++p)
+    for (int which = 0; which < 3; ++which) {
+      auto st = propagate_shapes(*graph, profile_shapes(*graph, profiles[p], which));
+      if (!st.ok())
+        return Status(st.status().code(), "at profile " + std::to_string(p) + " " +
+                                              (which == 0 ? "min" : which == 1 ? "opt" : "max") + " shapes: " +
+                                              st.status().message());
+      if (which == 2) max_states.push_back(std::move(st).value());
+    }
+
+  Plan plan;
+  plan.graph = graph;
+  plan.storage = std::move(storage);
+  plan.profiles = profiles;
+  plan.backend = be->name();
+
+  // Steps, in node order.
+  std::unordered_map<const ir::Node*, int> step_of;
+  for (const auto& node : graph->nodes()) {
+    std::vector<ir::TensorType> types;
+    for (const ir::Value* v : node->inputs()) {
+      ir::TensorType t;
+      if (v) {
+        t.dtype = v->dtype();
+        t.shape = v->shape();
+      }
+      types.push_back(t);
+    }
+    auto cands = be->candidates(*node, types);
+    rep.tactics_considered += static_cast<int>(cands.size());
+    if (cands.empty())
+      return unsupported("backend '", be->name(), "' has no tactic for ", node->describe());
+    INGOT_RETURN_IF_ERROR(cands[0]->prepare(*node));
+    Step s;
+    s.node = node.get();
+    s.tactic = cands[0]->name();
+    s.params = cands[0]->serialize();
+    std::vector<Shape64> max_in;
+    for (const ir::Value* v : node->inputs()) {
+      auto it = v ? max_states[0].shapes.find(v) : max_states[0].shapes.end();
+      max_in.push_back(it != max_states[0].shapes.end() ? it->second : Shape64{});
+    }
+    s.workspace_bytes = cands[0]->workspace_bytes(*node, max_in);
+    plan.memory.workspace_bytes = std::max(plan.memory.workspace_bytes, s.workspace_bytes);
+    if (node->origins().size() > 1) ++rep.fused_steps;
+    step_of[node.get()] = static_cast<int>(plan.steps.size());
+    plan.steps.push_back(std::move(s));
+  }
+
+  // Values and their storage.
+  std::set<const ir::Value*> outputs(graph->outputs().begin(), graph->outputs().end());
+  std::set<const ir::Value*> inputs(graph->inputs().begin(), graph->inputs().end());
+  std::vector<const ir::Value*> order;
+  for (const ir::Value* v : graph->inputs()) order.push_back(v);
+  for (const ir::Value* v : graph->initializers())
+    if (!inputs.count(v)) order.push_back(v);
+  for (const auto& n : graph->nodes())
+    for (const ir::Value* o : n->outputs())
+      if (o) order.push_back(o);
+  int last = static_cast<int>(plan.steps.size()) - 1;
+  for (const ir::Value* v : order) {
+    ValuePlan vp;
+    vp.value = v;
+    if (v->producer()) vp.first_step = step_of[v->producer()];
+    vp.last_step = vp.first_step;
+    for (const auto& [user, idx] : v->uses()) {
+      const ir::Node* top = top_level_node(user, *graph);
+      if (top && step_of.count(top)) vp.last_step = std::max(vp.last_step, step_of[top]);
+    }
+    if (outputs.count(v)) vp.last_step = last;
+    uint64_t bytes = 0;
+    bool dynamic = false;
+    for (const ShapeState& st : max_states) {
+      auto it = st.shapes.find(v);
+      if (it == st.shapes.end() || st.dynamic.count(v)) {
+        dynamic = true;
+        continue;
+      }
+      bytes = std::max<uint64_t>(bytes, storage_bytes(v->dtype(), shape_numel(it->second)));
+    }
+    vp.max_bytes = bytes;
+    if (v->initializer() && !inputs.count(v)) {
+      vp.storage = Storage::kWeight;
+      vp.max_bytes = v->initializer()->nbytes();
+    } else if (inputs.count(v) || outputs.count(v)) {
+      vp.storage = Storage::kBinding;
+    } else if (dynamic || v->dtype() == DataType::kString) {
+      vp.storage = Storage::kDynamic;
+    } else {
+      vp.storage = Storage::kArena;
+    }
+    plan.values.push_back(vp);
+  }
+
+  // Arena offsets from lifetimes.
+  std::vector<TensorLifetime> lifetimes;
+  std::vector<size_t> arena_index;
+  std::unordered_map<const ir::Value*, int> lifetime_of;
+  for (size_t i = 0; i < plan.values.size(); ++i) {
+    const ValuePlan& vp = plan.values[i];
+    if (vp.storage != Storage::kArena) continue;
+    TensorLifetime t;
+    t.bytes = vp.max_bytes;
+    t.first = vp.first_step;
+    t.last = vp.last_step;
+    const ir::Node* p = vp.value->producer();
+    if (p && op_allows_in_place(*p) && p->inputs().size() >= 1 && p->inputs()[0]) {
+      auto in = lifetime_of.find(p->inputs()[0]);
+      if (in != lifetime_of.end() && lifetimes[in->second].bytes == t.bytes && lifetimes[in->second].last == t.first &&
+          p->inputs()[0]->uses().size() == 1)
+        t.inplace_of = in->second;
+    }
+    lifetime_of[vp.value] = static_cast<int>(lifetimes.size());
+    lifetimes.push_back(t);
+    arena_index.push_back(i);
+  }
+  MemoryAssignment ma = plan_memory(lifetimes, 256);
+  for (size_t k = 0; k < arena_index.size(); ++k) plan.values[arena_index[k]].offset = ma.offsets[k];
+  plan.memory.arena_bytes = ma.arena_bytes;
+  plan.memory.lower_bound_bytes = ma.lower_bound_bytes;
+  uint64_t woff = 0;
+  for (ValuePlan& vp : plan.values)
+    if (vp.storage == Storage::kWeight) {
+      vp.offset = woff;
+      woff += (vp.max_bytes + 63) / 64 * 64;
+    }
+  plan.memory.weight_bytes = woff;
+  return plan;
+}
+
+}  // namespace ingot::builder

@@ -1,0 +1,37 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Lowering an imported graph to a Plan: optimize (passes/), validate the optimization
+// profiles, propagate shapes at each profile's min/opt/max, choose a tactic per node from the
+// target backend, plan the arena from lifetimes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "builder/plan.h"
+#include "passes/pass_manager.h"
+
+namespace ingot::builder {
+
+struct BuildOptions {
+  std::string backend = "cpu";
+  std::vector<Profile> profiles;
+  passes::PipelineOptions pipeline;
+  bool optimize = true;
+};
+
+struct BuildReport {
+  int nodes_before = 0;
+  int fused_steps = 0;
+  int tactics_considered = 0;
+  std::vector<std::string> notes;
+};
+
+Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::shared_ptr<const void>> storage,
+                        const BuildOptions& options, BuildReport* report = nullptr);
+
+/// Whether `node`'s output 0 may overwrite its input 0 in place (elementwise, same size).
+bool op_allows_in_place(const ir::Node& node);
+
+}  // namespace ingot::builder

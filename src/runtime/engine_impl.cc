@@ -1,0 +1,357 @@
+// Copyright ingot authors. Apache-2.0.
+#include "runtime/engine_impl.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "backend/cpu/executor.h"
+#include "builder/shape_propagation.h"
+
+namespace ingot::runtime {
+
+namespace {
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+class EngineImpl;
+
+class ContextImpl : public ExecutionContext {
+ public:
+  ContextImpl(std::shared_ptr<const EngineImpl> engine, std::unique_ptr<uint8_t, AlignedFree> arena)
+      : engine_(std::move(engine)), arena_(std::move(arena)) {}
+
+  Status init();
+  Status set_optimization_profile(int profile) override;
+  int optimization_profile() const override { return profile_; }
+  Status set_input_shape(const std::string& name, const std::vector<int64_t>& dims) override;
+  Status set_tensor_address(const std::string& name, void* address) override;
+  const void* tensor_address(const std::string& name) const override;
+  Status infer_shapes() override;
+  Result<std::vector<int64_t>> tensor_shape(const std::string& name) const override;
+  Status enqueue(void* stream) override;
+
+ private:
+  int io_index(const std::string& name) const;
+  const Tensor* lookup(const ir::Value* v) const;
+
+  std::shared_ptr<const EngineImpl> engine_;
+  std::unique_ptr<uint8_t, AlignedFree> arena_;
+  int profile_ = 0;
+  std::vector<Shape64> input_shapes_;      // per io index (inputs only)
+  std::vector<bool> input_shape_set_;
+  std::vector<void*> addresses_;           // per io index
+  std::vector<Tensor> owned_outputs_;      // per io index, for unbound outputs
+  bool shapes_valid_ = false;
+  builder::ShapeState shapes_;
+  std::vector<Tensor> tensors_;            // per plan value, views valid for the current run
+  std::vector<Tensor> scratch_outputs_;    // reused per step
+};
+
+class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl> {
+ public:
+  explicit EngineImpl(builder::Plan plan) : plan_(std::move(plan)) {}
+
+  Status init() {
+    INGOT_ASSIGN_OR_RETURN(const backend::Backend* be, backend::find_backend(plan_.backend));
+    for (const builder::Step& s : plan_.steps) {
+      INGOT_ASSIGN_OR_RETURN(auto t, be->create_tactic(s.tactic, s.params));
+      tactics_.push_back(std::move(t));
+      LayerDesc l;
+      l.name = s.node->name();
+      l.op = s.node->domain().empty() ? s.node->op_type() : s.node->domain() + "::" + s.node->op_type();
+      l.tactic = s.tactic;
+      l.origins = s.node->origins();
+      for (const ir::Value* v : s.node->inputs()) l.inputs.push_back(v ? v->name() : "");
+      for (const ir::Value* v : s.node->outputs()) l.outputs.push_back(v ? v->name() : "");
+      layers_.push_back(std::move(l));
+    }
+    for (size_t i = 0; i < plan_.values.size(); ++i) value_index_[plan_.values[i].value] = static_cast<int>(i);
+    auto add_io = [&](const ir::Value* v, bool is_input) {
+      IoTensorDesc d;
+      d.name = v->name();
+      d.dtype = v->dtype();
+      d.is_input = is_input;
+      for (const ir::Dim& dim : v->shape().dims()) {
+        d.shape.push_back(dim.is_known() ? dim.value() : -1);
+        d.dim_names.push_back(dim.is_symbol() ? dim.symbol_name() : "");
+      }
+      io_.push_back(d);
+      io_values_.push_back(v);
+    };
+    for (const ir::Value* v : plan_.graph->inputs()) add_io(v, true);
+    for (const ir::Value* v : plan_.graph->outputs()) {
+      bool dup = false;
+      for (const ir::Value* w : io_values_) dup |= w == v;
+      if (!dup) add_io(v, false);
+    }
+    return Status::Ok();
+  }
+
+  const std::vector<IoTensorDesc>& io_tensors() const override { return io_; }
+  int num_profiles() const override { return static_cast<int>(plan_.profiles.size()); }
+  Status profile_dimensions(int profile, const std::string& input, std::vector<int64_t>* min, std::vector<int64_t>* opt,
+                            std::vector<int64_t>* max) const override {
+    if (profile < 0 || profile >= num_profiles())
+      return make_status(StatusCode::kOutOfRange, "profile ", profile, " does not exist (engine has ", num_profiles(), ")");
+    const builder::ProfileDims* d = plan_.profiles[profile].find(input);
+    if (!d) return make_status(StatusCode::kNotFound, "profile ", profile, " has no entry for '", input, "'");
+    if (min) *min = d->min;
+    if (opt) *opt = d->opt;
+    if (max) *max = d->max;
+    return Status::Ok();
+  }
+  const std::vector<LayerDesc>& layers() const override { return layers_; }
+  MemoryFigures memory() const override {
+    MemoryFigures m;
+    m.arena_bytes = plan_.memory.arena_bytes;
+    m.weight_bytes = plan_.memory.weight_bytes;
+    m.lower_bound_bytes = plan_.memory.lower_bound_bytes;
+    m.workspace_bytes = plan_.memory.workspace_bytes;
+    return m;
+  }
+  std::string backend() const override { return plan_.backend; }
+
+  Result<std::unique_ptr<ExecutionContext>> create_execution_context() const override {
+    size_t bytes = ((plan_.memory.arena_bytes + 255) / 256) * 256;
+    void* p = std::aligned_alloc(256, bytes ? bytes : 256);
+    if (!p)
+      return make_status(StatusCode::kOutOfMemory, "cannot allocate the ", plan_.memory.arena_bytes,
+                         "-byte activation arena for a new context");
+    auto ctx = std::make_unique<ContextImpl>(shared_from_this(), std::unique_ptr<uint8_t, AlignedFree>(static_cast<uint8_t*>(p)));
+    INGOT_RETURN_IF_ERROR(ctx->init());
+    return std::unique_ptr<ExecutionContext>(std::move(ctx));
+  }
+
+  const builder::Plan& plan() const { return plan_; }
+  const std::vector<std::unique_ptr<backend::Tactic>>& tactics() const { return tactics_; }
+  const std::vector<const ir::Value*>& io_values() const { return io_values_; }
+  int value_index(const ir::Value* v) const {
+    auto it = value_index_.find(v);
+    return it == value_index_.end() ? -1 : it->second;
+  }
+
+ private:
+  builder::Plan plan_;
+  std::vector<std::unique_ptr<backend::Tactic>> tactics_;
+  std::vector<LayerDesc> layers_;
+  std::vector<IoTensorDesc> io_;
+  std::vector<const ir::Value*> io_values_;
+  std::unordered_map<const ir::Value*, int> value_index_;
+};
+
+Status ContextImpl::init() {
+  size_t n = engine_->io_tensors().size();
+  input_shapes_.assign(n, {});
+  input_shape_set_.assign(n, false);
+  addresses_.assign(n, nullptr);
+  owned_outputs_.assign(n, Tensor());
+  tensors_.assign(engine_->plan().values.size(), Tensor());
+  // Inputs whose model shape is fixed need no set_input_shape.
+  for (size_t i = 0; i < n; ++i) {
+    const IoTensorDesc& d = engine_->io_tensors()[i];
+    if (!d.is_input) continue;
+    bool fixed = true;
+    for (int64_t x : d.shape) fixed &= x >= 0;
+    if (fixed && engine_->io_values()[i]->shape().rank_known()) {
+      input_shapes_[i] = d.shape;
+      input_shape_set_[i] = true;
+    }
+  }
+  return Status::Ok();
+}
+
+int ContextImpl::io_index(const std::string& name) const {
+  const auto& io = engine_->io_tensors();
+  for (size_t i = 0; i < io.size(); ++i)
+    if (io[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+Status ContextImpl::set_optimization_profile(int profile) {
+  if (profile < 0 || profile >= engine_->num_profiles())
+    return make_status(StatusCode::kOutOfRange, "profile ", profile, " does not exist (the engine has ",
+                       engine_->num_profiles(), ")");
+  profile_ = profile;
+  shapes_valid_ = false;
+  return Status::Ok();
+}
+
+Status ContextImpl::set_input_shape(const std::string& name, const std::vector<int64_t>& dims) {
+  int i = io_index(name);
+  if (i < 0 || !engine_->io_tensors()[i].is_input)
+    return make_status(StatusCode::kNotFound, "'", name, "' is not an input of the engine");
+  const IoTensorDesc& d = engine_->io_tensors()[i];
+  if (dims.size() != d.shape.size())
+    return make_status(StatusCode::kInvalidArgument, "input '", name, "' has rank ", d.shape.size(), ", got ",
+                       dims.size(), " dims");
+  const builder::ProfileDims* p = engine_->plan().profiles[profile_].find(name);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (d.shape[k] >= 0 && dims[k] != d.shape[k])
+      return make_status(StatusCode::kOutOfRange, "input '", name, "' dim ", k, " is fixed to ", d.shape[k], ", got ",
+                         dims[k]);
+    if (p && (dims[k] < p->min[k] || dims[k] > p->max[k]))
+      return make_status(StatusCode::kOutOfRange, "input '", name, "' dim ", k, " = ", dims[k],
+                         " is outside optimization profile ", profile_, ": allowed ", p->min[k], "..", p->max[k]);
+  }
+  input_shapes_[i] = dims;
+  input_shape_set_[i] = true;
+  shapes_valid_ = false;
+  return Status::Ok();
+}
+
+Status ContextImpl::set_tensor_address(const std::string& name, void* address) {
+  int i = io_index(name);
+  if (i < 0) return make_status(StatusCode::kNotFound, "'", name, "' is not an input or output of the engine");
+  addresses_[i] = address;
+  return Status::Ok();
+}
+
+const void* ContextImpl::tensor_address(const std::string& name) const {
+  int i = io_index(name);
+  if (i < 0) return nullptr;
+  if (addresses_[i]) return addresses_[i];
+  return owned_outputs_[i].defined() ? owned_outputs_[i].raw() : nullptr;
+}
+
+Status ContextImpl::infer_shapes() {
+  std::map<const ir::Value*, Shape64> in;
+  const auto& io = engine_->io_tensors();
+  for (size_t i = 0; i < io.size(); ++i) {
+    if (!io[i].is_input) continue;
+    if (!input_shape_set_[i])
+      return make_status(StatusCode::kInvalidArgument, "input '", io[i].name, "' has open dims: call set_input_shape first");
+    in[engine_->io_values()[i]] = input_shapes_[i];
+  }
+  INGOT_ASSIGN_OR_RETURN(shapes_, builder::propagate_shapes(*engine_->plan().graph, in));
+  shapes_valid_ = true;
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> ContextImpl::tensor_shape(const std::string& name) const {
+  int i = io_index(name);
+  if (i < 0) return make_status(StatusCode::kNotFound, "'", name, "' is not an input or output of the engine");
+  const ir::Value* v = engine_->io_values()[i];
+  int vi = engine_->value_index(v);
+  if (vi >= 0 && tensors_[vi].defined()) return tensors_[vi].shape();
+  auto it = shapes_.shapes.find(v);
+  if (shapes_valid_ && it != shapes_.shapes.end()) return it->second;
+  if (engine_->io_tensors()[i].is_input && input_shape_set_[i]) return input_shapes_[i];
+  std::vector<int64_t> unknown(engine_->io_tensors()[i].shape.size(), -1);
+  return unknown;
+}
+
+const Tensor* ContextImpl::lookup(const ir::Value* v) const {
+  int vi = engine_->value_index(v);
+  if (vi >= 0 && tensors_[vi].defined()) return &tensors_[vi];
+  return v->initializer();
+}
+
+Status ContextImpl::enqueue(void*) {
+  if (!shapes_valid_) INGOT_RETURN_IF_ERROR(infer_shapes());
+  const builder::Plan& plan = engine_->plan();
+  const auto& io = engine_->io_tensors();
+  // Views for this run: bindings, weights, arena tensors at their current shapes.
+  for (size_t vi = 0; vi < plan.values.size(); ++vi) {
+    const builder::ValuePlan& vp = plan.values[vi];
+    const ir::Value* v = vp.value;
+    tensors_[vi] = Tensor();
+    auto sh = shapes_.shapes.find(v);
+    bool known = sh != shapes_.shapes.end() && !shapes_.dynamic.count(v);
+    switch (vp.storage) {
+      case builder::Storage::kWeight:
+        tensors_[vi] = *v->initializer();
+        break;
+      case builder::Storage::kArena:
+        if (!known) return internal_error("no shape for arena value '", v->name(), "'");
+        if (storage_bytes(v->dtype(), shape_numel(sh->second)) > vp.max_bytes)
+          return internal_error("value '", v->name(), "' needs more than its planned ", vp.max_bytes, " bytes");
+        tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, arena_.get() + vp.offset, nullptr);
+        break;
+      case builder::Storage::kBinding: {
+        int i = -1;
+        for (size_t k = 0; k < io.size(); ++k)
+          if (engine_->io_values()[k] == v) i = static_cast<int>(k);
+        if (i < 0) break;
+        if (io[i].is_input) {
+          if (!addresses_[i]) {
+            if (v->initializer()) {
+              tensors_[vi] = *v->initializer();
+              break;
+            }
+            return make_status(StatusCode::kInvalidArgument, "input '", v->name(), "' has no address: call set_tensor_address");
+          }
+          tensors_[vi] = Tensor::borrow(v->dtype(), input_shapes_[i], addresses_[i], nullptr);
+        } else if (known && v->dtype() != DataType::kString) {
+          void* addr = addresses_[i];
+          if (!addr) {
+            if (!owned_outputs_[i].defined() || owned_outputs_[i].shape() != sh->second) {
+              INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], Tensor::zeros(v->dtype(), sh->second));
+            }
+            addr = owned_outputs_[i].mutable_raw();
+          }
+          tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, addr, nullptr);
+        }
+        break;
+      }
+      case builder::Storage::kDynamic:
+        break;  // produced by its step
+    }
+  }
+  auto runner = cpu::make_subgraph_runner([this](const ir::Value* v) { return lookup(v); });
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const builder::Step& step = plan.steps[s];
+    backend::StepIO sio;
+    sio.node = step.node;
+    for (const ir::Value* v : step.node->inputs()) {
+      const Tensor* t = v ? lookup(v) : nullptr;
+      if (v && !t) return internal_error(step.node->describe(), ": input '", v->name(), "' has no value");
+      sio.inputs.push_back(t);
+    }
+    scratch_outputs_.assign(step.node->outputs().size(), Tensor());
+    std::vector<int> out_vi(step.node->outputs().size(), -1);
+    for (size_t o = 0; o < step.node->outputs().size(); ++o) {
+      const ir::Value* v = step.node->outputs()[o];
+      if (!v) continue;
+      out_vi[o] = engine_->value_index(v);
+      if (out_vi[o] >= 0) scratch_outputs_[o] = tensors_[out_vi[o]];
+    }
+    if (!scratch_outputs_.empty() && scratch_outputs_[0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
+        sio.inputs[0]->raw() == scratch_outputs_[0].raw())
+      sio.in_place = true;
+    sio.outputs = &scratch_outputs_;
+    sio.subgraph_runner = runner;
+    Status st = engine_->tactics()[s]->enqueue(sio);
+    if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());
+    for (size_t o = 0; o < scratch_outputs_.size(); ++o)
+      if (out_vi[o] >= 0) tensors_[out_vi[o]] = scratch_outputs_[o];
+  }
+  // Outputs that no step wrote into their binding: data-dependent shapes, strings, or outputs
+  // that are graph inputs / initializers themselves.
+  for (size_t i = 0; i < io.size(); ++i) {
+    if (io[i].is_input) continue;
+    const ir::Value* v = engine_->io_values()[i];
+    const Tensor* t = lookup(v);
+    if (!t) return internal_error("output '", v->name(), "' was not computed");
+    if (addresses_[i] && t->raw() != addresses_[i] && t->dtype() != DataType::kString) {
+      std::memcpy(addresses_[i], t->raw(), t->nbytes());
+    } else if (!addresses_[i] && (!owned_outputs_[i].defined() || owned_outputs_[i].raw() != t->raw())) {
+      owned_outputs_[i] = t->clone();
+    }
+    int vi = engine_->value_index(v);
+    if (vi >= 0) tensors_[vi] = addresses_[i] ? Tensor::borrow(t->dtype(), t->shape(), addresses_[i], nullptr) : owned_outputs_[i];
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Engine>> make_engine(builder::Plan plan) {
+  auto e = std::make_shared<EngineImpl>(std::move(plan));
+  INGOT_RETURN_IF_ERROR(e->init());
+  return std::shared_ptr<Engine>(e);
+}
+
+}  // namespace ingot::runtime

@@ -1,0 +1,163 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// `ingot build MODEL.onnx -o MODEL.engine`: the builder, with trtexec's options.
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+#include "build_command.h"
+#include "ingot/builder.h"
+#include "options.h"
+
+namespace ingot::tools {
+
+namespace {
+
+class CliLogger : public Logger {
+ public:
+  explicit CliLogger(bool verbose) : verbose_(verbose) {}
+  void log(Severity s, const char* msg) noexcept override {
+    if (s <= Severity::kWarning || verbose_) std::cerr << (s == Severity::kError ? "error: " : s == Severity::kWarning ? "warning: " : "  ") << msg << "\n";
+  }
+
+ private:
+  bool verbose_;
+};
+
+}  // namespace
+
+void build_help() {
+  std::cout << "usage: ingot build MODEL.onnx -o MODEL.engine [options]\n\n"
+               "Optimizes the model, picks a tactic per layer for the target backend, plans memory and\n"
+               "writes a versioned engine file.\n\n"
+               "options:\n"
+               "  -o, --output FILE           engine file to write (required)\n"
+               "  --backend cpu|cuda          target backend (default cpu)\n"
+               "  --shapes name:1x3x224x224   fix open dims (min = opt = max)\n"
+               "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  one optimization profile\n"
+               "  --fp16 --bf16 --tf32 --best allow reduced precision (CUDA backend)\n"
+               "  --workspace MiB             largest scratch per layer\n"
+               "  --opt-level N               0 = no graph optimization, 1..5 (default 3)\n"
+               "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
+               "  --dump-ir DIR               write the IR after every pass\n"
+               "  --timing-cache FILE         timing cache to read and update (CUDA)\n"
+               "  --verbose                   print pass notes\n";
+}
+
+int build_command(const std::vector<std::string>& args) {
+  std::string model, output, err;
+  ShapeOptions shapes;
+  BuilderConfig config;
+  bool verbose = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string& out) {
+      if (i + 1 >= args.size()) {
+        std::cerr << "ingot build: " << a << " needs a value\n";
+        return false;
+      }
+      out = args[++i];
+      return true;
+    };
+    std::string v;
+    auto as_int = [&](long long lo, long long hi, long long& out) {
+      try {
+        size_t used = 0;
+        out = std::stoll(v, &used);
+        if (used != v.size() || out < lo || out > hi) throw std::out_of_range("");
+        return true;
+      } catch (...) {
+        std::cerr << "ingot build: " << a << " needs an integer in [" << lo << ", " << hi << "], got '" << v << "'\n";
+        return false;
+      }
+    };
+    if (a == "-h" || a == "--help") {
+      build_help();
+      return 0;
+    } else if (a == "-o" || a == "--output") {
+      if (!value(output)) return 2;
+    } else if (a == "--backend") {
+      if (!value(v)) return 2;
+      if (v == "cpu") config.backend = BackendKind::kCpu;
+      else if (v == "cuda") config.backend = BackendKind::kCuda;
+      else {
+        std::cerr << "ingot build: unknown backend '" << v << "' (cpu, cuda)\n";
+        return 2;
+      }
+    } else if (a == "--shapes" || a == "--min-shapes" || a == "--opt-shapes" || a == "--max-shapes") {
+      if (!value(v)) return 2;
+      if (!shapes.parse(a, v, err)) {
+        std::cerr << "ingot build: " << err << "\n";
+        return 2;
+      }
+    } else if (a == "--fp16") config.fp16 = true;
+    else if (a == "--bf16") config.bf16 = true;
+    else if (a == "--tf32") config.tf32 = true;
+    else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
+    else if (a == "--verbose" || a == "-v") verbose = true;
+    else if (a == "--workspace") {
+      long long n;
+      if (!value(v) || !as_int(1, 1 << 20, n)) return 2;
+      config.workspace_bytes = static_cast<uint64_t>(n) << 20;
+    } else if (a == "--opt-level") {
+      long long n;
+      if (!value(v) || !as_int(0, 5, n)) return 2;
+      config.optimization_level = static_cast<int>(n);
+    } else if (a == "--disable-pass") {
+      if (!value(v)) return 2;
+      config.disabled_passes.push_back(v);
+    } else if (a == "--dump-ir") {
+      if (!value(config.dump_ir_dir)) return 2;
+    } else if (a == "--timing-cache") {
+      if (!value(config.timing_cache_file)) return 2;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "ingot build: unknown option '" << a << "' (see ingot build --help)\n";
+      return 2;
+    } else if (model.empty()) {
+      model = a;
+    } else {
+      std::cerr << "ingot build: unexpected argument '" << a << "'\n";
+      return 2;
+    }
+  }
+  if (model.empty() || output.empty()) {
+    std::cerr << "ingot build: need a model and -o FILE (see ingot build --help)\n";
+    return 2;
+  }
+  if (!shapes.empty()) {
+    OptimizationProfile p;
+    if (!shapes.to_profile(p, err)) {
+      std::cerr << "ingot build: " << err << "\n";
+      return 2;
+    }
+    config.profiles.push_back(p);
+  }
+  if (config.backend == BackendKind::kCpu && (config.fp16 || config.bf16 || config.tf32))
+    std::cerr << "warning: --fp16/--bf16/--tf32 apply to the cuda backend; the cpu backend computes in fp32/fp64\n";
+  CliLogger logger(verbose);
+  Builder builder(logger);
+  BuildSummary summary;
+  auto bytes = builder.build_serialized(model, config, &summary);
+  if (!bytes.ok()) {
+    std::cerr << "ingot build: " << bytes.status().to_string() << "\n";
+    return 1;
+  }
+  std::ofstream f(output, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
+  if (!f) {
+    std::cerr << "ingot build: cannot write '" << output << "'\n";
+    return 1;
+  }
+  std::cout << "built " << output << "\n"
+            << "  model nodes      " << summary.nodes_before_optimization << "\n"
+            << "  engine steps     " << summary.steps << " (" << summary.fused_nodes << " fused)\n"
+            << "  tactics timed    " << summary.tactics_timed << ", timing-cache hits " << summary.timing_cache_hits << "\n"
+            << "  engine size      " << human_bytes(summary.engine_bytes) << "\n"
+            << "  weights          " << human_bytes(summary.weight_bytes) << "\n"
+            << "  arena            " << human_bytes(summary.arena_bytes) << " (lifetime lower bound "
+            << human_bytes(summary.lower_bound_bytes) << ")\n"
+            << "  build time       " << summary.seconds << " s\n";
+  return 0;
+}
+
+}  // namespace ingot::tools

@@ -1,0 +1,111 @@
+// Copyright ingot authors. Apache-2.0.
+#include "options.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace ingot::tools {
+
+bool parse_dims(const std::string& text, std::vector<int64_t>& dims) {
+  dims.clear();
+  if (text.empty()) return true;
+  std::istringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    if (part.empty() || part.size() > 12 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    dims.push_back(std::stoll(part));
+  }
+  return text.back() != 'x';
+}
+
+bool parse_shape_list(const std::string& text, ShapeMap& out, std::string& err) {
+  std::istringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      err = "malformed shape '" + item + "' (expected name:DIMxDIMx...)";
+      return false;
+    }
+    std::vector<int64_t> dims;
+    if (!parse_dims(item.substr(colon + 1), dims)) {
+      err = "malformed dims in '" + item + "' (expected non-negative integers joined by 'x', e.g. 1x3x224x224)";
+      return false;
+    }
+    out[item.substr(0, colon)] = dims;
+  }
+  return true;
+}
+
+std::string dims_to_string(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+std::string human_bytes(uint64_t b) {
+  char buf[64];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1ull << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+bool ShapeOptions::parse(const std::string& flag, const std::string& value, std::string& err) {
+  ShapeMap* m = flag == "--shapes" ? &shapes : flag == "--min-shapes" ? &min : flag == "--opt-shapes" ? &opt
+              : flag == "--max-shapes" ? &max : nullptr;
+  if (!m) return false;
+  if (!parse_shape_list(value, *m, err)) {
+    err = flag + ": " + err;
+    return false;
+  }
+  return true;
+}
+
+bool ShapeOptions::to_profile(OptimizationProfile& profile, std::string& err) const {
+  std::set<std::string> names;
+  for (const ShapeMap* m : {&shapes, &min, &opt, &max})
+    for (const auto& [k, v] : *m) names.insert(k);
+  for (const auto& n : names) {
+    auto pick = [&](const ShapeMap& m, std::vector<int64_t>& out) {
+      auto it = m.find(n);
+      if (it == m.end()) return false;
+      out = it->second;
+      return true;
+    };
+    std::vector<int64_t> s, lo, mid, hi;
+    bool has_s = pick(shapes, s);
+    bool has_lo = pick(min, lo), has_mid = pick(opt, mid), has_hi = pick(max, hi);
+    if (has_s && (has_lo || has_mid || has_hi)) {
+      err = "input '" + n + "' is given both --shapes and --min/--opt/--max-shapes";
+      return false;
+    }
+    if (has_s) lo = mid = hi = s;
+    else {
+      const std::vector<int64_t>& any = has_mid ? mid : has_hi ? hi : lo;
+      if (!has_lo) lo = any;
+      if (!has_mid) mid = any;
+      if (!has_hi) hi = any;
+    }
+    profile.set_dimensions(n, lo, mid, hi);
+  }
+  return true;
+}
+
+bool ShapeOptions::run_dims(const std::string& input, std::vector<int64_t>& dims) const {
+  auto it = shapes.find(input);
+  if (it != shapes.end()) {
+    dims = it->second;
+    return true;
+  }
+  it = opt.find(input);
+  if (it != opt.end()) {
+    dims = it->second;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ingot::tools

@@ -1,0 +1,40 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Command-line pieces shared by the subcommands: shape lists and flag parsing helpers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ingot/builder.h"
+
+namespace ingot::tools {
+
+using ShapeMap = std::map<std::string, std::vector<int64_t>>;
+
+/// "a:1x3x224x224,b:8" → map. Error text in `err` on malformed input.
+bool parse_shape_list(const std::string& text, ShapeMap& out, std::string& err);
+/// "1x3x224x224" → dims ("" is a scalar).
+bool parse_dims(const std::string& text, std::vector<int64_t>& dims);
+/// "[1,3,224,224]"
+std::string dims_to_string(const std::vector<int64_t>& d);
+/// "12.3 MiB"
+std::string human_bytes(uint64_t bytes);
+
+/// Profile options as trtexec has them: --shapes sets min=opt=max; --min/--opt/--max-shapes
+/// set each bound (any bound left out takes the others' value).
+struct ShapeOptions {
+  ShapeMap shapes, min, opt, max;
+  /// Parses one of the four flags; returns false (with err) when `flag` is not one of them
+  /// or its value is malformed.
+  bool parse(const std::string& flag, const std::string& value, std::string& err);
+  bool empty() const { return shapes.empty() && min.empty() && opt.empty() && max.empty(); }
+  /// Builds one optimization profile; error when an input has inconsistent bounds.
+  bool to_profile(OptimizationProfile& profile, std::string& err) const;
+  /// Dims to run at for `input`: --shapes, else --opt-shapes; false when neither names it.
+  bool run_dims(const std::string& input, std::vector<int64_t>& dims) const;
+};
+
+}  // namespace ingot::tools
