@@ -206,3 +206,18 @@ void Graph::rename_value(Value* v, const std::string& name) {
 }
 
 }  // namespace ingot::ir
+
+namespace ingot::ir {
+
+bool Graph::remove_initializer(Value* v) {
+  if (!v || !v->initializer() || !v->uses_.empty()) return false;
+  if (std::find(inputs_.begin(), inputs_.end(), v) != inputs_.end()) return false;
+  if (std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end()) return false;
+  auto it = std::find(initializers_.begin(), initializers_.end(), v);
+  if (it == initializers_.end()) return false;
+  initializers_.erase(it);
+  v->initializer_ = Tensor();
+  return true;
+}
+
+}  // namespace ingot::ir

@@ -112,6 +112,9 @@ class Graph {
   void add_input_existing(Value* v) { inputs_.push_back(v); }
   /// An initializer value holding `data` (shares its storage).
   Value* add_initializer(const std::string& name, Tensor data);
+  /// Drops an initializer that nothing reads and that is neither a graph input nor a graph
+  /// output (its data is released); false, and nothing changes, otherwise.
+  bool remove_initializer(Value* v);
   /// Turns an existing value into an initializer (graph inputs with defaults in ONNX).
   void set_initializer(Value* v, Tensor data);
   void add_output(Value* v) { outputs_.push_back(v); }
