@@ -1,6 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Factories for every pass; each is defined in src/passes/<name>.cc.
+// Factories for every pass; each is defined in src/passes/<name>.cc. One line
+// per pass, in pipeline order, so adding a pass is one line here and one in
+// pipeline.cc.
 #pragma once
 
 #include <memory>
@@ -9,9 +11,16 @@
 
 namespace ingot::passes {
 
-std::unique_ptr<Pass> make_remove_noops();                   // remove_noops.cc
-std::unique_ptr<Pass> make_fold_constants();                 // fold_constants.cc
-std::unique_ptr<Pass> make_eliminate_common_subexpressions(); // eliminate_common_subexpressions.cc
-std::unique_ptr<Pass> make_remove_dead_nodes();              // remove_dead_nodes.cc
+// ---- cleanup and folding (run together to a fixed point) ----
+std::unique_ptr<Pass> make_remove_noops();     // remove_noops.cc
+std::unique_ptr<Pass> make_fold_constants();   // fold_constants.cc
+std::unique_ptr<Pass> make_simplify_algebra(); // simplify_algebra.cc
+std::unique_ptr<Pass>
+make_eliminate_common_subexpressions(); // eliminate_common_subexpressions.cc
+std::unique_ptr<Pass> make_remove_dead_nodes(); // remove_dead_nodes.cc
 
-}  // namespace ingot::passes
+// ---- fusion passes ----
+
+// ---- pattern recognition passes ----
+
+} // namespace ingot::passes

@@ -1,0 +1,82 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Small helpers shared by pattern-matching passes: "is this value a constant,
+// and which", "does only one node read it", "put this tensor in the graph as a
+// weight", and "make readers of one value read another without losing a graph
+// output's public name". Every pass used to reimplement these, and the subtle
+// cases (an initializer that is also a graph input is NOT a constant: the
+// caller may override it; a graph output must keep its name) were the ones that
+// went wrong, so they live here once.
+//
+// eval_op runs one op on the CPU reference kernels, so passes/ using it depend
+// on backend/cpu (as constant folding does anyway).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace ingot::passes {
+
+/// True when `v` is one of `g`'s outputs.
+bool is_graph_output(const ir::Graph &g, const ir::Value *v);
+/// True when `v` is one of `g`'s inputs (including initializers listed as
+/// inputs).
+bool is_graph_input(const ir::Graph &g, const ir::Value *v);
+
+/// True when exactly one node input reads `v` and it is not a graph output: a
+/// pass may then rewrite the producer for that one consumer without duplicating
+/// work or changing an output.
+bool has_single_consumer(const ir::Graph &g, const ir::Value *v);
+/// The node reading `v` when has_single_consumer(), else nullptr.
+ir::Node *single_consumer(const ir::Graph &g, const ir::Value *v);
+
+/// The data of `v` when it is fixed at build time: an initializer that is not a
+/// graph input, or the output of a Constant node (value / value_float(s) /
+/// value_int(s) / value_string(s)). std::nullopt otherwise (including sparse
+/// constants, which we do not expand).
+std::optional<Tensor> constant_value(const ir::Value *v);
+/// The single element of a constant holding exactly one element (any rank), as
+/// double.
+std::optional<double> scalar_value(const ir::Value *v);
+/// The elements of a constant integer tensor (shape inputs: Reshape's shape,
+/// Slice's starts).
+std::optional<std::vector<int64_t>> constant_ints(const ir::Value *v);
+
+/// A name not yet used in `g` (or its enclosing graphs), derived from `base`.
+std::string unique_value_name(const ir::Graph &g, const std::string &base);
+/// Adds `data` as an initializer named after `base` (made unique).
+ir::Value *make_initializer(ir::Graph &g, const std::string &base, Tensor data);
+
+/// Whether replace_value() can make readers of `from` read `to`: false only
+/// when `from` is a graph output and `to` cannot take its name (`to` is a graph
+/// input, or already a graph output under its own name). Callers refuse the
+/// rewrite then.
+bool can_replace_value(const ir::Graph &g, const ir::Value *from,
+                       const ir::Value *to);
+/// Makes every reader of `from` read `to`. When `from` is a graph output, `to`
+/// takes over its name (and `from` becomes nameless), so the graph's public
+/// names stay the same. Fails (kInternal) where can_replace_value() is false.
+Status replace_value(ir::Graph &g, ir::Value *from, ir::Value *to);
+
+/// Runs `op_type` (default domain, opset of `like`'s root graph or 17) on
+/// constant inputs with the CPU reference kernels; returns its outputs. For
+/// computing new weights.
+Result<std::vector<Tensor>> eval_op(const std::string &op_type,
+                                    const std::vector<Tensor> &inputs,
+                                    const ir::Attributes &attrs = {},
+                                    const ir::Graph *like = nullptr);
+
+/// Removes an initializer nobody reads (not a graph input or output). Returns
+/// false when the value is still needed or when ir::Graph offers no way to drop
+/// initializers.
+bool remove_unused_initializer(ir::Graph &g, ir::Value *v);
+/// Whether this build's ir::Graph can drop initializers (see
+/// remove_unused_initializer).
+bool graph_can_remove_initializers();
+
+} // namespace ingot::passes

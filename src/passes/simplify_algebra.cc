@@ -1,0 +1,332 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// simplify_algebra: small algebraic rewrites that remove nodes or move work
+// into weights.
+//
+// Pattern → result:
+//   - Transpose(Transpose(x, p1), p2) → Transpose(x, p1∘p2), or x when that is
+//   the identity;
+//   - Reshape(Reshape(x, s1), s2) → Reshape(x, s2) when s2 is constant and has
+//   no 0 that
+//     would copy a dim from the inner result (allowzero=1 makes 0 literal,
+//     which is fine);
+//   - Add/Sub chains with constants: (x ± a) ± b, (a - x) ± b, b - (x ± a) ...
+//   → one Add or
+//     Sub of x and a folded constant (x + a + b → x + (a+b));
+//   - Mul/Div of a Conv/Gemm/MatMul output by a constant that is per output
+//   channel (Conv:
+//     axis 1) or per column (Gemm/MatMul: last axis) → the weights (and bias)
+//     scaled instead.
+// Refuses (with a note for the Mul/Div fold, which users ask about):
+//   - rewrites whose inner node has other readers or is a graph output (work
+//   would be
+//     duplicated, or an output changed);
+//   - a scale that is not constant, not float, of another dtype than the
+//   weights, or that
+//     broadcasts beyond one channel/column (it would change the output shape or
+//     mix channels);
+//   - weights or biases that are not constants, MatMul weights of rank != 2;
+//   - folded constants larger than PassOptions::fold_size_limit_bytes.
+// Reassociation changes results only by float rounding; integer wrap-around is
+// associative.
+#include <numeric>
+#include <set>
+
+#include "passes/passes.h"
+#include "passes/pattern_util.h"
+
+namespace ingot::passes {
+namespace {
+
+constexpr const char *kName = "simplify_algebra";
+
+bool is_op(const ir::Node *n, const char *op) {
+  return n && n->domain().empty() && n->op_type() == op;
+}
+
+void absorb(ir::Node &into, const ir::Node &from) {
+  if (into.origins().empty())
+    into.add_origin(into.name());
+  into.absorb_origins(from);
+}
+
+// Adds `op_type(inputs)` producing a value shaped like `like`, takes over
+// `like`'s readers.
+Status replace_with_node(ir::Graph &g, ir::Node *old,
+                         const std::string &op_type,
+                         const std::vector<ir::Value *> &inputs) {
+  ir::Value *like = old->output(0);
+  ir::Value *out = g.add_value(unique_value_name(g, like->name()),
+                               like->dtype(), like->shape());
+  ir::Node *n = g.add_node(op_type, inputs, {out}, {}, old->name());
+  absorb(*n, *old);
+  INGOT_RETURN_IF_ERROR(replace_value(g, like, out));
+  return g.remove_node(old);
+}
+
+std::optional<std::vector<int64_t>> perm_of(const ir::Node &t, size_t rank) {
+  std::vector<int64_t> p = t.attrs().get_ints("perm");
+  if (p.empty()) {
+    p.resize(rank);
+    for (size_t i = 0; i < rank; ++i)
+      p[i] = static_cast<int64_t>(rank - 1 - i);
+  }
+  if (p.size() != rank)
+    return std::nullopt;
+  return p;
+}
+
+Result<bool> merge_transposes(ir::Graph &g, ir::Node *n) {
+  ir::Node *p = n->input(0) ? n->input(0)->producer() : nullptr;
+  if (!is_op(p, "Transpose") || !p->input(0) ||
+      !p->input(0)->shape().rank_known())
+    return false;
+  size_t r = p->input(0)->shape().rank();
+  auto p1 = perm_of(*p, r), p2 = perm_of(*n, r);
+  if (!p1 || !p2)
+    return false;
+  std::vector<int64_t> c(r);
+  bool identity = true;
+  for (size_t j = 0; j < r; ++j) {
+    if ((*p2)[j] < 0 || (*p2)[j] >= static_cast<int64_t>(r))
+      return false;
+    c[j] = (*p1)[static_cast<size_t>((*p2)[j])];
+    identity &= c[j] == static_cast<int64_t>(j);
+  }
+  ir::Value *x = p->input(0);
+  if (identity) {
+    if (!can_replace_value(g, n->output(0), x))
+      return false;
+    INGOT_RETURN_IF_ERROR(replace_value(g, n->output(0), x));
+    INGOT_RETURN_IF_ERROR(g.remove_node(n));
+    return true;
+  }
+  n->set_input(0, x);
+  n->mutable_attrs().set_ints("perm", c);
+  absorb(*n, *p);
+  return true;
+}
+
+Result<bool> merge_reshapes(ir::Graph &g, ir::Node *n) {
+  ir::Node *p = n->input(0) ? n->input(0)->producer() : nullptr;
+  if (!is_op(p, "Reshape") || !p->input(0))
+    return false;
+  auto s2 = constant_ints(n->input(1));
+  if (!s2)
+    return false;
+  if (n->attrs().get_int("allowzero", 0) == 0)
+    for (int64_t d : *s2)
+      if (d == 0)
+        return false;
+  n->set_input(0, p->input(0));
+  absorb(*n, *p);
+  return true;
+}
+
+// y = sx*x + k*c for an Add/Sub node with exactly one constant input.
+struct SignedTerm {
+  ir::Value *x = nullptr;
+  int sx = 1, kc = 1;
+  Tensor c;
+};
+
+std::optional<SignedTerm> split_add_sub(const ir::Node *n) {
+  if (!(is_op(n, "Add") || is_op(n, "Sub")) || n->inputs().size() != 2)
+    return std::nullopt;
+  auto c0 = constant_value(n->input(0)), c1 = constant_value(n->input(1));
+  if (c0.has_value() == c1.has_value())
+    return std::nullopt;
+  SignedTerm t;
+  bool sub = n->op_type() == "Sub";
+  if (c1) {
+    t.x = n->input(0);
+    t.c = *c1;
+    t.kc = sub ? -1 : 1;
+  } else {
+    t.x = n->input(1);
+    t.c = *c0;
+    t.sx = sub ? -1 : 1;
+  }
+  return t;
+}
+
+Result<bool> merge_add_sub_chain(ir::Graph &g, ir::Node *n, PassContext &ctx) {
+  auto outer = split_add_sub(n);
+  if (!outer)
+    return false;
+  ir::Node *p = outer->x->producer();
+  auto inner = split_add_sub(p);
+  if (!inner || !has_single_consumer(g, outer->x))
+    return false;
+  if (inner->c.dtype() != outer->c.dtype())
+    return false;
+  // n = so*(si*x + ki*a) + ko*b = (so*si)*x + (so*ki)*a + ko*b
+  int sx = outer->sx * inner->sx, ka = outer->sx * inner->kc, kb = outer->kc;
+  std::string op = "Add";
+  std::vector<Tensor> args = {inner->c, outer->c};
+  int kc = 1;
+  if (ka == 1 && kb == -1)
+    op = "Sub";
+  else if (ka == -1 && kb == 1) {
+    op = "Sub";
+    args = {outer->c, inner->c};
+  } else if (ka == -1 && kb == -1)
+    kc = -1;
+  if (sx == -1 && kc == -1)
+    return false; // -x - c needs a Neg; not worth a new op here
+  auto c = eval_op(op, args, {}, &g);
+  if (!c.ok())
+    return false;
+  if ((*c)[0].nbytes() > ctx.options().fold_size_limit_bytes)
+    return false;
+  ir::Value *cv = make_initializer(
+      g, n->name().empty() ? "merged_const" : n->name() + "_const", (*c)[0]);
+  ir::Node *old_inner = p;
+  if (sx == 1)
+    INGOT_RETURN_IF_ERROR(
+        replace_with_node(g, n, kc == 1 ? "Add" : "Sub", {inner->x, cv}));
+  else
+    INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Sub", {cv, inner->x}));
+  // The new node absorbed n; also record the inner node, now dead.
+  if (ir::Node *nn = g.nodes().back().get())
+    absorb(*nn, *old_inner);
+  return true;
+}
+
+// Mul/Div of a Conv/Gemm/MatMul output by a per-channel/per-column constant.
+Result<bool> fold_scale_into_weights(ir::Graph &g, ir::Node *n,
+                                     PassContext &ctx) {
+  bool div = is_op(n, "Div");
+  if (!(div || is_op(n, "Mul")) || n->inputs().size() != 2)
+    return false;
+  size_t si = 1;
+  std::optional<Tensor> s = constant_value(n->input(1));
+  if (!s && !div) {
+    si = 0;
+    s = constant_value(n->input(0));
+  }
+  if (!s)
+    return false;
+  ir::Value *y = n->input(1 - si);
+  ir::Node *p = y ? y->producer() : nullptr;
+  if (!(is_op(p, "Conv") || is_op(p, "Gemm") || is_op(p, "MatMul")) ||
+      p->output(0) != y)
+    return false;
+  auto refuse = [&](const std::string &why) -> Result<bool> {
+    ctx.note(kName, "not folding " + n->describe() + " into " + p->describe() +
+                        ": " + why);
+    return false;
+  };
+  if (!has_single_consumer(g, y))
+    return refuse("its output has other readers");
+  if (!is_float(s->dtype()) || s->dtype() != y->dtype())
+    return refuse("the scale is not a float of the output's dtype");
+  if (!y->shape().rank_known())
+    return refuse("the output rank is unknown");
+  size_t r = y->shape().rank();
+  auto w = constant_value(p->input(1));
+  if (!w || w->dtype() != s->dtype())
+    return refuse("the weights are not constant");
+  bool conv = p->op_type() == "Conv", gemm = p->op_type() == "Gemm";
+  bool trans_b = gemm && p->attrs().get_int("transB", 0) != 0;
+  if (conv && w->rank() < 3)
+    return refuse("unexpected weight rank");
+  if (!conv && w->rank() != 2)
+    return refuse("weights of rank " + std::to_string(w->rank()) +
+                  " (only 2 is folded)");
+  int64_t channels = conv ? w->dim(0) : (trans_b ? w->dim(0) : w->dim(1));
+  size_t channel_axis = conv ? 1 : r - 1;
+  if (s->rank() > r || r == 0 || channel_axis >= r)
+    return refuse("the scale would broadcast the output to a larger rank");
+  for (size_t i = 0; i < s->rank(); ++i) {
+    size_t axis = r - s->rank() + i;
+    int64_t d = s->dim(i);
+    if (d == 1)
+      continue;
+    if (axis != channel_axis || d != channels)
+      return refuse("the scale is not per output channel");
+  }
+  Tensor flat = *s->reshaped({s->numel()});
+  ir::Value *b = p->input(2);
+  std::optional<Tensor> bias;
+  if (b) {
+    bias = constant_value(b);
+    if (!bias || bias->dtype() != s->dtype())
+      return refuse("the bias is not constant");
+  }
+  // The scale shaped to broadcast over the weights' output-channel axis.
+  Shape64 ws(w->rank(), 1);
+  size_t w_axis = conv ? 0 : (trans_b ? 0 : 1);
+  ws[w_axis] = flat.numel();
+  const char *op = div ? "Div" : "Mul";
+  auto new_w = eval_op(op, {*w, *flat.reshaped(ws)}, {}, &g);
+  if (!new_w.ok())
+    return refuse(new_w.status().message());
+  std::optional<Tensor> new_b;
+  if (bias) {
+    auto nb = eval_op(op, {*bias, flat}, {}, &g);
+    if (!nb.ok())
+      return refuse(nb.status().message());
+    if ((*nb)[0].nbytes() > ctx.options().fold_size_limit_bytes)
+      return refuse("the scaled bias is too large");
+    new_b = (*nb)[0];
+  }
+  if (!can_replace_value(g, n->output(0), y))
+    return refuse("the output name cannot be kept");
+  p->set_input(
+      1, make_initializer(g, p->input(1)->name() + "_scaled", (*new_w)[0]));
+  if (new_b)
+    p->set_input(2, make_initializer(g, b->name() + "_scaled", *new_b));
+  absorb(*p, *n);
+  INGOT_RETURN_IF_ERROR(replace_value(g, n->output(0), y));
+  INGOT_RETURN_IF_ERROR(g.remove_node(n));
+  return true;
+}
+
+class SimplifyAlgebra : public Pass {
+public:
+  const char *name() const override { return kName; }
+
+  Result<bool> run(ir::Graph &g, PassContext &ctx) override {
+    bool changed = false;
+    std::vector<ir::Node *> nodes;
+    for (const auto &n : g.nodes())
+      nodes.push_back(n.get());
+    std::set<ir::Node *> removed;
+    for (ir::Node *n : nodes) {
+      if (removed.count(n) || !n->output(0))
+        continue;
+      // Rewrites may remove `n` itself; remember it so the loop does not touch
+      // it again.
+      Result<bool> r = false;
+      if (is_op(n, "Transpose")) {
+        ir::Value *out = n->output(0);
+        r = merge_transposes(g, n);
+        if (r.ok() && *r && !out->producer())
+          removed.insert(n);
+      } else if (is_op(n, "Reshape")) {
+        r = merge_reshapes(g, n);
+      } else if (is_op(n, "Add") || is_op(n, "Sub")) {
+        r = merge_add_sub_chain(g, n, ctx);
+        if (r.ok() && *r)
+          removed.insert(n);
+      } else if (is_op(n, "Mul") || is_op(n, "Div")) {
+        r = fold_scale_into_weights(g, n, ctx);
+        if (r.ok() && *r)
+          removed.insert(n);
+      }
+      if (!r.ok())
+        return r.status();
+      changed |= *r;
+    }
+    return changed;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> make_simplify_algebra() {
+  return std::make_unique<SimplifyAlgebra>();
+}
+
+} // namespace ingot::passes
