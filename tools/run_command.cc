@@ -219,7 +219,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // .engine: load it. .onnx: the interpreter with --reference, else build an engine on the fly,
 // with open dims fixed at --shapes (or 1).
-Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt) {
+Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt, const std::map<std::string, HostTensor>& loaded) {
   if (ends_with(opt.model, ".engine")) {
     Runtime runtime;
     auto e = runtime.deserialize_file(opt.model);
@@ -247,7 +247,10 @@ Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt) {
     if (!open) continue;
     any_open = true;
     std::vector<int64_t> dims;
-    if (!opt.shapes.run_dims(in.name, dims)) {
+    auto file = loaded.find(in.name);
+    if (file != loaded.end()) {
+      dims = file->second.shape;
+    } else if (!opt.shapes.run_dims(in.name, dims)) {
       if (!in.rank_known)
         return Status(StatusCode::kInvalidArgument, "input '" + in.name + "' has unknown rank: give --shapes " + in.name + ":...");
       for (int64_t d : in.shape) dims.push_back(d >= 0 ? d : 1);
@@ -350,7 +353,18 @@ int run_command(const std::vector<std::string>& args) {
     std::cerr << "ingot run: backend '" << opt.backend << "' is not available in this build (available: cpu)\n";
     return 2;
   }
-  auto runner = open_model(opt);
+  // Inputs from files first: their shapes size the engine built for an .onnx.
+  std::map<std::string, HostTensor> loaded;
+  for (const auto& [name, file] : opt.input_files) {
+    auto t = load_npy(file);
+    if (!t.ok()) {
+      std::cerr << "ingot run: input '" << name << "': " << t.status().message() << "\n";
+      return 2;
+    }
+    t->name = name;
+    loaded[name] = std::move(t).value();
+  }
+  auto runner = open_model(opt, loaded);
   if (!runner.ok()) {
     std::cerr << "ingot run: " << runner.status().to_string() << "\n";
     return runner.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
@@ -370,8 +384,8 @@ int run_command(const std::vector<std::string>& args) {
   model.describe(std::cout);
   std::cout << "\ninputs:\n";
   for (const TensorInfo& info : model.inputs()) {
-    auto f = opt.input_files.find(info.name);
-    Result<HostTensor> t = f != opt.input_files.end() ? load_npy(f->second) : random_input(info, opt, rng);
+    auto f = loaded.find(info.name);
+    Result<HostTensor> t = f != loaded.end() ? Result<HostTensor>(f->second) : random_input(info, opt, rng);
     if (!t.ok()) {
       std::cerr << "ingot run: input '" << info.name << "': " << t.status().message() << "\n";
       return 2;

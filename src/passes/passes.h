@@ -1,8 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Factories for every pass; each is defined in src/passes/<name>.cc. One line
-// per pass, in pipeline order, so adding a pass is one line here and one in
-// pipeline.cc.
+// Factories for every pass; each is defined in src/passes/<name>.cc. One line per pass, in
+// pipeline order, so adding a pass is one line here and one in pipeline.cc.
 #pragma once
 
 #include <memory>
@@ -12,15 +11,20 @@
 namespace ingot::passes {
 
 // ---- cleanup and folding (run together to a fixed point) ----
-std::unique_ptr<Pass> make_remove_noops();     // remove_noops.cc
-std::unique_ptr<Pass> make_fold_constants();   // fold_constants.cc
-std::unique_ptr<Pass> make_simplify_algebra(); // simplify_algebra.cc
-std::unique_ptr<Pass>
-make_eliminate_common_subexpressions(); // eliminate_common_subexpressions.cc
-std::unique_ptr<Pass> make_remove_dead_nodes(); // remove_dead_nodes.cc
+std::unique_ptr<Pass> make_remove_noops();                    // remove_noops.cc
+std::unique_ptr<Pass> make_fold_constants();                  // fold_constants.cc
+std::unique_ptr<Pass> make_simplify_algebra();                // simplify_algebra.cc
+std::unique_ptr<Pass> make_eliminate_common_subexpressions(); // eliminate_common_subexpressions.cc
+std::unique_ptr<Pass> make_remove_dead_nodes();               // remove_dead_nodes.cc
 
-// ---- fusion passes ----
+// ---- pattern recognition ----
+std::unique_ptr<Pass> make_recognize_layernorm();   // recognize_layernorm.cc
+std::unique_ptr<Pass> make_recognize_gelu_silu();   // recognize_gelu_silu.cc
+std::unique_ptr<Pass> make_recognize_attention();   // recognize_attention.cc
 
-// ---- pattern recognition passes ----
+// ---- fusion ----
+std::unique_ptr<Pass> make_fold_batchnorm();        // fold_batchnorm.cc
+std::unique_ptr<Pass> make_fuse_conv_gemm();        // fuse_conv_gemm.cc
+std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 
-} // namespace ingot::passes
+}  // namespace ingot::passes

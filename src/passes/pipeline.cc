@@ -1,42 +1,52 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// The default optimization pipeline: the one list that says which passes run,
-// in which order, and why there.
+// The default optimization pipeline: the one list that says which passes run, in which order,
+// and why there.
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 
 namespace ingot::passes {
 
+namespace {
+std::vector<std::unique_ptr<Pass>> cleanup_group() {
+  std::vector<std::unique_ptr<Pass>> v;
+  v.push_back(make_remove_noops());
+  v.push_back(make_fold_constants());
+  v.push_back(make_simplify_algebra());
+  v.push_back(make_eliminate_common_subexpressions());
+  v.push_back(make_remove_dead_nodes());
+  return v;
+}
+}  // namespace
+
 PassManager default_pipeline() {
   PassManager pm;
-  // 1. Cleanup and folding, first, so later patterns see the real dataflow:
-  // Identity/Dropout
-  //    and no-op Reshape/Transpose/Cast/... would otherwise sit between the
-  //    nodes a fusion looks for. These feed each other (folding makes shapes
-  //    known, which exposes no-ops; algebra leaves constant subexpressions; CSE
-  //    and folding leave dead nodes), so they run together until none changes
-  //    the graph. remove_dead_nodes is last so each round ends with a clean
-  //    graph.
-  {
-    std::vector<std::unique_ptr<Pass>> v;
-    v.push_back(make_remove_noops());
-    v.push_back(make_fold_constants());
-    v.push_back(make_simplify_algebra());
-    v.push_back(make_eliminate_common_subexpressions());
-    v.push_back(make_remove_dead_nodes());
-    pm.add_fixed_point(std::move(v));
-  }
+  // 1. Cleanup and folding first, so later patterns see the real dataflow: Identity/Dropout
+  //    and no-op Reshape/Transpose/Cast/... would otherwise sit between the nodes a pattern
+  //    looks for. These feed each other (folding makes shapes known, which exposes no-ops;
+  //    algebra leaves constant subexpressions; CSE and folding leave dead nodes), so they run
+  //    together until none changes the graph; remove_dead_nodes ends each round.
+  pm.add_fixed_point(cleanup_group());
 
-  // 2. Fusion passes (fold BN into conv, conv/gemm + bias + activation,
-  // pointwise chains) go
-  //    here: after cleanup, so constant weights and a clean dataflow are what
-  //    they see.
+  // 2. Pattern recognition before fusion: the decomposed LayerNorm / GELU / SiLU / attention
+  //    forms are made of the very Add/Mul/Div/... nodes that bias-activation fusion and
+  //    pointwise fusion would otherwise swallow piecemeal; and a recognised Gelu is what lets
+  //    fuse_conv_gemm put GELU into a GEMM epilogue.
+  pm.add(make_recognize_layernorm());
+  pm.add(make_recognize_gelu_silu());
+  pm.add(make_recognize_attention());
 
-  // 3. Pattern recognition passes (LayerNorm, GELU, attention) go here: after
-  // fusion of the
-  //    simple producers, before precision assignment.
+  // 3. Fusion. BatchNormalization folds into the preceding Conv/Gemm weights first, so that
+  //    Conv -> BN -> Relu becomes Conv -> Relu and fuses into one FusedConv; conv/gemm
+  //    epilogues (bias, activation, residual) next; pointwise chains last, so they do not take
+  //    the bias/activation/residual Adds that belong in an epilogue.
+  pm.add(make_fold_batchnorm());
+  pm.add(make_fuse_conv_gemm());
+  pm.add(make_fuse_pointwise());
 
+  // 4. The folds above leave their old weights behind: a last cleanup round drops them.
+  pm.add_fixed_point(cleanup_group());
   return pm;
 }
 
-} // namespace ingot::passes
+}  // namespace ingot::passes

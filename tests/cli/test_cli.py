@@ -77,7 +77,7 @@ def main():
             ("unknown subcommand", ["frobnicate"], "unknown command"),
             ("unknown flag", ["run", mlp, "--bogus"], "unknown option '--bogus'"),
             ("malformed shape", ["run", mlp, "--shapes", "x:1x3xfoo"], "malformed dims"),
-            ("shape against a fixed dim", ["run", mlp, "--shapes", "x:2x9"], "fixes it to 8"),
+            ("shape against a fixed dim", ["run", mlp, "--shapes", "x:2x9"], "fixed to 8"),
             ("missing file", ["run", os.path.join(tmp, "nope.onnx")], "cannot open"),
             ("random bytes", ["run", junk], "not a valid ONNX model"),
             ("truncated model", ["run", trunc], "invalid model"),

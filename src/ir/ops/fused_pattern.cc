@@ -1,8 +1,58 @@
 // Copyright ingot authors. Apache-2.0.
+//
+// Ops produced by the pattern-recognition passes (recognize_layernorm, recognize_gelu_silu,
+// recognize_attention) in domain "ingot" (opset 1). LayerNormalization, RMSNormalization and
+// Gelu exist in ai.onnx only from opsets 17, 23 and 20; the ingot twins carry the same
+// attributes and semantics so models with older opsets can be fused too, and they reuse the
+// ai.onnx inference (looked up at call time: one shape path). Attention is ONNX Attention
+// (opset 23) restricted to 4-D Q/K/V [B, H, S, D] with an optional mask, no KV cache.
+// Silu has no ai.onnx op before Swish (opset 24).
 #include "ir/ops/all_ops.h"
 
 namespace ingot::ir {
 
-void register_fused_pattern_ops(OpRegistry& r) { (void)r; }
+namespace {
+
+InferFn same_as_onnx(const char* op) {
+  return [op](InferenceContext& c) -> Status {
+    const OpSchema* s = OpRegistry::global().find(op);
+    if (s == nullptr || !s->inference()) return c.error("no ai.onnx ", op, " to infer with");
+    return s->inference()(c);
+  };
+}
+
+}  // namespace
+
+void register_fused_pattern_ops(OpRegistry& r) {
+  r.add("LayerNormalization", "ingot").inputs(2, 3).outputs(1, 1).opsets(1)
+      .attr("axis", AttrType::kInt)
+      .attr("epsilon", AttrType::kFloat)
+      .attr("stash_type", AttrType::kInt)
+      .infer(same_as_onnx("LayerNormalization"))
+      .doc("ai.onnx LayerNormalization (Y only) for models below opset 17");
+  r.add("RMSNormalization", "ingot").inputs(2, 2).outputs(1, 1).opsets(1)
+      .attr("axis", AttrType::kInt)
+      .attr("epsilon", AttrType::kFloat)
+      .attr("stash_type", AttrType::kInt)
+      .infer(same_as_onnx("RMSNormalization"))
+      .doc("ai.onnx RMSNormalization for models below opset 23");
+  r.add("Gelu", "ingot").inputs(1, 1).outputs(1, 1).opsets(1)
+      .attr("approximate", AttrType::kString)
+      .infer(same_as_onnx("Gelu"))
+      .doc("ai.onnx Gelu for models below opset 20");
+  r.add("Silu", "ingot").inputs(1, 1).outputs(1, 1).opsets(1)
+      .infer([](InferenceContext& c) { return c.propagate_same(0, 0); })
+      .doc("x * sigmoid(x)");
+  r.add("Attention", "ingot").inputs(3, 4).outputs(1, 1).opsets(1)
+      .attr("scale", AttrType::kFloat)
+      .attr("is_causal", AttrType::kInt)
+      .infer([](InferenceContext& c) -> Status {
+        for (size_t i = 0; i < 3; ++i)
+          if (c.input_shape(i).rank_known() && c.input_shape(i).rank() != 4)
+            return c.error("Q, K and V must be 4-D [batch, heads, seq, head_size]");
+        return same_as_onnx("Attention")(c);
+      })
+      .doc("ai.onnx Attention (opset 23) on 4-D Q/K/V with an optional mask");
+}
 
 }  // namespace ingot::ir

@@ -1,9 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // Reference kernels for the ops the pattern-recognition passes create (see
-// src/ir/ops/fused_pattern.cc). The ingot twins of ai.onnx ops run the ai.onnx reference
-// kernel on the same context: their inputs and attributes are laid out identically, so there
-// is one implementation to trust.
+// src/ir/ops/fused_pattern.cc). The ingot twins of ai.onnx ops run the ai.onnx
+// reference kernel on the same context: their inputs and attributes are laid
+// out identically, so there is one implementation to trust.
 #include <cmath>
 
 #include "backend/cpu/kernels/all_kernels.h"
@@ -12,18 +12,20 @@ namespace ingot::cpu {
 
 namespace {
 
-KernelFn same_as_onnx(const char* op) {
-  return [op](KernelContext& k) -> Status {
-    const KernelFn* fn = KernelRegistry::global().find(op);
-    if (fn == nullptr) return k.error("no ai.onnx ", op, " kernel");
+KernelFn same_as_onnx(const char *op) {
+  return [op](KernelContext &k) -> Status {
+    const KernelFn *fn = KernelRegistry::global().find(op);
+    if (fn == nullptr)
+      return k.error("no ai.onnx ", op, " kernel");
     return (*fn)(k);
   };
 }
 
-Status silu(KernelContext& k) {
-  const Tensor& x = *k.input(0);
-  if (!is_float(x.dtype())) return k.unsupported_case("Silu needs a floating input");
-  Tensor& y = k.output(0);
+Status silu(KernelContext &k) {
+  const Tensor &x = *k.input(0);
+  if (!is_float(x.dtype()))
+    return k.unsupported_case("Silu needs a floating input");
+  Tensor &y = k.output(0);
   for (int64_t i = 0; i < x.numel(); ++i) {
     const double v = x.get_f64(i);
     y.set_f64(i, v / (1.0 + std::exp(-v)));
@@ -31,15 +33,16 @@ Status silu(KernelContext& k) {
   return Status::Ok();
 }
 
-Status attention_4d(KernelContext& k) {
+Status attention_4d(KernelContext &k) {
   for (size_t i = 0; i < 3; ++i)
-    if (k.input(i)->rank() != 4) return k.error("Q, K and V must be 4-D [batch, heads, seq, head_size]");
+    if (k.input(i)->rank() != 4)
+      return k.error("Q, K and V must be 4-D [batch, heads, seq, head_size]");
   return same_as_onnx("Attention")(k);
 }
 
-}  // namespace
+} // namespace
 
-void register_fused_pattern_kernels(KernelRegistry& r) {
+void register_fused_pattern_kernels(KernelRegistry &r) {
   r.add("LayerNormalization", same_as_onnx("LayerNormalization"), "ingot");
   r.add("RMSNormalization", same_as_onnx("RMSNormalization"), "ingot");
   r.add("Gelu", same_as_onnx("Gelu"), "ingot");
@@ -47,4 +50,4 @@ void register_fused_pattern_kernels(KernelRegistry& r) {
   r.add("Attention", attention_4d, "ingot");
 }
 
-}  // namespace ingot::cpu
+} // namespace ingot::cpu

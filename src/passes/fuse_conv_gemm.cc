@@ -1,0 +1,237 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// fuse_conv_gemm: folds the epilogue of a Conv, Gemm or MatMul into one ingot::FusedConv or
+// ingot::FusedGemm, so the backend writes the layer output once instead of once per op.
+//
+// Matches, starting at Conv / Gemm / MatMul (default domain) and following single readers:
+//   [Add(y, bias)]  bias constant, per output channel (Conv: axis 1; Gemm/MatMul: last axis);
+//                   merged with the layer's own constant bias / C;
+//   then, in either order, at most one of each:
+//   activation      Relu, Clip (constant min/max: Relu6 too), LeakyRelu, Sigmoid, Tanh,
+//                   HardSwish, HardSigmoid, Gelu (approximate none/tanh), and x·Sigmoid(x) (SiLU);
+//   Add(y, r)       a residual: r not constant, with y's exact (known or symbolic) shape.
+// Refuses: ConvTranspose (left for a later pass), values read by more than the chain (they are
+// needed unfused), non-float outputs, a bias that would broadcast the output up, a non-constant
+// existing bias combined with a new bias. A lone layer with nothing to fuse stays as it is.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/fusion_rewrite.h"
+#include "passes/pass.h"
+
+namespace ingot::passes {
+
+std::unique_ptr<passes::Pass> make_fuse_conv_gemm();
+
+namespace {
+
+using fusion::is_onnx_op;
+using fusion::single_consumer;
+
+constexpr const char* kName = "fuse_conv_gemm";
+
+struct Activation {
+  std::string name;
+  std::vector<float> params;
+  std::vector<ir::Node*> nodes;  // absorbed, in order
+  ir::Value* out = nullptr;
+};
+
+// A scalar from a constant input (any single-element float tensor); nullopt otherwise.
+std::optional<float> constant_scalar(const ir::Value* v) {
+  if (!v || !v->initializer() || v->initializer()->numel() != 1) return std::nullopt;
+  return static_cast<float>(v->initializer()->get_f64(0));
+}
+
+std::optional<Activation> match_activation(const ir::Graph& g, ir::Value* v) {
+  // SiLU written out: Mul(v, Sigmoid(v)), v read by exactly those two nodes.
+  if (v->uses().size() == 2 && !fusion::is_graph_output(g, v)) {
+    ir::Node* a = v->uses()[0].first;
+    ir::Node* b = v->uses()[1].first;
+    if (is_onnx_op(*a, "Mul")) std::swap(a, b);
+    if (is_onnx_op(*a, "Sigmoid") && is_onnx_op(*b, "Mul") && a->owner() == &g &&
+        single_consumer(g, a->output(0)) == b && fusion::other_operand(*b, v) == a->output(0))
+      return Activation{"Silu", {}, {a, b}, b->output(0)};
+    return std::nullopt;
+  }
+  ir::Node* n = single_consumer(g, v);
+  if (!n || !n->domain().empty() || n->outputs().size() != 1) return std::nullopt;
+  const ir::Attributes& at = n->attrs();
+  const std::string& op = n->op_type();
+  Activation act{op, {}, {n}, n->output(0)};
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") return act;
+  if (op == "LeakyRelu") {
+    act.params = {at.get_float("alpha", 0.01f)};
+    return act;
+  }
+  if (op == "HardSigmoid") {
+    act.params = {at.get_float("alpha", 0.2f), at.get_float("beta", 0.5f)};
+    return act;
+  }
+  if (op == "Gelu") {
+    std::string approx = at.get_string("approximate", "none");
+    if (approx != "none" && approx != "tanh") return std::nullopt;
+    act.name = approx == "tanh" ? "GeluTanh" : "Gelu";
+    return act;
+  }
+  if (op == "Clip") {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    if (g.opset("") < 11) {
+      lo = at.get_float("min", lo);
+      hi = at.get_float("max", hi);
+    } else {
+      for (size_t i = 1; i < n->inputs().size(); ++i) {
+        if (!n->input(i)) continue;
+        std::optional<float> s = constant_scalar(n->input(i));
+        if (!s) return std::nullopt;
+        (i == 1 ? lo : hi) = *s;
+      }
+    }
+    act.params = {lo, hi};
+    return act;
+  }
+  return std::nullopt;
+}
+
+// Per-channel values of a constant that broadcasts along `axis` of a rank-`rank` output with
+// `channels` channels without growing the output; empty otherwise.
+std::vector<double> per_channel(const Tensor& t, size_t rank, size_t axis, int64_t channels) {
+  if (t.rank() > rank || channels <= 0) return {};
+  if (t.numel() == 1) return std::vector<double>(channels, t.get_f64(0));
+  size_t offset = rank - t.rank();
+  for (size_t i = 0; i < t.rank(); ++i)
+    if (t.dim(i) != (i + offset == axis ? channels : 1)) return {};
+  return t.to_f64_vector();
+}
+
+bool fully_named(const ir::Shape& s) {
+  if (!s.rank_known()) return false;
+  for (const ir::Dim& d : s.dims())
+    if (d.is_unknown()) return false;
+  return true;
+}
+
+class FuseConvGemm final : public Pass {
+ public:
+  const char* name() const override { return kName; }
+
+  Result<bool> run(ir::Graph& g, PassContext& ctx) override {
+    std::vector<ir::Node*> anchors;
+    for (const auto& n : g.nodes())
+      if (is_onnx_op(*n, "Conv") || is_onnx_op(*n, "Gemm") || is_onnx_op(*n, "MatMul")) anchors.push_back(n.get());
+    bool changed = false;
+    for (ir::Node* a : anchors) {
+      INGOT_ASSIGN_OR_RETURN(bool done, fuse(g, *a, ctx));
+      changed |= done;
+    }
+    if (changed) g.set_opset_import(kIngotDomain, 1);
+    return changed;
+  }
+
+ private:
+  Result<bool> fuse(ir::Graph& g, ir::Node& layer, PassContext& ctx) {
+    const bool conv = layer.op_type() == "Conv", gemm = layer.op_type() == "Gemm";
+    ir::Value* cur = layer.output(0);
+    if (!cur || !is_float(cur->dtype()) || !cur->shape().rank_known()) return false;
+    const size_t rank = cur->shape().rank();
+    if (rank < (conv ? 3u : 1u)) return false;
+    const size_t axis = conv ? 1 : rank - 1;
+    int64_t channels = cur->shape()[axis].is_known() ? cur->shape()[axis].value() : -1;
+    std::vector<ir::Node*> absorbed{&layer};
+
+    // Bias: merge a constant per-channel Add with the layer's own constant bias.
+    ir::Value* bias_in = conv ? layer.input(2) : gemm ? layer.input(2) : nullptr;
+    std::optional<std::vector<double>> new_bias;
+    ir::Node* c = single_consumer(g, cur);
+    if (c && is_onnx_op(*c, "Add")) {
+      ir::Value* b = fusion::other_operand(*c, cur);
+      if (b && b->initializer() && b->dtype() == cur->dtype()) {
+        std::vector<double> v = per_channel(*b->initializer(), rank, axis, channels);
+        std::vector<double> old(v.size(), 0.0);
+        bool ok = !v.empty();
+        if (ok && bias_in) {
+          double beta = gemm ? layer.attrs().get_float("beta", 1.0f) : 1.0;
+          std::vector<double> o = bias_in->initializer()
+                                      ? per_channel(*bias_in->initializer(), gemm ? 2 : 1, gemm ? 1 : 0, channels)
+                                      : std::vector<double>{};
+          if (o.empty()) {
+            ctx.note(kName, "refused bias " + c->describe() + " for " + layer.describe() +
+                                ": the layer's own bias is not a per-channel constant");
+            ok = false;
+          }
+          for (size_t i = 0; ok && i < o.size(); ++i) old[i] = beta * o[i];
+        }
+        if (ok) {
+          for (size_t i = 0; i < v.size(); ++i) v[i] += old[i];
+          new_bias = v;
+          absorbed.push_back(c);
+          cur = c->output(0);
+        }
+      }
+    }
+
+    std::optional<Activation> act;
+    ir::Value* residual = nullptr;
+    bool residual_first = false;
+    for (int step = 0; step < 2; ++step) {
+      if (!act && !(residual && !residual_first) ) {
+        act = match_activation(g, cur);
+        if (act) {
+          absorbed.insert(absorbed.end(), act->nodes.begin(), act->nodes.end());
+          cur = act->out;
+          continue;
+        }
+      }
+      ir::Node* r = single_consumer(g, cur);
+      if (residual || !r || !is_onnx_op(*r, "Add")) break;
+      ir::Value* other = fusion::other_operand(*r, cur);
+      if (!other || other->initializer()) break;
+      if (other->dtype() != cur->dtype() || !fully_named(cur->shape()) || other->shape() != cur->shape()) {
+        ctx.note(kName, "refused residual " + r->describe() + " for " + layer.describe() +
+                            ": operand shape " + other->shape().to_string() + " is not the output shape " +
+                            cur->shape().to_string());
+        break;
+      }
+      residual = other;
+      residual_first = !act;
+      absorbed.push_back(r);
+      cur = r->output(0);
+    }
+    if (absorbed.size() == 1) return false;
+
+    ir::Attributes attrs;
+    for (const auto& [k, v] : layer.attrs().all())
+      if (k != "broadcast") attrs.set(k, v);
+    if (act) {
+      attrs.set_string("activation", act->name);
+      if (!act->params.empty()) attrs.set_floats("activation_params", act->params);
+      if (residual) attrs.set_int("residual_before_activation", residual_first ? 1 : 0);
+    }
+    std::vector<ir::Value*> inputs{layer.input(0), layer.input(1), bias_in};
+    if (new_bias) {
+      INGOT_ASSIGN_OR_RETURN(Tensor bt, Tensor::zeros(cur->dtype(), {channels}));
+      for (int64_t i = 0; i < channels; ++i) bt.set_f64(i, (*new_bias)[i]);
+      inputs[2] = g.add_initializer(fusion::unique_name(g, layer.name().empty() ? "fused_bias" : layer.name() + "_bias"), bt);
+      if (gemm) attrs.set_float("beta", 1.0f);
+    }
+    if (!conv && !gemm) attrs.set_string("kind", "matmul");
+    if (gemm) attrs.set_string("kind", "gemm");
+    if (residual) inputs.push_back(residual);
+    while (inputs.size() > 2 && !inputs.back()) inputs.pop_back();
+    INGOT_ASSIGN_OR_RETURN(ir::Node* fused,
+                           fusion::replace_with_fused(g, conv ? "FusedConv" : "FusedGemm", kIngotDomain, inputs,
+                                                      std::move(attrs), layer.name(), cur, absorbed));
+    (void)fused;
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<passes::Pass> make_fuse_conv_gemm() { return std::make_unique<FuseConvGemm>(); }
+
+}  // namespace ingot::passes

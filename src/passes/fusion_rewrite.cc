@@ -1,0 +1,61 @@
+// Copyright ingot authors. Apache-2.0.
+#include "passes/fusion_rewrite.h"
+
+#include <algorithm>
+
+namespace ingot::passes::fusion {
+
+bool is_graph_output(const ir::Graph& g, const ir::Value* v) {
+  return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+}
+
+ir::Node* single_consumer(const ir::Graph& g, const ir::Value* v) {
+  if (!v || v->uses().size() != 1 || is_graph_output(g, v)) return nullptr;
+  ir::Node* n = v->uses()[0].first;
+  return n->owner() == &g ? n : nullptr;
+}
+
+std::string unique_name(const ir::Graph& g, const std::string& base) {
+  if (!g.find_value(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string n = base + "_" + std::to_string(i);
+    if (!g.find_value(n)) return n;
+  }
+}
+
+ir::Value* other_operand(const ir::Node& n, const ir::Value* v) {
+  if (n.inputs().size() != 2 || !n.input(0) || !n.input(1)) return nullptr;
+  if (n.input(0) == v && n.input(1) != v) return n.input(1);
+  if (n.input(1) == v && n.input(0) != v) return n.input(0);
+  return nullptr;
+}
+
+bool is_onnx_op(const ir::Node& n, const char* op_type) { return n.domain().empty() && n.op_type() == op_type; }
+
+size_t node_index(const ir::Graph& g, const ir::Node* n) {
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (g.nodes()[i].get() == n) return i;
+  return g.nodes().size();
+}
+
+Result<ir::Node*> replace_with_fused(ir::Graph& g, const std::string& op_type, const std::string& domain,
+                                     const std::vector<ir::Value*>& inputs, ir::Attributes attrs,
+                                     const std::string& name, ir::Value* last,
+                                     const std::vector<ir::Node*>& absorbed) {
+  ir::Value* out = g.add_value("", last->dtype(), last->shape());
+  ir::Node* fused = g.add_node(op_type, inputs, {out}, std::move(attrs), name, domain);
+  for (const ir::Node* a : absorbed) fused->absorb_origins(*a);
+  g.replace_all_uses(last, out);
+  // Consumers first, so every removed node's outputs are already unread.
+  std::vector<ir::Node*> order = absorbed;
+  std::sort(order.begin(), order.end(),
+            [&g](const ir::Node* a, const ir::Node* b) { return node_index(g, a) > node_index(g, b); });
+  for (ir::Node* a : order) INGOT_RETURN_IF_ERROR(g.remove_node(a));
+  std::string public_name = last->name();
+  g.rename_value(last, "");
+  g.rename_value(out, public_name);
+  INGOT_RETURN_IF_ERROR(g.topological_sort());
+  return fused;
+}
+
+}  // namespace ingot::passes::fusion

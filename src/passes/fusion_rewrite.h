@@ -1,0 +1,43 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Small graph-surgery helpers shared by the fusion passes (fold_batchnorm, fuse_conv_gemm,
+// fuse_pointwise). They exist because a fused node cannot reuse its anchor: op type and domain
+// are fixed at creation, so every fusion builds a new node, moves the last absorbed value's
+// name and readers onto it, and drops the absorbed nodes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace ingot::passes::fusion {
+
+/// True when `v` is one of the graph's outputs (such a value must keep existing, so it can only
+/// be the last value of a fused chain).
+bool is_graph_output(const ir::Graph& g, const ir::Value* v);
+/// The single node reading `v` in this graph, or nullptr when it has 0 or several readers or
+/// is a graph output.
+ir::Node* single_consumer(const ir::Graph& g, const ir::Value* v);
+/// A value name not yet used in `g` (or its parents): base, base_1, base_2, ...
+std::string unique_name(const ir::Graph& g, const std::string& base);
+/// The other input of a binary node given one of them (nullptr if `n` is not binary or does
+/// not read `v`, or reads it twice).
+ir::Value* other_operand(const ir::Node& n, const ir::Value* v);
+/// A node of the default ONNX domain with this op type?
+bool is_onnx_op(const ir::Node& n, const char* op_type);
+
+/// Creates `op_type` in `domain` reading `inputs`, whose single output takes over `last`: its
+/// readers, its graph-output slot and its name. Every node in `absorbed` is removed (they must
+/// be read only by each other and, for `last`, by the nodes now reading the fused output) and
+/// listed in the new node's origins in the order given. Restores topological order.
+Result<ir::Node*> replace_with_fused(ir::Graph& g, const std::string& op_type, const std::string& domain,
+                                     const std::vector<ir::Value*>& inputs, ir::Attributes attrs,
+                                     const std::string& name, ir::Value* last,
+                                     const std::vector<ir::Node*>& absorbed);
+
+/// Index of `n` in g.nodes() (nodes().size() when absent).
+size_t node_index(const ir::Graph& g, const ir::Node* n);
+
+}  // namespace ingot::passes::fusion

@@ -1,0 +1,703 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// recognize_layernorm / recognize_gelu_silu / recognize_attention: each pattern
+// is stated as a before graph and the expected graph (IR text, compared after
+// both are typed and printed), refusals leave the graph untouched and say why,
+// and the rewritten graph computes the same numbers as the original on the CPU
+// reference executor (random non-zero inputs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "backend/cpu/executor.h"
+#include "ir/op_registry.h"
+#include "ir/text.h"
+#include "onnx/importer.h"
+#include "passes/pass.h"
+
+namespace ingot::passes {
+
+std::unique_ptr<Pass> make_recognize_layernorm();
+std::unique_ptr<Pass> make_recognize_gelu_silu();
+std::unique_ptr<Pass> make_recognize_attention();
+
+namespace {
+
+std::unique_ptr<ir::Graph> typed(const std::string &text) {
+  auto g = ir::parse_text(text);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok())
+    return nullptr;
+  Status s = ir::infer_graph(**g);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return std::move(g).value();
+}
+
+/// Node op types in order, "domain::" prefixed outside ai.onnx.
+std::string ops_of(const ir::Graph &g) {
+  std::string s;
+  for (const auto &n : g.nodes())
+    s += (n->domain().empty() ? "" : n->domain() + "::") + n->op_type() + " ";
+  return s;
+}
+
+struct Outcome {
+  bool changed = false;
+  std::unique_ptr<ir::Graph> graph;
+  PassContext ctx;
+};
+
+Outcome run_pass(Pass &pass, const std::string &text) {
+  Outcome o;
+  o.graph = typed(text);
+  if (!o.graph)
+    return o;
+  auto r = pass.run(*o.graph, o.ctx);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  o.changed = r.ok() && *r;
+  Status s =
+      ir::infer_graph(*o.graph); // the rewritten graph must still type-check
+  EXPECT_TRUE(s.ok()) << s.to_string() << "\n" << ir::to_text(*o.graph);
+  return o;
+}
+
+/// Runs the pass and compares the result with `expected` (parsed, typed and
+/// printed).
+void expect_rewrite(Pass &pass, const std::string &before,
+                    const std::string &expected) {
+  Outcome o = run_pass(pass, before);
+  ASSERT_TRUE(o.graph);
+  EXPECT_TRUE(o.changed);
+  auto want = typed(expected);
+  ASSERT_TRUE(want);
+  EXPECT_EQ(ir::to_text(*o.graph), ir::to_text(*want));
+}
+
+void expect_refused(Pass &pass, const std::string &before,
+                    const std::string &why) {
+  Outcome o = run_pass(pass, before);
+  ASSERT_TRUE(o.graph);
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(ir::to_text(*o.graph), ir::to_text(*typed(before)));
+  if (!why.empty()) {
+    std::string all;
+    for (const auto &n : o.ctx.notes())
+      all += n + "\n";
+    EXPECT_NE(all.find(why), std::string::npos) << all;
+  }
+}
+
+/// Random non-zero inputs for every graph input (floats in ±[0.1, 2], bools at
+/// random).
+std::map<std::string, Tensor> random_inputs(const ir::Graph &g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> mag(0.1, 2.0);
+  std::map<std::string, Tensor> in;
+  for (const ir::Value *v : g.inputs()) {
+    Shape64 shape;
+    for (const ir::Dim &d : v->shape().dims())
+      shape.push_back(d.value());
+    Tensor t = Tensor::zeros(v->dtype(), shape).value();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (v->dtype() == DataType::kBool) {
+        t.set_f64(i, (rng() % 4) != 0 || i % 5 == 0
+                         ? 1.0
+                         : 0.0); // no fully masked row
+      } else {
+        t.set_f64(i, (rng() % 2 ? 1.0 : -1.0) * mag(rng));
+      }
+    }
+    in.emplace(v->name(), std::move(t));
+  }
+  return in;
+}
+
+/// The pass changes the graph into one computing the same outputs (max abs diff
+/// <= tol).
+void expect_same_numbers(Pass &pass, const std::string &text,
+                         const std::string &want_ops, double tol = 1e-5) {
+  auto before = typed(text);
+  ASSERT_TRUE(before);
+  Outcome o = run_pass(pass, text);
+  ASSERT_TRUE(o.changed) << ir::to_text(*o.graph);
+  EXPECT_EQ(ops_of(*o.graph), want_ops) << ir::to_text(*o.graph);
+  auto inputs = random_inputs(*before, 7);
+  cpu::Executor e1, e2;
+  auto r1 = e1.run(*before, inputs);
+  auto r2 = e2.run(*o.graph, inputs);
+  ASSERT_TRUE(r1.ok()) << r1.status().to_string();
+  ASSERT_TRUE(r2.ok()) << r2.status().to_string();
+  ASSERT_EQ(r1->size(), r2->size());
+  for (size_t k = 0; k < r1->size(); ++k) {
+    const Tensor &a = (*r1)[k];
+    const Tensor &b = (*r2)[k];
+    ASSERT_EQ(a.shape(), b.shape());
+    double worst = 0, norm = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      worst = std::max(worst, std::fabs(a.get_f64(i) - b.get_f64(i)));
+      norm = std::max(norm, std::fabs(a.get_f64(i)));
+    }
+    EXPECT_LE(worst, tol) << "output " << k;
+    EXPECT_GT(norm, 1e-3) << "output " << k
+                          << " is all zeros: the test proves nothing";
+  }
+}
+
+// ---------------------------------------------------------------- LayerNorm /
+// RMSNorm
+
+constexpr const char *kLayerNorm17 = R"(graph g {
+  opset "" 17
+  input %x: f32[2,3,8]
+  init %eps: f32[] = [1e-05]
+  init %two: f32[] = [2]
+  init %gamma: f32[8] = [1, 2, 0.5, -1, 1.5, 0.25, 3, -2]
+  init %beta: f32[8] = [0.1, 0.2, 0.3, 0.4, -0.1, -0.2, -0.3, -0.4]
+  %m = ReduceMean {axes=[-1]}(%x)
+  %d = Sub(%x, %m)
+  %p = Pow(%d, %two)
+  %v = ReduceMean {axes=[-1]}(%p)
+  %ve = Add(%v, %eps)
+  %s = Sqrt(%ve) @ln
+  %n = Div(%d, %s)
+  %y = Mul(%gamma, %n)
+  %z = Add(%y, %beta)
+  %out = Relu(%z)
+  output %out
+})";
+
+TEST(PassesPattern, LayerNormDecomposedBecomesLayerNormalization) {
+  auto pass = make_recognize_layernorm();
+  expect_rewrite(*pass, kLayerNorm17, R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,8]
+    init %eps: f32[] = [1e-05]
+    init %two: f32[] = [2]
+    init %gamma: f32[8] = [1, 2, 0.5, -1, 1.5, 0.25, 3, -2]
+    init %beta: f32[8] = [0.1, 0.2, 0.3, 0.4, -0.1, -0.2, -0.3, -0.4]
+    %z = LayerNormalization {axis=-1, epsilon=1e-05}(%x, %gamma, %beta) @ln/LayerNormalization
+    %out = Relu(%z)
+    output %out
+  })");
+  expect_same_numbers(*pass, kLayerNorm17, "LayerNormalization Relu ");
+}
+
+TEST(PassesPattern, LayerNormOldOpsetReciprocalFormBecomesIngotOp) {
+  // opset 13: ReduceMean takes axes as an attribute; Mul(d, d) and Reciprocal +
+  // Mul; two trailing axes; no beta; the output is a graph output (its name
+  // must survive).
+  const std::string text = R"(graph g {
+    opset "" 13
+    input %x: f32[2,3,4]
+    init %eps: f32[1] = [0.001]
+    init %gamma: f32[3,4] = [1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6]
+    %m = ReduceMean {axes=[1, 2]}(%x)
+    %d = Sub(%x, %m)
+    %p = Mul(%d, %d)
+    %v = ReduceMean {axes=[-2, -1]}(%p)
+    %ve = Add(%eps, %v)
+    %s = Sqrt(%ve)
+    %r = Reciprocal(%s)
+    %n = Mul(%r, %d)
+    %y = Mul(%n, %gamma)
+    output %y
+  })";
+  auto pass = make_recognize_layernorm();
+  Outcome o = run_pass(*pass, text);
+  ASSERT_TRUE(o.changed);
+  ASSERT_EQ(o.graph->nodes().size(), 1u);
+  const ir::Node &ln = *o.graph->nodes()[0];
+  EXPECT_EQ(ln.domain(), kIngotDomain);
+  EXPECT_EQ(ln.attrs().get_int("axis", 0), -2);
+  EXPECT_FLOAT_EQ(ln.attrs().get_float("epsilon", 0), 0.001f);
+  EXPECT_EQ(ln.origins().size(), 9u); // every absorbed node is recorded
+  EXPECT_EQ(o.graph->outputs()[0]->name(), "y");
+  expect_same_numbers(*pass, text, "ingot::LayerNormalization ");
+}
+
+TEST(PassesPattern, LayerNormOpset18AxesInputWithoutGammaGetsUnitScale) {
+  const std::string text = R"(graph g {
+    opset "" 18
+    input %x: f32[4,6]
+    init %ax: i64[1] = [1]
+    init %eps: f32[] = [1e-05]
+    init %two: f32[] = [2]
+    %m = ReduceMean(%x, %ax)
+    %d = Sub(%x, %m)
+    %p = Pow(%d, %two)
+    %v = ReduceMean(%p, %ax)
+    %ve = Add(%v, %eps)
+    %s = Sqrt(%ve)
+    %n = Div(%d, %s)
+    output %n
+  })";
+  auto pass = make_recognize_layernorm();
+  expect_same_numbers(*pass, text, "LayerNormalization ");
+}
+
+TEST(PassesPattern, LayerNormRefusesNonLastAxis) {
+  auto pass = make_recognize_layernorm();
+  expect_refused(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,8]
+    init %eps: f32[] = [1e-05]
+    init %two: f32[] = [2]
+    %m = ReduceMean {axes=[1]}(%x)
+    %d = Sub(%x, %m)
+    %p = Pow(%d, %two)
+    %v = ReduceMean {axes=[1]}(%p)
+    %ve = Add(%v, %eps)
+    %s = Sqrt(%ve) @ln
+    %n = Div(%d, %s)
+    output %n
+  })",
+                 "not over the trailing axes");
+}
+
+TEST(PassesPattern, LayerNormRefusesVarianceReadElsewhere) {
+  auto pass = make_recognize_layernorm();
+  expect_refused(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,8]
+    init %eps: f32[] = [1e-05]
+    init %two: f32[] = [2]
+    %m = ReduceMean {axes=[-1]}(%x)
+    %d = Sub(%x, %m)
+    %p = Pow(%d, %two)
+    %v = ReduceMean {axes=[-1]}(%p)
+    %ve = Add(%v, %eps)
+    %s = Sqrt(%ve)
+    %n = Div(%d, %s)
+    output %n
+    output %v
+  })",
+                 "read outside the pattern");
+}
+
+TEST(PassesPattern, LayerNormRefusesGammaBroadcastingOverBatch) {
+  // gamma [2,1,8] varies along the batch axis: LayerNormalization's scale
+  // cannot.
+  auto pass = make_recognize_layernorm();
+  Outcome o = run_pass(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,8]
+    init %eps: f32[] = [1e-05]
+    init %two: f32[] = [2]
+    init %gamma: f32[2,1,1] = [2, 3]
+    %m = ReduceMean {axes=[-1]}(%x)
+    %d = Sub(%x, %m)
+    %p = Pow(%d, %two)
+    %v = ReduceMean {axes=[-1]}(%p)
+    %ve = Add(%v, %eps)
+    %s = Sqrt(%ve)
+    %n = Div(%d, %s)
+    %y = Mul(%n, %gamma)
+    output %y
+  })");
+  // The norm itself is still fused; the gamma multiply stays outside.
+  EXPECT_EQ(ops_of(*o.graph), "LayerNormalization Mul ");
+}
+
+constexpr const char *kRms = R"(graph g {
+  opset "" 18
+  input %x: f32[3,5,16]
+  init %ax: i64[1] = [-1]
+  init %eps: f32[] = [1e-06]
+  init %one: f32[] = [1]
+  init %w: f32[16] = <16 values>
+  %p = Mul(%x, %x)
+  %v = ReduceMean(%p, %ax)
+  %ve = Add(%v, %eps)
+  %s = Sqrt(%ve)
+  %r = Div(%one, %s)
+  %n = Mul(%x, %r)
+  %y = Mul(%n, %w)
+  output %y
+})";
+
+std::string rms_text(int opset) {
+  std::string t = kRms;
+  std::string w = "[";
+  for (int i = 0; i < 16; ++i)
+    w += (i ? ", " : "") + std::to_string(0.25 * (i - 7));
+  t.replace(t.find("<16 values>"), 11, w + "]");
+  t.replace(t.find("18"), 2, std::to_string(opset));
+  return t;
+}
+
+TEST(PassesPattern, RmsNormBecomesIngotOpBeforeOpset23AndOnnxOpAfter) {
+  auto pass = make_recognize_layernorm();
+  expect_same_numbers(*pass, rms_text(18), "ingot::RMSNormalization ");
+  expect_same_numbers(*pass, rms_text(23), "RMSNormalization ");
+}
+
+TEST(PassesPattern, RmsNormPowDivForm) {
+  auto pass = make_recognize_layernorm();
+  expect_rewrite(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,8]
+    init %eps: f32[] = [1e-06]
+    init %two: f32[] = [2]
+    %p = Pow(%x, %two)
+    %v = ReduceMean {axes=[-1]}(%p)
+    %ve = Add(%v, %eps)
+    %s = Sqrt(%ve) @rms
+    %n = Div(%x, %s)
+    output %n
+  })",
+                 R"(graph g {
+    opset "" 17
+    opset "ingot" 1
+    input %x: f32[2,8]
+    init %eps: f32[] = [1e-06]
+    init %two: f32[] = [2]
+    init %n.scale: f32[1] = [1]
+    %n = ingot::RMSNormalization {axis=-1, epsilon=9.99999997e-07}(%x, %n.scale) @rms/RMSNormalization
+    output %n
+  })");
+}
+
+// ---------------------------------------------------------------- GELU / SiLU
+// / HardSwish
+
+std::string gelu_erf(int opset, const std::string &tail,
+                     const std::string &scale_node) {
+  return "graph g {\n  opset \"\" " + std::to_string(opset) + R"(
+  input %x: f32[2,3,7]
+  init %sqrt2: f32[] = [1.41421354]
+  init %rsqrt2: f32[] = [0.707106769]
+  init %one: f32[] = [1]
+  init %half: f32[] = [0.5]
+)" + scale_node +
+         R"(
+  %e = Erf(%u) @gelu
+  %a = Add(%one, %e)
+)" + tail +
+         R"(
+  output %y
+})";
+}
+
+TEST(PassesPattern, GeluErfFormsBecomeGelu) {
+  auto pass = make_recognize_gelu_silu();
+  const std::string div = "  %u = Div(%x, %sqrt2)";
+  const std::string mul = "  %u = Mul(%rsqrt2, %x)";
+  const std::string tails[] = {
+      "  %xa = Mul(%x, %a)\n  %y = Mul(%xa, %half)", // (x·a)·0.5
+      "  %hx = Mul(%half, %x)\n  %y = Mul(%a, %hx)", // (0.5·x)·a
+      "  %ah = Mul(%a, %half)\n  %y = Mul(%ah, %x)", // x·(a·0.5)
+  };
+  for (const std::string &t : tails) {
+    SCOPED_TRACE(t);
+    expect_same_numbers(*pass, gelu_erf(20, t, div), "Gelu ");
+    expect_same_numbers(*pass, gelu_erf(17, t, mul), "ingot::Gelu ");
+  }
+  expect_rewrite(*pass, gelu_erf(20, tails[0], div), R"(graph g {
+    opset "" 20
+    input %x: f32[2,3,7]
+    init %sqrt2: f32[] = [1.41421354]
+    init %rsqrt2: f32[] = [0.707106769]
+    init %one: f32[] = [1]
+    init %half: f32[] = [0.5]
+    %y = Gelu {approximate="none"}(%x) @gelu/Gelu
+    output %y
+  })");
+}
+
+TEST(PassesPattern, GeluRefusesAWrongCoefficient) {
+  auto pass = make_recognize_gelu_silu();
+  std::string t = gelu_erf(20, "  %xa = Mul(%x, %a)\n  %y = Mul(%xa, %half)",
+                           "  %u = Div(%x, %sqrt2)");
+  t.replace(t.find("1.41421354"), 10, "1.5");
+  expect_refused(*pass, t, "");
+}
+
+TEST(PassesPattern, GeluTanhFormBecomesApproximateGelu) {
+  const std::string text = R"(graph g {
+    opset "" 18
+    input %x: f32[4,9]
+    init %three: f32[] = [3]
+    init %c: f32[] = [0.0447149985]
+    init %k: f32[] = [0.797884583]
+    init %one: f32[] = [1]
+    init %half: f32[] = [0.5]
+    %x3 = Pow(%x, %three)
+    %cx3 = Mul(%c, %x3)
+    %in = Add(%x, %cx3)
+    %s = Mul(%in, %k)
+    %t = Tanh(%s)
+    %a = Add(%t, %one)
+    %xa = Mul(%x, %a)
+    %y = Mul(%xa, %half)
+    output %y
+  })";
+  auto pass = make_recognize_gelu_silu();
+  expect_same_numbers(*pass, text, "ingot::Gelu ");
+  Outcome o = run_pass(*pass, text);
+  EXPECT_EQ(o.graph->nodes()[0]->attrs().get_string("approximate", ""), "tanh");
+  // x³ as Mul(Mul(x, x), x) works too.
+  std::string muls = text;
+  muls.replace(muls.find("%x3 = Pow(%x, %three)"), 21,
+               "%xx = Mul(%x, %x)\n    %x3 = Mul(%xx, %x)");
+  expect_same_numbers(*pass, muls, "ingot::Gelu ");
+}
+
+TEST(PassesPattern, SiluAndHardSwish) {
+  auto pass = make_recognize_gelu_silu();
+  expect_rewrite(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,5]
+    %s = Sigmoid(%x) @act
+    %y = Mul(%s, %x)
+    output %y
+  })",
+                 R"(graph g {
+    opset "" 17
+    opset "ingot" 1
+    input %x: f32[2,5]
+    %y = ingot::Silu(%x) @act/Silu
+    output %y
+  })");
+  const std::string hs = R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,4,4]
+    %s = HardSigmoid {alpha=0.166666672, beta=0.5}(%x)
+    %y = Mul(%x, %s)
+    output %y
+  })";
+  expect_same_numbers(*pass, hs, "HardSwish ");
+  // HardSigmoid's default alpha (0.2) is not HardSwish.
+  expect_refused(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,5]
+    %s = HardSigmoid(%x) @hs
+    %y = Mul(%x, %s)
+    output %y
+  })",
+                 "not HardSwish");
+}
+
+TEST(PassesPattern, SiluRefusesSigmoidReadElsewhere) {
+  auto pass = make_recognize_gelu_silu();
+  expect_refused(*pass, R"(graph g {
+    opset "" 17
+    input %x: f32[2,5]
+    %s = Sigmoid(%x)
+    %y = Mul(%s, %x)
+    output %y
+    output %s
+  })",
+                 "");
+}
+
+// ---------------------------------------------------------------- Attention
+
+/// BERT-style self-attention on x [B=2, S=5, 16] with 2 heads of 8: head split
+/// by Reshape → Transpose (K transposed straight to [B,H,D,S]), scores / √8,
+/// additive mask [B,1,1,S], Softmax, · V, head merge.
+std::string bert_attention(const std::string &mask_lines,
+                           const std::string &softmax_in) {
+  return R"(graph g {
+  opset "" 17
+  input %q: f32[2,5,16]
+  input %k: f32[2,5,16]
+  input %v: f32[2,5,16]
+  input %mask: f32[2,1,1,5]
+  init %split: i64[4] = [2, 5, 2, 8]
+  init %merge: i64[3] = [2, 5, 16]
+  init %sqrtd: f32[] = [2.82842708]
+  %q4 = Reshape(%q, %split)
+  %qh = Transpose {perm=[0, 2, 1, 3]}(%q4)
+  %k4 = Reshape(%k, %split)
+  %kt = Transpose {perm=[0, 2, 3, 1]}(%k4)
+  %v4 = Reshape(%v, %split)
+  %vh = Transpose {perm=[0, 2, 1, 3]}(%v4)
+  %qk = MatMul(%qh, %kt)
+  %sc = Div(%qk, %sqrtd)
+)" + mask_lines +
+         "\n  %p = Softmax {axis=-1}(" + softmax_in + R"() @attn
+  %ctx = MatMul(%p, %vh)
+  %ct = Transpose {perm=[0, 2, 1, 3]}(%ctx)
+  %out = Reshape(%ct, %merge)
+  output %out
+})";
+}
+
+TEST(PassesPattern, AttentionWithAdditiveMaskBecomesIngotAttention) {
+  auto pass = make_recognize_attention();
+  const std::string text = bert_attention("  %sm = Add(%mask, %sc)", "%sm");
+  expect_rewrite(*pass, text, R"(graph g {
+    opset "" 17
+    opset "ingot" 1
+    input %q: f32[2,5,16]
+    input %k: f32[2,5,16]
+    input %v: f32[2,5,16]
+    input %mask: f32[2,1,1,5]
+    init %split: i64[4] = [2, 5, 2, 8]
+    init %merge: i64[3] = [2, 5, 16]
+    init %sqrtd: f32[] = [2.82842708]
+    %q4 = Reshape(%q, %split)
+    %qh = Transpose {perm=[0, 2, 1, 3]}(%q4)
+    %k4 = Reshape(%k, %split)
+    %v4 = Reshape(%v, %split)
+    %vh = Transpose {perm=[0, 2, 1, 3]}(%v4)
+    %kt.bhsd = Transpose {perm=[0, 2, 1, 3]}(%k4)
+    %ctx = ingot::Attention {is_causal=0, scale=0.353553385}(%qh, %kt.bhsd, %vh, %mask) @attn/Attention
+    %ct = Transpose {perm=[0, 2, 1, 3]}(%ctx)
+    %out = Reshape(%ct, %merge)
+    output %out
+  })");
+  expect_same_numbers(*pass, text,
+                      "Reshape Transpose Reshape Reshape Transpose Transpose "
+                      "ingot::Attention Transpose Reshape ");
+  // No mask at all.
+  expect_same_numbers(*pass, bert_attention("", "%sc"),
+                      "Reshape Transpose Reshape Reshape Transpose Transpose "
+                      "ingot::Attention Transpose Reshape ");
+}
+
+TEST(PassesPattern,
+     AttentionWhereMaskAndSeparateQKScalesAndExplicitKTranspose) {
+  const std::string text = R"(graph g {
+    opset "" 17
+    input %q: f32[1,2,4,8]
+    input %k: f32[1,2,6,8]
+    input %v: f32[1,2,6,3]
+    input %keep: bool[1,1,4,6]
+    init %c: f32[] = [0.594603539]
+    init %ninf: f32[] = [-inf]
+    %qs = Mul(%q, %c)
+    %kt = Transpose {perm=[0, 1, 3, 2]}(%k)
+    %ks = Mul(%c, %kt)
+    %qk = MatMul(%qs, %ks)
+    %sm = Where(%keep, %qk, %ninf)
+    %p = Softmax {axis=3}(%sm)
+    %out = MatMul(%p, %v)
+    output %out
+  })";
+  auto pass = make_recognize_attention();
+  expect_same_numbers(*pass, text, "Transpose ingot::Attention ");
+  Outcome o = run_pass(*pass, text);
+  const ir::Node &att = *o.graph->nodes().back();
+  EXPECT_NEAR(att.attrs().get_float("scale", 0), 0.594603539 * 0.594603539,
+              1e-6);
+  // Transpose(Transpose(k, [0,1,3,2]), [0,1,3,2]) composed back into the
+  // identity perm.
+  EXPECT_EQ(o.graph->nodes()[0]->attrs().get_ints("perm"),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST(PassesPattern, AttentionRefusesMultiplicativeMask) {
+  auto pass = make_recognize_attention();
+  expect_refused(*pass, bert_attention("  %sm = Mul(%sc, %mask)", "%sm"),
+                 "not additive");
+}
+
+TEST(PassesPattern, AttentionRefusesWhereWithFiniteFill) {
+  auto pass = make_recognize_attention();
+  std::string t = bert_attention(
+      "  %keep = Cast {to=9}(%mask)\n  %sm = Where(%keep, %sc, %big)", "%sm");
+  t.replace(t.find("  %q4"), 0, "  init %big: f32[] = [-10000]\n");
+  expect_refused(*pass, t, "finite value");
+}
+
+TEST(PassesPattern, AttentionRefusesProbabilitiesReadElsewhere) {
+  auto pass = make_recognize_attention();
+  std::string t = bert_attention("", "%sc");
+  t.replace(t.find("  output %out"), 0, "  output %p\n");
+  // %p has two readers (MatMul and the graph output): not the pattern.
+  Outcome o = run_pass(*pass, t);
+  EXPECT_FALSE(o.changed);
+}
+
+TEST(PassesPattern, AttentionRefusesSoftmaxOverAnotherAxis) {
+  auto pass = make_recognize_attention();
+  std::string t = bert_attention("", "%sc");
+  t.replace(t.find("axis=-1"), 7, "axis=2");
+  expect_refused(*pass, t, "last axis");
+}
+
+// ---------------------------------------------------------------- whole models
+
+/// The models of tests/models/make_optimizer_models.py, when
+/// INGOT_OPTIMIZER_MODELS names the folder it wrote: the three passes find
+/// every LayerNorm/GELU/attention/HardSwish and the rewritten graph still
+/// matches onnxruntime's outputs.
+TEST(PassesPattern, OptimizerModelsKeepOnnxruntimeOutputs) {
+  const char *dir = std::getenv("INGOT_OPTIMIZER_MODELS");
+  if (dir == nullptr)
+    GTEST_SKIP() << "set INGOT_OPTIMIZER_MODELS to the output of "
+                    "make_optimizer_models.py";
+  struct Want {
+    const char *name;
+    const char *ops[4];
+    int counts[4];
+  };
+  const Want wants[] = {
+      {"bert_encoder_2l",
+       {"LayerNormalization", "ingot::Gelu", "ingot::Attention", "Softmax"},
+       {4, 2, 2, 0}},
+      {"bert_encoder_2l_opset20",
+       {"LayerNormalization", "Gelu", "ingot::Attention", "Erf"},
+       {4, 2, 2, 0}},
+      {"mobilenetv3_block",
+       {"HardSwish", "HardSigmoid", "Mul", "Sigmoid"},
+       {5, 2, 2, 0}},
+      {"resnet_bn", {"Conv", "Relu", "Add", "Softmax"}, {8, 7, 3, 0}},
+  };
+  for (const Want &want : wants) {
+    SCOPED_TRACE(want.name);
+    const std::string base = std::string(dir) + "/" + want.name;
+    auto model = onnx::import_model_file(base + "/model.onnx");
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    ir::Graph &g = *model->graph;
+    PassContext ctx;
+    for (auto make : {make_recognize_layernorm, make_recognize_gelu_silu,
+                      make_recognize_attention}) {
+      auto r = make()->run(g, ctx);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+    }
+    ASSERT_TRUE(ir::infer_graph(g).ok());
+    EXPECT_TRUE(ctx.notes().empty()) << ctx.notes()[0];
+    for (int i = 0; i < 4; ++i) {
+      int n = 0;
+      for (const auto &node : g.nodes())
+        n += ((node->domain().empty() ? "" : node->domain() + "::") +
+              node->op_type()) == want.ops[i];
+      EXPECT_EQ(n, want.counts[i]) << want.ops[i];
+    }
+    std::map<std::string, Tensor> inputs;
+    for (size_t j = 0; j < g.inputs().size(); ++j) {
+      auto t = onnx::load_tensor_proto_file(base + "/test_data_set_0/input_" +
+                                            std::to_string(j) + ".pb");
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      inputs.emplace(g.inputs()[j]->name(), std::move(t).value());
+    }
+    cpu::Executor exec;
+    auto outs = exec.run(g, inputs);
+    ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+    for (size_t j = 0; j < outs->size(); ++j) {
+      auto ref = onnx::load_tensor_proto_file(
+          base + "/test_data_set_0/output_" + std::to_string(j) + ".pb");
+      ASSERT_TRUE(ref.ok());
+      ASSERT_EQ(ref->numel(), (*outs)[j].numel());
+      double worst = 0;
+      for (int64_t i = 0; i < ref->numel(); ++i)
+        worst =
+            std::max(worst, std::fabs(ref->get_f64(i) - (*outs)[j].get_f64(i)));
+      EXPECT_LE(worst, 1e-4) << "output " << j;
+      std::printf("[          ] %s output %zu: max |ingot optimized - "
+                  "onnxruntime| = %.3g\n",
+                  want.name, j, worst);
+    }
+  }
+}
+
+} // namespace
+} // namespace ingot::passes
