@@ -68,6 +68,7 @@ Result<ShapeState> propagate_shapes(const ir::Graph& g, const std::map<const ir:
         outputs_small &= shape_numel(st.shapes[o]) <= kHostValueLimit;
       } else {
         st.dynamic.insert(o);
+        st.partial[o] = t.shape;
         outputs_small = false;
       }
       if (const Tensor* v = ctx.output_value(i)) st.host_values[o] = *v;

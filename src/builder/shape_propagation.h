@@ -23,6 +23,8 @@ struct ShapeState {
   std::unordered_map<const ir::Value*, Shape64> shapes;
   std::unordered_map<const ir::Value*, Tensor> host_values;
   std::unordered_set<const ir::Value*> dynamic;
+  /// For dynamic values: what inference knows (rank and the dims that do not depend on data).
+  std::unordered_map<const ir::Value*, ir::Shape> partial;
 };
 
 /// Host-executed nodes may have at most this many elements in every input and output.

@@ -120,6 +120,9 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
     if (!p)
       return make_status(StatusCode::kOutOfMemory, "cannot allocate the ", plan_.memory.arena_bytes,
                          "-byte activation arena for a new context");
+    // Poison: every byte 0xFF (NaN for floats, -1 for integers), so a step that reads memory
+    // no earlier step wrote gives visibly wrong results instead of plausible stale data.
+    std::memset(p, 0xFF, bytes ? bytes : 256);
     auto ctx = std::make_unique<ContextImpl>(shared_from_this(), std::unique_ptr<uint8_t, AlignedFree>(static_cast<uint8_t*>(p)));
     INGOT_RETURN_IF_ERROR(ctx->init());
     return std::unique_ptr<ExecutionContext>(std::move(ctx));
@@ -239,8 +242,13 @@ Result<std::vector<int64_t>> ContextImpl::tensor_shape(const std::string& name) 
   auto it = shapes_.shapes.find(v);
   if (shapes_valid_ && it != shapes_.shapes.end()) return it->second;
   if (engine_->io_tensors()[i].is_input && input_shape_set_[i]) return input_shapes_[i];
-  std::vector<int64_t> unknown(engine_->io_tensors()[i].shape.size(), -1);
-  return unknown;
+  auto part = shapes_.partial.find(v);
+  if (shapes_valid_ && part != shapes_.partial.end() && part->second.rank_known()) {
+    std::vector<int64_t> dims;
+    for (const ir::Dim& d : part->second.dims()) dims.push_back(d.is_known() ? d.value() : -1);
+    return dims;
+  }
+  return engine_->io_tensors()[i].shape;  // the model's dims, -1 where open
 }
 
 const Tensor* ContextImpl::lookup(const ir::Value* v) const {
