@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every CPU test: unit tests, the ONNX node conformance suite, whole models against
-# onnxruntime, the CLI end to end, the install/find_package check, and 60 s of fuzzing the
-# ONNX importer. GPU tests (ctest label "gpu") skip themselves without a GPU.
+# Runs every CPU test: unit tests, the ONNX node conformance suite (on the interpreter and
+# through engines), whole models against onnxruntime, the CLI end to end, the install /
+# find_package check, and 60 s each of fuzzing the ONNX importer and the engine loader.
+# GPU tests (ctest label "gpu") skip themselves without a GPU.
 # Usage: scripts/test.sh        (expects scripts/setup.sh to have built ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader
 
 # Fuzzing: seed corpus = the ONNX node conformance models.
 python3 tests/conformance/generate_node_data.py -o build-fuzz/onnx-node-tests >/dev/null
@@ -26,6 +27,15 @@ done
 echo "fuzz: $i seed models, ${FUZZ_SECONDS}s"
 build-fuzz/tests/fuzz/fuzz_onnx_importer "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
   -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -n 12
-echo "fuzz: no crash in ${FUZZ_SECONDS}s"
+echo "fuzz: importer, no crash in ${FUZZ_SECONDS}s"
+
+# The engine loader: seeds are small engines written by the unit tests.
+ecorpus=build-fuzz/engine-corpus
+rm -rf "$ecorpus" && mkdir -p "$ecorpus"
+INGOT_ENGINE_SEEDS_DIR="$ecorpus" build/tests/ingot_unit_tests --gtest_filter=EngineFormat.WriteFuzzSeeds >/dev/null
+echo "fuzz: engine loader, $(ls "$ecorpus" | wc -l) seed engines, ${FUZZ_SECONDS}s"
+build-fuzz/tests/fuzz/fuzz_engine_loader "$ecorpus" -max_total_time="$FUZZ_SECONDS" -max_len=262144 \
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -n 6
+echo "fuzz: engine loader, no crash in ${FUZZ_SECONDS}s"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -15,6 +15,8 @@
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "ingot/reference.h"
+#include "benchmark.h"
+#include "inputs.h"
 #include "npy.h"
 #include "options.h"
 
@@ -31,89 +33,8 @@ struct RunOptions {
   std::map<std::string, std::string> input_files;      // --load-inputs name:file.npy
   std::string save_outputs;                            // --save-outputs DIR
   uint64_t seed = 1;
-  int iterations = 1;
+  BenchmarkOptions bench;
 };
-
-bool parse_pairs(const std::string& text, std::map<std::string, std::string>& out, std::string& err) {
-  std::istringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto colon = item.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
-      err = "malformed '" + item + "' (expected name:file.npy)";
-      return false;
-    }
-    out[item.substr(0, colon)] = item.substr(colon + 1);
-  }
-  return true;
-}
-
-Result<HostTensor> random_input(const TensorInfo& info, const RunOptions& opt, std::mt19937_64& rng) {
-  std::vector<int64_t> shape;
-  if (opt.shapes.run_dims(info.name, shape)) {
-    if (info.rank_known && shape.size() != info.shape.size())
-      return Status(StatusCode::kInvalidArgument, "--shapes gives input '" + info.name + "' rank " +
-                                                      std::to_string(shape.size()) + ", the model declares rank " +
-                                                      std::to_string(info.shape.size()));
-    for (size_t i = 0; i < shape.size() && info.rank_known; ++i)
-      if (info.shape[i] >= 0 && info.shape[i] != shape[i])
-        return Status(StatusCode::kInvalidArgument, "--shapes gives input '" + info.name + "' dim " + std::to_string(i) +
-                                                        " = " + std::to_string(shape[i]) + ", the model fixes it to " +
-                                                        std::to_string(info.shape[i]));
-  } else {
-    if (!info.rank_known)
-      return Status(StatusCode::kInvalidArgument, "input '" + info.name + "' has unknown rank: give --shapes " + info.name + ":...");
-    for (int64_t d : info.shape) shape.push_back(d >= 0 ? d : 1);  // open dims default to 1
-  }
-  auto t = HostTensor::zeros(info.name, info.dtype, shape);
-  if (!t.ok()) return t.status();
-  HostTensor h = std::move(t).value();
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::uniform_int_distribution<int> ints(0, 9);
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    switch (h.dtype) {
-      case DataType::kString: h.strings[i] = "s" + std::to_string(ints(rng)); break;
-      case DataType::kBool: h.set_element(i, ints(rng) & 1); break;
-      case DataType::kFloat32: case DataType::kFloat64: case DataType::kFloat16: case DataType::kBFloat16:
-        h.set_element(i, uni(rng));
-        break;
-      default: h.set_element(i, ints(rng)); break;
-    }
-  }
-  return h;
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-void summarize(const HostTensor& t, std::ostream& os) {
-  os << "  " << t.name << "  " << data_type_name(t.dtype) << shape_str(t.shape);
-  if (t.dtype == DataType::kString) {
-    os << "  (" << t.strings.size() << " strings)\n";
-    return;
-  }
-  int64_t n = t.numel(), nan = 0, inf = 0;
-  double mn = INFINITY, mx = -INFINITY, sum = 0, sq = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double v = t.element(i);
-    if (std::isnan(v)) { ++nan; continue; }
-    if (std::isinf(v)) { ++inf; continue; }
-    mn = std::min(mn, v);
-    mx = std::max(mx, v);
-    sum += v;
-    sq += v * v;
-  }
-  int64_t finite = n - nan - inf;
-  double mean = finite ? sum / finite : 0, sd = finite ? std::sqrt(std::max(0.0, sq / finite - mean * mean)) : 0;
-  os << std::setprecision(6) << "  min " << (finite ? mn : 0) << "  max " << (finite ? mx : 0) << "  mean " << mean
-     << "  std " << sd;
-  if (nan) os << "  nan " << nan;
-  if (inf) os << "  inf " << inf;
-  os << "\n";
-}
 
 // What `run` drives: the graph interpreter (--reference) or an engine.
 class ModelRunner {
@@ -123,6 +44,8 @@ class ModelRunner {
   virtual Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& inputs) = 0;
   virtual void describe(std::ostream& os) const = 0;
   virtual void verbose(std::ostream& os) const {}
+  /// The engine behind the runner; nullptr for the interpreter.
+  virtual std::shared_ptr<Engine> engine() const { return nullptr; }
 };
 
 class ReferenceRunner : public ModelRunner {
@@ -191,6 +114,7 @@ class EngineRunner : public ModelRunner {
   void describe(std::ostream& os) const override {
     os << engine_->backend() << " engine (" << engine_->layers().size() << " steps)";
   }
+  std::shared_ptr<Engine> engine() const override { return engine_; }
   void verbose(std::ostream& os) const override {
     MemoryFigures m = engine_->memory();
     os << "memory: arena " << human_bytes(m.arena_bytes) << " per context (lifetime lower bound "
@@ -283,7 +207,8 @@ void run_help() {
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
                "  --save-outputs DIR          write each output to DIR/<name>.npy\n"
                "  --seed N                    seed for random inputs (default 1)\n"
-               "  --iterations N              run N times and report the mean wall time\n";
+               "\nbenchmarking (engines; the interpreter takes only --iterations):\n";
+  benchmark_help(std::cout);
 }
 
 int run_command(const std::vector<std::string>& args) {
@@ -300,6 +225,12 @@ int run_command(const std::vector<std::string>& args) {
       return true;
     };
     std::string v;
+    FlagParse bench = parse_benchmark_flag(args, i, opt.bench, err);
+    if (bench == FlagParse::kError) {
+      std::cerr << "ingot run: " << err << "\n";
+      return 2;
+    }
+    if (bench == FlagParse::kOk) continue;
     if (a == "-h" || a == "--help") {
       run_help();
       return 0;
@@ -323,16 +254,15 @@ int run_command(const std::vector<std::string>& args) {
       }
     } else if (a == "--save-outputs") {
       if (!value(opt.save_outputs)) return 2;
-    } else if (a == "--seed" || a == "--iterations") {
+    } else if (a == "--seed") {
       if (!value(v)) return 2;
       try {
         size_t used = 0;
         long long n = std::stoll(v, &used);
-        if (used != v.size() || n < 0 || (a == "--iterations" && n < 1)) throw std::out_of_range("");
-        if (a == "--seed") opt.seed = static_cast<uint64_t>(n);
-        else opt.iterations = static_cast<int>(n);
+        if (used != v.size() || n < 0) throw std::out_of_range("");
+        opt.seed = static_cast<uint64_t>(n);
       } catch (...) {
-        std::cerr << "ingot run: " << a << " needs a positive integer, got '" << v << "'\n";
+        std::cerr << "ingot run: " << a << " needs an integer >= 0, got '" << v << "'\n";
         return 2;
       }
     } else if (!a.empty() && a[0] == '-') {
@@ -370,6 +300,10 @@ int run_command(const std::vector<std::string>& args) {
     return runner.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   ModelRunner& model = **runner;
+  if (opt.bench.engine_only_given && !model.engine()) {
+    std::cerr << "ingot run: the reference interpreter takes only --iterations of the benchmarking options\n";
+    return 2;
+  }
   for (const auto& [name, file] : opt.input_files) {
     bool known = false;
     for (const auto& in : model.inputs()) known |= in.name == name;
@@ -385,7 +319,7 @@ int run_command(const std::vector<std::string>& args) {
   std::cout << "\ninputs:\n";
   for (const TensorInfo& info : model.inputs()) {
     auto f = loaded.find(info.name);
-    Result<HostTensor> t = f != loaded.end() ? Result<HostTensor>(f->second) : random_input(info, opt, rng);
+    Result<HostTensor> t = f != loaded.end() ? Result<HostTensor>(f->second) : random_input(info, opt.shapes, rng);
     if (!t.ok()) {
       std::cerr << "ingot run: input '" << info.name << "': " << t.status().message() << "\n";
       return 2;
@@ -395,20 +329,32 @@ int run_command(const std::vector<std::string>& args) {
     inputs.push_back(std::move(t).value());
   }
   Result<std::vector<HostTensor>> outs = Status(StatusCode::kInternal, "not run");
+  // Engines benchmark separately (below); the interpreter repeats its run --iterations times.
+  int runs = model.engine() || !opt.bench.iterations_given ? 1 : opt.bench.iterations;
   auto t0 = std::chrono::steady_clock::now();
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = 0; it < runs; ++it) {
     outs = model.run(inputs);
     if (!outs.ok()) {
       std::cerr << "ingot run: " << outs.status().to_string() << "\n";
       return outs.status().code() == StatusCode::kOutOfRange ? 2 : 1;
     }
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / opt.iterations;
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / runs;
   std::cout << "outputs:\n";
   for (const HostTensor& t : *outs) summarize(t, std::cout);
   if (opt.verbose) model.verbose(std::cout);
-  std::cout << "wall time per run: " << std::fixed << std::setprecision(3) << ms << " ms (" << opt.iterations
-            << " run" << (opt.iterations > 1 ? "s" : "") << ")\n";
+  if (model.engine() && opt.bench.requested()) {
+    KnownTensors known;
+    if (ends_with(opt.model, ".onnx")) known = static_tensor_shapes(opt.model);
+    Status s = run_benchmark(model.engine(), inputs, opt.bench, known, std::cout);
+    if (!s.ok()) {
+      std::cerr << "ingot run: " << s.to_string() << "\n";
+      return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+  } else {
+    std::cout << "wall time per run: " << std::fixed << std::setprecision(3) << ms << " ms (" << runs << " run"
+              << (runs > 1 ? "s" : "") << ")\n";
+  }
   if (!opt.save_outputs.empty()) {
     for (const HostTensor& t : *outs) {
       std::string name = t.name;

@@ -43,6 +43,24 @@ struct MemoryFigures {
 
 class ExecutionContext;
 
+/// Receives per-layer timings while a context with a profiler runs (like TensorRT's IProfiler).
+/// Called on the enqueueing thread after each step; CPU engines report wall time, GPU engines
+/// the time between CUDA events around the step.
+class Profiler {
+ public:
+  virtual ~Profiler() = default;
+  virtual void report_layer_time(int layer_index, const char* layer_name, float milliseconds) noexcept = 0;
+};
+
+/// Sees every tensor a step produces (for per-layer accuracy comparison). `data` is host
+/// memory valid only during the call. Slows execution; for debugging only.
+class TensorListener {
+ public:
+  virtual ~TensorListener() = default;
+  virtual void on_tensor(int layer_index, const char* tensor_name, DataType dtype, const std::vector<int64_t>& dims,
+                         const void* data) noexcept = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -81,6 +99,10 @@ class ExecutionContext {
   /// Runs the engine on `stream` (a cudaStream_t for CUDA engines; ignored, and the call is
   /// synchronous, for CPU engines). Fails when an input is unbound or shapes are not set.
   virtual Status enqueue(void* stream = nullptr) = 0;
+  /// Per-layer timing during enqueue; nullptr turns it off. Not owned.
+  virtual void set_profiler(Profiler* profiler) = 0;
+  /// Every intermediate tensor during enqueue; nullptr turns it off. Not owned.
+  virtual void set_tensor_listener(TensorListener* listener) = 0;
 };
 
 class Runtime {

@@ -64,9 +64,14 @@ class ReferenceModel {
   /// left out. Fails (naming the input) on a wrong dtype, rank or fixed dim, an unknown or
   /// missing input, or any kernel error. Returns the outputs in model order.
   Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& inputs) const;
+  /// Like run, but returns every value a node computed (model outputs included), in node
+  /// order: the oracle for per-layer comparison, where an engine's intermediate tensors are
+  /// matched by name. Keeps everything alive at once, so it needs more memory than run.
+  Result<std::vector<HostTensor>> run_all(const std::vector<HostTensor>& inputs) const;
 
  private:
   ReferenceModel();
+  Result<std::vector<HostTensor>> execute(const std::vector<HostTensor>& inputs, bool keep_all) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<TensorInfo> inputs_, outputs_;

@@ -77,7 +77,31 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::load_bytes(const void* d
 int64_t ReferenceModel::opset() const { return impl_->model.graph->opset(""); }
 size_t ReferenceModel::num_nodes() const { return impl_->model.graph->nodes().size(); }
 
+namespace {
+HostTensor to_host(const std::string& name, const Tensor& t) {
+  HostTensor h;
+  h.name = name;
+  h.dtype = t.dtype();
+  h.shape = t.shape();
+  if (h.dtype == DataType::kString) {
+    h.strings = t.strings();
+  } else if (t.nbytes()) {
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    h.data.assign(p, p + t.nbytes());
+  }
+  return h;
+}
+}  // namespace
+
 Result<std::vector<HostTensor>> ReferenceModel::run(const std::vector<HostTensor>& inputs) const {
+  return execute(inputs, false);
+}
+
+Result<std::vector<HostTensor>> ReferenceModel::run_all(const std::vector<HostTensor>& inputs) const {
+  return execute(inputs, true);
+}
+
+Result<std::vector<HostTensor>> ReferenceModel::execute(const std::vector<HostTensor>& inputs, bool keep_all) const {
   std::map<std::string, Tensor> feeds;
   for (const HostTensor& h : inputs) {
     for (int64_t d : h.shape)
@@ -95,21 +119,23 @@ Result<std::vector<HostTensor>> ReferenceModel::run(const std::vector<HostTensor
     }
     feeds[h.name] = std::move(t);
   }
-  cpu::Executor exec;
+  cpu::ExecutorOptions options;
+  options.keep_intermediates = keep_all;
+  cpu::Executor exec(options);
   INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, exec.run(*impl_->model.graph, feeds));
   std::vector<HostTensor> result;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    HostTensor h;
-    h.name = outputs_[i].name;
-    h.dtype = outs[i].dtype();
-    h.shape = outs[i].shape();
-    if (h.dtype == DataType::kString) {
-      h.strings = outs[i].strings();
-    } else {
-      const auto* p = static_cast<const uint8_t*>(outs[i].raw());
-      h.data.assign(p, p + outs[i].nbytes());
+  if (!keep_all) {
+    for (size_t i = 0; i < outs.size(); ++i) result.push_back(to_host(outputs_[i].name, outs[i]));
+    return result;
+  }
+  // intermediates() is keyed by name; walk the nodes to hand values back in execution order.
+  const auto& all = exec.intermediates();
+  for (const auto& node : impl_->model.graph->nodes()) {
+    for (const ir::Value* v : node->outputs()) {
+      if (!v) continue;
+      auto it = all.find(v->name());
+      if (it != all.end() && it->second.defined()) result.push_back(to_host(v->name(), it->second));
     }
-    result.push_back(std::move(h));
   }
   return result;
 }

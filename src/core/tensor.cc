@@ -10,8 +10,14 @@
 namespace ingot {
 
 int64_t shape_numel(const Shape64& shape) {
+  // Saturates instead of overflowing: shapes can come from untrusted files, and a saturated
+  // count still fails every allocation or size check it reaches.
+  constexpr int64_t kMax = int64_t{1} << 55;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    if (__builtin_mul_overflow(n, d, &n) || n > kMax) n = kMax;
+  }
   return n;
 }
 

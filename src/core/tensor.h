@@ -22,7 +22,7 @@ namespace ingot {
 
 using Shape64 = std::vector<int64_t>;
 
-/// Product of the dims (1 for a scalar). Dims must be non-negative.
+/// Product of the dims (1 for a scalar), saturating at 2^55. Dims must be non-negative.
 int64_t shape_numel(const Shape64& shape);
 /// Row-major element strides.
 Shape64 shape_strides(const Shape64& shape);
@@ -96,7 +96,8 @@ class Tensor {
 template <class T>
 Tensor Tensor::from_vector(DataType dtype, Shape64 shape, const std::vector<T>& values) {
   Tensor t = zeros(dtype, std::move(shape)).value();
-  std::memcpy(t.data_, values.data(), std::min(t.nbytes(), values.size() * sizeof(T)));
+  size_t bytes = std::min(t.nbytes(), values.size() * sizeof(T));
+  if (bytes) std::memcpy(t.data_, values.data(), bytes);
   return t;
 }
 

@@ -153,13 +153,13 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const TensorSourc
   INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dtype, shape));
   if (dtype == DataType::kFloat32) {
     if (p.float_data_size() != numel) return count_error(p.float_data_size());
-    std::memcpy(t.mutable_raw(), p.float_data().data(), need);
+    if (need) std::memcpy(t.mutable_raw(), p.float_data().data(), need);
   } else if (dtype == DataType::kFloat64) {
     if (p.double_data_size() != numel) return count_error(p.double_data_size());
-    std::memcpy(t.mutable_raw(), p.double_data().data(), need);
+    if (need) std::memcpy(t.mutable_raw(), p.double_data().data(), need);
   } else if (dtype == DataType::kInt64) {
     if (p.int64_data_size() != numel) return count_error(p.int64_data_size());
-    std::memcpy(t.mutable_raw(), p.int64_data().data(), need);
+    if (need) std::memcpy(t.mutable_raw(), p.int64_data().data(), need);
   } else if (dtype == DataType::kUInt32 || dtype == DataType::kUInt64) {
     if (p.uint64_data_size() != numel) return count_error(p.uint64_data_size());
     for (int64_t i = 0; i < numel; ++i) t.set_i64(i, static_cast<int64_t>(p.uint64_data(i)));

@@ -59,11 +59,15 @@ std::optional<Activation> match_activation(const ir::Graph& g, ir::Value* v) {
     return std::nullopt;
   }
   ir::Node* n = single_consumer(g, v);
-  if (!n || !n->domain().empty() || n->outputs().size() != 1) return std::nullopt;
+  if (!n || n->outputs().size() != 1) return std::nullopt;
+  // Besides ai.onnx activations, the ones pattern recognition creates for older opsets
+  // (ingot::Gelu below opset 20, ingot::Silu) fuse the same way.
+  const bool ingot_act = n->domain() == kIngotDomain && (n->op_type() == "Gelu" || n->op_type() == "Silu");
+  if (!n->domain().empty() && !ingot_act) return std::nullopt;
   const ir::Attributes& at = n->attrs();
   const std::string& op = n->op_type();
   Activation act{op, {}, {n}, n->output(0)};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") return act;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Silu") return act;
   if (op == "LeakyRelu") {
     act.params = {at.get_float("alpha", 0.01f)};
     return act;

@@ -1,6 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 #include "runtime/engine_impl.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -32,8 +33,12 @@ class ContextImpl : public ExecutionContext {
   Status infer_shapes() override;
   Result<std::vector<int64_t>> tensor_shape(const std::string& name) const override;
   Status enqueue(void* stream) override;
+  void set_profiler(Profiler* profiler) override { profiler_ = profiler; }
+  void set_tensor_listener(TensorListener* listener) override { listener_ = listener; }
 
  private:
+  Profiler* profiler_ = nullptr;
+  TensorListener* listener_ = nullptr;
   int io_index(const std::string& name) const;
   const Tensor* lookup(const ir::Value* v) const;
 
@@ -60,7 +65,7 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
       INGOT_ASSIGN_OR_RETURN(auto t, be->create_tactic(s.tactic, s.params));
       tactics_.push_back(std::move(t));
       LayerDesc l;
-      l.name = s.node->name();
+      l.name = s.node->name().empty() ? s.node->op_type() + "_" + std::to_string(layers_.size()) : s.node->name();
       l.op = s.node->domain().empty() ? s.node->op_type() : s.node->domain() + "::" + s.node->op_type();
       l.tactic = s.tactic;
       l.origins = s.node->origins();
@@ -331,10 +336,20 @@ Status ContextImpl::enqueue(void*) {
       sio.in_place = true;
     sio.outputs = &scratch_outputs_;
     sio.subgraph_runner = runner;
+    auto t0 = std::chrono::steady_clock::now();
     Status st = engine_->tactics()[s]->enqueue(sio);
     if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());
-    for (size_t o = 0; o < scratch_outputs_.size(); ++o)
+    if (profiler_) {
+      float ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      profiler_->report_layer_time(static_cast<int>(s), engine_->layers()[s].name.c_str(), ms);
+    }
+    for (size_t o = 0; o < scratch_outputs_.size(); ++o) {
       if (out_vi[o] >= 0) tensors_[out_vi[o]] = scratch_outputs_[o];
+      const ir::Value* v = step.node->outputs()[o];
+      if (listener_ && v && scratch_outputs_[o].defined() && scratch_outputs_[o].dtype() != DataType::kString)
+        listener_->on_tensor(static_cast<int>(s), v->name().c_str(), scratch_outputs_[o].dtype(),
+                             scratch_outputs_[o].shape(), scratch_outputs_[o].raw());
+    }
   }
   // Outputs that no step wrote into their binding: data-dependent shapes, strings, or outputs
   // that are graph inputs / initializers themselves.

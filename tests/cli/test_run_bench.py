@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Benchmarking and per-layer profiling in `ingot run`: the performance summary with the asked
+percentiles, --export-times with one entry per timed iteration, --duration, --streams, the
+per-layer table (--dump-profile) covering every engine step with shares summing to 100%, and
+--export-profile whose FLOPs match 2*M*N*K (and 2*outputs*Cin*kh*kw for a Conv) worked out here
+from the model file. Bad values exit 2 with one line."""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import onnx
+from onnx import numpy_helper
+
+failures = []
+passed = [0]
+
+
+def run(ingot, *args):
+    p = subprocess.run([ingot, *args], capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail[-3000:]}"))
+    if cond:
+        passed[0] += 1
+    else:
+        failures.append(name)
+
+
+def verbose_steps(out):
+    """Step lines printed by `ingot run --verbose` after "steps:"."""
+    lines = out.splitlines()
+    if "steps:" not in lines:
+        return []
+    steps = []
+    for line in lines[lines.index("steps:") + 1:]:
+        if not line.startswith("  "):
+            break
+        steps.append(line.split()[0])
+    return steps
+
+
+def profile_rows(out):
+    """Rows of the --dump-profile table: (step, op, percent)."""
+    lines = out.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("=== Profile")), None)
+    if start is None:
+        return []
+    rows = []
+    for line in lines[start + 2:]:
+        f = line.split()
+        if not f or not f[0].isdigit():
+            break
+        # step op name fused tactic ms % FLOPs bytes GFLOP/s GB/s roofline%
+        rows.append((int(f[0]), f[1], float(f[-6])))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingot", required=True)
+    ap.add_argument("--models", required=True)
+    a = ap.parse_args()
+    ingot = a.ingot
+    cnn = os.path.join(a.models, "cnn_small", "model.onnx")
+    mlp = os.path.join(a.models, "mlp_symbolic_batch", "model.onnx")
+    tfm = os.path.join(a.models, "transformer_encoder_2l", "model.onnx")
+
+    rc, out, err = run(ingot, "run", cnn, "--iterations", "20", "--warmup", "3", "--percentile", "50,90,99")
+    ok = rc == 0 and "Performance summary" in out and all(f"percentile({p}%)" in out for p in (50, 90, 99))
+    check("summary lists the asked percentiles", ok, out + err)
+    m = re.search(r"Throughput: ([\d.]+) qps, ([\d.]+) items/s", out)
+    # cnn_small's input is [2,3,32,32]: 2 items per query.
+    check("throughput in qps and items/s (items = batch 2)",
+          bool(m) and float(m.group(1)) > 0 and abs(float(m.group(2)) - 2 * float(m.group(1))) < 0.02, out)
+    lat = re.search(r"Latency: min = ([\d.]+) ms, max = ([\d.]+) ms, mean = ([\d.]+) ms, median = ([\d.]+) ms", out)
+    check("latency min <= median <= max", bool(lat) and float(lat.group(1)) <= float(lat.group(4)) <= float(lat.group(2)),
+          out)
+    check("summary names enqueue, H2D, D2H, GPU compute and host wall time",
+          all(s in out for s in ("Enqueue Time", "H2D", "D2H", "GPU Compute Time: n/a", "Total Host Walltime")), out)
+
+    rc, out, err = run(ingot, "run", cnn, "--percentile", "75.5")
+    check("fractional percentile", rc == 0 and "percentile(75.5%)" in out, out + err)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        times = os.path.join(tmp, "times.json")
+        rc, out, err = run(ingot, "run", cnn, "--iterations", "17", "--export-times", times)
+        ok = rc == 0 and os.path.exists(times)
+        t = json.load(open(times)) if ok else []
+        check("--export-times holds exactly --iterations entries", ok and len(t) == 17, f"{len(t)} entries\n{out}{err}")
+        check("--export-times entries have non-negative latencies",
+              ok and all(e["latencyMs"] >= 0 and e["startMs"] >= 0 for e in t), str(t[:3]))
+
+        rc, out, err = run(ingot, "run", mlp, "--iterations", "1", "--duration", "0.3", "--export-times", times)
+        t = json.load(open(times)) if rc == 0 else []
+        end = max((e["startMs"] + e["latencyMs"] for e in t), default=0)
+        check("--duration keeps running past --iterations until the duration is met",
+              rc == 0 and len(t) > 1 and end >= 300, f"{len(t)} entries, last end {end} ms\n{out}{err}")
+
+        rc, out, err = run(ingot, "run", cnn, "--streams", "2", "--iterations", "9", "--export-times", times)
+        t = json.load(open(times)) if rc == 0 else []
+        check("--streams 2 runs both streams the asked iterations",
+              rc == 0 and "2 streams" in out and len(t) == 18 and sorted({e["stream"] for e in t}) == [0, 1],
+              f"{len(t)} entries\n{out}{err}")
+
+        # Every engine step appears once, in order, and the shares sum to 100%.
+        for name, model, extra in (("cnn_small", cnn, []), ("transformer_encoder_2l", tfm, []),
+                                   ("mlp_symbolic_batch", mlp, ["--shapes", "x:5x8"])):
+            rc, out, err = run(ingot, "run", model, "--verbose", "--dump-profile", "--iterations", "5", *extra)
+            steps = verbose_steps(out)
+            rows = profile_rows(out)
+            check(f"{name}: --dump-profile lists every engine step",
+                  rc == 0 and len(steps) > 0 and [r[0] for r in rows] == list(range(len(steps)))
+                  and [r[1] for r in rows] == steps, f"verbose {steps}\nprofile {rows}\n{out}{err}")
+            total = sum(r[2] for r in rows)
+            check(f"{name}: per-layer percentages sum to ~100", abs(total - 100) < 0.5, f"sum {total}")
+
+        # FLOPs of known layers, worked out from the model file.
+        prof = os.path.join(tmp, "profile.json")
+        rc, out, err = run(ingot, "run", cnn, "--export-profile", prof, "--iterations", "3")
+        p = json.load(open(prof)) if rc == 0 and os.path.exists(prof) else {"layers": []}
+        layers = {l["name"]: l for l in p["layers"]}
+        g = onnx.load(cnn).graph
+        w = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+        batch = g.input[0].type.tensor_type.shape.dim[0].dim_value
+        # fc: Gemm(flat[batch,16], fc.w[10,16], transB=1) -> M = batch, N = 10, K = 16.
+        n_out, k = w["fc.w"].shape
+        fc = layers.get("fc", {})
+        check("--export-profile: Gemm 'fc' FLOPs = 2*M*N*K", fc.get("flops") == 2 * batch * n_out * k,
+              f"fc {fc}, expected {2 * batch * n_out * k}")
+        # fc bytes: A [batch,16] + W [10,16] + bias [10] + Y [batch,10], all f32.
+        want_bytes = 4 * (batch * k + n_out * k + n_out + batch * n_out)
+        check("--export-profile: Gemm 'fc' bytes = inputs + outputs", fc.get("bytes") == want_bytes,
+              f"fc {fc}, expected {want_bytes}")
+        # stem conv: 3x3, pad 1, stride 1 on 32x32 -> out [batch,8,32,32]; each output takes 3*3*3 MACs.
+        cout, cin, kh, kw = w["stem.w"].shape
+        want = 2 * batch * cout * 32 * 32 * cin * kh * kw
+        stem = layers.get("stem/conv", {})
+        check("--export-profile: FusedConv 'stem/conv' FLOPs = 2*outputs*Cin*kh*kw", stem.get("flops") == want,
+              f"stem {stem}, expected {want}")
+        check("--export-profile: unknown figures are null, CPU roofline is null",
+              any(l["flops"] is None for l in p["layers"]) and all(l["rooflinePercent"] is None for l in p["layers"]),
+              str(p["layers"][:2]))
+        check("--export-profile: percentages sum to ~100",
+              abs(sum(l["percent"] for l in p["layers"]) - 100) < 1e-3, str(p["layers"]))
+
+        # mlp at batch 5: the first matmul is x[5,8] @ w1 -> 2*5*w1.shape[0]*w1.shape[1].
+        rc, out, err = run(ingot, "run", mlp, "--shapes", "x:5x8", "--export-profile", prof)
+        p = json.load(open(prof)) if rc == 0 else {"layers": []}
+        w1 = next(numpy_helper.to_array(i) for i in onnx.load(mlp).graph.initializer if i.name == "w1")
+        first = p["layers"][0] if p["layers"] else {}
+        check("--export-profile: MatMul FLOPs follow --shapes (batch 5)",
+              first.get("flops") == 2 * 5 * w1.shape[0] * w1.shape[1], f"{first} w1 {w1.shape}")
+
+        # An engine file: activations' shapes come from the run, so Gemm FLOPs are still known.
+        eng = os.path.join(tmp, "cnn.engine")
+        rc, out, err = run(ingot, "build", cnn, "-o", eng)
+        rc, out, err = run(ingot, "run", eng, "--export-profile", prof, "--dump-profile")
+        p = json.load(open(prof)) if rc == 0 else {"layers": []}
+        fc = next((l for l in p["layers"] if l["name"] == "fc"), {})
+        check(".engine: Gemm 'fc' FLOPs = 2*M*N*K", fc.get("flops") == 2 * batch * n_out * k, f"{fc}\n{out}{err}")
+
+    rc, out, err = run(ingot, "run", cnn, "--no-data-transfers", "--iterations", "2")
+    check("--no-data-transfers notes it has no effect on CPU", rc == 0 and "no effect" in out, out + err)
+
+    rc, out, err = run(ingot, "run", cnn, "--reference", "--iterations", "3")
+    check("--reference takes --iterations", rc == 0 and "(3 runs)" in out, out + err)
+
+    for bad in (["--percentile", "101"], ["--percentile", "50,x"], ["--iterations", "0"], ["--streams", "0"],
+                ["--warmup", "-1"], ["--duration", "-2"], ["--iterations"], ["--reference", "--dump-profile"]):
+        rc, out, err = run(ingot, "run", cnn, *bad)
+        check(f"bad value {' '.join(bad)} exits 2 with one line", rc == 2 and len(err.strip().splitlines()) == 1,
+              f"rc {rc}\n{err}")
+
+    print(f"{passed[0]} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

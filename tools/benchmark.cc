@@ -1,0 +1,708 @@
+// Copyright ingot authors. Apache-2.0.
+#include "benchmark.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+#include "ingot/inspect.h"
+
+namespace ingot::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Bytes per element; 0 for sub-byte, string and unknown dtypes (their sizes are
+// left "-").
+int64_t dtype_bytes(DataType t) {
+  switch (t) {
+  case DataType::kFloat64:
+  case DataType::kInt64:
+  case DataType::kUInt64:
+  case DataType::kComplex64:
+    return 8;
+  case DataType::kComplex128:
+    return 16;
+  case DataType::kFloat32:
+  case DataType::kInt32:
+  case DataType::kUInt32:
+    return 4;
+  case DataType::kFloat16:
+  case DataType::kBFloat16:
+  case DataType::kInt16:
+  case DataType::kUInt16:
+    return 2;
+  case DataType::kUInt8:
+  case DataType::kInt8:
+  case DataType::kBool:
+  case DataType::kFloat8E4M3FN:
+  case DataType::kFloat8E4M3FNUZ:
+  case DataType::kFloat8E5M2:
+  case DataType::kFloat8E5M2FNUZ:
+  case DataType::kFloat8E8M0:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+int64_t numel(const std::vector<int64_t> &d) {
+  int64_t n = 1;
+  for (int64_t x : d)
+    n *= x;
+  return n;
+}
+
+bool parse_number(const std::string &v, double &out) {
+  if (v.empty())
+    return false;
+  char *end = nullptr;
+  out = std::strtod(v.c_str(), &end);
+  return end == v.c_str() + v.size() && std::isfinite(out);
+}
+
+// ---- statistics
+// -------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Nearest-rank percentile of sorted values (as trtexec reports them).
+double percentile(const std::vector<double> &sorted, double p) {
+  if (sorted.empty())
+    return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
+  return sorted[std::min(sorted.size() - 1, rank ? rank - 1 : 0)];
+}
+
+struct Stats {
+  double min = 0, max = 0, mean = 0, median = 0;
+  std::vector<double> pct;
+};
+
+Stats stats_of(std::vector<double> v, const std::vector<double> &percentiles) {
+  Stats s;
+  if (v.empty())
+    return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  double sum = 0;
+  for (double x : v)
+    sum += x;
+  s.mean = sum / v.size();
+  s.median = median(v);
+  for (double p : percentiles)
+    s.pct.push_back(percentile(v, p));
+  return s;
+}
+
+std::string pct_label(double p) {
+  std::ostringstream ss;
+  ss << p;
+  return ss.str();
+}
+
+// ---- running
+// ----------------------------------------------------------------------------
+
+Status bind_inputs(ExecutionContext &ctx,
+                   const std::vector<HostTensor> &inputs) {
+  for (const HostTensor &h : inputs) {
+    Status s = ctx.set_input_shape(h.name, h.shape);
+    if (!s.ok())
+      return s;
+    s = ctx.set_tensor_address(h.name, const_cast<uint8_t *>(h.data.data()));
+    if (!s.ok())
+      return s;
+  }
+  return Status::Ok();
+}
+
+struct Iteration {
+  int stream = 0;
+  double start_ms = 0;   // since the timed loop began
+  double latency_ms = 0; // enqueue to results ready
+  double enqueue_ms = 0; // host time inside enqueue
+};
+
+struct StreamRun {
+  std::unique_ptr<ExecutionContext> ctx;
+  std::vector<Iteration> iterations;
+  Status status = Status::Ok();
+};
+
+// Each stream warms up, waits for all others, then runs the timed loop; so the
+// timed windows overlap and the aggregate throughput counts only concurrent
+// work.
+void stream_loop(int index, StreamRun &run, const BenchmarkOptions &opt,
+                 std::atomic<int> &ready, std::atomic<bool> &go,
+                 const Clock::time_point *start, std::atomic<bool> &failed) {
+  auto warm_start = Clock::now();
+  for (int i = 0; i < opt.warmup_runs ||
+                  ms_between(warm_start, Clock::now()) < opt.warmup_ms;
+       ++i) {
+    if (failed)
+      break;
+    run.status = run.ctx->enqueue(nullptr);
+    if (!run.status.ok()) {
+      failed = true;
+      break;
+    }
+  }
+  ready.fetch_add(1);
+  while (!go)
+    std::this_thread::yield();
+  if (failed)
+    return;
+  run.iterations.reserve(static_cast<size_t>(opt.iterations));
+  for (int i = 0;; ++i) {
+    auto now = Clock::now();
+    if (i >= opt.iterations &&
+        ms_between(*start, now) >= opt.duration_s * 1000.0)
+      break;
+    Status s = run.ctx->enqueue(nullptr);
+    auto end = Clock::now();
+    if (!s.ok()) {
+      run.status = s;
+      failed = true;
+      return;
+    }
+    // CPU enqueue is synchronous: results are ready when it returns.
+    double t = ms_between(now, end);
+    run.iterations.push_back({index, ms_between(*start, now), t, t});
+  }
+}
+
+class ShapeRecorder : public TensorListener {
+public:
+  explicit ShapeRecorder(KnownTensors &out) : out_(out) {}
+  void on_tensor(int, const char *name, DataType dtype,
+                 const std::vector<int64_t> &dims,
+                 const void *) noexcept override {
+    out_[name] = KnownTensor{dtype, dims};
+  }
+
+private:
+  KnownTensors &out_;
+};
+
+class LayerTimes : public Profiler {
+public:
+  explicit LayerTimes(size_t layers) : times_(layers) {}
+  void report_layer_time(int index, const char *, float ms) noexcept override {
+    if (index >= 0 && static_cast<size_t>(index) < times_.size())
+      times_[index].push_back(ms);
+  }
+  const std::vector<std::vector<double>> &times() const { return times_; }
+
+private:
+  std::vector<std::vector<double>> times_;
+};
+
+// ---- per-layer figures
+// -----------------------------------------------------------------
+
+struct LayerRow {
+  int index = 0;
+  const LayerDesc *layer = nullptr;
+  double median_ms = 0, percent = 0;
+  double flops = -1, bytes = -1; // -1: unknown
+};
+
+const KnownTensor *find(const KnownTensors &k, const std::string &name) {
+  auto it = k.find(name);
+  return it == k.end() ? nullptr : &it->second;
+}
+
+std::string base_op(const std::string &op) {
+  auto p = op.rfind("::");
+  return p == std::string::npos ? op : op.substr(p + 2);
+}
+
+// Multiply-adds counted as 2 FLOPs; bias and activation epilogues are not
+// counted.
+double layer_flops(const LayerDesc &l, const KnownTensors &k) {
+  std::string op = base_op(l.op);
+  if (l.outputs.empty())
+    return -1;
+  const KnownTensor *out = find(k, l.outputs[0]);
+  if (!out)
+    return -1;
+  double out_n = static_cast<double>(numel(out->dims));
+  const KnownTensor *a = !l.inputs.empty() ? find(k, l.inputs[0]) : nullptr;
+  const KnownTensor *b = l.inputs.size() > 1 ? find(k, l.inputs[1]) : nullptr;
+  if (op == "Conv" || op == "FusedConv") {
+    // W is [Cout, Cin/group, k...]: each output element takes Cin/group *
+    // prod(k) multiply-adds.
+    if (!b || b->dims.size() < 3 || b->dims[0] <= 0)
+      return -1;
+    return 2.0 * out_n * static_cast<double>(numel(b->dims) / b->dims[0]);
+  }
+  bool gemm = op == "Gemm" || op == "FusedGemm";
+  if (!gemm && op != "MatMul" && op != "FusedMatMul")
+    return -1;
+  // Every output element is a dot product of length K; K comes from A, else
+  // from B. Gemm's transposes are not visible through the API, but in 2-D the
+  // output dims tell which dim is K; N-D (MatMul, FusedGemm of kind "matmul")
+  // never transposes.
+  int64_t kdim = -1;
+  const auto &od = out->dims;
+  bool two_d = gemm && od.size() == 2;
+  if (a && !a->dims.empty()) {
+    const auto &d = a->dims;
+    kdim = two_d && d.size() == 2 ? (d[0] == od[0] ? d[1] : d[0]) : d.back();
+  } else if (b && !b->dims.empty()) {
+    const auto &d = b->dims;
+    if (two_d && d.size() == 2)
+      kdim = d[1] == od[1] ? d[0] : d[1];
+    else
+      kdim = d.size() >= 2 ? d[d.size() - 2] : d[0];
+  }
+  return kdim < 0 ? -1 : 2.0 * out_n * static_cast<double>(kdim);
+}
+
+double layer_bytes(const LayerDesc &l, const KnownTensors &k) {
+  double total = 0;
+  for (const auto *list : {&l.inputs, &l.outputs})
+    for (const std::string &name : *list) {
+      if (name.empty())
+        continue; // omitted optional input
+      const KnownTensor *t = find(k, name);
+      if (!t || dtype_bytes(t->dtype) == 0)
+        return -1;
+      total += static_cast<double>(numel(t->dims) * dtype_bytes(t->dtype));
+    }
+  return total;
+}
+
+std::string fmt(double v, int precision) {
+  if (v < 0)
+    return "-";
+  std::ostringstream ss;
+  ss << std::fixed << std::setprecision(precision) << v;
+  return ss.str();
+}
+
+std::string json_escape(const std::string &s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      r += '\\', r += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      r += buf;
+    } else
+      r += c;
+  }
+  return r;
+}
+
+std::string json_num(double v) {
+  if (v < 0 || !std::isfinite(v))
+    return "null";
+  std::ostringstream ss;
+  ss << std::setprecision(9) << v;
+  return ss.str();
+}
+
+Status write_file(const std::string &path, const std::string &text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f)
+    return Status(StatusCode::kIoError, "cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+Status write_times(const std::string &path, const std::vector<Iteration> &its) {
+  std::ostringstream ss;
+  ss << "[\n";
+  for (size_t i = 0; i < its.size(); ++i)
+    ss << "  {\"stream\": " << its[i].stream
+       << ", \"startMs\": " << json_num(its[i].start_ms)
+       << ", \"latencyMs\": " << json_num(its[i].latency_ms)
+       << ", \"enqueueMs\": " << json_num(its[i].enqueue_ms) << "}"
+       << (i + 1 < its.size() ? ",\n" : "\n");
+  ss << "]\n";
+  return write_file(path, ss.str());
+}
+
+std::vector<LayerRow> layer_rows(const Engine &engine, const LayerTimes &prof,
+                                 const KnownTensors &known) {
+  std::vector<LayerRow> rows;
+  double total = 0;
+  for (size_t i = 0; i < engine.layers().size(); ++i) {
+    LayerRow r;
+    r.index = static_cast<int>(i);
+    r.layer = &engine.layers()[i];
+    r.median_ms = median(prof.times()[i]);
+    r.flops = layer_flops(*r.layer, known);
+    r.bytes = layer_bytes(*r.layer, known);
+    total += r.median_ms;
+    rows.push_back(r);
+  }
+  for (LayerRow &r : rows)
+    r.percent = total > 0 ? 100.0 * r.median_ms / total : 0;
+  return rows;
+}
+
+void print_profile(const std::vector<LayerRow> &rows, bool gpu,
+                   std::ostream &os) {
+  size_t op_w = 4, name_w = 6, tactic_w = 8;
+  for (const LayerRow &r : rows) {
+    op_w = std::max(op_w, r.layer->op.size() + 2);
+    name_w = std::max(name_w, r.layer->name.size() + 2);
+    tactic_w = std::max(tactic_w, r.layer->tactic.size() + 2);
+  }
+  os << "\n=== Profile (median over profiling runs) ===\n";
+  os << std::left << std::setw(5) << "step" << std::setw(op_w) << "op"
+     << std::setw(name_w) << "name" << std::setw(7) << "fused"
+     << std::setw(tactic_w) << "tactic" << std::right << std::setw(10) << "ms"
+     << std::setw(8) << "%" << std::setw(12) << "FLOPs" << std::setw(12)
+     << "bytes" << std::setw(10) << "GFLOP/s" << std::setw(9) << "GB/s"
+     << std::setw(9) << "roofl%"
+     << "\n";
+  double total = 0, flops = 0;
+  for (const LayerRow &r : rows) {
+    const LayerDesc &l = *r.layer;
+    double s = r.median_ms / 1000.0;
+    os << std::left << std::setw(5) << r.index << std::setw(op_w) << l.op
+       << std::setw(name_w) << l.name << std::setw(7) << l.origins.size()
+       << std::setw(tactic_w) << l.tactic << std::right << std::setw(10)
+       << fmt(r.median_ms, 4) << std::setw(8) << fmt(r.percent, 2)
+       << std::setw(12) << (r.flops < 0 ? "-" : fmt(r.flops, 0))
+       << std::setw(12) << (r.bytes < 0 ? "-" : fmt(r.bytes, 0))
+       << std::setw(10)
+       << (r.flops < 0 || s <= 0 ? "-" : fmt(r.flops / s / 1e9, 2))
+       << std::setw(9)
+       << (r.bytes < 0 || s <= 0 ? "-" : fmt(r.bytes / s / 1e9, 2))
+       << std::setw(9) << (gpu ? "?" : "-") << "\n";
+    total += r.median_ms;
+    if (r.flops > 0)
+      flops += r.flops;
+  }
+  os << "total " << fmt(total, 4) << " ms over " << rows.size() << " steps, "
+     << fmt(flops, 0)
+     << " FLOPs counted (Conv/MatMul/Gemm and their fused forms)\n";
+}
+
+Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
+                     int runs) {
+  std::ostringstream ss;
+  ss << "{\n  \"profilingRuns\": " << runs << ",\n  \"layers\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const LayerRow &r = rows[i];
+    const LayerDesc &l = *r.layer;
+    double s = r.median_ms / 1000.0;
+    ss << "    {\"step\": " << r.index << ", \"op\": \"" << json_escape(l.op)
+       << "\", \"name\": \"" << json_escape(l.name) << "\", \"tactic\": \""
+       << json_escape(l.tactic) << "\", \"origins\": [";
+    for (size_t o = 0; o < l.origins.size(); ++o)
+      ss << (o ? ", " : "") << "\"" << json_escape(l.origins[o]) << "\"";
+    ss << "], \"medianMs\": " << json_num(r.median_ms)
+       << ", \"percent\": " << json_num(r.percent)
+       << ", \"flops\": " << json_num(r.flops)
+       << ", \"bytes\": " << json_num(r.bytes) << ", \"gflops\": "
+       << (r.flops < 0 || s <= 0 ? "null" : json_num(r.flops / s / 1e9))
+       << ", \"gbps\": "
+       << (r.bytes < 0 || s <= 0 ? "null" : json_num(r.bytes / s / 1e9))
+       << ", \"rooflinePercent\": null}"
+       << (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  ss << "  ]\n}\n";
+  return write_file(path, ss.str());
+}
+
+void print_summary(const BenchmarkOptions &opt,
+                   const std::vector<Iteration> &its, double wall_ms,
+                   int64_t items_per_query, bool gpu, std::ostream &os) {
+  std::vector<double> lat, enq;
+  for (const Iteration &i : its)
+    lat.push_back(i.latency_ms), enq.push_back(i.enqueue_ms);
+  Stats l = stats_of(lat, opt.percentiles), e = stats_of(enq, opt.percentiles);
+  double qps = wall_ms > 0 ? its.size() * 1000.0 / wall_ms : 0;
+  auto line = [&](const char *what, const Stats &s) {
+    os << what << ": min = " << fmt(s.min, 4) << " ms, max = " << fmt(s.max, 4)
+       << " ms, mean = " << fmt(s.mean, 4)
+       << " ms, median = " << fmt(s.median, 4) << " ms";
+    for (size_t i = 0; i < opt.percentiles.size(); ++i)
+      os << ", percentile(" << pct_label(opt.percentiles[i])
+         << "%) = " << fmt(s.pct[i], 4) << " ms";
+    os << "\n";
+  };
+  os << "\n=== Performance summary ===\n";
+  os << "Throughput: " << fmt(qps, 2) << " qps, "
+     << fmt(qps * items_per_query, 2) << " items/s (" << items_per_query
+     << " item" << (items_per_query == 1 ? "" : "s") << " per query, "
+     << opt.streams << " stream" << (opt.streams == 1 ? "" : "s") << ")\n";
+  line("Latency", l);
+  line("Enqueue Time", e);
+  if (gpu) {
+    os << "H2D Latency: n/a (inputs are bound in place)\nGPU Compute Time: n/a "
+          "(no device timing through the API)\n"
+          "D2H Latency: n/a\n";
+  } else {
+    os << "H2D Latency: 0 ms (CPU engine: no host-device copies)\nGPU Compute "
+          "Time: n/a (CPU engine)\n"
+          "D2H Latency: 0 ms (CPU engine)\n";
+  }
+  os << "Total Host Walltime: " << fmt(wall_ms / 1000.0, 4) << " s for "
+     << its.size() << " queries\n";
+  os << "\n" << std::left << std::setw(16) << "metric (ms)" << std::right;
+  for (const char *h : {"min", "mean", "median"})
+    os << std::setw(11) << h;
+  for (double p : opt.percentiles)
+    os << std::setw(11) << ("p" + pct_label(p));
+  os << std::setw(11) << "max"
+     << "\n";
+  auto row = [&](const char *what, const Stats &s) {
+    os << std::left << std::setw(16) << what << std::right << std::setw(11)
+       << fmt(s.min, 4) << std::setw(11) << fmt(s.mean, 4) << std::setw(11)
+       << fmt(s.median, 4);
+    for (double v : s.pct)
+      os << std::setw(11) << fmt(v, 4);
+    os << std::setw(11) << fmt(s.max, 4) << "\n";
+  };
+  row("latency", l);
+  row("enqueue", e);
+  os << std::left << std::setw(16) << "H2D" << std::right << std::setw(11)
+     << (gpu ? "n/a" : "0") << "\n";
+  os << std::left << std::setw(16) << "GPU compute" << std::right
+     << std::setw(11) << "n/a"
+     << "\n";
+  os << std::left << std::setw(16) << "D2H" << std::right << std::setw(11)
+     << (gpu ? "n/a" : "0") << "\n";
+}
+
+} // namespace
+
+FlagParse parse_benchmark_flag(const std::vector<std::string> &args, size_t &i,
+                               BenchmarkOptions &opt, std::string &err) {
+  const std::string &a = args[i];
+  static const char *kValued[] = {
+      "--warmup",  "--warmup-ms",  "--iterations",   "--duration",
+      "--streams", "--percentile", "--export-times", "--export-profile"};
+  if (a == "--no-data-transfers") {
+    opt.no_data_transfers = opt.engine_only_given = true;
+    return FlagParse::kOk;
+  }
+  if (a == "--dump-profile") {
+    opt.dump_profile = opt.engine_only_given = true;
+    return FlagParse::kOk;
+  }
+  if (std::find(std::begin(kValued), std::end(kValued), a) == std::end(kValued))
+    return FlagParse::kNotMine;
+  if (i + 1 >= args.size()) {
+    err = a + " needs a value";
+    return FlagParse::kError;
+  }
+  const std::string &v = args[++i];
+  auto bad = [&](const std::string &what) {
+    err = a + " needs " + what + ", got '" + v + "'";
+    return FlagParse::kError;
+  };
+  double x = 0;
+  if (a == "--export-times" || a == "--export-profile") {
+    if (v.empty())
+      return bad("a file name");
+    (a == "--export-times" ? opt.export_times : opt.export_profile) = v;
+  } else if (a == "--percentile") {
+    opt.percentiles.clear();
+    std::istringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!parse_number(item, x) || x < 0 || x > 100)
+        return bad("a comma-separated list of numbers in [0, 100]");
+      else
+        opt.percentiles.push_back(x);
+    if (opt.percentiles.empty())
+      return bad("a comma-separated list of numbers in [0, 100]");
+  } else if (a == "--warmup-ms" || a == "--duration") {
+    if (!parse_number(v, x) || x < 0)
+      return bad("a number >= 0");
+    (a == "--duration" ? opt.duration_s : opt.warmup_ms) = x;
+  } else {
+    int lo = a == "--warmup" ? 0 : 1;
+    if (!parse_number(v, x) || x != std::floor(x) || x < lo || x > 1e9)
+      return bad(lo ? "a positive integer" : "an integer >= 0");
+    int n = static_cast<int>(x);
+    if (a == "--warmup")
+      opt.warmup_runs = n;
+    else if (a == "--streams")
+      opt.streams = n;
+    else
+      opt.iterations = n;
+  }
+  if (a == "--iterations")
+    opt.iterations_given = true;
+  else
+    opt.engine_only_given = true;
+  return FlagParse::kOk;
+}
+
+void benchmark_help(std::ostream &os) {
+  os << "  --iterations N              timed runs per stream (default 10 when "
+        "benchmarking; the\n"
+        "                              interpreter reports their mean wall "
+        "time)\n"
+        "  --duration S                run until both --iterations and S "
+        "seconds are done\n"
+        "  --warmup N                  untimed runs first (default 2)\n"
+        "  --warmup-ms MS              keep warming up for at least MS "
+        "milliseconds\n"
+        "  --streams N                 N contexts on N threads; reports "
+        "aggregate throughput\n"
+        "  --percentile 50,90,99       latency percentiles to report, each in "
+        "[0, 100]\n"
+        "  --no-data-transfers         skip host-device copies (no effect on "
+        "CPU engines)\n"
+        "  --export-times FILE.json    every timed iteration's start and "
+        "latency\n"
+        "  --dump-profile              per-layer table: time, share, FLOPs, "
+        "bytes, GFLOP/s, GB/s\n"
+        "  --export-profile FILE.json  the per-layer table as JSON\n";
+}
+
+KnownTensors static_tensor_shapes(const std::string &onnx_path) {
+  KnownTensors out;
+  auto report = inspect_model(onnx_path);
+  if (!report.ok())
+    return out;
+  auto add = [&](const std::string &text) {
+    // "name: f32[2,3,32,32]"; names may hold ": ", so split at the last one.
+    auto colon = text.rfind(": ");
+    auto open = text.find('[', colon == std::string::npos ? 0 : colon);
+    if (colon == std::string::npos || open == std::string::npos ||
+        text.back() != ']')
+      return;
+    std::string dtype = text.substr(colon + 2, open - colon - 2);
+    KnownTensor t;
+    for (int d = 0; d <= static_cast<int>(DataType::kInt2); ++d)
+      if (dtype == data_type_name(static_cast<DataType>(d)))
+        t.dtype = static_cast<DataType>(d);
+    std::istringstream ss(text.substr(open + 1, text.size() - open - 2));
+    std::string dim;
+    while (std::getline(ss, dim, ',')) {
+      double x = 0;
+      if (!parse_number(dim, x) || x < 0)
+        return; // symbolic or unknown: the run will tell
+      t.dims.push_back(static_cast<int64_t>(x));
+    }
+    out[text.substr(0, colon)] = t;
+  };
+  for (const NodeRow &n : report->after.nodes)
+    for (const auto *list : {&n.inputs, &n.outputs})
+      for (const std::string &t : *list)
+        add(t);
+  return out;
+}
+
+Status run_benchmark(const std::shared_ptr<Engine> &engine,
+                     const std::vector<HostTensor> &inputs,
+                     const BenchmarkOptions &opt,
+                     const KnownTensors &known_static, std::ostream &os) {
+  bool gpu = engine->backend() != "cpu";
+  if (opt.no_data_transfers && !gpu)
+    os << "note: --no-data-transfers has no effect on a CPU engine (inputs and "
+          "outputs stay in host memory)\n";
+  std::vector<StreamRun> runs(static_cast<size_t>(opt.streams));
+  for (StreamRun &r : runs) {
+    auto ctx = engine->create_execution_context();
+    if (!ctx.ok())
+      return ctx.status();
+    r.ctx = std::move(ctx).value();
+    Status s = bind_inputs(*r.ctx, inputs);
+    if (!s.ok())
+      return s;
+  }
+  // Timed loop.
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false}, failed{false};
+  Clock::time_point start;
+  std::vector<std::thread> threads;
+  for (int s = 0; s < opt.streams; ++s)
+    threads.emplace_back(stream_loop, s, std::ref(runs[s]), std::cref(opt),
+                         std::ref(ready), std::ref(go), &start,
+                         std::ref(failed));
+  while (ready.load() < opt.streams)
+    std::this_thread::yield();
+  start = Clock::now();
+  go = true;
+  for (std::thread &t : threads)
+    t.join();
+  double wall_ms = ms_between(start, Clock::now());
+  std::vector<Iteration> all;
+  for (StreamRun &r : runs) {
+    if (!r.status.ok())
+      return r.status;
+    all.insert(all.end(), r.iterations.begin(), r.iterations.end());
+  }
+  std::sort(all.begin(), all.end(), [](const Iteration &a, const Iteration &b) {
+    return a.start_ms < b.start_ms;
+  });
+  int64_t items =
+      !inputs.empty() && !inputs[0].shape.empty() ? inputs[0].shape[0] : 1;
+  double mean_ms = 0;
+  for (const Iteration &i : all)
+    mean_ms += i.latency_ms / all.size();
+  os << "wall time per run: " << std::fixed << std::setprecision(3) << mean_ms
+     << " ms (" << all.size() << " run" << (all.size() == 1 ? "" : "s")
+     << ")\n";
+  print_summary(opt, all, wall_ms, items, gpu, os);
+  if (!opt.export_times.empty()) {
+    Status s = write_times(opt.export_times, all);
+    if (!s.ok())
+      return s;
+  }
+  if (!opt.dump_profile && opt.export_profile.empty())
+    return Status::Ok();
+  // Shapes of every produced tensor, from one listened run (the listener slows
+  // every step, so it stays out of the timed runs), over the static ones
+  // (weights) and the I/O dims.
+  ExecutionContext &ctx = *runs[0].ctx;
+  KnownTensors known = known_static;
+  ShapeRecorder recorder(known);
+  ctx.set_tensor_listener(&recorder);
+  Status s = ctx.enqueue(nullptr);
+  ctx.set_tensor_listener(nullptr);
+  if (!s.ok())
+    return s;
+  for (const IoTensorDesc &d : engine->io_tensors()) {
+    auto shape = ctx.tensor_shape(d.name);
+    if (shape.ok())
+      known[d.name] = KnownTensor{d.dtype, *shape};
+  }
+  int prof_runs = std::max(1, std::min(opt.iterations, 100));
+  LayerTimes prof(engine->layers().size());
+  ctx.set_profiler(&prof);
+  for (int i = 0; i < prof_runs && s.ok(); ++i)
+    s = ctx.enqueue(nullptr);
+  ctx.set_profiler(nullptr);
+  if (!s.ok())
+    return s;
+  std::vector<LayerRow> rows = layer_rows(*engine, prof, known);
+  if (opt.dump_profile)
+    print_profile(rows, gpu, os);
+  if (!opt.export_profile.empty())
+    return write_profile(opt.export_profile, rows, prof_runs);
+  return Status::Ok();
+}
+
+} // namespace ingot::tools
