@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/device.h"
+#include "backend/tactic.h"
 #include "builder/builder.h"
 #include "engine/engine_format.h"
 #include "ingot/builder.h"
@@ -50,6 +52,12 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   INGOT_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(graph, std::move(model.storage), opt, &report));
   for (const auto& n : report.notes) logger.log(Severity::kInfo, n.c_str());
   engine::EngineIdentity id = engine::current_identity(plan.backend, plan.gpu_arch);
+  INGOT_ASSIGN_OR_RETURN(const backend::Backend* be, backend::find_backend(plan.backend));
+  id.library_versions = be->device().library_versions();
+  for (const builder::Step& s : plan.steps)
+    if (s.tactic == "cuda.host_fallback")
+      logger.log(Severity::kWarning, ("no CUDA tactic for " + s.node->describe() +
+                                      ": it runs on the CPU with copies around it (no CUDA graph capture)").c_str());
   INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, engine::write_engine(plan, id));
   if (summary) {
     summary->steps = static_cast<int>(plan.steps.size());
@@ -116,10 +124,13 @@ Runtime::Runtime(Logger& logger) : logger_(&logger) {}
 namespace {
 Result<std::shared_ptr<Engine>> load(const void* data, size_t size, std::shared_ptr<const void> owner) {
   INGOT_ASSIGN_OR_RETURN(engine::EngineIdentity file_id, engine::read_engine_identity(data, size));
-  engine::EngineIdentity expected = engine::current_identity(file_id.backend == "cuda" ? "cuda" : "cpu", "");
-  if (file_id.backend == "cuda")
-    return unsupported("this engine was built for the cuda backend (", file_id.gpu_arch,
-                       "), which this ingot build does not include; rebuild it with --backend cpu or use a CUDA build");
+  auto be = backend::find_backend(file_id.backend);
+  if (!be.ok())
+    return Status(be.status().code(), "this engine was built for the " + file_id.backend + " backend" +
+                                          (file_id.gpu_arch.empty() ? "" : " (" + file_id.gpu_arch + ")") +
+                                          ", which is not available here: " + be.status().message());
+  engine::EngineIdentity expected = engine::current_identity(file_id.backend, (*be)->device().arch());
+  expected.library_versions = (*be)->device().library_versions();
   INGOT_ASSIGN_OR_RETURN(builder::Plan plan, engine::read_engine(data, size, std::move(owner), expected));
   return runtime::make_engine(std::move(plan));
 }

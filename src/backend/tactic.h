@@ -30,6 +30,9 @@ struct StepIO {
   bool in_place = false;
   /// Runs If/Loop/Scan bodies with the context's values as outer scope (CPU backend).
   std::function<Result<std::vector<Tensor>>(const ir::Graph&, const std::vector<Tensor>&)> subgraph_runner;
+  /// Memory for a data-dependent output (undefined entry of *outputs) on the backend's device;
+  /// the context owns it until the next enqueue.
+  std::function<Result<Tensor>(DataType, const Shape64&)> allocate_output;
 };
 
 class Tactic {
@@ -50,10 +53,14 @@ class Tactic {
   virtual std::vector<uint8_t> serialize() const { return {}; }
 };
 
+class Device;
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  /// Where this backend's tensors live.
+  virtual Device& device() const = 0;
   /// Candidate tactics for a node, best guess first. Empty: the backend cannot run it.
   virtual std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node,
                                                           const std::vector<ir::TensorType>& inputs) const = 0;

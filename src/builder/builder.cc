@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "backend/device.h"
 #include "backend/tactic.h"
 #include "builder/memory_planner.h"
 #include "builder/shape_propagation.h"
@@ -133,6 +134,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   plan.storage = std::move(storage);
   plan.profiles = profiles;
   plan.backend = be->name();
+  plan.gpu_arch = be->device().arch();
 
   // Steps, in node order.
   std::unordered_map<const ir::Node*, int> step_of;

@@ -38,7 +38,10 @@ std::string shape_to_string(const Shape64& shape) {
 
 size_t storage_bytes(DataType t, int64_t numel) {
   int bits = data_type_bits(t);
-  if (t == DataType::kString) return 0;
+  if (t == DataType::kString || numel <= 0) return 0;
+  // Saturates like shape_numel: an absurd count from a corrupt file still fails allocation.
+  constexpr int64_t kMaxBytes = int64_t{1} << 58;
+  if (numel > kMaxBytes / 16) return static_cast<size_t>(kMaxBytes);
   return static_cast<size_t>((numel * bits + 7) / 8);
 }
 
@@ -138,7 +141,9 @@ double Tensor::get_f64(int64_t i) const {
       return small_float_to_float(data_[i], dtype_);
     case DataType::kFloat4E2M1:
       return small_float_to_float(static_cast<uint8_t>(sub_byte_get(data_, i, 4, false)), dtype_);
-    default: return static_cast<double>(get_i64(i));
+    default:
+      if (is_integer(dtype_) || dtype_ == DataType::kBool) return static_cast<double>(get_i64(i));
+      return std::numeric_limits<double>::quiet_NaN();  // strings, complex: no numeric value
   }
 }
 
@@ -157,10 +162,9 @@ int64_t Tensor::get_i64(int64_t i) const {
     case DataType::kInt4: return sub_byte_get(data_, i, 4, true);
     case DataType::kUInt2: return sub_byte_get(data_, i, 2, false);
     case DataType::kInt2: return sub_byte_get(data_, i, 2, true);
-    default: {
-      double v = get_f64(i);
-      return cast_from_double<int64_t>(v);
-    }
+    default:
+      if (is_float(dtype_)) return cast_from_double<int64_t>(get_f64(i));
+      return 0;  // strings, complex: no numeric value
   }
 }
 

@@ -5,6 +5,7 @@
 // only values in scope) is checked here, each failure an error naming what is wrong. A decode
 // budget proportional to the metadata size stops files whose tables share data from expanding
 // into huge graphs.
+#include <cstring>
 #include <algorithm>
 
 #include "engine/engine_format.h"
@@ -113,7 +114,11 @@ class Decoder {
   Result<std::vector<int64_t>> longs(const fbs::Vector<int64_t>* v) {
     if (!v) return std::vector<int64_t>();
     INGOT_RETURN_IF_ERROR(charge(v->size()));
-    return std::vector<int64_t>(v->begin(), v->end());
+    // The verifier checks a vector's length field for 4-byte alignment only, so a crafted file
+    // can put 8-byte elements at a 4-byte boundary: copy bytes instead of loading int64s.
+    std::vector<int64_t> out(v->size());
+    if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(int64_t));
+    return out;
   }
 
   Result<Tensor> decode_tensor(const fb::Tensor* t) {
@@ -134,6 +139,7 @@ class Decoder {
     }
     uint64_t bytes = storage_bytes(dtype, static_cast<int64_t>(numel));
     if (t->weights_size() != bytes) return corrupt("tensor data size does not match its shape");
+    if (t->weights_offset() % kEngineAlignment != 0) return corrupt("misaligned tensor in the weights section");
     if (t->weights_offset() > weights_size_ || bytes > weights_size_ - t->weights_offset())
       return corrupt("tensor data lies outside the weights section");
     return Tensor::borrow(dtype, std::move(shape), weights_ + t->weights_offset(), owner_);
@@ -177,6 +183,9 @@ class Decoder {
         a.graphs.push_back(std::move(sg));
       }
     }
+    // Consumers dereference the payload of the declared kind: it must be there.
+    if ((a.type == ir::AttrType::kGraph && !a.g) || (a.type == ir::AttrType::kTensor && !a.t.defined()))
+      return corrupt("attribute of kind " + std::string(ir::attr_type_name(a.type)) + " without its value");
     return a;
   }
 
@@ -222,7 +231,8 @@ class Decoder {
       return values_[static_cast<size_t>(id)];
     };
     if (fg.initializers()) {
-      for (int64_t id : *fg.initializers()) {
+      INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids1_, longs(fg.initializers()));
+      for (int64_t id : ids1_) {
         INGOT_ASSIGN_OR_RETURN(ir::Value* v, local(id));
         const fb::Value* fv = fg.values()->Get(static_cast<fbs::uoffset_t>(id - static_cast<int64_t>(first)));
         if (!fv->initializer() || v->initializer()) return corrupt("bad initializer '" + v->name() + "'");
@@ -236,7 +246,8 @@ class Decoder {
       }
     }
     if (fg.inputs()) {
-      for (int64_t id : *fg.inputs()) {
+      INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids2_, longs(fg.inputs()));
+      for (int64_t id : ids2_) {
         INGOT_ASSIGN_OR_RETURN(ir::Value* v, local(id));
         g->add_input_existing(v);
       }
@@ -247,14 +258,16 @@ class Decoder {
         std::vector<ir::Value*> ins, outs;
         if (fn->inputs()) {
           INGOT_RETURN_IF_ERROR(charge(fn->inputs()->size()));
-          for (int64_t id : *fn->inputs()) {
+          INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids3_, longs(fn->inputs()));
+          for (int64_t id : ids3_) {
             INGOT_ASSIGN_OR_RETURN(ir::Value* v, value_ref(id, true));
             ins.push_back(v);
           }
         }
         if (fn->outputs()) {
           INGOT_RETURN_IF_ERROR(charge(fn->outputs()->size()));
-          for (int64_t id : *fn->outputs()) {
+          INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids4_, longs(fn->outputs()));
+          for (int64_t id : ids4_) {
             ir::Value* v = nullptr;
             if (id != -1) {
               INGOT_ASSIGN_OR_RETURN(v, local(id));
@@ -269,6 +282,9 @@ class Decoder {
           for (const fb::Attribute* fa : *fn->attrs()) {
             INGOT_ASSIGN_OR_RETURN(std::string name, str(fa->name()));
             INGOT_ASSIGN_OR_RETURN(ir::Attribute a, decode_attr(*fa, g));
+            // A repeated name would drop the first attribute (and free its subgraph, whose
+            // nodes other records may name): a writer never produces one.
+            if (attrs.has(name)) return corrupt("attribute '" + name + "' appears twice on a node");
             attrs.set(name, std::move(a));
           }
         }
@@ -283,7 +299,8 @@ class Decoder {
     }
     if (fg.outputs()) {
       std::vector<ir::Value*> outs;
-      for (int64_t id : *fg.outputs()) {
+      INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> ids5_, longs(fg.outputs()));
+      for (int64_t id : ids5_) {
         INGOT_ASSIGN_OR_RETURN(ir::Value* v, value_ref(id, false));
         outs.push_back(v);
       }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/executor.h"
+#include "backend/device.h"
 #include "builder/shape_propagation.h"
 
 namespace ingot::runtime {
@@ -21,7 +22,7 @@ class EngineImpl;
 
 class ContextImpl : public ExecutionContext {
  public:
-  ContextImpl(std::shared_ptr<const EngineImpl> engine, std::unique_ptr<uint8_t, AlignedFree> arena)
+  ContextImpl(std::shared_ptr<const EngineImpl> engine, std::shared_ptr<void> arena)
       : engine_(std::move(engine)), arena_(std::move(arena)) {}
 
   Status init();
@@ -42,8 +43,12 @@ class ContextImpl : public ExecutionContext {
   int io_index(const std::string& name) const;
   const Tensor* lookup(const ir::Value* v) const;
 
+  /// A zeroed tensor in the engine's device memory (host memory for CPU engines).
+  Result<Tensor> device_tensor(DataType dtype, const Shape64& shape) const;
+  uint8_t* arena() const { return static_cast<uint8_t*>(arena_.get()); }
+
   std::shared_ptr<const EngineImpl> engine_;
-  std::unique_ptr<uint8_t, AlignedFree> arena_;
+  std::shared_ptr<void> arena_;
   int profile_ = 0;
   std::vector<Shape64> input_shapes_;      // per io index (inputs only)
   std::vector<bool> input_shape_set_;
@@ -61,6 +66,7 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
 
   Status init() {
     INGOT_ASSIGN_OR_RETURN(const backend::Backend* be, backend::find_backend(plan_.backend));
+    device_ = &be->device();
     for (const builder::Step& s : plan_.steps) {
       INGOT_ASSIGN_OR_RETURN(auto t, be->create_tactic(s.tactic, s.params));
       tactics_.push_back(std::move(t));
@@ -74,6 +80,18 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
       layers_.push_back(std::move(l));
     }
     for (size_t i = 0; i < plan_.values.size(); ++i) value_index_[plan_.values[i].value] = static_cast<int>(i);
+    // Weights (and defaults of inputs that have one) go to the device once, shared by every
+    // context. On the host they are used in place.
+    device_values_.assign(plan_.values.size(), Tensor());
+    if (!device_->is_host()) {
+      for (size_t i = 0; i < plan_.values.size(); ++i) {
+        const Tensor* init = plan_.values[i].value->initializer();
+        if (!init || init->dtype() == DataType::kString) continue;
+        INGOT_ASSIGN_OR_RETURN(device_values_[i], allocate(init->dtype(), init->shape()));
+        INGOT_RETURN_IF_ERROR(device_->copy_to_device(device_values_[i].mutable_raw(), init->raw(), init->nbytes(), nullptr));
+      }
+      INGOT_RETURN_IF_ERROR(device_->synchronize(nullptr));
+    }
     auto add_io = [&](const ir::Value* v, bool is_input) {
       IoTensorDesc d;
       d.name = v->name();
@@ -121,16 +139,35 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
 
   Result<std::unique_ptr<ExecutionContext>> create_execution_context() const override {
     size_t bytes = ((plan_.memory.arena_bytes + 255) / 256) * 256;
-    void* p = std::aligned_alloc(256, bytes ? bytes : 256);
-    if (!p)
+    auto p = device_->allocate(bytes ? bytes : 256);
+    if (!p.ok())
       return make_status(StatusCode::kOutOfMemory, "cannot allocate the ", plan_.memory.arena_bytes,
-                         "-byte activation arena for a new context");
+                         "-byte activation arena for a new context: ", p.status().message());
+    backend::Device* dev = device_;
+    std::shared_ptr<void> arena(*p, [dev](void* q) { dev->release(q); });
     // Poison: every byte 0xFF (NaN for floats, -1 for integers), so a step that reads memory
     // no earlier step wrote gives visibly wrong results instead of plausible stale data.
-    std::memset(p, 0xFF, bytes ? bytes : 256);
-    auto ctx = std::make_unique<ContextImpl>(shared_from_this(), std::unique_ptr<uint8_t, AlignedFree>(static_cast<uint8_t*>(p)));
+    INGOT_RETURN_IF_ERROR(device_->fill(arena.get(), 0xFF, bytes ? bytes : 256, nullptr));
+    INGOT_RETURN_IF_ERROR(device_->synchronize(nullptr));
+    auto ctx = std::make_unique<ContextImpl>(shared_from_this(), std::move(arena));
     INGOT_RETURN_IF_ERROR(ctx->init());
     return std::unique_ptr<ExecutionContext>(std::move(ctx));
+  }
+
+  /// A zeroed tensor in device memory (host memory for CPU engines), freed with its last copy.
+  Result<Tensor> allocate(DataType dtype, const Shape64& shape) const {
+    if (device_->is_host() || dtype == DataType::kString) return Tensor::zeros(dtype, shape);
+    size_t bytes = storage_bytes(dtype, shape_numel(shape));
+    INGOT_ASSIGN_OR_RETURN(void* p, device_->allocate(bytes));
+    backend::Device* dev = device_;
+    std::shared_ptr<const void> owner(p, [dev](const void* q) { dev->release(const_cast<void*>(q)); });
+    INGOT_RETURN_IF_ERROR(device_->fill(p, 0, bytes, nullptr));
+    return Tensor::borrow(dtype, shape, p, owner);
+  }
+  backend::Device& device() const { return *device_; }
+  /// The device copy of an initializer-backed value (CUDA), or nullptr (use the host one).
+  const Tensor* device_value(int vi) const {
+    return vi >= 0 && device_values_[vi].defined() ? &device_values_[vi] : nullptr;
   }
 
   const builder::Plan& plan() const { return plan_; }
@@ -148,6 +185,8 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
   std::vector<IoTensorDesc> io_;
   std::vector<const ir::Value*> io_values_;
   std::unordered_map<const ir::Value*, int> value_index_;
+  backend::Device* device_ = nullptr;
+  std::vector<Tensor> device_values_;
 };
 
 Status ContextImpl::init() {
@@ -256,13 +295,18 @@ Result<std::vector<int64_t>> ContextImpl::tensor_shape(const std::string& name) 
   return engine_->io_tensors()[i].shape;  // the model's dims, -1 where open
 }
 
+Result<Tensor> ContextImpl::device_tensor(DataType dtype, const Shape64& shape) const {
+  return engine_->allocate(dtype, shape);
+}
+
 const Tensor* ContextImpl::lookup(const ir::Value* v) const {
   int vi = engine_->value_index(v);
   if (vi >= 0 && tensors_[vi].defined()) return &tensors_[vi];
+  if (const Tensor* d = engine_->device_value(vi)) return d;
   return v->initializer();
 }
 
-Status ContextImpl::enqueue(void*) {
+Status ContextImpl::enqueue(void* stream) {
   if (!shapes_valid_) INGOT_RETURN_IF_ERROR(infer_shapes());
   const builder::Plan& plan = engine_->plan();
   const auto& io = engine_->io_tensors();
@@ -275,13 +319,14 @@ Status ContextImpl::enqueue(void*) {
     bool known = sh != shapes_.shapes.end() && !shapes_.dynamic.count(v);
     switch (vp.storage) {
       case builder::Storage::kWeight:
-        tensors_[vi] = *v->initializer();
+        tensors_[vi] = engine_->device_value(static_cast<int>(vi)) ? *engine_->device_value(static_cast<int>(vi))
+                                                                  : *v->initializer();
         break;
       case builder::Storage::kArena:
         if (!known) return internal_error("no shape for arena value '", v->name(), "'");
         if (storage_bytes(v->dtype(), shape_numel(sh->second)) > vp.max_bytes)
           return internal_error("value '", v->name(), "' needs more than its planned ", vp.max_bytes, " bytes");
-        tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, arena_.get() + vp.offset, nullptr);
+        tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, arena() + vp.offset, nullptr);
         break;
       case builder::Storage::kBinding: {
         int i = -1;
@@ -291,7 +336,8 @@ Status ContextImpl::enqueue(void*) {
         if (io[i].is_input) {
           if (!addresses_[i]) {
             if (v->initializer()) {
-              tensors_[vi] = *v->initializer();
+              const Tensor* d = engine_->device_value(static_cast<int>(vi));
+              tensors_[vi] = d ? *d : *v->initializer();
               break;
             }
             return make_status(StatusCode::kInvalidArgument, "input '", v->name(), "' has no address: call set_tensor_address");
@@ -301,7 +347,7 @@ Status ContextImpl::enqueue(void*) {
           void* addr = addresses_[i];
           if (!addr) {
             if (!owned_outputs_[i].defined() || owned_outputs_[i].shape() != sh->second) {
-              INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], Tensor::zeros(v->dtype(), sh->second));
+              INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], device_tensor(v->dtype(), sh->second));
             }
             addr = owned_outputs_[i].mutable_raw();
           }
@@ -335,20 +381,31 @@ Status ContextImpl::enqueue(void*) {
         sio.inputs[0]->raw() == scratch_outputs_[0].raw())
       sio.in_place = true;
     sio.outputs = &scratch_outputs_;
-    sio.subgraph_runner = runner;
+    sio.stream = stream;
+    if (engine_->device().is_host()) sio.subgraph_runner = runner;
+    sio.allocate_output = [this](DataType dt, const Shape64& shape) { return device_tensor(dt, shape); };
     auto t0 = std::chrono::steady_clock::now();
     Status st = engine_->tactics()[s]->enqueue(sio);
     if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());
     if (profiler_) {
+      INGOT_RETURN_IF_ERROR(engine_->device().synchronize(stream));
       float ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
       profiler_->report_layer_time(static_cast<int>(s), engine_->layers()[s].name.c_str(), ms);
     }
     for (size_t o = 0; o < scratch_outputs_.size(); ++o) {
       if (out_vi[o] >= 0) tensors_[out_vi[o]] = scratch_outputs_[o];
       const ir::Value* v = step.node->outputs()[o];
-      if (listener_ && v && scratch_outputs_[o].defined() && scratch_outputs_[o].dtype() != DataType::kString)
-        listener_->on_tensor(static_cast<int>(s), v->name().c_str(), scratch_outputs_[o].dtype(),
-                             scratch_outputs_[o].shape(), scratch_outputs_[o].raw());
+      if (listener_ && v && scratch_outputs_[o].defined() && scratch_outputs_[o].dtype() != DataType::kString) {
+        const Tensor& t = scratch_outputs_[o];
+        if (engine_->device().is_host()) {
+          listener_->on_tensor(static_cast<int>(s), v->name().c_str(), t.dtype(), t.shape(), t.raw());
+        } else {
+          INGOT_ASSIGN_OR_RETURN(Tensor host, Tensor::zeros(t.dtype(), t.shape()));
+          INGOT_RETURN_IF_ERROR(engine_->device().copy_to_host(host.mutable_raw(), t.raw(), t.nbytes(), stream));
+          INGOT_RETURN_IF_ERROR(engine_->device().synchronize(stream));
+          listener_->on_tensor(static_cast<int>(s), v->name().c_str(), t.dtype(), t.shape(), host.raw());
+        }
+      }
     }
   }
   // Outputs that no step wrote into their binding: data-dependent shapes, strings, or outputs
@@ -359,9 +416,14 @@ Status ContextImpl::enqueue(void*) {
     const Tensor* t = lookup(v);
     if (!t) return internal_error("output '", v->name(), "' was not computed");
     if (addresses_[i] && t->raw() != addresses_[i] && t->dtype() != DataType::kString) {
-      std::memcpy(addresses_[i], t->raw(), t->nbytes());
+      INGOT_RETURN_IF_ERROR(engine_->device().copy_on_device(addresses_[i], t->raw(), t->nbytes(), stream));
     } else if (!addresses_[i] && (!owned_outputs_[i].defined() || owned_outputs_[i].raw() != t->raw())) {
-      owned_outputs_[i] = t->clone();
+      if (engine_->device().is_host() || t->dtype() == DataType::kString) {
+        owned_outputs_[i] = t->clone();
+      } else {
+        INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], device_tensor(t->dtype(), t->shape()));
+        INGOT_RETURN_IF_ERROR(engine_->device().copy_on_device(owned_outputs_[i].mutable_raw(), t->raw(), t->nbytes(), stream));
+      }
     }
     int vi = engine_->value_index(v);
     if (vi >= 0) tensors_[vi] = addresses_[i] ? Tensor::borrow(t->dtype(), t->shape(), addresses_[i], nullptr) : owned_outputs_[i];

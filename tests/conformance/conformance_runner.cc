@@ -25,6 +25,10 @@
 #include <string>
 #include <vector>
 
+#ifdef INGOT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "backend/cpu/executor.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
@@ -112,6 +116,49 @@ Outcome classify(const Status& s) {
 // How a case is executed.
 enum class Mode { kInterpreter, kEngine, kEngineOptimized };
 Mode g_mode = Mode::kInterpreter;
+std::string g_backend = "cpu";
+
+// Caller memory for an engine binding: host memory for CPU engines, device memory for CUDA.
+class Binding {
+ public:
+  Binding(size_t bytes, bool device) : device_(device) {
+#ifdef INGOT_WITH_CUDA
+    if (device_) {
+      if (cudaMalloc(&p_, bytes ? bytes : 1) != cudaSuccess) p_ = nullptr;
+      return;
+    }
+#endif
+    host_.resize(bytes ? bytes : 1);
+    p_ = host_.data();
+  }
+  ~Binding() {
+#ifdef INGOT_WITH_CUDA
+    if (device_ && p_) cudaFree(p_);
+#endif
+  }
+  Binding(const Binding&) = delete;
+  Binding& operator=(const Binding&) = delete;
+  void* get() const { return p_; }
+  bool upload(const void* src, size_t n) {
+#ifdef INGOT_WITH_CUDA
+    if (device_) return cudaMemcpy(p_, src, n, cudaMemcpyHostToDevice) == cudaSuccess;
+#endif
+    if (n) std::memcpy(p_, src, n);
+    return true;
+  }
+  static bool download(void* dst, const void* src, size_t n, bool device) {
+#ifdef INGOT_WITH_CUDA
+    if (device) return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+#endif
+    if (n) std::memcpy(dst, src, n);
+    return true;
+  }
+
+ private:
+  bool device_;
+  void* p_ = nullptr;
+  std::vector<uint8_t> host_;
+};
 
 class QuietLogger : public Logger {
  public:
@@ -126,6 +173,8 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
   QuietLogger quiet;
   BuilderConfig config;
   config.optimization_level = optimize ? 3 : 0;
+  const bool device = g_backend == "cuda";
+  config.backend = device ? BackendKind::kCuda : BackendKind::kCpu;
   OptimizationProfile profile;
   bool any = false;
   for (const ir::Value* v : g.inputs()) {
@@ -145,12 +194,18 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
   Runtime runtime(quiet);
   INGOT_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, runtime.deserialize(bytes.data(), bytes.size()));
   INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
-  std::map<std::string, Tensor> owned = feeds;
-  for (auto& [name, t] : owned) {
+  std::vector<std::unique_ptr<Binding>> bindings;
+  for (const auto& [name, t] : feeds) {
+    bindings.push_back(std::make_unique<Binding>(t.nbytes(), device));
+    if (!bindings.back()->get() || !bindings.back()->upload(t.raw(), t.nbytes()))
+      return internal_error("cannot stage input '", name, "'");
     INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
-    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, t.mutable_raw()));
+    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, bindings.back()->get()));
   }
   INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
+#ifdef INGOT_WITH_CUDA
+  if (device && cudaDeviceSynchronize() != cudaSuccess) return internal_error("cudaDeviceSynchronize failed");
+#endif
   std::vector<Tensor> outs;
   for (const ir::Value* v : g.outputs()) {
     INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx->tensor_shape(v->name()));
@@ -158,7 +213,8 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
     INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(v->dtype(), shape));
     if (t.nbytes()) {
       if (!p) return internal_error("output '", v->name(), "' has no address");
-      std::memcpy(t.mutable_raw(), p, t.nbytes());
+      if (!Binding::download(t.mutable_raw(), p, t.nbytes(), device))
+        return internal_error("cannot copy output '", v->name(), "' back");
     }
     outs.push_back(std::move(t));
   }
@@ -204,7 +260,7 @@ Outcome run_case(const fs::path& dir) {
     if (g_mode != Mode::kInterpreter) {
       auto eng = run_engine(dir, g, feeds, g_mode == Mode::kEngineOptimized);
       if (!eng.ok()) return classify(eng.status());
-      if (g_mode == Mode::kEngine)
+      if (g_mode == Mode::kEngine && g_backend == "cpu")
         for (size_t j = 0; j < outs->size(); ++j)
           if (!bitwise_equal((*eng)[j], (*outs)[j]))
             return {"fail", "engine output " + std::to_string(j) + " differs from the interpreter's"};
@@ -287,6 +343,12 @@ int main(int argc, char** argv) {
       else if (m == "engine-optimized") g_mode = Mode::kEngineOptimized;
       else {
         std::cerr << "--mode: interpreter, engine or engine-optimized\n";
+        return 2;
+      }
+    } else if (a == "--backend") {
+      g_backend = next();
+      if (g_backend != "cpu" && g_backend != "cuda") {
+        std::cerr << "--backend: cpu or cuda\n";
         return 2;
       }
     } else if (a == "--expectations") expectations_files.push_back(next());

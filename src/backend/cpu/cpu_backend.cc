@@ -7,6 +7,7 @@
 // no-allocation guarantee of enqueue belongs to GPU backends.)
 #include "backend/cpu/executor.h"
 #include "backend/cpu/kernel.h"
+#include "backend/device.h"
 #include "backend/tactic.h"
 
 namespace ingot::backend {
@@ -28,6 +29,7 @@ class CpuReferenceTactic : public Tactic {
 class CpuBackend : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  Device& device() const override { return host_device(); }
   std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node,
                                                   const std::vector<ir::TensorType>& inputs) const override {
     std::vector<std::unique_ptr<Tactic>> v;
@@ -43,11 +45,25 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
+}  // namespace ingot::backend
+
+#ifdef INGOT_WITH_CUDA
+namespace ingot::backend::cuda {
+Result<const Backend*> cuda_backend();  // cuda/cuda_backend.cc
+}
+#endif
+
+namespace ingot::backend {
+
 Result<const Backend*> find_backend(const std::string& name) {
   static const CpuBackend cpu;
   if (name == "cpu") return static_cast<const Backend*>(&cpu);
-  if (name == "cuda") return unsupported("the cuda backend is not built into this ingot yet");
-  return invalid_argument("unknown backend '", name, "' (backends: cpu)");
+#ifdef INGOT_WITH_CUDA
+  if (name == "cuda") return cuda::cuda_backend();
+#else
+  if (name == "cuda") return unsupported("this ingot was built without CUDA (-DINGOT_CUDA=OFF)");
+#endif
+  return invalid_argument("unknown backend '", name, "' (backends: cpu, cuda)");
 }
 
 }  // namespace ingot::backend

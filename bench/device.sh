@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: GPU tests, the ONNX node suite and the test models through CUDA
+# engines. Expects binaries built here with the CUDA toolkit (build-cuda/, carried by the device
+# tool) and writes full logs to $OUT; prints a short table last.
+#   carry: build-cuda/tests/ingot_gpu_tests build-cuda/tests/conformance_runner build-cuda/tools/ingot
+set -uo pipefail
+OUT=${OUT:-/tmp/ingot-out}
+mkdir -p "$OUT"
+B=build-cuda
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+work=$(mktemp -d)
+python3 tests/conformance/generate_node_data.py -o "$work/suite" > "$OUT/generate.log" 2>&1
+python3 tests/models/make_models.py -o "$work/models" >> "$OUT/generate.log" 2>&1
+python3 tests/models/make_optimizer_models.py -o "$work/optmodels" >> "$OUT/generate.log" 2>&1
+
+"$B/tests/ingot_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
+gpu_rc=$?
+"$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda -v \
+  > "$OUT/conformance_cuda.log" 2>&1
+"$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda -v > "$OUT/models_cuda.log" 2>&1
+"$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda -v >> "$OUT/models_cuda.log" 2>&1
+
+echo "== summary =="
+echo "gpu tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (rc $gpu_rc)"
+grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | head -20
+echo "node suite through CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda.log"
+grep -E "^FAIL " "$OUT/conformance_cuda.log" | head -25
+echo "models through CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda.log"

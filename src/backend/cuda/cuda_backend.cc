@@ -1,0 +1,174 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The cuda backend: device memory and stream-ordered copies (CudaDevice), the tactic families
+// (cuda_tactics.h), and a host-fallback tactic that runs any op the families do not cover on
+// the CPU reference kernels with copies around it. The fallback keeps every model runnable and
+// correct while fast tactics are added; it synchronizes the stream, so engines that use it
+// cannot be captured into CUDA graphs, and the builder notes every node it falls back on.
+#include <cuda_runtime_api.h>
+#include <cublasLt.h>
+
+#include <mutex>
+
+#include "backend/cpu/executor.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_tactics.h"
+#include "backend/device.h"
+
+namespace ingot::backend::cuda {
+
+namespace {
+
+class CudaDevice : public Device {
+ public:
+  CudaDevice(int ordinal, std::string arch) : ordinal_(ordinal), arch_(std::move(arch)) {}
+  bool is_host() const override { return false; }
+  Result<void*> allocate(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess)
+      return make_status(StatusCode::kOutOfMemory, "cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(e));
+    return p;
+  }
+  void release(void* p) override { cudaFree(p); }
+  Status copy_to_device(void* dst, const void* src, size_t n, void* stream) override {
+    if (n) INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
+    return Status::Ok();
+  }
+  Status copy_to_host(void* dst, const void* src, size_t n, void* stream) override {
+    if (n) INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
+    return Status::Ok();
+  }
+  Status copy_on_device(void* dst, const void* src, size_t n, void* stream) override {
+    if (n && dst != src)
+      INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+    return Status::Ok();
+  }
+  Status fill(void* dst, int byte, size_t n, void* stream) override {
+    if (n) INGOT_CUDA_CHECK(cudaMemsetAsync(dst, byte, n, static_cast<cudaStream_t>(stream)));
+    return Status::Ok();
+  }
+  Status synchronize(void* stream) override {
+    INGOT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    return Status::Ok();
+  }
+  std::string arch() const override { return arch_; }
+  std::map<std::string, std::string> library_versions() const override {
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    return {{"cudart", std::to_string(rt)}, {"cublasLt", std::to_string(cublasLtGetVersion())}};
+  }
+
+ private:
+  int ordinal_;
+  std::string arch_;
+};
+
+bool has_subgraph(const ir::Node& n) {
+  for (const auto& [k, a] : n.attrs().all())
+    if (a.g || !a.graphs.empty()) return true;
+  return false;
+}
+
+// Copies inputs to the host, runs the reference kernel, copies outputs back.
+class HostFallbackTactic : public Tactic {
+ public:
+  explicit HostFallbackTactic(Device& device) : device_(device) {}
+  std::string name() const override { return "cuda.host_fallback"; }
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    if (has_subgraph(node)) return false;  // outer-scope values live on the device
+    for (const auto& t : inputs)
+      if (t.dtype == DataType::kString) return false;
+    for (const ir::Value* o : node.outputs())
+      if (o && o->dtype() == DataType::kString) return false;
+    return cpu::KernelRegistry::global().find(node.op_type(), node.domain()) != nullptr;
+  }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+  Status enqueue(StepIO& io) const override {
+    std::vector<Tensor> host_in(io.inputs.size());
+    std::vector<const Tensor*> ptrs(io.inputs.size(), nullptr);
+    for (size_t i = 0; i < io.inputs.size(); ++i) {
+      const Tensor* t = io.inputs[i];
+      if (!t) continue;
+      INGOT_ASSIGN_OR_RETURN(host_in[i], Tensor::zeros(t->dtype(), t->shape()));
+      INGOT_RETURN_IF_ERROR(device_.copy_to_host(host_in[i].mutable_raw(), t->raw(), t->nbytes(), io.stream));
+      ptrs[i] = &host_in[i];
+    }
+    INGOT_RETURN_IF_ERROR(device_.synchronize(io.stream));
+    INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, cpu::run_node(*io.node, ptrs));
+    for (size_t i = 0; i < outs.size() && i < io.outputs->size(); ++i) {
+      if (!io.node->outputs()[i]) continue;
+      Tensor& view = (*io.outputs)[i];
+      if (!view.defined()) {
+        if (!io.allocate_output) return internal_error(io.node->describe(), ": no allocator for a data-dependent output");
+        INGOT_ASSIGN_OR_RETURN(view, io.allocate_output(outs[i].dtype(), outs[i].shape()));
+      }
+      if (view.shape() != outs[i].shape() || view.dtype() != outs[i].dtype())
+        return internal_error(io.node->describe(), ": output ", i, " has another shape than planned");
+      INGOT_RETURN_IF_ERROR(device_.copy_to_device(view.mutable_raw(), outs[i].raw(), outs[i].nbytes(), io.stream));
+    }
+    // The host buffers die with this call: the copies must finish first.
+    return device_.synchronize(io.stream);
+  }
+
+ private:
+  Device& device_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(int ordinal, std::string arch) : device_(ordinal, std::move(arch)) {
+    families_.push_back(cublaslt_family());
+    families_.push_back(elementwise_family());
+  }
+  std::string name() const override { return "cuda"; }
+  Device& device() const override { return device_; }
+  std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node,
+                                                  const std::vector<ir::TensorType>& inputs) const override {
+    std::vector<std::unique_ptr<Tactic>> v;
+    for (const auto& f : families_)
+      for (auto& t : f.candidates(node, inputs))
+        if (t->supports(node, inputs)) v.push_back(std::move(t));
+    auto fb = std::make_unique<HostFallbackTactic>(device_);
+    if (fb->supports(node, inputs)) v.push_back(std::move(fb));
+    return v;
+  }
+  Result<std::unique_ptr<Tactic>> create_tactic(const std::string& name, const std::vector<uint8_t>& params) const override {
+    if (name == "cuda.host_fallback") return std::unique_ptr<Tactic>(new HostFallbackTactic(device_));
+    for (const auto& f : families_)
+      if (auto t = f.create(name, params)) return t;
+    return unsupported("the cuda backend has no tactic '", name, "' (engine built by another ingot version?)");
+  }
+
+ private:
+  mutable CudaDevice device_;
+  std::vector<TacticFamily> families_;
+};
+
+}  // namespace
+
+Result<const Backend*> cuda_backend() {
+  static std::once_flag once;
+  static std::unique_ptr<CudaBackend> backend;
+  static Status error;
+  std::call_once(once, [] {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      error = unsupported("no CUDA device: ", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+      return;
+    }
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+      error = unsupported("cannot query CUDA device ", dev);
+      return;
+    }
+    backend = std::make_unique<CudaBackend>(dev, "sm_" + std::to_string(prop.major * 10 + prop.minor));
+  });
+  if (!backend) return error;
+  return static_cast<const Backend*>(backend.get());
+}
+
+}  // namespace ingot::backend::cuda

@@ -1,0 +1,16 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The one CUDA error check: turns a cudaError_t into a Status naming the call and where.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "core/status.h"
+
+#define INGOT_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                          \
+    cudaError_t ingot_cuda_err_ = (expr);                                                       \
+    if (ingot_cuda_err_ != cudaSuccess)                                                         \
+      return ::ingot::make_status(::ingot::StatusCode::kInternal, #expr, " failed: ",           \
+                                  cudaGetErrorString(ingot_cuda_err_), " (", __FILE__, ":", __LINE__, ")"); \
+  } while (0)

@@ -1,0 +1,38 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// How CUDA tactic families plug into the cuda backend. Each family (elementwise kernels,
+// cuBLASLt GEMMs, ...) lives in src/backend/cuda/<family>_tactics.cc (the Tactic classes, host
+// side) with its device code in <family>_kernels.cu (kernels and a plain C++ launcher), and
+// exposes one TacticFamily. The backend asks every family for candidates, in order; the
+// builder keeps the first supported one (autotuning across candidates comes next).
+//
+// Contract for a CUDA Tactic's enqueue (see backend/tactic.h, StepIO):
+//  - every Tensor in io.inputs / *io.outputs is a view whose raw() is a DEVICE pointer (never
+//    dereference it on the host); dtype and shape are the current ones;
+//  - io.stream is the cudaStream_t to launch on; no host synchronization, no allocation;
+//  - io.workspace is a device buffer of at least workspace_bytes() at the max shapes;
+//  - check every launch (INGOT_CUDA_CHECK / cudaGetLastError) and return a Status naming the
+//    node on failure.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/tactic.h"
+
+namespace ingot::backend::cuda {
+
+struct TacticFamily {
+  std::string name;  ///< e.g. "elementwise"; tactic names start with "cuda.<name>."
+  /// Candidates for a node (empty when the family does not handle it).
+  std::function<std::vector<std::unique_ptr<Tactic>>(const ir::Node&, const std::vector<ir::TensorType>&)> candidates;
+  /// Rebuilds a tactic from its name and params (nullptr when the name is not this family's).
+  std::function<std::unique_ptr<Tactic>(const std::string& name, const std::vector<uint8_t>& params)> create;
+};
+
+TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
+TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
+
+}  // namespace ingot::backend::cuda

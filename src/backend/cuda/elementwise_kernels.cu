@@ -1,0 +1,175 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Pointwise kernels: unary ops and Cast, binary ops with broadcasting, Where. The op is a
+// run-time argument (a warp-uniform switch) rather than a template parameter, which keeps this
+// file to 9 + 6 + 3 instantiations; the loops are memory bound, so the switch costs little.
+#include "backend/cuda/elementwise_common.cuh"
+
+namespace ingot::backend::cuda {
+namespace ew {
+namespace {
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float apply_unary(UnaryOp op, float x, float alpha, float beta, float lo, float hi) {
+  switch (op) {
+    case UnaryOp::kIdentity: return x;
+    case UnaryOp::kRelu: return isnan(x) ? x : fmaxf(x, 0.0f);
+    case UnaryOp::kSigmoid: return sigmoid(x);
+    case UnaryOp::kTanh: return tanhf(x);
+    case UnaryOp::kExp: return expf(x);
+    case UnaryOp::kLog: return logf(x);
+    case UnaryOp::kSqrt: return sqrtf(x);
+    case UnaryOp::kAbs: return fabsf(x);
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kReciprocal: return 1.0f / x;
+    case UnaryOp::kErf: return erff(x);
+    case UnaryOp::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    case UnaryOp::kGeluTanh: {
+      const float c = 0.79788456080286535588f;  // sqrt(2 / pi)
+      return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+    }
+    case UnaryOp::kLeakyRelu: return x < 0.0f ? alpha * x : x;
+    case UnaryOp::kHardSigmoid: return fmaxf(0.0f, fminf(1.0f, alpha * x + beta));
+    case UnaryOp::kHardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case UnaryOp::kSoftplus: return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case UnaryOp::kClip: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
+    case UnaryOp::kSilu: return x * sigmoid(x);
+  }
+  return x;
+}
+
+__device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kPow: return powf(a, b);
+    // NaN in either operand gives NaN (fmaxf/fminf would drop it), as the reference does.
+    case BinaryOp::kMax: return (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+    case BinaryOp::kMin: return (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fminf(a, b);
+  }
+  return a;
+}
+
+// Elements [0, nvec * N) move as packs (x and y 16-byte aligned, checked by the launcher);
+// the tail [nvec * N, n) element by element.
+template <class In, class Out>
+__global__ void unary_kernel(UnaryOp op, UnaryParams p, const In* x, Out* y, int64_t n,
+                             int64_t nvec) {
+  constexpr int N = 16 / (sizeof(In) < sizeof(Out) ? sizeof(In) : sizeof(Out));
+  float lo = p.lo, hi = p.hi;
+  if (p.lo_ptr) lo = to_f32(*static_cast<const In*>(p.lo_ptr));
+  if (p.hi_ptr) hi = to_f32(*static_cast<const In*>(p.hi_ptr));
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const auto* xv = reinterpret_cast<const Pack<In, N>*>(x);
+  auto* yv = reinterpret_cast<Pack<Out, N>*>(y);
+  for (int64_t i = tid; i < nvec; i += stride) {
+    Pack<In, N> a = xv[i];
+    Pack<Out, N> r;
+#pragma unroll
+    for (int k = 0; k < N; ++k) r.v[k] = from_f32<Out>(apply_unary(op, to_f32(a.v[k]), p.alpha, p.beta, lo, hi));
+    yv[i] = r;
+  }
+  for (int64_t i = nvec * N + tid; i < n; i += stride)
+    y[i] = from_f32<Out>(apply_unary(op, to_f32(x[i]), p.alpha, p.beta, lo, hi));
+}
+
+template <class T>
+__global__ void binary_same_kernel(BinaryOp op, const T* a, const T* b,
+                                   T* y, int64_t n, int64_t nvec) {
+  constexpr int N = 16 / sizeof(T);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const auto* av = reinterpret_cast<const Pack<T, N>*>(a);
+  const auto* bv = reinterpret_cast<const Pack<T, N>*>(b);
+  auto* yv = reinterpret_cast<Pack<T, N>*>(y);
+  for (int64_t i = tid; i < nvec; i += stride) {
+    Pack<T, N> pa = av[i], pb = bv[i], r;
+#pragma unroll
+    for (int k = 0; k < N; ++k) r.v[k] = from_f32<T>(apply_binary(op, to_f32(pa.v[k]), to_f32(pb.v[k])));
+    yv[i] = r;
+  }
+  for (int64_t i = nvec * N + tid; i < n; i += stride) y[i] = from_f32<T>(apply_binary(op, to_f32(a[i]), to_f32(b[i])));
+}
+
+// No __restrict__ in this file: in-place steps may alias y with an input.
+template <class T>
+__global__ void binary_broadcast_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n, BroadcastDesc d) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[2];
+    broadcast_offsets<2>(d, i, off);
+    y[i] = from_f32<T>(apply_binary(op, to_f32(a[off[0]]), to_f32(b[off[1]])));
+  }
+}
+
+template <class T>
+__global__ void where_kernel(const uint8_t* c, const T* x, const T* z, T* y, int64_t n, BroadcastDesc d) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[3];
+    broadcast_offsets<3>(d, i, off);
+    y[i] = c[off[0]] ? x[off[1]] : z[off[2]];
+  }
+}
+
+}  // namespace
+}  // namespace ew
+
+cudaError_t launch_unary(UnaryOp op, const UnaryParams& p, FloatType in, FloatType out, const void* x, void* y,
+                         int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ew::dispatch_float(in, [&](auto tin) {
+    using In = typename decltype(tin)::type;
+    ew::dispatch_float(out, [&](auto tout) {
+      using Out = typename decltype(tout)::type;
+      constexpr int64_t N = 16 / (sizeof(In) < sizeof(Out) ? sizeof(In) : sizeof(Out));
+      const int64_t nvec = (ew::aligned16(x) && ew::aligned16(y)) ? n / N : 0;
+      const int64_t work = nvec + (n - nvec * N);
+      ew::unary_kernel<In, Out><<<ew::grid_for(work), ew::kThreads, 0, stream>>>(
+          op, p, static_cast<const In*>(x), static_cast<Out*>(y), n, nvec);
+    });
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
+                                     cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int64_t N = 16 / sizeof(T);
+    const int64_t nvec = (ew::aligned16(a) && ew::aligned16(b) && ew::aligned16(y)) ? n / N : 0;
+    const int64_t work = nvec + (n - nvec * N);
+    ew::binary_same_kernel<T><<<ew::grid_for(work), ew::kThreads, 0, stream>>>(
+        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n, nvec);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
+                          const BroadcastDesc& desc, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ew::binary_broadcast_kernel<T><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n, desc);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_where(FloatType t, const uint8_t* cond, const void* x, const void* z, void* y, int64_t n,
+                         const BroadcastDesc& desc, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ew::where_kernel<T><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+        cond, static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), n, desc);
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace ingot::backend::cuda

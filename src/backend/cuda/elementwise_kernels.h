@@ -1,0 +1,93 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Launchers for the elementwise family's device code (elementwise_kernels.cu for pointwise ops,
+// elementwise_row_kernels.cu for Softmax, LayerNormalization and Transpose). Plain C++ so the
+// host side (elementwise_tactics.cc) compiles with the host compiler; every launcher enqueues
+// on `stream`, never synchronizes, and returns cudaGetLastError() after its launch.
+//
+// Floats are stored as f32/f16/bf16 and computed in fp32, rounding once on store. Shapes are
+// described by at most kMaxDims dims with element strides; a broadcast dim has stride 0.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ingot::backend::cuda {
+
+constexpr int kMaxDims = 6;
+
+enum class FloatType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+enum class UnaryOp : int32_t {
+  kIdentity = 0,  // also Cast (input and output types differ)
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kLog,
+  kSqrt,
+  kAbs,
+  kNeg,
+  kReciprocal,
+  kErf,
+  kGelu,         // 0.5 x (1 + erf(x / sqrt 2))
+  kGeluTanh,     // approximate="tanh"
+  kLeakyRelu,    // alpha
+  kHardSigmoid,  // max(0, min(1, alpha x + beta))
+  kHardSwish,
+  kSoftplus,
+  kClip,  // min(max(x, lo), hi); NaN stays NaN
+  kSilu,  // x sigmoid(x)
+};
+
+struct UnaryParams {
+  float alpha = 0;
+  float beta = 0;
+  float lo = 0;  // Clip bounds (used when the pointers below are null)
+  float hi = 0;
+  /// Clip bounds read on the device (one element of the input's float type), when not null:
+  /// Clip's min/max inputs are tensors, possibly computed, so the kernel reads them itself.
+  const void* lo_ptr = nullptr;
+  const void* hi_ptr = nullptr;
+};
+
+/// y[i] = op(x[i]) for i < n, x of type `in`, y of type `out`.
+cudaError_t launch_unary(UnaryOp op, const UnaryParams& p, FloatType in, FloatType out, const void* x, void* y,
+                         int64_t n, cudaStream_t stream);
+
+enum class BinaryOp : int32_t { kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin };
+
+/// Output dims and per-operand element strides (0 on broadcast dims), outermost first.
+struct BroadcastDesc {
+  int32_t rank = 0;
+  int64_t dims[kMaxDims] = {};
+  int64_t strides[3][kMaxDims] = {};  // operands a, b, and c (Where's condition is operand 0)
+};
+
+/// y = a op b with numpy broadcasting (a, b, y of type t). `desc` covers operands 0 (a), 1 (b).
+cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
+                          const BroadcastDesc& desc, cudaStream_t stream);
+/// y = a op b, all three contiguous with n elements (the vectorized path).
+cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
+                                     cudaStream_t stream);
+
+/// y = cond ? x : z with broadcasting; cond is bool (one byte), operand order in desc: cond, x, z.
+cudaError_t launch_where(FloatType t, const uint8_t* cond, const void* x, const void* z, void* y, int64_t n,
+                         const BroadcastDesc& desc, cudaStream_t stream);
+
+/// Softmax over the middle dim of a contiguous [outer, len, inner] view.
+cudaError_t launch_softmax(FloatType t, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                           cudaStream_t stream);
+
+/// LayerNormalization of each contiguous row of `len` elements (rows = outer); gamma and the
+/// optional beta (nullptr) hold `len` elements of type `t`.
+cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, const void* beta, void* y, int64_t outer,
+                             int64_t len, float epsilon, cudaStream_t stream);
+
+/// y = transpose(x): y's dims are out_dims; in_strides[d] is x's element stride along the input
+/// dim that becomes output dim d. Elements of 1, 2, 4 or 8 bytes (any dtype of those widths).
+cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int32_t rank, const int64_t* out_dims,
+                             const int64_t* in_strides, int64_t n, cudaStream_t stream);
+
+}  // namespace ingot::backend::cuda

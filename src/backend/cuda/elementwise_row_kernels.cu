@@ -1,0 +1,190 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Row-wise kernels of the elementwise family: Softmax (one block per row when the axis is the
+// innermost dim, one thread per column otherwise), LayerNormalization (one block per row) and
+// Transpose (one thread per output element). Reductions run in fp32 with warp shuffles and one
+// shared-memory slot per warp. Rows are re-read from global memory for each pass (they sit in
+// L1/L2 for the sizes these models use).
+#include <cmath>
+
+#include "backend/cuda/elementwise_common.cuh"
+
+namespace ingot::backend::cuda {
+namespace ew {
+namespace {
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Block-wide reductions; blockDim.x is a multiple of 32. `red` has 32 slots. Every thread gets
+// the result; the trailing barrier lets the caller reuse `red` right away.
+__device__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? red[lane] : -INFINITY;
+  v = warp_max(v);
+  __syncthreads();
+  return v;
+}
+
+__device__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? red[lane] : 0.0f;
+  v = warp_sum(v);
+  __syncthreads();
+  return v;
+}
+
+// Softmax over contiguous rows of `len`. As the reference: a row whose max is not finite
+// (all -inf, or +inf) uses 0 as its shift and lets the arithmetic propagate.
+template <class T>
+__global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t len) {
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) m = fmaxf(m, to_f32(xr[j]));
+    m = block_max(m, red);
+    if (!isfinite(m)) m = 0.0f;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) s += expf(to_f32(xr[j]) - m);
+    s = block_sum(s, red);
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f32<T>(expf(to_f32(xr[j]) - m) / s);
+  }
+}
+
+// Softmax over the middle dim of [outer, len, inner]: one thread per (outer, inner) column;
+// neighbouring threads read neighbouring elements.
+template <class T>
+__global__ void softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner) {
+  const int64_t cols = outer * inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += stride) {
+    const int64_t o = c / inner, in = c % inner;
+    const T* xc = x + o * len * inner + in;
+    T* yc = y + o * len * inner + in;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < len; ++j) m = fmaxf(m, to_f32(xc[j * inner]));
+    if (!isfinite(m)) m = 0.0f;
+    float s = 0.0f;
+    for (int64_t j = 0; j < len; ++j) s += expf(to_f32(xc[j * inner]) - m);
+    for (int64_t j = 0; j < len; ++j) yc[j * inner] = from_f32<T>(expf(to_f32(xc[j * inner]) - m) / s);
+  }
+}
+
+// Two-pass mean and variance (no cancellation from E[x^2] - E[x]^2).
+template <class T>
+__global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int64_t len,
+                                 float epsilon) {
+  __shared__ float red[32];
+  const float inv_len = 1.0f / static_cast<float>(len);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) s += to_f32(xr[j]);
+    const float mean = block_sum(s, red) * inv_len;
+    float v = 0.0f;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      const float d = to_f32(xr[j]) - mean;
+      v += d * d;
+    }
+    const float rstd = 1.0f / sqrtf(block_sum(v, red) * inv_len + epsilon);
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      float o = (to_f32(xr[j]) - mean) * rstd * to_f32(gamma[j]);
+      if (beta) o += to_f32(beta[j]);
+      yr[j] = from_f32<T>(o);
+    }
+  }
+}
+
+template <class E>
+__global__ void transpose_kernel(const E* x, E* y, int64_t n, BroadcastDesc d) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[1];
+    broadcast_offsets<1>(d, i, off);
+    y[i] = x[off[0]];
+  }
+}
+
+/// Threads per row: the row length rounded up to a warp multiple, 32..1024.
+unsigned row_threads(int64_t len) {
+  int64_t t = 32;
+  while (t < len && t < 1024) t *= 2;
+  return static_cast<unsigned>(t);
+}
+
+constexpr int64_t kMaxRowBlocks = 65535;
+
+}  // namespace
+}  // namespace ew
+
+cudaError_t launch_softmax(FloatType t, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                           cudaStream_t stream) {
+  if (outer <= 0 || len <= 0 || inner <= 0) return cudaSuccess;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = static_cast<const T*>(x);
+    T* py = static_cast<T*>(y);
+    if (inner == 1) {
+      const unsigned blocks = static_cast<unsigned>(outer < ew::kMaxRowBlocks ? outer : ew::kMaxRowBlocks);
+      ew::softmax_rows_kernel<T><<<blocks, ew::row_threads(len), 0, stream>>>(px, py, outer, len);
+    } else {
+      ew::softmax_columns_kernel<T><<<ew::grid_for(outer * inner), ew::kThreads, 0, stream>>>(px, py, outer, len,
+                                                                                              inner);
+    }
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, const void* beta, void* y, int64_t outer,
+                             int64_t len, float epsilon, cudaStream_t stream) {
+  if (outer <= 0 || len <= 0) return cudaSuccess;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const unsigned blocks = static_cast<unsigned>(outer < ew::kMaxRowBlocks ? outer : ew::kMaxRowBlocks);
+    ew::layernorm_kernel<T><<<blocks, ew::row_threads(len), 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y),
+        outer, len, epsilon);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int32_t rank, const int64_t* out_dims,
+                             const int64_t* in_strides, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (rank < 0 || rank > kMaxDims) return cudaErrorInvalidValue;
+  BroadcastDesc d;
+  d.rank = rank;
+  for (int32_t i = 0; i < rank; ++i) {
+    d.dims[i] = out_dims[i];
+    d.strides[0][i] = in_strides[i];
+  }
+  const unsigned blocks = ew::grid_for(n);
+  switch (element_bytes) {
+    case 1: ew::transpose_kernel<uint8_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n, d); break;
+    case 2: ew::transpose_kernel<uint16_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), n, d); break;
+    case 4: ew::transpose_kernel<uint32_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, d); break;
+    case 8: ew::transpose_kernel<uint64_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), n, d); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace ingot::backend::cuda

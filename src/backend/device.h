@@ -1,0 +1,40 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Where a backend's tensors live. The runtime allocates arenas, uploads weights and copies
+// outputs only through this interface, so the same ExecutionContext serves CPU engines (host
+// memory) and CUDA engines (device memory, stream-ordered copies).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+#include "core/status.h"
+
+namespace ingot::backend {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  /// True when tensors are host memory (the CPU backend): no copies needed to read them.
+  virtual bool is_host() const = 0;
+  /// `bytes` of memory, 256-byte aligned. kOutOfMemory with the size when it does not fit.
+  virtual Result<void*> allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  /// Stream-ordered copies and fills (`stream` is a cudaStream_t on CUDA, ignored on the host).
+  virtual Status copy_to_device(void* dst, const void* host_src, size_t bytes, void* stream) = 0;
+  virtual Status copy_to_host(void* host_dst, const void* src, size_t bytes, void* stream) = 0;
+  virtual Status copy_on_device(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  virtual Status fill(void* dst, int byte, size_t bytes, void* stream) = 0;
+  /// Waits for everything enqueued on `stream`.
+  virtual Status synchronize(void* stream) = 0;
+  /// "sm_90" for a CUDA device, "" for the host.
+  virtual std::string arch() const = 0;
+  /// Library versions an engine built here is bound to (e.g. "cudart" -> "13000").
+  virtual std::map<std::string, std::string> library_versions() const = 0;
+};
+
+/// The host device (CPU backend).
+Device& host_device();
+
+}  // namespace ingot::backend
