@@ -15,10 +15,10 @@ python3 tests/models/make_optimizer_models.py -o "$work/optmodels" >> "$OUT/gene
 
 "$B/tests/ingot_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
 gpu_rc=$?
-"$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda -v \
+"$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda --in-process -v \
   > "$OUT/conformance_cuda.log" 2>&1
-"$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda -v > "$OUT/models_cuda.log" 2>&1
-"$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda -v >> "$OUT/models_cuda.log" 2>&1
+"$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda --in-process -v > "$OUT/models_cuda.log" 2>&1
+"$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda --in-process -v >> "$OUT/models_cuda.log" 2>&1
 
 echo "== summary =="
 echo "gpu tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (rc $gpu_rc)"

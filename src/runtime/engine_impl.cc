@@ -49,6 +49,7 @@ class ContextImpl : public ExecutionContext {
 
   std::shared_ptr<const EngineImpl> engine_;
   std::shared_ptr<void> arena_;
+  std::shared_ptr<void> workspace_;  ///< scratch shared by the steps (they run one at a time)
   int profile_ = 0;
   std::vector<Shape64> input_shapes_;      // per io index (inputs only)
   std::vector<bool> input_shape_set_;
@@ -190,6 +191,14 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
 };
 
 Status ContextImpl::init() {
+  uint64_t ws = engine_->plan().memory.workspace_bytes;
+  if (ws) {
+    auto p = engine_->device().allocate(ws);
+    if (!p.ok())
+      return make_status(StatusCode::kOutOfMemory, "cannot allocate the ", ws, "-byte workspace: ", p.status().message());
+    backend::Device* dev = &engine_->device();
+    workspace_ = std::shared_ptr<void>(*p, [dev](void* q) { dev->release(q); });
+  }
   size_t n = engine_->io_tensors().size();
   input_shapes_.assign(n, {});
   input_shape_set_.assign(n, false);
@@ -356,7 +365,12 @@ Status ContextImpl::enqueue(void* stream) {
         break;
       }
       case builder::Storage::kDynamic:
-        break;  // produced by its step
+        // Sizes unknown at build time: when this run's shapes settle them, give the step a
+        // buffer so any tactic can write it; data-dependent ones are allocated by their step.
+        if (known && v->dtype() != DataType::kString) {
+          INGOT_ASSIGN_OR_RETURN(tensors_[vi], device_tensor(v->dtype(), sh->second));
+        }
+        break;
     }
   }
   auto runner = cpu::make_subgraph_runner([this](const ir::Value* v) { return lookup(v); });
@@ -382,6 +396,7 @@ Status ContextImpl::enqueue(void* stream) {
       sio.in_place = true;
     sio.outputs = &scratch_outputs_;
     sio.stream = stream;
+    sio.workspace = workspace_.get();
     if (engine_->device().is_host()) sio.subgraph_runner = runner;
     sio.allocate_output = [this](DataType dt, const Shape64& shape) { return device_tensor(dt, shape); };
     auto t0 = std::chrono::steady_clock::now();

@@ -285,8 +285,12 @@ std::string one_line(std::string s) {
   return s;
 }
 
-// Runs a case in a child so crashes and hangs are contained.
+bool g_in_process = false;
+
+// Runs a case in a child so crashes and hangs are contained (unless --in-process, which CUDA
+// runs use so the device is initialized once).
 Outcome run_isolated(const fs::path& dir, int timeout_s) {
+  if (g_in_process) return run_case(dir);
   int fds[2];
   if (pipe(fds) != 0) return run_case(dir);
   pid_t pid = fork();
@@ -357,6 +361,7 @@ int main(int argc, char** argv) {
     else if (a == "--min-pass-rate") min_pass_rate = std::stod(next());
     else if (a == "--timeout") timeout_s = std::stoi(next());
     else if (a == "--verbose" || a == "-v") verbose = true;
+    else if (a == "--in-process") g_in_process = true;
     else {
       std::cerr << "usage: conformance_runner --dir DIR [--mode interpreter|engine|engine-optimized] [--expectations FILE]..."
                    " [--write-expectations FILE]"
