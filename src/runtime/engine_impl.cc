@@ -9,6 +9,7 @@
 #include "backend/cpu/executor.h"
 #include "backend/device.h"
 #include "builder/shape_propagation.h"
+#include "ir/op_registry.h"
 
 namespace ingot::runtime {
 
@@ -42,6 +43,7 @@ class ContextImpl : public ExecutionContext {
   TensorListener* listener_ = nullptr;
   int io_index(const std::string& name) const;
   const Tensor* lookup(const ir::Value* v) const;
+  Status settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs);
 
   /// A zeroed tensor in the engine's device memory (host memory for CPU engines).
   Result<Tensor> device_tensor(DataType dtype, const Shape64& shape) const;
@@ -308,6 +310,46 @@ Result<Tensor> ContextImpl::device_tensor(DataType dtype, const Shape64& shape) 
   return engine_->allocate(dtype, shape);
 }
 
+Status ContextImpl::settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs) {
+  // Outputs whose size only the inputs of this run settle (they follow a data-dependent op):
+  // infer this node again with the actual input shapes, and give concrete ones a buffer.
+  bool any = false;
+  for (size_t o = 0; o < scratch_outputs_.size(); ++o)
+    any |= node.outputs()[o] && !scratch_outputs_[o].defined() && node.outputs()[o]->dtype() != DataType::kString;
+  if (!any) return Status::Ok();
+  const ir::OpSchema* schema = ir::OpRegistry::global().find(node.op_type(), node.domain());
+  if (!schema || !schema->inference()) return Status::Ok();
+  std::vector<ir::TensorType> types;
+  std::vector<const Tensor*> values;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ir::TensorType t;
+    const Tensor* val = nullptr;
+    if (inputs[i]) {
+      t.dtype = inputs[i]->dtype();
+      t.shape = ir::Shape::from_concrete(inputs[i]->shape());
+      const ir::Value* v = node.inputs()[i];
+      if (engine_->device().is_host()) val = inputs[i];
+      else if (v && v->initializer()) val = v->initializer();
+      else if (v) {
+        auto h = shapes_.host_values.find(v);
+        if (h != shapes_.host_values.end()) val = &h->second;
+      }
+    }
+    types.push_back(std::move(t));
+    values.push_back(val);
+  }
+  ir::InferenceContext ctx(node, node.owner() ? node.owner()->opset(node.domain()) : 0, std::move(types), values);
+  if (!schema->inference()(ctx).ok()) return Status::Ok();  // the step itself reports the error
+  for (size_t o = 0; o < scratch_outputs_.size(); ++o) {
+    const ir::Value* v = node.outputs()[o];
+    if (!v || scratch_outputs_[o].defined() || v->dtype() == DataType::kString) continue;
+    const ir::TensorType& t = ctx.output(o);
+    if (t.dtype == DataType::kUndefined || !t.shape.is_concrete()) continue;
+    INGOT_ASSIGN_OR_RETURN(scratch_outputs_[o], device_tensor(t.dtype, t.shape.concrete()));
+  }
+  return Status::Ok();
+}
+
 const Tensor* ContextImpl::lookup(const ir::Value* v) const {
   int vi = engine_->value_index(v);
   if (vi >= 0 && tensors_[vi].defined()) return &tensors_[vi];
@@ -391,6 +433,7 @@ Status ContextImpl::enqueue(void* stream) {
       out_vi[o] = engine_->value_index(v);
       if (out_vi[o] >= 0) scratch_outputs_[o] = tensors_[out_vi[o]];
     }
+    INGOT_RETURN_IF_ERROR(settle_outputs(*step.node, sio.inputs));
     if (!scratch_outputs_.empty() && scratch_outputs_[0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
         sio.inputs[0]->raw() == scratch_outputs_[0].raw())
       sio.in_place = true;
