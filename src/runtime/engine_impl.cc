@@ -43,7 +43,11 @@ class ContextImpl : public ExecutionContext {
   TensorListener* listener_ = nullptr;
   int io_index(const std::string& name) const;
   const Tensor* lookup(const ir::Value* v) const;
-  Status settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs);
+  Status settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs);
+  /// Builds the views and per-step StepIO for the current shapes and bindings.
+  Status prepare_run();
+  /// Whether output o of step s had a buffer when the run was prepared (not data-dependent).
+  bool prepared_defined(size_t s, size_t o) const { return step_prepared_[s].size() > o && step_prepared_[s][o]; }
 
   /// A zeroed tensor in the engine's device memory (host memory for CPU engines).
   Result<Tensor> device_tensor(DataType dtype, const Shape64& shape) const;
@@ -60,7 +64,13 @@ class ContextImpl : public ExecutionContext {
   bool shapes_valid_ = false;
   builder::ShapeState shapes_;
   std::vector<Tensor> tensors_;            // per plan value, views valid for the current run
-  std::vector<Tensor> scratch_outputs_;    // reused per step
+  bool views_valid_ = false;               // tensors_ and step_io_ match shapes and bindings
+  cpu::SubgraphRunner runner_;
+  std::vector<backend::StepIO> step_io_;
+  std::vector<std::vector<Tensor>> step_outputs_;
+  std::vector<std::vector<int>> step_out_vi_;
+  std::vector<std::vector<bool>> step_prepared_;
+  std::vector<bool> step_dynamic_;
 };
 
 class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl> {
@@ -234,6 +244,7 @@ Status ContextImpl::set_optimization_profile(int profile) {
                        engine_->num_profiles(), ")");
   profile_ = profile;
   shapes_valid_ = false;
+  views_valid_ = false;
   return Status::Ok();
 }
 
@@ -257,12 +268,14 @@ Status ContextImpl::set_input_shape(const std::string& name, const std::vector<i
   input_shapes_[i] = dims;
   input_shape_set_[i] = true;
   shapes_valid_ = false;
+  views_valid_ = false;
   return Status::Ok();
 }
 
 Status ContextImpl::set_tensor_address(const std::string& name, void* address) {
   int i = io_index(name);
   if (i < 0) return make_status(StatusCode::kNotFound, "'", name, "' is not an input or output of the engine");
+  if (addresses_[i] != address) views_valid_ = false;
   addresses_[i] = address;
   return Status::Ok();
 }
@@ -285,6 +298,7 @@ Status ContextImpl::infer_shapes() {
   }
   INGOT_ASSIGN_OR_RETURN(shapes_, builder::propagate_shapes(*engine_->plan().graph, in));
   shapes_valid_ = true;
+  views_valid_ = false;
   return Status::Ok();
 }
 
@@ -310,12 +324,13 @@ Result<Tensor> ContextImpl::device_tensor(DataType dtype, const Shape64& shape) 
   return engine_->allocate(dtype, shape);
 }
 
-Status ContextImpl::settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs) {
+Status ContextImpl::settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs,
+                                   std::vector<Tensor>& outputs) {
   // Outputs whose size only the inputs of this run settle (they follow a data-dependent op):
   // infer this node again with the actual input shapes, and give concrete ones a buffer.
   bool any = false;
-  for (size_t o = 0; o < scratch_outputs_.size(); ++o)
-    any |= node.outputs()[o] && !scratch_outputs_[o].defined() && node.outputs()[o]->dtype() != DataType::kString;
+  for (size_t o = 0; o < outputs.size(); ++o)
+    any |= node.outputs()[o] && !outputs[o].defined() && node.outputs()[o]->dtype() != DataType::kString;
   if (!any) return Status::Ok();
   const ir::OpSchema* schema = ir::OpRegistry::global().find(node.op_type(), node.domain());
   if (!schema || !schema->inference()) return Status::Ok();
@@ -340,12 +355,12 @@ Status ContextImpl::settle_outputs(const ir::Node& node, const std::vector<const
   }
   ir::InferenceContext ctx(node, node.owner() ? node.owner()->opset(node.domain()) : 0, std::move(types), values);
   if (!schema->inference()(ctx).ok()) return Status::Ok();  // the step itself reports the error
-  for (size_t o = 0; o < scratch_outputs_.size(); ++o) {
+  for (size_t o = 0; o < outputs.size(); ++o) {
     const ir::Value* v = node.outputs()[o];
-    if (!v || scratch_outputs_[o].defined() || v->dtype() == DataType::kString) continue;
+    if (!v || outputs[o].defined() || v->dtype() == DataType::kString) continue;
     const ir::TensorType& t = ctx.output(o);
     if (t.dtype == DataType::kUndefined || !t.shape.is_concrete()) continue;
-    INGOT_ASSIGN_OR_RETURN(scratch_outputs_[o], device_tensor(t.dtype, t.shape.concrete()));
+    INGOT_ASSIGN_OR_RETURN(outputs[o], device_tensor(t.dtype, t.shape.concrete()));
   }
   return Status::Ok();
 }
@@ -357,11 +372,13 @@ const Tensor* ContextImpl::lookup(const ir::Value* v) const {
   return v->initializer();
 }
 
-Status ContextImpl::enqueue(void* stream) {
+Status ContextImpl::prepare_run() {
   if (!shapes_valid_) INGOT_RETURN_IF_ERROR(infer_shapes());
   const builder::Plan& plan = engine_->plan();
   const auto& io = engine_->io_tensors();
-  // Views for this run: bindings, weights, arena tensors at their current shapes.
+  // Views for the current shapes and bindings: weights, arena tensors, bindings, and buffers for
+  // values whose size the shapes settle. Rebuilt only when shapes or bindings change, so the
+  // steady-state enqueue below touches no allocator.
   for (size_t vi = 0; vi < plan.values.size(); ++vi) {
     const builder::ValuePlan& vp = plan.values[vi];
     const ir::Value* v = vp.value;
@@ -407,42 +424,74 @@ Status ContextImpl::enqueue(void* stream) {
         break;
       }
       case builder::Storage::kDynamic:
-        // Sizes unknown at build time: when this run's shapes settle them, give the step a
-        // buffer so any tactic can write it; data-dependent ones are allocated by their step.
+        // Sizes unknown at build time: when these shapes settle them, give the step a buffer so
+        // any tactic can write it; data-dependent ones are allocated by their step each run.
         if (known && v->dtype() != DataType::kString) {
           INGOT_ASSIGN_OR_RETURN(tensors_[vi], device_tensor(v->dtype(), sh->second));
         }
         break;
     }
   }
-  auto runner = cpu::make_subgraph_runner([this](const ir::Value* v) { return lookup(v); });
-  for (size_t s = 0; s < plan.steps.size(); ++s) {
-    const builder::Step& step = plan.steps[s];
-    backend::StepIO sio;
-    sio.node = step.node;
-    for (const ir::Value* v : step.node->inputs()) {
-      const Tensor* t = v ? lookup(v) : nullptr;
-      if (v && !t) return internal_error(step.node->describe(), ": input '", v->name(), "' has no value");
+  // One StepIO per step, pointing at the views above.
+  runner_ = cpu::make_subgraph_runner([this](const ir::Value* v) { return lookup(v); });
+  size_t n = plan.steps.size();
+  step_io_.assign(n, backend::StepIO());
+  step_outputs_.assign(n, {});
+  step_out_vi_.assign(n, {});
+  step_dynamic_.assign(n, false);
+  step_prepared_.assign(n, {});
+  for (size_t s = 0; s < n; ++s) {
+    const ir::Node& node = *plan.steps[s].node;
+    backend::StepIO& sio = step_io_[s];
+    sio.node = &node;
+    for (const ir::Value* v : node.inputs()) {
+      const Tensor* t = nullptr;
+      if (v) {
+        int vi = engine_->value_index(v);
+        t = vi >= 0 ? &tensors_[vi] : v->initializer();  // later steps' outputs are filled in place
+        if (!t) return internal_error(node.describe(), ": input '", v->name(), "' has no value");
+      }
       sio.inputs.push_back(t);
     }
-    scratch_outputs_.assign(step.node->outputs().size(), Tensor());
-    std::vector<int> out_vi(step.node->outputs().size(), -1);
-    for (size_t o = 0; o < step.node->outputs().size(); ++o) {
-      const ir::Value* v = step.node->outputs()[o];
+    step_outputs_[s].assign(node.outputs().size(), Tensor());
+    step_out_vi_[s].assign(node.outputs().size(), -1);
+    for (size_t o = 0; o < node.outputs().size(); ++o) {
+      const ir::Value* v = node.outputs()[o];
       if (!v) continue;
-      out_vi[o] = engine_->value_index(v);
-      if (out_vi[o] >= 0) scratch_outputs_[o] = tensors_[out_vi[o]];
+      int vi = engine_->value_index(v);
+      step_out_vi_[s][o] = vi;
+      if (vi >= 0) step_outputs_[s][o] = tensors_[vi];
+      if (!step_outputs_[s][o].defined()) step_dynamic_[s] = true;
     }
-    INGOT_RETURN_IF_ERROR(settle_outputs(*step.node, sio.inputs));
-    if (!scratch_outputs_.empty() && scratch_outputs_[0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
-        sio.inputs[0]->raw() == scratch_outputs_[0].raw())
-      sio.in_place = true;
-    sio.outputs = &scratch_outputs_;
-    sio.stream = stream;
+    for (const Tensor& t : step_outputs_[s]) step_prepared_[s].push_back(t.defined());
+    sio.outputs = &step_outputs_[s];
     sio.workspace = workspace_.get();
-    if (engine_->device().is_host()) sio.subgraph_runner = runner;
+    if (engine_->device().is_host()) sio.subgraph_runner = runner_;
     sio.allocate_output = [this](DataType dt, const Shape64& shape) { return device_tensor(dt, shape); };
-    auto t0 = std::chrono::steady_clock::now();
+    sio.in_place = !step_outputs_[s].empty() && step_outputs_[s][0].defined() && !sio.inputs.empty() &&
+                   sio.inputs[0] && sio.inputs[0]->raw() == step_outputs_[s][0].raw();
+  }
+  views_valid_ = true;
+  return Status::Ok();
+}
+
+Status ContextImpl::enqueue(void* stream) {
+  if (!shapes_valid_ || !views_valid_) INGOT_RETURN_IF_ERROR(prepare_run());
+  const builder::Plan& plan = engine_->plan();
+  const auto& io = engine_->io_tensors();
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    backend::StepIO& sio = step_io_[s];
+    std::vector<Tensor>& outs = step_outputs_[s];
+    if (step_dynamic_[s]) {
+      // Data-dependent outputs: undefined again, sized by this run's inputs or by the step.
+      for (size_t o = 0; o < outs.size(); ++o) {
+        int vi = step_out_vi_[s][o];
+        if (vi >= 0 && !prepared_defined(s, o)) outs[o] = Tensor();
+      }
+      INGOT_RETURN_IF_ERROR(settle_outputs(*sio.node, sio.inputs, outs));
+    }
+    sio.stream = stream;
+    auto t0 = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status st = engine_->tactics()[s]->enqueue(sio);
     if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());
     if (profiler_) {
@@ -450,11 +499,14 @@ Status ContextImpl::enqueue(void* stream) {
       float ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
       profiler_->report_layer_time(static_cast<int>(s), engine_->layers()[s].name.c_str(), ms);
     }
-    for (size_t o = 0; o < scratch_outputs_.size(); ++o) {
-      if (out_vi[o] >= 0) tensors_[out_vi[o]] = scratch_outputs_[o];
-      const ir::Value* v = step.node->outputs()[o];
-      if (listener_ && v && scratch_outputs_[o].defined() && scratch_outputs_[o].dtype() != DataType::kString) {
-        const Tensor& t = scratch_outputs_[o];
+    if (step_dynamic_[s])
+      for (size_t o = 0; o < outs.size(); ++o)
+        if (step_out_vi_[s][o] >= 0) tensors_[step_out_vi_[s][o]] = outs[o];
+    if (listener_) {
+      for (size_t o = 0; o < outs.size(); ++o) {
+        const ir::Value* v = sio.node->outputs()[o];
+        if (!v || !outs[o].defined() || outs[o].dtype() == DataType::kString) continue;
+        const Tensor& t = outs[o];
         if (engine_->device().is_host()) {
           listener_->on_tensor(static_cast<int>(s), v->name().c_str(), t.dtype(), t.shape(), t.raw());
         } else {
@@ -473,8 +525,10 @@ Status ContextImpl::enqueue(void* stream) {
     const ir::Value* v = engine_->io_values()[i];
     const Tensor* t = lookup(v);
     if (!t) return internal_error("output '", v->name(), "' was not computed");
+    bool copied = false;
     if (addresses_[i] && t->raw() != addresses_[i] && t->dtype() != DataType::kString) {
       INGOT_RETURN_IF_ERROR(engine_->device().copy_on_device(addresses_[i], t->raw(), t->nbytes(), stream));
+      copied = true;
     } else if (!addresses_[i] && (!owned_outputs_[i].defined() || owned_outputs_[i].raw() != t->raw())) {
       if (engine_->device().is_host() || t->dtype() == DataType::kString) {
         owned_outputs_[i] = t->clone();
@@ -482,9 +536,11 @@ Status ContextImpl::enqueue(void* stream) {
         INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], device_tensor(t->dtype(), t->shape()));
         INGOT_RETURN_IF_ERROR(engine_->device().copy_on_device(owned_outputs_[i].mutable_raw(), t->raw(), t->nbytes(), stream));
       }
+      copied = true;
     }
     int vi = engine_->value_index(v);
-    if (vi >= 0) tensors_[vi] = addresses_[i] ? Tensor::borrow(t->dtype(), t->shape(), addresses_[i], nullptr) : owned_outputs_[i];
+    if (copied && vi >= 0)
+      tensors_[vi] = addresses_[i] ? Tensor::borrow(t->dtype(), t->shape(), addresses_[i], nullptr) : owned_outputs_[i];
   }
   return Status::Ok();
 }

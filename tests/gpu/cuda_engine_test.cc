@@ -1,0 +1,179 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// A whole CUDA engine through the public API: every step on a CUDA tactic, outputs equal to the
+// CPU reference, a steady-state enqueue that allocates no host memory and does not synchronize
+// (it can be captured into a CUDA graph and replayed).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "backend/cpu/executor.h"
+#include "gpu_test_util.h"
+#include "ingot/builder.h"
+#include "ingot/engine.h"
+#include "onnx/importer.h"
+#include "onnx/onnx.pb.h"
+
+// Counts host allocations made by this thread while counting is on.
+namespace {
+thread_local bool g_counting = false;
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  if (g_counting) g_allocations.fetch_add(1);
+  void* p = std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void* operator new[](size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+
+namespace ingot {
+namespace {
+
+class Quiet : public Logger {
+ public:
+  void log(Severity, const char*) noexcept override {}
+};
+
+// probs = Softmax(Relu(x·W1 + b1)·W2 + b2), x: f32[16,64].
+std::string mlp_model(std::vector<Tensor>* weights) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("mlp");
+  auto io = [](::onnx::ValueInfoProto* vi, const char* name, std::vector<int64_t> dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  io(g->add_input(), "x", {16, 64});
+  io(g->add_output(), "probs", {16, 10});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 0.3f);
+  auto init = [&](const char* name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(nd(rng));
+  };
+  init("w1", {64, 128});
+  init("b1", {128});
+  init("w2", {128, 10});
+  init("b2", {10});
+  auto node = [&](const char* op, std::vector<const char*> in, const char* out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    for (const char* i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("MatMul", {"x", "w1"}, "h");
+  node("Add", {"h", "b1"}, "hb");
+  node("Relu", {"hb"}, "hr");
+  node("MatMul", {"hr", "w2"}, "o");
+  node("Add", {"o", "b2"}, "ob");
+  auto* sm = node("Softmax", {"ob"}, "probs");
+  auto* axis = sm->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(::onnx::AttributeProto::INT);
+  axis->set_i(-1);
+  return m.SerializeAsString();
+}
+
+class CudaEngine : public gpu_test::CudaTest {};
+
+TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoAGraph) {
+  std::string bytes = mlp_model(nullptr);
+  Quiet quiet;
+  BuilderConfig cfg;
+  cfg.backend = BackendKind::kCuda;
+  auto eng_bytes = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
+  ASSERT_TRUE(eng_bytes.ok()) << eng_bytes.status().to_string();
+  auto engine = Runtime(quiet).deserialize(eng_bytes->data(), eng_bytes->size());
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  for (const LayerDesc& l : (*engine)->layers()) {
+    std::printf("  %-20s %-24s %s\n", l.op.c_str(), l.name.c_str(), l.tactic.c_str());
+    EXPECT_NE(l.tactic, "cuda.host_fallback") << l.op;
+  }
+  auto ctx = (*engine)->create_execution_context();
+  ASSERT_TRUE(ctx.ok());
+
+  Tensor x = Tensor::zeros(DataType::kFloat32, {16, 64}).value();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, u(rng));
+  void *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.nbytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 16 * 10 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.raw(), x.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE((*ctx)->set_tensor_address("x", dx).ok());
+  ASSERT_TRUE((*ctx)->set_tensor_address("probs", dy).ok());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  // Warm-up: views, cuBLASLt plans for these shapes.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*ctx)->enqueue(stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  g_allocations = 0;
+  g_counting = true;
+  bool ok = true;
+  for (int i = 0; i < 20; ++i) ok &= (*ctx)->enqueue(stream).ok();
+  g_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(g_allocations.load(), 0) << "host allocations in 20 steady-state enqueues";
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  // Reference on the CPU interpreter.
+  auto model = onnx::import_model_bytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(model.ok());
+  cpu::Executor exec;
+  auto want = exec.run(*model->graph, {{"x", x}});
+  ASSERT_TRUE(want.ok());
+  auto check = [&](const char* what) {
+    std::vector<float> got(160);
+    ASSERT_EQ(cudaMemcpy(got.data(), dy, 160 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    double max_err = 0;
+    for (int i = 0; i < 160; ++i) max_err = std::max(max_err, std::abs(got[i] - (*want)[0].get_f64(i)));
+    EXPECT_LT(max_err, 1e-5) << what;
+  };
+  check("plain enqueue");
+
+  // The same enqueue captured into a CUDA graph: no synchronization or allocation may happen
+  // inside, or capture fails.
+  ASSERT_EQ(cudaMemset(dy, 0xFF, 160 * sizeof(float)), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  Status st = (*ctx)->enqueue(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  cudaGraphExec_t exec_graph;
+  ASSERT_EQ(cudaGraphInstantiate(&exec_graph, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec_graph, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  check("graph replay");
+  cudaGraphExecDestroy(exec_graph);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(dx);
+  cudaFree(dy);
+}
+
+}  // namespace
+}  // namespace ingot
