@@ -4,7 +4,10 @@
 // CPU reference, a steady-state enqueue that allocates no host memory and does not synchronize
 // (it can be captured into a CUDA graph and replayed).
 #include <cuda_runtime_api.h>
+#include <execinfo.h>
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <cstdlib>
@@ -26,7 +29,17 @@ std::atomic<long> g_allocations{0};
 }  // namespace
 
 void* operator new(size_t n) {
-  if (g_counting) g_allocations.fetch_add(1);
+  if (g_counting) {
+    // The first few show where they come from (library and address), then counting goes on.
+    if (g_allocations.fetch_add(1) < 6) {
+      g_counting = false;
+      void* frames[12];
+      int depth = backtrace(frames, 12);
+      std::fprintf(stderr, "allocation of %zu bytes from:\n", n);
+      backtrace_symbols_fd(frames, depth, 2);
+      g_counting = true;
+    }
+  }
   void* p = std::malloc(n ? n : 1);
   if (!p) throw std::bad_alloc();
   return p;

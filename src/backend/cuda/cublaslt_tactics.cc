@@ -147,19 +147,19 @@ Result<Problem> plan_problem(const ir::Node& node, const GemmSpec& s, const Shap
       return invalid_argument(node.describe(), ": inner dimensions differ (", p.k, " vs ", kb, ")");
   } else {
     if (a_shape.empty() || b_shape.empty()) return invalid_argument(node.describe(), ": MatMul operands must have rank >= 1");
-    Shape64 as = a_shape, bs = b_shape;
-    if (as.size() == 1) as.insert(as.begin(), 1);
-    if (bs.size() == 1) {
-      bs.push_back(1);
-      b_vector = true;
-    }
-    p.m = as[as.size() - 2];
-    p.k = as.back();
-    p.n = bs.back();
-    if (bs[bs.size() - 2] != p.k)
-      return invalid_argument(node.describe(), ": inner dimensions differ (", p.k, " vs ", bs[bs.size() - 2], ")");
-    Shape64 ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-    int64_t na = shape_numel(ab), nb = shape_numel(bb);
+    // Index arithmetic only (no temporary shapes): enqueue runs this on every step and must not
+    // allocate. A 1-D A is [1,K], a 1-D B is [K,1]; the dims before the last two are batch dims.
+    const size_t ra = a_shape.size(), rb = b_shape.size();
+    b_vector = rb == 1;
+    p.m = ra == 1 ? 1 : a_shape[ra - 2];
+    p.k = a_shape[ra - 1];
+    p.n = rb == 1 ? 1 : b_shape[rb - 1];
+    const int64_t kb = rb == 1 ? b_shape[0] : b_shape[rb - 2];
+    if (kb != p.k) return invalid_argument(node.describe(), ": inner dimensions differ (", p.k, " vs ", kb, ")");
+    const size_t batch_a = ra > 2 ? ra - 2 : 0, batch_b = rb > 2 ? rb - 2 : 0;
+    int64_t na = 1, nb = 1;
+    for (size_t i = 0; i < batch_a; ++i) na *= a_shape[i];
+    for (size_t i = 0; i < batch_b; ++i) nb *= b_shape[i];
     if (nb == 1) {
       p.m *= na;  // rows of A are contiguous across its batch: one tall GEMM
     } else if (na == 1) {
@@ -167,12 +167,14 @@ Result<Problem> plan_problem(const ir::Node& node, const GemmSpec& s, const Shap
       p.stride_b = p.k * p.n;
       p.stride_d = p.m * p.n;
     } else {
-      size_t r = std::max(ab.size(), bb.size());
-      ab.insert(ab.begin(), r - ab.size(), 1);
-      bb.insert(bb.begin(), r - bb.size(), 1);
-      if (ab != bb)
-        return unsupported(node.describe(), ": batch dims ", shape_to_string(ab), " and ", shape_to_string(bb),
-                           " broadcast partially");
+      const size_t r = std::max(batch_a, batch_b);
+      for (size_t i = 0; i < r; ++i) {
+        const int64_t da = i < r - batch_a ? 1 : a_shape[i - (r - batch_a)];
+        const int64_t db = i < r - batch_b ? 1 : b_shape[i - (r - batch_b)];
+        if (da != db)
+          return unsupported(node.describe(), ": batch dims of ", shape_to_string(a_shape), " and ",
+                             shape_to_string(b_shape), " broadcast partially");
+      }
       p.batch = na;
       p.stride_a = p.m * p.k;
       p.stride_b = p.k * p.n;
@@ -186,7 +188,7 @@ Result<Problem> plan_problem(const ir::Node& node, const GemmSpec& s, const Shap
     // A vector over N: [N], [1,N], [1,1,N] (leading ones within Gemm's rank 2 for Gemm rules).
     bool vector_n = !c.empty() && c.back() == p.n && shape_numel(c) == p.n && !b_vector &&
                     (s.matmul_rules || c.size() <= 2);
-    bool matrix = !s.matmul_rules && c == Shape64{p.m, p.n};
+    bool matrix = !s.matmul_rules && c.size() == 2 && c[0] == p.m && c[1] == p.n;
     if (vector_n && s.beta == 1.0f) p.c_role = CRole::kBias;
     else if (matrix && s.residual_input < 0) p.c_role = CRole::kMatrix;
     else
