@@ -170,7 +170,7 @@ class FoldBatchNorm final : public Pass {
     auto folded_name = [&g](const std::string& base) {
       const std::string suffix = "_folded";
       bool has = base.size() >= suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0;
-      return fusion::unique_name(g, has ? base : base + suffix);
+      return unique_value_name(g, has ? base : base + suffix);
     };
     ir::Value* nwv = g.add_initializer(folded_name(w->name()), nw);
     ir::Value* nbv = g.add_initializer(folded_name(b ? b->name() : layer->name() + "_bias"), nb);

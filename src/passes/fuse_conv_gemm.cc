@@ -49,7 +49,7 @@ std::optional<float> constant_scalar(const ir::Value* v) {
 
 std::optional<Activation> match_activation(const ir::Graph& g, ir::Value* v) {
   // SiLU written out: Mul(v, Sigmoid(v)), v read by exactly those two nodes.
-  if (v->uses().size() == 2 && !fusion::is_graph_output(g, v)) {
+  if (v->uses().size() == 2 && !is_graph_output(g, v)) {
     ir::Node* a = v->uses()[0].first;
     ir::Node* b = v->uses()[1].first;
     if (is_onnx_op(*a, "Mul")) std::swap(a, b);
@@ -219,7 +219,7 @@ class FuseConvGemm final : public Pass {
     if (new_bias) {
       INGOT_ASSIGN_OR_RETURN(Tensor bt, Tensor::zeros(cur->dtype(), {channels}));
       for (int64_t i = 0; i < channels; ++i) bt.set_f64(i, (*new_bias)[i]);
-      inputs[2] = g.add_initializer(fusion::unique_name(g, layer.name().empty() ? "fused_bias" : layer.name() + "_bias"), bt);
+      inputs[2] = g.add_initializer(unique_value_name(g, layer.name().empty() ? "fused_bias" : layer.name() + "_bias"), bt);
       if (gemm) attrs.set_float("beta", 1.0f);
     }
     if (!conv && !gemm) attrs.set_string("kind", "matmul");

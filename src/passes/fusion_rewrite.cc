@@ -5,22 +5,9 @@
 
 namespace ingot::passes::fusion {
 
-bool is_graph_output(const ir::Graph& g, const ir::Value* v) {
-  return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
-}
-
 ir::Node* single_consumer(const ir::Graph& g, const ir::Value* v) {
-  if (!v || v->uses().size() != 1 || is_graph_output(g, v)) return nullptr;
-  ir::Node* n = v->uses()[0].first;
-  return n->owner() == &g ? n : nullptr;
-}
-
-std::string unique_name(const ir::Graph& g, const std::string& base) {
-  if (!g.find_value(base)) return base;
-  for (int i = 1;; ++i) {
-    std::string n = base + "_" + std::to_string(i);
-    if (!g.find_value(n)) return n;
-  }
+  ir::Node* n = passes::single_consumer(g, v);
+  return n && n->owner() == &g ? n : nullptr;
 }
 
 ir::Value* other_operand(const ir::Node& n, const ir::Value* v) {

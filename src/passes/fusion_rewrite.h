@@ -11,19 +11,15 @@
 
 #include "core/status.h"
 #include "ir/graph.h"
+#include "passes/pattern_util.h"
 
 namespace ingot::passes::fusion {
 
-/// True when `v` is one of the graph's outputs (such a value must keep existing, so it can only
-/// be the last value of a fused chain).
-bool is_graph_output(const ir::Graph& g, const ir::Value* v);
-/// The single node reading `v` in this graph, or nullptr when it has 0 or several readers or
-/// is a graph output.
+/// passes::single_consumer() restricted to a reader in `g` itself (not in a nested subgraph):
+/// only such a node can be absorbed into a fusion of `g`.
 ir::Node* single_consumer(const ir::Graph& g, const ir::Value* v);
-/// A value name not yet used in `g` (or its parents): base, base_1, base_2, ...
-std::string unique_name(const ir::Graph& g, const std::string& base);
 /// The other input of a binary node given one of them (nullptr if `n` is not binary or does
-/// not read `v`, or reads it twice).
+/// not read `v`, or reads it twice; passes::other_input() accepts the latter).
 ir::Value* other_operand(const ir::Node& n, const ir::Value* v);
 /// A node of the default ONNX domain with this op type?
 bool is_onnx_op(const ir::Node& n, const char* op_type);

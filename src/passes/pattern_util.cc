@@ -2,6 +2,7 @@
 #include "passes/pattern_util.h"
 
 #include <algorithm>
+#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -73,14 +74,107 @@ std::optional<std::vector<int64_t>> constant_ints(const ir::Value *v) {
   return t->to_i64_vector();
 }
 
-std::string unique_value_name(const ir::Graph &g, const std::string &base) {
+std::string unique_value_name(const ir::Graph &g, const std::string &base,
+                              const char *sep) {
   if (!base.empty() && !g.find_value(base))
     return base;
   for (int i = 1;; ++i) {
-    std::string n = base + "_" + std::to_string(i);
+    std::string n = base + sep + std::to_string(i);
     if (!g.find_value(n))
       return n;
   }
+}
+
+std::optional<double> literal_scalar(const ir::Value *v) {
+  if (v == nullptr)
+    return std::nullopt;
+  const Tensor *t = v->initializer();
+  const ir::Node *p = v->producer();
+  if (t == nullptr && p != nullptr && p->op_type() == "Constant" &&
+      p->domain().empty())
+    t = p->attrs().get_tensor("value");
+  if (t == nullptr || t->numel() != 1 || t->rank() > 1)
+    return std::nullopt;
+  return t->get_f64(0);
+}
+
+ir::Node *onnx_producer(const ir::Value *v, const char *op_type) {
+  if (v == nullptr || v->producer() == nullptr)
+    return nullptr;
+  ir::Node *p = v->producer();
+  return p->op_type() == op_type && p->domain().empty() ? p : nullptr;
+}
+
+ir::Node *single_onnx_consumer(const ir::Graph &g, const ir::Value *v,
+                               const char *op_type) {
+  ir::Node *u = single_consumer(g, v);
+  return u != nullptr && u->op_type() == op_type && u->domain().empty()
+             ? u
+             : nullptr;
+}
+
+ir::Value *other_input(const ir::Node *n, const ir::Value *v) {
+  if (n->inputs().size() != 2)
+    return nullptr;
+  if (n->input(0) == v)
+    return n->input(1);
+  if (n->input(1) == v)
+    return n->input(0);
+  return nullptr;
+}
+
+bool self_contained(const ir::Graph &g, const std::vector<ir::Node *> &nodes,
+                    const ir::Node *last) {
+  std::set<const ir::Node *> in(nodes.begin(), nodes.end());
+  for (const ir::Node *n : nodes) {
+    if (n == last)
+      continue;
+    for (const ir::Value *o : n->outputs()) {
+      if (o == nullptr)
+        continue;
+      if (is_graph_output(g, o))
+        return false;
+      for (const auto &u : o->uses())
+        if (in.count(u.first) == 0)
+          return false;
+    }
+  }
+  return true;
+}
+
+std::string refusal_note(const std::string &what, const std::string &anchor_op,
+                         const ir::Node *anchor, const std::string &why) {
+  return "refused " + what + " at " +
+         (anchor_op.empty() ? std::string() : anchor_op + " ") + "'" +
+         anchor->name() + "': " + why;
+}
+
+void take_over_name(ir::Graph &g, ir::Value *out, ir::Value *fused_out) {
+  const std::string keep = out->name();
+  g.rename_value(out, unique_value_name(g, keep + ".unfused", "."));
+  g.rename_value(fused_out, keep);
+}
+
+Status remove_nodes_consumers_first(ir::Graph &g, std::vector<ir::Node *> nodes,
+                                    const char *who) {
+  while (!nodes.empty()) {
+    bool progress = false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      bool free = true;
+      for (const ir::Value *o : nodes[i]->outputs())
+        if (o != nullptr && (!o->uses().empty() || is_graph_output(g, o)))
+          free = false;
+      if (!free)
+        continue;
+      INGOT_RETURN_IF_ERROR(g.remove_node(nodes[i]));
+      nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i));
+      progress = true;
+      break;
+    }
+    if (!progress)
+      return internal_error(who, ": matched nodes are still in use");
+  }
+  return Status::Ok();
 }
 
 ir::Value *make_initializer(ir::Graph &g, const std::string &base,

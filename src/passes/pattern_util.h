@@ -47,10 +47,45 @@ std::optional<double> scalar_value(const ir::Value *v);
 /// Slice's starts).
 std::optional<std::vector<int64_t>> constant_ints(const ir::Value *v);
 
-/// A name not yet used in `g` (or its enclosing graphs), derived from `base`.
-std::string unique_value_name(const ir::Graph &g, const std::string &base);
+/// A name not yet used in `g` (or its enclosing graphs), derived from `base`:
+/// base, base<sep>1, base<sep>2, ... The recognize_* passes use "." so their
+/// helper values read as suffixes of the value they came from.
+std::string unique_value_name(const ir::Graph &g, const std::string &base,
+                              const char *sep = "_");
 /// Adds `data` as an initializer named after `base` (made unique).
 ir::Value *make_initializer(ir::Graph &g, const std::string &base, Tensor data);
+
+/// The single element of an initializer or a Constant's `value` tensor of rank
+/// 0 or 1, as double. Looser than scalar_value() (an initializer that is also
+/// a graph input counts) and stricter (no value_float, no rank > 1); the
+/// recognize_* passes match on this and must keep doing so.
+std::optional<double> literal_scalar(const ir::Value *v);
+/// The producer of `v` when it is `op_type` in the default domain, else
+/// nullptr.
+ir::Node *onnx_producer(const ir::Value *v, const char *op_type);
+/// The only reader of `v` when has_single_consumer() and it is `op_type` in
+/// the default domain, else nullptr.
+ir::Node *single_onnx_consumer(const ir::Graph &g, const ir::Value *v,
+                               const char *op_type);
+/// The other input of a binary node given one of them (the second input when
+/// `n` reads `v` twice); nullptr when `n` is not binary or does not read `v`.
+ir::Value *other_input(const ir::Node *n, const ir::Value *v);
+/// Whether a matched pattern can be replaced by one node standing for `last`:
+/// every output of every other node in `nodes` is read only inside `nodes` and
+/// is not a graph output.
+bool self_contained(const ir::Graph &g, const std::vector<ir::Node *> &nodes,
+                    const ir::Node *last);
+/// The text passes note when they decline a match, so every refusal reads
+/// alike: "refused <what> at [<anchor_op> ]'<anchor name>': <why>".
+std::string refusal_note(const std::string &what, const std::string &anchor_op,
+                         const ir::Node *anchor, const std::string &why);
+/// Hands `out`'s public name to `fused_out` (after its readers moved there);
+/// `out` keeps a fresh "<name>.unfused" name.
+void take_over_name(ir::Graph &g, ir::Value *out, ir::Value *fused_out);
+/// Removes `nodes`, each once nothing reads its outputs (consumers first,
+/// whatever the order given); kInternal naming `who` when some stay in use.
+Status remove_nodes_consumers_first(ir::Graph &g, std::vector<ir::Node *> nodes,
+                                    const char *who);
 
 /// Whether replace_value() can make readers of `from` read `to`: false only
 /// when `from` is a graph output and `to` cannot take its name (`to` is a graph

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace ingot::passes {
 
@@ -51,57 +52,6 @@ using ir::Graph;
 using ir::Node;
 using ir::Value;
 
-std::optional<double> scalar_of(const Value *v) {
-  if (v == nullptr)
-    return std::nullopt;
-  const Tensor *t = v->initializer();
-  const Node *p = v->producer();
-  if (t == nullptr && p != nullptr && p->op_type() == "Constant" &&
-      p->domain().empty())
-    t = p->attrs().get_tensor("value");
-  if (t == nullptr || t->numel() != 1 || t->rank() > 1)
-    return std::nullopt;
-  return t->get_f64(0);
-}
-
-Node *made_by(const Value *v, const char *op) {
-  if (v == nullptr || v->producer() == nullptr)
-    return nullptr;
-  Node *p = v->producer();
-  return p->op_type() == op && p->domain().empty() ? p : nullptr;
-}
-
-bool is_graph_output(const Graph &g, const Value *v) {
-  return std::find(g.outputs().begin(), g.outputs().end(), v) !=
-         g.outputs().end();
-}
-
-bool self_contained(const Graph &g, const std::vector<Node *> &nodes,
-                    const Node *last) {
-  std::set<const Node *> in(nodes.begin(), nodes.end());
-  for (const Node *n : nodes) {
-    if (n == last)
-      continue;
-    for (const Value *o : n->outputs()) {
-      if (o == nullptr)
-        continue;
-      if (is_graph_output(g, o))
-        return false;
-      for (const auto &u : o->uses())
-        if (in.count(u.first) == 0)
-          return false;
-    }
-  }
-  return true;
-}
-
-std::string fresh_name(const Graph &g, const std::string &base) {
-  std::string n = base;
-  for (int i = 1; g.find_value(n) != nullptr; ++i)
-    n = base + "." + std::to_string(i);
-  return n;
-}
-
 /// Walks back through Mul(v, c) / Mul(c, v) / Div(v, c) with scalar constants
 /// c, folding them into *scale; returns the unscaled value.
 Value *peel_scale(Value *v, double *scale, std::vector<Node *> *nodes) {
@@ -110,16 +60,16 @@ Value *peel_scale(Value *v, double *scale, std::vector<Node *> *nodes) {
     if (p == nullptr || !p->domain().empty() || p->inputs().size() != 2)
       return v;
     if (p->op_type() == "Div") {
-      std::optional<double> c = scalar_of(p->input(1));
+      std::optional<double> c = literal_scalar(p->input(1));
       if (!c || *c == 0.0)
         return v;
       *scale /= *c;
       v = p->input(0);
     } else if (p->op_type() == "Mul") {
-      std::optional<double> c = scalar_of(p->input(1));
+      std::optional<double> c = literal_scalar(p->input(1));
       Value *next = p->input(0);
       if (!c) {
-        c = scalar_of(p->input(0));
+        c = literal_scalar(p->input(0));
         next = p->input(1);
       }
       if (!c)
@@ -144,30 +94,6 @@ bool fully_named(const ir::Shape &s) {
     if (d.is_unknown())
       return false;
   return true;
-}
-
-/// Removes `nodes` consumers first (the order they were collected in does not
-/// matter).
-Status remove_all(Graph &g, std::vector<Node *> nodes) {
-  while (!nodes.empty()) {
-    bool progress = false;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      bool free = true;
-      for (const Value *o : nodes[i]->outputs())
-        if (o != nullptr && (!o->uses().empty() || is_graph_output(g, o)))
-          free = false;
-      if (!free)
-        continue;
-      INGOT_RETURN_IF_ERROR(g.remove_node(nodes[i]));
-      nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i));
-      progress = true;
-      break;
-    }
-    if (!progress)
-      return internal_error(
-          "recognize_attention: matched nodes are still in use");
-  }
-  return Status::Ok();
 }
 
 class RecognizeAttention : public Pass {
@@ -196,8 +122,7 @@ public:
 private:
   Result<bool> refuse(PassContext &ctx, const Node *sm,
                       const std::string &why) {
-    ctx.note(name(),
-             "refused attention at Softmax '" + sm->name() + "': " + why);
+    ctx.note(name(), refusal_note("attention", "Softmax", sm, why));
     return false;
   }
 
@@ -225,11 +150,11 @@ private:
     auto find_qk = [&](Value *v, double *sc,
                        std::vector<Node *> *ns) -> Node * {
       Value *base = peel_scale(v, sc, ns);
-      return made_by(base, "MatMul");
+      return onnx_producer(base, "MatMul");
     };
     std::vector<Node *> score_nodes;
     Node *qk = nullptr;
-    if (Node *add = made_by(s_in, "Add")) {
+    if (Node *add = onnx_producer(s_in, "Add")) {
       for (int i = 0; i < 2 && qk == nullptr; ++i) {
         double sc = 1.0;
         std::vector<Node *> ns;
@@ -241,8 +166,8 @@ private:
       if (qk == nullptr)
         return false;
       nodes.push_back(add);
-    } else if (Node *wh = made_by(s_in, "Where")) {
-      std::optional<double> fill = scalar_of(wh->input(2));
+    } else if (Node *wh = onnx_producer(s_in, "Where")) {
+      std::optional<double> fill = literal_scalar(wh->input(2));
       if (!fill || !(std::isinf(*fill) && *fill < 0))
         return refuse(ctx, sm,
                       "Where mask does not select the scores or fills with a "
@@ -256,7 +181,7 @@ private:
     } else {
       qk = find_qk(s_in, &scale, &score_nodes);
       if (qk == nullptr) {
-        if (made_by(s_in, "Mul") || made_by(s_in, "Where"))
+        if (onnx_producer(s_in, "Mul") || onnx_producer(s_in, "Where"))
           return refuse(ctx, sm, "the mask is not additive");
         return false;
       }
@@ -283,7 +208,7 @@ private:
     // explicitly.
     std::vector<int64_t> perm = {0, 1, 3, 2};
     Value *k_src = kt;
-    Node *kt_tr = made_by(kt, "Transpose");
+    Node *kt_tr = onnx_producer(kt, "Transpose");
     if (kt_tr != nullptr) {
       std::vector<int64_t> p = kt_tr->attrs().get_ints("perm");
       if (p.size() == 4) {
@@ -302,7 +227,8 @@ private:
     if (g.opset(kIngotDomain) == 0)
       g.set_opset_import(kIngotDomain, 1);
     Value *k =
-        g.add_value(fresh_name(g, kt->name() + ".bhsd"), kt->dtype(), k_shape);
+        g.add_value(unique_value_name(g, kt->name() + ".bhsd", "."), kt->dtype(),
+                    k_shape);
     ir::Attributes tattrs;
     tattrs.set_ints("perm", perm);
     const std::string &k_base = kt_tr != nullptr ? kt_tr->name() : qk->name();
@@ -312,7 +238,7 @@ private:
       k_node->absorb_origins(*kt_tr);
 
     Value *out = pv->output(0);
-    Value *fused_out = g.add_value(fresh_name(g, out->name() + ".fused"),
+    Value *fused_out = g.add_value(unique_value_name(g, out->name() + ".fused", "."),
                                    out->dtype(), out->shape());
     ir::Attributes attrs;
     attrs.set_float("scale", static_cast<float>(scale));
@@ -327,18 +253,17 @@ private:
     for (Node *d : nodes)
       fused->absorb_origins(*d);
 
-    const std::string keep = out->name();
     g.replace_all_uses(out, fused_out);
     for (Node *d : nodes)
       removed->insert(d);
-    INGOT_RETURN_IF_ERROR(remove_all(g, nodes));
+    INGOT_RETURN_IF_ERROR(
+        remove_nodes_consumers_first(g, nodes, "recognize_attention"));
     // The old K^T Transpose goes when nothing else reads it.
     if (kt_tr != nullptr && kt->uses().empty() && !is_graph_output(g, kt)) {
       removed->insert(kt_tr);
       INGOT_RETURN_IF_ERROR(g.remove_node(kt_tr));
     }
-    g.rename_value(out, fresh_name(g, keep + ".unfused"));
-    g.rename_value(fused_out, keep);
+    take_over_name(g, out, fused_out);
     return true;
   }
 };

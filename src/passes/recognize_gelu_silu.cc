@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace ingot::passes {
 
@@ -41,42 +42,12 @@ using ir::Graph;
 using ir::Node;
 using ir::Value;
 
-std::optional<double> scalar_of(const Value *v) {
-  if (v == nullptr)
-    return std::nullopt;
-  const Tensor *t = v->initializer();
-  const Node *p = v->producer();
-  if (t == nullptr && p != nullptr && p->op_type() == "Constant" &&
-      p->domain().empty())
-    t = p->attrs().get_tensor("value");
-  if (t == nullptr || t->numel() != 1 || t->rank() > 1)
-    return std::nullopt;
-  return t->get_f64(0);
-}
-
 bool near(double a, double b) {
   return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b));
 }
 bool is_const(const Value *v, double want) {
-  std::optional<double> s = scalar_of(v);
+  std::optional<double> s = literal_scalar(v);
   return s && near(*s, want);
-}
-
-Node *made_by(const Value *v, const char *op) {
-  if (v == nullptr || v->producer() == nullptr)
-    return nullptr;
-  Node *p = v->producer();
-  return p->op_type() == op && p->domain().empty() ? p : nullptr;
-}
-
-Value *other_input(const Node *n, const Value *v) {
-  if (n->inputs().size() != 2)
-    return nullptr;
-  if (n->input(0) == v)
-    return n->input(1);
-  if (n->input(1) == v)
-    return n->input(0);
-  return nullptr;
 }
 
 /// For a binary node with one scalar operand near `c`: the other operand.
@@ -90,69 +61,31 @@ Value *operand_beside_const(const Node *n, double c) {
   return nullptr;
 }
 
-bool is_graph_output(const Graph &g, const Value *v) {
-  return std::find(g.outputs().begin(), g.outputs().end(), v) !=
-         g.outputs().end();
-}
-
-Node *sole_user(const Graph &g, const Value *v, const char *op) {
-  if (v->uses().size() != 1 || is_graph_output(g, v))
-    return nullptr;
-  Node *u = v->uses()[0].first;
-  return u->op_type() == op && u->domain().empty() ? u : nullptr;
-}
-
-bool self_contained(const Graph &g, const std::vector<Node *> &nodes,
-                    const Node *last) {
-  std::set<const Node *> in(nodes.begin(), nodes.end());
-  for (const Node *n : nodes) {
-    if (n == last)
-      continue;
-    for (const Value *o : n->outputs()) {
-      if (o == nullptr)
-        continue;
-      if (is_graph_output(g, o))
-        return false;
-      for (const auto &u : o->uses())
-        if (in.count(u.first) == 0)
-          return false;
-    }
-  }
-  return true;
-}
-
-std::string fresh_name(const Graph &g, const std::string &base) {
-  std::string n = base;
-  for (int i = 1; g.find_value(n) != nullptr; ++i)
-    n = base + "." + std::to_string(i);
-  return n;
-}
-
 /// The 0.5·x·a tail after `a` (= 1 + erf(..) or 1 + tanh(..)); appends its
 /// nodes, returns the result value or nullptr.
 Value *match_half_x_times(const Graph &g, Value *a, Value *x,
                           std::vector<Node *> *nodes) {
-  Node *m1 = sole_user(g, a, "Mul");
+  Node *m1 = single_onnx_consumer(g, a, "Mul");
   if (m1 == nullptr)
     return nullptr;
   Value *o1 = other_input(m1, a);
   if (o1 == nullptr)
     return nullptr;
   if (o1 == x) { // Mul(Mul(x, a), 0.5)
-    Node *m2 = sole_user(g, m1->output(0), "Mul");
+    Node *m2 = single_onnx_consumer(g, m1->output(0), "Mul");
     if (m2 == nullptr || operand_beside_const(m2, 0.5) != m1->output(0))
       return nullptr;
     nodes->insert(nodes->end(), {m1, m2});
     return m2->output(0);
   }
   if (is_const(o1, 0.5)) { // Mul(x, Mul(a, 0.5))
-    Node *m2 = sole_user(g, m1->output(0), "Mul");
+    Node *m2 = single_onnx_consumer(g, m1->output(0), "Mul");
     if (m2 == nullptr || other_input(m2, m1->output(0)) != x)
       return nullptr;
     nodes->insert(nodes->end(), {m1, m2});
     return m2->output(0);
   }
-  Node *half = made_by(o1, "Mul"); // Mul(Mul(x, 0.5), a)
+  Node *half = onnx_producer(o1, "Mul"); // Mul(Mul(x, 0.5), a)
   if (half != nullptr && operand_beside_const(half, 0.5) == x) {
     nodes->insert(nodes->end(), {half, m1});
     return m1->output(0);
@@ -162,17 +95,17 @@ Value *match_half_x_times(const Graph &g, Value *a, Value *x,
 
 /// x when `c` is x³ (Pow(x, 3), Mul(Mul(x, x), x), Mul(x, Mul(x, x))).
 Value *cube_base(const Value *c, std::vector<Node *> *nodes) {
-  if (Node *p = made_by(c, "Pow")) {
+  if (Node *p = onnx_producer(c, "Pow")) {
     if (!is_const(p->input(1), 3.0))
       return nullptr;
     nodes->push_back(p);
     return p->input(0);
   }
-  Node *m = made_by(c, "Mul");
+  Node *m = onnx_producer(c, "Mul");
   if (m == nullptr)
     return nullptr;
   for (int i = 0; i < 2; ++i) {
-    Node *sq = made_by(m->input(i), "Mul");
+    Node *sq = onnx_producer(m->input(i), "Mul");
     Value *x = m->input(1 - i);
     if (sq != nullptr && sq->input(0) == x && sq->input(1) == x) {
       nodes->insert(nodes->end(), {sq, m});
@@ -218,17 +151,17 @@ private:
     ir::Attributes attrs;
     if (op == "Sigmoid" || op == "HardSigmoid") {
       x = anchor->input(0);
-      Node *mul = sole_user(g, anchor->output(0), "Mul");
+      Node *mul = single_onnx_consumer(g, anchor->output(0), "Mul");
       if (mul == nullptr || other_input(mul, anchor->output(0)) != x)
         return false;
       if (op == "HardSigmoid") {
         const double alpha = anchor->attrs().get_float("alpha", 0.2f);
         const double beta = anchor->attrs().get_float("beta", 0.5f);
         if (!near(alpha, 1.0 / 6.0) || !near(beta, 0.5)) {
-          ctx.note(
-              name(),
-              "refused x*HardSigmoid(x) at '" + anchor->name() +
-                  "': alpha/beta are not 1/6 and 0.5, so it is not HardSwish");
+          ctx.note(name(),
+                   refusal_note("x*HardSigmoid(x)", "", anchor,
+                                "alpha/beta are not 1/6 and 0.5, so it is not "
+                                "HardSwish"));
           return false;
         }
         if (g.opset("") < 14)
@@ -244,25 +177,25 @@ private:
       bool erf = op == "Erf";
       Value *inner = anchor->input(0);
       if (erf) {
-        Node *d = made_by(inner, "Div");
+        Node *d = onnx_producer(inner, "Div");
         if (d != nullptr && is_const(d->input(1), std::sqrt(2.0))) {
           x = d->input(0);
         } else {
-          d = made_by(inner, "Mul");
+          d = onnx_producer(inner, "Mul");
           x = operand_beside_const(d, 1.0 / std::sqrt(2.0));
         }
         if (x == nullptr)
           return false;
         nodes.push_back(d);
       } else {
-        Node *sc = made_by(inner, "Mul");
+        Node *sc = onnx_producer(inner, "Mul");
         Value *r =
             operand_beside_const(sc, 0.79788456080286535588 /* sqrt(2/pi) */);
-        Node *add = made_by(r, "Add");
+        Node *add = onnx_producer(r, "Add");
         if (add == nullptr)
           return false;
         for (int i = 0; i < 2 && x == nullptr; ++i) {
-          Node *q = made_by(add->input(i), "Mul");
+          Node *q = onnx_producer(add->input(i), "Mul");
           Value *cube = operand_beside_const(q, 0.044715);
           if (cube == nullptr)
             continue;
@@ -278,7 +211,7 @@ private:
           return false;
       }
       nodes.push_back(anchor);
-      Node *plus = sole_user(g, anchor->output(0), "Add");
+      Node *plus = single_onnx_consumer(g, anchor->output(0), "Add");
       if (plus == nullptr ||
           operand_beside_const(plus, 1.0) != anchor->output(0))
         return false;
@@ -292,14 +225,14 @@ private:
         domain = kIngotDomain;
     }
     if (!self_contained(g, nodes, nodes.back())) {
-      ctx.note(name(), "refused " + fused_op + " at " + op + " '" +
-                           anchor->name() +
-                           "': an intermediate is read outside the pattern");
+      ctx.note(name(), refusal_note(fused_op, op, anchor,
+                                    "an intermediate is read outside the "
+                                    "pattern"));
       return false;
     }
     if (!domain.empty() && g.opset(domain) == 0)
       g.set_opset_import(domain, 1);
-    Value *fused_out = g.add_value(fresh_name(g, out->name() + ".fused"),
+    Value *fused_out = g.add_value(unique_value_name(g, out->name() + ".fused", "."),
                                    out->dtype(), out->shape());
     Node *fused = g.add_node(
         fused_op, {x}, {fused_out}, std::move(attrs),
@@ -307,14 +240,12 @@ private:
         domain);
     for (Node *d : nodes)
       fused->absorb_origins(*d);
-    const std::string keep = out->name();
     g.replace_all_uses(out, fused_out);
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
       removed->insert(*it);
       INGOT_RETURN_IF_ERROR(g.remove_node(*it));
     }
-    g.rename_value(out, fresh_name(g, keep + ".unfused"));
-    g.rename_value(fused_out, keep);
+    take_over_name(g, out, fused_out);
     return true;
   }
 };

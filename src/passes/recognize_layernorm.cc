@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/pattern_util.h"
 
 namespace ingot::passes {
 
@@ -48,76 +49,6 @@ namespace {
 using ir::Graph;
 using ir::Node;
 using ir::Value;
-
-std::optional<double> scalar_of(const Value *v) {
-  if (v == nullptr)
-    return std::nullopt;
-  const Tensor *t = v->initializer();
-  const Node *p = v->producer();
-  if (t == nullptr && p != nullptr && p->op_type() == "Constant" &&
-      p->domain().empty())
-    t = p->attrs().get_tensor("value");
-  if (t == nullptr || t->numel() != 1 || t->rank() > 1)
-    return std::nullopt;
-  return t->get_f64(0);
-}
-
-Node *made_by(const Value *v, const char *op) {
-  if (v == nullptr || v->producer() == nullptr)
-    return nullptr;
-  Node *p = v->producer();
-  return p->op_type() == op && p->domain().empty() ? p : nullptr;
-}
-
-Value *other_input(const Node *n, const Value *v) {
-  if (n->inputs().size() != 2)
-    return nullptr;
-  if (n->input(0) == v)
-    return n->input(1);
-  if (n->input(1) == v)
-    return n->input(0);
-  return nullptr;
-}
-
-bool is_graph_output(const Graph &g, const Value *v) {
-  return std::find(g.outputs().begin(), g.outputs().end(), v) !=
-         g.outputs().end();
-}
-
-/// The only node reading `v` (one use), or nullptr.
-Node *sole_user(const Graph &g, const Value *v, const char *op) {
-  if (v->uses().size() != 1 || is_graph_output(g, v))
-    return nullptr;
-  Node *u = v->uses()[0].first;
-  return u->op_type() == op && u->domain().empty() ? u : nullptr;
-}
-
-/// Every output of every node but `last` is read only inside `nodes`.
-bool self_contained(const Graph &g, const std::vector<Node *> &nodes,
-                    const Node *last) {
-  std::set<const Node *> in(nodes.begin(), nodes.end());
-  for (const Node *n : nodes) {
-    if (n == last)
-      continue;
-    for (const Value *o : n->outputs()) {
-      if (o == nullptr)
-        continue;
-      if (is_graph_output(g, o))
-        return false;
-      for (const auto &u : o->uses())
-        if (in.count(u.first) == 0)
-          return false;
-    }
-  }
-  return true;
-}
-
-std::string fresh_name(const Graph &g, const std::string &base) {
-  std::string n = base;
-  for (int i = 1; g.find_value(n) != nullptr; ++i)
-    n = base + "." + std::to_string(i);
-  return n;
-}
 
 /// Sorted, normalized ReduceMean axes (attribute before opset 18, input after);
 /// nullopt when they are not constant or keepdims is 0.
@@ -197,41 +128,40 @@ private:
   Result<bool> try_match(Graph &g, PassContext &ctx, Node *sq,
                          std::set<const Node *> *removed) {
     std::vector<Node *> nodes; // producer → consumer order
-    Node *add_eps = made_by(sq->input(0), "Add");
+    Node *add_eps = onnx_producer(sq->input(0), "Add");
     if (add_eps == nullptr)
       return false;
-    std::optional<double> eps = scalar_of(add_eps->input(1));
+    std::optional<double> eps = literal_scalar(add_eps->input(1));
     Value *v = add_eps->input(0);
     if (!eps) {
-      eps = scalar_of(add_eps->input(0));
+      eps = literal_scalar(add_eps->input(0));
       v = add_eps->input(1);
     }
-    Node *mean2 = made_by(v, "ReduceMean");
+    Node *mean2 = onnx_producer(v, "ReduceMean");
     if (!eps || mean2 == nullptr)
       return false;
     Value *p = mean2->input(0);
     Value *a = nullptr;
     Node *square = nullptr;
-    if (Node *pw = made_by(p, "Pow")) {
-      std::optional<double> e = scalar_of(pw->input(1));
+    if (Node *pw = onnx_producer(p, "Pow")) {
+      std::optional<double> e = literal_scalar(pw->input(1));
       if (e && *e == 2.0)
         square = pw, a = pw->input(0);
-    } else if (Node *m = made_by(p, "Mul")) {
+    } else if (Node *m = onnx_producer(p, "Mul")) {
       if (m->input(0) == m->input(1))
         square = m, a = m->input(0);
     }
     if (square == nullptr)
       return false;
 
-    Node *sub = made_by(a, "Sub");
+    Node *sub = onnx_producer(a, "Sub");
     Node *mean1 =
-        sub != nullptr ? made_by(sub->input(1), "ReduceMean") : nullptr;
+        sub != nullptr ? onnx_producer(sub->input(1), "ReduceMean") : nullptr;
     const bool layer = mean1 != nullptr && mean1->input(0) == sub->input(0);
     Value *x = layer ? sub->input(0) : a;
     const char *kind = layer ? "LayerNorm" : "RMSNorm";
     if (!x->shape().rank_known()) {
-      ctx.note(name(), std::string("refused ") + kind + " at Sqrt '" +
-                           sq->name() + "': input rank unknown");
+      ctx.note(name(), refusal_note(kind, "Sqrt", sq, "input rank unknown"));
       return false;
     }
     const int64_t rank = static_cast<int64_t>(x->shape().rank());
@@ -244,10 +174,9 @@ private:
                    (*axes2)[i] == rank - static_cast<int64_t>(axes2->size()) +
                                       static_cast<int64_t>(i);
     if (!trailing) {
-      ctx.note(name(), std::string("refused ") + kind + " at Sqrt '" +
-                           sq->name() +
-                           "': reduction is not over the trailing axes (or "
-                           "keepdims=0 / axes differ)");
+      ctx.note(name(), refusal_note(kind, "Sqrt", sq,
+                                    "reduction is not over the trailing axes "
+                                    "(or keepdims=0 / axes differ)"));
       return false;
     }
     const int64_t k = static_cast<int64_t>(axes2->size());
@@ -257,9 +186,9 @@ private:
 
     // Forward: the division by the root.
     Value *s = sq->output(0);
-    if (s->uses().size() != 1 || is_graph_output(g, s))
+    Node *user = single_consumer(g, s);
+    if (user == nullptr)
       return false;
-    Node *user = s->uses()[0].first;
     Value *n = nullptr;
     if (user->op_type() == "Div" && user->domain().empty() &&
         user->input(1) == s && user->input(0) == a) {
@@ -271,10 +200,10 @@ private:
       const bool one_over =
           user->op_type() == "Div" && user->domain().empty() &&
           user->input(1) == s &&
-          scalar_of(user->input(0)) == std::optional<double>(1.0);
+          literal_scalar(user->input(0)) == std::optional<double>(1.0);
       if (!recip && !one_over)
         return false;
-      Node *mul = sole_user(g, user->output(0), "Mul");
+      Node *mul = single_onnx_consumer(g, user->output(0), "Mul");
       if (mul == nullptr || other_input(mul, user->output(0)) != a)
         return false;
       nodes.insert(nodes.end(), {user, mul});
@@ -283,7 +212,7 @@ private:
     Value *out = n;
     Value *gamma = nullptr;
     Value *beta = nullptr;
-    if (Node *mg = sole_user(g, out, "Mul")) {
+    if (Node *mg = single_onnx_consumer(g, out, "Mul")) {
       Value *cand = other_input(mg, out);
       if (cand != nullptr && fits_normalized(cand, x, k)) {
         gamma = cand;
@@ -292,7 +221,7 @@ private:
       }
     }
     if (layer && gamma != nullptr) {
-      if (Node *ab = sole_user(g, out, "Add")) {
+      if (Node *ab = single_onnx_consumer(g, out, "Add")) {
         Value *cand = other_input(ab, out);
         if (cand != nullptr && fits_normalized(cand, x, k)) {
           beta = cand;
@@ -302,9 +231,9 @@ private:
       }
     }
     if (!self_contained(g, nodes, nodes.back())) {
-      ctx.note(name(), std::string("refused ") + kind + " at Sqrt '" +
-                           sq->name() +
-                           "': an intermediate is read outside the pattern");
+      ctx.note(name(), refusal_note(kind, "Sqrt", sq,
+                                    "an intermediate is read outside the "
+                                    "pattern"));
       return false;
     }
 
@@ -313,7 +242,7 @@ private:
           x->dtype() == DataType::kUndefined ? DataType::kFloat32 : x->dtype();
       INGOT_ASSIGN_OR_RETURN(Tensor one, Tensor::zeros(t, {1}));
       one.set_f64(0, 1.0);
-      gamma = g.add_initializer(fresh_name(g, out->name() + ".scale"),
+      gamma = g.add_initializer(unique_value_name(g, out->name() + ".scale", "."),
                                 std::move(one));
     }
     const int64_t needed = layer ? 17 : 23;
@@ -327,7 +256,7 @@ private:
     std::vector<Value *> ins = {x, gamma};
     if (beta != nullptr)
       ins.push_back(beta);
-    Value *fused_out = g.add_value(fresh_name(g, out->name() + ".fused"),
+    Value *fused_out = g.add_value(unique_value_name(g, out->name() + ".fused", "."),
                                    out->dtype(), out->shape());
     const std::string op = layer ? "LayerNormalization" : "RMSNormalization";
     Node *fused = g.add_node(op, ins, {fused_out}, std::move(attrs),
@@ -335,14 +264,12 @@ private:
     for (Node *d : nodes)
       fused->absorb_origins(*d);
 
-    const std::string keep = out->name();
     g.replace_all_uses(out, fused_out);
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
       removed->insert(*it);
       INGOT_RETURN_IF_ERROR(g.remove_node(*it));
     }
-    g.rename_value(out, fresh_name(g, keep + ".unfused"));
-    g.rename_value(fused_out, keep);
+    take_over_name(g, out, fused_out);
     return true;
   }
 

@@ -3,7 +3,6 @@
 .npy inputs, and a clear one-line error with a non-zero exit for each kind of bad input."""
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -11,20 +10,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-failures = []
-checks = [0]
+from cli_harness import check, summary
+from cli_harness import run as _run
 
 
 def run(ingot, *args):
-    p = subprocess.run([ingot, *args], capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(name, cond, detail=""):
-    checks[0] += 1
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"))
-    if not cond:
-        failures.append(name)
+    return _run(ingot, *args, timeout=120)
 
 
 def main():
@@ -91,8 +82,7 @@ def main():
             check(f"error: {name}", rc != 0 and rc < 128 and len(lines) == 1 and expect in err,
                   f"rc={rc} stderr={err!r}")
 
-    print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ one line on stderr."""
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -15,20 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-failures = []
-checks = [0]
-
-
-def run(ingot, *args):
-    p = subprocess.run([ingot, *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(name, cond, detail=""):
-    checks[0] += 1
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"))
-    if not cond:
-        failures.append(name)
+from cli_harness import check, run, summary
 
 
 def metric(out, name):
@@ -173,8 +159,7 @@ def main():
         rc, out, err = run(ingot, "compare", "--help")
         check("compare --help", rc == 0 and "--all-layers" in out and "--check-layers" in out, out + err)
 
-    print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -14,20 +14,7 @@ import tempfile
 
 import onnx
 
-failures = []
-checks = [0]
-
-
-def run(ingot, *args, env=None):
-    p = subprocess.run([ingot, *args], capture_output=True, text=True, timeout=300, env=env)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(name, cond, detail=""):
-    checks[0] += 1
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"))
-    if not cond:
-        failures.append(name)
+from cli_harness import check, run, summary
 
 
 def parse_table(out, heading):
@@ -247,8 +234,7 @@ def main():
             lines = [l for l in err.strip().splitlines() if l]
             check(f"error: {name}", rc != 0 and rc < 128 and len(lines) == 1 and expect in err, f"rc={rc} stderr={err!r}")
 
-    print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -8,28 +8,18 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import onnx
 from onnx import numpy_helper
 
-failures = []
-passed = [0]
-
-
-def run(ingot, *args):
-    p = subprocess.run([ingot, *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+from cli_harness import check as _check
+from cli_harness import run, summary
 
 
 def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail[-3000:]}"))
-    if cond:
-        passed[0] += 1
-    else:
-        failures.append(name)
+    _check(name, cond, detail, detail_tail=3000)
 
 
 def verbose_steps(out):
@@ -177,8 +167,7 @@ def main():
         check(f"bad value {' '.join(bad)} exits 2 with one line", rc == 2 and len(err.strip().splitlines()) == 1,
               f"rc {rc}\n{err}")
 
-    print(f"{passed[0]} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -12,15 +12,17 @@
 #include "backend/cpu/executor.h"
 #include "ir/graph.h"
 #include "ir/op_registry.h"
+#include "../test_util.h"
 
 namespace ingot {
 namespace {
 
+using test::f32;
+using test::i64;
+
 using ir::Dim;
 using ir::Shape;
 
-Tensor f32(Shape64 shape, std::vector<float> v) { return Tensor::from_vector(DataType::kFloat32, shape, v); }
-Tensor i64(Shape64 shape, std::vector<int64_t> v) { return Tensor::from_vector(DataType::kInt64, shape, v); }
 Tensor i32(Shape64 shape, std::vector<int32_t> v) { return Tensor::from_vector(DataType::kInt32, shape, v); }
 Tensor u64(Shape64 shape, std::vector<uint64_t> v) { return Tensor::from_vector(DataType::kUInt64, shape, v); }
 Tensor i8(Shape64 shape, std::vector<int8_t> v) { return Tensor::from_vector(DataType::kInt8, shape, v); }

@@ -10,15 +10,17 @@
 #include "backend/cpu/executor.h"
 #include "ir/graph.h"
 #include "ir/op_registry.h"
+#include "../test_util.h"
 
 namespace ingot {
 namespace {
 
+using test::f32;
+using test::i64;
+
 using ir::Dim;
 using ir::Shape;
 
-Tensor f32(Shape64 shape, std::vector<float> v) { return Tensor::from_vector(DataType::kFloat32, shape, v); }
-Tensor i64(Shape64 shape, std::vector<int64_t> v) { return Tensor::from_vector(DataType::kInt64, shape, v); }
 
 // Runs one node on concrete inputs (nullptr = omitted optional input); returns output 0.
 Result<Tensor> run_one(const std::string& op, int64_t opset, const std::vector<const Tensor*>& inputs,

@@ -12,14 +12,16 @@
 #include "backend/cpu/executor.h"
 #include "ir/graph.h"
 #include "ir/op_registry.h"
+#include "../test_util.h"
 
 namespace ingot {
 namespace {
 
+using test::f32;
+
 using ir::Dim;
 using ir::Shape;
 
-Tensor f32(Shape64 shape, std::vector<float> v) { return Tensor::from_vector(DataType::kFloat32, shape, v); }
 
 std::vector<Tensor> run_op(int64_t opset, const std::string& op,
                            const std::vector<std::pair<std::string, Tensor>>& ins, ir::Attributes attrs,

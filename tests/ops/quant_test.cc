@@ -13,9 +13,12 @@
 #include "core/dtype.h"
 #include "ir/graph.h"
 #include "ir/op_registry.h"
+#include "../test_util.h"
 
 namespace ingot {
 namespace {
+
+using test::f32;
 
 using ir::Dim;
 using ir::Shape;
@@ -23,7 +26,6 @@ using ir::Shape;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-Tensor f32(Shape64 shape, std::vector<float> v) { return Tensor::from_vector(DataType::kFloat32, shape, v); }
 Tensor i32(Shape64 shape, std::vector<int32_t> v) { return Tensor::from_vector(DataType::kInt32, shape, v); }
 Tensor u8(Shape64 shape, std::vector<uint8_t> v) { return Tensor::from_vector(DataType::kUInt8, shape, v); }
 Tensor i8(Shape64 shape, std::vector<int8_t> v) { return Tensor::from_vector(DataType::kInt8, shape, v); }

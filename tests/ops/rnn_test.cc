@@ -13,14 +13,16 @@
 #include "backend/cpu/executor.h"
 #include "ir/graph.h"
 #include "ir/op_registry.h"
+#include "../test_util.h"
 
 namespace ingot {
 namespace {
 
+using test::f32;
+
 using ir::Dim;
 using ir::Shape;
 
-Tensor f32(Shape64 shape, std::vector<float> v) { return Tensor::from_vector(DataType::kFloat32, shape, v); }
 
 void set_strings(ir::Attributes* a, const std::string& name, std::vector<std::string> v) {
   ir::Attribute at;
