@@ -88,6 +88,7 @@ class ExecutionContext {
   /// Binds caller memory (host memory on the CPU backend, device memory on CUDA) to an input
   /// or output. The caller keeps it alive and large enough for the current shape until the
   /// enqueued work is done. Outputs left unbound are held by the context (tensor_address).
+  /// String tensors (CPU engines only) bind an array of std::string, one per element.
   virtual Status set_tensor_address(const std::string& name, void* address) = 0;
   /// The bound address, or the context-held memory of an unbound output after enqueue.
   virtual const void* tensor_address(const std::string& name) const = 0;

@@ -54,6 +54,12 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   engine::EngineIdentity id = engine::current_identity(plan.backend, plan.gpu_arch);
   INGOT_ASSIGN_OR_RETURN(const backend::Backend* be, backend::find_backend(plan.backend));
   id.library_versions = be->device().library_versions();
+  for (const builder::ValuePlan& v : plan.values)
+    if (v.storage == builder::Storage::kDynamic && v.value->producer()) {
+      logger.log(Severity::kInfo, ("'" + v.value->name() + "' (from " + v.value->producer()->describe() +
+                                   ") has a size only known at run time: it is allocated per run, and engines "
+                                   "with such values cannot be captured into CUDA graphs").c_str());
+    }
   for (const builder::Step& s : plan.steps)
     if (s.tactic == "cuda.host_fallback")
       logger.log(Severity::kWarning, ("no CUDA tactic for " + s.node->describe() +

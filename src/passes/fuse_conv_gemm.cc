@@ -3,14 +3,15 @@
 // fuse_conv_gemm: folds the epilogue of a Conv, Gemm or MatMul into one ingot::FusedConv or
 // ingot::FusedGemm, so the backend writes the layer output once instead of once per op.
 //
-// Matches, starting at Conv / Gemm / MatMul (default domain) and following single readers:
-//   [Add(y, bias)]  bias constant, per output channel (Conv: axis 1; Gemm/MatMul: last axis);
+// Matches, starting at Conv / ConvTranspose / Gemm / MatMul (default domain) and following
+// single readers (ConvTranspose becomes FusedConv {transposed=1}):
+//   [Add(y, bias)]  bias constant, per output channel (Conv*: axis 1; Gemm/MatMul: last axis);
 //                   merged with the layer's own constant bias / C;
 //   then, in either order, at most one of each:
 //   activation      Relu, Clip (constant min/max: Relu6 too), LeakyRelu, Sigmoid, Tanh,
 //                   HardSwish, HardSigmoid, Gelu (approximate none/tanh), and x·Sigmoid(x) (SiLU);
 //   Add(y, r)       a residual: r not constant, with y's exact (known or symbolic) shape.
-// Refuses: ConvTranspose (left for a later pass), values read by more than the chain (they are
+// Refuses: values read by more than the chain (they are
 // needed unfused), non-float outputs, a bias that would broadcast the output up, a non-constant
 // existing bias combined with a new bias. A lone layer with nothing to fuse stays as it is.
 #include <cmath>
@@ -126,7 +127,9 @@ class FuseConvGemm final : public Pass {
   Result<bool> run(ir::Graph& g, PassContext& ctx) override {
     std::vector<ir::Node*> anchors;
     for (const auto& n : g.nodes())
-      if (is_onnx_op(*n, "Conv") || is_onnx_op(*n, "Gemm") || is_onnx_op(*n, "MatMul")) anchors.push_back(n.get());
+      if (is_onnx_op(*n, "Conv") || is_onnx_op(*n, "ConvTranspose") || is_onnx_op(*n, "Gemm") ||
+          is_onnx_op(*n, "MatMul"))
+        anchors.push_back(n.get());
     bool changed = false;
     for (ir::Node* a : anchors) {
       INGOT_ASSIGN_OR_RETURN(bool done, fuse(g, *a, ctx));
@@ -138,7 +141,8 @@ class FuseConvGemm final : public Pass {
 
  private:
   Result<bool> fuse(ir::Graph& g, ir::Node& layer, PassContext& ctx) {
-    const bool conv = layer.op_type() == "Conv", gemm = layer.op_type() == "Gemm";
+    const bool transposed = layer.op_type() == "ConvTranspose";
+    const bool conv = layer.op_type() == "Conv" || transposed, gemm = layer.op_type() == "Gemm";
     ir::Value* cur = layer.output(0);
     if (!cur || !is_float(cur->dtype()) || !cur->shape().rank_known()) return false;
     const size_t rank = cur->shape().rank();
@@ -222,6 +226,7 @@ class FuseConvGemm final : public Pass {
       inputs[2] = g.add_initializer(unique_value_name(g, layer.name().empty() ? "fused_bias" : layer.name() + "_bias"), bt);
       if (gemm) attrs.set_float("beta", 1.0f);
     }
+    if (transposed) attrs.set_int("transposed", 1);
     if (!conv && !gemm) attrs.set_string("kind", "matmul");
     if (gemm) attrs.set_string("kind", "gemm");
     if (residual) inputs.push_back(residual);

@@ -34,6 +34,9 @@ PassManager default_pipeline() {
   //    fuse_conv_gemm put GELU into a GEMM epilogue.
   pm.add(make_recognize_layernorm());
   pm.add(make_recognize_gelu_silu());
+  //    Softmax before attention: a decomposed Exp/ReduceSum/Div softmax inside attention has
+  //    to be one Softmax for recognize_attention to see the pattern.
+  pm.add(make_recognize_softmax());
   pm.add(make_recognize_attention());
 
   // 3. Fusion. BatchNormalization folds into the preceding Conv/Gemm weights first, so that

@@ -17,8 +17,13 @@
 // semantics of ONNX Attention (opset 23) on 4-D inputs; the product of every
 // peeled scalar is `scale` (set explicitly, so the op's 1/√D default never
 // applies). K^T is undone by composing the Transpose's perm (or by inserting
-// Transpose[0,1,3,2] when K^T was not produced by one). Head split/merge
-// Reshape/Transposes stay as they were. ONNX Attention nodes are left alone.
+// Transpose[0,1,3,2] when K^T was not produced by one). When Q, K and V come
+// from head splits x [B,S,H·D] -> Reshape [B,S,H,D] -> Transpose [0,2,1,3] (K:
+// perm [0,2,3,1], or that split followed by Transpose [0,1,3,2]) and the
+// output goes through the merge Transpose [0,2,1,3] -> Reshape [B,S,H·D], all
+// read once, the Attention takes the 3-D tensors {q_num_heads = kv_num_heads =
+// H} and those 8 (or 9) layout nodes go too; otherwise they stay and the
+// Attention is 4-D. ONNX Attention nodes are left alone.
 //
 // Refused (noted), because Attention could not express it:
 //  - a mask that is not additive: Mul(scores, m), Where(m, -inf, scores), Where
@@ -96,6 +101,30 @@ bool fully_named(const ir::Shape &s) {
   return true;
 }
 
+/// The head split x [B, S, H·D] -> Reshape [B, S, H, D] -> Transpose `perm`
+/// ending in `v` (the Transpose's output), each read once; appends the two
+/// nodes and returns x, or nullptr. *heads gets H.
+Value *head_split(const Graph &g, Value *v, const std::vector<int64_t> &perm,
+                  int64_t *heads, std::vector<Node *> *nodes) {
+  Node *tr = onnx_producer(v, "Transpose");
+  if (tr == nullptr || tr->attrs().get_ints("perm") != perm ||
+      !has_single_consumer(g, v))
+    return nullptr;
+  Node *rs = onnx_producer(tr->input(0), "Reshape");
+  if (rs == nullptr || !has_single_consumer(g, tr->input(0)))
+    return nullptr;
+  Value *x = rs->input(0);
+  const ir::Shape &s3 = x->shape(), &s4 = rs->output(0)->shape();
+  if (!s3.rank_known() || s3.rank() != 3 || !s4.rank_known() ||
+      s4.rank() != 4 || !(s3[0] == s4[0]) || !(s3[1] == s4[1]) ||
+      !s3[2].is_known() || !s4[2].is_known() || !s4[3].is_known() ||
+      s3[2].value() != s4[2].value() * s4[3].value())
+    return nullptr;
+  *heads = s4[2].value();
+  nodes->insert(nodes->end(), {tr, rs});
+  return x;
+}
+
 class RecognizeAttention : public Pass {
 public:
   const char *name() const override { return "recognize_attention"; }
@@ -120,6 +149,79 @@ public:
   }
 
 private:
+  /// The 3-D form: when Q, K and V come from head splits of [B, S, H·D]
+  /// tensors and the output goes through the head merge, one Attention on the
+  /// 3-D tensors {q_num_heads = kv_num_heads = H} replaces the 8 layout nodes
+  /// too. False (graph untouched) when the layout does not match.
+  Result<bool> try_3d(Graph &g, Node *sm, Value *q, Value *kt, Value *v,
+                      Node *pv, Value *mask, double scale,
+                      std::vector<Node *> nodes,
+                      std::set<const Node *> *removed) {
+    const std::vector<int64_t> split = {0, 2, 1, 3};
+    std::vector<Node *> layout;
+    int64_t hq = 0, hk = 0, hv = 0;
+    Value *q3 = head_split(g, q, split, &hq, &layout);
+    Value *k3 = head_split(g, kt, {0, 2, 3, 1}, &hk, &layout);
+    if (k3 == nullptr && q3 != nullptr) {
+      // K^T as Transpose[0,1,3,2] of a regular head split.
+      Node *ktr = onnx_producer(kt, "Transpose");
+      if (ktr != nullptr &&
+          ktr->attrs().get_ints("perm") == std::vector<int64_t>{0, 1, 3, 2} &&
+          has_single_consumer(g, kt)) {
+        k3 = head_split(g, ktr->input(0), split, &hk, &layout);
+        if (k3 != nullptr)
+          layout.push_back(ktr);
+      }
+    }
+    Value *v3 = head_split(g, v, split, &hv, &layout);
+    if (q3 == nullptr || k3 == nullptr || v3 == nullptr || hq != hk ||
+        hq != hv)
+      return false;
+    Value *ctx4 = pv->output(0);
+    Node *merge_tr = single_onnx_consumer(g, ctx4, "Transpose");
+    if (merge_tr == nullptr ||
+        merge_tr->attrs().get_ints("perm") != split)
+      return false;
+    Node *merge_rs =
+        single_onnx_consumer(g, merge_tr->output(0), "Reshape");
+    if (merge_rs == nullptr)
+      return false;
+    const ir::Shape &c4 = ctx4->shape(), &o3 = merge_rs->output(0)->shape();
+    if (!c4.rank_known() || c4.rank() != 4 || !o3.rank_known() ||
+        o3.rank() != 3 || !(o3[0] == c4[0]) || !(o3[1] == c4[2]) ||
+        !c4[1].is_known() || !c4[3].is_known() || !o3[2].is_known() ||
+        o3[2].value() != c4[1].value() * c4[3].value())
+      return false;
+    layout.insert(layout.end(), {merge_tr, merge_rs});
+    nodes.insert(nodes.end(), layout.begin(), layout.end());
+
+    Value *out = merge_rs->output(0);
+    Value *fused_out =
+        g.add_value(unique_value_name(g, out->name() + ".fused", "."),
+                    out->dtype(), out->shape());
+    ir::Attributes attrs;
+    attrs.set_float("scale", static_cast<float>(scale));
+    attrs.set_int("is_causal", 0);
+    attrs.set_int("q_num_heads", hq);
+    attrs.set_int("kv_num_heads", hq);
+    std::vector<Value *> ins = {q3, k3, v3};
+    if (mask != nullptr)
+      ins.push_back(mask);
+    Node *fused =
+        g.add_node("Attention", ins, {fused_out}, std::move(attrs),
+                   sm->name().empty() ? "Attention" : sm->name() + "/Attention",
+                   kIngotDomain);
+    for (Node *d : nodes)
+      fused->absorb_origins(*d);
+    g.replace_all_uses(out, fused_out);
+    for (Node *d : nodes)
+      removed->insert(d);
+    INGOT_RETURN_IF_ERROR(
+        remove_nodes_consumers_first(g, nodes, "recognize_attention"));
+    take_over_name(g, out, fused_out);
+    return true;
+  }
+
   Result<bool> refuse(PassContext &ctx, const Node *sm,
                       const std::string &why) {
     ctx.note(name(), refusal_note("attention", "Softmax", sm, why));
@@ -204,6 +306,13 @@ private:
     if (!self_contained(g, nodes, pv))
       return refuse(ctx, sm, "an intermediate is read outside the pattern");
 
+    if (g.opset(kIngotDomain) == 0)
+      g.set_opset_import(kIngotDomain, 1);
+    INGOT_ASSIGN_OR_RETURN(bool merged,
+                           try_3d(g, sm, q, kt, v, pv, mask, scale, nodes, removed));
+    if (merged)
+      return true;
+
     // K in [B, H, S, D]: compose the Transpose producing K^T, or transpose back
     // explicitly.
     std::vector<int64_t> perm = {0, 1, 3, 2};
@@ -224,8 +333,6 @@ private:
         d.push_back(k_src->shape()[static_cast<size_t>(a)]);
       k_shape = ir::Shape(d);
     }
-    if (g.opset(kIngotDomain) == 0)
-      g.set_opset_import(kIngotDomain, 1);
     Value *k =
         g.add_value(unique_value_name(g, kt->name() + ".bhsd", "."), kt->dtype(),
                     k_shape);

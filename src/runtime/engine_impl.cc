@@ -284,7 +284,9 @@ const void* ContextImpl::tensor_address(const std::string& name) const {
   int i = io_index(name);
   if (i < 0) return nullptr;
   if (addresses_[i]) return addresses_[i];
-  return owned_outputs_[i].defined() ? owned_outputs_[i].raw() : nullptr;
+  if (!owned_outputs_[i].defined()) return nullptr;
+  if (owned_outputs_[i].dtype() == DataType::kString) return owned_outputs_[i].strings().data();
+  return owned_outputs_[i].raw();
 }
 
 Status ContextImpl::infer_shapes() {
@@ -408,9 +410,18 @@ Status ContextImpl::prepare_run() {
               tensors_[vi] = d ? *d : *v->initializer();
               break;
             }
+            if (shape_numel(input_shapes_[i]) == 0) {  // nothing to read: no memory needed
+              INGOT_ASSIGN_OR_RETURN(tensors_[vi], device_tensor(v->dtype(), input_shapes_[i]));
+              break;
+            }
             return make_status(StatusCode::kInvalidArgument, "input '", v->name(), "' has no address: call set_tensor_address");
           }
-          tensors_[vi] = Tensor::borrow(v->dtype(), input_shapes_[i], addresses_[i], nullptr);
+          if (v->dtype() == DataType::kString) {
+            // String bindings are arrays of std::string (host engines only); copied in each run.
+            INGOT_ASSIGN_OR_RETURN(tensors_[vi], Tensor::zeros(DataType::kString, input_shapes_[i]));
+          } else {
+            tensors_[vi] = Tensor::borrow(v->dtype(), input_shapes_[i], addresses_[i], nullptr);
+          }
         } else if (known && v->dtype() != DataType::kString) {
           void* addr = addresses_[i];
           if (!addr) {
@@ -479,6 +490,14 @@ Status ContextImpl::enqueue(void* stream) {
   if (!shapes_valid_ || !views_valid_) INGOT_RETURN_IF_ERROR(prepare_run());
   const builder::Plan& plan = engine_->plan();
   const auto& io = engine_->io_tensors();
+  for (size_t i = 0; i < io.size(); ++i) {
+    if (!io[i].is_input || io[i].dtype != DataType::kString || !addresses_[i]) continue;
+    int vi = engine_->value_index(engine_->io_values()[i]);
+    if (vi < 0 || !tensors_[vi].defined()) continue;
+    const std::string* src = static_cast<const std::string*>(addresses_[i]);
+    auto& dst = tensors_[vi].mutable_strings();
+    for (size_t k = 0; k < dst.size(); ++k) dst[k] = src[k];
+  }
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     backend::StepIO& sio = step_io_[s];
     std::vector<Tensor>& outs = step_outputs_[s];
@@ -526,10 +545,16 @@ Status ContextImpl::enqueue(void* stream) {
     const Tensor* t = lookup(v);
     if (!t) return internal_error("output '", v->name(), "' was not computed");
     bool copied = false;
+    if (addresses_[i] && t->dtype() == DataType::kString) {
+      std::string* dst = static_cast<std::string*>(addresses_[i]);
+      for (int64_t k = 0; k < t->numel(); ++k) dst[k] = t->strings()[static_cast<size_t>(k)];
+      continue;
+    }
     if (addresses_[i] && t->raw() != addresses_[i] && t->dtype() != DataType::kString) {
       INGOT_RETURN_IF_ERROR(engine_->device().copy_on_device(addresses_[i], t->raw(), t->nbytes(), stream));
       copied = true;
-    } else if (!addresses_[i] && (!owned_outputs_[i].defined() || owned_outputs_[i].raw() != t->raw())) {
+    } else if (!addresses_[i] && (t->dtype() == DataType::kString || !owned_outputs_[i].defined() ||
+                                  owned_outputs_[i].raw() != t->raw())) {
       if (engine_->device().is_host() || t->dtype() == DataType::kString) {
         owned_outputs_[i] = t->clone();
       } else {

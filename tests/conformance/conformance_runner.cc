@@ -180,14 +180,14 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
   for (const ir::Value* v : g.inputs()) {
     auto it = feeds.find(v->name());
     if (it == feeds.end()) continue;
-    if (it->second.dtype() == DataType::kString) return unsupported("string tensors at engine inputs");
+    if (it->second.dtype() == DataType::kString && device) return unsupported("string tensors on the cuda backend");
     if (!v->shape().is_concrete()) {
       profile.set_dimensions(v->name(), it->second.shape(), it->second.shape(), it->second.shape());
       any = true;
     }
   }
   for (const ir::Value* v : g.outputs())
-    if (v->dtype() == DataType::kString) return unsupported("string tensors at engine outputs");
+    if (v->dtype() == DataType::kString && device) return unsupported("string tensors on the cuda backend");
   if (any) config.profiles.push_back(profile);
   Builder builder(quiet);
   INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, builder.build_serialized((dir / "model.onnx").string(), config));
@@ -195,7 +195,14 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
   INGOT_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, runtime.deserialize(bytes.data(), bytes.size()));
   INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
   std::vector<std::unique_ptr<Binding>> bindings;
+  std::map<std::string, Tensor> string_feeds;  // strings bind as arrays of std::string
   for (const auto& [name, t] : feeds) {
+    if (t.dtype() == DataType::kString) {
+      string_feeds[name] = t.clone();
+      INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
+      INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, string_feeds[name].mutable_strings().data()));
+      continue;
+    }
     bindings.push_back(std::make_unique<Binding>(t.nbytes(), device));
     if (!bindings.back()->get() || !bindings.back()->upload(t.raw(), t.nbytes()))
       return internal_error("cannot stage input '", name, "'");
@@ -211,6 +218,13 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
     INGOT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx->tensor_shape(v->name()));
     const void* p = ctx->tensor_address(v->name());
     INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(v->dtype(), shape));
+    if (t.dtype() == DataType::kString) {
+      const std::string* src = static_cast<const std::string*>(p);
+      if (t.numel() && !src) return internal_error("output '", v->name(), "' has no address");
+      for (int64_t k = 0; k < t.numel(); ++k) t.mutable_strings()[static_cast<size_t>(k)] = src[k];
+      outs.push_back(std::move(t));
+      continue;
+    }
     if (t.nbytes()) {
       if (!p) return internal_error("output '", v->name(), "' has no address");
       if (!Binding::download(t.mutable_raw(), p, t.nbytes(), device))

@@ -26,6 +26,7 @@ namespace ingot::passes {
 std::unique_ptr<Pass> make_recognize_layernorm();
 std::unique_ptr<Pass> make_recognize_gelu_silu();
 std::unique_ptr<Pass> make_recognize_attention();
+std::unique_ptr<Pass> make_recognize_softmax();
 
 namespace {
 
@@ -498,6 +499,90 @@ TEST(PassesPattern, SiluRefusesSigmoidReadElsewhere) {
 
 // ---------------------------------------------------------------- Attention
 
+// ---------------------------------------------------------------- Softmax
+
+std::string softmax_text(int opset, const std::string &axes_attr,
+                         const std::string &extra = "") {
+  return "graph g {\n  opset \"\" " + std::to_string(opset) + R"(
+  input %x: f32[2,3,6]
+  %m = ReduceMax {)" + axes_attr + R"(}(%x)
+  %d = Sub(%x, %m)
+  %e = Exp(%d)
+  %s = ReduceSum {)" + axes_attr + R"(}(%e)
+  %y = Div(%e, %s) @sm
+)" + extra + "  output %y\n}";
+}
+
+TEST(PassesPattern, SoftmaxStabilizedAndPlainBecomeSoftmax) {
+  auto pass = make_recognize_softmax();
+  expect_rewrite(*pass, softmax_text(11, "axes=[-1]"), R"(graph g {
+    opset "" 11
+    input %x: f32[2,3,6]
+    %y = Softmax {axis=2}(%x) @sm
+    output %y
+  })");
+  expect_same_numbers(*pass, softmax_text(11, "axes=[2]"), "Softmax ");
+  // Opset 13+: any single axis; ReduceSum axes from an input, ReduceMax (< 18) from the attribute.
+  const std::string mid = R"(graph g {
+    opset "" 13
+    input %x: f32[2,3,6]
+    init %ax: i64[1] = [1]
+    %m = ReduceMax {axes=[1]}(%x)
+    %d = Sub(%x, %m)
+    %e = Exp(%d)
+    %s = ReduceSum(%e, %ax)
+    %y = Div(%e, %s)
+    output %y
+  })";
+  expect_same_numbers(*pass, mid, "Softmax ");
+  // Unstabilized: Exp(x) / ReduceSum(Exp(x)).
+  expect_same_numbers(*pass, R"(graph g {
+    opset "" 18
+    input %x: f32[2,3,6]
+    init %ax: i64[1] = [-1]
+    %e = Exp(%x)
+    %s = ReduceSum(%e, %ax)
+    %y = Div(%e, %s)
+    output %y
+  })", "Softmax ");
+}
+
+TEST(PassesPattern, LogSoftmaxStabilizedBecomesLogSoftmax) {
+  auto pass = make_recognize_softmax();
+  const std::string text = R"(graph g {
+    opset "" 17
+    input %x: f32[4,5]
+    init %ax: i64[1] = [1]
+    %m = ReduceMax {axes=[1]}(%x)
+    %d = Sub(%x, %m)
+    %e = Exp(%d)
+    %s = ReduceSum(%e, %ax)
+    %l = Log(%s)
+    %y = Sub(%d, %l)
+    output %y
+  })";
+  expect_rewrite(*pass, text, R"(graph g {
+    opset "" 17
+    input %x: f32[4,5]
+    init %ax: i64[1] = [1]
+    %y = LogSoftmax {axis=1}(%x)
+    output %y
+  })");
+  expect_same_numbers(*pass, text, "LogSoftmax ");
+}
+
+TEST(PassesPattern, SoftmaxRefusals) {
+  auto pass = make_recognize_softmax();
+  expect_refused(*pass, softmax_text(12, "axes=[1, 2]"), "exactly one axis");
+  // keepdims=0 over axis 0 still broadcasts ([3,6] against [2,3,6]) but is not softmax.
+  expect_refused(*pass, softmax_text(12, "axes=[0], keepdims=0"), "keepdims=0");
+  expect_refused(*pass, softmax_text(11, "axes=[1]"), "coerces to 2-D");
+  expect_refused(*pass, softmax_text(12, "axes=[-1]", "  output %s\n"),
+                 "read outside the pattern");
+}
+
+// ---------------------------------------------------------------- Attention
+
 /// BERT-style self-attention on x [B=2, S=5, 16] with 2 heads of 8: head split
 /// by Reshape → Transpose (K transposed straight to [B,H,D,S]), scores / √8,
 /// additive mask [B,1,1,S], Softmax, · V, head merge.
@@ -529,7 +614,7 @@ std::string bert_attention(const std::string &mask_lines,
 })";
 }
 
-TEST(PassesPattern, AttentionWithAdditiveMaskBecomesIngotAttention) {
+TEST(PassesPattern, AttentionWithAdditiveMaskAbsorbsHeadSplitAndMerge) {
   auto pass = make_recognize_attention();
   const std::string text = bert_attention("  %sm = Add(%mask, %sc)", "%sm");
   expect_rewrite(*pass, text, R"(graph g {
@@ -542,22 +627,37 @@ TEST(PassesPattern, AttentionWithAdditiveMaskBecomesIngotAttention) {
     init %split: i64[4] = [2, 5, 2, 8]
     init %merge: i64[3] = [2, 5, 16]
     init %sqrtd: f32[] = [2.82842708]
-    %q4 = Reshape(%q, %split)
-    %qh = Transpose {perm=[0, 2, 1, 3]}(%q4)
-    %k4 = Reshape(%k, %split)
-    %v4 = Reshape(%v, %split)
-    %vh = Transpose {perm=[0, 2, 1, 3]}(%v4)
-    %kt.bhsd = Transpose {perm=[0, 2, 1, 3]}(%k4)
-    %ctx = ingot::Attention {is_causal=0, scale=0.353553385}(%qh, %kt.bhsd, %vh, %mask) @attn/Attention
-    %ct = Transpose {perm=[0, 2, 1, 3]}(%ctx)
-    %out = Reshape(%ct, %merge)
+    %out = ingot::Attention {is_causal=0, kv_num_heads=2, q_num_heads=2, scale=0.353553385}(%q, %k, %v, %mask) @attn/Attention
     output %out
   })");
-  expect_same_numbers(*pass, text,
-                      "Reshape Transpose Reshape Reshape Transpose Transpose "
-                      "ingot::Attention Transpose Reshape ");
+  expect_same_numbers(*pass, text, "ingot::Attention ");
   // No mask at all.
-  expect_same_numbers(*pass, bert_attention("", "%sc"),
+  expect_same_numbers(*pass, bert_attention("", "%sc"), "ingot::Attention ");
+  // K split like Q and V, then transposed to K^T by its own Transpose.
+  std::string kt2 = bert_attention("", "%sc");
+  const std::string kt_line = "%kt = Transpose {perm=[0, 2, 3, 1]}(%k4)";
+  kt2.replace(kt2.find(kt_line), kt_line.size(),
+              "%kh = Transpose {perm=[0, 2, 1, 3]}(%k4)\n  %kt = Transpose {perm=[0, 1, 3, 2]}(%kh)");
+  expect_same_numbers(*pass, kt2, "ingot::Attention ");
+}
+
+TEST(PassesPattern, AttentionKeeps4DFormWhenTheHeadMergeDoesNotMatch) {
+  auto pass = make_recognize_attention();
+  // The per-head context is itself an output: no merge to absorb.
+  std::string t = bert_attention("  %sm = Add(%mask, %sc)", "%sm");
+  t.replace(t.find("  output %out"), 0, "  output %ctx\n");
+  t.replace(t.find("  %ct = Transpose"), 0, "");
+  Outcome o = run_pass(*pass, t);
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(ops_of(*o.graph),
+            "Reshape Transpose Reshape Reshape Transpose Transpose "
+            "ingot::Attention Transpose Reshape ");
+  // A merge with another perm is not the inverse of the split.
+  std::string t2 = bert_attention("", "%sc");
+  const std::string ct = "%ct = Transpose {perm=[0, 2, 1, 3]}", mg = "= [2, 5, 16]";
+  t2.replace(t2.find(ct), ct.size(), "%ct = Transpose {perm=[0, 1, 2, 3]}");
+  t2.replace(t2.find(mg), mg.size(), "= [2, 2, 40]");
+  expect_same_numbers(*pass, t2,
                       "Reshape Transpose Reshape Reshape Transpose Transpose "
                       "ingot::Attention Transpose Reshape ");
 }

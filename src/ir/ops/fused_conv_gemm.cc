@@ -6,7 +6,9 @@
 //   FusedConv(X, W, [B], [R]): y = act(Conv(X, W) + B + R), or act(Conv(X, W) + B) + R when
 //     residual_before_activation = 0. Every Conv attribute; `activation` is "" (none), Relu,
 //     Clip [min,max], LeakyRelu [alpha], Sigmoid, Tanh, HardSwish, HardSigmoid [alpha,beta],
-//     Gelu, GeluTanh or Silu, its numbers in `activation_params`.
+//     Gelu, GeluTanh or Silu, its numbers in `activation_params`. With `transposed` = 1 the
+//     layer is ConvTranspose instead (its output_padding / output_shape attributes apply), so
+//     deconvolution epilogues fuse without a second op type for every backend to learn.
 //   FusedGemm(A, B, [C], [R]): y = act(alpha·op(A)·op(B) + beta·C [+ R]). kind "gemm" follows
 //     Gemm (2-D, transA/transB, C broadcast to [M,N]); kind "matmul" follows MatMul (N-D,
 //     batched, broadcasting) with C a bias broadcast on the last dim.
@@ -85,12 +87,17 @@ void register_fused_conv_gemm_ops(OpRegistry& r) {
                .attr("pads", AttrType::kInts)
                .attr("strides", AttrType::kInts)
                .attr("dilations", AttrType::kInts)
-               .attr("group", AttrType::kInt))
+               .attr("group", AttrType::kInt)
+               .attr("transposed", AttrType::kInt)
+               .attr("output_padding", AttrType::kInts)
+               .attr("output_shape", AttrType::kInts))
       .infer([](InferenceContext& c) -> Status {
-        INGOT_RETURN_IF_ERROR(delegate_to("Conv")(c));
+        const int64_t transposed = c.attrs().get_int("transposed", 0);
+        if (transposed != 0 && transposed != 1) return c.error("transposed must be 0 or 1, got ", transposed);
+        INGOT_RETURN_IF_ERROR(delegate_to(transposed ? "ConvTranspose" : "Conv")(c));
         return check_epilogue(c, 3);
       })
-      .doc("Conv + bias + residual + activation");
+      .doc("Conv or ConvTranspose (transposed=1) + bias + residual + activation");
   epilogue(r.add("FusedGemm", "ingot")
                .inputs(2, 4)
                .outputs(1, 1)

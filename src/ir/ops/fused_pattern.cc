@@ -5,7 +5,8 @@
 // Gelu exist in ai.onnx only from opsets 17, 23 and 20; the ingot twins carry the same
 // attributes and semantics so models with older opsets can be fused too, and they reuse the
 // ai.onnx inference (looked up at call time: one shape path). Attention is ONNX Attention
-// (opset 23) restricted to 4-D Q/K/V [B, H, S, D] with an optional mask, no KV cache.
+// (opset 23) restricted to 4-D Q/K/V [B, H, S, D], or 3-D [B, S, H*D] with q_num_heads /
+// kv_num_heads (head split/merge absorbed), with an optional mask, no KV cache.
 // Silu has no ai.onnx op before Swish (opset 24).
 #include "ir/ops/all_ops.h"
 
@@ -46,13 +47,21 @@ void register_fused_pattern_ops(OpRegistry& r) {
   r.add("Attention", "ingot").inputs(3, 4).outputs(1, 1).opsets(1)
       .attr("scale", AttrType::kFloat)
       .attr("is_causal", AttrType::kInt)
+      .attr("q_num_heads", AttrType::kInt)
+      .attr("kv_num_heads", AttrType::kInt)
       .infer([](InferenceContext& c) -> Status {
-        for (size_t i = 0; i < 3; ++i)
-          if (c.input_shape(i).rank_known() && c.input_shape(i).rank() != 4)
-            return c.error("Q, K and V must be 4-D [batch, heads, seq, head_size]");
+        // 3-D [batch, seq, heads * head_size] needs the head counts; 4-D carries them.
+        const bool heads = c.attrs().has("q_num_heads") && c.attrs().has("kv_num_heads");
+        for (size_t i = 0; i < 3; ++i) {
+          const Shape& s = c.input_shape(i);
+          if (s.rank_known() && s.rank() != 4 && !(s.rank() == 3 && heads))
+            return c.error("Q, K and V must be 4-D [batch, heads, seq, head_size], or 3-D "
+                           "[batch, seq, heads * head_size] with q_num_heads and kv_num_heads");
+        }
         return same_as_onnx("Attention")(c);
       })
-      .doc("ai.onnx Attention (opset 23) on 4-D Q/K/V with an optional mask");
+      .doc("ai.onnx Attention (opset 23) on 4-D Q/K/V, or 3-D with q_num_heads/kv_num_heads, "
+           "with an optional mask");
 }
 
 }  // namespace ingot::ir

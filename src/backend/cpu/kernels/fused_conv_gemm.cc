@@ -102,9 +102,12 @@ ir::Attributes copy_except(const ir::Attributes& at, const std::vector<std::stri
 const std::vector<std::string> kEpilogueAttrs = {"activation", "activation_params", "residual_before_activation"};
 
 Status fused_conv(KernelContext& k) {
-  ir::Attributes conv_attrs = copy_except(k.attrs(), kEpilogueAttrs);
-  // Bias goes through Conv itself: it is part of Conv's own semantics.
-  INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, "Conv", std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}));
+  std::vector<std::string> drop = kEpilogueAttrs;
+  drop.push_back("transposed");
+  ir::Attributes conv_attrs = copy_except(k.attrs(), drop);
+  const char* layer = k.attrs().get_int("transposed", 0) != 0 ? "ConvTranspose" : "Conv";
+  // Bias goes through Conv / ConvTranspose itself: it is part of the layer's own semantics.
+  INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, layer, std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}));
   INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3)));
   k.output(0) = y;
   return Status::Ok();

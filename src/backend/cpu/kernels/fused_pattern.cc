@@ -34,9 +34,11 @@ Status silu(KernelContext &k) {
 }
 
 Status attention_4d(KernelContext &k) {
+  const bool heads = k.attrs().has("q_num_heads") && k.attrs().has("kv_num_heads");
   for (size_t i = 0; i < 3; ++i)
-    if (k.input(i)->rank() != 4)
-      return k.error("Q, K and V must be 4-D [batch, heads, seq, head_size]");
+    if (k.input(i)->rank() != 4 && !(k.input(i)->rank() == 3 && heads))
+      return k.error("Q, K and V must be 4-D [batch, heads, seq, head_size], or 3-D with "
+                     "q_num_heads and kv_num_heads");
   return same_as_onnx("Attention")(k);
 }
 
