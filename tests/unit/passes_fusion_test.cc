@@ -289,6 +289,27 @@ TEST(PassesFusion, ConvBiasReluBecomesFusedConv) {
   expect_equivalent(t, *g);
 }
 
+TEST(PassesFusion, ConvTransposeBiasActivationResidualBecomesTransposedFusedConv) {
+  // ConvTranspose (group 2, stride 2, output_padding) + per-channel bias + LeakyRelu + residual.
+  std::string head = "graph g {\n  opset \"\" 17\n  input %x: f32[1,4,3,3]\n  input %r: f32[1,6,8,8]\n" +
+                     init_text("w", {4, 3, 3, 3}, 21) + init_text("bias", {1, 6, 1, 1}, 22);
+  std::string t = head +
+                  "  %c = ConvTranspose {group=2, output_padding=[1, 1], strides=[2, 2]}(%x, %w) @deconv\n"
+                  "  %b = Add(%c, %bias) @add\n  %a = LeakyRelu {alpha=0.1}(%b) @act\n"
+                  "  %y = Add(%a, %r) @res\n  output %y\n}\n";
+  PassContext ctx;
+  auto g = run_passes(t, one(make_fuse_conv_gemm()), &ctx);
+  ASSERT_EQ(g->nodes().size(), 1u) << live_text(*g);
+  const ir::Node& n = *g->nodes()[0];
+  EXPECT_EQ(n.op_type(), "FusedConv");
+  EXPECT_EQ(n.attrs().get_int("transposed", 0), 1);
+  EXPECT_EQ(n.attrs().get_string("activation", ""), "LeakyRelu");
+  EXPECT_EQ(n.attrs().get_ints("output_padding"), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(n.origins(), (std::vector<std::string>{"deconv", "add", "act", "res"}));
+  EXPECT_EQ(g->outputs()[0]->shape().to_string(), "[1,6,8,8]");
+  expect_equivalent(t, *g);
+}
+
 TEST(PassesFusion, EveryActivationFusesAndMatchesReference) {
   struct Case {
     std::string act_lines, activation;
