@@ -39,8 +39,10 @@ class InferenceContext {
   size_t num_inputs() const { return inputs_.size(); }
   /// False for omitted optional inputs (and indices past the end).
   bool has_input(size_t i) const;
-  DataType input_dtype(size_t i) const { return inputs_[i].dtype; }
-  const Shape& input_shape(size_t i) const { return inputs_[i].shape; }
+  /// dtype/shape of input i; kUndefined / unknown rank for omitted or missing inputs, so a
+  /// malformed node cannot make inference read out of bounds.
+  DataType input_dtype(size_t i) const { return i < inputs_.size() ? inputs_[i].dtype : DataType::kUndefined; }
+  const Shape& input_shape(size_t i) const { return i < inputs_.size() ? inputs_[i].shape : unknown_shape(); }
   /// The input's data when known (initializer, constant, or the executor's concrete value);
   /// nullptr otherwise. Shape ops use it (Reshape's shape, Slice's starts, ...).
   const Tensor* input_value(size_t i) const { return i < values_.size() ? values_[i] : nullptr; }
@@ -49,6 +51,10 @@ class InferenceContext {
   bool has_output(size_t i) const;
   void set_output(size_t i, DataType dtype, Shape shape);
   const TensorType& output(size_t i) const { return outputs_[i]; }
+  static const Shape& unknown_shape() {
+    static const Shape kUnknown = Shape::unknown_rank();
+    return kUnknown;
+  }
   /// Outputs whose values inference could compute (Shape of a concrete input, ...).
   void set_output_value(size_t i, Tensor value);
   const Tensor* output_value(size_t i) const;

@@ -72,6 +72,14 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 /// Concrete broadcast, same rules.
 Result<Shape64> broadcast_shapes(const Shape64& a, const Shape64& b);
 
+/// a * b for element counts, saturating at 2^62 instead of overflowing (dims come from files).
+inline int64_t mul_dims(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 62) || r < -(int64_t{1} << 62))
+    return (a < 0) != (b < 0) ? -(int64_t{1} << 62) : (int64_t{1} << 62);
+  return r;
+}
+
 /// Normalizes a possibly negative axis against `rank`; error when outside [-rank, rank).
 Result<int64_t> normalize_axis(int64_t axis, int64_t rank);
 

@@ -91,7 +91,7 @@ Status infer_if(InferenceContext& c) {
   if (!then_g->inputs().empty() || !else_g->inputs().empty()) return c.error("If branches take no inputs");
   if (c.input_shape(0).rank_known()) {
     int64_t n = 1;
-    for (const Dim& d : c.input_shape(0).dims()) n = d.is_known() ? n * d.value() : -1;
+    for (const Dim& d : c.input_shape(0).dims()) n = d.is_known() && n >= 0 ? mul_dims(n, d.value()) : -1;
     if (n >= 0 && n != 1) return c.error("cond must hold one element, got shape ", c.input_shape(0).to_string());
   }
   if (skip_body_inference(c)) return Status::Ok();

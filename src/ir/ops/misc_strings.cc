@@ -106,7 +106,7 @@ Status infer_array_feature_extractor(InferenceContext& c) {
   if (!x.rank_known() || !y.rank_known()) return c.set_output(0, c.input_dtype(0), Shape::unknown_rank()), Status::Ok();
   if (x.rank() < 1) return c.error("X must have rank >= 1");
   Dim n = 1;
-  for (const Dim& d : y.dims()) n = (n.is_known() && d.is_known()) ? Dim(n.value() * d.value()) : Dim::unknown();
+  for (const Dim& d : y.dims()) n = (n.is_known() && d.is_known()) ? Dim(mul_dims(n.value(), d.value())) : Dim::unknown();
   std::vector<Dim> dims;
   if (x.rank() == 1) dims = {1, n};
   else {

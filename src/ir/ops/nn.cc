@@ -342,7 +342,7 @@ Status infer_col2im(InferenceContext& c) {
   std::vector<Dim> out{n, Dim::unknown()};
   if (blk && x.rank_known() && x[1].is_known()) {
     int64_t prod = 1;
-    for (int64_t i = 0; i < blk->numel(); ++i) prod *= blk->get_i64(i);
+    for (int64_t i = 0; i < blk->numel(); ++i) prod = mul_dims(prod, blk->get_i64(i));
     if (prod <= 0 || x[1].value() % prod != 0)
       return c.error("input dim 1 (", x[1].value(), ") is not a multiple of the block size ", prod);
     out[1] = Dim(x[1].value() / prod);

@@ -119,7 +119,7 @@ Status infer_reshape(InferenceContext& c) {
   bool allowzero = c.attrs().get_int("allowzero", 0) != 0;
   if (!target) {
     const Shape& ss = c.opset() < 5 ? Shape::unknown_rank() : c.input_shape(1);
-    if (ss.rank_known() && ss.rank() == 1 && ss[0].is_known())
+    if (ss.rank_known() && ss.rank() == 1 && ss[0].is_known() && ss[0].value() <= 64)  // ranks are small
       c.set_output(0, c.input_dtype(0), Shape(std::vector<Dim>(ss[0].value(), Dim::unknown())));
     else
       c.set_output(0, c.input_dtype(0), Shape::unknown_rank());
@@ -162,8 +162,8 @@ Status infer_reshape(InferenceContext& c) {
     }
     bool all_known = true;
     int64_t pin = 1, pout = 1;
-    for (const Dim& d : rest_in) { if (d.is_known()) pin *= d.value(); else all_known = false; }
-    for (const Dim& d : rest_out) { if (d.is_known()) pout *= d.value(); else all_known = false; }
+    for (const Dim& d : rest_in) { if (d.is_known()) pin = mul_dims(pin, d.value()); else all_known = false; }
+    for (const Dim& d : rest_out) { if (d.is_known()) pout = mul_dims(pout, d.value()); else all_known = false; }
     if (all_known) {
       if (neg >= 0) {
         if (pout == 0 ? pin != 0 : pin % pout != 0)
@@ -191,7 +191,7 @@ Status infer_flatten(InferenceContext& c) {
     int64_t p = 1;
     std::vector<Dim> unknown;
     for (int64_t i = b; i < e; ++i) {
-      if (in[i].is_known()) p *= in[i].value();
+      if (in[i].is_known()) p = mul_dims(p, in[i].value());
       else unknown.push_back(in[i]);
     }
     if (unknown.empty()) return Dim(p);
