@@ -7,6 +7,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ingot-out}
 mkdir -p "$OUT"
 B=build-cuda
+# The binaries were built against cuDNN 9.19, which the GPU machine has in PyTorch's wheel.
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 work=$(mktemp -d)
 python3 tests/conformance/generate_node_data.py -o "$work/suite" > "$OUT/generate.log" 2>&1
@@ -20,7 +22,9 @@ gpu_rc=$?
 "$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda --in-process -v > "$OUT/models_cuda.log" 2>&1
 "$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda --in-process -v >> "$OUT/models_cuda.log" 2>&1
 
+python3 tests/cli/test_cuda_cli.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda.log" 2>&1
 echo "== summary =="
+echo "cli on cuda engines: $(tail -1 "$OUT/cli_cuda.log")"
 echo "gpu tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (rc $gpu_rc)"
 grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | head -20
 echo "node suite through CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda.log"

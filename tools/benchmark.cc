@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "device_io.h"
 #include "ingot/inspect.h"
 
 namespace ingot::tools {
@@ -122,28 +123,19 @@ std::string pct_label(double p) {
 // ---- running
 // ----------------------------------------------------------------------------
 
-Status bind_inputs(ExecutionContext &ctx,
-                   const std::vector<HostTensor> &inputs) {
-  for (const HostTensor &h : inputs) {
-    Status s = ctx.set_input_shape(h.name, h.shape);
-    if (!s.ok())
-      return s;
-    s = ctx.set_tensor_address(h.name, const_cast<uint8_t *>(h.data.data()));
-    if (!s.ok())
-      return s;
-  }
-  return Status::Ok();
-}
-
 struct Iteration {
   int stream = 0;
   double start_ms = 0;   // since the timed loop began
   double latency_ms = 0; // enqueue to results ready
   double enqueue_ms = 0; // host time inside enqueue
+  // cuda engines, from CUDA events on the stream (0 on cpu engines):
+  double h2d_ms = 0, compute_ms = 0, d2h_ms = 0;
 };
 
 struct StreamRun {
   std::unique_ptr<ExecutionContext> ctx;
+  std::unique_ptr<IoBuffers> io; // after ctx: freed first
+  std::unique_ptr<GpuEvent> events[4];
   std::vector<Iteration> iterations;
   Status status = Status::Ok();
 };
@@ -151,16 +143,64 @@ struct StreamRun {
 // Each stream warms up, waits for all others, then runs the timed loop; so the
 // timed windows overlap and the aggregate throughput counts only concurrent
 // work.
+// One query on a cuda engine, as trtexec times it: events around the H2D copies, the enqueue
+// and the D2H copies on the stream; latency is the first event to the last.
+Status gpu_query(StreamRun &run, bool transfers, Iteration &it) {
+  IoBuffers &io = *run.io;
+  GpuEvent *ev[4] = {run.events[0].get(), run.events[1].get(),
+                     run.events[2].get(), run.events[3].get()};
+  void *stream = io.stream();
+  Status s = ev[0]->record(stream);
+  if (s.ok() && transfers)
+    s = io.copy_inputs_to_device();
+  if (s.ok())
+    s = ev[1]->record(stream);
+  if (!s.ok())
+    return s;
+  auto e0 = Clock::now();
+  s = run.ctx->enqueue(stream);
+  it.enqueue_ms = ms_between(e0, Clock::now());
+  if (s.ok())
+    s = ev[2]->record(stream);
+  if (s.ok() && transfers)
+    s = io.copy_outputs_to_host();
+  if (s.ok())
+    s = ev[3]->record(stream);
+  if (s.ok())
+    s = io.synchronize();
+  if (!s.ok())
+    return s;
+  float ms[3] = {0, 0, 0};
+  for (int k = 0; k < 3; ++k) {
+    auto t = ev[k + 1]->elapsed_since(*ev[k]);
+    if (!t.ok())
+      return t.status();
+    ms[k] = *t;
+  }
+  it.h2d_ms = ms[0];
+  it.compute_ms = ms[1];
+  it.d2h_ms = ms[2];
+  it.latency_ms = ms[0] + ms[1] + ms[2];
+  return Status::Ok();
+}
+
+// Each stream warms up, waits for all others, then runs the timed loop; so the
+// timed windows overlap and the aggregate throughput counts only concurrent
+// work.
 void stream_loop(int index, StreamRun &run, const BenchmarkOptions &opt,
                  std::atomic<int> &ready, std::atomic<bool> &go,
                  const Clock::time_point *start, std::atomic<bool> &failed) {
+  bool gpu = run.io->on_device();
+  bool transfers = !opt.no_data_transfers;
+  Iteration scratch;
   auto warm_start = Clock::now();
   for (int i = 0; i < opt.warmup_runs ||
                   ms_between(warm_start, Clock::now()) < opt.warmup_ms;
        ++i) {
     if (failed)
       break;
-    run.status = run.ctx->enqueue(nullptr);
+    run.status = gpu ? gpu_query(run, transfers, scratch)
+                     : run.ctx->enqueue(nullptr);
     if (!run.status.ok()) {
       failed = true;
       break;
@@ -177,16 +217,23 @@ void stream_loop(int index, StreamRun &run, const BenchmarkOptions &opt,
     if (i >= opt.iterations &&
         ms_between(*start, now) >= opt.duration_s * 1000.0)
       break;
-    Status s = run.ctx->enqueue(nullptr);
-    auto end = Clock::now();
+    Iteration it;
+    it.stream = index;
+    it.start_ms = ms_between(*start, now);
+    Status s = Status::Ok();
+    if (gpu) {
+      s = gpu_query(run, transfers, it);
+    } else {
+      s = run.ctx->enqueue(nullptr);
+      // CPU enqueue is synchronous: results are ready when it returns.
+      it.latency_ms = it.enqueue_ms = ms_between(now, Clock::now());
+    }
     if (!s.ok()) {
       run.status = s;
       failed = true;
       return;
     }
-    // CPU enqueue is synchronous: results are ready when it returns.
-    double t = ms_between(now, end);
-    run.iterations.push_back({index, ms_between(*start, now), t, t});
+    run.iterations.push_back(it);
   }
 }
 
@@ -338,7 +385,10 @@ Status write_times(const std::string &path, const std::vector<Iteration> &its) {
     ss << "  {\"stream\": " << its[i].stream
        << ", \"startMs\": " << json_num(its[i].start_ms)
        << ", \"latencyMs\": " << json_num(its[i].latency_ms)
-       << ", \"enqueueMs\": " << json_num(its[i].enqueue_ms) << "}"
+       << ", \"enqueueMs\": " << json_num(its[i].enqueue_ms)
+       << ", \"h2dMs\": " << json_num(its[i].h2d_ms)
+       << ", \"computeMs\": " << json_num(its[i].compute_ms)
+       << ", \"d2hMs\": " << json_num(its[i].d2h_ms) << "}"
        << (i + 1 < its.size() ? ",\n" : "\n");
   ss << "]\n";
   return write_file(path, ss.str());
@@ -433,11 +483,23 @@ Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
 void print_summary(const BenchmarkOptions &opt,
                    const std::vector<Iteration> &its, double wall_ms,
                    int64_t items_per_query, bool gpu, std::ostream &os) {
-  std::vector<double> lat, enq;
-  for (const Iteration &i : its)
+  std::vector<double> lat, enq, h2d, gpu_ms, d2h;
+  double compute_sum = 0;
+  for (const Iteration &i : its) {
     lat.push_back(i.latency_ms), enq.push_back(i.enqueue_ms);
+    h2d.push_back(i.h2d_ms), gpu_ms.push_back(i.compute_ms),
+        d2h.push_back(i.d2h_ms);
+    compute_sum += i.compute_ms;
+  }
   Stats l = stats_of(lat, opt.percentiles), e = stats_of(enq, opt.percentiles);
+  Stats h = stats_of(h2d, opt.percentiles), g = stats_of(gpu_ms, opt.percentiles),
+        d = stats_of(d2h, opt.percentiles);
   double qps = wall_ms > 0 ? its.size() * 1000.0 / wall_ms : 0;
+  // Without transfers the queries are pure GPU work: throughput from its time
+  // (the streams' compute overlaps, so their time is divided among them).
+  bool from_compute = gpu && opt.no_data_transfers && compute_sum > 0;
+  if (from_compute)
+    qps = its.size() * 1000.0 / (compute_sum / opt.streams);
   auto line = [&](const char *what, const Stats &s) {
     os << what << ": min = " << fmt(s.min, 4) << " ms, max = " << fmt(s.max, 4)
        << " ms, mean = " << fmt(s.mean, 4)
@@ -451,13 +513,21 @@ void print_summary(const BenchmarkOptions &opt,
   os << "Throughput: " << fmt(qps, 2) << " qps, "
      << fmt(qps * items_per_query, 2) << " items/s (" << items_per_query
      << " item" << (items_per_query == 1 ? "" : "s") << " per query, "
-     << opt.streams << " stream" << (opt.streams == 1 ? "" : "s") << ")\n";
+     << opt.streams << " stream" << (opt.streams == 1 ? "" : "s")
+     << (from_compute ? ", from GPU compute time" : "") << ")\n";
   line("Latency", l);
   line("Enqueue Time", e);
   if (gpu) {
-    os << "H2D Latency: n/a (inputs are bound in place)\nGPU Compute Time: n/a "
-          "(no device timing through the API)\n"
-          "D2H Latency: n/a\n";
+    if (opt.no_data_transfers)
+      os << "H2D Latency: skipped (--no-data-transfers)\n";
+    else
+      line("H2D Latency", h);
+    line("GPU Compute Time", g);
+    if (opt.no_data_transfers)
+      os << "D2H Latency: skipped (--no-data-transfers)\n";
+    else
+      line("D2H Latency", d);
+    os << "(latency = H2D + GPU compute + D2H, from CUDA events on the stream)\n";
   } else {
     os << "H2D Latency: 0 ms (CPU engine: no host-device copies)\nGPU Compute "
           "Time: n/a (CPU engine)\n"
@@ -466,8 +536,8 @@ void print_summary(const BenchmarkOptions &opt,
   os << "Total Host Walltime: " << fmt(wall_ms / 1000.0, 4) << " s for "
      << its.size() << " queries\n";
   os << "\n" << std::left << std::setw(16) << "metric (ms)" << std::right;
-  for (const char *h : {"min", "mean", "median"})
-    os << std::setw(11) << h;
+  for (const char *hd : {"min", "mean", "median"})
+    os << std::setw(11) << hd;
   for (double p : opt.percentiles)
     os << std::setw(11) << ("p" + pct_label(p));
   os << std::setw(11) << "max"
@@ -480,15 +550,27 @@ void print_summary(const BenchmarkOptions &opt,
       os << std::setw(11) << fmt(v, 4);
     os << std::setw(11) << fmt(s.max, 4) << "\n";
   };
+  auto text_row = [&](const char *what, const char *text) {
+    os << std::left << std::setw(16) << what << std::right << std::setw(11)
+       << text << "\n";
+  };
   row("latency", l);
   row("enqueue", e);
-  os << std::left << std::setw(16) << "H2D" << std::right << std::setw(11)
-     << (gpu ? "n/a" : "0") << "\n";
-  os << std::left << std::setw(16) << "GPU compute" << std::right
-     << std::setw(11) << "n/a"
-     << "\n";
-  os << std::left << std::setw(16) << "D2H" << std::right << std::setw(11)
-     << (gpu ? "n/a" : "0") << "\n";
+  if (gpu) {
+    if (opt.no_data_transfers)
+      text_row("H2D", "skipped");
+    else
+      row("H2D", h);
+    row("GPU compute", g);
+    if (opt.no_data_transfers)
+      text_row("D2H", "skipped");
+    else
+      row("D2H", d);
+  } else {
+    text_row("H2D", "0");
+    text_row("GPU compute", "n/a");
+    text_row("D2H", "0");
+  }
 }
 
 } // namespace
@@ -628,7 +710,19 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
     if (!ctx.ok())
       return ctx.status();
     r.ctx = std::move(ctx).value();
-    Status s = bind_inputs(*r.ctx, inputs);
+    auto io = IoBuffers::create(*engine, *r.ctx);
+    if (!io.ok())
+      return io.status();
+    r.io = std::move(io).value();
+    for (auto &ev : r.events) {
+      auto e = GpuEvent::create(r.io->on_device());
+      if (!e.ok())
+        return e.status();
+      ev = std::move(e).value();
+    }
+    Status s = r.io->upload_all(inputs);
+    if (s.ok())
+      s = r.io->synchronize();
     if (!s.ok())
       return s;
   }
@@ -679,8 +773,11 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
   ExecutionContext &ctx = *runs[0].ctx;
   KnownTensors known = known_static;
   ShapeRecorder recorder(known);
+  void *stream = runs[0].io->stream();
   ctx.set_tensor_listener(&recorder);
-  Status s = ctx.enqueue(nullptr);
+  Status s = ctx.enqueue(stream);
+  if (s.ok())
+    s = runs[0].io->synchronize();
   ctx.set_tensor_listener(nullptr);
   if (!s.ok())
     return s;
@@ -693,7 +790,9 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
   LayerTimes prof(engine->layers().size());
   ctx.set_profiler(&prof);
   for (int i = 0; i < prof_runs && s.ok(); ++i)
-    s = ctx.enqueue(nullptr);
+    s = ctx.enqueue(stream);
+  if (s.ok())
+    s = runs[0].io->synchronize();
   ctx.set_profiler(nullptr);
   if (!s.ok())
     return s;

@@ -65,8 +65,8 @@ using KnownTensors = std::map<std::string, KnownTensor>;
 /// itself shows.
 KnownTensors static_tensor_shapes(const std::string &onnx_path);
 
-/// Warms up, times, profiles and reports `engine` on `inputs` (bound in place,
-/// read-only, shared by all streams). Writes the summary (and the table) to
+/// Warms up, times, profiles and reports `engine` on `inputs` (copied into each
+/// stream's engine memory: device memory for cuda engines). Writes the summary (and the table) to
 /// `os`, the JSON files where asked. kInvalidArgument for inputs the engine
 /// refuses, the run's own status for failed runs, kIoError for files that
 /// cannot be written.

@@ -21,6 +21,7 @@
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "ingot/reference.h"
+#include "device_io.h"
 #include "inputs.h"
 #include "npy.h"
 #include "options.h"
@@ -135,32 +136,20 @@ class Recorder : public TensorListener {
   bool dropped = false;
 };
 
+// Inputs go to the engine's memory (device memory for cuda engines) and outputs come back.
 Result<std::vector<HostTensor>> run_engine(const Engine& engine, const std::vector<HostTensor>& inputs,
                                            TensorListener* listener) {
   auto ctx = engine.create_execution_context();
   if (!ctx.ok()) return ctx.status();
   ExecutionContext& c = **ctx;
-  for (const HostTensor& h : inputs) {
-    Status s = c.set_input_shape(h.name, h.shape);
-    if (!s.ok()) return s;
-    s = c.set_tensor_address(h.name, const_cast<uint8_t*>(h.data.data()));
-    if (!s.ok()) return s;
-  }
-  c.set_tensor_listener(listener);
-  Status s = c.enqueue(nullptr);
+  auto io = IoBuffers::create(engine, c);
+  if (!io.ok()) return io.status();
+  Status s = (*io)->upload_all(inputs);
   if (!s.ok()) return s;
-  std::vector<HostTensor> outs;
-  for (const IoTensorDesc& d : engine.io_tensors()) {
-    if (d.is_input) continue;
-    auto shape = c.tensor_shape(d.name);
-    if (!shape.ok()) return shape.status();
-    auto h = HostTensor::zeros(d.name, d.dtype, *shape);
-    if (!h.ok()) return h.status();
-    const void* p = c.tensor_address(d.name);
-    if (p && !h->data.empty()) std::memcpy(h->data.data(), p, h->data.size());
-    outs.push_back(std::move(h).value());
-  }
-  return outs;
+  c.set_tensor_listener(listener);
+  s = c.enqueue((*io)->stream());
+  if (!s.ok()) return s;
+  return (*io)->download_all();
 }
 
 bool is_open(const TensorInfo& in) {

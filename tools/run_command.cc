@@ -16,6 +16,7 @@
 #include "ingot/engine.h"
 #include "ingot/reference.h"
 #include "benchmark.h"
+#include "device_io.h"
 #include "inputs.h"
 #include "npy.h"
 #include "options.h"
@@ -69,6 +70,9 @@ class EngineRunner : public ModelRunner {
     auto ctx = r->engine_->create_execution_context();
     if (!ctx.ok()) return ctx.status();
     r->ctx_ = std::move(ctx).value();
+    auto io = IoBuffers::create(*r->engine_, *r->ctx_);
+    if (!io.ok()) return io.status();
+    r->io_ = std::move(io).value();
     for (const IoTensorDesc& d : r->engine_->io_tensors()) {
       if (!d.is_input) continue;
       TensorInfo t;
@@ -89,27 +93,13 @@ class EngineRunner : public ModelRunner {
     return r;
   }
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
+  // Inputs go to the engine's memory (device memory for cuda engines), outputs come back.
   Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& in) override {
-    for (const HostTensor& h : in) {
-      Status s = ctx_->set_input_shape(h.name, h.shape);
-      if (!s.ok()) return s;
-      s = ctx_->set_tensor_address(h.name, const_cast<uint8_t*>(h.data.data()));
-      if (!s.ok()) return s;
-    }
-    Status s = ctx_->enqueue(nullptr);
+    Status s = io_->upload_all(in);
     if (!s.ok()) return s;
-    std::vector<HostTensor> outs;
-    for (const IoTensorDesc& d : engine_->io_tensors()) {
-      if (d.is_input) continue;
-      auto shape = ctx_->tensor_shape(d.name);
-      if (!shape.ok()) return shape.status();
-      auto h = HostTensor::zeros(d.name, d.dtype, *shape);
-      if (!h.ok()) return h.status();
-      const void* p = ctx_->tensor_address(d.name);
-      if (p && !h->data.empty()) std::memcpy(h->data.data(), p, h->data.size());
-      outs.push_back(std::move(h).value());
-    }
-    return outs;
+    s = ctx_->enqueue(io_->stream());
+    if (!s.ok()) return s;
+    return io_->download_all();
   }
   void describe(std::ostream& os) const override {
     os << engine_->backend() << " engine (" << engine_->layers().size() << " steps)";
@@ -134,6 +124,7 @@ class EngineRunner : public ModelRunner {
   EngineRunner() = default;
   std::shared_ptr<Engine> engine_;
   std::unique_ptr<ExecutionContext> ctx_;
+  std::unique_ptr<IoBuffers> io_;  // after ctx_: freed first
   std::vector<TensorInfo> inputs_;
 };
 
@@ -182,6 +173,7 @@ Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt, const std
     profile.set_dimensions(in.name, dims, dims, dims);
   }
   if (any_open) config.profiles.push_back(profile);
+  config.backend = opt.backend == "cuda" ? BackendKind::kCuda : BackendKind::kCpu;
   Builder builder;
   auto bytes = builder.build_serialized(opt.model, config);
   if (!bytes.ok()) return bytes.status();
@@ -200,7 +192,7 @@ void run_help() {
                "Runs an engine (an .onnx is built into one on the fly) and prints each output's name,\n"
                "dtype, shape and statistics.\n\n"
                "options:\n"
-               "  --backend cpu               backend to build for when given an .onnx\n"
+               "  --backend cpu|cuda          backend to build for when given an .onnx (default cpu)\n"
                "  --reference                 run an .onnx on the graph interpreter instead of an engine\n"
                "  --verbose                   print memory figures and the engine's steps\n"
                "  --shapes name:1x3x224x224   shapes for inputs with open dims (comma-separated list)\n"
@@ -279,8 +271,16 @@ int run_command(const std::vector<std::string>& args) {
     std::cerr << "ingot run: no model given (see ingot run --help)\n";
     return 2;
   }
-  if (opt.backend != "cpu") {
-    std::cerr << "ingot run: backend '" << opt.backend << "' is not available in this build (available: cpu)\n";
+#ifdef INGOT_WITH_CUDA
+  const char* available = "cpu, cuda";
+  bool backend_ok = opt.backend == "cpu" || opt.backend == "cuda";
+#else
+  const char* available = "cpu";
+  bool backend_ok = opt.backend == "cpu";
+#endif
+  if (!backend_ok) {
+    std::cerr << "ingot run: backend '" << opt.backend << "' is not available in this build (available: " << available
+              << ")\n";
     return 2;
   }
   // Inputs from files first: their shapes size the engine built for an .onnx.

@@ -143,6 +143,9 @@ class CudaBackend : public Backend {
  public:
   CudaBackend(int ordinal, std::string arch) : device_(ordinal, std::move(arch)) {
     families_.push_back(cublaslt_family());
+#ifdef INGOT_WITH_CUDNN
+    families_.push_back(cudnn_conv_family());
+#endif
     families_.push_back(elementwise_family());
   }
   std::string name() const override { return "cuda"; }

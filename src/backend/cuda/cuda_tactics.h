@@ -34,5 +34,8 @@ struct TacticFamily {
 
 TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
 TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
+#ifdef INGOT_WITH_CUDNN
+TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv
+#endif
 
 }  // namespace ingot::backend::cuda

@@ -1,0 +1,537 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// cuDNN (legacy convolution API) tactics for Conv and ingot::FusedConv (transposed = 0), NCHW,
+// 1-D/2-D/3-D, fp32/fp16/bf16 with fp32 accumulation.
+//
+// Semantics (see ir/ops/fused_conv_gemm.cc): y = act(conv(x, w) + b + r), act "" or Relu, r the
+// residual. Two launch shapes:
+//  - fused: cudnnConvolutionBiasActivationForward, y = act(conv + alpha2·z + bias) with z = r
+//    (alpha2 = 1) or z = y (alpha2 = 0, not read). It needs a bias, and with no activation
+//    (IDENTITY) only the IMPLICIT_PRECOMP_GEMM algorithm, so it is used for Relu (any algo)
+//    or for bias-only convs on that algo. When cuDNN answers NOT_SUPPORTED (dtype mixes the
+//    fused entry point does not take), the plan falls back to the unfused path for good.
+//  - unfused: y ← r (copy, skipped when y aliases r), cudnnConvolutionForward with beta = 1
+//    (or 0 without residual: y is not read), cudnnAddTensor(bias), cudnnActivationForward(Relu)
+//    in place.
+// A residual after a Relu (residual_before_activation = 0) is refused: neither shape gives it
+// without a second output buffer. Without an activation the order does not matter.
+//
+// Precision: fp32 runs with CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH allows TF32 on Ampere and
+// later, which misses fp32 tolerances); fp16/bf16 use the heuristic's math type with a FLOAT
+// compute type (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
+//
+// Algorithm choice: "cuda.cudnn.conv.<i>" is the i-th result of
+// cudnnGetConvolutionForwardAlgorithm_v7 for the shape at hand, after dropping failed ones and
+// those needing more than kWorkspaceBytes (the last usable one when fewer remain). Descriptors
+// and the algorithm are cached per shape in the tactic (built on first use, read lock-free).
+//
+// Handles: one cudnnHandle_t per (thread, device), created on first use in that thread, so
+// cudnnSetStream before each call never races with another thread. They are never destroyed
+// (a thread-exit destructor could run after the CUDA runtime is torn down at process exit):
+// a program that keeps starting new threads that run convs leaks one handle per thread.
+#ifdef INGOT_WITH_CUDNN
+
+#include <cudnn.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_tactics.h"
+
+namespace ingot::backend::cuda {
+
+TacticFamily cudnn_conv_family();
+
+namespace {
+
+constexpr uint64_t kWorkspaceBytes = 64ull << 20;
+constexpr int kMaxHeuristics = 4;
+constexpr int kMaxNd = 5;  // N, C and up to 3 spatial dims
+constexpr const char* kPrefix = "cuda.cudnn.conv.";
+
+#define INGOT_CUDNN_CHECK(expr, node)                                                                          \
+  do {                                                                                                         \
+    cudnnStatus_t ingot_cudnn_st_ = (expr);                                                                    \
+    if (ingot_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                               \
+      return ::ingot::make_status(ingot_cudnn_st_ == CUDNN_STATUS_NOT_SUPPORTED ? StatusCode::kUnsupported    \
+                                                                                : StatusCode::kInternal,      \
+                                  (node).describe(), ": ", #expr, " failed: ",                                \
+                                  cudnnGetErrorString(ingot_cudnn_st_));                                       \
+  } while (0)
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+bool handles_op(const ir::Node& n) {
+  if (is_default_domain(n.domain())) return n.op_type() == "Conv";
+  return n.domain() == "ingot" && n.op_type() == "FusedConv";
+}
+
+// What the node asks for, before shapes are known.
+struct ConvSpec {
+  int spatial = 0;  // 1, 2 or 3
+  std::array<int, 3> pads{}, strides{}, dilations{};
+  std::vector<int64_t> kernel_shape;  // empty: from W
+  int64_t group = 1;
+  bool relu = false;
+  int bias_input = -1;      // input 2 when present
+  int residual_input = -1;  // FusedConv's input 3 when present
+};
+
+bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int32_t>::max(); }
+
+// `spatial` comes from X's rank (the attributes may all be defaulted).
+Result<ConvSpec> parse_spec(const ir::Node& node, int spatial) {
+  if (!handles_op(node)) return unsupported(node.describe(), ": not a convolution");
+  const ir::Attributes& at = node.attrs();
+  ConvSpec s;
+  if (spatial < 1 || spatial > 3) return unsupported(node.describe(), ": ", spatial, " spatial dims");
+  s.spatial = spatial;
+  std::string auto_pad = at.get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET") return unsupported(node.describe(), ": auto_pad ", auto_pad);
+  std::vector<int64_t> pads = at.get_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  std::vector<int64_t> strides = at.get_ints("strides", std::vector<int64_t>(spatial, 1));
+  std::vector<int64_t> dilations = at.get_ints("dilations", std::vector<int64_t>(spatial, 1));
+  if (pads.size() != static_cast<size_t>(2 * spatial) || strides.size() != static_cast<size_t>(spatial) ||
+      dilations.size() != static_cast<size_t>(spatial))
+    return unsupported(node.describe(), ": pads/strides/dilations do not match ", spatial, " spatial dims");
+  for (int i = 0; i < spatial; ++i) {
+    if (pads[i] != pads[i + spatial]) return unsupported(node.describe(), ": asymmetric pads");
+    if (!fits_int(pads[i]) || strides[i] < 1 || !fits_int(strides[i]) || dilations[i] < 1 || !fits_int(dilations[i]))
+      return unsupported(node.describe(), ": pads/strides/dilations out of range");
+    s.pads[i] = static_cast<int>(pads[i]);
+    s.strides[i] = static_cast<int>(strides[i]);
+    s.dilations[i] = static_cast<int>(dilations[i]);
+  }
+  s.kernel_shape = at.get_ints("kernel_shape");
+  if (!s.kernel_shape.empty() && s.kernel_shape.size() != static_cast<size_t>(spatial))
+    return unsupported(node.describe(), ": kernel_shape rank");
+  s.group = at.get_int("group", 1);
+  if (s.group < 1 || !fits_int(s.group)) return unsupported(node.describe(), ": group ", s.group);
+  if (node.input(2)) s.bias_input = 2;
+  if (node.op_type() == "FusedConv") {
+    if (at.get_int("transposed", 0) != 0) return unsupported(node.describe(), ": transposed convolution");
+    std::string act = at.get_string("activation", "");
+    if (act == "Relu") s.relu = true;
+    else if (!act.empty()) return unsupported(node.describe(), ": activation '", act, "'");
+    if (node.input(3)) {
+      s.residual_input = 3;
+      if (s.relu && at.get_int("residual_before_activation", 1) == 0)
+        return unsupported(node.describe(), ": residual after the activation");
+    }
+  } else if (node.inputs().size() > 3) {
+    return unsupported(node.describe(), ": Conv with more than 3 inputs");
+  }
+  return s;
+}
+
+bool is_supported_dtype(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is_symbol()) && a == b; }
+
+// supports(): every decision that can be made from types, over every binding of symbolic dims.
+Status check_types(const ir::Node& node, const std::vector<ir::TensorType>& in) {
+  if (in.size() < 2 || !node.input(0) || !node.input(1) || !node.output(0))
+    return unsupported(node.describe(), ": needs X, W and an output");
+  const ir::Shape& x = in[0].shape;
+  const ir::Shape& w = in[1].shape;
+  if (!x.rank_known() || !w.rank_known() || x.rank() != w.rank() || x.rank() < 3 || x.rank() > 5)
+    return unsupported(node.describe(), ": X ", x.to_string(), " / W ", w.to_string(), " ranks");
+  INGOT_ASSIGN_OR_RETURN(ConvSpec s, parse_spec(node, static_cast<int>(x.rank()) - 2));
+  DataType dt = in[0].dtype;
+  if (!is_supported_dtype(dt)) return unsupported(node.describe(), ": dtype ", data_type_name(dt));
+  for (size_t i = 0; i < in.size(); ++i)
+    if (node.input(i) && in[i].dtype != dt) return unsupported(node.describe(), ": mixed dtypes");
+  if (node.output(0)->dtype() != dt) return unsupported(node.describe(), ": output dtype differs");
+  // Channels, when known, must split into the groups (the reference rejects the rest anyway).
+  if (x[1].is_known() && w[1].is_known() && x[1].value() != w[1].value() * s.group)
+    return unsupported(node.describe(), ": ", x[1].value(), " channels vs W ", w.to_string(), " x group ", s.group);
+  if (w[0].is_known() && w[0].value() % s.group != 0)
+    return unsupported(node.describe(), ": ", w[0].value(), " filters do not split into ", s.group, " groups");
+  if (s.bias_input >= 0) {
+    const ir::Shape& b = in[static_cast<size_t>(s.bias_input)].shape;
+    if (!b.rank_known() || b.rank() != 1 || !same_dim(b[0], w[0]))
+      return unsupported(node.describe(), ": bias ", b.to_string(), " is not [M] for W ", w.to_string());
+  }
+  if (s.residual_input >= 0) {
+    const ir::Shape& r = in[static_cast<size_t>(s.residual_input)].shape;
+    const ir::Shape& y = node.output(0)->shape();
+    if (!r.rank_known() || !y.rank_known() || r.rank() != y.rank())
+      return unsupported(node.describe(), ": residual ", r.to_string(), " vs output ", y.to_string());
+    for (size_t i = 0; i < r.rank(); ++i)
+      if (!same_dim(r[i], y[i]))
+        return unsupported(node.describe(), ": residual ", r.to_string(), " may differ from output ", y.to_string());
+  }
+  return Status::Ok();
+}
+
+cudnnDataType_t cudnn_type(DataType t) {
+  switch (t) {
+    case DataType::kFloat16: return CUDNN_DATA_HALF;
+    case DataType::kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+// One handle per (thread, device); see the header comment.
+Result<cudnnHandle_t> thread_handle(const ir::Node& node) {
+  constexpr int kMaxDevices = 64;
+  thread_local std::array<cudnnHandle_t, kMaxDevices> handles{};
+  int dev = 0;
+  INGOT_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= kMaxDevices) return unsupported("CUDA device ordinal ", dev, " is beyond ", kMaxDevices);
+  cudnnHandle_t& h = handles[static_cast<size_t>(dev)];
+  if (!h) INGOT_CUDNN_CHECK(cudnnCreate(&h), node);
+  return h;
+}
+
+// Concrete dims as cuDNN sees them: 1-D convs become 2-D with a height of 1 (the legacy API
+// takes 4-D and 5-D tensors).
+struct PlanKey {
+  const ir::Node* node = nullptr;
+  int nd = 0;
+  std::array<int, kMaxNd> x{}, w{};
+  bool bias = false, residual = false;
+  bool operator==(const PlanKey& o) const {
+    return node == o.node && nd == o.nd && x == o.x && w == o.w && bias == o.bias && residual == o.residual;
+  }
+};
+
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t act = nullptr;
+  Descriptors() = default;
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+  ~Descriptors() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (act) cudnnDestroyActivationDescriptor(act);
+  }
+};
+
+struct Plan {
+  PlanKey key;
+  Descriptors d;
+  std::array<int, kMaxNd> y{};
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace = 0;
+  bool fused = false;                     // try cudnnConvolutionBiasActivationForward
+  mutable std::atomic<bool> fused_failed{false};  // cuDNN refused it once: unfused from then on
+};
+
+Result<PlanKey> make_key(const ir::Node& node, const ConvSpec& s, const Shape64& x, const Shape64& w, bool bias,
+                         bool residual) {
+  PlanKey k;
+  k.node = &node;
+  k.bias = bias;
+  k.residual = residual;
+  if (x.size() != static_cast<size_t>(s.spatial + 2) || w.size() != x.size())
+    return invalid_argument(node.describe(), ": X ", shape_to_string(x), " / W ", shape_to_string(w), " ranks");
+  k.nd = s.spatial == 1 ? 4 : s.spatial + 2;
+  size_t o = s.spatial == 1 ? 1 : 0;  // 1-D: insert H = 1 after N, C
+  for (size_t i = 0; i < static_cast<size_t>(k.nd); ++i) {
+    int64_t xv = 1, wv = 1;
+    if (i < 2) { xv = x[i]; wv = w[i]; }
+    else if (i >= 2 + o) { xv = x[i - o]; wv = w[i - o]; }
+    if (!fits_int(xv) || !fits_int(wv))
+      return unsupported(node.describe(), ": dims beyond int32 (X ", shape_to_string(x), ")");
+    k.x[i] = static_cast<int>(xv);
+    k.w[i] = static_cast<int>(wv);
+  }
+  if (shape_numel(x) > std::numeric_limits<int32_t>::max() || shape_numel(w) > std::numeric_limits<int32_t>::max())
+    return unsupported(node.describe(), ": more than 2^31 elements");
+  if (k.x[1] != k.w[1] * s.group || k.w[0] % s.group != 0)
+    return invalid_argument(node.describe(), ": X ", shape_to_string(x), " and W ", shape_to_string(w),
+                            " do not match group ", s.group);
+  for (size_t i = 0; i < s.kernel_shape.size(); ++i)
+    if (s.kernel_shape[i] != w[2 + i])
+      return invalid_argument(node.describe(), ": kernel_shape disagrees with W ", shape_to_string(w));
+  return k;
+}
+
+// Descriptors for a key (the algorithm is chosen by the caller).
+Status init_descriptors(const ir::Node& node, const ConvSpec& s, DataType dtype, const PlanKey& k, Plan* p) {
+  Descriptors& d = p->d;
+  cudnnDataType_t t = cudnn_type(dtype);
+  INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x), node);
+  INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.y), node);
+  INGOT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d.w), node);
+  INGOT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d.conv), node);
+  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.x, CUDNN_TENSOR_NCHW, t, k.nd, k.x.data()), node);
+  INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(d.w, t, CUDNN_TENSOR_NCHW, k.nd, k.w.data()), node);
+  std::array<int, 3> pads{}, strides{}, dils{};
+  const int sd = k.nd - 2;
+  for (int i = 0; i < sd; ++i) {  // 1-D: the inserted H has pad 0, stride 1, dilation 1
+    int j = s.spatial == 1 ? i - 1 : i;
+    pads[i] = j < 0 ? 0 : s.pads[j];
+    strides[i] = j < 0 ? 1 : s.strides[j];
+    dils[i] = j < 0 ? 1 : s.dilations[j];
+  }
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d.conv, sd, pads.data(), strides.data(), dils.data(),
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                    node);
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, static_cast<int>(s.group)), node);
+  INGOT_CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv, dtype == DataType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), node);
+  INGOT_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d.conv, d.x, d.w, k.nd, p->y.data()), node);
+  for (int i = 0; i < k.nd; ++i)
+    if (p->y[static_cast<size_t>(i)] <= 0) return invalid_argument(node.describe(), ": empty convolution output");
+  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.y, CUDNN_TENSOR_NCHW, t, k.nd, p->y.data()), node);
+  if (k.bias) {
+    std::array<int, kMaxNd> bdims{};
+    bdims.fill(1);
+    bdims[1] = k.w[0];
+    INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.bias), node);
+    INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.bias, CUDNN_TENSOR_NCHW, t, k.nd, bdims.data()), node);
+  }
+  INGOT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d.act), node);
+  INGOT_CUDNN_CHECK(cudnnSetActivationDescriptor(d.act, s.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                                 CUDNN_PROPAGATE_NAN, 0.0),
+                    node);
+  return Status::Ok();
+}
+
+// The usable heuristic results for the plan's descriptors, best first (count in *found).
+Status query_algos(const ir::Node& node, cudnnHandle_t handle, const Plan& p,
+                   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>* out, int* found) {
+  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> all{};
+  int returned = 0;
+  INGOT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, p.d.x, p.d.w, p.d.conv, p.d.y,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, all.data()),
+                    node);
+  *found = 0;
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& r = all[static_cast<size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kWorkspaceBytes) continue;
+    (*out)[static_cast<size_t>((*found)++)] = r;
+  }
+  if (*found == 0) return unsupported(node.describe(), ": cuDNN offers no algorithm within ", kWorkspaceBytes, " bytes");
+  return Status::Ok();
+}
+
+// Builds the full plan for `key` with heuristic result `index` (clamped to the last usable).
+Status build_plan(const ir::Node& node, const ConvSpec& s, DataType dtype, cudnnHandle_t handle, const PlanKey& key,
+                  int index, Plan* p) {
+  p->key = key;
+  INGOT_RETURN_IF_ERROR(init_descriptors(node, s, dtype, key, p));
+  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> algos{};
+  int found = 0;
+  INGOT_RETURN_IF_ERROR(query_algos(node, handle, *p, &algos, &found));
+  const cudnnConvolutionFwdAlgoPerf_t& r = algos[static_cast<size_t>(std::min(index, found - 1))];
+  p->algo = r.algo;
+  // fp32 stays on FMA math (no TF32); half types take the math type the heuristic ranked.
+  if (dtype != DataType::kFloat32) INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->d.conv, r.mathType), node);
+  INGOT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, p->d.x, p->d.w, p->d.conv, p->d.y, p->algo,
+                                                            &p->workspace),
+                    node);
+  if (p->workspace > kWorkspaceBytes)
+    return unsupported(node.describe(), ": algorithm ", static_cast<int>(p->algo), " needs ", p->workspace,
+                       " workspace bytes");
+  p->fused = key.bias && (s.relu || p->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  return Status::Ok();
+}
+
+// Plans filled on first use of a shape; lookups take no lock (entries never change once published).
+class PlanCache {
+ public:
+  static constexpr int kCapacity = 32;
+  const Plan* find(const PlanKey& key) const {
+    int n = count_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i)
+      if (slots_[static_cast<size_t>(i)]->key == key) return slots_[static_cast<size_t>(i)].get();
+    return nullptr;
+  }
+  /// The cached plan for plan->key (this one or an earlier); nullptr when full (plan stays with the caller).
+  const Plan* insert(std::unique_ptr<Plan>& plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const Plan* p = find(plan->key)) return p;
+    int n = count_.load(std::memory_order_relaxed);
+    if (n == kCapacity) return nullptr;
+    slots_[static_cast<size_t>(n)] = std::move(plan);
+    count_.store(n + 1, std::memory_order_release);
+    return slots_[static_cast<size_t>(n)].get();
+  }
+
+ private:
+  std::mutex mu_;
+  std::array<std::unique_ptr<Plan>, kCapacity> slots_{};
+  std::atomic<int> count_{0};
+};
+
+class CudnnConvTactic : public Tactic {
+ public:
+  explicit CudnnConvTactic(int heuristic_index) : index_(heuristic_index) {}
+
+  std::string name() const override { return kPrefix + std::to_string(index_); }
+
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    return handles_op(node) && check_types(node, inputs).ok();
+  }
+
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
+
+  Status prepare(const ir::Node& node) override { return thread_handle(node).status(); }
+
+  Status enqueue(StepIO& io) const override {
+    const ir::Node& node = *io.node;
+    auto input = [&](int i) -> const Tensor* {
+      return i >= 0 && static_cast<size_t>(i) < io.inputs.size() ? io.inputs[static_cast<size_t>(i)] : nullptr;
+    };
+    const Tensor* x = input(0);
+    const Tensor* w = input(1);
+    if (!x || !w || !io.outputs || io.outputs->empty()) return invalid_argument(node.describe(), ": missing X, W or output");
+    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_spec(node, static_cast<int>(x->shape().size()) - 2));
+    const Tensor* b = input(spec.bias_input);
+    const Tensor* r = input(spec.residual_input);
+    if ((spec.bias_input >= 0 && !b) || (spec.residual_input >= 0 && !r))
+      return invalid_argument(node.describe(), ": missing bias or residual tensor");
+    Tensor& y = (*io.outputs)[0];
+    for (const Tensor* t : {x, w, b, r})
+      if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
+    if (y.numel() == 0) return Status::Ok();
+    if (x->numel() == 0 || w->numel() == 0) return unsupported(node.describe(), ": empty input with a non-empty output");
+    if (b && (b->shape().size() != 1 || b->shape()[0] != w->shape()[0]))
+      return invalid_argument(node.describe(), ": bias ", shape_to_string(b->shape()), " for W ",
+                              shape_to_string(w->shape()));
+    if (r && r->shape() != y.shape())
+      return invalid_argument(node.describe(), ": residual ", shape_to_string(r->shape()), " vs output ",
+                              shape_to_string(y.shape()));
+    if (!io.workspace) return internal_error(node.describe(), ": no workspace");
+
+    INGOT_ASSIGN_OR_RETURN(PlanKey key, make_key(node, spec, x->shape(), w->shape(), b != nullptr, r != nullptr));
+    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, thread_handle(node));
+    const Plan* plan = cache_.find(key);
+    std::unique_ptr<Plan> local;  // owned here only when the cache is full
+    if (!plan) {
+      local = std::make_unique<Plan>();
+      INGOT_RETURN_IF_ERROR(build_plan(node, spec, y.dtype(), handle, key, index_, local.get()));
+      plan = cache_.insert(local);
+      if (!plan) plan = local.get();
+    }
+    // The output the plan computes must be the view we were given (1-D: H = 1 removed).
+    bool same = y.shape().size() == x->shape().size();
+    for (size_t i = 0, j = 0; same && i < static_cast<size_t>(key.nd); ++i) {
+      if (spec.spatial == 1 && i == 2) continue;  // the inserted H = 1
+      same = y.shape()[j++] == plan->y[i];
+    }
+    if (!same)
+      return internal_error(node.describe(), ": output ", shape_to_string(y.shape()),
+                            " differs from cuDNN's convolution output");
+
+    INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
+    const float one = 1.0f, zero = 0.0f;
+    const Descriptors& d = plan->d;
+    if (plan->fused && !plan->fused_failed.load(std::memory_order_relaxed)) {
+      // z = residual (alpha2 = 1), or y itself with alpha2 = 0 (cuDNN allows z to alias y).
+      const void* z = r ? r->raw() : y.raw();
+      const float alpha2 = r ? 1.0f : 0.0f;
+      cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+          handle, &one, d.x, x->raw(), d.w, w->raw(), d.conv, plan->algo, io.workspace, kWorkspaceBytes, &alpha2, d.y,
+          z, d.bias, b->raw(), d.act, d.y, y.mutable_raw());
+      if (st == CUDNN_STATUS_SUCCESS) {
+        INGOT_CUDA_CHECK(cudaGetLastError());
+        return Status::Ok();
+      }
+      if (st != CUDNN_STATUS_NOT_SUPPORTED)
+        return internal_error(node.describe(), ": cudnnConvolutionBiasActivationForward failed: ",
+                              cudnnGetErrorString(st));
+      plan->fused_failed.store(true, std::memory_order_relaxed);  // checked before launching: nothing ran
+    }
+    // Unfused: y = conv + beta·y with y pre-filled with the residual, then bias, then Relu.
+    if (r && r->raw() != y.raw())
+      INGOT_CUDA_CHECK(cudaMemcpyAsync(y.mutable_raw(), r->raw(), y.nbytes(), cudaMemcpyDeviceToDevice,
+                                       static_cast<cudaStream_t>(io.stream)));
+    const float beta = r ? 1.0f : 0.0f;
+    INGOT_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.x, x->raw(), d.w, w->raw(), d.conv, plan->algo,
+                                              io.workspace, kWorkspaceBytes, &beta, d.y, y.mutable_raw()),
+                      node);
+    if (b) INGOT_CUDNN_CHECK(cudnnAddTensor(handle, &one, d.bias, b->raw(), &one, d.y, y.mutable_raw()), node);
+    if (spec.relu)
+      INGOT_CUDNN_CHECK(cudnnActivationForward(handle, d.act, &one, d.y, y.raw(), &zero, d.y, y.mutable_raw()), node);
+    INGOT_CUDA_CHECK(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override { return {1, static_cast<uint8_t>(index_)}; }
+
+ private:
+  int index_;
+  mutable PlanCache cache_;
+};
+
+bool device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// How many usable heuristic algorithms cuDNN offers at the node's shapes (symbolic dims guessed:
+// 1 for the batch, kGuessDim elsewhere); 1 when that cannot be asked.
+int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+  constexpr int64_t kGuessDim = 32;
+  if (!device_present() || inputs.size() < 2) return 1;
+  const ir::Shape& xs = inputs[0].shape;
+  const ir::Shape& ws = inputs[1].shape;
+  if (!xs.rank_known() || !ws.rank_known() || !is_supported_dtype(inputs[0].dtype)) return 1;
+  auto spec = parse_spec(node, static_cast<int>(xs.rank()) - 2);
+  if (!spec.ok()) return 1;
+  auto concrete = [&](const ir::Shape& s, bool is_x) {
+    Shape64 out;
+    for (size_t i = 0; i < s.rank(); ++i) out.push_back(s[i].is_known() ? s[i].value() : (is_x && i == 0) ? 1 : kGuessDim);
+    return out;
+  };
+  Shape64 x = concrete(xs, true), w = concrete(ws, false);
+  if (!xs[1].is_known() && ws[1].is_known()) x[1] = w[1] * spec->group;
+  auto key = make_key(node, *spec, x, w, spec->bias_input >= 0, spec->residual_input >= 0);
+  if (!key.ok()) return 1;
+  auto handle = thread_handle(node);
+  if (!handle.ok()) return 1;
+  Plan p;
+  if (!init_descriptors(node, *spec, inputs[0].dtype, *key, &p).ok()) return 1;
+  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> algos{};
+  int found = 0;
+  if (!query_algos(node, *handle, p, &algos, &found).ok()) return 1;
+  return std::max(1, std::min(found, kMaxHeuristics));
+}
+
+std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+  std::vector<std::unique_ptr<Tactic>> out;
+  if (!handles_op(node) || !check_types(node, inputs).ok()) return out;
+  int n = heuristic_count(node, inputs);
+  for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnConvTactic>(i));
+  return out;
+}
+
+// "cuda.cudnn.conv.<i>" with 0 <= i < kMaxHeuristics; params empty or {1, i}.
+std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
+  if (name.rfind(kPrefix, 0) != 0) return nullptr;
+  std::string digits = name.substr(std::strlen(kPrefix));
+  if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxHeuristics) return nullptr;
+  int index = digits[0] - '0';
+  if (!params.empty() && (params.size() != 2 || params[0] != 1 || params[1] != index)) return nullptr;
+  return std::make_unique<CudnnConvTactic>(index);
+}
+
+}  // namespace
+
+TacticFamily cudnn_conv_family() { return TacticFamily{"cudnn.conv", candidates, create}; }
+
+}  // namespace ingot::backend::cuda
+
+#endif  // INGOT_WITH_CUDNN

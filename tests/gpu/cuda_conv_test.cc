@@ -1,0 +1,410 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The cuDNN convolution tactics (Conv, ingot::FusedConv) against the CPU reference kernels on
+// random shapes (odd spatial sizes, 1..33 channels, kernels 1/3/5, strides and dilations 1/2,
+// groups including depthwise), with bias, Relu and residual epilogues, in fp32, fp16 and
+// bf16. Outputs are poisoned (NaN) before each run, so unwritten elements fail; results are
+// compared normwise (as the GEMM tests do) and elementwise against the largest reference
+// magnitude. supports() decisions and name/param round trips need no device.
+#ifdef INGOT_WITH_CUDNN
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_tactics.h"
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using Input = std::optional<Shape64>;  // nullopt: an omitted optional input
+
+std::unique_ptr<backend::Tactic> make_tactic(const std::string& name = "cuda.cudnn.conv.0") {
+  return backend::cuda::cudnn_conv_family().create(name, {});
+}
+
+std::string graph_text(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins) {
+  std::ostringstream os;
+  os << "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n";
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i]) os << "  input %x" << i << ": " << data_type_name(dt) << shape_to_string(*ins[i]) << "\n";
+  os << "  %y = " << op << " ";
+  if (!attrs.empty()) os << "{" << attrs << "}";
+  os << "(";
+  for (size_t i = 0; i < ins.size(); ++i) os << (i ? ", " : "") << (ins[i] ? "%x" + std::to_string(i) : "_");
+  os << ") @n\n  output %y\n}\n";
+  return os.str();
+}
+
+std::string ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+double norm_tolerance(DataType dt) {
+  if (dt == DataType::kFloat32) return 1e-5;
+  return dt == DataType::kFloat16 ? 2e-3 : 1e-2;
+}
+
+double normwise_error(const Tensor& got, const Tensor& want) {
+  double diff2 = 0, ref2 = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double d = got.get_f64(i) - want.get_f64(i);
+    diff2 += d * d;
+    ref2 += want.get_f64(i) * want.get_f64(i);
+  }
+  return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+}
+
+::testing::AssertionResult conv_close(const Tensor& got, const Tensor& want, double tol) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return ::testing::AssertionFailure() << "got " << data_type_name(got.dtype()) << shape_to_string(got.shape())
+                                         << ", want " << data_type_name(want.dtype()) << shape_to_string(want.shape());
+  double diff2 = 0, ref2 = 0, max_abs = 0, ref_max = 0;
+  int64_t worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g = got.get_f64(i), w = want.get_f64(i);
+    if (std::isnan(g) != std::isnan(w))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", want " << w
+                                           << " (NaN: unwritten or overflow)";
+    double d = std::fabs(g - w);
+    diff2 += d * d;
+    ref2 += w * w;
+    ref_max = std::max(ref_max, std::fabs(w));
+    if (d > max_abs) {
+      max_abs = d;
+      worst = i;
+    }
+  }
+  double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  if (rel < tol && max_abs <= 4 * tol * std::max(ref_max, 1e-30)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "normwise rel error " << rel << " (tol " << tol << "), max abs error "
+                                       << max_abs << " at " << worst << " (got " << got.get_f64(worst) << ", want "
+                                       << want.get_f64(worst) << "), max |want| " << ref_max;
+}
+
+const DataType kDtypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+
+class CudnnConvTest : public CudaTest {
+ public:
+  static void TearDownTestSuite() {
+    for (const auto& [name, err] : worst_)
+      std::printf("[ cudnn.conv ] worst normwise rel error %-5s %.3g over %d cases\n", name.c_str(), err.first,
+                  err.second);
+  }
+
+ protected:
+  void check(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins,
+             const std::string& tactic_name = "cuda.cudnn.conv.0") {
+    const std::string text = graph_text(op, attrs, dt, ins);
+    SCOPED_TRACE(text);
+    auto g = parse_graph(text);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const ir::Node& node = *(*g)->nodes()[0];
+    auto tactic = make_tactic(tactic_name);
+    ASSERT_NE(tactic, nullptr);
+    ASSERT_TRUE(tactic->supports(node, input_types(node)));
+    std::vector<Tensor> in;
+    for (const Input& s : ins) in.push_back(s ? random_tensor(dt, *s, rng_) : Tensor());
+    auto got = run_tactic(*tactic, node, in);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    auto want = run_reference(node, in);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    EXPECT_TRUE(conv_close((*got)[0], (*want)[0], norm_tolerance(dt)));
+    auto& w = worst_[data_type_name(dt)];
+    w.first = std::max(w.first, normwise_error((*got)[0], (*want)[0]));
+    ++w.second;
+  }
+
+  std::mt19937 rng_{20261130};
+  static inline std::map<std::string, std::pair<double, int>> worst_;
+};
+
+// ---- no device needed ----------------------------------------------------------------------
+
+bool supported(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins) {
+  auto g = parse_graph(graph_text(op, attrs, dt, ins));
+  EXPECT_TRUE(g.ok()) << g.status().to_string() << "\n" << graph_text(op, attrs, dt, ins);
+  if (!g.ok()) return false;
+  const ir::Node& node = *(*g)->nodes()[0];
+  return make_tactic()->supports(node, input_types(node));
+}
+
+TEST(CudnnConvNoDevice, SupportsDecisions) {
+  const Shape64 x{2, 8, 9, 11}, w{4, 8, 3, 3}, wg{4, 2, 3, 3}, b{4}, y{2, 4, 9, 11};
+  const auto f32 = DataType::kFloat32;
+  EXPECT_TRUE(supported("Conv", "pads=[1, 1, 1, 1]", f32, {x, w}));
+  EXPECT_TRUE(supported("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat16, {x, w, b}));
+  EXPECT_TRUE(supported("Conv", "pads=[1, 1, 1, 1]", DataType::kBFloat16, {x, w, b}));
+  EXPECT_TRUE(supported("Conv", "pads=[1, 1, 1, 1], group=4", f32, {x, wg}));
+  EXPECT_TRUE(supported("Conv", "strides=[2, 1], dilations=[2, 2], auto_pad=\"NOTSET\"", f32, {x, w}));
+  EXPECT_TRUE(supported("Conv", "pads=[2, 2]", f32, {Shape64{1, 3, 17}, Shape64{5, 3, 5}}));  // 1-D
+  EXPECT_TRUE(supported("Conv", "", f32, {Shape64{1, 3, 5, 6, 7}, Shape64{5, 3, 3, 3, 3}}));  // 3-D
+  EXPECT_FALSE(supported("Conv", "pads=[1, 1, 0, 0]", f32, {x, w}));            // asymmetric
+  EXPECT_FALSE(supported("Conv", "pads=[0, 1, 1, 2]", f32, {x, w}));            // asymmetric
+  EXPECT_FALSE(supported("Conv", "auto_pad=\"SAME_UPPER\"", f32, {x, w}));      // auto_pad
+  EXPECT_FALSE(supported("Conv", "auto_pad=\"VALID\"", f32, {x, w}));
+  EXPECT_FALSE(supported("Conv", "", DataType::kFloat64, {x, w}));              // dtype
+  const std::string fused = "ingot::FusedConv";
+  EXPECT_TRUE(supported(fused, "pads=[1, 1, 1, 1]", f32, {x, w, b}));
+  EXPECT_TRUE(supported(fused, "activation=\"Relu\", pads=[1, 1, 1, 1]", f32, {x, w, b, y}));
+  EXPECT_TRUE(supported(fused, "activation=\"Relu\", pads=[1, 1, 1, 1]", f32, {x, w, std::nullopt, y}));
+  EXPECT_TRUE(supported(fused, "pads=[1, 1, 1, 1], residual_before_activation=0", f32, {x, w, b, y}));
+  EXPECT_FALSE(supported(fused, "activation=\"Relu\", pads=[1, 1, 1, 1], residual_before_activation=0", f32,
+                         {x, w, b, y}));                                         // residual after Relu
+  EXPECT_FALSE(supported(fused, "activation=\"Sigmoid\", pads=[1, 1, 1, 1]", f32, {x, w, b}));
+  EXPECT_FALSE(supported(fused, "activation=\"Clip\", activation_params=[0.0, 6.0], pads=[1, 1, 1, 1]", f32,
+                         {x, w, b}));
+  EXPECT_FALSE(supported(fused, "activation=\"Gelu\", pads=[1, 1, 1, 1]", f32, {x, w, b}));
+  EXPECT_FALSE(supported(fused, "transposed=1", f32, {Shape64{2, 4, 9, 11}, Shape64{4, 8, 3, 3}}));
+  // Other ops are not this family's.
+  auto g = parse_graph(graph_text("MatMul", "", f32, {Shape64{3, 4}, Shape64{4, 5}}));
+  ASSERT_TRUE(g.ok());
+  const ir::Node& mm = *(*g)->nodes()[0];
+  EXPECT_FALSE(make_tactic()->supports(mm, input_types(mm)));
+  EXPECT_TRUE(backend::cuda::cudnn_conv_family().candidates(mm, input_types(mm)).empty());
+}
+
+TEST(CudnnConvNoDevice, NamesAndParamsRoundTrip) {
+  auto fam = backend::cuda::cudnn_conv_family();
+  for (int i = 0; i < 4; ++i) {
+    std::string name = "cuda.cudnn.conv." + std::to_string(i);
+    auto t = fam.create(name, {});
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->name(), name);
+    auto again = fam.create(name, t->serialize());
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(again->name(), name);
+  }
+  EXPECT_EQ(fam.create("cuda.cudnn.conv.4", {}), nullptr);
+  EXPECT_EQ(fam.create("cuda.cudnn.conv.x", {}), nullptr);
+  EXPECT_EQ(fam.create("cuda.cublaslt.0", {}), nullptr);
+  EXPECT_EQ(fam.create("cuda.cudnn.conv.1", {1, 2}), nullptr);  // params of another index
+}
+
+TEST(CudnnConvNoDevice, CandidatesWithoutDeviceAreHeuristicZero) {
+  if (cuda_unavailable_reason().empty()) GTEST_SKIP() << "a device is present";
+  auto g = parse_graph(graph_text("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat32, {Shape64{1, 3, 8, 8}, Shape64{4, 3, 3, 3}}));
+  ASSERT_TRUE(g.ok());
+  const ir::Node& n = *(*g)->nodes()[0];
+  auto c = backend::cuda::cudnn_conv_family().candidates(n, input_types(n));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0]->name(), "cuda.cudnn.conv.0");
+}
+
+// ---- device tests -------------------------------------------------------------------------
+
+TEST_F(CudnnConvTest, Basic2D) {
+  for (DataType dt : kDtypes) {
+    check("Conv", "pads=[1, 1, 1, 1]", dt, {Shape64{2, 5, 9, 11}, Shape64{7, 5, 3, 3}, Shape64{7}});
+    check("Conv", "", dt, {Shape64{1, 1, 7, 7}, Shape64{1, 1, 1, 1}});
+    check("Conv", "strides=[2, 2], pads=[2, 2, 2, 2], dilations=[2, 2]", dt, {Shape64{3, 16, 15, 13}, Shape64{32, 16, 5, 5}});
+  }
+}
+
+TEST_F(CudnnConvTest, RandomShapes) {
+  std::mt19937 shapes(11);
+  auto pick = [&](int lo, int hi) { return static_cast<int64_t>(std::uniform_int_distribution<int>(lo, hi)(shapes)); };
+  for (int iter = 0; iter < 60; ++iter) {
+    DataType dt = kDtypes[iter % 3];
+    int64_t k = std::vector<int64_t>{1, 3, 5}[pick(0, 2)];
+    int64_t s = pick(1, 2), d = pick(1, 2), p = pick(0, (k - 1) / 2 * d);
+    int64_t n = pick(1, 3), h = 2 * pick(3, 9) + 1, w = 2 * pick(3, 9) + 1;
+    int64_t group = 1, cin = 1, cout = 1;
+    switch (pick(0, 3)) {
+      case 0: cin = pick(1, 33); cout = pick(1, 33); break;                       // dense
+      case 1: group = pick(2, 4); cin = group * pick(1, 8); cout = group * pick(1, 8); break;  // grouped
+      case 2: cin = pick(1, 33); group = cin; cout = cin; break;                  // depthwise
+      default: cin = pick(1, 16); group = cin; cout = 2 * cin; break;             // depthwise x2
+    }
+    if ((k - 1) * d + 1 > h + 2 * p || (k - 1) * d + 1 > w + 2 * p) continue;
+    std::string attrs = "strides=" + ints({s, s}) + ", dilations=" + ints({d, d}) + ", pads=" + ints({p, p, p, p}) +
+                        ", group=" + std::to_string(group);
+    Input bias = pick(0, 1) ? Input(Shape64{cout}) : std::nullopt;
+    check("Conv", attrs, dt, {Shape64{n, cin, h, w}, Shape64{cout, cin / group, k, k}, bias});
+  }
+}
+
+TEST_F(CudnnConvTest, OneAndThreeSpatialDims) {
+  for (DataType dt : kDtypes) {
+    check("Conv", "pads=[2, 2], strides=[2], dilations=[1]", dt, {Shape64{2, 6, 31}, Shape64{9, 6, 5}, Shape64{9}});
+    check("Conv", "group=3, dilations=[2]", dt, {Shape64{1, 6, 17}, Shape64{6, 2, 3}});
+    check("Conv", "pads=[1, 1, 1, 1, 1, 1]", dt, {Shape64{1, 4, 5, 7, 9}, Shape64{8, 4, 3, 3, 3}, Shape64{8}});
+    check("Conv", "strides=[2, 1, 2]", dt, {Shape64{2, 3, 7, 5, 9}, Shape64{5, 3, 1, 3, 3}});
+  }
+}
+
+TEST_F(CudnnConvTest, FusedEpilogues) {
+  const Shape64 x{2, 12, 11, 9}, w{16, 12, 3, 3}, b{16}, r{2, 16, 11, 9};
+  const Shape64 wd{12, 1, 3, 3}, bd{12}, rd{2, 12, 11, 9};  // depthwise
+  for (DataType dt : kDtypes)
+    for (const char* act : {"", "Relu"})
+      for (int bias = 0; bias < 2; ++bias)
+        for (int res = 0; res < 2; ++res) {
+          std::string a = std::string("activation=\"") + act + "\", pads=[1, 1, 1, 1]";
+          check("ingot::FusedConv", a, dt, {x, w, bias ? Input(b) : std::nullopt, res ? Input(r) : std::nullopt});
+          check("ingot::FusedConv", a + ", group=12", dt,
+                {x, wd, bias ? Input(bd) : std::nullopt, res ? Input(rd) : std::nullopt});
+        }
+}
+
+TEST_F(CudnnConvTest, ResidualAfterWithoutActivation) {
+  for (DataType dt : kDtypes)
+    check("ingot::FusedConv", "residual_before_activation=0, strides=[2, 2]", dt,
+          {Shape64{1, 5, 13, 13}, Shape64{6, 5, 3, 3}, Shape64{6}, Shape64{1, 6, 6, 6}});
+}
+
+TEST_F(CudnnConvTest, EveryHeuristicIndex) {
+  for (int i = 0; i < 4; ++i) {
+    std::string name = "cuda.cudnn.conv." + std::to_string(i);
+    for (DataType dt : kDtypes) {
+      check("ingot::FusedConv", "activation=\"Relu\", pads=[1, 1, 1, 1]", dt,
+            {Shape64{4, 32, 28, 28}, Shape64{64, 32, 3, 3}, Shape64{64}, Shape64{4, 64, 28, 28}}, name);
+      check("Conv", "pads=[1, 1, 1, 1]", dt, {Shape64{4, 32, 28, 28}, Shape64{64, 32, 3, 3}}, name);
+      check("ingot::FusedConv", "", dt, {Shape64{2, 64, 14, 14}, Shape64{128, 64, 1, 1}, Shape64{128}}, name);
+    }
+  }
+}
+
+// One tactic over several batch sizes: a plan per shape, reused when a shape comes back.
+TEST_F(CudnnConvTest, DynamicBatchKeepsSeparatePlans) {
+  auto g = parse_graph(R"(graph g {
+    opset "" 17
+    opset "ingot" 1
+    input %x: f16[batch,8,15,15]
+    input %w: f16[16,8,3,3]
+    input %b: f16[16]
+    %y = ingot::FusedConv {activation="Relu", pads=[1, 1, 1, 1], strides=[2, 2]}(%x, %w, %b) @n
+    output %y
+  })");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const ir::Node& node = *(*g)->nodes()[0];
+  auto tactic = make_tactic();
+  ASSERT_TRUE(tactic->supports(node, input_types(node)));
+  for (int64_t n : {1, 4, 2, 1, 4}) {
+    std::vector<Tensor> in = {random_tensor(DataType::kFloat16, {n, 8, 15, 15}, rng_),
+                              random_tensor(DataType::kFloat16, {16, 8, 3, 3}, rng_),
+                              random_tensor(DataType::kFloat16, {16}, rng_)};
+    auto got = run_tactic(*tactic, node, in, {{n, 16, 8, 8}});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    auto want = run_reference(node, in);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    EXPECT_TRUE(conv_close((*got)[0], (*want)[0], norm_tolerance(DataType::kFloat16))) << "batch " << n;
+  }
+}
+
+// The planner may place the output on the residual's storage (an in-place step).
+TEST_F(CudnnConvTest, OutputAliasesResidual) {
+  for (DataType dt : kDtypes)
+    for (const char* act : {"", "Relu"})
+      for (int bias = 0; bias < 2; ++bias) {
+        SCOPED_TRACE(std::string(data_type_name(dt)) + " act=" + act + " bias=" + std::to_string(bias));
+        const Shape64 xs{2, 6, 9, 9}, ws{6, 6, 3, 3}, bs{6}, rs{2, 6, 9, 9};
+        auto g = parse_graph(graph_text("ingot::FusedConv", std::string("activation=\"") + act + "\", pads=[1, 1, 1, 1]",
+                                        dt, {xs, ws, bias ? Input(bs) : std::nullopt, rs}));
+        ASSERT_TRUE(g.ok()) << g.status().to_string();
+        const ir::Node& node = *(*g)->nodes()[0];
+        std::vector<Tensor> host = {random_tensor(dt, xs, rng_), random_tensor(dt, ws, rng_),
+                                    bias ? random_tensor(dt, bs, rng_) : Tensor(), random_tensor(dt, rs, rng_)};
+        auto want = run_reference(node, host);
+        ASSERT_TRUE(want.ok()) << want.status().to_string();
+        std::vector<Tensor> dev(4);
+        std::vector<const Tensor*> ptrs(4, nullptr);
+        for (size_t i = 0; i < 4; ++i) {
+          if (!host[i].defined()) continue;
+          auto d = upload(host[i]);
+          ASSERT_TRUE(d.ok());
+          dev[i] = *d;
+          ptrs[i] = &dev[i];
+        }
+        std::vector<Tensor> outs = {dev[3]};
+        auto tactic = make_tactic();
+        DeviceBuffer ws_buf(tactic->workspace_bytes(node, {}));
+        backend::StepIO io;
+        io.node = &node;
+        io.inputs = ptrs;
+        io.outputs = &outs;
+        io.workspace = ws_buf.get();
+        io.in_place = true;
+        Status st = tactic->enqueue(io);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        auto got = download(outs[0]);
+        ASSERT_TRUE(got.ok());
+        EXPECT_TRUE(conv_close(*got, (*want)[0], norm_tolerance(dt)));
+      }
+}
+
+TEST_F(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
+  const Shape64 xs{2, 16, 13, 13}, ws{24, 16, 3, 3}, bs{24};
+  auto g = parse_graph(graph_text("ingot::FusedConv", "activation=\"Relu\", pads=[1, 1, 1, 1]", DataType::kFloat16,
+                                  {xs, ws, bs}));
+  ASSERT_TRUE(g.ok());
+  const ir::Node& node = *(*g)->nodes()[0];
+  std::vector<Tensor> host = {random_tensor(DataType::kFloat16, xs, rng_), random_tensor(DataType::kFloat16, ws, rng_),
+                              random_tensor(DataType::kFloat16, bs, rng_)};
+  auto want = run_reference(node, host);
+  ASSERT_TRUE(want.ok());
+  std::vector<Tensor> dev(3);
+  std::vector<const Tensor*> ptrs(3, nullptr);
+  for (size_t i = 0; i < 3; ++i) {
+    auto d = upload(host[i]);
+    ASSERT_TRUE(d.ok());
+    dev[i] = *d;
+    ptrs[i] = &dev[i];
+  }
+  auto y = device_alloc(DataType::kFloat16, {2, 24, 13, 13});
+  ASSERT_TRUE(y.ok());
+  std::vector<Tensor> outs = {*y};
+  auto tactic = make_tactic();
+  DeviceBuffer wsb(tactic->workspace_bytes(node, {}));
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  backend::StepIO io;
+  io.node = &node;
+  io.inputs = ptrs;
+  io.outputs = &outs;
+  io.workspace = wsb.get();
+  io.stream = stream;
+  ASSERT_TRUE(tactic->enqueue(io).ok());  // warm-up: builds the plan
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_TRUE(poison(outs[0]).ok());
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  Status st = tactic->enqueue(io);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  auto got = download(outs[0]);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(conv_close(*got, (*want)[0], norm_tolerance(DataType::kFloat16)));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(CudnnConvTest, CandidatesOnDevice) {
+  auto g = parse_graph(graph_text("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat16,
+                                  {Shape64{8, 64, 28, 28}, Shape64{64, 64, 3, 3}}));
+  ASSERT_TRUE(g.ok());
+  const ir::Node& node = *(*g)->nodes()[0];
+  auto cands = backend::cuda::cudnn_conv_family().candidates(node, input_types(node));
+  ASSERT_GE(cands.size(), 1u);
+  ASSERT_LE(cands.size(), 4u);
+  for (size_t i = 0; i < cands.size(); ++i) EXPECT_EQ(cands[i]->name(), "cuda.cudnn.conv." + std::to_string(i));
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
+
+#endif  // INGOT_WITH_CUDNN
