@@ -25,17 +25,30 @@ for m in build-fuzz/onnx-node-tests/node/*/model.onnx tests/fuzz/regressions/imp
   cp "$m" "$corpus/seed_$i.onnx"; i=$((i + 1))
 done
 echo "fuzz: $i seed models, ${FUZZ_SECONDS}s"
-build-fuzz/tests/fuzz/fuzz_onnx_importer "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -n 12
-echo "fuzz: importer, no crash in ${FUZZ_SECONDS}s"
+export UBSAN_OPTIONS=halt_on_error=0:print_stacktrace=1
+if ! build-fuzz/tests/fuzz/fuzz_onnx_importer "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/importer.log 2>&1; then
+  tail -n 60 build-fuzz/importer.log
+  echo "fuzz: the importer fuzzer found a crash or memory error (input saved under build-fuzz/)"
+  exit 1
+fi
+tail -n 6 build-fuzz/importer.log
+echo "fuzz: importer, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/importer.log)"
+grep -m 5 'runtime error' build-fuzz/importer.log || true
 
 # The engine loader: seeds are small engines written by the unit tests.
 ecorpus=build-fuzz/engine-corpus
 rm -rf "$ecorpus" && mkdir -p "$ecorpus"
 INGOT_ENGINE_SEEDS_DIR="$ecorpus" build/tests/ingot_unit_tests --gtest_filter=EngineFormat.WriteFuzzSeeds >/dev/null
 echo "fuzz: engine loader, $(ls "$ecorpus" | wc -l) seed engines, ${FUZZ_SECONDS}s"
-build-fuzz/tests/fuzz/fuzz_engine_loader "$ecorpus" -max_total_time="$FUZZ_SECONDS" -max_len=262144 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -n 6
-echo "fuzz: engine loader, no crash in ${FUZZ_SECONDS}s"
+if ! build-fuzz/tests/fuzz/fuzz_engine_loader "$ecorpus" -max_total_time="$FUZZ_SECONDS" -max_len=262144 \
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/engine.log 2>&1; then
+  tail -n 60 build-fuzz/engine.log
+  echo "fuzz: the engine-loader fuzzer found a crash or memory error (input saved under build-fuzz/)"
+  exit 1
+fi
+tail -n 6 build-fuzz/engine.log
+echo "fuzz: engine loader, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/engine.log)"
+grep -m 5 'runtime error' build-fuzz/engine.log || true
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

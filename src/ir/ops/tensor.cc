@@ -538,6 +538,7 @@ Status infer_slice(InferenceContext& c) {
   }
   c.set_output(0, c.input_dtype(0), out);
   // Fold 1-D integer slices (shape computations), also of partly symbolic shapes.
+  if (starts.empty() || ends.empty() || steps.empty()) return Status::Ok();  // nothing sliced
   const Tensor* v = c.input_value(0);
   if (!v && r == 1) {
     if (auto src = tensor_shape_source(c, 0); src && static_cast<int64_t>(src->size()) == in[0].value()) {
