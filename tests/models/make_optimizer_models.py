@@ -28,6 +28,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 import onnxruntime as ort
 
+from make_models import write  # one writer for every test-model folder (same layout as ONNX's node tests)
+
 RNG = np.random.default_rng(20261130)
 
 
@@ -217,25 +219,6 @@ def bert_encoder_2l():
 
 def bert_encoder_2l_opset20():
     return bert_encoder(20)
-
-
-def write(out_dir, name, model, feeds_list):
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    d = os.path.join(out_dir, name)
-    os.makedirs(d, exist_ok=True)
-    onnx.save(model, os.path.join(d, "model.onnx"))
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for k, feeds in enumerate(feeds_list):
-        ds = os.path.join(d, f"test_data_set_{k}")
-        os.makedirs(ds, exist_ok=True)
-        for j, vi in enumerate(model.graph.input):
-            t = numpy_helper.from_array(feeds[vi.name], vi.name)
-            open(os.path.join(ds, f"input_{j}.pb"), "wb").write(t.SerializeToString())
-        outs = sess.run(None, feeds)
-        for j, (vi, v) in enumerate(zip(model.graph.output, outs)):
-            t = numpy_helper.from_array(v, vi.name)
-            open(os.path.join(ds, f"output_{j}.pb"), "wb").write(t.SerializeToString())
 
 
 def main():
