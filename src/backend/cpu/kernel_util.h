@@ -28,6 +28,28 @@ Shape64 unravel_index(int64_t flat, const Shape64& shape);
 /// Flat index of multi-index `idx` in a tensor with `strides`.
 int64_t ravel_index(const Shape64& idx, const Shape64& strides);
 
+/// Calls f(input_flat, output_flat) for every element of `shape` in row-major order, where the
+/// output index advances by map_strides[d] along dim d (0 for a reduced or broadcast dim).
+template <class F>
+void for_each_mapped(const Shape64& shape, const Shape64& map_strides, F&& f) {
+  const int64_t n = shape_numel(shape);
+  if (n == 0) return;
+  const size_t r = shape.size();
+  Shape64 idx(r, 0);
+  int64_t o = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, o);
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        o += map_strides[d];
+        break;
+      }
+      o -= map_strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
 /// Integer contents of a tensor of any integer dtype (e.g. axes, shape, pads inputs).
 std::vector<int64_t> tensor_to_i64(const Tensor& t);
 /// Float contents of any numeric dtype as doubles.

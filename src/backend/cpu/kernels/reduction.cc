@@ -46,24 +46,6 @@ void store(Tensor& t, const std::vector<double>& v) {
   }
 }
 
-// Calls f(input_flat, output_flat) for every element of `shape`, where the output index
-// advances by map_strides[d] along dim d (0 for reduced dims).
-template <class F>
-void for_each_mapped(const Shape64& shape, const Shape64& map_strides, F&& f) {
-  const int64_t n = shape_numel(shape);
-  if (n == 0) return;
-  const size_t r = shape.size();
-  Shape64 idx(r, 0);
-  int64_t o = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, o);
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < shape[d]) { o += map_strides[d]; break; }
-      o -= map_strides[d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-  }
-}
 
 enum class RK { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 

@@ -242,24 +242,6 @@ Status layernorm(KernelContext& k, bool rms) {
   return Status::Ok();
 }
 
-// Calls f(input_flat, output_flat) for each element of `shape`; the output index advances by
-// map_strides[d] along dim d (0 for reduced dims).
-template <class F>
-void for_each_mapped(const Shape64& shape, const Shape64& map_strides, F&& f) {
-  const int64_t n = shape_numel(shape);
-  if (n == 0) return;
-  const size_t r = shape.size();
-  Shape64 idx(r, 0);
-  int64_t o = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, o);
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < shape[d]) { o += map_strides[d]; break; }
-      o -= map_strides[d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-  }
-}
 
 // Strides of the kept-dims output per input dim (0 for reduced dims) and the output size.
 Shape64 reduce_strides(const Shape64& shape, const std::vector<bool>& red, int64_t* out_numel) {
