@@ -104,6 +104,16 @@ class ExecutionContext {
   virtual void set_profiler(Profiler* profiler) = 0;
   /// Every intermediate tensor during enqueue; nullptr turns it off. Not owned.
   virtual void set_tensor_listener(TensorListener* listener) = 0;
+  /// CUDA engines: capture the whole enqueue into a CUDA graph, once per set of input shapes
+  /// and bindings, and replay it on later enqueues (far fewer launch gaps at small batch).
+  /// When a step cannot be captured (a host-fallback step, data-dependent shapes, an attached
+  /// profiler or listener, the legacy default stream), enqueue runs plain launches and
+  /// cuda_graph_status() says why. Replayed outputs are bit-identical to plain enqueue. Fails
+  /// with kUnsupported on CPU engines when enabling.
+  virtual Status set_cuda_graph_mode(bool enabled) = 0;
+  /// Empty when the last enqueue replayed (or captured) a graph or the mode is off; otherwise
+  /// the reason it ran plain launches, naming the step at fault.
+  virtual std::string cuda_graph_status() const = 0;
 };
 
 class Runtime {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/status.h"
@@ -28,6 +29,12 @@ class Device {
   virtual Status fill(void* dst, int byte, size_t bytes, void* stream) = 0;
   /// Waits for everything enqueued on `stream`.
   virtual Status synchronize(void* stream) = 0;
+  /// CUDA graphs (capture of everything enqueued on `stream`, then replay). The host device
+  /// does not capture: begin_capture fails with kUnsupported.
+  virtual Status begin_capture(void* stream) { return unsupported("the ", arch().empty() ? "host" : arch(), " device cannot capture graphs"); }
+  /// Ends the capture begun on `stream` and instantiates it; the handle frees the graph.
+  virtual Result<std::shared_ptr<void>> end_capture(void* stream) { return unsupported("no capture in progress"); }
+  virtual Status launch_graph(void* graph, void* stream) { return unsupported("no graphs on this device"); }
   /// "sm_90" for a CUDA device, "" for the host.
   virtual std::string arch() const = 0;
   /// Library versions an engine built here is bound to (e.g. "cudart" -> "13000").

@@ -48,6 +48,9 @@ class Tactic {
   virtual Status prepare(const ir::Node& node) { return Status::Ok(); }
   /// Runs the step. Must not allocate or lock in the steady state on GPU backends.
   virtual Status enqueue(StepIO& io) const = 0;
+  /// Whether enqueue may be recorded into a CUDA graph: no host synchronization, no host
+  /// reads of device data, the same launches every time for the same shapes and pointers.
+  virtual bool capturable() const { return true; }
   /// Parameters that pin this choice (an algorithm id, tile sizes); restored by the backend's
   /// create_tactic.
   virtual std::vector<uint8_t> serialize() const { return {}; }

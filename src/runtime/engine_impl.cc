@@ -37,8 +37,18 @@ class ContextImpl : public ExecutionContext {
   Status enqueue(void* stream) override;
   void set_profiler(Profiler* profiler) override { profiler_ = profiler; }
   void set_tensor_listener(TensorListener* listener) override { listener_ = listener; }
+  Status set_cuda_graph_mode(bool enabled) override;
+  std::string cuda_graph_status() const override { return graph_status_; }
 
  private:
+  /// Runs every step and the output copies: the work a CUDA graph captures.
+  Status run_steps(void* stream);
+  /// Why this run cannot be captured into a graph, or "".
+  std::string capture_blocker(void* stream) const;
+  bool graph_mode_ = false;
+  std::shared_ptr<void> graph_;  ///< instantiated graph for the current views and shapes
+  int plain_runs_since_prepare_ = 0;
+  std::string graph_status_;
   Profiler* profiler_ = nullptr;
   TensorListener* listener_ = nullptr;
   int io_index(const std::string& name) const;
@@ -483,11 +493,63 @@ Status ContextImpl::prepare_run() {
                    sio.inputs[0] && sio.inputs[0]->raw() == step_outputs_[s][0].raw();
   }
   views_valid_ = true;
+  graph_.reset();
+  plain_runs_since_prepare_ = 0;
   return Status::Ok();
+}
+
+Status ContextImpl::set_cuda_graph_mode(bool enabled) {
+  if (enabled && engine_->device().is_host())
+    return unsupported("CUDA graphs need a CUDA engine; this engine runs on the ", engine_->backend(), " backend");
+  graph_mode_ = enabled;
+  graph_.reset();
+  graph_status_.clear();
+  return Status::Ok();
+}
+
+std::string ContextImpl::capture_blocker(void* stream) const {
+  if (!stream) return "enqueue is on the legacy default stream, which cannot be captured; pass a created stream";
+  if (profiler_) return "a profiler is attached (per-layer timing synchronizes after every step)";
+  if (listener_) return "a tensor listener is attached (it copies every intermediate to the host)";
+  const builder::Plan& plan = engine_->plan();
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    if (step_dynamic_[s])
+      return "step " + std::to_string(s) + " (" + plan.steps[s].node->describe() +
+             ") has data-dependent output shapes";
+    if (!engine_->tactics()[s]->capturable())
+      return "step " + std::to_string(s) + " (" + plan.steps[s].node->describe() + ") runs tactic " +
+             plan.steps[s].tactic + ", which synchronizes with the host";
+  }
+  return "";
 }
 
 Status ContextImpl::enqueue(void* stream) {
   if (!shapes_valid_ || !views_valid_) INGOT_RETURN_IF_ERROR(prepare_run());
+  if (!graph_mode_) return run_steps(stream);
+  if (graph_ && stream && !profiler_ && !listener_) {  // a graph replays on any stream
+    graph_status_.clear();
+    return engine_->device().launch_graph(graph_.get(), stream);
+  }
+  graph_status_ = capture_blocker(stream);
+  // The first run after the shapes or bindings change is plain: it settles output buffers and
+  // lets tactics build their per-shape plans outside the capture. The next one is captured.
+  if (!graph_status_.empty() || plain_runs_since_prepare_ == 0) {
+    ++plain_runs_since_prepare_;
+    return run_steps(stream);
+  }
+  INGOT_RETURN_IF_ERROR(engine_->device().begin_capture(stream));
+  Status st = run_steps(stream);
+  auto g = engine_->device().end_capture(stream);
+  if (!st.ok()) return Status(st.code(), "during CUDA graph capture: " + st.message());
+  if (!g.ok()) {
+    graph_status_ = g.status().message();
+    return run_steps(stream);
+  }
+  graph_ = std::move(g).value();
+  return engine_->device().launch_graph(graph_.get(), stream);
+}
+
+Status ContextImpl::run_steps(void* stream) {
   const builder::Plan& plan = engine_->plan();
   const auto& io = engine_->io_tensors();
   for (size_t i = 0; i < io.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -186,6 +187,78 @@ TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoA
   cudaStreamDestroy(stream);
   cudaFree(dx);
   cudaFree(dy);
+}
+
+// The context's own CUDA-graph mode: plain first run, captured second, replays after; replays
+// read the current input data, allocate nothing on the host, and give bit-identical outputs.
+TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
+  std::string bytes = mlp_model(nullptr);
+  Quiet quiet;
+  BuilderConfig cfg;
+  cfg.backend = BackendKind::kCuda;
+  auto eng_bytes = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
+  ASSERT_TRUE(eng_bytes.ok()) << eng_bytes.status().to_string();
+  auto engine = Runtime(quiet).deserialize(eng_bytes->data(), eng_bytes->size());
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto plain = (*engine)->create_execution_context();
+  auto graphed = (*engine)->create_execution_context();
+  ASSERT_TRUE(plain.ok() && graphed.ok());
+  ASSERT_TRUE((*graphed)->set_cuda_graph_mode(true).ok());
+
+  const size_t nx = 16 * 64, ny = 16 * 10;
+  void *dx = nullptr, *dy_plain = nullptr, *dy_graph = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, nx * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy_plain, ny * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy_graph, ny * 4), cudaSuccess);
+  ASSERT_TRUE((*plain)->set_tensor_address("x", dx).ok());
+  ASSERT_TRUE((*plain)->set_tensor_address("probs", dy_plain).ok());
+  ASSERT_TRUE((*graphed)->set_tensor_address("x", dx).ok());
+  ASSERT_TRUE((*graphed)->set_tensor_address("probs", dy_graph).ok());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+
+  // The legacy default stream cannot be captured: plain launches, and the status says so.
+  ASSERT_TRUE((*graphed)->enqueue(nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_NE((*graphed)->cuda_graph_status().find("default stream"), std::string::npos)
+      << (*graphed)->cuda_graph_status();
+
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<float> x(nx);
+    for (float& v : x) v = u(rng);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), nx * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dy_graph, 0xFF, ny * 4), cudaSuccess);
+    ASSERT_TRUE((*plain)->enqueue(stream).ok());
+    g_allocations = 0;
+    g_counting = round >= 2;  // rounds 2 and 3 replay the graph captured in round 1
+    Status st = (*graphed)->enqueue(stream);
+    g_counting = false;
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    if (round >= 2) EXPECT_EQ(g_allocations.load(), 0) << "host allocations in a graph replay";
+    EXPECT_EQ((*graphed)->cuda_graph_status(), "") << "round " << round;
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<float> a(ny), b(ny);
+    ASSERT_EQ(cudaMemcpy(a.data(), dy_plain, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b.data(), dy_graph, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), ny * 4), 0) << "round " << round << ": graph output differs";
+    EXPECT_TRUE(std::isfinite(b[0]));
+  }
+
+  // A profiler forces plain launches (it times each step), and says so.
+  struct NullProfiler : Profiler {
+    void report_layer_time(int, const char*, float) noexcept override {}
+  } prof;
+  (*graphed)->set_profiler(&prof);
+  ASSERT_TRUE((*graphed)->enqueue(stream).ok());
+  EXPECT_NE((*graphed)->cuda_graph_status().find("profiler"), std::string::npos);
+  (*graphed)->set_profiler(nullptr);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  cudaFree(dx);
+  cudaFree(dy_plain);
+  cudaFree(dy_graph);
 }
 
 }  // namespace

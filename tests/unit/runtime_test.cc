@@ -261,6 +261,15 @@ TEST(Runtime, DataDependentOutputShape) {
   ASSERT_NE(idx, nullptr);
   std::vector<int64_t> got(idx, idx + 6);
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 1, 1, 0, 1}));
+
+  // CUDA-graph mode is for CUDA engines: asking a CPU engine for it is a clear error, and the
+  // context keeps working without it.
+  Status gm = (*ctx)->set_cuda_graph_mode(true);
+  EXPECT_EQ(gm.code(), StatusCode::kUnsupported);
+  EXPECT_NE(gm.message().find("cpu backend"), std::string::npos) << gm.message();
+  EXPECT_TRUE((*ctx)->set_cuda_graph_mode(false).ok());
+  EXPECT_TRUE((*ctx)->enqueue(nullptr).ok());
+  EXPECT_EQ((*ctx)->cuda_graph_status(), "");
 }
 
 }  // namespace

@@ -52,6 +52,28 @@ class CudaDevice : public Device {
     INGOT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
     return Status::Ok();
   }
+  Status begin_capture(void* stream) override {
+    if (!stream) return unsupported("the legacy default stream cannot be captured: enqueue on a created stream");
+    INGOT_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal));
+    return Status::Ok();
+  }
+  Result<std::shared_ptr<void>> end_capture(void* stream) override {
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+    if (e != cudaSuccess) {
+      if (graph) cudaGraphDestroy(graph);
+      return internal_error("CUDA graph capture failed: ", cudaGetErrorString(e));
+    }
+    cudaGraphExec_t exec = nullptr;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return internal_error("cudaGraphInstantiate failed: ", cudaGetErrorString(e));
+    return std::shared_ptr<void>(exec, [](void* x) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x)); });
+  }
+  Status launch_graph(void* graph, void* stream) override {
+    INGOT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
+    return Status::Ok();
+  }
   std::string arch() const override { return arch_; }
   std::map<std::string, std::string> library_versions() const override {
     int rt = 0;
@@ -105,6 +127,7 @@ class HostFallbackTactic : public Tactic {
     return cpu::KernelRegistry::global().find(node.op_type(), node.domain()) != nullptr;
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+  bool capturable() const override { return false; }  // synchronizes and reads device data on the host
   Status enqueue(StepIO& io) const override {
     std::vector<Tensor> host_in(io.inputs.size());
     std::vector<const Tensor*> ptrs(io.inputs.size(), nullptr);
@@ -146,6 +169,9 @@ class CudaBackend : public Backend {
 #ifdef INGOT_WITH_CUDNN
     families_.push_back(cudnn_conv_family());
 #endif
+    families_.push_back(pool_family());
+    families_.push_back(reduce_family());
+    families_.push_back(data_movement_family());
     families_.push_back(elementwise_family());
   }
   std::string name() const override { return "cuda"; }
