@@ -35,7 +35,10 @@ void build_help() {
                "  --backend cpu|cuda          target backend (default cpu)\n"
                "  --shapes name:1x3x224x224   fix open dims (min = opt = max)\n"
                "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  one optimization profile\n"
-               "  --fp16 --bf16 --tf32 --best allow reduced precision (CUDA backend)\n"
+               "  --fp16 --bf16 --tf32 --best allow reduced precision: layers with a fast fp16/bf16 tactic\n"
+               "                              compute in it, engine inputs and outputs keep their types\n"
+               "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
+               "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
                "  --workspace MiB             largest scratch per layer\n"
                "  --opt-level N               0 = no graph optimization, 1..5 (default 3)\n"
                "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
@@ -94,6 +97,24 @@ int build_command(const std::vector<std::string>& args) {
     else if (a == "--bf16") config.bf16 = true;
     else if (a == "--tf32") config.tf32 = true;
     else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
+    else if (a == "--strict-types") config.strict_types = true;
+    else if (a == "--layer-precisions") {
+      if (!value(v)) return 2;
+      size_t start = 0;
+      while (start <= v.size()) {
+        size_t comma = v.find(',', start);
+        std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        size_t colon = item.rfind(':');
+        std::string prec = colon == std::string::npos ? "" : item.substr(colon + 1);
+        if (colon == std::string::npos || colon == 0 || (prec != "fp32" && prec != "fp16" && prec != "bf16")) {
+          std::cerr << "ingot build: --layer-precisions expects LAYER:fp32|fp16|bf16[,...], got '" << item << "'\n";
+          return 2;
+        }
+        config.layer_precisions[item.substr(0, colon)] = prec;
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
     else if (a == "--verbose" || a == "-v") verbose = true;
     else if (a == "--workspace") {
       long long n;
@@ -132,8 +153,9 @@ int build_command(const std::vector<std::string>& args) {
     }
     config.profiles.push_back(p);
   }
-  if (config.backend == BackendKind::kCpu && (config.fp16 || config.bf16 || config.tf32))
-    std::cerr << "warning: --fp16/--bf16/--tf32 apply to the cuda backend; the cpu backend computes in fp32/fp64\n";
+  if (config.backend == BackendKind::kCpu && (config.fp16 || config.bf16))
+    std::cerr << "note: on the cpu backend --fp16/--bf16 store activations and weights in the reduced type and the\n"
+                 "      reference kernels compute with it: use it to preview accuracy, not for speed\n";
   CliLogger logger(verbose);
   Builder builder(logger);
   BuildSummary summary;
@@ -150,7 +172,11 @@ int build_command(const std::vector<std::string>& args) {
   }
   std::cout << "built " << output << "\n"
             << "  model nodes      " << summary.nodes_before_optimization << "\n"
-            << "  engine steps     " << summary.steps << " (" << summary.fused_nodes << " fused)\n"
+            << "  engine steps     " << summary.steps << " (" << summary.fused_nodes << " fused)\n";
+  if (config.fp16 || config.bf16 || !config.layer_precisions.empty())
+    std::cout << "  reduced precision " << summary.reduced_precision_layers << " layers, "
+              << summary.precision_casts << " cast layers at fp32 boundaries\n";
+  std::cout
             << "  tactics timed    " << summary.tactics_timed << ", timing-cache hits " << summary.timing_cache_hits << "\n"
             << "  engine size      " << human_bytes(summary.engine_bytes) << "\n"
             << "  weights          " << human_bytes(summary.weight_bytes) << "\n"

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,7 +41,10 @@ struct BuilderConfig {
   bool fp16 = false;           ///< allow fp16 tactics (CUDA)
   bool bf16 = false;           ///< allow bf16 tactics (CUDA)
   bool tf32 = false;           ///< allow TF32 math in fp32 GEMM/conv (CUDA)
-  bool strict_types = false;   ///< forbid falling back to higher precision
+  bool strict_types = false;   ///< a layer that cannot run in the allowed reduced precision is an error
+  /// Per-layer precision, by node name (or the name of a model node a fused layer absorbed):
+  /// "fp32" keeps a layer in fp32, "fp16"/"bf16" forces it (an error when no tactic has it).
+  std::map<std::string, std::string> layer_precisions;
   uint64_t workspace_bytes = 1ull << 30;  ///< largest scratch a step may use
   int optimization_level = 3;  ///< 0..5: more tactics timed at higher levels
   std::string timing_cache_file;          ///< read and updated when set (CUDA)
@@ -61,6 +65,8 @@ struct BuildSummary {
   uint64_t weight_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   double seconds = 0;
+  int reduced_precision_layers = 0;  ///< layers lowered to fp16/bf16
+  int precision_casts = 0;           ///< Cast layers inserted where fp32 meets fp16/bf16
   std::vector<std::string> notes;  ///< pass refusals and other remarks
 };
 

@@ -47,6 +47,15 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.pipeline.disabled.insert(config.disabled_passes.begin(), config.disabled_passes.end());
   opt.pipeline.dump_dir = config.dump_ir_dir;
   opt.optimize = config.optimization_level > 0;
+  opt.precision.reduced = config.fp16 ? DataType::kFloat16 : config.bf16 ? DataType::kBFloat16 : DataType::kUndefined;
+  opt.precision.strict = config.strict_types;
+  for (const auto& [layer, prec] : config.layer_precisions) {
+    DataType t = prec == "fp32" ? DataType::kFloat32 : prec == "fp16" ? DataType::kFloat16
+                 : prec == "bf16" ? DataType::kBFloat16 : DataType::kUndefined;
+    if (t == DataType::kUndefined)
+      return invalid_argument("layer precision for '", layer, "' must be fp32, fp16 or bf16, got '", prec, "'");
+    opt.precision.forced[layer] = t;
+  }
   builder::BuildReport report;
   std::shared_ptr<ir::Graph> graph(std::move(model.graph));
   INGOT_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(graph, std::move(model.storage), opt, &report));
@@ -77,6 +86,8 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->lower_bound_bytes = plan.memory.lower_bound_bytes;
     summary->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     summary->notes = report.notes;
+    summary->reduced_precision_layers = report.precision.lowered;
+    summary->precision_casts = report.precision.casts;
   }
   return bytes;
 }

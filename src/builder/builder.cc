@@ -116,6 +116,8 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     INGOT_RETURN_IF_ERROR(pm.run(*graph, options.pipeline, pctx));
     rep.notes = pctx.notes();
   }
+  INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
+  rep.notes.insert(rep.notes.end(), rep.precision.notes.begin(), rep.precision.notes.end());
 
   // Shapes at every profile's min, opt and max; sizes come from the max.
   std::vector<ShapeState> max_states;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "builder/plan.h"
+#include "builder/precision.h"
 #include "passes/pass_manager.h"
 
 namespace ingot::builder {
@@ -19,12 +20,14 @@ struct BuildOptions {
   std::vector<Profile> profiles;
   passes::PipelineOptions pipeline;
   bool optimize = true;
+  PrecisionOptions precision;
 };
 
 struct BuildReport {
   int nodes_before = 0;
   int fused_steps = 0;
   int tactics_considered = 0;
+  PrecisionReport precision;
   std::vector<std::string> notes;
 };
 

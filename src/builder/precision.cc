@@ -1,0 +1,365 @@
+// Copyright ingot authors. Apache-2.0.
+#include "builder/precision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/op_registry.h"
+#include "ir/verify.h"
+
+namespace ingot::builder {
+
+namespace {
+
+enum class Role { kCompute, kFollow };
+
+struct Rule {
+  Role role;
+  std::vector<int> data_inputs;   ///< empty: every fp32 input
+  std::vector<int> data_outputs;  ///< empty: every fp32 output
+};
+
+const Rule* find_rule(const ir::Node& n) {
+  static const std::map<std::string, Rule> kOnnx = [] {
+    std::map<std::string, Rule> m;
+    for (const char* op : {"Conv", "ConvTranspose", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid",
+                           "Tanh", "Gelu", "Erf", "HardSwish", "HardSigmoid", "LeakyRelu", "Clip", "Max", "Min", "Neg",
+                           "Abs", "PRelu", "Softmax", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Attention"})
+      m[op] = {Role::kCompute, {}, {}};
+    m["LayerNormalization"] = {Role::kCompute, {}, {0}};  // Mean / InvStdDev stay fp32
+    m["MaxPool"] = {Role::kCompute, {0}, {0}};
+    m["ReduceMean"] = {Role::kCompute, {0}, {0}};
+    m["ReduceMax"] = {Role::kCompute, {0}, {0}};
+    m["ReduceMin"] = {Role::kCompute, {0}, {0}};
+    m["Where"] = {Role::kCompute, {1, 2}, {0}};
+    for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Gather", "Slice",
+                           "Expand", "Tile", "Resize", "DepthToSpace", "SpaceToDepth", "GatherElements"})
+      m[op] = {Role::kFollow, {0}, {0}};
+    m["Split"] = {Role::kFollow, {0}, {}};
+    m["Pad"] = {Role::kFollow, {0, 2}, {0}};
+    m["Concat"] = {Role::kFollow, {}, {0}};
+    return m;
+  }();
+  static const std::map<std::string, Rule> kIngot = {
+      {"FusedConv", {Role::kCompute, {}, {0}}}, {"FusedGemm", {Role::kCompute, {}, {0}}},
+      {"Attention", {Role::kCompute, {}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
+      {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
+      {"Pointwise", {Role::kCompute, {}, {0}}}};
+  const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;
+  if (!n.domain().empty() && n.domain() != "ingot") return nullptr;
+  auto it = table.find(n.op_type());
+  return it == table.end() ? nullptr : &it->second;
+}
+
+std::vector<int> float_slots(const std::vector<ir::Value*>& vals, const std::vector<int>& listed) {
+  std::vector<int> out;
+  auto ok = [&](int i) { return i < static_cast<int>(vals.size()) && vals[i] && vals[i]->dtype() == DataType::kFloat32; };
+  if (listed.empty()) {
+    for (int i = 0; i < static_cast<int>(vals.size()); ++i)
+      if (ok(i)) out.push_back(i);
+  } else {
+    for (int i : listed)
+      if (ok(i)) out.push_back(i);
+  }
+  return out;
+}
+
+const char* short_name(DataType t) {
+  return t == DataType::kFloat16 ? "fp16" : t == DataType::kBFloat16 ? "bf16" : "fp32";
+}
+
+// Precision forced for this node (by its name or an origin's), or kUndefined.
+DataType forced_for(const ir::Node& n, const PrecisionOptions& o, std::set<std::string>* matched) {
+  auto f = o.forced.find(n.name());
+  if (f != o.forced.end()) {
+    matched->insert(f->first);
+    return f->second;
+  }
+  for (const std::string& origin : n.origins()) {
+    f = o.forced.find(origin);
+    if (f != o.forced.end()) {
+      matched->insert(f->first);
+      return f->second;
+    }
+  }
+  return DataType::kUndefined;
+}
+
+Result<Tensor> convert_tensor(const Tensor& t, DataType to) {
+  INGOT_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(to, t.shape()));
+  for (int64_t i = 0; i < t.numel(); ++i) out.set_f64(i, t.get_f64(i));
+  return out;
+}
+
+class Lowering {
+ public:
+  Lowering(ir::Graph& g, const backend::Backend& be, const PrecisionOptions& o, PrecisionReport& r)
+      : g_(g), be_(be), o_(o), r_(r) {}
+
+  Status run() {
+    // 1. Decide, in topological order (data-movement layers follow their producers).
+    for (const auto& node : g_.nodes()) {
+      const Rule* rule = find_rule(*node);
+      if (!rule) continue;
+      std::vector<int> ins = float_slots(node->inputs(), rule->data_inputs);
+      std::vector<int> outs = float_slots(node->outputs(), rule->data_outputs);
+      if (outs.empty()) continue;
+      DataType forced = forced_for(*node, o_, &matched_);
+      DataType target = forced != DataType::kUndefined ? forced : o_.reduced;
+      if (target == DataType::kUndefined) continue;
+      if (target == DataType::kFloat32) {
+        if (rule->role == Role::kCompute) ++r_.kept_fp32;
+        continue;
+      }
+      bool lower = false;
+      if (rule->role == Role::kFollow && forced == DataType::kUndefined) {
+        for (int i : ins) lower |= low_.count(node->inputs()[i]) > 0;
+        if (!lower) continue;
+      }
+      if (node->op_type() == "Pointwise") {
+        const ir::Attribute* body = node->attrs().find("body");
+        if (!body || !body->g || body->g.use_count() > 2) {
+          ++r_.kept_fp32;
+          continue;
+        }
+      }
+      if (const ir::Value* big = overflowing_weight(*node, ins, target)) {
+        // e.g. an attention-mask constant of -3.4e38: it would become -inf, and 0 * -inf NaN.
+        if (rule->role == Role::kCompute) ++r_.kept_fp32;
+        r_.notes.push_back("precision: " + node->describe() + " stays fp32: weight '" + big->name() +
+                           "' holds values beyond the " + short_name(target) + " range");
+        continue;
+      }
+      if (!has_reduced_tactic(*node, ins, outs, target)) {
+        if (rule->role == Role::kFollow) continue;
+        if (o_.strict || forced != DataType::kUndefined)
+          return unsupported(node->describe(), " has no ", short_name(target), " tactic on the ", be_.name(),
+                             " backend", o_.strict ? " and strict types forbid falling back to fp32" : "");
+        ++r_.kept_fp32;
+        r_.notes.push_back("precision: " + node->describe() + " stays fp32 (no " + short_name(target) +
+                           " tactic on the " + be_.name() + " backend)");
+        continue;
+      }
+      plan_[node.get()] = {target, ins, outs};
+      for (int i : outs) low_[node->outputs()[i]] = target;
+    }
+    for (const auto& [name, t] : o_.forced) {
+      (void)t;
+      bool exists = matched_.count(name) > 0;
+      for (const auto& node : g_.nodes()) {
+        exists |= node->name() == name;
+        for (const std::string& origin : node->origins()) exists |= origin == name;
+      }
+      if (!exists) return invalid_argument("a layer precision names '", name, "', which is no layer of the model");
+    }
+    if (plan_.empty()) return Status::Ok();
+
+    // 2. Rewrite: values, weights, casts at the boundaries, Pointwise bodies.
+    std::vector<ir::Node*> lowered;
+    for (const auto& node : g_.nodes())
+      if (plan_.count(node.get())) lowered.push_back(node.get());
+    for (ir::Node* n : lowered) {
+      const Decision& d = plan_[n];
+      for (int i : d.ins) {
+        ir::Value* v = n->inputs()[i];
+        auto lv = low_.find(v);
+        if (lv != low_.end() && lv->second == d.type) continue;  // already reduced, same type
+        INGOT_ASSIGN_OR_RETURN(ir::Value * r, reduced_version(v, d.type));
+        n->set_input(i, r);
+      }
+      if (n->op_type() == "Pointwise") INGOT_RETURN_IF_ERROR(wrap_body(*n, d));
+    }
+    for (auto& [v, t] : low_) v->set_dtype(t);
+    // Readers that stay fp32 (including subgraph nodes and graph outputs) get a cast back.
+    std::vector<std::pair<ir::Value*, DataType>> lows(low_.begin(), low_.end());
+    for (auto& [v, t] : lows) {
+      std::vector<std::pair<ir::Node*, int>> fp32_uses;
+      for (const auto& [user, idx] : v->uses()) {
+        auto p = plan_.find(user);
+        bool reads_reduced = p != plan_.end() && std::count(p->second.ins.begin(), p->second.ins.end(), idx) &&
+                             p->second.type == t;
+        if (!reads_reduced) fp32_uses.push_back({user, idx});
+      }
+      bool is_output = std::count(g_.outputs().begin(), g_.outputs().end(), v) > 0;
+      if (fp32_uses.empty() && !is_output) continue;
+      ir::Value* back = g_.add_value(unique_name(v->name() + "/fp32"), DataType::kFloat32, v->shape());
+      add_cast(v, back, DataType::kFloat32);
+      for (auto& [user, idx] : fp32_uses) user->set_input(idx, back);
+      if (is_output) {
+        // The engine output keeps its name and type: the reduced value is renamed.
+        std::vector<ir::Value*> outs = g_.outputs();
+        for (auto& o : outs)
+          if (o == v) o = back;
+        g_.set_outputs(outs);
+        std::string name = v->name();
+        g_.rename_value(v, unique_name(name + "/" + short_name(t)));
+        g_.rename_value(back, name);
+      }
+    }
+    for (const auto& [n, d] : plan_) {
+      (void)d;
+      ++r_.lowered;
+    }
+    INGOT_RETURN_IF_ERROR(g_.topological_sort());
+    INGOT_RETURN_IF_ERROR(ir::infer_graph(g_));
+    for (auto& [v, t] : low_)
+      if (v->dtype() != t)
+        return internal_error("precision lowering: '", v->name(), "' infers as ", data_type_name(v->dtype()),
+                              " after lowering, expected ", data_type_name(t));
+    return ir::verify_graph(g_);
+  }
+
+ private:
+  struct Decision {
+    DataType type = DataType::kUndefined;
+    std::vector<int> ins, outs;
+  };
+
+  bool has_reduced_tactic(const ir::Node& n, const std::vector<int>& ins, const std::vector<int>& outs, DataType t) {
+    std::vector<ir::TensorType> types;
+    for (const ir::Value* v : n.inputs()) {
+      ir::TensorType tt;
+      if (v) {
+        tt.dtype = v->dtype();
+        tt.shape = v->shape();
+      }
+      types.push_back(tt);
+    }
+    for (int i : ins) types[i].dtype = t;
+    // Tactics may read output types from the node: set them while asking.
+    std::vector<DataType> saved;
+    for (int i : outs) {
+      saved.push_back(n.outputs()[i]->dtype());
+      n.outputs()[i]->set_dtype(t);
+    }
+    auto cands = be_.candidates(n, types);
+    for (size_t k = 0; k < outs.size(); ++k) n.outputs()[outs[k]]->set_dtype(saved[k]);
+    for (const auto& c : cands)
+      if (c->name() != "cuda.host_fallback") return true;
+    return false;
+  }
+
+  // An fp32 weight among `ins` with finite values the reduced type cannot hold, or nullptr.
+  const ir::Value* overflowing_weight(const ir::Node& n, const std::vector<int>& ins, DataType t) {
+    const double limit = t == DataType::kFloat16 ? 65504.0 : 3.3895313892515355e38;
+    for (int i : ins) {
+      const ir::Value* v = n.inputs()[i];
+      if (!v->initializer()) continue;
+      auto key = std::make_pair(v, t);
+      auto it = overflows_.find(key);
+      if (it == overflows_.end()) {
+        bool over = false;
+        const Tensor& w = *v->initializer();
+        for (int64_t k = 0; k < w.numel() && !over; ++k) {
+          double x = w.get_f64(k);
+          over = std::isfinite(x) && std::fabs(x) > limit;
+        }
+        it = overflows_.emplace(key, over).first;
+      }
+      if (it->second) return v;
+    }
+    return nullptr;
+  }
+
+  std::string unique_name(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; g_.find_value(name); ++k) name = base + "_" + std::to_string(k);
+    return name;
+  }
+
+  ir::Node* add_cast(ir::Value* from, ir::Value* to, DataType type) {
+    ir::Attributes a;
+    a.set_int("to", static_cast<int64_t>(type));
+    ++r_.casts;
+    ir::Node* c = g_.add_node("Cast", {from}, {to}, std::move(a), unique_node_name(from->name() + "/cast_" + short_name(type)));
+    return c;
+  }
+  std::string unique_node_name(const std::string& base) { return base + "_" + std::to_string(r_.casts); }
+
+  // The reduced-type stand-in for fp32 value `v`: a converted weight or a Cast's output.
+  Result<ir::Value*> reduced_version(ir::Value* v, DataType t) {
+    auto key = std::make_pair(v, t);
+    auto it = converted_.find(key);
+    if (it != converted_.end()) return it->second;
+    ir::Value* r = nullptr;
+    if (v->initializer() && std::count(g_.inputs().begin(), g_.inputs().end(), v) == 0) {
+      bool all_reduced = true;
+      for (const auto& [user, idx] : v->uses()) {
+        auto p = plan_.find(user);
+        all_reduced &= p != plan_.end() && p->second.type == t &&
+                       std::count(p->second.ins.begin(), p->second.ins.end(), idx) > 0;
+      }
+      bool is_output = std::count(g_.outputs().begin(), g_.outputs().end(), v) > 0;
+      INGOT_ASSIGN_OR_RETURN(Tensor data, convert_tensor(*v->initializer(), t));
+      ++r_.weights_converted;
+      if (all_reduced && !is_output) {
+        g_.set_initializer(v, std::move(data));
+        v->set_dtype(t);
+        r = v;
+      } else {
+        r = g_.add_initializer(unique_name(v->name() + "/" + short_name(t)), std::move(data));
+      }
+    } else {
+      r = g_.add_value(unique_name(v->name() + "/" + short_name(t)), t, v->shape());
+      add_cast(v, r, t);
+    }
+    converted_[key] = r;
+    return r;
+  }
+
+  // Pointwise with reduced outer I/O: the body keeps its fp32 math between Casts at its edges.
+  Status wrap_body(ir::Node& n, const Decision& d) {
+    const ir::Attribute* a = n.attrs().find("body");
+    ir::Graph& body = *a->g;
+    for (int i : d.ins) {
+      if (i >= static_cast<int>(body.inputs().size())) return internal_error(n.describe(), ": body has fewer inputs");
+      ir::Value* in = body.inputs()[i];
+      if (in->dtype() != DataType::kFloat32) continue;
+      ir::Value* widened = body.add_value(in->name() + "/fp32", DataType::kFloat32, in->shape());
+      body.replace_all_uses(in, widened);
+      in->set_dtype(d.type);
+      ir::Attributes ca;
+      ca.set_int("to", static_cast<int64_t>(DataType::kFloat32));
+      body.add_node("Cast", {in}, {widened}, std::move(ca), in->name() + "/widen");
+    }
+    std::vector<ir::Value*> outs = body.outputs();
+    for (int o : d.outs) {
+      if (o >= static_cast<int>(outs.size()) || outs[o]->dtype() != DataType::kFloat32) continue;
+      ir::Value* narrow = body.add_value(outs[o]->name() + "/" + short_name(d.type), d.type, outs[o]->shape());
+      ir::Attributes ca;
+      ca.set_int("to", static_cast<int64_t>(d.type));
+      body.add_node("Cast", {outs[o]}, {narrow}, std::move(ca), outs[o]->name() + "/narrow");
+      outs[o] = narrow;
+    }
+    body.set_outputs(outs);
+    return body.topological_sort();
+  }
+
+  ir::Graph& g_;
+  const backend::Backend& be_;
+  const PrecisionOptions& o_;
+  PrecisionReport& r_;
+  std::unordered_map<const ir::Node*, Decision> plan_;
+  std::map<ir::Value*, DataType> low_;
+  std::map<std::pair<ir::Value*, DataType>, ir::Value*> converted_;
+  std::set<std::string> matched_;
+  std::map<std::pair<const ir::Value*, DataType>, bool> overflows_;
+};
+
+}  // namespace
+
+Status lower_precision(ir::Graph& g, const backend::Backend& be, const PrecisionOptions& options,
+                       PrecisionReport* report) {
+  PrecisionReport local;
+  if (options.reduced == DataType::kUndefined && options.forced.empty()) return Status::Ok();
+  if (options.reduced != DataType::kUndefined && options.reduced != DataType::kFloat16 &&
+      options.reduced != DataType::kBFloat16)
+    return invalid_argument("reduced precision must be fp16 or bf16, got ", data_type_name(options.reduced));
+  Lowering l(g, be, options, report ? *report : local);
+  return l.run();
+}
+
+}  // namespace ingot::builder

@@ -1,0 +1,49 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Reduced-precision lowering (BuilderConfig::fp16 / bf16): rewrites an optimized fp32 graph so
+// that the layers where it pays and is numerically safe compute in fp16 or bf16, TensorRT
+// style. Engine inputs and outputs keep their types; Cast steps appear only where an fp32 region
+// meets a reduced one, and are visible in the engine's layer list.
+//
+// Which layers are lowered:
+//  - compute layers (Conv, GEMMs, attention, norms, softmax, pooling, activations and other
+//    elementwise arithmetic, fused Pointwise) when the backend has a real tactic for them at the
+//    reduced type (not the CUDA host fallback) — kernels accumulate norms, reductions and
+//    softmax in fp32 whatever the storage type;
+//  - data-movement layers (Reshape, Transpose, Concat, Gather, Slice, ...) follow their data
+//    input: they are lowered when it already is, so no cast pair is inserted around them;
+//  - everything else (Exp, Pow, ReduceSum, control flow, integer ops...) stays in fp32.
+// Weights read only by lowered layers are converted once; weights shared with an fp32 layer
+// get a converted copy. A layer's precision can be forced by node name (or the name of a model
+// node it absorbed); strict mode makes a compute layer that cannot be lowered an error.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/tactic.h"
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace ingot::builder {
+
+struct PrecisionOptions {
+  DataType reduced = DataType::kUndefined;  ///< kFloat16 or kBFloat16; kUndefined: no lowering
+  bool strict = false;                      ///< a compute layer without a reduced tactic is an error
+  std::map<std::string, DataType> forced;   ///< node or origin name -> kFloat32 / kFloat16 / kBFloat16
+};
+
+struct PrecisionReport {
+  int lowered = 0;            ///< nodes now computing in the reduced type
+  int kept_fp32 = 0;          ///< compute-eligible nodes left in fp32 (no reduced tactic, or forced)
+  int casts = 0;              ///< Cast nodes inserted at region boundaries
+  int weights_converted = 0;  ///< initializers converted (or copied) to the reduced type
+  std::vector<std::string> notes;
+};
+
+/// Lowers `g` in place for backend `be`; re-runs type inference to check the result.
+Status lower_precision(ir::Graph& g, const backend::Backend& be, const PrecisionOptions& options,
+                       PrecisionReport* report);
+
+}  // namespace ingot::builder

@@ -1,0 +1,272 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Reduced-precision engines (BuilderConfig::fp16 / bf16) on the CPU backend, whose reference
+// kernels compute in the stored type: the test models keep their outputs within fp16/bf16
+// tolerance of the fp32 interpreter, engine I/O keeps its types, casts appear only at region
+// boundaries, forced layer precisions are honoured, and weights beyond the reduced range keep
+// their layer in fp32 instead of turning into infinities.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "backend/cpu/executor.h"
+#include "ingot/builder.h"
+#include "ingot/engine.h"
+#include "onnx/importer.h"
+#include "onnx/onnx.pb.h"
+#include "onnx/tensor_proto.h"
+
+namespace ingot {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Quiet : public Logger {
+ public:
+  void log(Severity, const char*) noexcept override {}
+};
+
+Tensor read_pb(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ::onnx::TensorProto proto;
+  EXPECT_TRUE(proto.ParseFromString(ss.str())) << p;
+  auto t = onnx::tensor_from_proto(proto, onnx::TensorSource());
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? *t : Tensor();
+}
+
+struct Outcome {
+  std::vector<Tensor> outputs;
+  std::vector<LayerDesc> layers;
+  std::vector<IoTensorDesc> io;
+  BuildSummary summary;
+};
+
+Result<Outcome> build_and_run(const std::string& model_bytes, const BuilderConfig& cfg,
+                              std::map<std::string, Tensor> feeds) {
+  Quiet quiet;
+  Outcome out;
+  INGOT_ASSIGN_OR_RETURN(auto bytes, Builder(quiet).build_serialized_from_bytes(model_bytes.data(), model_bytes.size(),
+                                                                               cfg, &out.summary));
+  INGOT_ASSIGN_OR_RETURN(auto engine, Runtime(quiet).deserialize(bytes.data(), bytes.size()));
+  INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
+  for (auto& [name, t] : feeds) {
+    INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
+    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, t.mutable_raw()));
+  }
+  INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
+  for (const IoTensorDesc& d : engine->io_tensors()) {
+    out.io.push_back(d);
+    if (d.is_input) continue;
+    INGOT_ASSIGN_OR_RETURN(auto shape, ctx->tensor_shape(d.name));
+    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(d.dtype, shape));
+    std::memcpy(t.mutable_raw(), ctx->tensor_address(d.name), t.nbytes());
+    out.outputs.push_back(t);
+  }
+  out.layers = engine->layers();
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// max |got - want| relative to the largest |want|, and the cosine of the two.
+std::pair<double, double> error_and_cosine(const Tensor& got, const Tensor& want) {
+  double max_err = 0, max_ref = 0, dot = 0, ng = 0, nw = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.get_f64(i), w = want.get_f64(i);
+    if (!std::isfinite(g)) return {INFINITY, 0};
+    max_err = std::max(max_err, std::fabs(g - w));
+    max_ref = std::max(max_ref, std::fabs(w));
+    dot += g * w;
+    ng += g * g;
+    nw += w * w;
+  }
+  double cos = ng == 0 && nw == 0 ? 1 : dot / std::sqrt(ng * nw);
+  return {max_err / std::max(max_ref, 1e-6), cos};
+}
+
+TEST(PrecisionModels, Fp16AndBf16EnginesOfTheTestModelsMatchTheInterpreter) {
+  int checked = 0;
+  for (const char* env : {"INGOT_TEST_MODELS", "INGOT_OPTIMIZER_MODELS"}) {
+    const char* dir = std::getenv(env);
+    if (!dir) GTEST_SKIP() << env << " not set (ctest sets it to the generated models)";
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      fs::path data = entry.path() / "test_data_set_0";
+      if (!fs::exists(entry.path() / "model.onnx") || !fs::exists(data)) continue;
+      std::string bytes = slurp(entry.path() / "model.onnx");
+      auto model = onnx::import_model_bytes(bytes.data(), bytes.size());
+      ASSERT_TRUE(model.ok()) << entry.path();
+      std::map<std::string, Tensor> feeds;
+      size_t k = 0;
+      for (const ir::Value* in : model->graph->inputs()) {
+        if (in->initializer()) continue;
+        fs::path pb = data / ("input_" + std::to_string(k++) + ".pb");
+        if (!fs::exists(pb)) break;
+        feeds[in->name()] = read_pb(pb);
+      }
+      cpu::Executor exec;
+      auto want = exec.run(*model->graph, feeds);
+      ASSERT_TRUE(want.ok()) << entry.path() << ": " << want.status().to_string();
+      bool fp32_finite = true;
+      for (const Tensor& w : *want)
+        for (int64_t i = 0; i < w.numel() && is_float(w.dtype()); ++i) fp32_finite &= std::isfinite(w.get_f64(i));
+      if (!fp32_finite) continue;
+      for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+        BuilderConfig cfg;
+        (t == DataType::kFloat16 ? cfg.fp16 : cfg.bf16) = true;
+        // Same dims as the data: models with open dims get a profile pinned to it.
+        for (const auto& [name, tensor] : feeds) {
+          OptimizationProfile p;
+          if (cfg.profiles.empty()) cfg.profiles.emplace_back();
+          cfg.profiles[0].set_dimensions(name, tensor.shape(), tensor.shape(), tensor.shape());
+        }
+        auto got = build_and_run(bytes, cfg, feeds);
+        ASSERT_TRUE(got.ok()) << entry.path() << ": " << got.status().to_string();
+        EXPECT_GT(got->summary.reduced_precision_layers, 0) << entry.path();
+        // Casts only where fp32 meets the reduced region: at most one per engine input and
+        // output, plus the few layers kept in fp32 on purpose.
+        EXPECT_LE(got->summary.precision_casts, static_cast<int>(got->io.size()) + 2) << entry.path();
+        for (const IoTensorDesc& d : got->io) EXPECT_NE(d.dtype, t) << d.name << " changed type";
+        ASSERT_EQ(got->outputs.size(), want->size());
+        const double tol = t == DataType::kFloat16 ? 2e-2 : 8e-2;
+        for (size_t o = 0; o < want->size(); ++o) {
+          if (!is_float((*want)[o].dtype())) continue;
+          auto [err, cos] = error_and_cosine(got->outputs[o], (*want)[o]);
+          EXPECT_LT(err, tol) << entry.path() << " output " << o << " in " << data_type_name(t);
+          EXPECT_GT(cos, t == DataType::kFloat16 ? 0.9995 : 0.995) << entry.path() << " output " << o;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 8) << "expected the test and optimizer models with their data";
+}
+
+// y = (x · W1 [mm1] → Relu [act]) · W2 [mm2] + big [add_big], with W1 shared by a fp32 path.
+std::string small_model(float big) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  auto io = [](::onnx::ValueInfoProto* vi, const char* name, std::vector<int64_t> dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  io(g->add_input(), "x", {4, 8});
+  io(g->add_output(), "y", {4, 8});
+  auto init = [&](const char* name, std::vector<int64_t> dims, float scale) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(scale * std::sin(0.7f * static_cast<float>(i) + 0.3f));
+  };
+  init("w1", {8, 8}, 0.5f);
+  init("w2", {8, 8}, 0.5f);
+  init("big", {8}, big);
+  auto node = [&](const char* op, std::vector<const char*> in, const char* out, const char* name) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const char* i : in) n->add_input(i);
+    n->add_output(out);
+  };
+  node("MatMul", {"x", "w1"}, "h", "mm1");
+  node("Relu", {"h"}, "hr", "act");
+  node("MatMul", {"hr", "w2"}, "o", "mm2");
+  node("Add", {"o", "big"}, "y", "add_big");
+  return m.SerializeAsString();
+}
+
+std::map<std::string, Tensor> small_feeds() {
+  Tensor x = Tensor::zeros(DataType::kFloat32, {4, 8}).value();
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, std::cos(0.37 * i) + 0.05);
+  return {{"x", x}};
+}
+
+int count_op(const std::vector<LayerDesc>& layers, const std::string& op) {
+  int n = 0;
+  for (const LayerDesc& l : layers) n += l.op == op;
+  return n;
+}
+
+TEST(Precision, ForcedLayerPrecisionsAreHonouredAndNamesChecked) {
+  std::string bytes = small_model(0.25f);
+  BuilderConfig cfg;
+  cfg.fp16 = true;
+  cfg.disabled_passes = {"fuse_conv_gemm", "fuse_pointwise"};  // keep one layer per node
+  auto all = build_and_run(bytes, cfg, small_feeds());
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_EQ(all->summary.reduced_precision_layers, 4);
+  EXPECT_EQ(count_op(all->layers, "Cast"), 2);  // x in, y out
+
+  // mm2 forced to fp32: the reduced region is cut there, with a cast on each side of it.
+  cfg.layer_precisions["mm2"] = "fp32";
+  auto cut = build_and_run(bytes, cfg, small_feeds());
+  ASSERT_TRUE(cut.ok()) << cut.status().to_string();
+  EXPECT_EQ(cut->summary.reduced_precision_layers, 3);
+  EXPECT_EQ(count_op(cut->layers, "Cast"), 4);
+  auto [err, cos] = error_and_cosine(cut->outputs[0], all->outputs[0]);
+  EXPECT_LT(err, 2e-2);
+  EXPECT_GT(cos, 0.999);
+
+  // Only act forced to fp16, no global flag: only it is lowered.
+  BuilderConfig one;
+  one.disabled_passes = cfg.disabled_passes;
+  one.layer_precisions["act"] = "fp16";
+  auto single = build_and_run(bytes, one, small_feeds());
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  EXPECT_EQ(single->summary.reduced_precision_layers, 1);
+
+  BuilderConfig typo = cfg;
+  typo.layer_precisions = {{"mm3", "fp32"}};
+  auto bad = build_and_run(bytes, typo, small_feeds());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'mm3'"), std::string::npos) << bad.status().message();
+  typo.layer_precisions = {{"mm1", "fp8"}};
+  bad = build_and_run(bytes, typo, small_feeds());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fp8"), std::string::npos) << bad.status().message();
+}
+
+TEST(Precision, WeightsBeyondTheReducedRangeKeepTheirLayerInFp32) {
+  std::string bytes = small_model(1e6f);  // 1e6 overflows fp16 (max 65504), not bf16
+  BuilderConfig cfg;
+  cfg.fp16 = true;
+  cfg.disabled_passes = {"fuse_conv_gemm", "fuse_pointwise"};
+  auto got = build_and_run(bytes, cfg, small_feeds());
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->summary.reduced_precision_layers, 3);  // add_big stays fp32
+  bool noted = false;
+  for (const std::string& n : got->summary.notes) noted |= n.find("'big'") != std::string::npos;
+  EXPECT_TRUE(noted) << "a note names the weight that keeps its layer in fp32";
+  for (int64_t i = 0; i < got->outputs[0].numel(); ++i) ASSERT_TRUE(std::isfinite(got->outputs[0].get_f64(i)));
+  BuilderConfig b = cfg;
+  b.fp16 = false;
+  b.bf16 = true;
+  auto bf = build_and_run(bytes, b, small_feeds());
+  ASSERT_TRUE(bf.ok()) << bf.status().to_string();
+  EXPECT_EQ(bf->summary.reduced_precision_layers, 4);  // 1e6 fits bf16
+}
+
+}  // namespace
+}  // namespace ingot
