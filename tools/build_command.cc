@@ -1,7 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // `ingot build MODEL.onnx -o MODEL.engine`: the builder, with trtexec's options.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -22,6 +25,49 @@ class CliLogger : public Logger {
 
  private:
   bool verbose_;
+};
+
+// A progress bar with an ETA on stderr: redrawn in place on a terminal, a line per quarter of the
+// tactic phase otherwise (logs stay readable).
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(isatty(2) != 0), start_(std::chrono::steady_clock::now()) {}
+  void update(const char* phase, int done, int total) {
+    auto now = std::chrono::steady_clock::now();
+    double elapsed = std::chrono::duration<double>(now - start_).count();
+    std::string ph = phase;
+    if (ph != phase_) {
+      phase_ = ph;
+      phase_start_ = now;
+      last_quarter_ = -1;
+    }
+    if (ph != "tactics" || total <= 0) return;
+    double in_phase = std::chrono::duration<double>(now - phase_start_).count();
+    double eta = done > 0 ? in_phase / done * (total - done) : 0;
+    if (tty_) {
+      if (done < total && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      last_draw_ = now;
+      const int width = 30;
+      int filled = static_cast<int>(static_cast<double>(width) * done / total);
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.append(static_cast<size_t>(width - filled), '.');
+      std::fprintf(stderr, "\r  choosing tactics [%s] %d/%d  %.1fs elapsed  ETA %.1fs   ", bar.c_str(), done, total,
+                   elapsed, eta);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else {
+      int quarter = done * 4 / total;
+      if (quarter == last_quarter_) return;
+      last_quarter_ = quarter;
+      std::fprintf(stderr, "  choosing tactics: %d/%d steps, %.1fs elapsed, ETA %.1fs\n", done, total, elapsed, eta);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point start_, phase_start_, last_draw_;
+  std::string phase_;
+  int last_quarter_ = -1;
 };
 
 }  // namespace
@@ -157,6 +203,8 @@ int build_command(const std::vector<std::string>& args) {
     std::cerr << "note: on the cpu backend --fp16/--bf16 store activations and weights in the reduced type and the\n"
                  "      reference kernels compute with it: use it to preview accuracy, not for speed\n";
   CliLogger logger(verbose);
+  ProgressBar bar;
+  config.progress = [&bar](const char* phase, int done, int total) { bar.update(phase, done, total); };
   Builder builder(logger);
   BuildSummary summary;
   auto bytes = builder.build_serialized(model, config, &summary);
@@ -177,7 +225,11 @@ int build_command(const std::vector<std::string>& args) {
     std::cout << "  reduced precision " << summary.reduced_precision_layers << " layers, "
               << summary.precision_casts << " cast layers at fp32 boundaries\n";
   std::cout
-            << "  tactics timed    " << summary.tactics_timed << ", timing-cache hits " << summary.timing_cache_hits << "\n"
+            << "  tactics timed    " << summary.tactics_timed << ", timing-cache hits " << summary.timing_cache_hits
+            << (config.timing_cache_file.empty() ? std::string()
+                                                 : " (cache " + config.timing_cache_file + ": " +
+                                                       std::to_string(summary.timing_cache_entries) + " entries)")
+            << "\n"
             << "  engine size      " << human_bytes(summary.engine_bytes) << "\n"
             << "  weights          " << human_bytes(summary.weight_bytes) << "\n"
             << "  arena            " << human_bytes(summary.arena_bytes) << " (lifetime lower bound "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +52,10 @@ struct BuilderConfig {
   std::vector<OptimizationProfile> profiles;
   std::vector<std::string> disabled_passes;  ///< optimizer passes to skip, by name
   std::string dump_ir_dir;     ///< write the IR after every pass into this folder
+  /// Called on the building thread as the build advances: phase ("optimize", "tactics",
+  /// "memory"), steps done and the phase's total. Tactic selection (autotuning on CUDA) is the
+  /// long phase; a CLI draws a progress bar with an ETA from it.
+  std::function<void(const char* phase, int done, int total)> progress;
 };
 
 /// What a build did, for the CLI summary.
@@ -58,8 +63,9 @@ struct BuildSummary {
   int steps = 0;
   int nodes_before_optimization = 0;
   int fused_nodes = 0;        ///< steps standing for more than one model node
-  int tactics_timed = 0;
-  int timing_cache_hits = 0;
+  int tactics_timed = 0;       ///< candidate tactics measured on the GPU
+  int timing_cache_hits = 0;   ///< steps decided by the timing cache without measuring
+  int timing_cache_entries = 0;
   uint64_t engine_bytes = 0;
   uint64_t arena_bytes = 0;
   uint64_t weight_bytes = 0;

@@ -49,6 +49,11 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.optimize = config.optimization_level > 0;
   opt.precision.reduced = config.fp16 ? DataType::kFloat16 : config.bf16 ? DataType::kBFloat16 : DataType::kUndefined;
   opt.precision.strict = config.strict_types;
+  opt.tune.optimization_level = config.optimization_level;
+  opt.tune.workspace_limit = config.workspace_bytes;
+  opt.tune.tf32 = config.tf32;
+  opt.timing_cache_file = config.timing_cache_file;
+  opt.progress = config.progress;
   for (const auto& [layer, prec] : config.layer_precisions) {
     DataType t = prec == "fp32" ? DataType::kFloat32 : prec == "fp16" ? DataType::kFloat16
                  : prec == "bf16" ? DataType::kBFloat16 : DataType::kUndefined;
@@ -78,8 +83,9 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->steps = static_cast<int>(plan.steps.size());
     summary->nodes_before_optimization = report.nodes_before;
     summary->fused_nodes = report.fused_steps;
-    summary->tactics_timed = 0;  // the CPU backend has one tactic per op: nothing to time
-    summary->timing_cache_hits = 0;
+    summary->tactics_timed = report.tune.timed;
+    summary->timing_cache_hits = report.tune.cache_hits;
+    summary->timing_cache_entries = static_cast<int>(report.timing_cache_entries);
     summary->engine_bytes = bytes.size();
     summary->arena_bytes = plan.memory.arena_bytes;
     summary->weight_bytes = plan.memory.weight_bytes;

@@ -51,6 +51,9 @@ class Tactic {
   /// Whether enqueue may be recorded into a CUDA graph: no host synchronization, no host
   /// reads of device data, the same launches every time for the same shapes and pointers.
   virtual bool capturable() const { return true; }
+  /// Whether the tactic computes fp32 GEMMs/convolutions with TF32 tensor cores (kept only when
+  /// BuilderConfig::tf32 allows it).
+  virtual bool uses_tf32() const { return false; }
   /// Parameters that pin this choice (an algorithm id, tile sizes); restored by the backend's
   /// create_tactic.
   virtual std::vector<uint8_t> serialize() const { return {}; }
@@ -70,6 +73,13 @@ class Backend {
   /// Rebuilds a tactic recorded in an engine; error when the name is unknown to this build.
   virtual Result<std::unique_ptr<Tactic>> create_tactic(const std::string& name,
                                                          const std::vector<uint8_t>& params) const = 0;
+  /// Times `tactic` for the autotuner: `runs` enqueues after `warmup`, each on the next of the
+  /// `ios` sets in turn (several copies of the inputs, so small cases are not served from L2);
+  /// returns the median milliseconds. kUnsupported when this backend does not time tactics (the
+  /// CPU backend offers one candidate per node).
+  virtual Result<double> time_enqueue(const Tactic& tactic, std::vector<StepIO>& ios, int warmup, int runs) const {
+    return unsupported("the ", name(), " backend does not time tactics");
+  }
 };
 
 /// The backend named "cpu" or "cuda"; kUnsupported when not built in.

@@ -110,6 +110,10 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   if (profiles.empty()) profiles.emplace_back();  // all inputs fixed: one implicit profile
   INGOT_RETURN_IF_ERROR(check_profiles(*graph, profiles));
 
+  auto progress = [&](const char* phase, int done, int total) {
+    if (options.progress) options.progress(phase, done, total);
+  };
+  progress("optimize", 0, 1);
   if (options.optimize) {
     passes::PassContext pctx(options.pipeline.pass_options);
     passes::PassManager pm = passes::default_pipeline();
@@ -119,8 +123,11 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
   rep.notes.insert(rep.notes.end(), rep.precision.notes.begin(), rep.precision.notes.end());
 
-  // Shapes at every profile's min, opt and max; sizes come from the max.
+  progress("optimize", 1, 1);
+  // Shapes at every profile's min, opt and max; sizes come from the max, tactics are timed at
+  // the first profile's opt.
   std::vector<ShapeState> max_states;
+  ShapeState opt_state;
   for (size_t p = 0; p < profiles.size(); ++p)
     for (int which = 0; which < 3; ++which) {
       auto st = propagate_shapes(*graph, profile_shapes(*graph, profiles[p], which));
@@ -128,6 +135,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
         return Status(st.status().code(), "at profile " + std::to_string(p) + " " +
                                               (which == 0 ? "min" : which == 1 ? "opt" : "max") + " shapes: " +
                                               st.status().message());
+      if (which == 1 && p == 0) opt_state = *st;
       if (which == 2) max_states.push_back(std::move(st).value());
     }
 
@@ -138,9 +146,27 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   plan.backend = be->name();
   plan.gpu_arch = be->device().arch();
 
-  // Steps, in node order.
+  // Steps, in node order, each with the fastest of its candidate tactics.
+  TimingCache cache;
+  if (!options.timing_cache_file.empty()) {
+    std::string warning;
+    INGOT_RETURN_IF_ERROR(cache.load(options.timing_cache_file, &warning));
+    if (!warning.empty()) rep.notes.push_back(warning);
+  }
+  std::string identity = be->name() + " " + be->device().arch();
+  for (const auto& [lib, ver] : be->device().library_versions()) identity += " " + lib + "=" + ver;
+  auto opt_shape = [&](const ir::Value* v, bool* ok) {
+    auto it = v ? opt_state.shapes.find(v) : opt_state.shapes.end();
+    if (it == opt_state.shapes.end() || opt_state.dynamic.count(v)) {
+      *ok = false;
+      return Shape64{};
+    }
+    return it->second;
+  };
+  const int total_steps = static_cast<int>(graph->nodes().size());
   std::unordered_map<const ir::Node*, int> step_of;
   for (const auto& node : graph->nodes()) {
+    progress("tactics", static_cast<int>(plan.steps.size()), total_steps);
     std::vector<ir::TensorType> types;
     for (const ir::Value* v : node->inputs()) {
       ir::TensorType t;
@@ -150,26 +176,55 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
       }
       types.push_back(t);
     }
-    auto cands = be->candidates(*node, types);
+    auto all = be->candidates(*node, types);
+    std::vector<std::unique_ptr<backend::Tactic>> cands;
+    for (auto& t : all)
+      if (options.tune.tf32 || !t->uses_tf32()) cands.push_back(std::move(t));
     rep.tactics_considered += static_cast<int>(cands.size());
     if (cands.empty())
       return unsupported("backend '", be->name(), "' has no tactic for ", node->describe());
-    INGOT_RETURN_IF_ERROR(cands[0]->prepare(*node));
+    size_t chosen = 0;
+    if (cands.size() > 1) {
+      bool known = true;
+      std::vector<DataType> in_t, out_t;
+      std::vector<Shape64> in_s, out_s;
+      for (const ir::Value* v : node->inputs()) {
+        in_t.push_back(v ? v->dtype() : DataType::kUndefined);
+        in_s.push_back(v ? opt_shape(v, &known) : Shape64{});
+      }
+      for (const ir::Value* v : node->outputs()) {
+        out_t.push_back(v ? v->dtype() : DataType::kUndefined);
+        out_s.push_back(v ? opt_shape(v, &known) : Shape64{});
+      }
+      if (known) {
+        std::string key = timing_key(identity, *node, in_t, in_s, out_t, out_s);
+        INGOT_ASSIGN_OR_RETURN(chosen, choose_tactic(*be, *node, cands, key, in_s, out_s, options.tune, cache, rep.tune));
+      }
+    }
+    INGOT_RETURN_IF_ERROR(cands[chosen]->prepare(*node));
     Step s;
     s.node = node.get();
-    s.tactic = cands[0]->name();
-    s.params = cands[0]->serialize();
+    s.tactic = cands[chosen]->name();
+    s.params = cands[chosen]->serialize();
     std::vector<Shape64> max_in;
     for (const ir::Value* v : node->inputs()) {
       auto it = v ? max_states[0].shapes.find(v) : max_states[0].shapes.end();
       max_in.push_back(it != max_states[0].shapes.end() ? it->second : Shape64{});
     }
-    s.workspace_bytes = cands[0]->workspace_bytes(*node, max_in);
+    s.workspace_bytes = cands[chosen]->workspace_bytes(*node, max_in);
     plan.memory.workspace_bytes = std::max(plan.memory.workspace_bytes, s.workspace_bytes);
     if (node->origins().size() > 1) ++rep.fused_steps;
     step_of[node.get()] = static_cast<int>(plan.steps.size());
     plan.steps.push_back(std::move(s));
   }
+
+  progress("tactics", total_steps, total_steps);
+  if (!options.timing_cache_file.empty() && (rep.tune.timed > 0 || cache.size() == 0)) {
+    Status saved = cache.save(options.timing_cache_file);
+    if (!saved.ok()) rep.notes.push_back("timing cache not saved: " + saved.message());
+  }
+  rep.timing_cache_entries = cache.size();
+  progress("memory", 0, 1);
 
   // Values and their storage.
   std::set<const ir::Value*> outputs(graph->outputs().begin(), graph->outputs().end());
@@ -249,6 +304,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
       woff += (vp.max_bytes + 63) / 64 * 64;
     }
   plan.memory.weight_bytes = woff;
+  progress("memory", 1, 1);
   return plan;
 }
 

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
+#include "builder/autotune.h"
 #include "builder/plan.h"
 #include "builder/precision.h"
 #include "passes/pass_manager.h"
@@ -21,6 +24,10 @@ struct BuildOptions {
   passes::PipelineOptions pipeline;
   bool optimize = true;
   PrecisionOptions precision;
+  TuneOptions tune;
+  std::string timing_cache_file;  ///< read before and written after tactic selection when set
+  /// Progress: phase ("optimize", "tactics", "memory"), steps done and total in it.
+  std::function<void(const char* phase, int done, int total)> progress;
 };
 
 struct BuildReport {
@@ -28,6 +35,8 @@ struct BuildReport {
   int fused_steps = 0;
   int tactics_considered = 0;
   PrecisionReport precision;
+  TuneStats tune;
+  size_t timing_cache_entries = 0;
   std::vector<std::string> notes;
 };
 

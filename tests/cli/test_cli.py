@@ -55,6 +55,20 @@ def main():
             check("saved outputs match numpy", probs.shape == (5, 4) and np.allclose(probs, want, rtol=1e-4, atol=1e-6),
                   f"max err {np.abs(probs - want).max() if probs.shape == want.shape else probs.shape}")
 
+        # Build with a timing cache and fp16 (on the cpu backend: reduced storage, for accuracy
+        # previews): progress lines, the precision summary, a cache file written and reused.
+        cache = os.path.join(tmp, "timing.cache")
+        eng = os.path.join(tmp, "cnn16.engine")
+        rc, out, err = run(ingot, "build", cnn, "-o", eng, "--fp16", "--timing-cache", cache)
+        check("build --fp16 --timing-cache", rc == 0 and "choosing tactics:" in err and "ETA" in err
+              and "reduced precision" in out and os.path.exists(cache), out + err)
+        first = open(cache).readline().strip() if os.path.exists(cache) else ""
+        check("timing cache file has the ingot header", first == "ingot-timing-cache 1", first)
+        rc, out, err = run(ingot, "build", cnn, "-o", eng, "--fp16", "--timing-cache", cache)
+        check("second build reuses the cache", rc == 0 and "timing-cache hits" in out, out + err)
+        rc, out, err = run(ingot, "compare", cnn, "--engine", eng, "--atol", "2e-2", "--rtol", "2e-2")
+        check("fp16 cpu engine within fp16 tolerance of the reference", rc == 0 and "PASS" in out, out + err)
+
         junk = os.path.join(tmp, "junk.onnx")
         open(junk, "wb").write(os.urandom(300))
         trunc = os.path.join(tmp, "trunc.onnx")
@@ -75,6 +89,11 @@ def main():
             ("unknown op", ["run", unknown], "NotAnOp 'the_relu'"),
             ("unknown backend", ["run", mlp, "--backend", "tpu"], "backend 'tpu'"),
             ("no model", ["run"], "no model given"),
+            ("bad layer precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--layer-precisions", "fc1:fp8"],
+             "expects LAYER:fp32|fp16|bf16"),
+            ("layer precision naming no layer", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--shapes",
+                                                 "x:2x8", "--layer-precisions", "no_such_layer:fp32"],
+             "'no_such_layer', which is no layer"),
         ]
         for name, args, expect in bad_cases:
             rc, out, err = run(ingot, *args)

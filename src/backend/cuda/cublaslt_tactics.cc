@@ -429,6 +429,7 @@ class CublasLtTactic : public Tactic {
   CublasLtTactic(int heuristic_index, bool tf32) : index_(heuristic_index), tf32_(tf32) {}
 
   std::string name() const override { return (tf32_ ? kTf32Prefix : kPrefix) + std::to_string(index_); }
+  bool uses_tf32() const override { return tf32_; }
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     auto spec = parse_spec(node);

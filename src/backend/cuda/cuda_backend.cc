@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "backend/cpu/executor.h"
@@ -185,6 +186,48 @@ class CudaBackend : public Backend {
     auto fb = std::make_unique<HostFallbackTactic>(device_);
     if (fb->supports(node, inputs)) v.push_back(std::move(fb));
     return v;
+  }
+  Result<double> time_enqueue(const Tactic& tactic, std::vector<StepIO>& ios, int warmup, int runs) const override {
+    if (ios.empty() || runs < 1) return invalid_argument("time_enqueue needs input sets and runs >= 1");
+    cudaStream_t stream = nullptr;
+    INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::vector<cudaEvent_t> events(static_cast<size_t>(runs) + 1, nullptr);
+    auto cleanup = [&] {
+      for (cudaEvent_t e : events)
+        if (e) cudaEventDestroy(e);
+      cudaStreamDestroy(stream);
+    };
+    Status st = Status::Ok();
+    for (auto& e : events)
+      if (st.ok() && cudaEventCreate(&e) != cudaSuccess) st = internal_error("cudaEventCreate failed");
+    size_t k = 0;
+    for (int i = 0; st.ok() && i < warmup; ++i, ++k) {
+      ios[k % ios.size()].stream = stream;
+      st = tactic.enqueue(ios[k % ios.size()]);
+    }
+    if (st.ok() && cudaEventRecord(events[0], stream) != cudaSuccess) st = internal_error("cudaEventRecord failed");
+    for (int i = 0; st.ok() && i < runs; ++i, ++k) {
+      ios[k % ios.size()].stream = stream;
+      st = tactic.enqueue(ios[k % ios.size()]);
+      if (st.ok() && cudaEventRecord(events[static_cast<size_t>(i) + 1], stream) != cudaSuccess)
+        st = internal_error("cudaEventRecord failed");
+    }
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (st.ok() && e != cudaSuccess) st = internal_error("timing ", tactic.name(), ": ", cudaGetErrorString(e));
+    std::vector<double> ms;
+    for (int i = 0; st.ok() && i < runs; ++i) {
+      float t = 0;
+      if (cudaEventElapsedTime(&t, events[static_cast<size_t>(i)], events[static_cast<size_t>(i) + 1]) != cudaSuccess)
+        st = internal_error("cudaEventElapsedTime failed");
+      ms.push_back(t);
+    }
+    cleanup();
+    if (!st.ok()) {
+      cudaGetLastError();  // a failed launch must not poison the next candidate
+      return st;
+    }
+    std::nth_element(ms.begin(), ms.begin() + static_cast<long>(ms.size() / 2), ms.end());
+    return ms[ms.size() / 2];
   }
   Result<std::unique_ptr<Tactic>> create_tactic(const std::string& name, const std::vector<uint8_t>& params) const override {
     if (name == "cuda.host_fallback") return std::unique_ptr<Tactic>(new HostFallbackTactic(device_));

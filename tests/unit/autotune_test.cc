@@ -1,0 +1,229 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The autotuner's choices and its timing cache, on the CPU: a fake device-like backend whose
+// tactics report fixed times lets us check that the fastest is kept, that a warm cache decides
+// without measuring, that the optimization level bounds the search, that failing candidates are
+// skipped, and that the cache file round-trips and survives damage.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <unistd.h>
+
+#include "backend/device.h"
+#include "builder/autotune.h"
+#include "ir/op_registry.h"
+#include "ir/text.h"
+
+namespace ingot {
+namespace {
+
+// Host memory that claims to be a device, so the tuner allocates and "times" on it.
+class FakeDevice : public backend::Device {
+ public:
+  bool is_host() const override { return false; }
+  Result<void*> allocate(size_t bytes) override {
+    ++allocations;
+    return std::calloc(1, bytes);
+  }
+  void release(void* p) override { std::free(p); }
+  Status copy_to_device(void* d, const void* s, size_t n, void*) override {
+    std::memcpy(d, s, n);
+    return Status::Ok();
+  }
+  Status copy_to_host(void* d, const void* s, size_t n, void*) override {
+    std::memcpy(d, s, n);
+    return Status::Ok();
+  }
+  Status copy_on_device(void* d, const void* s, size_t n, void*) override {
+    std::memmove(d, s, n);
+    return Status::Ok();
+  }
+  Status fill(void* d, int b, size_t n, void*) override {
+    std::memset(d, b, n);
+    return Status::Ok();
+  }
+  Status synchronize(void*) override { return Status::Ok(); }
+  std::string arch() const override { return "fake_1"; }
+  std::map<std::string, std::string> library_versions() const override { return {{"fake", "1"}}; }
+  int allocations = 0;
+};
+
+class FakeTactic : public backend::Tactic {
+ public:
+  FakeTactic(std::string name, double ms) : name_(std::move(name)), ms_(ms) {}
+  std::string name() const override { return name_; }
+  bool supports(const ir::Node&, const std::vector<ir::TensorType>&) const override { return true; }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 64; }
+  Status enqueue(backend::StepIO& io) const override {
+    // Touch every input and output so bad buffers would show under ASan.
+    for (const Tensor* t : io.inputs)
+      if (t) EXPECT_EQ(t->raw() != nullptr, true);
+    for (Tensor& t : *io.outputs) std::memset(t.mutable_raw(), 0, t.nbytes());
+    return Status::Ok();
+  }
+  double ms() const { return ms_; }
+
+ private:
+  std::string name_;
+  double ms_;
+};
+
+class FakeBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "fake"; }
+  backend::Device& device() const override { return device_; }
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node&,
+                                                           const std::vector<ir::TensorType>&) const override {
+    return {};
+  }
+  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n, const std::vector<uint8_t>&) const override {
+    return unsupported(n);
+  }
+  Result<double> time_enqueue(const backend::Tactic& t, std::vector<backend::StepIO>& ios, int warmup,
+                              int runs) const override {
+    ++timings;
+    sets_seen = ios.size();
+    for (int i = 0; i < warmup + runs; ++i) INGOT_RETURN_IF_ERROR(t.enqueue(ios[static_cast<size_t>(i) % ios.size()]));
+    double ms = static_cast<const FakeTactic&>(t).ms();
+    if (ms < 0) return internal_error("launch failed");
+    return ms;
+  }
+  mutable FakeDevice device_;
+  mutable int timings = 0;
+  mutable size_t sets_seen = 0;
+};
+
+std::unique_ptr<ir::Graph> matmul_graph() {
+  auto g = ir::parse_text(R"(graph g {
+  opset "" 17
+  input %a: f32[64,32]
+  input %b: f32[32,16]
+  %y: f32[64,16] = MatMul(%a, %b) @mm
+  output %y
+}
+)");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(ir::infer_graph(**g).ok());
+  return std::move(g).value();
+}
+
+std::vector<std::unique_ptr<backend::Tactic>> fakes(std::vector<double> times) {
+  std::vector<std::unique_ptr<backend::Tactic>> v;
+  for (size_t i = 0; i < times.size(); ++i)
+    v.push_back(std::make_unique<FakeTactic>("fake.algo" + std::to_string(i), times[i]));
+  return v;
+}
+
+TEST(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
+  auto g = matmul_graph();
+  const ir::Node& mm = *g->nodes()[0];
+  FakeBackend be;
+  builder::TimingCache cache;
+  builder::TuneStats stats;
+  builder::TuneOptions opt;
+  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
+  std::string key = builder::timing_key("fake fake_1", mm, {DataType::kFloat32, DataType::kFloat32}, in,
+                                        {DataType::kFloat32}, out);
+  auto cands = fakes({0.30, 0.10, 0.20});
+  auto best = builder::choose_tactic(be, mm, cands, key, in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok()) << best.status().to_string();
+  EXPECT_EQ(*best, 1u);
+  EXPECT_EQ(stats.timed, 3);
+  EXPECT_EQ(be.timings, 3);
+  EXPECT_GT(be.sets_seen, 1u) << "small inputs are rotated over several copies";
+  ASSERT_NE(cache.find(key), nullptr);
+  EXPECT_EQ(cache.find(key)->size(), 3u);
+
+  // Same key again: the cache decides, nothing is timed.
+  auto again = fakes({0.30, 0.10, 0.20});
+  best = builder::choose_tactic(be, mm, again, key, in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
+  EXPECT_EQ(be.timings, 3);
+  EXPECT_EQ(stats.cache_hits, 1);
+
+  // Another shape is another key: timed.
+  std::vector<Shape64> in2 = {{128, 32}, {32, 16}}, out2 = {{128, 16}};
+  std::string key2 = builder::timing_key("fake fake_1", mm, {DataType::kFloat32, DataType::kFloat32}, in2,
+                                         {DataType::kFloat32}, out2);
+  EXPECT_NE(key, key2);
+  auto third = fakes({0.30, 0.40, 0.05});
+  best = builder::choose_tactic(be, mm, third, key2, in2, out2, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 2u);
+  EXPECT_EQ(be.timings, 6);
+}
+
+TEST(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {
+  auto g = matmul_graph();
+  const ir::Node& mm = *g->nodes()[0];
+  FakeBackend be;
+  builder::TimingCache cache;
+  builder::TuneStats stats;
+  builder::TuneOptions opt;
+  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
+  opt.optimization_level = 2;  // the first two candidates only
+  auto cands = fakes({0.30, 0.20, 0.01});
+  auto best = builder::choose_tactic(be, mm, cands, "k1", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
+  EXPECT_EQ(be.timings, 2);
+  opt.optimization_level = 1;  // first guess, nothing timed
+  best = builder::choose_tactic(be, mm, cands, "k2", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 0u);
+  EXPECT_EQ(be.timings, 2);
+  opt.optimization_level = 5;
+  auto failing = fakes({-1, 0.5, -1});  // negative: the launch fails
+  best = builder::choose_tactic(be, mm, failing, "k3", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
+  EXPECT_EQ(stats.failed, 2);
+}
+
+TEST(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ingot_tc_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string path = (dir / "cache.txt").string();
+  builder::TimingCache a;
+  a.put("key\twith\ttabs\nand newline \\ backslash", "cuda.x.1", 0.125);
+  a.put("key\twith\ttabs\nand newline \\ backslash", "cuda.x.2", 0.5);
+  a.put("other", "cuda.y", 3);
+  ASSERT_TRUE(a.save(path).ok());
+  builder::TimingCache b;
+  std::string warning;
+  ASSERT_TRUE(b.load(path, &warning).ok());
+  EXPECT_EQ(warning, "");
+  ASSERT_NE(b.find("key\twith\ttabs\nand newline \\ backslash"), nullptr);
+  EXPECT_DOUBLE_EQ(b.find("key\twith\ttabs\nand newline \\ backslash")->at("cuda.x.1"), 0.125);
+  EXPECT_DOUBLE_EQ(b.find("other")->at("cuda.y"), 3);
+
+  // A damaged line is skipped with a warning; the rest loads.
+  { std::ofstream f(path, std::ios::app); f << "half a line\nk\tt\tnot-a-number\n"; }
+  builder::TimingCache c;
+  ASSERT_TRUE(c.load(path, &warning).ok());
+  EXPECT_NE(warning.find("2 malformed"), std::string::npos) << warning;
+  EXPECT_EQ(c.size(), 2u);
+  // Another format: ignored with a warning, never an error.
+  { std::ofstream f(path, std::ios::trunc); f << "{\"json\": true}\n"; }
+  builder::TimingCache d;
+  warning.clear();
+  ASSERT_TRUE(d.load(path, &warning).ok());
+  EXPECT_NE(warning.find("not an ingot timing cache"), std::string::npos);
+  EXPECT_EQ(d.size(), 0u);
+  // A missing file is an empty cache.
+  builder::TimingCache e;
+  warning.clear();
+  ASSERT_TRUE(e.load((dir / "missing.txt").string(), &warning).ok());
+  EXPECT_EQ(warning, "");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ingot
