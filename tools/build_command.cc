@@ -81,15 +81,7 @@ void build_help() {
                "  --backend cpu|cuda          target backend (default cpu)\n"
                "  --shapes name:1x3x224x224   fix open dims (min = opt = max)\n"
                "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  one optimization profile\n"
-               "  --fp16 --bf16 --tf32 --best allow reduced precision: layers with a fast fp16/bf16 tactic\n"
-               "                              compute in it, engine inputs and outputs keep their types\n"
-               "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
-               "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
-               "  --workspace MiB             largest scratch per layer\n"
-               "  --opt-level N               0 = no graph optimization, 1..5 (default 3)\n"
-               "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
-               "  --dump-ir DIR               write the IR after every pass\n"
-               "  --timing-cache FILE         timing cache to read and update (CUDA)\n"
+            << build_flags_help() <<
                "  --verbose                   print pass notes\n";
 }
 
@@ -109,17 +101,6 @@ int build_command(const std::vector<std::string>& args) {
       return true;
     };
     std::string v;
-    auto as_int = [&](long long lo, long long hi, long long& out) {
-      try {
-        size_t used = 0;
-        out = std::stoll(v, &used);
-        if (used != v.size() || out < lo || out > hi) throw std::out_of_range("");
-        return true;
-      } catch (...) {
-        std::cerr << "ingot build: " << a << " needs an integer in [" << lo << ", " << hi << "], got '" << v << "'\n";
-        return false;
-      }
-    };
     if (a == "-h" || a == "--help") {
       build_help();
       return 0;
@@ -139,44 +120,13 @@ int build_command(const std::vector<std::string>& args) {
         std::cerr << "ingot build: " << err << "\n";
         return 2;
       }
-    } else if (a == "--fp16") config.fp16 = true;
-    else if (a == "--bf16") config.bf16 = true;
-    else if (a == "--tf32") config.tf32 = true;
-    else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
-    else if (a == "--strict-types") config.strict_types = true;
-    else if (a == "--layer-precisions") {
-      if (!value(v)) return 2;
-      size_t start = 0;
-      while (start <= v.size()) {
-        size_t comma = v.find(',', start);
-        std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        size_t colon = item.rfind(':');
-        std::string prec = colon == std::string::npos ? "" : item.substr(colon + 1);
-        if (colon == std::string::npos || colon == 0 || (prec != "fp32" && prec != "fp16" && prec != "bf16")) {
-          std::cerr << "ingot build: --layer-precisions expects LAYER:fp32|fp16|bf16[,...], got '" << item << "'\n";
-          return 2;
-        }
-        config.layer_precisions[item.substr(0, colon)] = prec;
-        if (comma == std::string::npos) break;
-        start = comma + 1;
+    } else if (a == "--verbose" || a == "-v") {
+      verbose = true;
+    } else if (BuildFlag f = parse_build_flag(args, i, config, err); f != BuildFlag::kNotMine) {
+      if (f == BuildFlag::kError) {
+        std::cerr << "ingot build: " << err << "\n";
+        return 2;
       }
-    }
-    else if (a == "--verbose" || a == "-v") verbose = true;
-    else if (a == "--workspace") {
-      long long n;
-      if (!value(v) || !as_int(1, 1 << 20, n)) return 2;
-      config.workspace_bytes = static_cast<uint64_t>(n) << 20;
-    } else if (a == "--opt-level") {
-      long long n;
-      if (!value(v) || !as_int(0, 5, n)) return 2;
-      config.optimization_level = static_cast<int>(n);
-    } else if (a == "--disable-pass") {
-      if (!value(v)) return 2;
-      config.disabled_passes.push_back(v);
-    } else if (a == "--dump-ir") {
-      if (!value(config.dump_ir_dir)) return 2;
-    } else if (a == "--timing-cache") {
-      if (!value(config.timing_cache_file)) return 2;
     } else if (!a.empty() && a[0] == '-') {
       std::cerr << "ingot build: unknown option '" << a << "' (see ingot build --help)\n";
       return 2;

@@ -43,6 +43,7 @@ struct CompareOptions {
   double atol = 1e-5, rtol = 1e-5;
   bool all_layers = false;
   long long check_layers = -1;  // steps [0, N) count toward the verdict
+  bool build_flag_given = false;  // a builder flag: only meaningful when compare builds the engine
 };
 
 // How far one engine tensor is from the reference. Relative error divides by |ref|, floored
@@ -355,12 +356,12 @@ int parse(const std::vector<std::string>& args, CompareOptions& opt) {
         std::cerr << "ingot compare: " << err << "\n";
         return kUsage;
       }
-    } else if (a == "--opt-level") {
-      if (!value() || !as_int(0, 5, n)) return kUsage;
-      opt.config.optimization_level = static_cast<int>(n);
-    } else if (a == "--disable-pass") {
-      if (!value()) return kUsage;
-      opt.config.disabled_passes.push_back(v);
+    } else if (BuildFlag f = parse_build_flag(args, i, opt.config, err); f != BuildFlag::kNotMine) {
+      if (f == BuildFlag::kError) {
+        std::cerr << "ingot compare: " << err << "\n";
+        return kUsage;
+      }
+      opt.build_flag_given = true;
     } else if (a == "--load-inputs") {
       if (!value()) return kUsage;
       if (!parse_pairs(v, opt.input_files, err)) {
@@ -394,9 +395,9 @@ int parse(const std::vector<std::string>& args, CompareOptions& opt) {
     std::cerr << "ingot compare: no model given (see ingot compare --help)\n";
     return kUsage;
   }
-  if (!opt.engine_file.empty() && (!opt.config.disabled_passes.empty() || opt.config.optimization_level != 3 ||
-                                   !opt.shapes.min.empty() || !opt.shapes.max.empty())) {
-    std::cerr << "ingot compare: build flags (--opt-level, --disable-pass, --min/--max-shapes) do not apply with --engine\n";
+  if (!opt.engine_file.empty() && (opt.build_flag_given || !opt.shapes.min.empty() || !opt.shapes.max.empty())) {
+    std::cerr << "ingot compare: build flags (precision, --opt-level, --disable-pass, --min/--max-shapes, ...) do not "
+                 "apply with --engine\n";
     return kUsage;
   }
   return -1;
@@ -422,8 +423,8 @@ void compare_help() {
                "  --backend cpu|cuda          backend to build for (default cpu)\n"
                "  --shapes name:1x3x224x224   run (and build) at these dims (comma-separated list)\n"
                "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  the build's profile; runs at opt\n"
-               "  --opt-level N               build optimization level 0..5 (default 3)\n"
-               "  --disable-pass NAME         skip an optimizer pass when building (repeatable)\n"
+               "build flags (when compare builds the engine; as ingot build):\n"
+            << build_flags_help() <<
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
                "  --seed N                    seed for random inputs (default 1, as ingot run)\n"
                "  --atol A  --rtol R          tolerances (default 1e-5 each)\n"

@@ -108,4 +108,91 @@ bool ShapeOptions::run_dims(const std::string& input, std::vector<int64_t>& dims
   return false;
 }
 
+namespace {
+
+bool parse_int(const std::string& v, long long lo, long long hi, long long& out) {
+  if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  out = std::stoll(v);
+  return out >= lo && out <= hi;
+}
+
+}  // namespace
+
+BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, BuilderConfig& config, std::string& err) {
+  const std::string& a = args[i];
+  auto value = [&](std::string& out) {
+    if (i + 1 >= args.size()) {
+      err = a + " needs a value";
+      return false;
+    }
+    out = args[++i];
+    return true;
+  };
+  std::string v;
+  long long n = 0;
+  if (a == "--fp16") config.fp16 = true;
+  else if (a == "--bf16") config.bf16 = true;
+  else if (a == "--tf32") config.tf32 = true;
+  else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
+  else if (a == "--strict-types") config.strict_types = true;
+  else if (a == "--layer-precisions") {
+    if (!value(v)) return BuildFlag::kError;
+    std::istringstream ss(v);
+    std::string item;
+    bool any = false;
+    while (std::getline(ss, item, ',')) {
+      size_t colon = item.rfind(':');
+      std::string prec = colon == std::string::npos ? "" : item.substr(colon + 1);
+      if (colon == std::string::npos || colon == 0 || (prec != "fp32" && prec != "fp16" && prec != "bf16")) {
+        err = "--layer-precisions expects LAYER:fp32|fp16|bf16[,...], got '" + item + "'";
+        return BuildFlag::kError;
+      }
+      config.layer_precisions[item.substr(0, colon)] = prec;
+      any = true;
+    }
+    if (!any) {
+      err = "--layer-precisions expects LAYER:fp32|fp16|bf16[,...], got ''";
+      return BuildFlag::kError;
+    }
+  } else if (a == "--workspace") {
+    if (!value(v)) return BuildFlag::kError;
+    if (!parse_int(v, 1, 1 << 20, n)) {
+      err = "--workspace needs MiB in [1, 1048576], got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    config.workspace_bytes = static_cast<uint64_t>(n) << 20;
+  } else if (a == "--opt-level") {
+    if (!value(v)) return BuildFlag::kError;
+    if (!parse_int(v, 0, 5, n)) {
+      err = "--opt-level needs an integer in [0, 5], got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    config.optimization_level = static_cast<int>(n);
+  } else if (a == "--disable-pass") {
+    if (!value(v)) return BuildFlag::kError;
+    config.disabled_passes.push_back(v);
+  } else if (a == "--dump-ir") {
+    if (!value(config.dump_ir_dir)) return BuildFlag::kError;
+  } else if (a == "--timing-cache") {
+    if (!value(config.timing_cache_file)) return BuildFlag::kError;
+  } else {
+    return BuildFlag::kNotMine;
+  }
+  return BuildFlag::kOk;
+}
+
+std::string build_flags_help() {
+  return "  --fp16 --bf16 --tf32 --best allow reduced precision: layers with a fast fp16/bf16 tactic\n"
+         "                              compute in it (engine inputs and outputs keep their types);\n"
+         "                              --tf32 lets fp32 GEMMs/convs use TF32; --best allows all three\n"
+         "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
+         "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
+         "  --workspace MiB             largest scratch per layer\n"
+         "  --opt-level N               0 = no graph optimization and no tuning; 1 first tactic; 2..5 time\n"
+         "                              2, 4 (default 3), 8 or all candidate tactics per layer\n"
+         "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
+         "  --dump-ir DIR               write the IR after every pass\n"
+         "  --timing-cache FILE         tactic timings to read and update (shared across builds)\n";
+}
+
 }  // namespace ingot::tools

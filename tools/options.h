@@ -37,4 +37,13 @@ struct ShapeOptions {
   bool run_dims(const std::string& input, std::vector<int64_t>& dims) const;
 };
 
+enum class BuildFlag { kNotMine, kOk, kError };
+
+/// Parses args[i] when it is one of the builder's flags (precision, tuning, passes), advancing i
+/// past its value; shared by build, run (.onnx built on the fly) and compare so one model is
+/// built the same way everywhere. kError comes with one line in `err` naming flag and value.
+BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, BuilderConfig& config, std::string& err);
+/// The help lines of those flags.
+std::string build_flags_help();
+
 }  // namespace ingot::tools
