@@ -23,10 +23,17 @@ gpu_rc=$?
 "$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda --in-process -v >> "$OUT/models_cuda.log" 2>&1
 
 python3 tests/cli/test_cuda_cli.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda.log" 2>&1
+python3 tests/cli/test_cuda_profile.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda_profile.log" 2>&1
 echo "== summary =="
 echo "cli on cuda engines: $(tail -1 "$OUT/cli_cuda.log")"
+echo "cli --cuda-graph and roofline on cuda engines: $(tail -1 "$OUT/cli_cuda_profile.log")"
 echo "gpu tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (rc $gpu_rc)"
 grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | head -20
 echo "node suite through CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda.log"
 grep -E "^FAIL " "$OUT/conformance_cuda.log" | head -25
 echo "models through CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda.log"
+# The benchmark against PyTorch (bench/harness.py), when asked: INGOT_BENCH=1 [INGOT_BENCH_MINUTES=N].
+if [ "${INGOT_BENCH:-0}" = 1 ]; then
+  echo "== benchmark =="
+  bash bench/bench.sh --max-minutes "${INGOT_BENCH_MINUTES:-6}"
+fi

@@ -243,7 +243,7 @@ public:
   void on_tensor(int, const char *name, DataType dtype,
                  const std::vector<int64_t> &dims,
                  const void *) noexcept override {
-    out_[name] = KnownTensor{dtype, dims};
+    out_[name] = KnownTensor{dtype, dims, true};
   }
 
 private:
@@ -271,7 +271,58 @@ struct LayerRow {
   const LayerDesc *layer = nullptr;
   double median_ms = 0, percent = 0;
   double flops = -1, bytes = -1; // -1: unknown
+  std::string precision;         // "f16", "tf32", ...; "-" when unknown
+  double floor_ms = -1;          // roofline time floor; -1: unknown (CPU engines)
+  double roofline_percent() const {
+    return floor_ms < 0 || median_ms <= 0 ? -1 : 100.0 * floor_ms / median_ms;
+  }
 };
+
+// ---- roofline
+// -------------------------------------------------------------------------
+
+// Peak rates of a GPU arch, the denominators of "% of roofline": a step's time
+// floor is max(flops / peak_flops(precision), bytes / memory bandwidth).
+struct PeakRates {
+  int sm;
+  double f16_tflops;  // fp16/bf16 tensor cores, dense (no sparsity)
+  double tf32_tflops; // TF32 tensor cores, dense
+  double f32_tflops;  // plain fp32 FMA (CUDA cores)
+  double mem_tbps;    // device memory bandwidth, TB/s
+};
+
+// Where the numbers come from:
+// - sm_90 (H100/H200): fp16/bf16 790 TFLOP/s and 4.3 TB/s were measured on our
+//   H200 (a large cuBLASLt fp16 GEMM and a device-to-device copy; GPU.md and
+//   issue 7, 2026-11-29) and stand below the datasheet's 989 TFLOP/s and
+//   4.8 TB/s. TF32 ~400: the datasheet's dense TF32 rate is half the fp16 one
+//   (494 vs 989), applied to the measured 790. FP32 ~60: the H100 SXM
+//   datasheet's 67 TFLOP/s, rounded down to what sustained FMA loops reach.
+// - sm_80 (A100 SXM): NVIDIA's datasheet (fp16 312, tf32 156, fp32 19.5
+//   TFLOP/s, HBM2e 2.0 TB/s); not measured by us.
+// An arch not listed gets "-" in the roofline column.
+constexpr PeakRates kPeaks[] = {
+    {90, 790, 400, 60, 4.3},
+    {80, 312, 156, 19.5, 2.0},
+};
+
+const PeakRates *peaks_for(int sm) {
+  for (const PeakRates &p : kPeaks)
+    if (p.sm == sm)
+      return &p;
+  return nullptr;
+}
+
+// FLOP/s of `precision` on `p`; 0 when the table has no rate for it.
+double peak_flops(const PeakRates &p, const std::string &precision) {
+  if (precision == "f16" || precision == "bf16")
+    return p.f16_tflops * 1e12;
+  if (precision == "tf32")
+    return p.tf32_tflops * 1e12;
+  if (precision == "f32")
+    return p.f32_tflops * 1e12;
+  return 0;
+}
 
 const KnownTensor *find(const KnownTensors &k, const std::string &name) {
   auto it = k.find(name);
@@ -325,7 +376,13 @@ double layer_flops(const LayerDesc &l, const KnownTensors &k) {
   return kdim < 0 ? -1 : 2.0 * out_n * static_cast<double>(kdim);
 }
 
-double layer_bytes(const LayerDesc &l, const KnownTensors &k) {
+// Bytes a step reads and writes. `precision` is the step's (layer_precision):
+// an fp32 weight known only from the model file counts at 2 bytes in an
+// f16/bf16 step, since the builder stores the weights of a reduced-precision
+// step in that precision.
+double layer_bytes(const LayerDesc &l, const KnownTensors &k,
+                   const std::string &precision) {
+  bool half = precision == "f16" || precision == "bf16";
   double total = 0;
   for (const auto *list : {&l.inputs, &l.outputs})
     for (const std::string &name : *list) {
@@ -334,7 +391,10 @@ double layer_bytes(const LayerDesc &l, const KnownTensors &k) {
       const KnownTensor *t = find(k, name);
       if (!t || dtype_bytes(t->dtype) == 0)
         return -1;
-      total += static_cast<double>(numel(t->dims) * dtype_bytes(t->dtype));
+      int64_t size = dtype_bytes(t->dtype);
+      if (half && !t->from_run && t->dtype == DataType::kFloat32)
+        size = 2;
+      total += static_cast<double>(numel(t->dims) * size);
     }
   return total;
 }
@@ -394,8 +454,52 @@ Status write_times(const std::string &path, const std::vector<Iteration> &its) {
   return write_file(path, ss.str());
 }
 
+// The precision a step computes in: the dtype of its first floating-point
+// input seen in the run (else from the model file; else its first output's),
+// "tf32" for an fp32 step on a TF32 tactic.
+std::string layer_precision(const LayerDesc &l, const KnownTensors &k) {
+  DataType t = DataType::kUndefined;
+  for (bool run_only : {true, false}) {
+    for (const std::string &name : l.inputs) {
+      const KnownTensor *x = name.empty() ? nullptr : find(k, name);
+      if (x && (x->from_run || !run_only) &&
+          (x->dtype == DataType::kFloat32 || x->dtype == DataType::kFloat16 ||
+           x->dtype == DataType::kBFloat16 || x->dtype == DataType::kFloat64)) {
+        t = x->dtype;
+        break;
+      }
+    }
+    if (t != DataType::kUndefined)
+      break;
+  }
+  if (t == DataType::kUndefined && !l.outputs.empty())
+    if (const KnownTensor *y = find(k, l.outputs[0]))
+      t = y->dtype;
+  if (t == DataType::kUndefined)
+    return "-";
+  if (t == DataType::kFloat32 && l.tactic.find(".tf32.") != std::string::npos)
+    return "tf32";
+  return data_type_name(t);
+}
+
+// Time floor in ms of a step on `p`; -1 when no figure is known, or when FLOPs
+// are known but the table has no rate for the step's precision.
+double floor_ms(const LayerRow &r, const PeakRates &p) {
+  double t = -1;
+  if (r.bytes >= 0)
+    t = r.bytes / (p.mem_tbps * 1e12);
+  if (r.flops > 0) {
+    double rate = peak_flops(p, r.precision);
+    if (rate <= 0)
+      return -1;
+    t = std::max(t, r.flops / rate);
+  }
+  return t < 0 ? -1 : t * 1000.0;
+}
+
 std::vector<LayerRow> layer_rows(const Engine &engine, const LayerTimes &prof,
-                                 const KnownTensors &known) {
+                                 const KnownTensors &known,
+                                 const PeakRates *peaks) {
   std::vector<LayerRow> rows;
   double total = 0;
   for (size_t i = 0; i < engine.layers().size(); ++i) {
@@ -404,7 +508,10 @@ std::vector<LayerRow> layer_rows(const Engine &engine, const LayerTimes &prof,
     r.layer = &engine.layers()[i];
     r.median_ms = median(prof.times()[i]);
     r.flops = layer_flops(*r.layer, known);
-    r.bytes = layer_bytes(*r.layer, known);
+    r.precision = layer_precision(*r.layer, known);
+    r.bytes = layer_bytes(*r.layer, known, r.precision);
+    if (peaks)
+      r.floor_ms = floor_ms(r, *peaks);
     total += r.median_ms;
     rows.push_back(r);
   }
@@ -413,8 +520,24 @@ std::vector<LayerRow> layer_rows(const Engine &engine, const LayerTimes &prof,
   return rows;
 }
 
-void print_profile(const std::vector<LayerRow> &rows, bool gpu,
-                   std::ostream &os) {
+// What the roofline figures are measured against, for the table and the JSON.
+struct RooflineBasis {
+  bool gpu = false;
+  GpuInfo info;                     // name and arch (gpu engines)
+  const PeakRates *peaks = nullptr; // nullptr: CPU engine or an arch not in kPeaks
+  std::string why_none;             // why there are no roofline figures
+};
+
+// TFLOP/s with enough digits to tell small rates apart.
+std::string tflops_text(double flops, double s) {
+  if (flops < 0 || s <= 0)
+    return "-";
+  double t = flops / s / 1e12;
+  return fmt(t, t < 1 ? 4 : 2);
+}
+
+void print_profile(const std::vector<LayerRow> &rows,
+                   const RooflineBasis &basis, std::ostream &os) {
   size_t op_w = 4, name_w = 6, tactic_w = 8;
   for (const LayerRow &r : rows) {
     op_w = std::max(op_w, r.layer->op.size() + 2);
@@ -424,46 +547,77 @@ void print_profile(const std::vector<LayerRow> &rows, bool gpu,
   os << "\n=== Profile (median over profiling runs) ===\n";
   os << std::left << std::setw(5) << "step" << std::setw(op_w) << "op"
      << std::setw(name_w) << "name" << std::setw(7) << "fused"
-     << std::setw(tactic_w) << "tactic" << std::right << std::setw(10) << "ms"
-     << std::setw(8) << "%" << std::setw(12) << "FLOPs" << std::setw(12)
-     << "bytes" << std::setw(10) << "GFLOP/s" << std::setw(9) << "GB/s"
-     << std::setw(9) << "roofl%"
+     << std::setw(tactic_w) << "tactic" << std::setw(6) << "prec"
+     << std::right << std::setw(10) << "ms" << std::setw(8) << "%"
+     << std::setw(12) << "FLOPs" << std::setw(12) << "bytes" << std::setw(10)
+     << "TFLOP/s" << std::setw(9) << "GB/s" << std::setw(9) << "roofl%"
      << "\n";
-  double total = 0, flops = 0;
+  double total = 0, flops = 0, floor_total = 0, floor_covered_ms = 0;
   for (const LayerRow &r : rows) {
     const LayerDesc &l = *r.layer;
     double s = r.median_ms / 1000.0;
     os << std::left << std::setw(5) << r.index << std::setw(op_w) << l.op
        << std::setw(name_w) << l.name << std::setw(7) << l.origins.size()
-       << std::setw(tactic_w) << l.tactic << std::right << std::setw(10)
-       << fmt(r.median_ms, 4) << std::setw(8) << fmt(r.percent, 2)
-       << std::setw(12) << (r.flops < 0 ? "-" : fmt(r.flops, 0))
-       << std::setw(12) << (r.bytes < 0 ? "-" : fmt(r.bytes, 0))
-       << std::setw(10)
-       << (r.flops < 0 || s <= 0 ? "-" : fmt(r.flops / s / 1e9, 2))
-       << std::setw(9)
+       << std::setw(tactic_w) << l.tactic << std::setw(6) << r.precision
+       << std::right << std::setw(10) << fmt(r.median_ms, 4) << std::setw(8)
+       << fmt(r.percent, 2) << std::setw(12)
+       << (r.flops < 0 ? "-" : fmt(r.flops, 0)) << std::setw(12)
+       << (r.bytes < 0 ? "-" : fmt(r.bytes, 0)) << std::setw(10)
+       << tflops_text(r.flops, s) << std::setw(9)
        << (r.bytes < 0 || s <= 0 ? "-" : fmt(r.bytes / s / 1e9, 2))
-       << std::setw(9) << (gpu ? "?" : "-") << "\n";
+       << std::setw(9) << fmt(r.roofline_percent(), 1) << "\n";
     total += r.median_ms;
     if (r.flops > 0)
       flops += r.flops;
+    if (r.floor_ms >= 0) {
+      floor_total += r.floor_ms;
+      floor_covered_ms += r.median_ms;
+    }
   }
   os << "total " << fmt(total, 4) << " ms over " << rows.size() << " steps, "
      << fmt(flops, 0)
      << " FLOPs counted (Conv/MatMul/Gemm and their fused forms)\n";
+  if (!basis.peaks) {
+    os << "roofline: -" << (basis.why_none.empty() ? "" : " (" + basis.why_none + ")")
+       << "\n";
+    return;
+  }
+  const PeakRates &p = *basis.peaks;
+  os << "roofline: " << basis.info.name << " (sm_" << basis.info.sm
+     << "), peaks f16/bf16 " << p.f16_tflops << ", tf32 " << p.tf32_tflops
+     << ", f32 " << p.f32_tflops << " TFLOP/s, memory " << p.mem_tbps
+     << " TB/s; roofl% = max(FLOPs/peak, bytes/bandwidth) / time\n";
+  os << "roofline floor of the steps with known figures: " << fmt(floor_total, 4)
+     << " ms against " << fmt(floor_covered_ms, 4) << " ms measured ("
+     << fmt(floor_covered_ms > 0 ? 100.0 * floor_total / floor_covered_ms : -1, 1)
+     << "%)\n";
 }
 
 Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
-                     int runs) {
+                     int runs, const RooflineBasis &basis) {
   std::ostringstream ss;
-  ss << "{\n  \"profilingRuns\": " << runs << ",\n  \"layers\": [\n";
+  ss << "{\n  \"profilingRuns\": " << runs << ",\n  \"backend\": \""
+     << (basis.gpu ? "gpu" : "cpu") << "\",\n";
+  if (basis.gpu)
+    ss << "  \"gpu\": {\"name\": \"" << json_escape(basis.info.name)
+       << "\", \"sm\": " << basis.info.sm << "},\n";
+  if (basis.peaks)
+    ss << "  \"peaks\": {\"f16Tflops\": " << json_num(basis.peaks->f16_tflops)
+       << ", \"bf16Tflops\": " << json_num(basis.peaks->f16_tflops)
+       << ", \"tf32Tflops\": " << json_num(basis.peaks->tf32_tflops)
+       << ", \"f32Tflops\": " << json_num(basis.peaks->f32_tflops)
+       << ", \"memoryTBps\": " << json_num(basis.peaks->mem_tbps) << "},\n";
+  else
+    ss << "  \"peaks\": null,\n";
+  ss << "  \"layers\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const LayerRow &r = rows[i];
     const LayerDesc &l = *r.layer;
     double s = r.median_ms / 1000.0;
     ss << "    {\"step\": " << r.index << ", \"op\": \"" << json_escape(l.op)
        << "\", \"name\": \"" << json_escape(l.name) << "\", \"tactic\": \""
-       << json_escape(l.tactic) << "\", \"origins\": [";
+       << json_escape(l.tactic) << "\", \"precision\": \""
+       << json_escape(r.precision) << "\", \"origins\": [";
     for (size_t o = 0; o < l.origins.size(); ++o)
       ss << (o ? ", " : "") << "\"" << json_escape(l.origins[o]) << "\"";
     ss << "], \"medianMs\": " << json_num(r.median_ms)
@@ -471,9 +625,12 @@ Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
        << ", \"flops\": " << json_num(r.flops)
        << ", \"bytes\": " << json_num(r.bytes) << ", \"gflops\": "
        << (r.flops < 0 || s <= 0 ? "null" : json_num(r.flops / s / 1e9))
+       << ", \"tflops\": "
+       << (r.flops < 0 || s <= 0 ? "null" : json_num(r.flops / s / 1e12))
        << ", \"gbps\": "
        << (r.bytes < 0 || s <= 0 ? "null" : json_num(r.bytes / s / 1e9))
-       << ", \"rooflinePercent\": null}"
+       << ", \"floorMs\": " << json_num(r.floor_ms)
+       << ", \"rooflinePercent\": " << json_num(r.roofline_percent()) << "}"
        << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   ss << "  ]\n}\n";
@@ -589,6 +746,10 @@ FlagParse parse_benchmark_flag(const std::vector<std::string> &args, size_t &i,
     opt.dump_profile = opt.engine_only_given = true;
     return FlagParse::kOk;
   }
+  if (a == "--cuda-graph") {
+    opt.cuda_graph = opt.engine_only_given = true;
+    return FlagParse::kOk;
+  }
   if (std::find(std::begin(kValued), std::end(kValued), a) == std::end(kValued))
     return FlagParse::kNotMine;
   if (i + 1 >= args.size()) {
@@ -655,10 +816,16 @@ void benchmark_help(std::ostream &os) {
         "[0, 100]\n"
         "  --no-data-transfers         skip host-device copies (no effect on "
         "CPU engines)\n"
+        "  --cuda-graph                capture each context's enqueue into a "
+        "CUDA graph and replay\n"
+        "                              it (cuda engines; prints whether it "
+        "replays, and why not)\n"
         "  --export-times FILE.json    every timed iteration's start and "
         "latency\n"
         "  --dump-profile              per-layer table: time, share, FLOPs, "
-        "bytes, GFLOP/s, GB/s\n"
+        "bytes, TFLOP/s, GB/s,\n"
+        "                              % of the GPU's roofline (max of "
+        "FLOPs/peak, bytes/bandwidth)\n"
         "  --export-profile FILE.json  the per-layer table as JSON\n";
 }
 
@@ -704,12 +871,20 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
   if (opt.no_data_transfers && !gpu)
     os << "note: --no-data-transfers has no effect on a CPU engine (inputs and "
           "outputs stay in host memory)\n";
+  if (opt.cuda_graph && !gpu)
+    os << "warning: --cuda-graph has no effect on a CPU engine (CUDA graphs "
+          "need a cuda engine); running without it\n";
   std::vector<StreamRun> runs(static_cast<size_t>(opt.streams));
   for (StreamRun &r : runs) {
     auto ctx = engine->create_execution_context();
     if (!ctx.ok())
       return ctx.status();
     r.ctx = std::move(ctx).value();
+    if (opt.cuda_graph && gpu) {
+      Status s = r.ctx->set_cuda_graph_mode(true);
+      if (!s.ok())
+        return s;
+    }
     auto io = IoBuffers::create(*engine, *r.ctx);
     if (!io.ok())
       return io.status();
@@ -748,6 +923,18 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
       return r.status;
     all.insert(all.end(), r.iterations.begin(), r.iterations.end());
   }
+  if (opt.cuda_graph && gpu) {
+    // The status of each context's last enqueue (the steady state after
+    // warm-up); one line for all streams, naming the first reason given.
+    std::string why;
+    for (StreamRun &r : runs)
+      if (why.empty())
+        why = r.ctx->cuda_graph_status();
+    if (why.empty())
+      os << "CUDA graph: replaying\n";
+    else
+      os << "CUDA graph: not used (" << why << ")\n";
+  }
   std::sort(all.begin(), all.end(), [](const Iteration &a, const Iteration &b) {
     return a.start_ms < b.start_ms;
   });
@@ -784,7 +971,7 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
   for (const IoTensorDesc &d : engine->io_tensors()) {
     auto shape = ctx.tensor_shape(d.name);
     if (shape.ok())
-      known[d.name] = KnownTensor{d.dtype, *shape};
+      known[d.name] = KnownTensor{d.dtype, *shape, true};
   }
   int prof_runs = std::max(1, std::min(opt.iterations, 100));
   LayerTimes prof(engine->layers().size());
@@ -796,11 +983,24 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
   ctx.set_profiler(nullptr);
   if (!s.ok())
     return s;
-  std::vector<LayerRow> rows = layer_rows(*engine, prof, known);
+  RooflineBasis basis;
+  basis.gpu = gpu;
+  if (!gpu) {
+    basis.why_none = "CPU engine";
+  } else if (auto info = current_gpu(); !info.ok()) {
+    basis.why_none = "cannot query the GPU: " + info.status().message();
+  } else {
+    basis.info = *info;
+    basis.peaks = peaks_for(info->sm);
+    if (!basis.peaks)
+      basis.why_none = "no peak rates for sm_" + std::to_string(info->sm) +
+                       " in the table (tools/benchmark.cc)";
+  }
+  std::vector<LayerRow> rows = layer_rows(*engine, prof, known, basis.peaks);
   if (opt.dump_profile)
-    print_profile(rows, gpu, os);
+    print_profile(rows, basis, os);
   if (!opt.export_profile.empty())
-    return write_profile(opt.export_profile, rows, prof_runs);
+    return write_profile(opt.export_profile, rows, prof_runs, basis);
   return Status::Ok();
 }
 

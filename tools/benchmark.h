@@ -3,7 +3,8 @@
 // Timing and per-layer profiling for `ingot run`, modelled on trtexec: warm-up,
 // a timed loop that runs until both an iteration count and a duration are met,
 // several contexts on several threads, a "Performance summary", per-iteration
-// times and a per-layer table. Uses the public API only; per-layer times come
+// times and a per-layer table with each step's share of the GPU's roofline
+// (peaks by GPU arch and step precision; see benchmark.cc). Uses the public API only; per-layer times come
 // from ExecutionContext::set_profiler, intermediate shapes (for FLOPs and
 // bytes) from one extra run with a TensorListener, kept out of the timed loop
 // because the listener slows every step.
@@ -31,6 +32,7 @@ struct BenchmarkOptions {
   int streams = 1; ///< contexts, each on its own thread
   std::vector<double> percentiles{50, 90, 99};
   bool no_data_transfers = false;
+  bool cuda_graph = false;    ///< --cuda-graph: capture each context's enqueue, replay it
   std::string export_times;   ///< JSON file: one entry per timed iteration
   bool dump_profile = false;  ///< print the per-layer table
   std::string export_profile; ///< JSON file: the per-layer table
@@ -56,6 +58,9 @@ void benchmark_help(std::ostream &os);
 struct KnownTensor {
   DataType dtype = DataType::kUndefined;
   std::vector<int64_t> dims;
+  /// Seen in the engine's own run (activations, I/O); false for the model file's figures
+  /// (weights), whose dtype is the model's, not necessarily the engine's (see layer_bytes).
+  bool from_run = false;
 };
 using KnownTensors = std::map<std::string, KnownTensor>;
 

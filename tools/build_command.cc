@@ -174,6 +174,9 @@ int build_command(const std::vector<std::string>& args) {
   if (config.fp16 || config.bf16 || !config.layer_precisions.empty())
     std::cout << "  reduced precision " << summary.reduced_precision_layers << " layers, "
               << summary.precision_casts << " cast layers at fp32 boundaries\n";
+  if (summary.channels_last_convs)
+    std::cout << "  channels-last    " << summary.channels_last_convs << " convolutions, " << summary.layout_reformats
+              << " transpose layers at NCHW boundaries\n";
   std::cout
             << "  tactics timed    " << summary.tactics_timed << ", timing-cache hits " << summary.timing_cache_hits
             << (config.timing_cache_file.empty() ? std::string()

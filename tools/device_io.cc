@@ -274,4 +274,21 @@ Result<float> GpuEvent::elapsed_since(const GpuEvent& start) const {
   return 0.0f;
 }
 
+Result<GpuInfo> current_gpu() {
+#ifdef INGOT_WITH_CUDA
+  int device = 0;
+  Status s = cuda_status(cudaGetDevice(&device), "cudaGetDevice");
+  if (!s.ok()) return s;
+  cudaDeviceProp p{};
+  s = cuda_status(cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties");
+  if (!s.ok()) return s;
+  GpuInfo g;
+  g.name = p.name;
+  g.sm = p.major * 10 + p.minor;
+  return g;
+#else
+  return no_cuda();
+#endif
+}
+
 }  // namespace ingot::tools

@@ -82,4 +82,12 @@ class GpuEvent {
   void* event_ = nullptr;
 };
 
+/// The GPU the tools run on (device 0 of this process), for roofline figures.
+struct GpuInfo {
+  std::string name;  ///< e.g. "NVIDIA H200"
+  int sm = 0;        ///< compute capability as major*10+minor (90 for Hopper); 0 when unknown
+};
+/// Queries the current device; kUnsupported without CUDA in the build, the CUDA error otherwise.
+Result<GpuInfo> current_gpu();
+
 }  // namespace ingot::tools

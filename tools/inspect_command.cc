@@ -2,7 +2,8 @@
 //
 // `ingot inspect FILE`: what the optimizer did to a model (node tables before and after, op
 // counts, pass notes), or what an engine holds (I/O, profiles, memory, steps); either as a
-// Graphviz picture on request.
+// Graphviz picture on request. For an engine with `--profile FILE.json` (from `ingot run
+// --export-profile`) it also draws a per-step timing bar chart, as plain SVG written here.
 #include "inspect_command.h"
 
 #include <spawn.h>
@@ -10,8 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -30,6 +34,7 @@ namespace {
 
 struct InspectArgs {
   std::string file, dot_path, svg_path;
+  std::string profile_path, timing_svg_path;  // --profile, --timing-svg
   InspectOptions model;
   bool before = true, after = true;
   bool model_only_flags = false;  // a flag that means nothing for an engine was given
@@ -188,6 +193,346 @@ int inspect_onnx(const InspectArgs& a) {
   return draw(a, m.after, a.file + " (optimized)") ? 0 : 1;
 }
 
+// ---- the timing chart ---------------------------------------------------------------------
+
+// A JSON value: just enough to read the profile `ingot run --export-profile` writes.
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  double number = 0;
+  bool boolean = false;
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> fields;
+  const Json* get(const std::string& key) const {
+    for (const auto& f : fields)
+      if (f.first == key) return &f.second;
+    return nullptr;
+  }
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(const std::string& s) : s_(s) {}
+  // The whole text as one value; false with `err` (naming the byte offset) when malformed.
+  bool parse(Json& out, std::string& err) {
+    if (!value(out, 0) || (skip(), pos_ != s_.size())) {
+      err = "malformed JSON at byte " + std::to_string(pos_) + (err_.empty() ? "" : " (" + err_ + ")");
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  void skip() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool fail(const char* why) {
+    if (err_.empty()) err_ = why;
+    return false;
+  }
+  bool literal(const char* word) {
+    size_t n = std::strlen(word);
+    if (s_.compare(pos_, n, word) != 0) return fail("unexpected token");
+    pos_ += n;
+    return true;
+  }
+  bool string(std::string& out) {
+    if (pos_ >= s_.size() || s_[pos_] != '"') return fail("expected a string");
+    ++pos_;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      char c = s_[pos_++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) break;
+      char e = s_[pos_++];
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) return fail("short \\u escape");
+          unsigned code = static_cast<unsigned>(std::strtoul(s_.substr(pos_, 4).c_str(), nullptr, 16));
+          pos_ += 4;
+          // UTF-8 (surrogate pairs are left as two 3-byte sequences: labels only).
+          if (code < 0x80) {
+            out += static_cast<char>(code);
+          } else if (code < 0x800) {
+            out += static_cast<char>(0xC0 | (code >> 6));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+          } else {
+            out += static_cast<char>(0xE0 | (code >> 12));
+            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+          }
+          break;
+        }
+        default: out += e;  // \" \\ \/
+      }
+    }
+    if (pos_ >= s_.size()) return fail("unterminated string");
+    ++pos_;
+    return true;
+  }
+  bool value(Json& v, int depth) {
+    if (depth > 64) return fail("nested too deep");
+    skip();
+    if (pos_ >= s_.size()) return fail("unexpected end");
+    char c = s_[pos_];
+    if (c == '{') {
+      v.kind = Json::kObject;
+      ++pos_;
+      skip();
+      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
+      for (;;) {
+        skip();
+        std::string key;
+        if (!string(key)) return false;
+        skip();
+        if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
+        ++pos_;
+        Json x;
+        if (!value(x, depth + 1)) return false;
+        v.fields.emplace_back(std::move(key), std::move(x));
+        skip();
+        if (pos_ < s_.size() && s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
+        return fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      v.kind = Json::kArray;
+      ++pos_;
+      skip();
+      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
+      for (;;) {
+        Json x;
+        if (!value(x, depth + 1)) return false;
+        v.items.push_back(std::move(x));
+        skip();
+        if (pos_ < s_.size() && s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
+        return fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      v.kind = Json::kString;
+      return string(v.text);
+    }
+    if (c == 't' || c == 'f') {
+      v.kind = Json::kBool;
+      v.boolean = c == 't';
+      return literal(c == 't' ? "true" : "false");
+    }
+    if (c == 'n') return literal("null");
+    const char* begin = s_.c_str() + pos_;
+    char* end = nullptr;
+    v.number = std::strtod(begin, &end);
+    if (end == begin || !std::isfinite(v.number)) return fail("expected a value");
+    v.kind = Json::kNumber;
+    pos_ += static_cast<size_t>(end - begin);
+    return true;
+  }
+
+  const std::string& s_;
+  size_t pos_ = 0;
+  std::string err_;
+};
+
+struct TimedStep {
+  int step = 0;
+  std::string name, op, tactic, precision;
+  double ms = 0, percent = 0;
+};
+
+// The profile's steps, checked against the engine's (same count, names and ops in order), so a
+// profile of another engine is refused rather than drawn with the wrong labels.
+bool read_profile(const std::string& path, const Engine& e, std::vector<TimedStep>& steps, int& runs,
+                  std::string& err) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    err = "cannot open profile '" + path + "'";
+    return false;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str();
+  Json root;
+  std::string why;
+  if (!JsonParser(text).parse(root, why)) {
+    err = "profile '" + path + "': " + why;
+    return false;
+  }
+  const Json* layers = root.kind == Json::kObject ? root.get("layers") : nullptr;
+  if (!layers || layers->kind != Json::kArray) {
+    err = "profile '" + path + "' has no \"layers\" array (write it with ingot run ENGINE --export-profile FILE)";
+    return false;
+  }
+  const Json* r = root.get("profilingRuns");
+  runs = r && r->kind == Json::kNumber ? static_cast<int>(r->number) : 0;
+  const auto& el = e.layers();
+  if (layers->items.size() != el.size()) {
+    err = "profile '" + path + "' has " + std::to_string(layers->items.size()) + " steps, the engine has " +
+          std::to_string(el.size()) + " (a profile of another engine?)";
+    return false;
+  }
+  for (size_t i = 0; i < el.size(); ++i) {
+    const Json& l = layers->items[i];
+    auto str = [&](const char* key) {
+      const Json* x = l.get(key);
+      return x && x->kind == Json::kString ? x->text : std::string();
+    };
+    const Json* ms = l.get("medianMs");
+    if (l.kind != Json::kObject || !ms || ms->kind != Json::kNumber || ms->number < 0) {
+      err = "profile '" + path + "': step " + std::to_string(i) + " has no \"medianMs\" number >= 0";
+      return false;
+    }
+    TimedStep t;
+    t.step = static_cast<int>(i);
+    t.name = str("name");
+    t.op = str("op");
+    t.tactic = str("tactic");
+    t.precision = str("precision");
+    t.ms = ms->number;
+    if (t.name != el[i].name || t.op != el[i].op) {
+      err = "profile '" + path + "' does not match the engine: step " + std::to_string(i) + " is '" + t.name + "' (" +
+            t.op + ") in the profile and '" + el[i].name + "' (" + el[i].op + ") in the engine";
+      return false;
+    }
+    steps.push_back(t);
+  }
+  double total = 0;
+  for (const TimedStep& t : steps) total += t.ms;
+  for (TimedStep& t : steps) t.percent = total > 0 ? 100.0 * t.ms / total : 0;
+  return true;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    switch (c) {
+      case '&': r += "&amp;"; break;
+      case '<': r += "&lt;"; break;
+      case '>': r += "&gt;"; break;
+      case '"': r += "&quot;"; break;
+      default:
+        // Control characters are not allowed in XML 1.0 text.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') r += c;
+    }
+  }
+  return r;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream ss;
+  ss << std::fixed << std::setprecision(digits) << v;
+  return ss.str();
+}
+
+// Enough digits to give the value back (for data-ms attributes).
+std::string exact(double v) {
+  std::ostringstream ss;
+  ss << std::setprecision(10) << v;
+  return ss.str();
+}
+
+// Milliseconds with about four significant digits.
+std::string ms_text(double ms) { return ms == 0 ? "0" : fixed(ms, ms >= 100 ? 1 : ms >= 10 ? 2 : ms >= 1 ? 3 : 4); }
+
+// Shortens to `n` characters (by code unit; names are ASCII in practice), marking the cut.
+std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+// Bar colour by the kind of work: convolutions, matrix products, attention, normalization, rest.
+const char* op_colour(const std::string& op) {
+  auto has = [&](const char* w) { return op.find(w) != std::string::npos; };
+  if (has("Conv")) return "#4e79a7";
+  if (has("Attention")) return "#b07aa1";
+  if (has("Gemm") || has("MatMul")) return "#59a14f";
+  if (has("Norm")) return "#f28e2b";
+  return "#9c9c9c";
+}
+
+// One horizontal bar per step, longest first, each bar's width proportional to its time (the
+// longest spans the plot), labelled "#step name  op  tactic" on the left and "ms  %" on the
+// right. Every bar is a <rect class="bar" data-step data-ms> with a <title> tooltip.
+std::string timing_svg(const std::string& title, const std::vector<TimedStep>& steps, int runs) {
+  std::vector<TimedStep> sorted = steps;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const TimedStep& a, const TimedStep& b) { return a.ms > b.ms; });
+  double total = 0, longest = 0;
+  for (const TimedStep& t : sorted) total += t.ms, longest = std::max(longest, t.ms);
+  // Label: "#step name" then, greyed, "op tactic precision".
+  std::vector<std::string> heads, tails;
+  size_t label_chars = 20;
+  for (const TimedStep& t : sorted) {
+    heads.push_back("#" + std::to_string(t.step) + " " + clip(t.name.empty() ? "-" : t.name, 40));
+    tails.push_back(t.op + " " + clip(t.tactic, 36) +
+                    (t.precision.empty() || t.precision == "-" ? "" : " " + t.precision));
+    label_chars = std::max(label_chars, heads.back().size() + 1 + tails.back().size());
+  }
+  const double char_w = 7.3, row_h = 20, bar_h = 14, top = 84, plot_w = 560;
+  const double label_w = 10 + char_w * static_cast<double>(label_chars);
+  const double x0 = label_w + 10, width = x0 + plot_w + 170;
+  const double height = top + row_h * static_cast<double>(sorted.size()) + 40;
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fixed(width, 0) << "\" height=\"" << fixed(height, 0)
+     << "\" viewBox=\"0 0 " << fixed(width, 0) << " " << fixed(height, 0)
+     << "\" font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\" font-size=\"12\">\n"
+     << "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << xml_escape(title) << "</text>\n"
+     << "<text x=\"10\" y=\"42\" fill=\"#444\">time per step, longest first: " << sorted.size() << " steps, total "
+     << ms_text(total) << " ms" << (runs > 0 ? " (median of " + std::to_string(runs) + " profiled runs)" : "")
+     << "</text>\n";
+  // Colour legend, under the subtitle.
+  const std::pair<const char*, const char*> legend[] = {{"Conv", "Conv"},     {"Gemm", "GEMM/MatMul"},
+                                                         {"Attention", "Attention"}, {"Norm", "Norm"},
+                                                         {"", "other"}};
+  double lx = 10;
+  for (const auto& [op, label] : legend) {
+    os << "<rect x=\"" << fixed(lx, 1) << "\" y=\"50\" width=\"12\" height=\"12\" fill=\"" << op_colour(op)
+       << "\"/><text x=\"" << fixed(lx + 16, 1) << "\" y=\"60\" fill=\"#444\">" << label << "</text>\n";
+    lx += 110;
+  }
+  // Grid at quarters of the longest step, with its time.
+  for (int q = 0; q <= 4; ++q) {
+    double x = x0 + plot_w * q / 4.0;
+    os << "<line x1=\"" << fixed(x, 1) << "\" y1=\"" << fixed(top - 6, 0) << "\" x2=\"" << fixed(x, 1) << "\" y2=\""
+       << fixed(top + row_h * sorted.size(), 0) << "\" stroke=\"#ddd\"/>\n"
+       << "<text x=\"" << fixed(x, 1) << "\" y=\"" << fixed(top + row_h * sorted.size() + 16, 0)
+       << "\" text-anchor=\"middle\" fill=\"#666\" font-size=\"10\">" << ms_text(longest * q / 4.0) << " ms</text>\n";
+  }
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const TimedStep& t = sorted[i];
+    double y = top + row_h * static_cast<double>(i);
+    double w = longest > 0 ? plot_w * t.ms / longest : 0;
+    std::string tip = heads[i] + " " + tails[i] + ": " + ms_text(t.ms) + " ms, " + fixed(t.percent, 1) + "%";
+    os << "<text x=\"" << fixed(label_w, 1) << "\" y=\"" << fixed(y + bar_h - 3, 1) << "\" text-anchor=\"end\">"
+       << xml_escape(heads[i]) << "<tspan dx=\"7\" fill=\"#777\">" << xml_escape(tails[i]) << "</tspan></text>\n"
+       << "<rect class=\"bar\" data-step=\"" << t.step << "\" data-ms=\"" << exact(t.ms) << "\" x=\"" << fixed(x0, 1)
+       << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(w, 3) << "\" height=\"" << fixed(bar_h, 0)
+       << "\" fill=\"" << op_colour(t.op) << "\"><title>" << xml_escape(tip) << "</title></rect>\n"
+       << "<text x=\"" << fixed(x0 + w + 6, 1) << "\" y=\"" << fixed(y + bar_h - 3, 1) << "\">" << ms_text(t.ms)
+       << " ms  " << fixed(t.percent, 1) << "%</text>\n";
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+// "out.svg" -> "out.timing.svg" (any other name gets ".timing.svg" appended).
+std::string timing_path_for(const std::string& svg) {
+  if (ends_with(svg, ".svg")) return svg.substr(0, svg.size() - 4) + ".timing.svg";
+  return svg + ".timing.svg";
+}
+
 std::string dims_text(const std::vector<int64_t>& dims, const std::vector<std::string>& names) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -200,6 +545,24 @@ std::string dims_text(const std::vector<int64_t>& dims, const std::vector<std::s
 
 int inspect_engine(const InspectArgs& a, const std::shared_ptr<Engine>& e) {
   std::ostream& os = (a.dot_path == "-") ? std::cerr : std::cout;
+  // The timing chart first: a bad profile fails before any output, and the chart needs no
+  // Graphviz, so it is written even where the graph cannot be.
+  std::string chart_note;
+  if (!a.profile_path.empty()) {
+    std::vector<TimedStep> steps;
+    int runs = 0;
+    std::string err;
+    if (!read_profile(a.profile_path, *e, steps, runs, err)) {
+      std::cerr << "ingot inspect: " << err << "\n";
+      return 1;
+    }
+    std::string path = a.timing_svg_path.empty() ? timing_path_for(a.svg_path) : a.timing_svg_path;
+    if (!write_text(path, timing_svg(a.file + " (" + e->backend() + ")", steps, runs))) return 1;
+    double total = 0;
+    for (const TimedStep& t : steps) total += t.ms;
+    chart_note = "timing chart: " + path + " (" + std::to_string(steps.size()) + " steps, " + ms_text(total) +
+                 " ms in all, from " + a.profile_path + ")\n";
+  }
   os << a.file << ": ingot engine, backend " << e->backend() << ", " << e->layers().size() << " steps, "
      << e->num_profiles() << " profile" << (e->num_profiles() == 1 ? "" : "s") << "\n";
   std::map<std::string, std::string> io_text;
@@ -259,6 +622,7 @@ int inspect_engine(const InspectArgs& a, const std::shared_ptr<Engine>& e) {
     for (const auto& t : l.outputs) row.outputs.push_back(with_type(t));
     g.nodes.push_back(std::move(row));
   }
+  os << chart_note;
   return draw(a, g, a.file) ? 0 : 1;
 }
 
@@ -274,6 +638,10 @@ void inspect_help() {
                "  --dot FILE          write the graph (optimized model, or engine steps) as Graphviz text\n"
                "                      (FILE '-' is stdout; the report then goes to stderr)\n"
                "  --svg FILE          render it to SVG with Graphviz 'dot' from PATH\n"
+               "  --profile FILE.json per-step times from `ingot run ENGINE --export-profile FILE.json`\n"
+               "                      (engines only): also draws a timing bar chart, one bar per step,\n"
+               "                      longest first, to OUT.timing.svg next to --svg OUT.svg\n"
+               "  --timing-svg FILE   where to write that chart instead (needs no --svg, no Graphviz)\n"
                "  --disable-pass NAME skip an optimizer pass (repeatable; models only)\n"
                "  --no-optimize       run no pass (models only)\n"
                "  --before-only       print only the table before optimization (models only)\n"
@@ -300,6 +668,10 @@ int inspect_command(const std::vector<std::string>& args) {
       if (!value(a.dot_path)) return 2;
     } else if (s == "--svg") {
       if (!value(a.svg_path)) return 2;
+    } else if (s == "--profile") {
+      if (!value(a.profile_path)) return 2;
+    } else if (s == "--timing-svg") {
+      if (!value(a.timing_svg_path)) return 2;
     } else if (s == "--disable-pass") {
       if (!value(v)) return 2;
       a.model.disabled_passes.push_back(v);
@@ -331,6 +703,21 @@ int inspect_command(const std::vector<std::string>& args) {
     std::cerr << "ingot inspect: --before-only and --after-only exclude each other\n";
     return 2;
   }
+  if (!a.timing_svg_path.empty() && a.profile_path.empty()) {
+    std::cerr << "ingot inspect: --timing-svg draws the times of --profile FILE.json, which was not given\n";
+    return 2;
+  }
+  if (!a.profile_path.empty() && a.svg_path.empty() && a.timing_svg_path.empty()) {
+    std::cerr << "ingot inspect: --profile needs --svg OUT.svg (the chart goes to OUT.timing.svg) or --timing-svg "
+                 "FILE\n";
+    return 2;
+  }
+  if (!a.profile_path.empty() && ends_with(a.file, ".onnx")) {
+    std::cerr << "ingot inspect: --profile applies to engines (per-step times of `ingot run ENGINE "
+                 "--export-profile`), and '"
+              << a.file << "' is an ONNX model\n";
+    return 2;
+  }
   if (!std::ifstream(a.file)) {
     std::cerr << "ingot inspect: cannot open '" << a.file << "'\n";
     return 1;
@@ -357,6 +744,10 @@ int inspect_command(const std::vector<std::string>& args) {
     std::cerr << "ingot inspect: '" << a.file << "' is neither an ingot engine nor an ONNX model ("
               << e.status().message() << "; as ONNX: " << m.status().message() << ")\n";
     return 1;
+  }
+  if (!a.profile_path.empty()) {
+    std::cerr << "ingot inspect: --profile applies to engines, and '" << a.file << "' is an ONNX model\n";
+    return 2;
   }
   return inspect_onnx(a);
 }

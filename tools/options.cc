@@ -173,6 +173,13 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
     config.disabled_passes.push_back(v);
   } else if (a == "--dump-ir") {
     if (!value(config.dump_ir_dir)) return BuildFlag::kError;
+  } else if (a == "--conv-layout") {
+    if (!value(v)) return BuildFlag::kError;
+    if (v != "auto" && v != "nhwc" && v != "nchw") {
+      err = "--conv-layout must be auto, nhwc or nchw, got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    config.conv_layout = v;
   } else if (a == "--timing-cache") {
     if (!value(config.timing_cache_file)) return BuildFlag::kError;
   } else {
@@ -190,6 +197,8 @@ std::string build_flags_help() {
          "  --workspace MiB             largest scratch per layer\n"
          "  --opt-level N               0 = no graph optimization and no tuning; 1 first tactic; 2..5 time\n"
          "                              2, 4 (default 3), 8 or all candidate tactics per layer\n"
+         "  --conv-layout auto|nhwc|nchw  2-D conv layout: auto = NHWC where a conv runs in fp16/bf16\n"
+         "                              on a backend with an NHWC tactic (Transposes only at region edges)\n"
          "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
          "  --dump-ir DIR               write the IR after every pass\n"
          "  --timing-cache FILE         tactic timings to read and update (shared across builds)\n";

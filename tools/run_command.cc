@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <cmath>
 #include <iomanip>
@@ -33,6 +34,7 @@ struct RunOptions {
   bool verbose = false;
   std::map<std::string, std::string> input_files;      // --load-inputs name:file.npy
   std::string save_outputs;                            // --save-outputs DIR
+  std::string onnx;                                    // --onnx FILE: the model an engine was built from
   uint64_t seed = 1;
   BenchmarkOptions bench;
 };
@@ -199,6 +201,8 @@ void run_help() {
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
                "  --save-outputs DIR          write each output to DIR/<name>.npy\n"
                "  --seed N                    seed for random inputs (default 1)\n"
+               "  --onnx MODEL.onnx           the model an engine was built from: its weight shapes give the\n"
+               "                              profile's FLOPs and bytes of Conv steps and of every weight read\n"
                "\nbenchmarking (engines; the interpreter takes only --iterations):\n";
   benchmark_help(std::cout);
 }
@@ -246,6 +250,8 @@ int run_command(const std::vector<std::string>& args) {
       }
     } else if (a == "--save-outputs") {
       if (!value(opt.save_outputs)) return 2;
+    } else if (a == "--onnx") {
+      if (!value(opt.onnx)) return 2;
     } else if (a == "--seed") {
       if (!value(v)) return 2;
       try {
@@ -278,6 +284,15 @@ int run_command(const std::vector<std::string>& args) {
   const char* available = "cpu";
   bool backend_ok = opt.backend == "cpu";
 #endif
+  if (!opt.onnx.empty() && !ends_with(opt.model, ".engine")) {
+    std::cerr << "ingot run: --onnx names the model an engine was built from; '" << opt.model
+              << "' is not an .engine (an .onnx gives its shapes itself)\n";
+    return 2;
+  }
+  if (!opt.onnx.empty() && !std::ifstream(opt.onnx)) {
+    std::cerr << "ingot run: --onnx: cannot open '" << opt.onnx << "'\n";
+    return 2;
+  }
   if (!backend_ok) {
     std::cerr << "ingot run: backend '" << opt.backend << "' is not available in this build (available: " << available
               << ")\n";
@@ -346,6 +361,11 @@ int run_command(const std::vector<std::string>& args) {
   if (model.engine() && opt.bench.requested()) {
     KnownTensors known;
     if (ends_with(opt.model, ".onnx")) known = static_tensor_shapes(opt.model);
+    if (!opt.onnx.empty() && (opt.bench.dump_profile || !opt.bench.export_profile.empty())) {
+      known = static_tensor_shapes(opt.onnx);
+      if (known.empty())
+        std::cout << "note: --onnx '" << opt.onnx << "' could not be inspected; FLOPs and bytes come from the run\n";
+    }
     Status s = run_benchmark(model.engine(), inputs, opt.bench, known, std::cout);
     if (!s.ok()) {
       std::cerr << "ingot run: " << s.to_string() << "\n";

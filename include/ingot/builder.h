@@ -52,6 +52,9 @@ struct BuilderConfig {
   std::vector<OptimizationProfile> profiles;
   std::vector<std::string> disabled_passes;  ///< optimizer passes to skip, by name
   std::string dump_ir_dir;     ///< write the IR after every pass into this folder
+  /// 2-D convolution layout: "auto" (channels-last where a conv computes in fp16/bf16 and the
+  /// backend has a channels-last tactic), "nhwc" (every float conv that can) or "nchw".
+  std::string conv_layout = "auto";
   /// Called on the building thread as the build advances: phase ("optimize", "tactics",
   /// "memory"), steps done and the phase's total. Tactic selection (autotuning on CUDA) is the
   /// long phase; a CLI draws a progress bar with an ETA from it.
@@ -73,6 +76,8 @@ struct BuildSummary {
   double seconds = 0;
   int reduced_precision_layers = 0;  ///< layers lowered to fp16/bf16
   int precision_casts = 0;           ///< Cast layers inserted where fp32 meets fp16/bf16
+  int channels_last_convs = 0;       ///< convolutions running NHWC
+  int layout_reformats = 0;          ///< Transpose layers left where NHWC regions meet NCHW ops
   std::vector<std::string> notes;  ///< pass refusals and other remarks
 };
 

@@ -54,6 +54,7 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.tune.tf32 = config.tf32;
   opt.timing_cache_file = config.timing_cache_file;
   opt.progress = config.progress;
+  opt.conv_layout = config.conv_layout;
   for (const auto& [layer, prec] : config.layer_precisions) {
     DataType t = prec == "fp32" ? DataType::kFloat32 : prec == "fp16" ? DataType::kFloat16
                  : prec == "bf16" ? DataType::kBFloat16 : DataType::kUndefined;
@@ -94,6 +95,8 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->notes = report.notes;
     summary->reduced_precision_layers = report.precision.lowered;
     summary->precision_casts = report.precision.casts;
+    summary->channels_last_convs = report.layout.channels_last_convs;
+    summary->layout_reformats = report.layout.reformats;
   }
   return bytes;
 }

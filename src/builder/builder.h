@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "builder/autotune.h"
+#include "builder/layout.h"
 #include "builder/plan.h"
 #include "builder/precision.h"
 #include "passes/pass_manager.h"
@@ -25,6 +26,7 @@ struct BuildOptions {
   bool optimize = true;
   PrecisionOptions precision;
   TuneOptions tune;
+  std::string conv_layout = "auto";  ///< see layout.h: auto, nhwc, nchw
   std::string timing_cache_file;  ///< read before and written after tactic selection when set
   /// Progress: phase ("optimize", "tactics", "memory"), steps done and total in it.
   std::function<void(const char* phase, int done, int total)> progress;
@@ -36,6 +38,7 @@ struct BuildReport {
   int tactics_considered = 0;
   PrecisionReport precision;
   TuneStats tune;
+  LayoutReport layout;
   size_t timing_cache_entries = 0;
   std::vector<std::string> notes;
 };

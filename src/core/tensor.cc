@@ -253,4 +253,35 @@ std::string Tensor::to_string(size_t max_elements) const {
   return os.str();
 }
 
+Result<Tensor> permute_dims(const Tensor& in, const std::vector<size_t>& perm) {
+  const size_t rank = in.shape().size();
+  if (perm.size() != rank) return invalid_argument("permutation of ", perm.size(), " dims for a rank-", rank, " tensor");
+  std::vector<bool> seen(rank, false);
+  for (size_t p : perm) {
+    if (p >= rank || seen[p]) return invalid_argument("not a permutation of ", rank, " dims");
+    seen[p] = true;
+  }
+  const int bits = data_type_bits(in.dtype());
+  if (in.dtype() == DataType::kString || bits < 8 || bits % 8)
+    return invalid_argument("cannot permute ", data_type_name(in.dtype()), " tensors element by element");
+  Shape64 out_shape;
+  for (size_t p : perm) out_shape.push_back(in.shape()[p]);
+  INGOT_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(in.dtype(), out_shape));
+  const size_t es = static_cast<size_t>(bits / 8);
+  Shape64 in_strides = shape_strides(in.shape());
+  std::vector<int64_t> idx(rank, 0);
+  const uint8_t* src = static_cast<const uint8_t*>(in.raw());
+  uint8_t* dst = static_cast<uint8_t*>(out.mutable_raw());
+  for (int64_t o = 0; o < out.numel(); ++o) {
+    int64_t off = 0;
+    for (size_t d = 0; d < rank; ++d) off += idx[d] * in_strides[perm[d]];
+    std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, es);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < out_shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 }  // namespace ingot

@@ -93,6 +93,10 @@ class Tensor {
   std::shared_ptr<std::vector<std::string>> strings_;
 };
 
+/// A copy with dims reordered: output dim d is input dim perm[d] (numpy transpose). Whole-byte
+/// element types only (kInvalidArgument for strings and packed sub-byte types).
+Result<Tensor> permute_dims(const Tensor& in, const std::vector<size_t>& perm);
+
 template <class T>
 Tensor Tensor::from_vector(DataType dtype, Shape64 shape, const std::vector<T>& values) {
   Tensor t = zeros(dtype, std::move(shape)).value();

@@ -2,15 +2,19 @@
 """End-to-end checks of `ingot inspect`: node tables and op counts of models before and after
 the optimizer (the before column checked against the onnx package's own reading of the file),
 what the optimizer must have fused in a ResNet-style and a BERT-style model, Graphviz output,
-engine inspection (I/O, profiles, memory, steps), and one clear error line for bad input."""
+engine inspection (I/O, profiles, memory, steps), the per-step timing chart drawn from a profile
+(--profile, parsed as XML and checked against the profile's times), and one clear error line for
+bad input."""
 import argparse
 import collections
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 import onnx
 
@@ -64,6 +68,7 @@ def print_counts(label, counts):
         print(f"       {op:<24} {b:>4} -> {a:>4}")
 
 
+SVG = "{http://www.w3.org/2000/svg}"
 GEMM_OPS = {"ingot::FusedGemm", "Gemm", "MatMul", "ingot::FusedMatMul"}
 ATTENTION_OPS = {"ingot::Attention", "Attention", "com.microsoft::Attention"}
 LAYERNORM_OPS = {"LayerNormalization", "ingot::LayerNormalization", "ingot::LayerNorm"}
@@ -209,6 +214,55 @@ def main():
         check("engine --dot draws the step graph", edot.startswith("digraph") and "FusedConv" in edot and "->" in edot,
               edot[:300])
 
+        # Timing chart from a profile of the engine: one bar per step, longest first, widths
+        # proportional to the profile's times (read here from the JSON, not from the chart).
+        prof = os.path.join(tmp, "resnet_profile.json")
+        rc, out, err = run(ingot, "run", resnet_engine, "--export-profile", prof, "--iterations", "5")
+        check("profile the resnet engine", rc == 0 and os.path.exists(prof), out + err)
+        layers = json.load(open(prof))["layers"] if rc == 0 else []
+        chart = os.path.join(tmp, "chart.svg")
+        rc, out, err = run(ingot, "inspect", resnet_engine, "--profile", prof, "--timing-svg", chart)
+        check("--profile --timing-svg writes the chart and says so",
+              rc == 0 and os.path.exists(chart) and "timing chart: " + chart in out, out + err)
+        bars, texts = [], []
+        try:
+            root = ET.parse(chart).getroot()
+            bars = [e for e in root.iter(SVG + "rect") if e.get("class") == "bar"]
+            texts = ["".join(e.itertext()) for e in root.iter(SVG + "text")]
+            parsed = root.tag == SVG + "svg"
+        except (ET.ParseError, OSError) as e:
+            parsed = False
+            texts = [str(e)]
+        check("timing chart is well-formed SVG", parsed, texts[:1])
+        check("timing chart has one bar per engine step",
+              len(layers) == len(steps) > 0
+              and sorted(int(b.get("data-step")) for b in bars) == list(range(len(steps))),
+              f"{len(bars)} bars, {len(steps)} steps")
+        want_ms = [layers[int(b.get("data-step"))]["medianMs"] for b in bars] if len(bars) == len(layers) else []
+        widths = [float(b.get("width")) for b in bars]
+        check("timing chart bars are sorted longest first",
+              bool(want_ms) and all(want_ms[i] >= want_ms[i + 1] for i in range(len(want_ms) - 1)), str(want_ms))
+        longest = max(want_ms, default=0)
+        scale = max(widths, default=0) / longest if longest > 0 else 0
+        check("timing chart bar widths are proportional to the steps' times",
+              scale > 0 and all(abs(w - scale * ms) <= 0.002 * max(widths) + 1e-3 for w, ms in zip(widths, want_ms)),
+              f"widths {widths[:6]} ms {want_ms[:6]}")
+        labelled = all(any(f"#{l['step']} " in t and l["name"] in t for t in texts) for l in layers)
+        total = sum(l["medianMs"] for l in layers)
+        check("timing chart labels every step with its name and shows ms and % of total",
+              bool(layers) and labelled
+              and all(any(f"{100 * l['medianMs'] / total:.1f}%" in t for t in texts) for l in layers[:5]), texts[:8])
+        if have_dot:
+            rc, out, err = run(ingot, "inspect", resnet_engine, "--profile", prof, "--svg",
+                               os.path.join(tmp, "eng.svg"))
+            check("--profile with --svg OUT.svg writes OUT.timing.svg beside the graph",
+                  rc == 0 and os.path.exists(os.path.join(tmp, "eng.timing.svg"))
+                  and os.path.exists(os.path.join(tmp, "eng.svg")), out + err)
+        mlp_prof = os.path.join(tmp, "mlp_profile.json")
+        run(ingot, "run", mlp_engine, "--export-profile", mlp_prof, "--iterations", "2")
+        broken = os.path.join(tmp, "broken.json")
+        open(broken, "w").write('{"layers": [{"step": 0,')
+
         # Errors: one line on stderr, a non-zero exit.
         junk = os.path.join(tmp, "junk.onnx")
         open(junk, "wb").write(os.urandom(300))
@@ -226,6 +280,16 @@ def main():
             ("model flag on an engine", ["inspect", mlp_engine, "--no-optimize"], "apply to ONNX models"),
             ("no file", ["inspect"], "need a model or engine file"),
             ("flag without value", ["inspect", resnet, "--dot"], "--dot needs a value"),
+            ("profile of another engine", ["inspect", resnet_engine, "--profile", mlp_prof, "--timing-svg", chart],
+             "the engine has"),
+            ("malformed profile", ["inspect", resnet_engine, "--profile", broken, "--timing-svg", chart],
+             "malformed JSON"),
+            ("missing profile", ["inspect", resnet_engine, "--profile", os.path.join(tmp, "no.json"), "--timing-svg",
+                                 chart], "cannot open profile"),
+            ("--profile on a model", ["inspect", resnet, "--profile", prof, "--timing-svg", chart],
+             "applies to engines"),
+            ("--profile with nowhere to draw", ["inspect", resnet_engine, "--profile", prof], "--profile needs --svg"),
+            ("--timing-svg without --profile", ["inspect", resnet_engine, "--timing-svg", chart], "--profile"),
         ]
         for name, args, expect in bad_cases:
             rc, out, err = run(ingot, *args)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmarking and per-layer profiling in `ingot run`: the performance summary with the asked
 percentiles, --export-times with one entry per timed iteration, --duration, --streams, the
-per-layer table (--dump-profile) covering every engine step with shares summing to 100%, and
+per-layer table (--dump-profile) covering every engine step with shares summing to 100%, its
+precision / TFLOP/s / roofline columns ("-" on CPU engines), --cuda-graph's warning on CPU engines, and
 --export-profile whose FLOPs match 2*M*N*K (and 2*outputs*Cin*kh*kw for a Conv) worked out here
 from the model file. Bad values exit 2 with one line."""
 import argparse
@@ -107,6 +108,9 @@ def main():
             check(f"{name}: --dump-profile lists every engine step",
                   rc == 0 and len(steps) > 0 and [r[0] for r in rows] == list(range(len(steps)))
                   and [r[1] for r in rows] == steps, f"verbose {steps}\nprofile {rows}\n{out}{err}")
+            check(f"{name}: --dump-profile has precision, TFLOP/s and roofline columns (roofline '-' on CPU)",
+                  rc == 0 and re.search(r"prec\s+ms\s+%\s+FLOPs\s+bytes\s+TFLOP/s\s+GB/s\s+roofl%", out)
+                  and "roofline: - (CPU engine)" in out, out)
             total = sum(r[2] for r in rows)
             check(f"{name}: per-layer percentages sum to ~100", abs(total - 100) < 0.5, f"sum {total}")
 
@@ -136,6 +140,14 @@ def main():
         check("--export-profile: unknown figures are null, CPU roofline is null",
               any(l["flops"] is None for l in p["layers"]) and all(l["rooflinePercent"] is None for l in p["layers"]),
               str(p["layers"][:2]))
+        check("--export-profile: CPU engine has no peaks; f32 steps say precision f32",
+              p.get("peaks", 0) is None and p.get("backend") == "cpu"
+              and all(l["precision"] == "f32" for l in p["layers"] if l["op"].endswith(("Conv", "Gemm"))),
+              str(p["layers"][:2]))
+        check("--export-profile: TFLOP/s = FLOPs / time",
+              all(abs(l["tflops"] - l["flops"] / (l["medianMs"] * 1e-3) / 1e12) <= 1e-6 * l["tflops"]
+                  for l in p["layers"] if l["flops"] and l["medianMs"] > 0) and fc.get("tflops") is not None,
+              str(p["layers"][:2]))
         check("--export-profile: percentages sum to ~100",
               abs(sum(l["percent"] for l in p["layers"]) - 100) < 1e-3, str(p["layers"]))
 
@@ -154,6 +166,27 @@ def main():
         p = json.load(open(prof)) if rc == 0 else {"layers": []}
         fc = next((l for l in p["layers"] if l["name"] == "fc"), {})
         check(".engine: Gemm 'fc' FLOPs = 2*M*N*K", fc.get("flops") == 2 * batch * n_out * k, f"{fc}\n{out}{err}")
+        stem = next((l for l in p["layers"] if l["name"] == "stem/conv"), {})
+        check(".engine alone: Conv FLOPs unknown (weights are not visible)", stem.get("flops", 0) is None, str(stem))
+        rc, out, err = run(ingot, "run", eng, "--export-profile", prof, "--onnx", cnn)
+        p = json.load(open(prof)) if rc == 0 else {"layers": []}
+        stem = next((l for l in p["layers"] if l["name"] == "stem/conv"), {})
+        check(".engine --onnx MODEL: Conv FLOPs from the model's weight shapes", stem.get("flops") == want,
+              f"{stem}\n{out}{err}")
+        for bad, expect in ((["--onnx", os.path.join(tmp, "no.onnx")], "cannot open"), (["--onnx"], "needs a value")):
+            rc, out, err = run(ingot, "run", eng, *bad)
+            check(f"--onnx error: {' '.join(bad[:1])} {expect}", rc == 2 and expect in err
+                  and len(err.strip().splitlines()) == 1, err)
+        rc, out, err = run(ingot, "run", cnn, "--onnx", cnn)
+        check("--onnx with an .onnx model: one clear line", rc == 2 and "not an .engine" in err, err)
+
+    # --cuda-graph on a CPU engine: a clear warning, then a normal benchmark.
+    rc, out, err = run(ingot, "run", cnn, "--cuda-graph", "--iterations", "3")
+    check("--cuda-graph on a CPU engine warns and runs normally",
+          rc == 0 and "warning: --cuda-graph has no effect on a CPU engine" in out + err
+          and "Performance summary" in out and "CUDA graph:" not in out, out + err)
+    rc, out, err = run(ingot, "run", "--help")
+    check("run --help lists --cuda-graph", rc == 0 and "--cuda-graph" in out, out + err)
 
     rc, out, err = run(ingot, "run", cnn, "--no-data-transfers", "--iterations", "2")
     check("--no-data-transfers notes it has no effect on CPU", rc == 0 and "no effect" in out, out + err)

@@ -255,6 +255,25 @@ TEST_F(CudnnConvTest, FusedEpilogues) {
         }
 }
 
+// Channels-last (the layout pass's FusedConv{channels_last=1}): X/Y/R NHWC, W KRSC.
+TEST_F(CudnnConvTest, ChannelsLast2D) {
+  for (DataType dt : kDtypes)
+    for (const char* act : {"", "Relu"})
+      for (int res = 0; res < 2; ++res) {
+        std::string a = std::string("channels_last=1, activation=\"") + act + "\", pads=[1, 1, 1, 1]";
+        check("ingot::FusedConv", a, dt,
+              {Shape64{2, 11, 9, 12}, Shape64{16, 3, 3, 12}, Shape64{16}, res ? Input(Shape64{2, 11, 9, 16}) : std::nullopt});
+        check("ingot::FusedConv", "channels_last=1, strides=[2, 2]", dt, {Shape64{3, 15, 13, 8}, Shape64{24, 1, 1, 8}});
+        check("ingot::FusedConv", std::string("channels_last=1, group=12, pads=[1, 1, 1, 1], activation=\"") + act + "\"",
+              dt, {Shape64{1, 7, 7, 12}, Shape64{12, 3, 3, 1}, Shape64{12}});
+      }
+  // ResNet-50-like shapes at batch 1 and 4 (the ones the layout pass produces for it).
+  check("ingot::FusedConv", "channels_last=1, strides=[2, 2], pads=[3, 3, 3, 3], activation=\"Relu\"",
+        DataType::kFloat16, {Shape64{1, 224, 224, 3}, Shape64{64, 7, 7, 3}, Shape64{64}});
+  check("ingot::FusedConv", "channels_last=1, pads=[1, 1, 1, 1], activation=\"Relu\"", DataType::kFloat16,
+        {Shape64{4, 14, 14, 256}, Shape64{256, 3, 3, 256}, Shape64{256}});
+}
+
 TEST_F(CudnnConvTest, ResidualAfterWithoutActivation) {
   for (DataType dt : kDtypes)
     check("ingot::FusedConv", "residual_before_activation=0, strides=[2, 2]", dt,

@@ -1,7 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// cuDNN (legacy convolution API) tactics for Conv and ingot::FusedConv (transposed = 0), NCHW,
-// 1-D/2-D/3-D, fp32/fp16/bf16 with fp32 accumulation.
+// cuDNN (legacy convolution API) tactics for Conv and ingot::FusedConv (transposed = 0), NCHW
+// 1-D/2-D/3-D and channels-last 2-D (NHWC activations, KRSC filters: the layout cuDNN's
+// tensor-core kernels read without transposing), fp32/fp16/bf16 with fp32 accumulation.
 //
 // Semantics (see ir/ops/fused_conv_gemm.cc): y = act(conv(x, w) + b + r), act "" or Relu, r the
 // residual. Two launch shapes:
@@ -85,7 +86,23 @@ struct ConvSpec {
   bool relu = false;
   int bias_input = -1;      // input 2 when present
   int residual_input = -1;  // FusedConv's input 3 when present
+  bool channels_last = false;  // FusedConv channels_last = 1: X/Y/R NHWC, W KRSC (2-D only)
 };
+
+// Channels-last dims in the channels-first order cuDNN's descriptors take ([N, H, W, C] ->
+// [N, C, H, W]; [K, R, S, C] -> [K, C, R, S]); the NHWC format then gives the strides.
+Shape64 to_channels_first(const Shape64& d) {
+  if (d.size() < 3) return d;
+  Shape64 out = {d[0], d.back()};
+  out.insert(out.end(), d.begin() + 1, d.end() - 1);
+  return out;
+}
+ir::Shape to_channels_first(const ir::Shape& s) {
+  if (!s.rank_known() || s.rank() < 3) return s;
+  std::vector<ir::Dim> d = {s[0], s[s.rank() - 1]};
+  for (size_t i = 1; i + 1 < s.rank(); ++i) d.push_back(s[i]);
+  return ir::Shape(d);
+}
 
 bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int32_t>::max(); }
 
@@ -120,6 +137,8 @@ Result<ConvSpec> parse_spec(const ir::Node& node, int spatial) {
   if (node.input(2)) s.bias_input = 2;
   if (node.op_type() == "FusedConv") {
     if (at.get_int("transposed", 0) != 0) return unsupported(node.describe(), ": transposed convolution");
+    s.channels_last = at.get_int("channels_last", 0) != 0;
+    if (s.channels_last && spatial != 2) return unsupported(node.describe(), ": channels-last needs a 2-D conv");
     std::string act = at.get_string("activation", "");
     if (act == "Relu") s.relu = true;
     else if (!act.empty()) return unsupported(node.describe(), ": activation '", act, "'");
@@ -144,11 +163,12 @@ bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is
 Status check_types(const ir::Node& node, const std::vector<ir::TensorType>& in) {
   if (in.size() < 2 || !node.input(0) || !node.input(1) || !node.output(0))
     return unsupported(node.describe(), ": needs X, W and an output");
-  const ir::Shape& x = in[0].shape;
-  const ir::Shape& w = in[1].shape;
-  if (!x.rank_known() || !w.rank_known() || x.rank() != w.rank() || x.rank() < 3 || x.rank() > 5)
-    return unsupported(node.describe(), ": X ", x.to_string(), " / W ", w.to_string(), " ranks");
-  INGOT_ASSIGN_OR_RETURN(ConvSpec s, parse_spec(node, static_cast<int>(x.rank()) - 2));
+  if (!in[0].shape.rank_known() || !in[1].shape.rank_known() || in[0].shape.rank() != in[1].shape.rank() ||
+      in[0].shape.rank() < 3 || in[0].shape.rank() > 5)
+    return unsupported(node.describe(), ": X ", in[0].shape.to_string(), " / W ", in[1].shape.to_string(), " ranks");
+  INGOT_ASSIGN_OR_RETURN(ConvSpec s, parse_spec(node, static_cast<int>(in[0].shape.rank()) - 2));
+  const ir::Shape x = s.channels_last ? to_channels_first(in[0].shape) : in[0].shape;
+  const ir::Shape w = s.channels_last ? to_channels_first(in[1].shape) : in[1].shape;
   DataType dt = in[0].dtype;
   if (!is_supported_dtype(dt)) return unsupported(node.describe(), ": dtype ", data_type_name(dt));
   for (size_t i = 0; i < in.size(); ++i)
@@ -202,9 +222,10 @@ struct PlanKey {
   const ir::Node* node = nullptr;
   int nd = 0;
   std::array<int, kMaxNd> x{}, w{};
-  bool bias = false, residual = false;
+  bool bias = false, residual = false, channels_last = false;
   bool operator==(const PlanKey& o) const {
-    return node == o.node && nd == o.nd && x == o.x && w == o.w && bias == o.bias && residual == o.residual;
+    return node == o.node && nd == o.nd && x == o.x && w == o.w && bias == o.bias && residual == o.residual &&
+           channels_last == o.channels_last;
   }
 };
 
@@ -242,6 +263,7 @@ Result<PlanKey> make_key(const ir::Node& node, const ConvSpec& s, const Shape64&
   k.node = &node;
   k.bias = bias;
   k.residual = residual;
+  k.channels_last = s.channels_last;
   if (x.size() != static_cast<size_t>(s.spatial + 2) || w.size() != x.size())
     return invalid_argument(node.describe(), ": X ", shape_to_string(x), " / W ", shape_to_string(w), " ranks");
   k.nd = s.spatial == 1 ? 4 : s.spatial + 2;
@@ -270,12 +292,13 @@ Result<PlanKey> make_key(const ir::Node& node, const ConvSpec& s, const Shape64&
 Status init_descriptors(const ir::Node& node, const ConvSpec& s, DataType dtype, const PlanKey& k, Plan* p) {
   Descriptors& d = p->d;
   cudnnDataType_t t = cudnn_type(dtype);
+  const cudnnTensorFormat_t fmt = k.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x), node);
   INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.y), node);
   INGOT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d.w), node);
   INGOT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d.conv), node);
-  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.x, CUDNN_TENSOR_NCHW, t, k.nd, k.x.data()), node);
-  INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(d.w, t, CUDNN_TENSOR_NCHW, k.nd, k.w.data()), node);
+  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.x, fmt, t, k.nd, k.x.data()), node);
+  INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(d.w, t, fmt, k.nd, k.w.data()), node);
   std::array<int, 3> pads{}, strides{}, dils{};
   const int sd = k.nd - 2;
   for (int i = 0; i < sd; ++i) {  // 1-D: the inserted H has pad 0, stride 1, dilation 1
@@ -293,7 +316,7 @@ Status init_descriptors(const ir::Node& node, const ConvSpec& s, DataType dtype,
   INGOT_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d.conv, d.x, d.w, k.nd, p->y.data()), node);
   for (int i = 0; i < k.nd; ++i)
     if (p->y[static_cast<size_t>(i)] <= 0) return invalid_argument(node.describe(), ": empty convolution output");
-  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.y, CUDNN_TENSOR_NCHW, t, k.nd, p->y.data()), node);
+  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.y, fmt, t, k.nd, p->y.data()), node);
   if (k.bias) {
     std::array<int, kMaxNd> bdims{};
     bdims.fill(1);
@@ -407,6 +430,9 @@ class CudnnConvTactic : public Tactic {
       if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
     if (y.numel() == 0) return Status::Ok();
     if (x->numel() == 0 || w->numel() == 0) return unsupported(node.describe(), ": empty input with a non-empty output");
+    const Shape64 xs = spec.channels_last ? to_channels_first(x->shape()) : x->shape();
+    const Shape64 ws = spec.channels_last ? to_channels_first(w->shape()) : w->shape();
+    const Shape64 ys = spec.channels_last ? to_channels_first(y.shape()) : y.shape();
     if (b && (b->shape().size() != 1 || b->shape()[0] != w->shape()[0]))
       return invalid_argument(node.describe(), ": bias ", shape_to_string(b->shape()), " for W ",
                               shape_to_string(w->shape()));
@@ -415,7 +441,7 @@ class CudnnConvTactic : public Tactic {
                               shape_to_string(y.shape()));
     if (!io.workspace) return internal_error(node.describe(), ": no workspace");
 
-    INGOT_ASSIGN_OR_RETURN(PlanKey key, make_key(node, spec, x->shape(), w->shape(), b != nullptr, r != nullptr));
+    INGOT_ASSIGN_OR_RETURN(PlanKey key, make_key(node, spec, xs, ws, b != nullptr, r != nullptr));
     INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, thread_handle(node));
     const Plan* plan = cache_.find(key);
     std::unique_ptr<Plan> local;  // owned here only when the cache is full
@@ -426,10 +452,10 @@ class CudnnConvTactic : public Tactic {
       if (!plan) plan = local.get();
     }
     // The output the plan computes must be the view we were given (1-D: H = 1 removed).
-    bool same = y.shape().size() == x->shape().size();
+    bool same = ys.size() == xs.size();
     for (size_t i = 0, j = 0; same && i < static_cast<size_t>(key.nd); ++i) {
       if (spec.spatial == 1 && i == 2) continue;  // the inserted H = 1
-      same = y.shape()[j++] == plan->y[i];
+      same = ys[j++] == plan->y[i];
     }
     if (!same)
       return internal_error(node.describe(), ": output ", shape_to_string(y.shape()),
@@ -486,11 +512,11 @@ bool device_present() {
 int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
   constexpr int64_t kGuessDim = 32;
   if (!device_present() || inputs.size() < 2) return 1;
-  const ir::Shape& xs = inputs[0].shape;
-  const ir::Shape& ws = inputs[1].shape;
-  if (!xs.rank_known() || !ws.rank_known() || !is_supported_dtype(inputs[0].dtype)) return 1;
-  auto spec = parse_spec(node, static_cast<int>(xs.rank()) - 2);
+  if (!inputs[0].shape.rank_known() || !inputs[1].shape.rank_known() || !is_supported_dtype(inputs[0].dtype)) return 1;
+  auto spec = parse_spec(node, static_cast<int>(inputs[0].shape.rank()) - 2);
   if (!spec.ok()) return 1;
+  const ir::Shape xs = spec->channels_last ? to_channels_first(inputs[0].shape) : inputs[0].shape;
+  const ir::Shape ws = spec->channels_last ? to_channels_first(inputs[1].shape) : inputs[1].shape;
   auto concrete = [&](const ir::Shape& s, bool is_x) {
     Shape64 out;
     for (size_t i = 0; i < s.rank(); ++i) out.push_back(s[i].is_known() ? s[i].value() : (is_x && i == 0) ? 1 : kGuessDim);

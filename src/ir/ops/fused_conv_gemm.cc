@@ -9,6 +9,9 @@
 //     Gelu, GeluTanh or Silu, its numbers in `activation_params`. With `transposed` = 1 the
 //     layer is ConvTranspose instead (its output_padding / output_shape attributes apply), so
 //     deconvolution epilogues fuse without a second op type for every backend to learn.
+//     With `channels_last` = 1, X, R and Y are [N, spatial..., C] and W is [K, kernel..., C/group]
+//     (NHWC / KRSC, the layout tensor-core convolutions read); the builder's layout pass makes
+//     these, with Transposes at the edges of channels-last regions.
 //   FusedGemm(A, B, [C], [R]): y = act(alpha·op(A)·op(B) + beta·C [+ R]). kind "gemm" follows
 //     Gemm (2-D, transA/transB, C broadcast to [M,N]); kind "matmul" follows MatMul (N-D,
 //     batched, broadcasting) with C a bias broadcast on the last dim.
@@ -45,6 +48,50 @@ Status check_epilogue(InferenceContext& c, size_t residual_input) {
     if (r.rank_known() && r.rank() != c.output(0).shape.rank())
       return c.error("residual has shape ", r.to_string(), ", output ", c.output(0).shape.to_string());
   }
+  return Status::Ok();
+}
+
+// Permutes a known-rank shape: out[i] = in[perm[i]].
+Shape permute_shape(const Shape& in, const std::vector<size_t>& perm) {
+  if (!in.rank_known() || in.rank() != perm.size()) return in;
+  std::vector<Dim> d;
+  for (size_t p : perm) d.push_back(in.dims()[p]);
+  return Shape(d);
+}
+
+// NHWC -> NCHW (also KRSC -> KCRS) and back, for rank n.
+std::vector<size_t> to_channels_first(size_t n) {
+  std::vector<size_t> p = {0, n - 1};
+  for (size_t i = 1; i + 1 < n; ++i) p.push_back(i);
+  return p;
+}
+std::vector<size_t> to_channels_last(size_t n) {
+  std::vector<size_t> p = {0};
+  for (size_t i = 2; i < n; ++i) p.push_back(i);
+  p.push_back(1);
+  return p;
+}
+
+// channels_last = 1: X, R and Y are [N, spatial..., C] and W is [K, kernel..., C/group]; the
+// shapes are checked by Conv's inference on the channels-first view.
+Status infer_channels_last_conv(InferenceContext& c) {
+  if (c.attrs().get_int("transposed", 0) != 0) return c.error("channels_last needs transposed = 0");
+  std::vector<TensorType> types;
+  std::vector<const Tensor*> values;
+  size_t rank = c.input_shape(0).rank_known() ? c.input_shape(0).rank() : 0;
+  if (rank != 0 && rank < 3) return c.error("channels_last needs a rank >= 3 input, got ", c.input_shape(0).to_string());
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    TensorType t;
+    t.dtype = c.input_dtype(i);
+    t.shape = c.input_shape(i);
+    if (i != 2 && c.has_input(i) && rank) t.shape = permute_shape(t.shape, to_channels_first(rank));
+    types.push_back(t);
+    values.push_back(nullptr);
+  }
+  InferenceContext inner(c.node(), c.opset(), std::move(types), std::move(values));
+  INGOT_RETURN_IF_ERROR(delegate_to("Conv")(inner));
+  const TensorType& y = inner.output(0);
+  c.set_output(0, y.dtype, rank ? permute_shape(y.shape, to_channels_last(rank)) : y.shape);
   return Status::Ok();
 }
 
@@ -90,10 +137,18 @@ void register_fused_conv_gemm_ops(OpRegistry& r) {
                .attr("group", AttrType::kInt)
                .attr("transposed", AttrType::kInt)
                .attr("output_padding", AttrType::kInts)
-               .attr("output_shape", AttrType::kInts))
+               .attr("output_shape", AttrType::kInts)
+               .attr("channels_last", AttrType::kInt))
       .infer([](InferenceContext& c) -> Status {
         const int64_t transposed = c.attrs().get_int("transposed", 0);
         if (transposed != 0 && transposed != 1) return c.error("transposed must be 0 or 1, got ", transposed);
+        const int64_t channels_last = c.attrs().get_int("channels_last", 0);
+        if (channels_last != 0 && channels_last != 1)
+          return c.error("channels_last must be 0 or 1, got ", channels_last);
+        if (channels_last) {
+          INGOT_RETURN_IF_ERROR(infer_channels_last_conv(c));
+          return check_epilogue(c, 3);
+        }
         INGOT_RETURN_IF_ERROR(delegate_to(transposed ? "ConvTranspose" : "Conv")(c));
         return check_epilogue(c, 3);
       })

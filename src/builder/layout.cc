@@ -1,0 +1,206 @@
+// Copyright ingot authors. Apache-2.0.
+#include "builder/layout.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "ir/op_registry.h"
+#include "ir/verify.h"
+
+namespace ingot::builder {
+
+namespace {
+
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+
+bool is_conv(const ir::Node& n) {
+  if (n.domain().empty()) return n.op_type() == "Conv";
+  return n.domain() == "ingot" && n.op_type() == "FusedConv" && n.attrs().get_int("transposed", 0) == 0 &&
+         n.attrs().get_int("channels_last", 0) == 0;
+}
+
+class Layout {
+ public:
+  Layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport& r)
+      : g_(g), be_(be), mode_(mode), r_(r) {}
+
+  Status run() {
+    std::vector<ir::Node*> convs;
+    for (const auto& n : g_.nodes())
+      if (is_conv(*n)) convs.push_back(n.get());
+    for (ir::Node* n : convs) INGOT_RETURN_IF_ERROR(convert(*n));
+    if (r_.channels_last_convs == 0) return Status::Ok();
+    INGOT_RETURN_IF_ERROR(cancel_transpose_pairs());
+    for (const auto& [w, wk] : krsc_) {
+      (void)wk;
+      if (w->uses().empty()) g_.remove_initializer(w);  // only the KRSC copy is read now
+    }
+    INGOT_RETURN_IF_ERROR(g_.topological_sort());
+    INGOT_RETURN_IF_ERROR(ir::infer_graph(g_));
+    for (const auto& n : g_.nodes()) r_.reformats += n->op_type() == "Transpose" && created_.count(n.get());
+    return ir::verify_graph(g_);
+  }
+
+ private:
+  std::string unique(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; g_.find_value(name); ++k) name = base + "_" + std::to_string(k);
+    return name;
+  }
+
+  ir::Value* transposed(ir::Value* v, const std::vector<int64_t>& perm, const std::string& suffix) {
+    auto key = std::make_pair(v, perm);
+    auto it = transposes_.find(key);
+    if (it != transposes_.end()) return it->second;
+    const ir::Shape& in = v->shape();
+    ir::Shape out = ir::Shape::unknown_rank();
+    if (in.rank_known() && in.rank() == perm.size()) {
+      std::vector<ir::Dim> d;
+      for (int64_t p : perm) d.push_back(in.dims()[static_cast<size_t>(p)]);
+      out = ir::Shape(d);
+    }
+    ir::Value* t = g_.add_value(unique(v->name() + suffix), v->dtype(), out);
+    ir::Attributes a;
+    a.set_ints("perm", perm);
+    created_.insert(g_.add_node("Transpose", {v}, {t}, std::move(a), t->name()));
+    transposes_[key] = t;
+    return t;
+  }
+
+  bool eligible(const ir::Node& n) const {
+    const ir::Value* x = n.input(0);
+    const ir::Value* w = n.input(1);
+    if (!x || !w || !w->initializer() || !x->shape().rank_known() || x->shape().rank() != 4) return false;
+    if (w->initializer()->shape().size() != 4) return false;
+    DataType t = x->dtype();
+    if (mode_ == "auto") return t == DataType::kFloat16 || t == DataType::kBFloat16;
+    return is_float(t) && t != DataType::kFloat64;
+  }
+
+  bool has_real_tactic(const ir::Node& n) const {
+    std::vector<ir::TensorType> types;
+    for (const ir::Value* v : n.inputs()) {
+      ir::TensorType t;
+      if (v) {
+        t.dtype = v->dtype();
+        t.shape = v->shape();
+      }
+      types.push_back(t);
+    }
+    for (const auto& c : be_.candidates(n, types))
+      if (c->name() != "cuda.host_fallback") return true;
+    return false;
+  }
+
+  Status convert(ir::Node& n) {
+    if (!eligible(n)) return Status::Ok();
+    ir::Value* x = n.input(0);
+    ir::Value* w = n.input(1);
+    ir::Value* b = n.input(2);
+    ir::Value* r = n.input(3);
+    ir::Value* y = n.output(0);
+    // Weights KCRS -> KRSC, once per weight.
+    ir::Value* wk = nullptr;
+    auto wi = krsc_.find(w);
+    if (wi != krsc_.end()) {
+      wk = wi->second;
+    } else {
+      INGOT_ASSIGN_OR_RETURN(Tensor data, permute_dims(*w->initializer(), {0, 2, 3, 1}));
+      wk = g_.add_initializer(unique(w->name() + "/krsc"), std::move(data));
+      krsc_[w] = wk;
+    }
+    ir::Attributes attrs;
+    for (const auto& [k, a] : n.attrs().all()) attrs.set(k, a);
+    attrs.set_int("channels_last", 1);
+    std::vector<ir::Dim> yd;
+    if (y->shape().rank_known() && y->shape().rank() == 4)
+      for (int64_t p : kToNhwc) yd.push_back(y->shape().dims()[static_cast<size_t>(p)]);
+    ir::Value* yt = g_.add_value(unique(y->name() + "/nhwc"), y->dtype(),
+                                 yd.empty() ? ir::Shape::unknown_rank() : ir::Shape(yd));
+    ir::Value* xt = transposed(x, kToNhwc, "/nhwc");
+    ir::Value* rt = r ? transposed(r, kToNhwc, "/nhwc") : nullptr;
+    std::vector<ir::Value*> ins = {xt, wk, b};
+    if (r) ins.push_back(rt);
+    while (!ins.empty() && !ins.back()) ins.pop_back();
+    ir::Node* nc = g_.add_node("FusedConv", ins, {yt}, std::move(attrs), n.name(), "ingot");
+    for (const std::string& o : n.origins()) nc->add_origin(o);
+    if (n.origins().empty()) nc->add_origin(n.name());
+    if (!has_real_tactic(*nc)) {
+      // Roll back: the backend would run this layout on the host.
+      INGOT_RETURN_IF_ERROR(g_.remove_node(nc));
+      return Status::Ok();
+    }
+    ir::Value* back = transposed(yt, kToNchw, "/nchw");
+    g_.replace_all_uses(y, back);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(&n));
+    std::string name = y->name();
+    g_.rename_value(y, unique(name + "/replaced"));
+    g_.rename_value(back, name);
+    ++r_.channels_last_convs;
+    return Status::Ok();
+  }
+
+  // Transpose(Transpose(v, p1), p2) with p1 o p2 = identity reads v directly.
+  Status cancel_transpose_pairs() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (const auto& n : g_.nodes()) {
+        if (n->op_type() != "Transpose" || !n->domain().empty() || !n->input(0) || !n->output(0)) continue;
+        const ir::Node* p = n->input(0)->producer();
+        if (!p || p->op_type() != "Transpose" || !p->domain().empty() || !p->input(0)) continue;
+        std::vector<int64_t> p1 = p->attrs().get_ints("perm"), p2 = n->attrs().get_ints("perm");
+        if (p1.empty() || p1.size() != p2.size()) continue;
+        bool identity = true;
+        for (size_t j = 0; j < p2.size(); ++j)
+          identity &= p2[j] >= 0 && static_cast<size_t>(p2[j]) < p1.size() && p1[static_cast<size_t>(p2[j])] == static_cast<int64_t>(j);
+        ir::Value* out = n->output(0);
+        bool is_output = false;
+        for (const ir::Value* o : g_.outputs()) is_output |= o == out;
+        if (!identity || is_output || out->uses().empty()) continue;
+        g_.replace_all_uses(out, p->input(0));
+        changed = true;
+      }
+      // Drop transposes nobody reads any more.
+      bool removed = true;
+      while (removed) {
+        removed = false;
+        for (const auto& n : g_.nodes()) {
+          if (n->op_type() != "Transpose" || !created_.count(n.get())) continue;
+          ir::Value* out = n->output(0);
+          bool is_output = false;
+          for (const ir::Value* o : g_.outputs()) is_output |= o == out;
+          if (!out->uses().empty() || is_output) continue;
+          created_.erase(n.get());
+          INGOT_RETURN_IF_ERROR(g_.remove_node(n.get()));
+          removed = true;
+          break;
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  ir::Graph& g_;
+  const backend::Backend& be_;
+  std::string mode_;
+  LayoutReport& r_;
+  std::map<std::pair<ir::Value*, std::vector<int64_t>>, ir::Value*> transposes_;
+  std::map<ir::Value*, ir::Value*> krsc_;
+  std::set<const ir::Node*> created_;
+};
+
+}  // namespace
+
+Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report) {
+  LayoutReport local;
+  if (mode == "nchw") return Status::Ok();
+  if (mode != "auto" && mode != "nhwc")
+    return invalid_argument("conv layout must be auto, nhwc or nchw, got '", mode, "'");
+  Layout l(g, be, mode, report ? *report : local);
+  return l.run();
+}
+
+}  // namespace ingot::builder

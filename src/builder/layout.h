@@ -1,0 +1,31 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Layout selection: 2-D convolutions may run channels-last (NHWC activations, KRSC weights),
+// the layout tensor-core convolution kernels read. The pass rewrites each eligible Conv /
+// ingot::FusedConv into FusedConv{channels_last=1} between Transposes, converts its weights once,
+// then cancels every Transpose pair that undoes itself, so a chain of convolutions (and their
+// fused bias/residual/activation epilogues) stays channels-last end to end and reformats remain
+// only where the region meets a channels-first op. The remaining reformats are ordinary
+// Transpose steps, visible in the engine's layer list.
+//
+// Modes: "auto" turns a conv channels-last when it computes in fp16/bf16 and the backend has a
+// real (not host-fallback) tactic for the channels-last node; "nhwc" does it for every 2-D float
+// conv the backend can run that way; "nchw" leaves layouts alone.
+#pragma once
+
+#include <string>
+
+#include "backend/tactic.h"
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace ingot::builder {
+
+struct LayoutReport {
+  int channels_last_convs = 0;  ///< convolutions now channels-last
+  int reformats = 0;            ///< Transpose steps left at region boundaries
+};
+
+Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report);
+
+}  // namespace ingot::builder
