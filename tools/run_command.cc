@@ -35,6 +35,8 @@ struct RunOptions {
   std::map<std::string, std::string> input_files;      // --load-inputs name:file.npy
   std::string save_outputs;                            // --save-outputs DIR
   std::string onnx;                                    // --onnx FILE: the model an engine was built from
+  BuilderConfig build;                                 // builder flags for an .onnx built on the fly
+  bool build_flag_given = false;
   uint64_t seed = 1;
   BenchmarkOptions bench;
 };
@@ -155,7 +157,7 @@ Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt, const std
         return Status(StatusCode::kInvalidArgument, "--shapes names '" + name + "', which is not an input of the model");
     }
   if (opt.reference) return std::unique_ptr<ModelRunner>(new ReferenceRunner(std::move(model).value()));
-  BuilderConfig config;
+  BuilderConfig config = opt.build;
   OptimizationProfile profile;
   bool any_open = false;
   for (const TensorInfo& in : (*model)->inputs()) {
@@ -203,7 +205,9 @@ void run_help() {
                "  --seed N                    seed for random inputs (default 1)\n"
                "  --onnx MODEL.onnx           the model an engine was built from: its weight shapes give the\n"
                "                              profile's FLOPs and bytes of Conv steps and of every weight read\n"
-               "\nbenchmarking (engines; the interpreter takes only --iterations):\n";
+               "\nbuilding (an .onnx is built into an engine first; as ingot build):\n"
+            << build_flags_help()
+            << "\nbenchmarking (engines; the interpreter takes only --iterations):\n";
   benchmark_help(std::cout);
 }
 
@@ -227,6 +231,15 @@ int run_command(const std::vector<std::string>& args) {
       return 2;
     }
     if (bench == FlagParse::kOk) continue;
+    BuildFlag bf = parse_build_flag(args, i, opt.build, err);
+    if (bf == BuildFlag::kError) {
+      std::cerr << "ingot run: " << err << "\n";
+      return 2;
+    }
+    if (bf == BuildFlag::kOk) {
+      opt.build_flag_given = true;
+      continue;
+    }
     if (a == "-h" || a == "--help") {
       run_help();
       return 0;
@@ -284,6 +297,11 @@ int run_command(const std::vector<std::string>& args) {
   const char* available = "cpu";
   bool backend_ok = opt.backend == "cpu";
 #endif
+  if (opt.build_flag_given && (ends_with(opt.model, ".engine") || opt.reference)) {
+    std::cerr << "ingot run: builder flags (precision, --opt-level, --timing-cache, ...) apply only when an .onnx is "
+                 "built into an engine\n";
+    return 2;
+  }
   if (!opt.onnx.empty() && !ends_with(opt.model, ".engine")) {
     std::cerr << "ingot run: --onnx names the model an engine was built from; '" << opt.model
               << "' is not an .engine (an .onnx gives its shapes itself)\n";
