@@ -21,6 +21,9 @@ gpu_rc=$?
   > "$OUT/conformance_cuda.log" 2>&1
 "$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda --in-process -v > "$OUT/models_cuda.log" 2>&1
 "$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda --in-process -v >> "$OUT/models_cuda.log" 2>&1
+# fp16 engines (reduced precision, channels-last convs) of the same models: cosine >= 0.9999.
+"$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda --fp16 --in-process -v > "$OUT/models_cuda_fp16.log" 2>&1
+"$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda --fp16 --in-process -v >> "$OUT/models_cuda_fp16.log" 2>&1
 
 python3 tests/cli/test_cuda_cli.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda.log" 2>&1
 python3 tests/cli/test_cuda_profile.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda_profile.log" 2>&1
@@ -32,6 +35,7 @@ grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | head -20
 echo "node suite through CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda.log"
 grep -E "^FAIL " "$OUT/conformance_cuda.log" | head -25
 echo "models through CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda.log"
+echo "models through fp16 CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda_fp16.log"
 # The benchmark against PyTorch (bench/harness.py), when asked: INGOT_BENCH=1 [INGOT_BENCH_MINUTES=N].
 if [ "${INGOT_BENCH:-0}" = 1 ]; then
   echo "== benchmark =="

@@ -179,8 +179,23 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     }
     auto all = be->candidates(*node, types);
     std::vector<std::unique_ptr<backend::Tactic>> cands;
-    for (auto& t : all)
-      if (options.tune.tf32 || !t->uses_tf32()) cands.push_back(std::move(t));
+    std::vector<Shape64> max_in;
+    for (const ir::Value* v : node->inputs()) {
+      auto it = v ? max_states[0].shapes.find(v) : max_states[0].shapes.end();
+      max_in.push_back(it != max_states[0].shapes.end() ? it->second : Shape64{});
+    }
+    // TF32 only when allowed; scratch within the configured limit (unless nothing else runs it).
+    std::vector<std::unique_ptr<backend::Tactic>> over_limit;
+    for (auto& t : all) {
+      if (!options.tune.tf32 && t->uses_tf32()) continue;
+      if (t->workspace_bytes(*node, max_in) > options.tune.workspace_limit) over_limit.push_back(std::move(t));
+      else cands.push_back(std::move(t));
+    }
+    if (cands.empty() && !over_limit.empty()) {
+      rep.notes.push_back(node->describe() + ": every tactic needs more scratch than the workspace limit; using " +
+                          over_limit[0]->name());
+      cands.push_back(std::move(over_limit[0]));
+    }
     rep.tactics_considered += static_cast<int>(cands.size());
     if (cands.empty())
       return unsupported("backend '", be->name(), "' has no tactic for ", node->describe());
@@ -207,11 +222,6 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     s.node = node.get();
     s.tactic = cands[chosen]->name();
     s.params = cands[chosen]->serialize();
-    std::vector<Shape64> max_in;
-    for (const ir::Value* v : node->inputs()) {
-      auto it = v ? max_states[0].shapes.find(v) : max_states[0].shapes.end();
-      max_in.push_back(it != max_states[0].shapes.end() ? it->second : Shape64{});
-    }
     s.workspace_bytes = cands[chosen]->workspace_bytes(*node, max_in);
     plan.memory.workspace_bytes = std::max(plan.memory.workspace_bytes, s.workspace_bytes);
     if (node->origins().size() > 1) ++rep.fused_steps;

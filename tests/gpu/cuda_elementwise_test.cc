@@ -308,6 +308,13 @@ TEST_F(CudaElementwiseTest, Transpose) {
       {{33, 65}, "[1,0]"},
       {{1027}, ""},
       {{}, ""},
+      // Batched 2-D transposes (the tiled kernel): NCHW <-> NHWC reformats, tile edges.
+      {{2, 37, 5, 7}, "[0,2,3,1]"},
+      {{3, 5, 7, 37}, "[0,3,1,2]"},
+      {{1, 64, 56, 56}, "[0,2,3,1]"},
+      {{1, 56, 56, 64}, "[0,3,1,2]"},
+      {{1, 1, 33, 65}, "[0,1,3,2]"},
+      {{4, 96, 31}, "[0,2,1]"},
   };
   std::mt19937 perm_rng(5);
   for (int i = 0; i < 8; ++i) {

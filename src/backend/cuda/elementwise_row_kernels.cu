@@ -2,7 +2,8 @@
 //
 // Row-wise kernels of the elementwise family: Softmax (one block per row when the axis is the
 // innermost dim, one thread per column otherwise), LayerNormalization (one block per row) and
-// Transpose (one thread per output element). Reductions run in fp32 with warp shuffles and one
+// Transpose (a tiled kernel for batched 2-D transposes such as NCHW <-> NHWC, else one thread per
+// output element). Reductions run in fp32 with warp shuffles and one
 // shared-memory slot per warp. Rows are re-read from global memory for each pass (they sit in
 // L1/L2 for the sizes these models use).
 #include <cmath>
@@ -123,6 +124,28 @@ __global__ void transpose_kernel(const E* x, E* y, int64_t n, BroadcastDesc d) {
   }
 }
 
+// Batched matrix transpose [B, M, N] -> [B, N, M] through a 32x33 shared tile: reads and writes
+// are both coalesced (NCHW <-> NHWC reformats are this shape with M, N = C, H*W).
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;
+template <class E>
+__global__ void transpose_tiled_kernel(const E* x, E* y, int64_t m, int64_t n) {
+  __shared__ E tile[kTile][kTile + 1];
+  const int64_t b = blockIdx.z;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile, m0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const E* xb = x + b * m * n;
+  E* yb = y + b * m * n;
+  for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+    const int64_t mi = m0 + r, ni = n0 + threadIdx.x;
+    if (mi < m && ni < n) tile[r][threadIdx.x] = xb[mi * n + ni];
+  }
+  __syncthreads();
+  for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+    const int64_t ni = n0 + r, mi = m0 + threadIdx.x;
+    if (mi < m && ni < n) yb[ni * m + mi] = tile[threadIdx.x][r];
+  }
+}
+
 /// Threads per row: the row length rounded up to a warp multiple, 32..1024.
 unsigned row_threads(int64_t len) {
   int64_t t = 32;
@@ -170,6 +193,40 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
                              const int64_t* in_strides, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (rank < 0 || rank > kMaxDims) return cudaErrorInvalidValue;
+  // Merge output dims that are contiguous in the input too; a batched 2-D transpose is left
+  // ([B, N, M] out of a contiguous [B, M, N]) for the tiled kernel.
+  int64_t md[kMaxDims], ms[kMaxDims];
+  int32_t mr = 0;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (out_dims[i] == 1) continue;
+    if (mr > 0 && ms[mr - 1] == in_strides[i] * out_dims[i]) {
+      md[mr - 1] *= out_dims[i];
+      ms[mr - 1] = in_strides[i];
+    } else {
+      md[mr] = out_dims[i];
+      ms[mr] = in_strides[i];
+      ++mr;
+    }
+  }
+  int64_t tb = 0, tm = 0, tn = 0;
+  if (mr == 2 && ms[1] == md[0] && ms[0] == 1) {
+    tb = 1, tn = md[0], tm = md[1];
+  } else if (mr == 3 && ms[1] == 1 && ms[2] == md[1] && ms[0] == md[1] * md[2]) {
+    tb = md[0], tn = md[1], tm = md[2];
+  }
+  if (tb > 0 && tb <= 65535 && (tm + ew::kTile - 1) / ew::kTile <= 65535) {
+    dim3 grid(static_cast<unsigned>((tn + ew::kTile - 1) / ew::kTile), static_cast<unsigned>((tm + ew::kTile - 1) / ew::kTile),
+              static_cast<unsigned>(tb));
+    dim3 block(ew::kTile, ew::kTileRows);
+    switch (element_bytes) {
+      case 1: ew::transpose_tiled_kernel<uint8_t><<<grid, block, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), tm, tn); break;
+      case 2: ew::transpose_tiled_kernel<uint16_t><<<grid, block, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), tm, tn); break;
+      case 4: ew::transpose_tiled_kernel<uint32_t><<<grid, block, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), tm, tn); break;
+      case 8: ew::transpose_tiled_kernel<uint64_t><<<grid, block, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), tm, tn); break;
+      default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
   BroadcastDesc d;
   d.rank = rank;
   for (int32_t i = 0; i < rank; ++i) {
