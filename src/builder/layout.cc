@@ -1,6 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 #include "builder/layout.h"
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <vector>
@@ -33,10 +34,20 @@ class Layout {
     for (ir::Node* n : convs) INGOT_RETURN_IF_ERROR(convert(*n));
     if (r_.channels_last_convs == 0) return Status::Ok();
     INGOT_RETURN_IF_ERROR(cancel_transpose_pairs());
+    // Move the remaining channels-first islands (global pooling, elementwise ops between convs)
+    // into the region, so more pairs meet and cancel.
+    for (int moves = 0; moves < 100000; ++moves) {
+      INGOT_ASSIGN_OR_RETURN(bool moved, sink_transposes());
+      if (!moved) break;
+      INGOT_RETURN_IF_ERROR(g_.topological_sort());
+      INGOT_RETURN_IF_ERROR(cancel_transpose_pairs());
+    }
     for (const auto& [w, wk] : krsc_) {
       (void)wk;
       if (w->uses().empty()) g_.remove_initializer(w);  // only the KRSC copy is read now
     }
+    for (ir::Value* c : replaced_constants_)
+      if (c->uses().empty()) g_.remove_initializer(c);  // an NHWC copy replaced it
     INGOT_RETURN_IF_ERROR(g_.topological_sort());
     INGOT_RETURN_IF_ERROR(ir::infer_graph(g_));
     for (const auto& n : g_.nodes()) r_.reformats += n->op_type() == "Transpose" && created_.count(n.get());
@@ -142,6 +153,112 @@ class Layout {
     return Status::Ok();
   }
 
+  // A value made by one of our NHWC -> NCHW transposes: its NHWC source, else nullptr.
+  ir::Value* nhwc_source(const ir::Value* v) const {
+    const ir::Node* p = v ? v->producer() : nullptr;
+    if (!p || !created_.count(p) || p->attrs().get_ints("perm") != kToNchw) return nullptr;
+    return p->input(0);
+  }
+
+  static bool is_sinkable_elementwise(const ir::Node& n) {
+    static const std::set<std::string> kOps = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu",
+                                               "Clip", "Add", "Sub", "Mul", "Div", "Max", "Min", "Erf", "Abs",
+                                               "Neg", "Sqrt", "Exp", "Softplus", "Elu", "Selu", "Gelu"};
+    return n.domain().empty() && kOps.count(n.op_type()) && n.outputs().size() == 1 && n.output(0);
+  }
+
+  ir::Value* to_nchw_after(ir::Value* nhwc, ir::Value* old_out) {
+    ir::Value* back = transposed(nhwc, kToNchw, "/nchw");
+    g_.replace_all_uses(old_out, back);
+    return back;
+  }
+
+  void adopt_name(ir::Value* old_out, ir::Value* back) {
+    std::string name = old_out->name();
+    g_.rename_value(old_out, unique(name + "/replaced"));
+    g_.rename_value(back, name);
+  }
+
+  Result<bool> sink_transposes() {
+    std::vector<ir::Node*> nodes;
+    for (const auto& n : g_.nodes()) nodes.push_back(n.get());
+    for (ir::Node* n : nodes) {
+      if (!n->domain().empty() || !n->output(0) || n->outputs().size() != 1) continue;
+      // GlobalAveragePool / GlobalMaxPool of an NCHW view: a reduction over the NHWC source's H, W.
+      if ((n->op_type() == "GlobalAveragePool" || n->op_type() == "GlobalMaxPool") && n->inputs().size() == 1) {
+        ir::Value* src = nhwc_source(n->input(0));
+        if (!src || !src->shape().rank_known() || src->shape().rank() != 4) continue;
+        const ir::Shape& ss = src->shape();
+        ir::Value* r = g_.add_value(unique(n->output(0)->name() + "/nhwc"), src->dtype(),
+                                    ir::Shape({ss[0], ir::Dim(1), ir::Dim(1), ss[3]}));
+        const char* op = n->op_type() == "GlobalAveragePool" ? "ReduceMean" : "ReduceMax";
+        const int64_t opset = g_.opset("");
+        ir::Attributes a;
+        a.set_int("keepdims", 1);
+        std::vector<ir::Value*> ins = {src};
+        if (opset >= 18) {  // axes became an input in opset 18
+          ir::Value* axes = g_.add_initializer(unique(r->name() + "/axes"),
+                                               Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {1, 2}));
+          ins.push_back(axes);
+        } else {
+          a.set_ints("axes", {1, 2});
+        }
+        g_.add_node(op, ins, {r}, std::move(a), n->name());
+        ir::Value* old_out = n->output(0);
+        ir::Value* back = to_nchw_after(r, old_out);
+        INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+        adopt_name(old_out, back);
+        return true;
+      }
+      if (!is_sinkable_elementwise(*n)) continue;
+      const ir::Value* y = n->output(0);
+      if (!y->shape().rank_known() || y->shape().rank() != 4) continue;
+      bool any = false, ok = true;
+      for (const ir::Value* v : n->inputs()) {
+        if (!v) continue;
+        if (nhwc_source(v)) {
+          any = true;
+          ok &= v->uses().size() == 1;  // else the transpose stays, and one more would follow
+        } else if (!(v->initializer() && v->initializer()->rank() <= 4 && v->initializer()->dtype() != DataType::kString))
+          ok = false;
+      }
+      if (!any || !ok) continue;
+      std::vector<ir::Value*> ins;
+      for (ir::Value* v : n->inputs()) {
+        if (!v) {
+          ins.push_back(nullptr);
+        } else if (ir::Value* src = nhwc_source(v)) {
+          ins.push_back(src);
+        } else if (v->initializer()->rank() == 0 || v->initializer()->numel() == 1) {
+          ins.push_back(v);  // a scalar broadcasts the same in any layout
+        } else {
+          // Constant broadcast in NCHW: lift to rank 4, permute to NHWC.
+          const Tensor& c = *v->initializer();
+          Shape64 full(4 - c.rank(), 1);
+          full.insert(full.end(), c.shape().begin(), c.shape().end());
+          Tensor lifted = c;  // same data, rank-4 view
+          INGOT_ASSIGN_OR_RETURN(Tensor reshaped, Tensor::zeros(c.dtype(), full));
+          std::memcpy(reshaped.mutable_raw(), lifted.raw(), c.nbytes());
+          INGOT_ASSIGN_OR_RETURN(Tensor perm, permute_dims(reshaped, {0, 2, 3, 1}));
+          ins.push_back(g_.add_initializer(unique(v->name() + "/nhwc"), std::move(perm)));
+          replaced_constants_.insert(v);
+        }
+      }
+      const ir::Shape& ys = y->shape();
+      ir::Value* out = g_.add_value(unique(y->name() + "/nhwc"), y->dtype(), ir::Shape({ys[0], ys[2], ys[3], ys[1]}));
+      ir::Attributes attrs;
+      for (const auto& [k, a] : n->attrs().all()) attrs.set(k, a);
+      ir::Node* m = g_.add_node(n->op_type(), ins, {out}, std::move(attrs), n->name());
+      for (const std::string& o : n->origins()) m->add_origin(o);
+      ir::Value* old_out = n->output(0);
+      ir::Value* back = to_nchw_after(out, old_out);
+      INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+      adopt_name(old_out, back);
+      return true;
+    }
+    return false;
+  }
+
   // Transpose(Transpose(v, p1), p2) with p1 o p2 = identity reads v directly.
   Status cancel_transpose_pairs() {
     bool changed = true;
@@ -190,6 +307,7 @@ class Layout {
   std::map<std::pair<ir::Value*, std::vector<int64_t>>, ir::Value*> transposes_;
   std::map<ir::Value*, ir::Value*> krsc_;
   std::set<const ir::Node*> created_;
+  std::set<ir::Value*> replaced_constants_;
 };
 
 }  // namespace

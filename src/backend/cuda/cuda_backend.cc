@@ -173,6 +173,9 @@ class CudaBackend : public Backend {
     families_.push_back(pool_family());
     families_.push_back(reduce_family());
     families_.push_back(data_movement_family());
+    families_.push_back(norm_family());
+    families_.push_back(quant_family());
+    families_.push_back(attention_family());
     families_.push_back(elementwise_family());
   }
   std::string name() const override { return "cuda"; }

@@ -34,6 +34,12 @@ struct TacticFamily {
 
 TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
 TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
+TacticFamily attention_family();    // attention_tactics.cc: Attention, ingot::Attention
+TacticFamily pool_family();          // pool_tactics.cc: MaxPool, AveragePool, GlobalMax/AveragePool
+TacticFamily reduce_family();        // reduce_tactics.cc: Reduce*, ArgMax, ArgMin
+TacticFamily data_movement_family(); // data_movement_tactics.cc: Reshape..Shape, Concat, Slice, Gather, Pad, ...
+TacticFamily norm_family();          // norm_tactics.cc: RMSNormalization, GroupNormalization
+TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8)
 #ifdef INGOT_WITH_CUDNN
 TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv
 #endif

@@ -1,0 +1,142 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The cuda reduction family against the CPU reference (cpu::run_node on the same host inputs):
+// every Reduce* op over inner, outer, middle, split and all axes (attribute form and initializer
+// input form, keepdims both ways, negative axes, noop_with_empty_axes), shapes that take the
+// thread-, warp- and block-per-output paths, and ArgMax/ArgMin with ties and select_last_index,
+// in f32/f16/bf16. Also which nodes the family refuses.
+#include <string>
+#include <vector>
+
+#include "op_case_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using backend::cuda::reduce_family;
+
+constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+
+class CudaReduceTest : public OpCaseTest {};
+
+struct Axes {
+  Shape64 x;
+  std::vector<int64_t> axes;  // empty: all
+};
+
+const Axes kAxes[] = {
+    {{4, 128, 768}, {-1}},     // BERT's LayerNorm mean (warp per output)
+    {{2, 64, 7, 7}, {2, 3}},   // spatial mean
+    {{3, 37, 11}, {1}},        // middle axis (thread per output)
+    {{5, 9, 6}, {0, 2}},       // split axes
+    {{7, 13}, {}},             // all
+    {{3, 20000}, {1}},         // long rows (block per output)
+    {{1, 1, 5}, {0}},          // unit dims only
+    {{6, 1, 17}, {-3, 1}},     // negative axes and a unit reduced dim
+    {{2, 3, 4, 5, 6}, {1, 3}},
+};
+
+std::string axes_attr(const std::vector<int64_t>& axes) {
+  std::string s = "axes=[";
+  for (size_t i = 0; i < axes.size(); ++i) s += (i ? ", " : "") + std::to_string(axes[i]);
+  return s + "]";
+}
+
+// Sums of positive data keep the relative error of an fp32 accumulation small; Prod runs on
+// values near 1 so long products neither overflow nor vanish.
+struct OpRange {
+  const char* op;
+  const char* tactic;
+  double lo, hi;
+};
+const OpRange kOps[] = {
+    {"ReduceSum", "reducesum", 0.5, 2.0},         {"ReduceMean", "reducemean", -2.0, 2.0},
+    {"ReduceMax", "reducemax", -3.0, 3.0},        {"ReduceMin", "reducemin", -3.0, 3.0},
+    {"ReduceProd", "reduceprod", 0.999, 1.001},   {"ReduceSumSquare", "reducesumsquare", 0.5, 2.0},
+    {"ReduceL1", "reducel1", -2.0, 2.0},          {"ReduceL2", "reducel2", -2.0, 2.0},
+    {"ReduceLogSum", "reducelogsum", 0.5, 2.0},   {"ReduceLogSumExp", "reducelogsumexp", -3.0, 3.0},
+};
+
+// fp32 accumulation over 20000 elements rounds 20000 times: about 5e-6 relative (one sigma)
+// against the reference's double accumulation, so fp32 gets 5e-5 here.
+Tolerance reduce_tolerance(DataType t) {
+  if (t == DataType::kFloat32) return {5e-5, 1e-5};
+  return tolerance_for(t);
+}
+
+TEST_F(CudaReduceTest, AxesAsInput) {
+  for (const OpRange& op : kOps) {
+    for (DataType t : kFloatTypes) {
+      const Tolerance tol = reduce_tolerance(t);
+      for (const Axes& a : kAxes) {
+        // ReduceMean over the mixed-sign data is near zero: compare it absolutely.
+        Tolerance use = tol;
+        if (std::string(op.op) == "ReduceMean") use.abs = t == DataType::kFloat32 ? 1e-5 : 1e-2;
+        for (int keep : {1, 0}) {
+          std::vector<Operand> ins = {input(t, a.x)};
+          if (!a.axes.empty()) ins.push_back(initializer(i64s(a.axes)));
+          check(reduce_family(), 18, ins, std::string(op.op) + " {keepdims=" + std::to_string(keep) + "}",
+                std::string("cuda.reduce.") + op.tactic, 1, op.lo, op.hi, &use);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaReduceTest, AxesAsAttributeBeforeOpset18) {
+  for (DataType t : kFloatTypes) {
+    const Tolerance tol = reduce_tolerance(t);
+    check(reduce_family(), 13, {input(t, {3, 37, 11})}, "ReduceMax {axes=[-2], keepdims=0}", "cuda.reduce.reducemax",
+          1, -3, 3, &tol);
+    check(reduce_family(), 17, {input(t, {4, 9, 130})}, "ReduceMean {" + axes_attr({-1}) + "}",
+          "cuda.reduce.reducemean", 1, 0.5, 2, &tol);
+    check(reduce_family(), 11, {input(t, {2, 5, 6})}, "ReduceSum {axes=[0, 2]}", "cuda.reduce.reducesum", 1, 0.5, 2,
+          &tol);
+    check(reduce_family(), 17, {input(t, {5, 7})}, "ReduceL2", "cuda.reduce.reducel2", 1, -2, 2, &tol);
+  }
+}
+
+TEST_F(CudaReduceTest, NoopWithEmptyAxes) {
+  for (DataType t : kFloatTypes) {
+    const Tolerance tol = reduce_tolerance(t);
+    check(reduce_family(), 18, {input(t, {3, 5})}, "ReduceSumSquare {noop_with_empty_axes=1}",
+          "cuda.reduce.reducesumsquare", 1, -2, 2, &tol);
+    check(reduce_family(), 18, {input(t, {3, 5}), omitted()}, "ReduceMax {noop_with_empty_axes=1}",
+          "cuda.reduce.reducemax", 1, -2, 2, &tol);
+  }
+}
+
+TEST_F(CudaReduceTest, ArgMaxArgMin) {
+  const std::vector<std::pair<Shape64, int64_t>> cases = {
+      {{4, 30522}, -1}, {{3, 7, 5}, 1}, {{6, 33}, 1}, {{6, 33}, 0}, {{2, 3, 4, 5}, -2}, {{9}, 0}};
+  for (DataType t : kFloatTypes) {
+    for (const auto& [shape, axis] : cases) {
+      for (const char* op : {"ArgMax", "ArgMin"}) {
+        const std::string want = std::string("cuda.reduce.") + (op[3] == 'M' && op[4] == 'a' ? "argmax" : "argmin");
+        for (int keep : {1, 0}) {
+          for (int last : {0, 1}) {
+            const std::string attrs = " {axis=" + std::to_string(axis) + ", keepdims=" + std::to_string(keep) +
+                                      ", select_last_index=" + std::to_string(last) + "}";
+            check(reduce_family(), 13, {input(t, shape)}, op + attrs, want);
+            // Few distinct values: many ties, so the tie rule decides.
+            Tensor x = random_tensor(t, shape, rng_, -3, 3);
+            for (int64_t i = 0; i < x.numel(); ++i)
+              x.set_f64(i, static_cast<double>(static_cast<int64_t>(x.get_f64(i))));
+            check(reduce_family(), 13, {input(x)}, op + attrs, want);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaReduceTest, RefusesWhatItDoesNotHandle) {
+  // Integer input, axes from a computed tensor, rank above 6.
+  refuses(reduce_family(), 18, {input(DataType::kInt64, {3, 4}), initializer(i64s({1}))}, "ReduceSum");
+  refuses(reduce_family(), 18, {input(DataType::kFloat32, {3, 4}), input(DataType::kInt64, {1})}, "ReduceSum");
+  refuses(reduce_family(), 18, {input(DataType::kFloat32, {1, 2, 1, 2, 1, 2, 3})}, "ReduceMax");
+  refuses(reduce_family(), 13, {input(DataType::kInt32, {3, 4})}, "ArgMax");
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
