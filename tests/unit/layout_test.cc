@@ -90,7 +90,10 @@ TEST(LayoutModels, ChannelsLastRegionsMatchChannelsFirstEngines) {
     ASSERT_TRUE(b.ok()) << entry.path() << ": " << b.status().to_string();
     if (b->summary.channels_last_convs == 0) continue;
     ++with_convs;
-    EXPECT_EQ(a->summary.weight_bytes, b->summary.weight_bytes) << entry.path() << ": weights stored twice";
+    // Conv weights once (the KRSC copy replaces the KCRS one); only small constants are added
+    // (the axes of reductions that replace global pooling: 64 bytes each, aligned).
+    EXPECT_GE(b->summary.weight_bytes, a->summary.weight_bytes) << entry.path();
+    EXPECT_LE(b->summary.weight_bytes, a->summary.weight_bytes + 1024) << entry.path() << ": weights stored twice";
     int transposes = 0;
     for (const LayerDesc& l : b->layers) transposes += l.op == "Transpose";
     EXPECT_EQ(transposes, b->summary.layout_reformats);
