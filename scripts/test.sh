@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every CPU test: unit tests, the ONNX node conformance suite (on the interpreter and
 # through engines), whole models against onnxruntime, the CLI end to end, the install /
-# find_package check, and 60 s each of fuzzing the ONNX importer and the engine loader.
+# find_package check, and 60 s each of fuzzing the ONNX importer, the engine loader and the
+# server's infer-request parser.
 # GPU tests (ctest label "gpu") skip themselves without a GPU.
 # Usage: scripts/test.sh        (expects scripts/setup.sh to have built ./build)
 set -euo pipefail
@@ -14,7 +15,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request
 
 # Fuzzing: seed corpus = the ONNX node conformance models.
 python3 tests/conformance/generate_node_data.py -o build-fuzz/onnx-node-tests >/dev/null
@@ -50,5 +51,38 @@ fi
 tail -n 6 build-fuzz/engine.log
 echo "fuzz: engine loader, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/engine.log)"
 grep -m 5 'runtime error' build-fuzz/engine.log || true
+
+# The KServe v2 request parser of `ingot serve`: seeds are small JSON and binary-tensor requests.
+rcorpus=build-fuzz/request-corpus
+rm -rf "$rcorpus" && mkdir -p "$rcorpus"
+python3 - "$rcorpus" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+seeds = {
+    "json": {"id": "a", "inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP32", "data": [[1, 2, 3], [4, 5, 6]]},
+                                   {"name": "k", "shape": [2, 2], "datatype": "INT64", "data": [1, -2, 3, 4]}],
+             "outputs": [{"name": "y", "parameters": {"binary_data": True}}]},
+    "types": {"inputs": [{"name": "b", "shape": [3], "datatype": "BOOL", "data": [True, False, True]},
+                         {"name": "u", "shape": [1], "datatype": "UINT8", "data": [255]}],
+              "parameters": {"binary_data_output": True, "timeout": 100}},
+}
+for name, doc in seeds.items():
+    open(os.path.join(d, name), "wb").write(json.dumps(doc).encode())
+head = json.dumps({"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32",
+                               "parameters": {"binary_data_size": 8}}]}).encode()
+# First byte >= 0x80: the next two bytes are Inference-Header-Content-Length (see the target).
+open(os.path.join(d, "binary"), "wb").write(b"\x80" + struct.pack("<H", len(head)) + head + b"abcdefgh")
+PY
+cp tests/fuzz/regressions/request_* "$rcorpus/" 2>/dev/null || true
+echo "fuzz: infer request parser, $(ls "$rcorpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
+if ! build-fuzz/tests/fuzz/fuzz_infer_request "$rcorpus" -max_total_time="$FUZZ_SECONDS" -max_len=16384 \
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/request.log 2>&1; then
+  tail -n 60 build-fuzz/request.log
+  echo "fuzz: the infer-request fuzzer found a crash or memory error (input saved under build-fuzz/)"
+  exit 1
+fi
+tail -n 6 build-fuzz/request.log
+echo "fuzz: infer request parser, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/request.log)"
+grep -m 5 'runtime error' build-fuzz/request.log || true
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -1,0 +1,103 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The dynamic batcher of one model version: a bounded queue of requests and one worker thread
+// per instance (an ExecutionContext). A worker forms a batch from queued requests whose
+// non-batch dims agree, once it reaches the largest preferred size (or max_batch_size) or once
+// the oldest request has waited max_queue_delay; it concatenates their inputs along the batch
+// dim, runs the engine once and splits the outputs back in order.
+//
+// Guarantees: every accepted request gets exactly one answer; a full queue answers 503 at
+// once; a request past its deadline is answered with an error and never executed afterwards
+// (the waiting caller and the workers race for it with one atomic claim); a failing batch
+// fails only its own requests; stop() drains the queue before the workers exit.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ingot/engine.h"
+#include "ingot/status.h"
+#include "server/infer_request.h"
+#include "server/metrics.h"
+#include "server/model_config.h"
+
+namespace ingot::server {
+
+using Clock = std::chrono::steady_clock;
+
+/// One output tensor of one request, owning its bytes.
+struct OwnedOutput {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  std::vector<int64_t> shape;
+  std::string data;
+};
+
+/// The answer to one request.
+struct InferResult {
+  std::optional<RequestError> error;
+  std::vector<OwnedOutput> outputs;  ///< the requested outputs (all when none was named), model order
+  int64_t queue_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t executed_batch_size = 0;  ///< size of the batch this request ran in
+};
+
+class DynamicBatcher {
+ public:
+  /// Creates `options.instances` execution contexts and starts their workers. CPU engines run on
+  /// host buffers; cuda engines (when ingot is built with CUDA) get a stream and device input
+  /// buffers per instance, with inputs copied in and outputs copied out around each batch.
+  static Result<std::unique_ptr<DynamicBatcher>> create(std::shared_ptr<Engine> engine, ModelSignature signature,
+                                                        BatchingOptions options, ModelStats* stats);
+  ~DynamicBatcher();
+
+  /// Queues a validated request of `batch_size` rows and blocks until it is answered (result,
+  /// execution error, 503 when the queue is full or the batcher stopped, 504 past its deadline).
+  InferResult infer(InferRequest request, int64_t batch_size);
+
+  /// Stops accepting, runs everything queued, joins the workers. Idempotent.
+  void stop();
+
+  /// Requests queued and not yet taken by a worker.
+  int64_t queued() const;
+
+ private:
+  struct Pending;
+  using Batch = std::vector<std::shared_ptr<Pending>>;
+
+  DynamicBatcher(std::shared_ptr<Engine> engine, ModelSignature signature, BatchingOptions options, ModelStats* stats);
+  struct DeviceIo;  // a cuda instance's stream and device buffers
+  void worker(size_t instance);
+  // Takes the next batch under the lock; empty when stopping with nothing left.
+  Batch next_batch(std::unique_lock<std::mutex>& lock);
+  void execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<std::string>& buffers, const Batch& batch);
+  void expire_locked(Clock::time_point now);
+
+  std::shared_ptr<Engine> engine_;
+  ModelSignature signature_;
+  BatchingOptions options_;
+  ModelStats* stats_;
+  int64_t batch_limit_;  // rows a batch is formed at without waiting
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Pending>> queue_;
+  int64_t queued_ = 0;  // entries of queue_ still unclaimed
+  bool stopping_ = false;
+  bool cuda_ = false;
+  std::vector<std::unique_ptr<ExecutionContext>> contexts_;
+  std::vector<std::unique_ptr<DeviceIo>> device_io_;  // one per instance (cuda engines)
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace ingot::server

@@ -1,0 +1,269 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// inference.GRPCInferenceService on gRPC's synchronous server (see grpc_server.h).
+#include "server/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "ingot/version.h"
+#include "server/grpc_service.grpc.pb.h"
+#include "server/tensor_types.h"
+
+namespace ingot::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+grpc::Status to_grpc(const RequestError& e) {
+  grpc::StatusCode code = grpc::StatusCode::INVALID_ARGUMENT;
+  switch (e.http_status) {
+    case 404:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case 413:
+      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    case 503:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case 504:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case 500:
+      code = grpc::StatusCode::INTERNAL;
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, e.message);
+}
+
+// Packs typed contents of `dtype` into little-endian bytes; false with `why` when the field
+// used does not fit the datatype.
+template <class T, class Field>
+void pack(const Field& field, std::string& out) {
+  out.resize(static_cast<size_t>(field.size()) * sizeof(T));
+  for (int i = 0; i < field.size(); ++i) {
+    T v = static_cast<T>(field.Get(i));
+    std::memcpy(&out[static_cast<size_t>(i) * sizeof(T)], &v, sizeof(T));
+  }
+}
+
+bool pack_contents(const inference::InferTensorContents& c, DataType dtype, std::string& out, std::string& why) {
+  switch (dtype) {
+    case DataType::kBool:
+      pack<uint8_t>(c.bool_contents(), out);
+      return true;
+    case DataType::kInt8:
+      pack<int8_t>(c.int_contents(), out);
+      return true;
+    case DataType::kInt16:
+      pack<int16_t>(c.int_contents(), out);
+      return true;
+    case DataType::kInt32:
+      pack<int32_t>(c.int_contents(), out);
+      return true;
+    case DataType::kInt64:
+      pack<int64_t>(c.int64_contents(), out);
+      return true;
+    case DataType::kUInt8:
+      pack<uint8_t>(c.uint_contents(), out);
+      return true;
+    case DataType::kUInt16:
+      pack<uint16_t>(c.uint_contents(), out);
+      return true;
+    case DataType::kUInt32:
+      pack<uint32_t>(c.uint_contents(), out);
+      return true;
+    case DataType::kUInt64:
+      pack<uint64_t>(c.uint64_contents(), out);
+      return true;
+    case DataType::kFloat32:
+      pack<float>(c.fp32_contents(), out);
+      return true;
+    case DataType::kFloat64:
+      pack<double>(c.fp64_contents(), out);
+      return true;
+    default:
+      why = std::string(datatype_to_protocol(dtype)) + " tensors must be sent in raw_input_contents";
+      return false;
+  }
+}
+
+std::optional<RequestError> from_proto(const inference::ModelInferRequest& p, InferRequest* out) {
+  auto bad = [](std::string m) { return RequestError{400, std::move(m)}; };
+  out->id = p.id();
+  if (p.inputs().empty()) return bad("the request has no inputs");
+  if (!p.raw_input_contents().empty() && p.raw_input_contents_size() != p.inputs_size()) {
+    return bad("raw_input_contents has " + std::to_string(p.raw_input_contents_size()) + " entries for " +
+               std::to_string(p.inputs_size()) + " inputs");
+  }
+  if (auto t = p.parameters().find("timeout"); t != p.parameters().end()) {
+    if (t->second.int64_param() > 0) out->timeout_us = t->second.int64_param();
+  }
+  for (int i = 0; i < p.inputs_size(); ++i) {
+    const auto& t = p.inputs(i);
+    InferInput in;
+    in.name = t.name();
+    in.dtype = datatype_from_protocol(t.datatype());
+    if (in.dtype == DataType::kUndefined)
+      return bad("input '" + in.name + "': unknown datatype '" + t.datatype() + "'");
+    if (in.dtype == DataType::kString)
+      return bad("input '" + in.name + "': BYTES tensors are not supported by this server");
+    for (int64_t d : t.shape()) {
+      if (d < 0)
+        return bad("input '" + in.name + "': shape " + dims_string({t.shape().begin(), t.shape().end()}) +
+                   " has a negative dim");
+      in.shape.push_back(d);
+    }
+    int64_t count = element_count(in.shape);
+    size_t esize = element_size(in.dtype);
+    if (count < 0 || (count > 0 && static_cast<uint64_t>(count) > UINT64_MAX / esize)) {
+      return bad("input '" + in.name + "': shape " + dims_string(in.shape) + " has too many elements");
+    }
+    if (!p.raw_input_contents().empty()) {
+      if (t.has_contents()) return bad("input '" + in.name + "': both contents and raw_input_contents are given");
+      in.data = p.raw_input_contents(i);
+    } else {
+      std::string why;
+      if (!pack_contents(t.contents(), in.dtype, in.data, why)) return bad("input '" + in.name + "': " + why);
+    }
+    uint64_t want = static_cast<uint64_t>(count) * esize;
+    if (in.data.size() != want) {
+      return bad("input '" + in.name + "': " + std::to_string(in.data.size()) + " bytes of data but shape " +
+                 dims_string(in.shape) + " of " + t.datatype() + " needs " + std::to_string(want));
+    }
+    for (const InferInput& prev : out->inputs) {
+      if (prev.name == in.name) return bad("input '" + in.name + "' appears twice");
+    }
+    out->inputs.push_back(std::move(in));
+  }
+  for (const auto& o : p.outputs()) out->outputs.push_back(RequestedOutput{o.name(), true});
+  return std::nullopt;
+}
+
+}  // namespace
+
+struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
+  Impl(ModelRepository& r, const std::atomic<bool>& d) : repository(r), draining(d) {}
+  ModelRepository& repository;
+  const std::atomic<bool>& draining;
+  std::unique_ptr<grpc::Server> server;
+  std::once_flag shutdown_once;
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* r) override {
+    r->set_live(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* r) override {
+    r->set_ready(!draining && repository.all_ready());
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* q,
+                          inference::ModelReadyResponse* r) override {
+    RequestError e;
+    r->set_ready(!draining && repository.find(q->name(), q->version(), &e) != nullptr);
+    return grpc::Status::OK;
+  }
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* r) override {
+    r->set_name("ingot");
+    r->set_version(ingot::version());
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
+                             inference::ModelMetadataResponse* r) override {
+    RequestError e;
+    auto m = repository.find(q->name(), q->version(), &e);
+    if (!m) return to_grpc(e);
+    r->set_name(m->name);
+    for (const auto& entry : repository.index()) {
+      if (entry.name == m->name && !entry.version.empty()) r->add_versions(entry.version);
+    }
+    r->set_platform(m->platform);
+    bool batching = m->signature.max_batch_size > 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const TensorSpec& s : pass == 0 ? m->signature.inputs : m->signature.outputs) {
+        auto* t = pass == 0 ? r->add_inputs() : r->add_outputs();
+        t->set_name(s.name);
+        t->set_datatype(datatype_to_protocol(s.dtype));
+        if (batching) t->add_shape(-1);
+        for (int64_t d : s.dims) t->add_shape(d);
+      }
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,
+                          inference::ModelInferResponse* r) override {
+    Clock::time_point start = Clock::now();
+    auto ns = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(); };
+    if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+    RequestError e;
+    auto m = repository.find(q->model_name(), q->model_version(), &e);
+    if (!m) return to_grpc(e);
+    auto fail = [&](const RequestError& err) {
+      m->stats->request_failed(ns());
+      return to_grpc(RequestError{err.http_status, "model '" + m->name + "': " + err.message});
+    };
+    InferRequest request;
+    if (auto pe = from_proto(*q, &request)) return fail(*pe);
+    int64_t batch = 1;
+    if (auto ve = validate_request(request, m->signature, &batch)) return fail(*ve);
+    InferResult result = m->batcher->infer(std::move(request), batch);
+    if (result.error) return fail(*result.error);
+    r->set_model_name(m->name);
+    r->set_model_version(m->version_str);
+    r->set_id(q->id());
+    for (OwnedOutput& o : result.outputs) {
+      auto* t = r->add_outputs();
+      t->set_name(o.name);
+      t->set_datatype(datatype_to_protocol(o.dtype));
+      for (int64_t d : o.shape) t->add_shape(d);
+      r->add_raw_output_contents(std::move(o.data));
+    }
+    m->stats->request_succeeded(ns(), result.queue_ns, result.compute_ns);
+    return grpc::Status::OK;
+  }
+};
+
+GrpcServer::GrpcServer(ModelRepository& repository, const std::atomic<bool>& draining, size_t max_message_bytes)
+    : impl_(std::make_unique<Impl>(repository, draining)) {
+  max_message_bytes_ = max_message_bytes;
+}
+
+GrpcServer::~GrpcServer() { shutdown(); }
+
+Status GrpcServer::start(const std::string& address, int port) {
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(address + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &bound);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(max_message_bytes_, INT32_MAX)));
+  builder.SetMaxSendMessageSize(INT32_MAX);
+  builder.RegisterService(impl_.get());
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || bound <= 0) {
+    return Status(StatusCode::kIoError,
+                  "cannot bind the grpc port " + address + ":" + std::to_string(port) + " (in use? --grpc-port)");
+  }
+  port_ = bound;
+  return Status::Ok();
+}
+
+void GrpcServer::shutdown() {
+  std::call_once(impl_->shutdown_once, [this] {
+    if (impl_->server) {
+      impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      impl_->server->Wait();
+    }
+  });
+}
+
+}  // namespace ingot::server

@@ -1,0 +1,240 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// config.pbtxt parsing and checking (see model_config.h).
+#include "server/model_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "server/tensor_types.h"
+
+namespace ingot::server {
+
+namespace {
+
+// Keeps the first parse error with its position, for a message naming file, line and field.
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (error_.empty()) error_ = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+Status invalid(const std::string& file, const std::string& message) {
+  return Status(StatusCode::kInvalidArgument, file + ": " + message);
+}
+
+}  // namespace
+
+Result<config::ModelConfig> parse_model_config(const std::string& text, const std::string& file) {
+  config::ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return Status(StatusCode::kInvalidArgument,
+                  file + ":" + (errors.error().empty() ? std::string(" parse error") : errors.error()));
+  }
+  return config;
+}
+
+Result<config::ModelConfig> read_model_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status(StatusCode::kNotFound, "cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_model_config(ss.str(), path);
+}
+
+DataType datatype_from_config(config::DataType t) {
+  switch (t) {
+    case config::TYPE_BOOL:
+      return DataType::kBool;
+    case config::TYPE_UINT8:
+      return DataType::kUInt8;
+    case config::TYPE_UINT16:
+      return DataType::kUInt16;
+    case config::TYPE_UINT32:
+      return DataType::kUInt32;
+    case config::TYPE_UINT64:
+      return DataType::kUInt64;
+    case config::TYPE_INT8:
+      return DataType::kInt8;
+    case config::TYPE_INT16:
+      return DataType::kInt16;
+    case config::TYPE_INT32:
+      return DataType::kInt32;
+    case config::TYPE_INT64:
+      return DataType::kInt64;
+    case config::TYPE_FP16:
+      return DataType::kFloat16;
+    case config::TYPE_FP32:
+      return DataType::kFloat32;
+    case config::TYPE_FP64:
+      return DataType::kFloat64;
+    case config::TYPE_STRING:
+      return DataType::kString;
+    case config::TYPE_BF16:
+      return DataType::kBFloat16;
+    default:
+      return DataType::kUndefined;
+  }
+}
+
+Result<BatchingOptions> batching_options(const config::ModelConfig& config, const std::string& file) {
+  BatchingOptions o;
+  if (config.max_batch_size() < 0)
+    return invalid(file, "max_batch_size must be >= 0, got " + std::to_string(config.max_batch_size()));
+  o.max_batch_size = config.max_batch_size();
+  if (config.has_dynamic_batching()) {
+    const config::ModelDynamicBatching& db = config.dynamic_batching();
+    if (o.max_batch_size == 0) return invalid(file, "dynamic_batching needs max_batch_size > 0");
+    o.dynamic = true;
+    for (int64_t p : db.preferred_batch_size()) {
+      if (p < 1 || p > o.max_batch_size) {
+        return invalid(file, "preferred_batch_size " + std::to_string(p) + " outside [1, max_batch_size " +
+                                 std::to_string(o.max_batch_size) + "]");
+      }
+      o.preferred_sizes.push_back(p);
+    }
+    o.max_queue_delay_us = static_cast<int64_t>(std::min<uint64_t>(db.max_queue_delay_microseconds(), 60'000'000));
+    if (db.has_default_queue_policy()) {
+      const config::ModelQueuePolicy& qp = db.default_queue_policy();
+      if (qp.timeout_action() != config::ModelQueuePolicy::REJECT) {
+        return invalid(file, "default_queue_policy.timeout_action DELAY is not supported (only REJECT)");
+      }
+      o.max_queue_size = qp.max_queue_size();
+      o.default_timeout_us = static_cast<int64_t>(std::min<uint64_t>(qp.default_timeout_microseconds(), INT64_MAX / 2));
+    } else {
+      o.max_queue_size = db.max_queue_size();
+      o.default_timeout_us = static_cast<int64_t>(std::min<uint64_t>(db.default_timeout_microseconds(), INT64_MAX / 2));
+    }
+    if (db.priority_levels() > 0) return invalid(file, "dynamic_batching.priority_levels is not supported");
+  }
+  o.instances = 0;
+  for (const config::ModelInstanceGroup& g : config.instance_group()) {
+    int count = g.count() == 0 ? 1 : g.count();
+    if (count < 0 || count > 64)
+      return invalid(file, "instance_group count " + std::to_string(g.count()) + " outside [1, 64]");
+    for (int i = 0; i < count; ++i) {
+      // Instances spread over the listed GPUs in turn; CPU (or no list) = -1.
+      int gpu = g.kind() == config::ModelInstanceGroup::KIND_CPU || g.gpus().empty() ? -1 : g.gpus(i % g.gpus_size());
+      o.gpus.push_back(gpu);
+    }
+    o.instances += count;
+  }
+  if (o.instances == 0) {
+    o.instances = 1;
+    o.gpus.push_back(-1);
+  }
+  return o;
+}
+
+Result<ModelSignature> resolve_signature(const config::ModelConfig& config, const Engine& engine,
+                                         const std::string& file) {
+  ModelSignature sig;
+  sig.name = config.name();
+  sig.max_batch_size = config.max_batch_size();
+  bool batching = sig.max_batch_size > 0;
+  const std::vector<IoTensorDesc>& io = engine.io_tensors();
+  auto find_io = [&](const std::string& name) -> const IoTensorDesc* {
+    for (const IoTensorDesc& d : io) {
+      if (d.name == name) return &d;
+    }
+    return nullptr;
+  };
+  // The engine's dims as the config would write them (batch dim dropped).
+  auto engine_dims = [&](const IoTensorDesc& d, std::vector<int64_t>* dims) -> Status {
+    *dims = d.shape;
+    if (batching) {
+      if (dims->empty())
+        return invalid(
+            file, "tensor '" + d.name + "' is a scalar in the engine, so it has no batch dim (max_batch_size > 0)");
+      if ((*dims)[0] >= 0 && (*dims)[0] < sig.max_batch_size) {
+        return invalid(file, "tensor '" + d.name + "' has a fixed first dim " + std::to_string((*dims)[0]) +
+                                 " in the engine, smaller than max_batch_size " + std::to_string(sig.max_batch_size));
+      }
+      dims->erase(dims->begin());
+    }
+    return Status::Ok();
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    bool inputs = pass == 0;
+    std::vector<TensorSpec>& specs = inputs ? sig.inputs : sig.outputs;
+    int n = inputs ? config.input_size() : config.output_size();
+    if (n == 0) {  // auto-complete from the engine
+      for (const IoTensorDesc& d : io) {
+        if (d.is_input != inputs) continue;
+        TensorSpec s{d.name, d.dtype, {}};
+        Status st = engine_dims(d, &s.dims);
+        if (!st.ok()) return st;
+        specs.push_back(std::move(s));
+      }
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::string& name = inputs ? config.input(i).name() : config.output(i).name();
+      config::DataType ct = inputs ? config.input(i).data_type() : config.output(i).data_type();
+      const auto& cdims = inputs ? config.input(i).dims() : config.output(i).dims();
+      const char* kind = inputs ? "input" : "output";
+      const IoTensorDesc* d = find_io(name);
+      if (!d || d->is_input != inputs) {
+        std::string have;
+        for (const IoTensorDesc& e : io) {
+          if (e.is_input == inputs) have += (have.empty() ? "" : ", ") + e.name;
+        }
+        return invalid(
+            file, std::string(kind) + " '" + name + "' is not an " + kind + " of the engine (it has: " + have + ")");
+      }
+      TensorSpec s{name, datatype_from_config(ct), {cdims.begin(), cdims.end()}};
+      if (s.dtype != d->dtype) {
+        return invalid(file, std::string(kind) + " '" + name + "': data_type " + config::DataType_Name(ct) +
+                                 " but the engine has " + data_type_name(d->dtype));
+      }
+      if (s.dtype == DataType::kString)
+        return invalid(file, std::string(kind) + " '" + name + "': TYPE_STRING is not served yet");
+      std::vector<int64_t> ed;
+      Status st = engine_dims(*d, &ed);
+      if (!st.ok()) return st;
+      bool ok = ed.size() == s.dims.size();
+      for (size_t k = 0; ok && k < ed.size(); ++k) ok = ed[k] < 0 || s.dims[k] < 0 || ed[k] == s.dims[k];
+      if (!ok) {
+        return invalid(file, std::string(kind) + " '" + name + "': dims " + dims_string(s.dims) +
+                                 " do not match the engine's " + dims_string(ed) +
+                                 (batching ? " (batch dim left out, max_batch_size > 0)" : ""));
+      }
+      // Where the engine fixes a dim the config left open, the engine's value is the truth.
+      for (size_t k = 0; k < ed.size(); ++k) {
+        if (s.dims[k] < 0) s.dims[k] = ed[k];
+      }
+      specs.push_back(std::move(s));
+    }
+  }
+  for (const IoTensorDesc& d : io) {
+    if (!d.is_input) continue;
+    bool listed = false;
+    for (const TensorSpec& s : sig.inputs) listed = listed || s.name == d.name;
+    if (!listed) return invalid(file, "engine input '" + d.name + "' is missing from the config's input list");
+  }
+  if (batching) {
+    for (const TensorSpec& s : sig.inputs) {
+      std::vector<int64_t> mn, opt, mx;
+      if (engine.profile_dimensions(0, s.name, &mn, &opt, &mx).ok() && !mx.empty() && mx[0] < sig.max_batch_size) {
+        return invalid(file, "the engine's profile allows a batch of at most " + std::to_string(mx[0]) +
+                                 " for input '" + s.name + "', below max_batch_size " +
+                                 std::to_string(sig.max_batch_size) + " (rebuild it)");
+      }
+    }
+  }
+  return sig;
+}
+
+}  // namespace ingot::server

@@ -1,0 +1,46 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Reading `<model>/config.pbtxt` (Triton's model configuration, protobuf text format, see
+// model_config.proto) and the settings the server derives from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ingot/data_type.h"
+#include "ingot/engine.h"
+#include "ingot/status.h"
+#include "server/infer_request.h"
+#include "server/model_config.pb.h"
+
+namespace ingot::server {
+
+/// Parses config text; `file` names the source in errors ("config.pbtxt:3:5: unknown field 'foo'").
+Result<config::ModelConfig> parse_model_config(const std::string& text, const std::string& file);
+/// Reads and parses a config file.
+Result<config::ModelConfig> read_model_config(const std::string& path);
+
+/// config's TYPE_FP32 → kFloat32 (kUndefined for TYPE_INVALID / unknown).
+DataType datatype_from_config(config::DataType t);
+
+/// Batching settings resolved from a config (Triton's defaults where fields are left out).
+struct BatchingOptions {
+  int64_t max_batch_size = 0;  ///< 0: the model does not batch
+  bool dynamic = false;        ///< dynamic_batching present
+  std::vector<int64_t> preferred_sizes;
+  int64_t max_queue_delay_us = 0;
+  int64_t max_queue_size = 0;      ///< 0: unbounded
+  int64_t default_timeout_us = 0;  ///< 0: none
+  int instances = 1;               ///< sum of instance_group counts (default 1)
+  std::vector<int> gpus;           ///< one entry per instance (-1 = none/CPU)
+};
+Result<BatchingOptions> batching_options(const config::ModelConfig& config, const std::string& file);
+
+/// Checks the config's inputs/outputs against an engine and returns the signature clients see.
+/// A config with no input (output) entries takes them from the engine (Triton's auto-complete);
+/// errors name the tensor, the file and what differs.
+Result<ModelSignature> resolve_signature(const config::ModelConfig& config, const Engine& engine,
+                                         const std::string& file);
+
+}  // namespace ingot::server

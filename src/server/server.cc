@@ -1,0 +1,354 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The HTTP/REST endpoints of the KServe v2 protocol (plus Triton's statistics, model-config
+// and repository extensions), the metrics endpoint and the access log (see server.h).
+#include "server/server.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ingot/version.h"
+#include "server/infer_request.h"
+#ifdef INGOT_SERVER_WITH_GRPC
+#include "server/grpc_server.h"
+#endif
+#include "server/metrics.h"
+#include "server/model_repository.h"
+#include "server/tensor_types.h"
+
+namespace ingot::server {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+
+thread_local Clock::time_point t_request_start;  // set before routing, read by the access log
+
+void send_json(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, "application/json");
+}
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, error_json(message));
+}
+int64_t ns_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count();
+}
+
+json tensor_metadata(const TensorSpec& s, bool batching) {
+  std::vector<int64_t> shape = s.dims;
+  if (batching) shape.insert(shape.begin(), -1);
+  return {{"name", s.name}, {"datatype", datatype_to_protocol(s.dtype)}, {"shape", shape}};
+}
+
+// Writes access-log lines (JSON) to stderr or a file, one writer at a time.
+class AccessLog {
+ public:
+  explicit AccessLog(const std::string& target) {
+    if (target == "off") return;
+    enabled_ = true;
+    if (!target.empty()) {
+      file_ = std::fopen(target.c_str(), "a");
+      if (!file_) std::fprintf(stderr, "ingot serve: cannot open access log %s; logging to stderr\n", target.c_str());
+    }
+  }
+  ~AccessLog() {
+    if (file_) std::fclose(file_);
+  }
+  void write(const httplib::Request& req, const httplib::Response& res) {
+    if (!enabled_) return;
+    char ts[32];
+    std::time_t now = std::time(nullptr);
+    std::tm tm_utc;
+    gmtime_r(&now, &tm_utc);
+    std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+    json line = {{"time", ts},
+                 {"remote", req.remote_addr},
+                 {"method", req.method},
+                 {"path", req.path},
+                 {"status", res.status},
+                 {"request_bytes", req.body.size()},
+                 {"response_bytes", res.body.size()},
+                 {"duration_us", ns_since(t_request_start) / 1000}};
+    std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    std::lock_guard<std::mutex> lock(mu_);
+    std::FILE* f = file_ ? file_ : stderr;
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fflush(f);
+  }
+
+ private:
+  bool enabled_ = false;
+  std::FILE* file_ = nullptr;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  Logger* logger;
+  Metrics metrics;
+  ModelRepository repository;
+  AccessLog access_log;
+  httplib::Server http;
+  httplib::Server metrics_http;
+  std::thread http_thread, metrics_thread;
+  int http_port = -1, metrics_port = -1, grpc_port = -1;
+#ifdef INGOT_SERVER_WITH_GRPC
+  std::unique_ptr<GrpcServer> grpc;
+#endif
+  std::atomic<bool> draining{false};
+  std::once_flag shutdown_once;
+
+  Impl(ServerOptions o, Logger& l)
+      : options(std::move(o)),
+        logger(&l),
+        repository(options.model_repository, l, metrics),
+        access_log(options.access_log) {}
+
+  void routes();
+  void infer(const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<ServedModel> model_or_404(const httplib::Match& m, httplib::Response& res) {
+    RequestError e;
+    auto model = repository.find(m[1].str(), m.size() > 2 ? m[2].str() : "", &e);
+    if (!model) send_error(res, e.http_status, e.message);
+    return model;
+  }
+};
+
+void Server::Impl::routes() {
+  int threads = options.http_threads > 0 ? options.http_threads : 64;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http.set_payload_max_length(options.max_request_bytes);
+  http.set_keep_alive_max_count(100000);
+  http.set_tcp_nodelay(true);  // headers and body go out in separate writes: no Nagle wait on the second
+  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    t_request_start = Clock::now();
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) { access_log.write(req, res); });
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 413) {
+          send_error(res, 413,
+                     "request body of " + req.get_header_value("Content-Length") + " bytes exceeds the limit of " +
+                         std::to_string(options.max_request_bytes) + " bytes (--max-request-bytes)");
+        } else if (res.status == 404) {
+          send_error(res, 404, "no endpoint " + req.method + " " + req.path);
+        } else {
+          send_error(res, res.status, "HTTP error " + std::to_string(res.status));
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = std::string("internal error: ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, what);
+  });
+
+  http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = !draining && repository.all_ready() ? 200 : 503;
+  });
+  http.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
+    json j = {{"name", "ingot"},
+              {"version", ingot::version()},
+              {"extensions", {"binary_tensor_data", "statistics", "model_repository", "model_configuration"}}};
+    send_json(res, 200, j.dump());
+  });
+  // The version group is optional: req.matches[2] is empty without it.
+  http.Get(kModelPath, [this](const httplib::Request& req, httplib::Response& res) {
+    auto m = model_or_404(req.matches, res);
+    if (!m) return;
+    bool batching = m->signature.max_batch_size > 0;
+    json inputs = json::array(), outputs = json::array();
+    for (const TensorSpec& s : m->signature.inputs) inputs.push_back(tensor_metadata(s, batching));
+    for (const TensorSpec& s : m->signature.outputs) outputs.push_back(tensor_metadata(s, batching));
+    json versions = json::array();
+    for (const auto& e : repository.index()) {
+      if (e.name == m->name && !e.version.empty()) versions.push_back(e.version);
+    }
+    json j = {
+        {"name", m->name}, {"versions", versions}, {"platform", m->platform}, {"inputs", inputs}, {"outputs", outputs}};
+    send_json(res, 200, j.dump());
+  });
+  http.Get(std::string(kModelPath) + "/ready", [this](const httplib::Request& req, httplib::Response& res) {
+    if (model_or_404(req.matches, res)) res.status = draining ? 503 : 200;
+  });
+  http.Get(std::string(kModelPath) + "/config", [this](const httplib::Request& req, httplib::Response& res) {
+    auto m = model_or_404(req.matches, res);
+    if (!m) return;
+    std::string out;
+    google::protobuf::util::JsonPrintOptions po;
+    po.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(m->config, &out, po);
+    send_json(res, 200, out);
+  });
+  http.Get(std::string(kModelPath) + "/stats", [this](const httplib::Request& req, httplib::Response& res) {
+    auto m = model_or_404(req.matches, res);
+    if (!m) return;
+    send_json(res, 200, "{\"model_stats\":[" + m->stats->to_json(m->name, m->version_str) + "]}");
+  });
+  http.Get("/v2/models/stats", [this](const httplib::Request&, httplib::Response& res) {
+    std::string all;
+    for (const auto& e : repository.index()) {
+      if (e.version.empty()) continue;
+      RequestError err;
+      if (auto m = repository.find(e.name, e.version, &err))
+        all += (all.empty() ? "" : ",") + m->stats->to_json(m->name, m->version_str);
+    }
+    send_json(res, 200, "{\"model_stats\":[" + all + "]}");
+  });
+  http.Post(std::string(kModelPath) + "/infer",
+            [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
+  http.Post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res) {
+    json arr = json::array();
+    for (const auto& e : repository.index()) {
+      json j = {{"name", e.name}, {"state", e.state}};
+      if (!e.version.empty()) j["version"] = e.version;
+      if (!e.reason.empty()) j["reason"] = e.reason;
+      arr.push_back(j);
+    }
+    send_json(res, 200, arr.dump(-1, ' ', false, json::error_handler_t::replace));
+  });
+  http.Post(R"(/v2/repository/models/([^/]+)/(load|unload))",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              std::string name = req.matches[1].str();
+              Status st = req.matches[2].str() == "load" ? repository.load(name) : repository.unload(name);
+              if (st.ok()) {
+                send_json(res, 200, "{}");
+              } else {
+                send_error(res, st.code() == StatusCode::kNotFound ? 404 : 400, st.message());
+              }
+            });
+
+  metrics_http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.serialize(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+}
+
+void Server::Impl::infer(const httplib::Request& req, httplib::Response& res) {
+  Clock::time_point start = t_request_start;
+  if (draining) return send_error(res, 503, "the server is shutting down");
+  auto model = model_or_404(req.matches, res);
+  if (!model) return;
+  auto fail = [&](int status, const std::string& message) {
+    model->stats->request_failed(ns_since(start));
+    send_error(res, status, message);
+  };
+  std::optional<size_t> header_length;
+  if (req.has_header("Inference-Header-Content-Length")) {
+    const std::string v = req.get_header_value("Inference-Header-Content-Length");
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
+      return fail(400, "Inference-Header-Content-Length '" + v + "' is not a byte count");
+    }
+    header_length = static_cast<size_t>(n);
+  }
+  InferRequest request;
+  if (auto e = parse_infer_request(req.body.data(), req.body.size(), header_length, &request)) {
+    return fail(e->http_status, "model '" + model->name + "': " + e->message);
+  }
+  int64_t batch_size = 1;
+  if (auto e = validate_request(request, model->signature, &batch_size)) return fail(e->http_status, e->message);
+  std::vector<RequestedOutput> requested = request.outputs;
+  bool binary_default = request.binary_outputs;
+  std::string id = request.id;
+  InferResult result = model->batcher->infer(std::move(request), batch_size);
+  if (result.error) return fail(result.error->http_status, result.error->message);
+  std::vector<OutputTensor> outs;
+  for (const OwnedOutput& o : result.outputs) {
+    bool binary = binary_default;
+    for (const RequestedOutput& r : requested) {
+      if (r.name == o.name) binary = r.binary;
+    }
+    outs.push_back(OutputTensor{o.name, o.dtype, o.shape, o.data.data(), o.data.size(), binary});
+  }
+  std::optional<size_t> out_header;
+  std::string body = build_infer_response(model->name, model->version_str, id, outs, &out_header);
+  res.status = 200;
+  if (out_header) {
+    res.set_header("Inference-Header-Content-Length", std::to_string(*out_header));
+    res.set_content(std::move(body), "application/octet-stream");
+  } else {
+    res.set_content(std::move(body), "application/json");
+  }
+  model->stats->request_succeeded(ns_since(start), result.queue_ns, result.compute_ns);
+}
+
+Server::Server(ServerOptions options, Logger& logger) : impl_(std::make_unique<Impl>(std::move(options), logger)) {}
+
+Server::~Server() { shutdown(); }
+
+Status Server::start() {
+  Impl& s = *impl_;
+  Status st = s.repository.load_all();
+  if (!st.ok()) return st;
+  s.routes();
+  auto bind = [&](httplib::Server& svr, int port, const char* what, int* bound) -> Status {
+    *bound =
+        port == 0 ? svr.bind_to_any_port(s.options.address) : (svr.bind_to_port(s.options.address, port) ? port : -1);
+    if (*bound <= 0) {
+      return Status(StatusCode::kIoError, std::string("cannot bind the ") + what + " port " + s.options.address + ":" +
+                                              std::to_string(port) + " (in use? --" + what + "-port)");
+    }
+    return Status::Ok();
+  };
+  st = bind(s.http, s.options.http_port, "http", &s.http_port);
+  if (!st.ok()) return st;
+  if (s.options.metrics_port >= 0) {
+    st = bind(s.metrics_http, s.options.metrics_port, "metrics", &s.metrics_port);
+    if (!st.ok()) return st;
+    s.metrics_thread = std::thread([&s] { s.metrics_http.listen_after_bind(); });
+  }
+#ifdef INGOT_SERVER_WITH_GRPC
+  if (s.options.grpc_port >= 0) {
+    s.grpc = std::make_unique<GrpcServer>(s.repository, s.draining, s.options.max_request_bytes);
+    st = s.grpc->start(s.options.address, s.options.grpc_port);
+    if (!st.ok()) return st;
+    s.grpc_port = s.grpc->port();
+  }
+#endif
+  s.http_thread = std::thread([&s] { s.http.listen_after_bind(); });
+  return Status::Ok();
+}
+
+int Server::http_port() const { return impl_->http_port; }
+int Server::metrics_port() const { return impl_->metrics_port; }
+int Server::grpc_port() const { return impl_->grpc_port; }
+
+void Server::shutdown() {
+  Impl& s = *impl_;
+  std::call_once(s.shutdown_once, [&s] {
+    s.draining = true;
+    s.repository.stop_all();  // every queued request is answered before the listeners stop
+    s.http.stop();
+#ifdef INGOT_SERVER_WITH_GRPC
+    if (s.grpc) s.grpc->shutdown();
+#endif
+    s.metrics_http.stop();
+    if (s.http_thread.joinable()) s.http_thread.join();
+    if (s.metrics_thread.joinable()) s.metrics_thread.join();
+  });
+}
+
+}  // namespace ingot::server

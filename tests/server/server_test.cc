@@ -1,0 +1,425 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Unit tests of `ingot serve`'s pieces: the KServe v2 request parser and response writer, the
+// config.pbtxt reader, and the dynamic batcher on a real CPU engine (ordering, splitting,
+// shapes that must not mix, queue bound, timeouts, drain on stop).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ingot/builder.h"
+#include "ingot/engine.h"
+#include "onnx/onnx.pb.h"
+#include "server/dynamic_batcher.h"
+#include "server/infer_request.h"
+#include "server/metrics.h"
+#include "server/model_config.h"
+
+namespace ingot::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::optional<RequestError> parse(const std::string& body, InferRequest* r,
+                                  std::optional<size_t> header = std::nullopt) {
+  return parse_infer_request(body.data(), body.size(), header, r);
+}
+
+void expect_error(const std::string& body, const std::string& words, std::optional<size_t> header = std::nullopt) {
+  InferRequest r;
+  auto e = parse(body, &r, header);
+  ASSERT_TRUE(e.has_value()) << body;
+  EXPECT_EQ(e->http_status, 400);
+  EXPECT_NE(e->message.find(words), std::string::npos) << "'" << e->message << "' lacks '" << words << "'";
+}
+
+std::vector<float> floats(const std::string& data) {
+  std::vector<float> v(data.size() / 4);
+  std::memcpy(v.data(), data.data(), v.size() * 4);
+  return v;
+}
+
+TEST(InferRequestParser, JsonTensorsNestedOrFlat) {
+  InferRequest r;
+  auto e = parse(R"({"id":"r1","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2.5],[3,-4]]},
+                     {"name":"i","shape":[3],"datatype":"INT64","data":[-9007199254740993,0,9223372036854775807]},
+                     {"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]}],
+                     "outputs":[{"name":"y","parameters":{"binary_data":true}},{"name":"z"}]})",
+                 &r);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  EXPECT_EQ(r.id, "r1");
+  ASSERT_EQ(r.inputs.size(), 3u);
+  EXPECT_EQ(r.inputs[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(floats(r.inputs[0].data), (std::vector<float>{1, 2.5f, 3, -4}));
+  int64_t i[3];
+  std::memcpy(i, r.inputs[1].data.data(), 24);
+  EXPECT_EQ(i[0], -9007199254740993LL);  // exact: integers are not routed through double
+  EXPECT_EQ(i[2], INT64_MAX);
+  EXPECT_EQ(r.inputs[2].data, std::string("\1\0", 2));
+  ASSERT_EQ(r.outputs.size(), 2u);
+  EXPECT_TRUE(r.outputs[0].binary);
+  EXPECT_FALSE(r.outputs[1].binary);
+}
+
+TEST(InferRequestParser, BinaryTensorsFollowTheHeaderInInputOrder) {
+  std::string head = R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}},
+                         {"name":"b","shape":[1],"datatype":"INT32","data":[7]},
+                         {"name":"c","shape":[1],"datatype":"UINT8","parameters":{"binary_data_size":1}}],
+                         "parameters":{"binary_data_output":true,"timeout":1500}})";
+  float a[2] = {1.5f, -2};
+  std::string body = head + std::string(reinterpret_cast<char*>(a), 8) + "\x2a";
+  InferRequest r;
+  auto e = parse(body, &r, head.size());
+  ASSERT_FALSE(e.has_value()) << e->message;
+  EXPECT_EQ(floats(r.inputs[0].data), (std::vector<float>{1.5f, -2}));
+  EXPECT_EQ(r.inputs[2].data, "\x2a");
+  EXPECT_TRUE(r.binary_outputs);
+  EXPECT_EQ(r.timeout_us, 1500);
+  // Sizes that do not add up, each named.
+  expect_error(body + "x", "1 bytes after", head.size());
+  expect_error(body.substr(0, body.size() - 1), "runs past the body", head.size());
+  expect_error(body, "no Inference-Header-Content-Length");
+  expect_error(body, "exceeds the body size", body.size() + 1);
+}
+
+TEST(InferRequestParser, EveryBadRequestIsNamed) {
+  expect_error("", "malformed JSON");
+  expect_error("{\"inputs\":[", "malformed JSON");
+  expect_error("[]", "JSON object");
+  expect_error("{}", "\"inputs\"");
+  expect_error(R"({"inputs":[]})", "empty");
+  expect_error(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})", "\"name\"");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP99","data":[1]}]})", "unknown datatype 'FP99'");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1,-2],"datatype":"FP32","data":[1]}]})", "non-negative");
+  expect_error(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})",
+               "2 elements but shape [3] needs 3");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[300]}]})", "out of range");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[1.5]}]})", "expected an integer");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["a"]}]})", "expected a number");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1e300]}]})", "out of range for FP32");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})", "true/false");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]})", "binary");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})", "\"data\" is missing");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},
+                             {"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})",
+               "appears twice");
+  expect_error(R"({"inputs":[{"name":"x","shape":[4000000000,4000000000,4000000000],"datatype":"FP32","data":[1]}]})",
+               "too many elements");
+  expect_error(
+      R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"y"},{"name":"y"}]})",
+      "requested twice");
+  expect_error(R"({"id":5,"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "\"id\"");
+  std::string deep = std::string(100, '[') + "1" + std::string(100, ']');
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}", "nested deeper");
+}
+
+ModelSignature mlp_signature() {
+  return ModelSignature{
+      "m", 8, {{"x", DataType::kFloat32, {3}}, {"k", DataType::kInt64, {-1}}}, {{"y", DataType::kFloat32, {3}}}};
+}
+
+TEST(ValidateRequest, AgainstTheModel) {
+  ModelSignature sig = mlp_signature();
+  auto check = [&](const std::string& body, const std::string& words) {
+    InferRequest r;
+    ASSERT_FALSE(parse(body, &r).has_value()) << body;
+    int64_t batch = 0;
+    auto e = validate_request(r, sig, &batch);
+    if (words.empty()) {
+      EXPECT_FALSE(e.has_value()) << e->message;
+      return;
+    }
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_NE(e->message.find(words), std::string::npos) << e->message;
+  };
+  const std::string k = R"({"name":"k","shape":[2,5],"datatype":"INT64","data":[1,2,3,4,5,6,7,8,9,10]})";
+  check(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]},)" + k + "]}", "");
+  check(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"FP64","data":[1,2,3,4,5,6]},)" + k + "]}", "datatype FP64");
+  check(R"({"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]},)" + k + "]}",
+        "shape [2,4] does not match the model's [batch,3]");
+  check(R"({"inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","data":[1,2,3]},)" + k + "]}", "differs");
+  check(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]}]})", "missing input 'k'");
+  check(R"({"inputs":[{"name":"q","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]},)" + k + "]}",
+        "unknown input 'q'");
+  check(R"({"inputs":[{"name":"x","shape":[0,3],"datatype":"FP32","data":[]},)" + k + "]}", "batch size 0");
+  check(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]},)" + k +
+            R"(],"outputs":[{"name":"nope"}]})",
+        "unknown output 'nope'");
+}
+
+TEST(InferResponse, JsonAndBinaryOutputs) {
+  float y[3] = {1.5f, -2, 3};
+  int64_t k[2] = {INT64_MAX, -1};
+  std::optional<size_t> header;
+  std::string body = build_infer_response(
+      "m", "2", "id7", {{"y", DataType::kFloat32, {1, 3}, y, 12, false}, {"k", DataType::kInt64, {2}, k, 16, false}},
+      &header);
+  EXPECT_FALSE(header.has_value());
+  json j = json::parse(body);
+  EXPECT_EQ(j["model_name"], "m");
+  EXPECT_EQ(j["model_version"], "2");
+  EXPECT_EQ(j["id"], "id7");
+  EXPECT_EQ(j["outputs"][0]["data"], json({1.5, -2.0, 3.0}));
+  EXPECT_EQ(j["outputs"][1]["data"][0].get<int64_t>(), INT64_MAX);
+  body = build_infer_response(
+      "m", "2", "", {{"y", DataType::kFloat32, {1, 3}, y, 12, true}, {"k", DataType::kInt64, {2}, k, 16, false}},
+      &header);
+  ASSERT_TRUE(header.has_value());
+  j = json::parse(body.substr(0, *header));
+  EXPECT_EQ(j["outputs"][0]["parameters"]["binary_data_size"], 12);
+  EXPECT_FALSE(j["outputs"][0].contains("data"));
+  ASSERT_EQ(body.size(), *header + 12);
+  EXPECT_EQ(std::memcmp(body.data() + *header, y, 12), 0);
+}
+
+TEST(ModelConfig, TritonConfigParses) {
+  auto c = parse_model_config(R"(
+    name: "resnet"
+    platform: "onnxruntime_onnx"
+    max_batch_size: 32
+    version_policy: { latest: { num_versions: 2 } }
+    input [ { name: "in" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ] } ]
+    output [ { name: "out" data_type: TYPE_FP32 dims: [ 1000 ] label_filename: "labels.txt" } ]
+    instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }, { count: 1 kind: KIND_CPU } ]
+    dynamic_batching {
+      preferred_batch_size: [ 8, 16 ]
+      max_queue_delay_microseconds: 100
+      default_queue_policy { max_queue_size: 64 default_timeout_microseconds: 5000 }
+    }
+    parameters { key: "k" value: { string_value: "v" } }
+    ingot { fp16: true optimization_level: 0 }
+  )",
+                              "config.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->input(0).dims_size(), 3);
+  EXPECT_TRUE(c->ingot().has_optimization_level());
+  auto b = batching_options(*c, "config.pbtxt");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->max_batch_size, 32);
+  EXPECT_TRUE(b->dynamic);
+  EXPECT_EQ(b->preferred_sizes, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(b->max_queue_delay_us, 100);
+  EXPECT_EQ(b->max_queue_size, 64);
+  EXPECT_EQ(b->default_timeout_us, 5000);
+  EXPECT_EQ(b->instances, 3);
+  EXPECT_EQ(b->gpus, (std::vector<int>{0, 1, -1}));
+}
+
+TEST(ModelConfig, ErrorsNameTheFieldAndFile) {
+  auto c = parse_model_config("max_batch_size: 4\n  max_batch_sise: 8\n", "repo/m/config.pbtxt");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("repo/m/config.pbtxt:2:"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("max_batch_sise"), std::string::npos) << c.status().message();
+  auto bad_pref = parse_model_config("max_batch_size: 4 dynamic_batching { preferred_batch_size: [ 8 ] }", "f");
+  ASSERT_TRUE(bad_pref.ok());
+  auto b = batching_options(*bad_pref, "f");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("preferred_batch_size 8"), std::string::npos) << b.status().message();
+  auto no_batch = parse_model_config("dynamic_batching { }", "f");
+  ASSERT_TRUE(no_batch.ok());
+  EXPECT_FALSE(batching_options(*no_batch, "f").ok());
+  // ingot's shorthands for the queue policy.
+  auto s = parse_model_config(
+      "max_batch_size: 4 dynamic_batching { max_queue_size: 3 default_timeout_microseconds: 9 }", "f");
+  ASSERT_TRUE(s.ok());
+  auto sb = batching_options(*s, "f");
+  ASSERT_TRUE(sb.ok());
+  EXPECT_EQ(sb->max_queue_size, 3);
+  EXPECT_EQ(sb->default_timeout_us, 9);
+}
+
+class Quiet : public Logger {
+  void log(Severity, const char*) noexcept override {}
+};
+
+// y = x + x with x: [batch, d] (d symbolic too), a CPU engine with batch in [1, 16], d in [1, 8].
+std::shared_ptr<Engine> doubling_engine() {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("double");
+  for (auto* vi : {g->add_input(), g->add_output()}) {
+    vi->set_name(vi == &g->input(0) ? "x" : "y");
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("batch");
+    tt->mutable_shape()->add_dim()->set_dim_param("d");
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Add");
+  n->add_input("x");
+  n->add_input("x");
+  n->add_output("y");
+  std::string bytes = m.SerializeAsString();
+  static Quiet quiet;
+  BuilderConfig bc;
+  OptimizationProfile p;
+  p.set_dimensions("x", {1, 1}, {8, 4}, {16, 8});
+  bc.profiles.push_back(p);
+  auto eng = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), bc);
+  EXPECT_TRUE(eng.ok()) << eng.status().to_string();
+  if (!eng.ok()) return nullptr;
+  auto e = Runtime(quiet).deserialize(eng->data(), eng->size());
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return e.ok() ? e.value() : nullptr;
+}
+
+InferRequest doubling_request(int64_t rows, int64_t d, float base) {
+  InferRequest r;
+  InferInput in{"x", DataType::kFloat32, {rows, d}, {}};
+  std::vector<float> v(static_cast<size_t>(rows * d));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = base + static_cast<float>(i);
+  in.data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  r.inputs.push_back(std::move(in));
+  return r;
+}
+
+struct BatcherFixture : ::testing::Test {
+  Metrics metrics;
+  std::unique_ptr<ModelStats> stats;
+  ModelSignature sig{"double", 16, {{"x", DataType::kFloat32, {-1}}}, {{"y", DataType::kFloat32, {-1}}}};
+  std::unique_ptr<DynamicBatcher> make(BatchingOptions o) {
+    stats = std::make_unique<ModelStats>(&metrics, "double", "1");
+    auto engine = doubling_engine();
+    if (!engine) return nullptr;
+    auto b = DynamicBatcher::create(engine, sig, o, stats.get());
+    EXPECT_TRUE(b.ok()) << b.status().to_string();
+    return b.ok() ? std::move(b.value()) : nullptr;
+  }
+  static BatchingOptions opts(int64_t delay_us, int64_t queue = 0, int64_t timeout_us = 0) {
+    BatchingOptions o;
+    o.max_batch_size = 16;
+    o.dynamic = true;
+    o.max_queue_delay_us = delay_us;
+    o.max_queue_size = queue;
+    o.default_timeout_us = timeout_us;
+    o.instances = 2;
+    o.gpus = {-1, -1};
+    return o;
+  }
+};
+
+TEST(ModelConfig, SignatureAgainstTheEngine) {
+  auto engine = doubling_engine();  // x, y: [batch in 1..16, d in 1..8], FP32
+  ASSERT_TRUE(engine);
+  auto sig_for = [&](const std::string& text) {
+    auto c = parse_model_config(text, "m/config.pbtxt");
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return resolve_signature(*c, *engine, "m/config.pbtxt");
+  };
+  auto expect_error = [&](const std::string& text, const std::string& words) {
+    auto s = sig_for(text);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(words), std::string::npos) << s.status().message();
+    EXPECT_NE(s.status().message().find("m/config.pbtxt"), std::string::npos) << s.status().message();
+  };
+  // Left out, inputs and outputs come from the engine, batch dim dropped.
+  auto s = sig_for("max_batch_size: 8");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->inputs.size(), 1u);
+  EXPECT_EQ(s->inputs[0].name, "x");
+  EXPECT_EQ(s->inputs[0].dims, (std::vector<int64_t>{-1}));
+  EXPECT_EQ(s->outputs[0].name, "y");
+  s = sig_for(R"(max_batch_size: 8 input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ])");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->inputs[0].dims, (std::vector<int64_t>{4}));
+  expect_error(R"(max_batch_size: 8 input [ { name: "z" data_type: TYPE_FP32 dims: [ 4 ] } ])", "input 'z'");
+  expect_error(R"(max_batch_size: 8 input [ { name: "x" data_type: TYPE_INT32 dims: [ 4 ] } ])", "TYPE_INT32");
+  expect_error(R"(max_batch_size: 8 input [ { name: "x" data_type: TYPE_FP32 dims: [ 4, 4 ] } ])", "dims [4,4]");
+  expect_error("max_batch_size: 32", "at most 16");  // the engine's profile stops at 16
+}
+
+TEST_F(BatcherFixture, ConcurrentRequestsBatchAndSplitBackInOrder) {
+  auto b = make(opts(20000));
+  ASSERT_TRUE(b);
+  constexpr int kThreads = 24;
+  std::vector<InferResult> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Two widths (d = 4 and d = 3) that must never share a batch; 1..3 rows each.
+      results[t] = b->infer(doubling_request(1 + t % 3, t % 2 ? 3 : 4, 100.0f * t), 1 + t % 3);
+    });
+  }
+  for (auto& th : threads) th.join();
+  int64_t batched = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    const InferResult& r = results[t];
+    ASSERT_FALSE(r.error.has_value()) << r.error->message;
+    ASSERT_EQ(r.outputs.size(), 1u);
+    int64_t rows = 1 + t % 3, d = t % 2 ? 3 : 4;
+    EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{rows, d}));
+    std::vector<float> y = floats(r.outputs[0].data);
+    ASSERT_EQ(y.size(), static_cast<size_t>(rows * d));
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], 2 * (100.0f * t + i)) << "request " << t << " element " << i;
+    batched = std::max(batched, r.executed_batch_size);
+  }
+  EXPECT_GT(batched, 3) << "no batch held more than one request";
+}
+
+TEST_F(BatcherFixture, FullQueueAnswers503AtOnce) {
+  auto b = make(opts(300000, /*queue=*/2));  // a batch waits 300 ms: the queue fills
+  ASSERT_TRUE(b);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0}, full{0};
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      InferResult r = b->infer(doubling_request(1, 4, t), 1);
+      if (!r.error) ++ok;
+      if (r.error && r.error->http_status == 503 && r.error->message.find("queue full") != std::string::npos) ++full;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_GE(ok.load(), 2);
+  EXPECT_GE(full.load(), 1);
+  EXPECT_EQ(ok + full, 6);
+}
+
+TEST_F(BatcherFixture, TimedOutRequestIsAnsweredAndNeverRun) {
+  auto b = make(opts(500000, 0, /*timeout_us=*/20000));
+  ASSERT_TRUE(b);
+  auto t0 = Clock::now();
+  InferResult r = b->infer(doubling_request(1, 4, 0), 1);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_EQ(r.error->http_status, 504);
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(400)) << "answered only when the batch would have formed";
+  b->stop();
+  json s = json::parse(stats->to_json("double", "1"));
+  EXPECT_EQ(s["execution_count"], 0) << "a timed-out request ran";
+}
+
+TEST_F(BatcherFixture, StopDrainsTheQueue) {
+  auto b = make(opts(5000000));  // would wait 5 s for a fuller batch
+  ASSERT_TRUE(b);
+  std::vector<InferResult> results(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) threads.emplace_back([&, t] { results[t] = b->infer(doubling_request(1, 4, t), 1); });
+  while (b->queued() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto t0 = Clock::now();
+  b->stop();
+  for (auto& th : threads) th.join();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  for (const auto& r : results) EXPECT_FALSE(r.error.has_value()) << r.error->message;
+  InferResult late = b->infer(doubling_request(1, 4, 0), 1);
+  ASSERT_TRUE(late.error.has_value());
+  EXPECT_EQ(late.error->http_status, 503);
+}
+
+TEST_F(BatcherFixture, FailingBatchFailsOnlyItsRequests) {
+  auto b = make(opts(0));
+  ASSERT_TRUE(b);
+  // d = 9 is outside the engine's profile [1, 8]: the execution fails, with the engine's message.
+  InferResult bad = b->infer(doubling_request(1, 9, 0), 1);
+  ASSERT_TRUE(bad.error.has_value());
+  EXPECT_NE(bad.error->message.find("x"), std::string::npos) << bad.error->message;
+  InferResult good = b->infer(doubling_request(2, 4, 1), 2);
+  EXPECT_FALSE(good.error.has_value()) << good.error->message;
+}
+
+}  // namespace
+}  // namespace ingot::server

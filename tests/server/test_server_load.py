@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""`ingot serve` under load, on loopback (bounded to ~30 s):
+  - N concurrent clients send a few thousand requests (batch 1..4, JSON and binary tensors) to a
+    CPU engine of the symbolic-batch MLP; every answer must equal onnxruntime's output for that
+    request alone, none may be lost, and the executed batches must average more than 1 request
+    (nv_inference_count / nv_inference_exec_count); p50/p99 latency and the server overhead
+    (latency of a lone request minus the engine's own execution time) are printed;
+  - overload: a burst past max_queue_size gets 503 at once for the excess, correct answers for
+    the rest;
+  - a request past its queue timeout is answered with an error and never executed;
+  - SIGTERM with requests queued: every one is answered, then the server exits 0.
+Usage: test_server_load.py --ingot build/tools/ingot --models build/test-models"""
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_harness import Client, Server, add_model, check, run_concurrently, summary  # noqa: E402
+
+MLP_CONFIG = """
+name: "{name}"
+max_batch_size: 16
+input [ {{ name: "x" data_type: TYPE_FP32 dims: [ 8 ] }} ]
+output [ {{ name: "probs" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+dynamic_batching {{
+  preferred_batch_size: [ 16 ]
+  max_queue_delay_microseconds: {delay}
+  default_queue_policy {{ max_queue_size: {queue} default_timeout_microseconds: {timeout} }}
+}}
+instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
+"""
+
+
+def config(name, delay, queue=0, timeout=0, instances=2):
+    return MLP_CONFIG.format(name=name, delay=delay, queue=queue, timeout=timeout, instances=instances)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingot", required=True)
+    ap.add_argument("--models", required=True)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=3000)
+    args = ap.parse_args()
+    onnx_path = os.path.join(args.models, "mlp_symbolic_batch", "model.onnx")
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+
+    repo = tempfile.mkdtemp(prefix="ingot-serve-load-")
+    add_model(repo, "mlp", onnx_path, config("mlp", delay=2000))
+    add_model(repo, "mlp_direct", onnx_path, "max_batch_size: 16\n")  # no batcher delay; I/O from the engine
+    add_model(repo, "mlp_bounded", onnx_path, config("mlp_bounded", delay=300000, queue=4, instances=1))
+    add_model(repo, "mlp_timeout", onnx_path, config("mlp_timeout", delay=2000000, timeout=50000, instances=1))
+    access_log = os.path.join(repo, "access.log")
+    server = Server(args.ingot, repo, "--access-log", access_log)
+    print(f"server on 127.0.0.1:{server.port}, metrics on {server.metrics_port}", flush=True)
+    check("the .onnx was built and its engine kept beside it",
+          os.path.exists(os.path.join(repo, "mlp", "1", "model.engine")))
+
+    # ---- load: every answer equals the request run alone --------------------------------------
+    per_client = args.requests // args.clients
+    rng_seed = 20261130
+
+    def client_loop(i):
+        rng = np.random.default_rng(rng_seed + i)
+        c = Client(server.port)
+        lat, bad, statuses = [], [], {}
+        for k in range(per_client):
+            x = rng.standard_normal((int(rng.integers(1, 5)), 8)).astype(np.float32)
+            t0 = time.perf_counter()
+            status, out = c.infer("mlp", {"x": x}, binary=(k % 2 == 0), outputs=["probs"], binary_outputs=(k % 3 == 0))
+            lat.append(time.perf_counter() - t0)
+            statuses[status] = statuses.get(status, 0) + 1
+            if status != 200:
+                bad.append(f"status {status}: {out}")
+                continue
+            want = sess.run(None, {"x": x})[0]
+            got = out.get("probs")
+            if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+                bad.append(f"request {k} of client {i}: got {got}, want {want}")
+        return lat, bad, statuses
+
+    t0 = time.perf_counter()
+    results = run_concurrently(args.clients, client_loop)
+    wall = time.perf_counter() - t0
+    lat = sorted(x for r in results for x in r[0])
+    bad = [b for r in results for b in r[1]]
+    total = per_client * args.clients
+    check(f"{total} requests from {args.clients} clients all answered 200 and equal onnxruntime run alone",
+          not bad and len(lat) == total, bad[:3])
+    p50, p99 = lat[len(lat) // 2] * 1e3, lat[int(len(lat) * 0.99)] * 1e3
+    print(f"load: {total} requests in {wall:.2f} s ({total / wall:.0f} req/s), latency p50 {p50:.3f} ms, "
+          f"p99 {p99:.3f} ms")
+    m, _ = server.metrics()
+    success, count, execs = (m.get((k, "mlp"), 0) for k in
+                             ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"))
+    check("nv_inference_request_success counts every request", success == total, f"{success} vs {total}")
+    mean_batch = count / execs if execs else 0
+    print(f"load: {execs:.0f} executions of {count:.0f} inferences, mean executed batch {mean_batch:.2f} rows")
+    check("mean executed batch size (nv_inference_count / nv_inference_exec_count) > 1", mean_batch > 1, mean_batch)
+    check("nv_inference_pending_request_count is back to 0", m.get(("nv_inference_pending_request_count", "mlp")) == 0)
+
+    # ---- overhead: a lone client, batch 1, against the engine's own execution time -------------
+    # (mlp_direct has no dynamic_batching: a request runs as soon as it arrives.)
+    c = Client(server.port)
+    x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)
+    before, _ = server.metrics()
+    solo = []
+    for _ in range(300):
+        t = time.perf_counter()
+        status, _out = c.infer("mlp_direct", {"x": x}, binary=True, outputs=["probs"], binary_outputs=True)
+        solo.append(time.perf_counter() - t)
+    after, _ = server.metrics()
+    solo.sort()
+    n_exec = after[("nv_inference_exec_count", "mlp_direct")] - before.get(("nv_inference_exec_count", "mlp_direct"), 0)
+    compute_us = (after[("nv_inference_compute_infer_duration_us", "mlp_direct")] -
+                  before.get(("nv_inference_compute_infer_duration_us", "mlp_direct"), 0)) / max(n_exec, 1)
+    solo_p50_us = solo[len(solo) // 2] * 1e6
+    print(f"overhead: lone batch-1 request p50 {solo_p50_us:.0f} us, engine execution {compute_us:.0f} us, "
+          f"server overhead {solo_p50_us - compute_us:.0f} us (HTTP + JSON header + binary tensors, loopback, "
+          f"model without dynamic batching)")
+    check("overhead: every lone request answered", status == 200 and n_exec == 300, (status, n_exec))
+
+    # ---- overload: a burst past max_queue_size ------------------------------------------------
+    def burst(i):
+        rng = np.random.default_rng(100 + i)
+        xb = rng.standard_normal((1, 8)).astype(np.float32)
+        status, out = Client(server.port).infer("mlp_bounded", {"x": xb})
+        ok = status != 200 or np.allclose(out["probs"], sess.run(None, {"x": xb})[0], rtol=1e-5, atol=1e-6)
+        return status, ok, out
+
+    t = time.perf_counter()
+    res = run_concurrently(24, burst)
+    statuses = [r[0] for r in res]
+    n503, n200 = statuses.count(503), statuses.count(200)
+    print(f"overload: 24 concurrent requests, max_queue_size 4: {n200} answered, {n503} got 503 "
+          f"({time.perf_counter() - t:.2f} s)")
+    check("overload: every request is answered 200 or 503", n200 + n503 == 24, statuses)
+    check("overload: the excess gets 503 and at least max_queue_size are served", n503 >= 1 and n200 >= 4, statuses)
+    check("overload: the served answers are correct", all(r[1] for r in res))
+    msg = next((r[2] for r in res if r[0] == 503), "")
+    check("overload: the 503 says the queue is full", "queue full" in str(msg), msg)
+
+    # ---- timeout: past default_timeout_microseconds, answered with an error, never executed ----
+    status, out = Client(server.port).infer("mlp_timeout", {"x": x})
+    check("a request past its queue timeout is answered 504 with a message", status == 504 and "timed out" in str(out),
+          (status, out))
+    time.sleep(0.1)
+    m, _ = server.metrics()
+    check("the timed-out request was never executed", m.get(("nv_inference_exec_count", "mlp_timeout"), 0) == 0)
+
+    # ---- SIGTERM drains the queue -------------------------------------------------------------
+    answers = []
+
+    def late(i):
+        xb = np.random.default_rng(200 + i).standard_normal((1, 8)).astype(np.float32)
+        status, out = Client(server.port).infer("mlp_bounded", {"x": xb})
+        answers.append((status, status == 200 and np.allclose(out["probs"], sess.run(None, {"x": xb})[0], rtol=1e-5,
+                                                              atol=1e-6)))
+
+    threads = [threading.Thread(target=late, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    # Wait until all three are queued (the model waits 300 ms for a fuller batch), then SIGTERM.
+    deadline = time.time() + 20
+    pending = ("nv_inference_pending_request_count", "mlp_bounded")
+    while time.time() < deadline and server.metrics()[0].get(pending) != 3:
+        time.sleep(0.01)
+    rc = server.stop()
+    for th in threads:
+        th.join()
+    check("SIGTERM: the queued requests are answered correctly",
+          len(answers) == 3 and all(a[1] for a in answers), answers)
+    check("SIGTERM: the server exits 0", rc == 0, rc)
+    lines = open(access_log).read().splitlines()
+    check("the access log has one JSON line per request",
+          len(lines) >= total and '"path":"/v2/models/mlp/infer"' in lines[0], lines[:2])
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""`ingot serve` speaks the KServe v2 protocol and refuses bad input clearly:
+  - every bad request gets the right 4xx and a message naming the problem: malformed JSON, wrong
+    datatype, wrong shape, unknown input, missing input, data length vs shape, binary size vs
+    shape, batch above max_batch_size, unknown model, unknown version, oversized body (413);
+  - health, server/model metadata, model readiness, statistics, repository index/load/unload;
+  - a config.pbtxt with an unknown field leaves that model UNAVAILABLE with a reason naming the
+    field and the file, while the others are served;
+  - Triton's own Python clients talk to it: tritonclient.http (metadata, JSON and binary infer,
+    statistics, repository calls) and tritonclient.grpc (health, metadata, ModelInfer with raw
+    and typed contents, error codes); skipped, saying so, when tritonclient is not installed.
+Usage: test_server_protocol.py --ingot build/tools/ingot --models build/test-models"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_harness import Client, Server, add_model, check, summary  # noqa: E402
+
+ADD2_CONFIG = """
+max_batch_size: 8
+input [ { name: "a" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "b" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "sum" data_type: TYPE_FP32 dims: [ 4 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 100 }
+"""
+
+
+def make_add2(path):
+    """a + b, both [batch, 4]: a model with two inputs (for the missing-input case)."""
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["sum"])], "add2",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info("sum", TensorProto.FLOAT, ["n", 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingot", required=True)
+    ap.add_argument("--models", required=True)
+    args = ap.parse_args()
+    mlp = os.path.join(args.models, "mlp_symbolic_batch", "model.onnx")
+    sess = ort.InferenceSession(mlp, providers=["CPUExecutionProvider"])
+    repo = tempfile.mkdtemp(prefix="ingot-serve-proto-")
+    add2 = os.path.join(repo, "add2.onnx")
+    make_add2(add2)
+    add_model(repo, "add2", add2, ADD2_CONFIG)
+    mlp_config = ('max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 8 ] } ]\n'
+                  'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+                  'version_policy { all { } }\n')
+    add_model(repo, "mlp", mlp, mlp_config, version=1)
+    add_model(repo, "mlp", mlp, mlp_config, version=3)
+    add_model(repo, "broken", mlp, 'max_batch_size: 4\nmax_batch_sise: 8\n')
+    server = Server(args.ingot, repo, "--max-request-bytes", str(1 << 20), "--access-log", "off")
+    c = Client(server.port)
+
+    # ---- a broken config ------------------------------------------------------------------------
+    status, _, body = c.request("POST", "/v2/repository/index", b"{}")
+    index = json.loads(body) if status == 200 else []
+    broken = [e for e in index if e["name"] == "broken"]
+    check("repository index lists every model",
+          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "broken"}, index)
+    reason = broken[0].get("reason", "") if broken else ""
+    check("an unknown config field leaves the model UNAVAILABLE, naming the field and the file",
+          broken and broken[0]["state"] == "UNAVAILABLE" and "max_batch_sise" in reason and "config.pbtxt" in reason,
+          broken)
+    check("not ready while a model failed to load", c.request("GET", "/v2/health/ready")[0] == 503)
+    check("unloading the broken model", c.request("POST", "/v2/repository/models/broken/unload", b"{}")[0] == 200)
+    check("ready once every model left is loaded", c.request("GET", "/v2/health/ready")[0] == 200)
+
+    # ---- health and metadata --------------------------------------------------------------------
+    check("GET /v2/health/live is 200", c.request("GET", "/v2/health/live")[0] == 200)
+    status, _, body = c.request("GET", "/v2")
+    meta = json.loads(body)
+    check("server metadata names the server and its extensions",
+          status == 200 and meta["name"] == "ingot" and "binary_tensor_data" in meta["extensions"], meta)
+    status, _, body = c.request("GET", "/v2/models/mlp")
+    meta = json.loads(body)
+    check("model metadata: versions, inputs and outputs with the batch dim -1",
+          status == 200 and meta["versions"] == ["1", "3"] and
+          meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 8]}] and
+          meta["outputs"] == [{"name": "probs", "datatype": "FP32", "shape": [-1, 4]}], meta)
+    check("model ready", c.request("GET", "/v2/models/mlp/ready")[0] == 200)
+    check("version ready", c.request("GET", "/v2/models/mlp/versions/1/ready")[0] == 200)
+    check("an unknown version is not ready (404)", c.request("GET", "/v2/models/mlp/versions/2/ready")[0] == 404)
+
+    # ---- infer, JSON and binary, with versions --------------------------------------------------
+    x = np.random.default_rng(7).standard_normal((3, 8)).astype(np.float32)
+    want = sess.run(None, {"x": x})[0]
+    for binary in (False, True):
+        for version in (None, "1", "3"):
+            status, out = c.infer("mlp", {"x": x}, binary=binary, version=version, outputs=["probs"],
+                                  binary_outputs=binary)
+            check(f"infer {'binary' if binary else 'JSON'} version {version or 'latest'} equals onnxruntime",
+                  status == 200 and np.allclose(out["probs"], want, rtol=1e-5, atol=1e-6), (status, out))
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    status, out = c.infer("add2", {"b": a * 3, "a": a})
+    check("a two-input model, inputs in any order", status == 200 and np.array_equal(out["sum"], a * 4), out)
+
+    # ---- bad input: the right code and a message naming the problem -----------------------------
+    def post(model, body, headers=None):
+        status, _, raw = c.request("POST", f"/v2/models/{model}/infer", body, headers)
+        try:
+            return status, json.loads(raw)["error"]
+        except Exception:  # noqa: BLE001
+            return status, raw
+
+    def bad(name, status, message, want_status, *words):
+        ok = status == want_status and all(w in message for w in words)
+        check(f"bad input: {name} -> {want_status}", ok, (status, message))
+
+    def body(name="x", shape=(1, 8), datatype="FP32", data=None, outputs=None, binary_size=None):
+        """One-input request JSON; data defaults to 0.5 for every element."""
+        t = {"name": name, "shape": list(shape), "datatype": datatype}
+        if binary_size is not None:
+            t["parameters"] = {"binary_data_size": binary_size}
+        else:
+            t["data"] = data if data is not None else [0.5] * int(np.prod(shape))
+        doc = {"inputs": [t]}
+        if outputs:
+            doc["outputs"] = [{"name": o} for o in outputs]
+        return json.dumps(doc).encode()
+
+    def header(head):
+        return {"Inference-Header-Content-Length": str(len(head))}
+
+    bad("malformed JSON", *post("mlp", b'{"inputs": [{"name": "x",'), 400, "malformed JSON")
+    bad("not an object", *post("mlp", b'[1, 2]'), 400, "JSON object")
+    bad("wrong datatype", *post("mlp", body(datatype="INT32", data=[1] * 8)), 400, "'x'", "INT32", "FP32")
+    bad("unknown datatype", *post("mlp", body(datatype="FP33")), 400, "FP33")
+    bad("wrong shape", *post("mlp", body(shape=(1, 7))), 400, "'x'", "[1,7]")
+    bad("batch above max_batch_size", *post("mlp", body(shape=(5, 8))), 400, "batch size 5", "max_batch_size")
+    bad("unknown input", *post("mlp", body(name="y")), 400, "unknown input 'y'")
+    bad("missing input", *post("add2", body(name="a", shape=(1, 4))), 400, "missing input 'b'")
+    bad("data length vs shape", *post("mlp", body(shape=(2, 8), data=[0.5] * 8)), 400, "8 elements", "16")
+    bad("a string in FP32 data", *post("mlp", body(data=["a"] * 8)), 400, "number")
+    head = body(binary_size=16)
+    bad("binary_data_size vs shape", *post("mlp", head + b"\0" * 16, header(head)), 400, "binary_data_size 16",
+        "32 bytes")
+    head = body(binary_size=32)
+    bad("binary data shorter than declared", *post("mlp", head + b"\0" * 8, header(head)), 400, "runs past the body")
+    bad("a header length past the body", *post("mlp", head, {"Inference-Header-Content-Length": "99999"}), 400,
+        "exceeds the body")
+    bad("an unknown output", *post("mlp", body(outputs=["nope"])), 400, "unknown output 'nope'")
+    bad("unknown model", *post("nope", b"{}"), 404, "unknown model 'nope'")
+    status, _, raw = c.request("POST", "/v2/models/mlp/versions/2/infer", b"{}")
+    bad("unknown version", status, json.loads(raw)["error"], 404, "no ready version '2'")
+    big = body() + b" " * (2 << 20)
+    status, raw = post("mlp", big)
+    bad("oversized body", status, str(raw), 413, "exceeds the limit", str(1 << 20))
+    status, out = c.infer("mlp", {"x": x})
+    check("still serving after the bad requests", status == 200, status)
+
+    # ---- statistics ---------------------------------------------------------------------------
+    status, _, body = c.request("GET", "/v2/models/mlp/versions/3/stats")
+    st = json.loads(body)["model_stats"][0] if status == 200 else {}
+    check("statistics: version 3 counted its successes and failures",
+          st.get("version") == "3" and st["inference_stats"]["success"]["count"] >= 3 and
+          st["inference_stats"]["fail"]["count"] >= 10, st)
+
+    # ---- repository: unload / load --------------------------------------------------------------
+    check("unload mlp", c.request("POST", "/v2/repository/models/mlp/unload", b"{}")[0] == 200)
+    status, msg = post("mlp", big[:200])
+    check("an unloaded model answers 404", status == 404 and "mlp" in msg, (status, msg))
+    check("load mlp again", c.request("POST", "/v2/repository/models/mlp/load", b"{}")[0] == 200)
+    check("loading an unknown model is 404", c.request("POST", "/v2/repository/models/zzz/load", b"{}")[0] == 404)
+    status, out = c.infer("mlp", {"x": x})
+    check("served again after load", status == 200 and np.allclose(out["probs"], want, rtol=1e-5, atol=1e-6))
+
+    # ---- Triton's client library --------------------------------------------------------------
+    try:
+        import tritonclient.http as th
+    except ImportError as e:
+        print(f"skip tritonclient checks: tritonclient[http] is not installed ({e}); pip install -r requirements.txt")
+        th = None
+    if th:
+        tc = th.InferenceServerClient(f"127.0.0.1:{server.port}")
+        check("tritonclient: live, ready, model ready",
+              tc.is_server_live() and tc.is_server_ready() and tc.is_model_ready("mlp"))
+        md = tc.get_model_metadata("mlp")
+        check("tritonclient: model metadata", md["inputs"][0]["name"] == "x", md)
+        cfg = tc.get_model_config("mlp")
+        check("tritonclient: model config", cfg.get("max_batch_size") == 4, cfg)
+        for binary in (False, True):
+            i = th.InferInput("x", list(x.shape), "FP32")
+            i.set_data_from_numpy(x, binary_data=binary)
+            r = tc.infer("mlp", [i], outputs=[th.InferRequestedOutput("probs", binary_data=binary)])
+            check(f"tritonclient: infer ({'binary' if binary else 'JSON'})",
+                  np.allclose(r.as_numpy("probs"), want, rtol=1e-5, atol=1e-6))
+        try:
+            tc.infer("mlp", [th.InferInput("y", [1, 8], "FP32").set_data_from_numpy(x[:1])])
+            check("tritonclient: a bad request raises with the server's message", False)
+        except th.InferenceServerException as e:
+            check("tritonclient: a bad request raises with the server's message", "unknown input 'y'" in str(e), e)
+        stats = tc.get_inference_statistics("mlp")
+        check("tritonclient: statistics", stats["model_stats"][0]["name"] == "mlp", stats)
+        check("tritonclient: repository index", any(e["name"] == "add2" for e in tc.get_model_repository_index()))
+        tc.unload_model("add2")
+        check("tritonclient: unload", not tc.is_model_ready("add2"))
+        tc.load_model("add2")
+        check("tritonclient: load", tc.is_model_ready("add2"))
+
+    # ---- gRPC, through Triton's gRPC client and its generated stubs -----------------------------
+    try:
+        import grpc
+        import tritonclient.grpc as tg
+        from tritonclient.grpc import service_pb2, service_pb2_grpc
+    except ImportError as e:
+        print(f"skip gRPC checks: tritonclient[grpc] is not installed ({e}); pip install -r requirements.txt")
+        tg = None
+    if tg and server.grpc_port is None:
+        check("gRPC endpoint is up (ingot built with gRPC)", False, server.output()[-500:])
+    elif tg:
+        gc = tg.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+        check("gRPC: live, ready, model ready, unknown model not ready",
+              gc.is_server_live() and gc.is_server_ready() and gc.is_model_ready("mlp") and
+              not gc.is_model_ready("zzz"))
+        sm = gc.get_server_metadata()
+        check("gRPC: server metadata", sm.name == "ingot", sm)
+        md = gc.get_model_metadata("mlp")
+        check("gRPC: model metadata", md.platform == "ingot_cpu" and list(md.inputs[0].shape) == [-1, 8] and
+              list(md.versions) == ["1", "3"], md)
+        i = tg.InferInput("x", list(x.shape), "FP32")
+        i.set_data_from_numpy(x)
+        r = gc.infer("mlp", [i], model_version="1", outputs=[tg.InferRequestedOutput("probs")])
+        check("gRPC: ModelInfer with raw_input_contents equals onnxruntime",
+              np.allclose(r.as_numpy("probs"), want, rtol=1e-5, atol=1e-6), r.get_response())
+        try:
+            gc.infer("mlp", [tg.InferInput("y", [1, 8], "FP32").set_data_from_numpy(x[:1])])
+            check("gRPC: a bad request fails with the server's message", False)
+        except tg.InferenceServerException as e:
+            check("gRPC: a bad request fails with the server's message",
+                  "unknown input 'y'" in str(e) and "INVALID_ARGUMENT" in str(e.status()), (e, e.status()))
+        try:
+            gc.infer("zzz", [i])
+            check("gRPC: an unknown model is NOT_FOUND", False)
+        except tg.InferenceServerException as e:
+            check("gRPC: an unknown model is NOT_FOUND", "NOT_FOUND" in str(e.status()), e.status())
+        # Typed contents (fp32_contents) instead of raw bytes, through the generated stub.
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+        req = service_pb2.ModelInferRequest(model_name="mlp", id="typed")
+        t = req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        t.contents.fp32_contents.extend(x.flatten().tolist())
+        resp = stub.ModelInfer(req)
+        got = np.frombuffer(resp.raw_output_contents[0], dtype=np.float32).reshape(list(resp.outputs[0].shape))
+        check("gRPC: ModelInfer with typed contents equals onnxruntime",
+              resp.id == "typed" and np.allclose(got, want, rtol=1e-5, atol=1e-6), resp)
+        t.contents.fp32_contents.append(1.0)
+        try:
+            stub.ModelInfer(req)
+            check("gRPC: typed contents longer than the shape are refused", False)
+        except grpc.RpcError as e:
+            check("gRPC: typed contents longer than the shape are refused",
+                  e.code() == grpc.StatusCode.INVALID_ARGUMENT and "needs 96" in e.details(), e.details())
+
+    rc = server.stop()
+    check("SIGTERM: exit 0", rc == 0, (rc, server.output()[-2000:]))
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
