@@ -176,6 +176,7 @@ class CudaBackend : public Backend {
     families_.push_back(norm_family());
     families_.push_back(quant_family());
     families_.push_back(attention_family());
+    families_.push_back(pointwise_family());
     families_.push_back(elementwise_family());
   }
   std::string name() const override { return "cuda"; }

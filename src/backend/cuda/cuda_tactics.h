@@ -32,6 +32,7 @@ struct TacticFamily {
   std::function<std::unique_ptr<Tactic>(const std::string& name, const std::vector<uint8_t>& params)> create;
 };
 
+TacticFamily pointwise_family();    // pointwise_tactics.cc: ingot::Pointwise (NVRTC-generated kernels)
 TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
 TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
 TacticFamily attention_family();    // attention_tactics.cc: Attention, ingot::Attention
