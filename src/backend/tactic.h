@@ -51,6 +51,9 @@ class Tactic {
   /// Whether enqueue may be recorded into a CUDA graph: no host synchronization, no host
   /// reads of device data, the same launches every time for the same shapes and pointers.
   virtual bool capturable() const { return true; }
+  /// Whether enqueue can size outputs the plan could not (data-dependent shapes: the output
+  /// view is undefined and the tactic allocates it through StepIO::allocate_output).
+  virtual bool handles_dynamic_outputs() const { return false; }
   /// Whether the tactic computes fp32 GEMMs/convolutions with TF32 tensor cores (kept only when
   /// BuilderConfig::tf32 allows it).
   virtual bool uses_tf32() const { return false; }

@@ -184,10 +184,16 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
       auto it = v ? max_states[0].shapes.find(v) : max_states[0].shapes.end();
       max_in.push_back(it != max_states[0].shapes.end() ? it->second : Shape64{});
     }
+    // Outputs whose size only the data settles (no planned buffer): only tactics that allocate.
+    bool dynamic_out = false;
+    for (const ir::Value* o : node->outputs())
+      for (const ShapeState& st : max_states)
+        dynamic_out |= o && (st.dynamic.count(o) > 0 || !st.shapes.count(o));
     // TF32 only when allowed; scratch within the configured limit (unless nothing else runs it).
     std::vector<std::unique_ptr<backend::Tactic>> over_limit;
     for (auto& t : all) {
       if (!options.tune.tf32 && t->uses_tf32()) continue;
+      if (dynamic_out && !t->handles_dynamic_outputs()) continue;
       if (t->workspace_bytes(*node, max_in) > options.tune.workspace_limit) over_limit.push_back(std::move(t));
       else cands.push_back(std::move(t));
     }

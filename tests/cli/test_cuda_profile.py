@@ -90,7 +90,9 @@ def main():
         for label, model, flags in (("fp32 mlp", mlp, ["--shapes", "x:64x8"]),
                                     ("fp16 transformer", tfm, ["--fp16"])):
             e = os.path.join(tmp, "m.engine")
-            rc, out, err = run(ingot, "build", model, "--backend", "cuda", *flags, "-o", e)
+            rc, out, err = run(ingot, "build", model, "--backend", "cuda", *flags, "-o", e, "--verbose")
+            # Layers the precision pass kept in fp32 say so (no fp16 tactic, or weights out of range).
+            kept_gemms = sum(1 for line in err.splitlines() if "stays fp32" in line and "Gemm" in line)
             check(f"{label}: build", rc == 0, out + err)
             prof = os.path.join(tmp, "p.json")
             rc, out, err = run(ingot, "run", e, "--dump-profile", "--export-profile", prof, "--iterations", "20",
@@ -114,9 +116,14 @@ def main():
                     bad.append((l["step"], l["name"], l["precision"], want, got))
             check(f"{label}: roofline % = max(FLOPs/peak, bytes/bandwidth) / time for every step",
                   layers and not bad and any(l["rooflinePercent"] is not None for l in layers), str(bad[:5]))
-            gemm_prec = {l["precision"] for l in layers if "Gemm" in l["op"] or "MatMul" in l["op"]}
-            want_prec = {"f16"} if "--fp16" in flags else {"f32"}
-            check(f"{label}: GEMM steps run in {want_prec}", gemm_prec == want_prec, str(gemm_prec))
+            gemms = [l["precision"] for l in layers if "Gemm" in l["op"] or "MatMul" in l["op"]]
+            if "--fp16" in flags:
+                # fp16 everywhere except the GEMMs the build names as kept in fp32.
+                check(f"{label}: GEMM steps run in f16 but for those the build keeps in fp32",
+                      "f16" in gemms and gemms.count("f32") <= kept_gemms and set(gemms) <= {"f16", "f32"},
+                      f"{gemms}, {kept_gemms} kept in fp32 by the build")
+            else:
+                check(f"{label}: GEMM steps run in f32", gemms and set(gemms) == {"f32"}, str(gemms))
             gemms = [l for l in layers if "Gemm" in l["op"] or "MatMul" in l["op"]]
             check(f"{label}: with --onnx every GEMM step has FLOPs, bytes and a roofline figure",
                   gemms and all(l["flops"] and l["bytes"] and l["rooflinePercent"] is not None for l in gemms),

@@ -21,6 +21,7 @@ class CpuReferenceTactic : public Tactic {
     return cpu::KernelRegistry::global().find(node.op_type(), node.domain()) != nullptr;
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+  bool handles_dynamic_outputs() const override { return true; }
   Status enqueue(StepIO& io) const override {
     return cpu::run_node_into(*io.node, io.inputs, *io.outputs, io.subgraph_runner, !io.in_place);
   }
