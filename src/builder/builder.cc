@@ -110,6 +110,40 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   if (profiles.empty()) profiles.emplace_back();  // all inputs fixed: one implicit profile
   INGOT_RETURN_IF_ERROR(check_profiles(*graph, profiles));
 
+  // Dims that every profile pins to one value are constants of this engine: give them to the
+  // graph before optimizing, so shape arithmetic folds and fusions can prove shapes equal (an
+  // exported model's "batch" is otherwise an unknown the optimizer cannot reason about).
+  bool specialized = false;
+  for (ir::Value* in : graph->inputs()) {
+    if (in->initializer() || !options.profiles.size()) continue;
+    std::vector<int64_t> fixed;
+    bool all = true;
+    for (const Profile& p : profiles) {
+      const ProfileDims* d = p.find(in->name());
+      if (!d) {
+        all = false;
+        break;
+      }
+      if (fixed.empty()) fixed = d->min;
+      for (size_t i = 0; i < d->min.size(); ++i)
+        if (d->min[i] != d->max[i] || i >= fixed.size() || fixed[i] != d->min[i]) fixed[i] = -1;
+    }
+    if (!all || fixed.empty()) continue;
+    ir::Shape s = in->shape().rank_known() ? in->shape() : ir::Shape(std::vector<ir::Dim>(fixed.size()));
+    if (s.rank() != fixed.size()) continue;
+    bool any = false;
+    for (size_t i = 0; i < fixed.size(); ++i)
+      if (fixed[i] >= 0 && !s[i].is_known()) {
+        s.mutable_dims()[i] = ir::Dim(fixed[i]);
+        any = true;
+      }
+    if (any) {
+      in->set_shape(s);
+      specialized = true;
+    }
+  }
+  if (specialized) INGOT_RETURN_IF_ERROR(ir::infer_graph(*graph));
+
   auto progress = [&](const char* phase, int done, int total) {
     if (options.progress) options.progress(phase, done, total);
   };

@@ -11,6 +11,7 @@
 //   scores scaled by scalar Mul/Div (any number, any operand order for Mul)
 //   [Add(scores, mask) | Where(bool_mask, scores, -inf)]
 //   probs = Softmax(scores, last axis)
+//           [Where(IsNaN(probs), 0, probs): PyTorch's SDPA export zeroing fully masked rows]
 //   out   = MatMul(probs, V)
 //
 // Result: one ingot::Attention(Q, K, V[, mask]) {scale, is_causal=0} with the
@@ -234,6 +235,22 @@ private:
     if (!rank4(s_in))
       return false;
     Value *probs = sm->output(0);
+    // PyTorch's exported scaled_dot_product_attention zeroes the NaN rows a fully masked row
+    // gives: Where(IsNaN(p), 0, p). Attention gives zeros there itself, so both go too.
+    std::vector<Node *> nan_guard;
+    if (probs->uses().size() == 2) {
+      Node *isnan = nullptr, *where = nullptr;
+      for (const auto &[user, idx] : probs->uses()) {
+        if (user->domain().empty() && user->op_type() == "IsNaN") isnan = user;
+        if (user->domain().empty() && user->op_type() == "Where" && idx == 2) where = user;
+      }
+      std::optional<double> zero = where ? literal_scalar(where->input(1)) : std::nullopt;
+      if (isnan == nullptr || where == nullptr || where->input(0) != isnan->output(0) ||
+          isnan->output(0)->uses().size() != 1 || !zero || *zero != 0.0)
+        return false;
+      nan_guard = {where, isnan};
+      probs = where->output(0);
+    }
     if (probs->uses().size() != 1)
       return false;
     Node *pv = probs->uses()[0].first;
@@ -245,7 +262,9 @@ private:
     if (axis != -1 && axis != 3)
       return refuse(ctx, sm, "Softmax is not over the last axis");
 
-    std::vector<Node *> nodes = {pv, sm};
+    std::vector<Node *> nodes = {pv};
+    nodes.insert(nodes.end(), nan_guard.begin(), nan_guard.end());
+    nodes.push_back(sm);
     Value *mask = nullptr;
     Value *scores = s_in;
     double scale = 1.0;

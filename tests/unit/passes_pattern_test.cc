@@ -641,6 +641,29 @@ TEST(PassesPattern, AttentionWithAdditiveMaskAbsorbsHeadSplitAndMerge) {
   expect_same_numbers(*pass, kt2, "ingot::Attention ");
 }
 
+// PyTorch's exported scaled_dot_product_attention: the scale split over Q and K^T as two Muls
+// by √scale, and Where(IsNaN(p), 0, p) after the Softmax (fully masked rows become zeros, as
+// Attention's do).
+TEST(PassesPattern, AttentionOfTheTorchSdpaExportWithItsNanGuard) {
+  auto pass = make_recognize_attention();
+  std::string text = bert_attention("  %sm = Add(%sc, %mask)", "%sm");
+  auto swap = [&](const std::string& from, const std::string& to) {
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+  };
+  swap("  %qk = MatMul(%qh, %kt)\n  %sc = Div(%qk, %sqrtd)",
+       "  %qs = Mul(%qh, %rs)\n  %ks = Mul(%kt, %rs)\n  %sc = MatMul(%qs, %ks)");
+  swap("  init %sqrtd: f32[] = [2.82842708]", "  init %rs: f32[] = [0.594603539]\n  init %zero: f32[] = [0]");
+  swap("  %ctx = MatMul(%p, %vh)", "  %nan = IsNaN(%p)\n  %pz = Where(%nan, %zero, %p)\n  %ctx = MatMul(%pz, %vh)");
+  expect_same_numbers(*pass, text, "ingot::Attention ");
+  // A guard that fills with something else than 0 is not Attention's semantics: left alone.
+  std::string other = text;
+  other.replace(other.find("[0]\n"), 4, "[1]\n");
+  Outcome o = run_pass(*pass, other);
+  ASSERT_TRUE(o.graph);
+  EXPECT_FALSE(o.changed) << ir::to_text(*o.graph);
+}
+
 TEST(PassesPattern, AttentionKeeps4DFormWhenTheHeadMergeDoesNotMatch) {
   auto pass = make_recognize_attention();
   // The per-head context is itself an output: no merge to absorb.

@@ -1,0 +1,112 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Builder behaviour that is not a pass of its own: dims that every optimization profile pins to
+// one value are given to the graph before optimizing, so an exporter's shape arithmetic
+// (Shape -> Gather -> Concat -> Reshape on a symbolic batch) folds away; an open profile keeps it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/status.h"
+#include "ingot/builder.h"
+#include "ingot/engine.h"
+#include "onnx/onnx.pb.h"
+
+namespace ingot {
+namespace {
+
+class Quiet : public Logger {
+ public:
+  void log(Severity, const char*) noexcept override {}
+};
+
+// y = Relu(Reshape(x, Concat(Gather(Shape(x), 0), [2, 4]))), x: f32[batch, 8].
+std::string shape_arithmetic_model() {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(::onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  tt->mutable_shape()->add_dim()->set_dim_value(8);
+  g->add_output()->set_name("y");
+  auto ints = [&](const char* name, std::vector<int64_t> v, bool scalar) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  ints("zero", {0}, true);
+  ints("axes0", {0}, false);
+  ints("rest", {2, 4}, false);
+  auto node = [&](const char* op, std::vector<const char*> ins, const char* out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const char* i : ins) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("Shape", {"x"}, "shape");
+  node("Gather", {"shape", "zero"}, "b");
+  node("Unsqueeze", {"b", "axes0"}, "b1");
+  auto* cat = node("Concat", {"b1", "rest"}, "target");
+  auto* axis = cat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(::onnx::AttributeProto::INT);
+  axis->set_i(0);
+  node("Reshape", {"x", "target"}, "r");
+  node("Relu", {"r"}, "y");
+  return m.SerializeAsString();
+}
+
+Result<std::vector<LayerDesc>> layers_for(int64_t min_b, int64_t max_b, std::vector<float>* out) {
+  std::string bytes = shape_arithmetic_model();
+  Quiet q;
+  BuilderConfig cfg;
+  OptimizationProfile p;
+  p.set_dimensions("x", {min_b, 8}, {max_b, 8}, {max_b, 8});
+  cfg.profiles.push_back(p);
+  INGOT_ASSIGN_OR_RETURN(auto eng, Builder(q).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg));
+  INGOT_ASSIGN_OR_RETURN(auto engine, Runtime(q).deserialize(eng.data(), eng.size()));
+  INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
+  std::vector<float> x(static_cast<size_t>(max_b * 8));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i));
+  INGOT_RETURN_IF_ERROR(ctx->set_input_shape("x", {max_b, 8}));
+  INGOT_RETURN_IF_ERROR(ctx->set_tensor_address("x", x.data()));
+  INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
+  INGOT_ASSIGN_OR_RETURN(auto shape, ctx->tensor_shape("y"));
+  if (shape != std::vector<int64_t>{max_b, 2, 4}) return internal_error("y has the wrong shape");
+  const float* y = static_cast<const float*>(ctx->tensor_address("y"));
+  out->assign(y, y + max_b * 8);
+  return engine->layers();
+}
+
+TEST(Builder, DimsPinnedByEveryProfileFoldTheShapeArithmetic) {
+  std::vector<float> pinned_out, open_out;
+  auto pinned = layers_for(3, 3, &pinned_out);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
+  auto open = layers_for(1, 3, &open_out);
+  ASSERT_TRUE(open.ok()) << open.status().to_string();
+  // Pinned: Shape/Gather/Unsqueeze/Concat fold into a constant; Reshape and Relu remain (or less).
+  EXPECT_LE(pinned->size(), 2u);
+  for (const LayerDesc& l : *pinned) EXPECT_NE(l.op, "Shape") << "the batch was pinned to 3";
+  // Open: the shape arithmetic runs at run time.
+  bool has_shape = false;
+  for (const LayerDesc& l : *open) has_shape |= l.op == "Shape";
+  EXPECT_TRUE(has_shape);
+  // Same numbers either way: Relu of the input, reshaped.
+  ASSERT_EQ(pinned_out.size(), open_out.size());
+  for (size_t i = 0; i < pinned_out.size(); ++i) {
+    float want = (i % 3 == 0 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i));
+    EXPECT_EQ(pinned_out[i], want > 0 ? want : 0.0f) << i;
+    EXPECT_EQ(open_out[i], pinned_out[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace ingot
