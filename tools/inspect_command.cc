@@ -602,14 +602,16 @@ int inspect_engine(const InspectArgs& a, const std::shared_ptr<Engine>& e) {
     name_w = std::min<size_t>(32, std::max(name_w, l.name.size()));
     tac_w = std::max(tac_w, l.tactic.size());
   }
-  os << "  " << cell("#", 3) << cell("op", op_w) << cell("name", name_w) << cell("tactic", tac_w) << "fuses\n";
+  os << "  " << cell("#", 3) << cell("op", op_w) << cell("name", name_w) << cell("tactic", tac_w) << cell("prec", 5)
+     << cell("layout", 7) << "fuses\n";
   GraphReport g;
   for (const IoTensorDesc& d : e->io_tensors()) (d.is_input ? g.inputs : g.outputs).push_back(io_text[d.name]);
   for (size_t i = 0; i < e->layers().size(); ++i) {
     const LayerDesc& l = e->layers()[i];
     std::string f = fuses_text(l.name, l.origins);
     os << "  " << cell(std::to_string(i), 3) << cell(l.op, op_w) << cell(l.name.empty() ? "-" : l.name, name_w)
-       << cell(l.tactic, tac_w) << (f.empty() ? "-" : f.substr(7)) << "\n";
+       << cell(l.tactic, tac_w) << cell(l.precision.empty() ? "-" : l.precision, 5)
+       << cell(l.layout.empty() ? "-" : l.layout, 7) << (f.empty() ? "-" : f.substr(7)) << "\n";
     NodeRow row;
     row.name = l.name;
     row.op = l.op;

@@ -30,6 +30,8 @@ struct LayerDesc {
   std::string name;                  ///< node name (or "<op>_<index>")
   std::string op;                    ///< op type, "domain::Op" outside ai.onnx
   std::string tactic;                ///< chosen tactic
+  std::string precision;             ///< element type it computes in: "f32", "f16", "bf16", "i64", ...
+  std::string layout;                ///< "NHWC" for channels-last convolutions, "" otherwise
   std::vector<std::string> origins;  ///< model nodes a fused step stands for
   std::vector<std::string> inputs, outputs;
 };
