@@ -880,6 +880,8 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
     if (!ctx.ok())
       return ctx.status();
     r.ctx = std::move(ctx).value();
+    if (Status ps = r.ctx->set_optimization_profile(opt.profile); !ps.ok())
+      return ps;
     if (opt.cuda_graph && gpu) {
       Status s = r.ctx->set_cuda_graph_mode(true);
       if (!s.ok())

@@ -30,6 +30,7 @@ struct BenchmarkOptions {
   double duration_s =
       0;           ///< the loop runs until both iterations and duration are met
   int streams = 1; ///< contexts, each on its own thread
+  int profile = 0; ///< optimization profile every context runs in
   std::vector<double> percentiles{50, 90, 99};
   bool no_data_transfers = false;
   bool cuda_graph = false;    ///< --cuda-graph: capture each context's enqueue, replay it

@@ -81,6 +81,8 @@ void build_help() {
                "  --backend cpu|cuda          target backend (default cpu)\n"
                "  --shapes name:1x3x224x224   fix open dims (min = opt = max)\n"
                "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  one optimization profile\n"
+               "  --profile                   ends a profile: the shape flags after it start the next one\n"
+               "                              (select it at run time with ingot run --profile-index N)\n"
             << build_flags_help() <<
                "  --verbose                   print pass notes\n";
 }
@@ -120,6 +122,16 @@ int build_command(const std::vector<std::string>& args) {
         std::cerr << "ingot build: " << err << "\n";
         return 2;
       }
+    } else if (a == "--profile") {
+      // Closes the optimization profile given so far; the shape flags after it make the next one.
+      OptimizationProfile p;
+      if (shapes.empty() || !shapes.to_profile(p, err)) {
+        std::cerr << "ingot build: --profile closes a profile, but " << (shapes.empty() ? "no shapes came before it" : err)
+                  << "\n";
+        return 2;
+      }
+      config.profiles.push_back(p);
+      shapes = ShapeOptions();
     } else if (a == "--verbose" || a == "-v") {
       verbose = true;
     } else if (BuildFlag f = parse_build_flag(args, i, config, err); f != BuildFlag::kNotMine) {

@@ -30,6 +30,7 @@ struct RunOptions {
   std::string model;
   std::string backend = "cpu";
   ShapeOptions shapes;                                 // --shapes name:1x3x224x224
+  int profile = 0;                                     // --profile-index N
   bool reference = false;                              // --reference: the graph interpreter
   bool verbose = false;
   std::map<std::string, std::string> input_files;      // --load-inputs name:file.npy
@@ -68,12 +69,15 @@ class ReferenceRunner : public ModelRunner {
 
 class EngineRunner : public ModelRunner {
  public:
-  static Result<std::unique_ptr<EngineRunner>> create(std::shared_ptr<Engine> engine, const ShapeOptions& shapes) {
+  static Result<std::unique_ptr<EngineRunner>> create(std::shared_ptr<Engine> engine, const ShapeOptions& shapes,
+                                                      int profile) {
     auto r = std::unique_ptr<EngineRunner>(new EngineRunner());
     r->engine_ = std::move(engine);
     auto ctx = r->engine_->create_execution_context();
     if (!ctx.ok()) return ctx.status();
     r->ctx_ = std::move(ctx).value();
+    Status ps = r->ctx_->set_optimization_profile(profile);
+    if (!ps.ok()) return ps;
     auto io = IoBuffers::create(*r->engine_, *r->ctx_);
     if (!io.ok()) return io.status();
     r->io_ = std::move(io).value();
@@ -90,7 +94,7 @@ class EngineRunner : public ModelRunner {
       // Open dims run at --shapes, else at the profile's opt.
       if (open && !shapes.run_dims(d.name, dims)) {
         std::vector<int64_t> opt;
-        if (r->engine_->profile_dimensions(0, d.name, nullptr, &opt, nullptr).ok()) t.shape = opt;
+        if (r->engine_->profile_dimensions(profile, d.name, nullptr, &opt, nullptr).ok()) t.shape = opt;
       }
       r->inputs_.push_back(t);
     }
@@ -143,7 +147,7 @@ Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt, const std
     Runtime runtime;
     auto e = runtime.deserialize_file(opt.model);
     if (!e.ok()) return e.status();
-    auto r = EngineRunner::create(std::move(e).value(), opt.shapes);
+    auto r = EngineRunner::create(std::move(e).value(), opt.shapes, opt.profile);
     if (!r.ok()) return r.status();
     return std::unique_ptr<ModelRunner>(std::move(r).value());
   }
@@ -184,7 +188,7 @@ Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt, const std
   Runtime runtime;
   auto e = runtime.deserialize(bytes->data(), bytes->size());
   if (!e.ok()) return e.status();
-  auto r = EngineRunner::create(std::move(e).value(), opt.shapes);
+  auto r = EngineRunner::create(std::move(e).value(), opt.shapes, opt.profile);
   if (!r.ok()) return r.status();
   return std::unique_ptr<ModelRunner>(std::move(r).value());
 }
@@ -203,6 +207,7 @@ void run_help() {
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
                "  --save-outputs DIR          write each output to DIR/<name>.npy\n"
                "  --seed N                    seed for random inputs (default 1)\n"
+               "  --profile-index N           run in the engine's optimization profile N (default 0)\n"
                "  --onnx MODEL.onnx           the model an engine was built from: its weight shapes give the\n"
                "                              profile's FLOPs and bytes of Conv steps and of every weight read\n"
                "\nbuilding (an .onnx is built into an engine first; as ingot build):\n"
@@ -249,6 +254,14 @@ int run_command(const std::vector<std::string>& args) {
       opt.reference = true;
     } else if (a == "--verbose" || a == "-v") {
       opt.verbose = true;
+    } else if (a == "--profile-index") {
+      if (!value(v)) return 2;
+      if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos) {
+        std::cerr << "ingot run: --profile-index needs a profile number, got '" << v << "'\n";
+        return 2;
+      }
+      opt.profile = std::stoi(v);
+      opt.bench.profile = opt.profile;
     } else if (a == "--shapes" || a == "--opt-shapes") {
       if (!value(v)) return 2;
       if (!opt.shapes.parse(a, v, err)) {

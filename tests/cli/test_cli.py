@@ -69,6 +69,17 @@ def main():
         rc, out, err = run(ingot, "compare", cnn, "--engine", eng, "--atol", "2e-2", "--rtol", "2e-2")
         check("fp16 cpu engine within fp16 tolerance of the reference", rc == 0 and "PASS" in out, out + err)
 
+        # Two optimization profiles in one engine; ingot run picks one with --profile-index.
+        two = os.path.join(tmp, "two_profiles.engine")
+        rc, out, err = run(ingot, "build", mlp, "-o", two, "--min-shapes", "x:1x8", "--opt-shapes", "x:2x8",
+                           "--max-shapes", "x:4x8", "--profile", "--min-shapes", "x:16x8", "--opt-shapes", "x:32x8",
+                           "--max-shapes", "x:64x8")
+        check("build with two profiles", rc == 0, out + err)
+        rc, out, err = run(ingot, "inspect", two)
+        check("inspect lists both profiles", rc == 0 and "2 profiles" in out and "min [16,8]" in out, out + err)
+        rc, out, err = run(ingot, "run", two, "--profile-index", "1")
+        check("run in profile 1 at its opt shape", rc == 0 and "probs  f32[32,4]" in out, out + err)
+
         junk = os.path.join(tmp, "junk.onnx")
         open(junk, "wb").write(os.urandom(300))
         trunc = os.path.join(tmp, "trunc.onnx")
@@ -89,6 +100,13 @@ def main():
             ("unknown op", ["run", unknown], "NotAnOp 'the_relu'"),
             ("unknown backend", ["run", mlp, "--backend", "tpu"], "backend 'tpu'"),
             ("no model", ["run"], "no model given"),
+            ("shape outside the selected profile", ["run", os.path.join(tmp, "two_profiles.engine"),
+                                                    "--profile-index", "1", "--shapes", "x:8x8"],
+             "outside optimization profile 1: allowed 16..64"),
+            ("profile index past the engine's", ["run", os.path.join(tmp, "two_profiles.engine"),
+                                                 "--profile-index", "2"], "profile 2 does not exist"),
+            ("--profile with no shapes before it", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--profile"],
+             "no shapes came before it"),
             ("bad layer precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--layer-precisions", "fc1:fp8"],
              "expects LAYER:fp32|fp16|bf16"),
             ("layer precision naming no layer", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--shapes",
