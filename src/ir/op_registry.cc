@@ -1,7 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 #include "ir/op_registry.h"
 
+#include <algorithm>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/ops/all_ops.h"
@@ -150,7 +152,293 @@ Status merge_type(Value* v, const TensorType& t, const Node& n) {
   return Status::Ok();
 }
 
-Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues& known) {
+// Shape arithmetic on symbolic dims. Exporters compute reshape targets from the input's own
+// shape (Shape -> Gather -> Unsqueeze -> Concat -> Reshape); with a symbolic batch those values are
+// not constants, but each element is still a Dim ("batch", 128, ...). Tracking that lets Reshape
+// and Expand keep their outputs' symbolic dims, so later passes can prove shapes equal.
+// One element of a shape-valued int tensor: a constant (any sign: -1 and 0 mean something to
+// Reshape), a symbol ("batch"), or unknown.
+struct Elem {
+  int64_t v = 0;
+  std::string sym;
+  bool unknown = false;
+  static Elem of(const Dim& d) {
+    Elem e;
+    if (d.is_known()) e.v = d.value();
+    else if (d.is_symbol()) e.sym = d.symbol_name();
+    else e.unknown = true;
+    return e;
+  }
+  static Elem constant(int64_t x) {
+    Elem e;
+    e.v = x;
+    return e;
+  }
+  bool is_const() const { return !unknown && sym.empty(); }
+  bool same(const Elem& o) const { return !unknown && !o.unknown && sym == o.sym && (!sym.empty() || v == o.v); }
+  Dim dim() const { return unknown ? Dim() : !sym.empty() ? Dim::symbol(sym) : v >= 0 ? Dim(v) : Dim(); }
+};
+
+struct SymValue {
+  std::vector<Elem> elems;  ///< the elements of a 1-D int tensor (one for a scalar)
+  bool scalar = false;
+};
+using KnownDims = std::unordered_map<const Value*, SymValue>;
+
+std::optional<SymValue> sym_input(const Node& n, size_t i, const std::vector<const Tensor*>& values,
+                                  const KnownDims& kd) {
+  const Value* v = n.input(i);
+  if (!v) return std::nullopt;
+  auto it = kd.find(v);
+  if (it != kd.end()) return it->second;
+  const Tensor* t = i < values.size() ? values[i] : nullptr;
+  if (!t || !(t->dtype() == DataType::kInt64 || t->dtype() == DataType::kInt32 || t->dtype() == DataType::kBool) ||
+      t->rank() > 1 || t->numel() > 64)
+    return std::nullopt;
+  SymValue s;
+  s.scalar = t->rank() == 0;
+  for (int64_t k = 0; k < t->numel(); ++k) s.elems.push_back(Elem::constant(t->get_i64(k)));
+  return s;
+}
+
+std::optional<std::vector<int64_t>> const_ints(const Node& n, size_t i, const std::vector<const Tensor*>& values) {
+  const Tensor* t = i < values.size() ? values[i] : nullptr;
+  if (!n.input(i) || !t || t->rank() > 1 || t->dtype() == DataType::kString) return std::nullopt;
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < t->numel(); ++k) out.push_back(t->get_i64(k));
+  return out;
+}
+
+bool has_symbol(const SymValue& s) {
+  for (const Elem& e : s.elems)
+    if (!e.is_const()) return true;
+  return false;
+}
+
+// The symbolic value of output 0 for the shape-arithmetic ops, when the inputs have one.
+std::optional<SymValue> symbolic_output(const Node& n, int64_t opset, const std::vector<const Tensor*>& values,
+                                        const KnownDims& kd) {
+  if (!n.domain().empty() || n.outputs().size() != 1) return std::nullopt;
+  const std::string& op = n.op_type();
+  if (op == "Shape") {
+    const Value* x = n.input(0);
+    if (!x || !x->shape().rank_known()) return std::nullopt;
+    int64_t r = static_cast<int64_t>(x->shape().rank());
+    int64_t start = n.attrs().get_int("start", 0), end = n.attrs().get_int("end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = std::clamp<int64_t>(start, 0, r);
+    end = std::clamp<int64_t>(end, 0, r);
+    SymValue s;
+    for (int64_t k = start; k < end; ++k) s.elems.push_back(Elem::of(x->shape()[static_cast<size_t>(k)]));
+    return s;
+  }
+  if (op == "Identity" || op == "Cast") {
+    if (op == "Cast") {
+      int64_t to = n.attrs().get_int("to", 0);
+      if (to != static_cast<int64_t>(DataType::kInt64) && to != static_cast<int64_t>(DataType::kInt32)) return std::nullopt;
+    }
+    return sym_input(n, 0, values, kd);
+  }
+  if (op == "Gather") {
+    auto data = sym_input(n, 0, values, kd);
+    auto idx = const_ints(n, 1, values);
+    if (!data || data->scalar || !idx || n.attrs().get_int("axis", 0) != 0) return std::nullopt;
+    SymValue s;
+    s.scalar = values[1]->rank() == 0;
+    for (int64_t k : *idx) {
+      if (k < 0) k += static_cast<int64_t>(data->elems.size());
+      if (k < 0 || k >= static_cast<int64_t>(data->elems.size())) return std::nullopt;
+      s.elems.push_back(data->elems[static_cast<size_t>(k)]);
+    }
+    return s;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    auto data = sym_input(n, 0, values, kd);
+    if (!data) return std::nullopt;
+    SymValue s = *data;
+    if (op == "Unsqueeze") {
+      if (!data->scalar) return std::nullopt;  // 1-D -> 2-D is no longer a shape value
+      s.scalar = false;
+    } else {
+      if (data->scalar || data->elems.size() != 1) return std::nullopt;
+      s.scalar = true;
+    }
+    return s;
+  }
+  if (op == "Concat") {
+    if (n.attrs().get_int("axis", 0) != 0 && n.attrs().get_int("axis", 0) != -1) return std::nullopt;
+    SymValue s;
+    for (size_t i = 0; i < n.inputs().size(); ++i) {
+      auto part = sym_input(n, i, values, kd);
+      if (!part || part->scalar) return std::nullopt;
+      s.elems.insert(s.elems.end(), part->elems.begin(), part->elems.end());
+    }
+    return s;
+  }
+  if (op == "Reshape") {
+    // A shape value kept 1-D ([-1] or [n] targets), as torch writes before Expand.
+    auto data = sym_input(n, 0, values, kd);
+    auto target = const_ints(n, 1, values);
+    if (!data || !target || target->size() != 1 ||
+        ((*target)[0] != -1 && (*target)[0] != static_cast<int64_t>(data->elems.size())))
+      return std::nullopt;
+    SymValue s = *data;
+    s.scalar = false;
+    return s;
+  }
+  if (op == "ConstantOfShape") {
+    auto shape = sym_input(n, 0, values, kd);
+    if (!shape || shape->scalar || shape->elems.size() != 1 || !shape->elems[0].is_const() ||
+        shape->elems[0].v < 0 || shape->elems[0].v > 64)
+      return std::nullopt;
+    const Attribute* a = n.attrs().find("value");
+    int64_t fill = a && a->t.defined() && a->t.numel() == 1 && a->t.dtype() != DataType::kString ? a->t.get_i64(0) : 0;
+    SymValue s;
+    s.elems.assign(static_cast<size_t>(shape->elems[0].v), Elem::constant(fill));
+    return s;
+  }
+  if (op == "Mul" || op == "Add" || op == "Equal" || op == "Where") {
+    // Elementwise on shape values (a scalar broadcasts). Sizes are >= 0, so a symbol never
+    // equals a negative constant: torch's Where(Equal(shape, -1), 1, shape) keeps the symbols.
+    std::vector<SymValue> in;
+    for (size_t i = 0; i < n.inputs().size(); ++i) {
+      auto v = sym_input(n, i, values, kd);
+      if (!v) return std::nullopt;
+      in.push_back(*v);
+    }
+    if (in.size() != (op == "Where" ? 3u : 2u)) return std::nullopt;
+    size_t len = 1;
+    for (const SymValue& v : in) len = std::max(len, v.elems.size());
+    for (const SymValue& v : in)
+      if (v.elems.size() != len && v.elems.size() != 1) return std::nullopt;
+    auto at = [&](const SymValue& v, size_t k) { return v.elems.size() == 1 ? v.elems[0] : v.elems[k]; };
+    SymValue s;
+    s.scalar = true;
+    for (const SymValue& v : in) s.scalar = s.scalar && v.scalar;
+    for (size_t k = 0; k < len; ++k) {
+      if (op == "Where") {
+        Elem c = at(in[0], k);
+        if (!c.is_const()) return std::nullopt;
+        s.elems.push_back(c.v ? at(in[1], k) : at(in[2], k));
+        continue;
+      }
+      Elem a = at(in[0], k), b = at(in[1], k);
+      if (op == "Equal") {
+        if (a.is_const() && b.is_const()) s.elems.push_back(Elem::constant(a.v == b.v ? 1 : 0));
+        else if (a.same(b)) s.elems.push_back(Elem::constant(1));
+        else if ((a.is_const() && a.v < 0 && !b.unknown) || (b.is_const() && b.v < 0 && !a.unknown))
+          s.elems.push_back(Elem::constant(0));
+        else return std::nullopt;
+      } else if (a.is_const() && b.is_const()) {
+        int64_t r = 0;
+        bool overflow = op == "Mul" ? __builtin_mul_overflow(a.v, b.v, &r) : __builtin_add_overflow(a.v, b.v, &r);
+        if (overflow) return std::nullopt;
+        s.elems.push_back(Elem::constant(r));
+      } else if (op == "Mul" && ((a.is_const() && a.v == 1) || (b.is_const() && b.v == 1))) {
+        s.elems.push_back(a.is_const() && a.v == 1 ? b : a);
+      } else if (op == "Add" && ((a.is_const() && a.v == 0) || (b.is_const() && b.v == 0))) {
+        s.elems.push_back(a.is_const() && a.v == 0 ? b : a);
+      } else {
+        Elem u;
+        u.unknown = true;
+        s.elems.push_back(u);
+      }
+    }
+    return s;
+  }
+  if (op == "Slice" && opset >= 10) {
+    auto data = sym_input(n, 0, values, kd);
+    auto starts = const_ints(n, 1, values), ends = const_ints(n, 2, values);
+    if (!data || data->scalar || !starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
+    if (n.input(3)) {
+      auto axes = const_ints(n, 3, values);
+      if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1)) return std::nullopt;
+    }
+    if (n.input(4)) {
+      auto steps = const_ints(n, 4, values);
+      if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
+    }
+    int64_t len = static_cast<int64_t>(data->elems.size());
+    int64_t b = (*starts)[0], e = (*ends)[0];
+    if (b < 0) b += len;
+    if (e < 0) e += len;
+    b = std::clamp<int64_t>(b, 0, len);
+    e = std::clamp<int64_t>(e, 0, len);
+    SymValue s;
+    for (int64_t k = b; k < e; ++k) s.elems.push_back(data->elems[static_cast<size_t>(k)]);
+    return s;
+  }
+  return std::nullopt;
+}
+
+// Reshape / Expand whose target is a symbolic shape value: the output shape from it, where the
+// op's own inference (which needs a constant target) knew less.
+std::optional<Shape> symbolic_target_shape(const Node& n, const std::vector<const Tensor*>& values,
+                                           const KnownDims& kd) {
+  if (!n.domain().empty() || n.inputs().size() < 2 || !n.input(0)) return std::nullopt;
+  const std::string& op = n.op_type();
+  if (op == "Range" && n.inputs().size() == 3) {
+    // Range(0, n, 1) has n elements, n symbolic or not.
+    auto start = sym_input(n, 0, values, kd), limit = sym_input(n, 1, values, kd), delta = sym_input(n, 2, values, kd);
+    if (!start || !limit || !delta || start->elems.size() != 1 || limit->elems.size() != 1 ||
+        delta->elems.size() != 1 || !start->elems[0].is_const() || start->elems[0].v != 0 ||
+        !delta->elems[0].is_const() || delta->elems[0].v != 1 || limit->elems[0].is_const())
+      return std::nullopt;
+    return Shape({limit->elems[0].dim()});
+  }
+  if (op != "Reshape" && op != "Expand") return std::nullopt;
+  auto target = sym_input(n, 1, values, kd);
+  if (!target || target->scalar || !has_symbol(*target)) return std::nullopt;
+  const Shape& in = n.input(0)->shape();
+  if (op == "Expand") {
+    std::vector<Dim> t;
+    for (const Elem& e : target->elems) t.push_back(e.dim());
+    auto b = broadcast_shapes(in, Shape(t));
+    if (!b.ok()) return std::nullopt;
+    return *b;
+  }
+  if (n.attrs().get_int("allowzero", 0) != 0) return std::nullopt;
+  std::vector<Dim> out;
+  int minus_one = -1;
+  for (size_t i = 0; i < target->elems.size(); ++i) {
+    const Elem& e = target->elems[i];
+    if (e.is_const() && e.v == 0) {
+      if (!in.rank_known() || i >= in.rank()) return std::nullopt;
+      out.push_back(in[i]);
+    } else if (e.is_const() && e.v == -1) {
+      if (minus_one >= 0) return std::nullopt;
+      minus_one = static_cast<int>(i);
+      out.push_back(Dim());
+    } else if (e.is_const() && e.v < -1) {
+      return std::nullopt;
+    } else {
+      out.push_back(e.dim());
+    }
+  }
+  if (minus_one >= 0 && in.rank_known()) {
+    // -1: the input's dims left once the target's symbolic dims are matched one by one.
+    std::vector<Dim> rest = in.dims();
+    int64_t known_rest = 1;
+    bool ok = true;
+    for (size_t i = 0; i < out.size() && ok; ++i) {
+      if (static_cast<int>(i) == minus_one) continue;
+      auto hit = std::find(rest.begin(), rest.end(), out[i]);
+      if (!out[i].is_known() && hit != rest.end()) rest.erase(hit);
+      else if (out[i].is_known()) ok = !__builtin_mul_overflow(known_rest, std::max<int64_t>(out[i].value(), 1), &known_rest);
+      else ok = false;
+    }
+    int64_t prod = 1;
+    for (const Dim& d : rest) {
+      ok = ok && d.is_known();
+      if (ok) ok = !__builtin_mul_overflow(prod, d.value(), &prod);
+    }
+    if (ok && known_rest > 0 && prod % known_rest == 0) out[static_cast<size_t>(minus_one)] = Dim(prod / known_rest);
+  }
+  return Shape(out);
+}
+
+Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues& known, KnownDims& known_dims) {
   const OpSchema* schema = registry.find(node.op_type(), node.domain());
   int64_t opset = node.owner() ? node.owner()->opset(node.domain()) : 0;
   if (!schema)
@@ -174,13 +462,38 @@ Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues
     types.push_back(std::move(t));
     values.push_back(val);
   }
+  std::vector<const Tensor*> value_ptrs = values;
   InferenceContext ctx(node, opset, std::move(types), std::move(values));
   if (schema->inference()) INGOT_RETURN_IF_ERROR(schema->inference()(ctx));
+  if (auto sym = symbolic_target_shape(node, value_ptrs, known_dims)) {
+    const TensorType& t = ctx.output(0);
+    bool less = !t.shape.rank_known();
+    if (t.shape.rank_known() && t.shape.rank() == sym->rank())
+      for (size_t k = 0; k < sym->rank(); ++k) less |= t.shape[k].is_unknown() && !(*sym)[k].is_unknown();
+    if (less) ctx.set_output(0, t.dtype != DataType::kUndefined ? t.dtype : node.input(0)->dtype(), *sym);
+  }
   for (size_t i = 0; i < node.outputs().size(); ++i) {
     Value* o = node.outputs()[i];
     if (!o) continue;
     INGOT_RETURN_IF_ERROR(merge_type(o, ctx.output(i), node));
     if (const Tensor* t = ctx.output_value(i)) known[o] = *t;
+  }
+  if (node.outputs().size() == 1 && node.output(0) && !ctx.output_value(0)) {
+    if (auto sym = symbolic_output(node, opset, value_ptrs, known_dims)) {
+      Value* o = node.output(0);
+      DataType dt = o->dtype();
+      if (!has_symbol(*sym) && (dt == DataType::kInt64 || dt == DataType::kInt32 || dt == DataType::kBool)) {
+        // Every element constant: an ordinary known value for the ops downstream.
+        Shape64 shape = sym->scalar ? Shape64{} : Shape64{static_cast<int64_t>(sym->elems.size())};
+        auto t = Tensor::zeros(dt, shape);
+        if (t.ok()) {
+          for (size_t k = 0; k < sym->elems.size(); ++k) t->set_f64(static_cast<int64_t>(k), static_cast<double>(sym->elems[k].v));
+          known[o] = std::move(t).value();
+        }
+      } else {
+        known_dims[o] = *sym;
+      }
+    }
   }
   return Status::Ok();
 }
@@ -189,12 +502,14 @@ Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues
 
 Status infer_node(const Node& node, const OpRegistry& registry) {
   KnownValues known;
-  return infer_node_impl(node, registry, known);
+  KnownDims known_dims;
+  return infer_node_impl(node, registry, known, known_dims);
 }
 
 Status infer_graph(Graph& graph, const OpRegistry& registry) {
   KnownValues known;
-  for (const auto& n : graph.nodes()) INGOT_RETURN_IF_ERROR(infer_node_impl(*n, registry, known));
+  KnownDims known_dims;
+  for (const auto& n : graph.nodes()) INGOT_RETURN_IF_ERROR(infer_node_impl(*n, registry, known, known_dims));
   return Status::Ok();
 }
 

@@ -105,19 +105,50 @@ TEST(TensorInference, GatherOfPartlySymbolicShapeFoldsKnownDim) {
   EXPECT_EQ(y->shape().to_string(), "[?,4]");
 }
 
-TEST(TensorInference, ShapeOfSymbolicInputHasKnownLengthOnly) {
+TEST(TensorInference, ShapeOfSymbolicInputCarriesItsDimsIntoReshape) {
   ir::Graph g;
   g.set_opset_import("", 13);
   auto* x = g.add_input("x", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(3)});
   auto* s = g.add_value("s");
   auto* y = g.add_value("y");
   g.add_node("Shape", {x}, {s});
-  // Reshape by an unknown-valued shape of length 2: rank 2, dims unknown.
+  // Reshape by the input's own (symbolic) shape: its elements are the dims N and 3, so the
+  // output keeps them (graph-level inference tracks shape values through shape arithmetic).
   g.add_node("Reshape", {x, s}, {y});
   ASSERT_TRUE(ir::infer_graph(g).ok());
   EXPECT_EQ(s->dtype(), DataType::kInt64);
   EXPECT_EQ(s->shape().to_string(), "[2]");
-  EXPECT_EQ(y->shape().to_string(), "[?,?]");
+  EXPECT_EQ(y->shape().to_string(), "[N,3]");
+}
+
+// The exporters' shape arithmetic on a symbolic batch: Shape -> Gather -> Unsqueeze -> Concat
+// -> Reshape keeps N; torch's Expand idiom Where(Equal(shape, -1), 1, shape) too; Range(0, N, 1)
+// has N elements; a -1 in the target is solved when the other dims match the input's.
+TEST(TensorInference, SymbolicShapeArithmeticOfExportedModels) {
+  ir::Graph g;
+  g.set_opset_import("", 13);
+  auto* x = g.add_input("x", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(6), Dim(4)});
+  auto* zero = g.add_initializer("zero", i64({}, {0}));
+  auto* axes = g.add_initializer("axes", i64({1}, {0}));
+  auto* tail = g.add_initializer("tail", i64({2}, {3, 8}));
+  auto* minus = g.add_initializer("minus", i64({2}, {-1, 12}));
+  auto* one = g.add_initializer("one", i64({}, {1}));
+  auto v = [&](const char* name) { return g.add_value(name); };
+  g.add_node("Shape", {x}, {v("s")});
+  g.add_node("Gather", {g.find_value("s"), zero}, {v("n")});
+  g.add_node("Unsqueeze", {g.find_value("n"), axes}, {v("n1")});
+  g.add_node("Concat", {g.find_value("n1"), tail}, {v("target")}, [] {
+    ir::Attributes a;
+    a.set_int("axis", 0);
+    return a;
+  }());
+  g.add_node("Reshape", {x, g.find_value("target")}, {v("y")});
+  g.add_node("Reshape", {x, minus}, {v("z")});  // [-1, 12] of [N,6,4]: unsolvable, stays open
+  g.add_node("Range", {zero, g.find_value("n"), one}, {v("r")});
+  ASSERT_TRUE(ir::infer_graph(g).ok());
+  EXPECT_EQ(g.find_value("y")->shape().to_string(), "[N,3,8]");
+  EXPECT_EQ(g.find_value("z")->shape().to_string(), "[?,12]");
+  EXPECT_EQ(g.find_value("r")->shape().to_string(), "[N]");
 }
 
 TEST(TensorInference, SliceKeepsSymbolicDimForFullRange) {
