@@ -202,12 +202,17 @@ Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
   if (n <= 1) return 0;
   // What the cache knows decides when it knows every candidate considered.
   const std::map<std::string, double>* known = cache.find(key);
+  // Host-synchronizing candidates only count when nothing else is there (see below).
+  bool any_capturable = false;
+  for (size_t i = 0; i < n; ++i) any_capturable |= cands[i]->capturable();
   bool all_known = known != nullptr;
-  for (size_t i = 0; i < n && all_known; ++i) all_known = known->count(cands[i]->name()) > 0;
+  for (size_t i = 0; i < n && all_known; ++i)
+    if (cands[i]->capturable() || !any_capturable) all_known = known->count(cands[i]->name()) > 0;
   std::vector<double> ms(n, INFINITY);
   if (all_known) {
     ++stats.cache_hits;
-    for (size_t i = 0; i < n; ++i) ms[i] = known->at(cands[i]->name());
+    for (size_t i = 0; i < n; ++i)
+      if (known->count(cands[i]->name())) ms[i] = known->at(cands[i]->name());
   } else {
     backend::Device& dev = be.device();
     if (dev.is_host()) return 0;
@@ -273,10 +278,16 @@ Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
     }
     INGOT_RETURN_IF_ERROR(dev.synchronize(nullptr));
     const int runs = options.optimization_level >= 5 ? 20 : 10;
+    // Tactics that synchronize with the host (the CUDA host fallback) are timed only when no
+    // other candidate ran: they are never the fastest, and timing them at a large batch is slow.
+    bool any_timed = false;
+    for (int pass = 0; pass < 2 && !any_timed; ++pass)
     for (size_t i = 0; i < n; ++i) {
+      if (cands[i]->capturable() != (pass == 0)) continue;
       if (cands[i]->workspace_bytes(node, in_shapes) > ws) continue;
       if (known && known->count(cands[i]->name())) {
         ms[i] = known->at(cands[i]->name());
+        any_timed = true;
         continue;
       }
       if (!cands[i]->prepare(node).ok()) {
@@ -290,6 +301,7 @@ Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
         continue;
       }
       ++stats.timed;
+      any_timed = true;
       ms[i] = *t;
       cache.put(key, cands[i]->name(), *t);
     }

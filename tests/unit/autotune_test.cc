@@ -55,8 +55,10 @@ class FakeDevice : public backend::Device {
 
 class FakeTactic : public backend::Tactic {
  public:
-  FakeTactic(std::string name, double ms) : name_(std::move(name)), ms_(ms) {}
+  FakeTactic(std::string name, double ms, bool capturable = true)
+      : name_(std::move(name)), ms_(ms), capturable_(capturable) {}
   std::string name() const override { return name_; }
+  bool capturable() const override { return capturable_; }
   bool supports(const ir::Node&, const std::vector<ir::TensorType>&) const override { return true; }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 64; }
   Status enqueue(backend::StepIO& io) const override {
@@ -71,6 +73,7 @@ class FakeTactic : public backend::Tactic {
  private:
   std::string name_;
   double ms_;
+  bool capturable_;
 };
 
 class FakeBackend : public backend::Backend {
@@ -184,6 +187,37 @@ TEST(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(*best, 1u);
   EXPECT_EQ(stats.failed, 2);
+}
+
+// A host-synchronizing candidate (the CUDA host fallback) is timed only when nothing else runs.
+TEST(Autotune, HostSynchronizingCandidatesAreTimedOnlyAsALastResort) {
+  auto g = matmul_graph();
+  const ir::Node& mm = *g->nodes()[0];
+  FakeBackend be;
+  builder::TimingCache cache;
+  builder::TuneStats stats;
+  builder::TuneOptions opt;
+  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
+  std::vector<std::unique_ptr<backend::Tactic>> cands;
+  cands.push_back(std::make_unique<FakeTactic>("fake.a", 0.3));
+  cands.push_back(std::make_unique<FakeTactic>("fake.b", 0.2));
+  cands.push_back(std::make_unique<FakeTactic>("fake.host", 0.01, false));
+  auto best = builder::choose_tactic(be, mm, cands, "k", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
+  EXPECT_EQ(be.timings, 2) << "the host-synchronizing candidate was timed";
+  best = builder::choose_tactic(be, mm, cands, "k", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
+  EXPECT_EQ(stats.cache_hits, 1) << "a warm cache must decide without the untimed fallback";
+  EXPECT_EQ(be.timings, 2);
+  // Every real candidate fails: the fallback is timed and kept.
+  std::vector<std::unique_ptr<backend::Tactic>> failing;
+  failing.push_back(std::make_unique<FakeTactic>("fake.c", -1));
+  failing.push_back(std::make_unique<FakeTactic>("fake.host", 5.0, false));
+  best = builder::choose_tactic(be, mm, failing, "k2", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
 }
 
 TEST(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
