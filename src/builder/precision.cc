@@ -27,9 +27,12 @@ const Rule* find_rule(const ir::Node& n) {
     std::map<std::string, Rule> m;
     for (const char* op : {"Conv", "ConvTranspose", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid",
                            "Tanh", "Gelu", "Erf", "HardSwish", "HardSigmoid", "LeakyRelu", "Clip", "Max", "Min", "Neg",
-                           "Abs", "PRelu", "Softmax", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Attention"})
+                           "Abs", "PRelu", "Softmax", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
       m[op] = {Role::kCompute, {}, {}};
     m["LayerNormalization"] = {Role::kCompute, {}, {0}};  // Mean / InvStdDev stay fp32
+    // Q, K, V reduced; an additive mask stays fp32: masks are built from finfo(float32).min, which
+    // fp16 turns into -inf, and a fully masked row would then differ from the fp32 model's.
+    m["Attention"] = {Role::kCompute, {0, 1, 2}, {0}};
     m["MaxPool"] = {Role::kCompute, {0}, {0}};
     m["ReduceMean"] = {Role::kCompute, {0}, {0}};
     m["ReduceMax"] = {Role::kCompute, {0}, {0}};
@@ -45,7 +48,7 @@ const Rule* find_rule(const ir::Node& n) {
   }();
   static const std::map<std::string, Rule> kIngot = {
       {"FusedConv", {Role::kCompute, {}, {0}}}, {"FusedGemm", {Role::kCompute, {}, {0}}},
-      {"Attention", {Role::kCompute, {}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
+      {"Attention", {Role::kCompute, {0, 1, 2}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
       {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
       {"Pointwise", {Role::kCompute, {}, {0}}}};
   const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;

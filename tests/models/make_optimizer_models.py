@@ -221,13 +221,92 @@ def bert_encoder_2l_opset20():
     return bert_encoder(20)
 
 
+def bert_torch_export():
+    """One BERT layer written the way torch.onnx.export (legacy exporter, opset 18) writes
+    transformers' BertModel with a dynamic batch: head split and merge shapes computed from the
+    input's own Shape (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), scaled_dot_product_attention
+    decomposed with the scale split over Q and K^T, and Where(IsNaN(p), 0, p) after the Softmax."""
+    B, S, H, NH = 3, 10, 32, 4
+    D = H // NH
+    n = Net()
+    for name, v in (("i0", 0), ("i1", 1)):
+        n.init(const(name, np.array(v, dtype=np.int64)))
+    n.init(const("ax0", np.array([0], dtype=np.int64)))
+    n.init(const("heads_dims", np.array([NH, D], dtype=np.int64)))
+    n.init(const("hidden_dim", np.array([H], dtype=np.int64)))
+    n.init(const("sqrt_scale", np.array(D ** -0.25, dtype=np.float32)))
+    n.init(const("min_f32", np.array(np.finfo(np.float32).min, dtype=np.float32)))
+    n.init(const("one", np.array(1.0, dtype=np.float32)))
+    n.init(const("zero_f", np.array(0.0, dtype=np.float32)))
+    n.init(const("half", np.array(0.5, dtype=np.float32)))
+    n.init(const("sqrt2", np.array(np.sqrt(2.0), dtype=np.float32)))
+    n.init(const("mask_axes", np.array([1, 2], dtype=np.int64)))
+    m = n.op("Unsqueeze", ["attention_mask", "mask_axes"], "ext.unsq")
+    m = n.op("Cast", [m], "ext.cast", to=TensorProto.FLOAT)
+    m = n.op("Sub", ["one", m], "ext.inv")
+    mask = n.op("Mul", [m, "min_f32"], "ext.mask")
+    x = "hidden"
+    # Batch and sequence from the input's shape, as the exporter writes them.
+    shp = n.op("Shape", [x], "shape")
+    b = n.op("Gather", [shp, "i0"], "dim.b")
+    s_ = n.op("Gather", [shp, "i1"], "dim.s")
+    b1 = n.op("Unsqueeze", [b, "ax0"], "dim.b1")
+    s1 = n.op("Unsqueeze", [s_, "ax0"], "dim.s1")
+    split_shape = n.op("Concat", [b1, s1, "heads_dims"], "split.shape", axis=0)
+    merge_shape = n.op("Concat", [b1, s1, "hidden_dim"], "merge.shape", axis=0)
+
+    def linear(v, cin, cout, name):
+        n.init(w(f"{name}.w", cin, cout))
+        n.init(w(f"{name}.b", cout, scale=0.05))
+        return n.op("Add", [n.op("MatMul", [v, f"{name}.w"], f"{name}.mm"), f"{name}.b"], f"{name}.out")
+
+    heads = {}
+    for t in ("q", "k", "v"):
+        lin = linear(x, H, H, f"attn.{t}")
+        sp = n.op("Reshape", [lin, split_shape], f"attn.{t}.split")
+        heads[t] = n.op("Transpose", [sp], f"attn.{t}.heads", perm=[0, 2, 1, 3])
+    q = n.op("Mul", [heads["q"], "sqrt_scale"], "attn.q.scaled")
+    kt = n.op("Transpose", [heads["k"]], "attn.k.t", perm=[0, 1, 3, 2])
+    k = n.op("Mul", [kt, "sqrt_scale"], "attn.k.scaled")
+    sc = n.op("Add", [n.op("MatMul", [q, k], "attn.scores"), mask], "attn.masked")
+    pr = n.op("Softmax", [sc], "attn.probs", axis=-1)
+    nan = n.op("IsNaN", [pr], "attn.isnan")
+    pr = n.op("Where", [nan, "zero_f", pr], "attn.guarded")
+    c = n.op("MatMul", [pr, heads["v"]], "attn.ctx")
+    c = n.op("Transpose", [c], "attn.ctx.t", perm=[0, 2, 1, 3])
+    c = n.op("Reshape", [c, merge_shape], "attn.ctx.merged")
+    a = linear(c, H, H, "attn.o")
+    for name in ("ln1", "ln2"):
+        n.init(const(f"{name}.g", (1 + 0.1 * RNG.standard_normal(H)).astype(np.float32)))
+        n.init(const(f"{name}.b", (0.1 * RNG.standard_normal(H)).astype(np.float32)))
+    x1 = n.op("LayerNormalization", [n.op("Add", [a, x], "attn.res"), "ln1.g", "ln1.b"], "ln1.out", axis=-1,
+              epsilon=1e-12)
+    f = linear(x1, H, 4 * H, "ffn.fc1")
+    g = n.op("Erf", [n.op("Div", [f, "sqrt2"], "ffn.gelu.div")], "ffn.gelu.erf")
+    g = n.op("Mul", [n.op("Mul", [f, n.op("Add", [g, "one"], "ffn.gelu.add")], "ffn.gelu.mul"), "half"],
+             "ffn.gelu.out")
+    f = linear(g, 4 * H, H, "ffn.fc2")
+    n.op("LayerNormalization", [n.op("Add", [f, x1], "ffn.res"), "ln2.g", "ln2.b"], "last_hidden_state", axis=-1,
+         epsilon=1e-12)
+    graph = helper.make_graph(n.nodes, "bert_torch_export",
+                              [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", S, H]),
+                               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", S])],
+                              [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", S, H])],
+                              n.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    mask = np.ones((B, S), dtype=np.int64)
+    mask[1, 6:] = 0
+    mask[2, :] = 0  # a fully padded sequence: the NaN guard's zeros
+    return model, [{"hidden": RNG.standard_normal((B, S, H)).astype(np.float32), "attention_mask": mask}]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
     if os.path.exists(args.output):
         shutil.rmtree(args.output)
-    models = (resnet_bn, mobilenetv3_block, bert_encoder_2l, bert_encoder_2l_opset20)
+    models = (resnet_bn, mobilenetv3_block, bert_encoder_2l, bert_encoder_2l_opset20, bert_torch_export)
     for fn in models:
         model, feeds = fn()
         write(args.output, fn.__name__, model, feeds)

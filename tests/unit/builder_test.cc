@@ -5,12 +5,18 @@
 // (Shape -> Gather -> Concat -> Reshape on a symbolic batch) folds away; an open profile keeps it.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/status.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "onnx/onnx.pb.h"
+#include "onnx/tensor_proto.h"
 
 namespace ingot {
 namespace {
@@ -105,6 +111,73 @@ TEST(Builder, DimsPinnedByEveryProfileFoldTheShapeArithmetic) {
     float want = (i % 3 == 0 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i));
     EXPECT_EQ(pinned_out[i], want > 0 ? want : 0.0f) << i;
     EXPECT_EQ(open_out[i], pinned_out[i]) << i;
+  }
+}
+
+// The BERT layer as torch.onnx.export writes it (make_optimizer_models.py bert_torch_export):
+// with the batch pinned and with a batch range, the optimizer must see through the exporter's
+// shape arithmetic and SDPA decomposition to one fused Attention, and the engine must agree
+// with the interpreter.
+TEST(BuilderModels, TorchExportedBertLayerFusesWithPinnedAndOpenBatch) {
+  const char* dir = std::getenv("INGOT_OPTIMIZER_MODELS");
+  if (!dir) GTEST_SKIP() << "INGOT_OPTIMIZER_MODELS not set (ctest sets it to the generated models)";
+  namespace fs = std::filesystem;
+  fs::path m = fs::path(dir) / "bert_torch_export";
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  std::string bytes = slurp(m / "model.onnx");
+  ASSERT_FALSE(bytes.empty()) << m;
+  std::vector<Tensor> in;
+  for (int i = 0; i < 2; ++i) {
+    ::onnx::TensorProto tp;
+    ASSERT_TRUE(tp.ParseFromString(slurp(m / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb"))));
+    auto t = onnx::tensor_from_proto(tp, onnx::TensorSource());
+    ASSERT_TRUE(t.ok());
+    in.push_back(*t);
+  }
+  ::onnx::TensorProto want_tp;
+  ASSERT_TRUE(want_tp.ParseFromString(slurp(m / "test_data_set_0" / "output_0.pb")));
+  auto want = onnx::tensor_from_proto(want_tp, onnx::TensorSource());
+  ASSERT_TRUE(want.ok());
+  const int64_t batch = in[0].shape()[0], seq = in[0].shape()[1], hidden = in[0].shape()[2];
+  for (int64_t lo : {batch, int64_t{1}}) {
+    Quiet q;
+    BuilderConfig cfg;
+    OptimizationProfile p;
+    p.set_dimensions("hidden", {lo, seq, hidden}, {batch, seq, hidden}, {batch + 2, seq, hidden});
+    p.set_dimensions("attention_mask", {lo, seq}, {batch, seq}, {batch + 2, seq});
+    if (lo == batch) {  // pinned: min = opt = max
+      p = OptimizationProfile();
+      p.set_dimensions("hidden", {batch, seq, hidden}, {batch, seq, hidden}, {batch, seq, hidden});
+      p.set_dimensions("attention_mask", {batch, seq}, {batch, seq}, {batch, seq});
+    }
+    cfg.profiles.push_back(p);
+    auto eng = Builder(q).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
+    ASSERT_TRUE(eng.ok()) << eng.status().to_string();
+    auto engine = Runtime(q).deserialize(eng->data(), eng->size());
+    ASSERT_TRUE(engine.ok());
+    int attention = 0, leftovers = 0;
+    for (const LayerDesc& l : (*engine)->layers()) {
+      attention += l.op == "ingot::Attention";
+      leftovers += l.op == "Softmax" || l.op == "IsNaN" || l.op == "MatMul" || l.op == "Transpose";
+    }
+    EXPECT_EQ(attention, 1) << "batch " << lo << "..";
+    EXPECT_EQ(leftovers, 0) << "batch " << lo << "..";
+    auto ctx = (*engine)->create_execution_context();
+    ASSERT_TRUE(ctx.ok());
+    ASSERT_TRUE((*ctx)->set_input_shape("hidden", in[0].shape()).ok());
+    ASSERT_TRUE((*ctx)->set_input_shape("attention_mask", in[1].shape()).ok());
+    ASSERT_TRUE((*ctx)->set_tensor_address("hidden", in[0].mutable_raw()).ok());
+    ASSERT_TRUE((*ctx)->set_tensor_address("attention_mask", in[1].mutable_raw()).ok());
+    ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+    const float* y = static_cast<const float*>((*ctx)->tensor_address("last_hidden_state"));
+    double max_err = 0;
+    for (int64_t i = 0; i < want->numel(); ++i) max_err = std::max(max_err, std::fabs(y[i] - want->get_f64(i)));
+    EXPECT_LT(max_err, 1e-4) << "batch " << lo << ".. against onnxruntime";
   }
 }
 

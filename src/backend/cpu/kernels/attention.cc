@@ -206,6 +206,16 @@ Status attention_kernel(KernelContext& k) {
   const int64_t mode = attrs.get_int("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3) return k.error("qk_matmul_output_mode must be in [0, 3]");
   DataType st = qt;
+  // ingot::Attention (the fused node of reduced-precision engines) adds the mask and takes the
+  // softmax in fp32, as the CUDA kernels do: an fp32 mask built from finfo(float32).min must not
+  // become -inf through fp16 rounding (a fully masked row would turn to zeros, not the fp32
+  // model's uniform row).
+  const bool fused = k.node().domain() == "ingot";
+  DataType sum_t = qt;
+  if (fused && data_type_bits(qt) < 32) {
+    st = DataType::kFloat32;
+    if (mask != nullptr && !bool_mask && data_type_bits(mask->dtype()) > data_type_bits(qt)) sum_t = mask->dtype();
+  }
   if (attrs.has("softmax_precision")) {
     st = static_cast<DataType>(attrs.get_int("softmax_precision", 1));
     if (st != DataType::kFloat32 && st != DataType::kFloat16 && st != DataType::kBFloat16 &&
@@ -235,7 +245,7 @@ Status attention_kernel(KernelContext& k) {
           raw[j] = s;
           double bias = bias_at(b, h, i, j);
           if (!(std::isinf(bias) && bias < 0)) all_masked = false;
-          wb[j] = round_to(st, round_to(qt, s + bias));
+          wb[j] = round_to(st, round_to(sum_t, s + bias));
         }
         const int64_t qk_base = ((b * Hq + h) * Sq + i) * T;
         if (qk_out != nullptr && mode <= 2)
