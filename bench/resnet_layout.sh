@@ -23,6 +23,6 @@ for layout in nhwc nchw; do
   "$B/tools/ingot" run "$w/r_$layout.engine" --iterations 20 --dump-profile --onnx "$w/resnet50.onnx" > "$w/prof_$layout.log" 2>&1
   echo "== resnet50 b1 fp16 $layout: $(grep -m1 'build time' "$w/build_$layout.log")"
   grep -E "^GPU Compute Time|CUDA graph" "$w/run_$layout.log"
-  awk '/^=== Profile/{p=1;next} p && $1 ~ /^[0-9]+$/ {print}' "$w/prof_$layout.log" | sort -k7 -g -r | head -5
+  awk '/^=== Profile/{p=1;next} p && $1 ~ /^[0-9]+$/ {print}' "$w/prof_$layout.log" | sort -k8 -g -r | head -5
 done
 cp "$w"/*.log "$OUT/" 2>/dev/null

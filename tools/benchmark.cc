@@ -547,7 +547,7 @@ void print_profile(const std::vector<LayerRow> &rows,
   os << "\n=== Profile (median over profiling runs) ===\n";
   os << std::left << std::setw(5) << "step" << std::setw(op_w) << "op"
      << std::setw(name_w) << "name" << std::setw(7) << "fused"
-     << std::setw(tactic_w) << "tactic" << std::setw(6) << "prec"
+     << std::setw(tactic_w) << "tactic" << std::setw(6) << "prec" << std::setw(7) << "layout"
      << std::right << std::setw(10) << "ms" << std::setw(8) << "%"
      << std::setw(12) << "FLOPs" << std::setw(12) << "bytes" << std::setw(10)
      << "TFLOP/s" << std::setw(9) << "GB/s" << std::setw(9) << "roofl%"
@@ -559,7 +559,7 @@ void print_profile(const std::vector<LayerRow> &rows,
     os << std::left << std::setw(5) << r.index << std::setw(op_w) << l.op
        << std::setw(name_w) << l.name << std::setw(7) << l.origins.size()
        << std::setw(tactic_w) << l.tactic << std::setw(6) << r.precision
-       << std::right << std::setw(10) << fmt(r.median_ms, 4) << std::setw(8)
+       << std::setw(7) << (l.layout.empty() ? "-" : l.layout) << std::right << std::setw(10) << fmt(r.median_ms, 4) << std::setw(8)
        << fmt(r.percent, 2) << std::setw(12)
        << (r.flops < 0 ? "-" : fmt(r.flops, 0)) << std::setw(12)
        << (r.bytes < 0 ? "-" : fmt(r.bytes, 0)) << std::setw(10)
@@ -617,7 +617,8 @@ Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
     ss << "    {\"step\": " << r.index << ", \"op\": \"" << json_escape(l.op)
        << "\", \"name\": \"" << json_escape(l.name) << "\", \"tactic\": \""
        << json_escape(l.tactic) << "\", \"precision\": \""
-       << json_escape(r.precision) << "\", \"origins\": [";
+       << json_escape(r.precision) << "\", \"layout\": \"" << json_escape(l.layout.empty() ? "-" : l.layout)
+       << "\", \"origins\": [";
     for (size_t o = 0; o < l.origins.size(); ++o)
       ss << (o ? ", " : "") << "\"" << json_escape(l.origins[o]) << "\"";
     ss << "], \"medianMs\": " << json_num(r.median_ms)

@@ -47,7 +47,7 @@ def profile_rows(out):
         f = line.split()
         if not f or not f[0].isdigit():
             break
-        # step op name fused tactic ms % FLOPs bytes GFLOP/s GB/s roofline%
+        # step op name fused tactic prec layout ms % FLOPs bytes TFLOP/s GB/s roofline%
         rows.append((int(f[0]), f[1], float(f[-6])))
     return rows
 
@@ -109,7 +109,7 @@ def main():
                   rc == 0 and len(steps) > 0 and [r[0] for r in rows] == list(range(len(steps)))
                   and [r[1] for r in rows] == steps, f"verbose {steps}\nprofile {rows}\n{out}{err}")
             check(f"{name}: --dump-profile has precision, TFLOP/s and roofline columns (roofline '-' on CPU)",
-                  rc == 0 and re.search(r"prec\s+ms\s+%\s+FLOPs\s+bytes\s+TFLOP/s\s+GB/s\s+roofl%", out)
+                  rc == 0 and re.search(r"prec\s+layout\s+ms\s+%\s+FLOPs\s+bytes\s+TFLOP/s\s+GB/s\s+roofl%", out)
                   and "roofline: - (CPU engine)" in out, out)
             total = sum(r[2] for r in rows)
             check(f"{name}: per-layer percentages sum to ~100", abs(total - 100) < 0.5, f"sum {total}")
