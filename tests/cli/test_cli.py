@@ -3,6 +3,7 @@
 .npy inputs, and a clear one-line error with a non-zero exit for each kind of bad input."""
 import argparse
 import os
+import struct
 import sys
 import tempfile
 
@@ -16,6 +17,24 @@ from cli_harness import run as _run
 
 def run(ingot, *args):
     return _run(ingot, *args, timeout=120)
+
+
+def engine_checksum(data):
+    """FNV-1a over 8-byte little-endian words then bytes, the file read with its checksum field
+    (bytes 48..56) as zero: what src/engine/engine_format.cc writes."""
+    mask, prime = (1 << 64) - 1, 0x100000001b3
+
+    def update(h, chunk):
+        i = 0
+        while i + 8 <= len(chunk):
+            h = ((h ^ int.from_bytes(chunk[i:i + 8], "little")) * prime) & mask
+            i += 8
+        for b in chunk[i:]:
+            h = ((h ^ b) * prime) & mask
+        return h
+    h = update(0xcbf29ce484222325, data[:48])
+    h = update(h, bytes(8))
+    return update(h, data[56:])
 
 
 def main():
@@ -80,6 +99,22 @@ def main():
         rc, out, err = run(ingot, "run", two, "--profile-index", "1")
         check("run in profile 1 at its opt shape", rc == 0 and "probs  f32[32,4]" in out, out + err)
 
+        # An engine written by another ingot version: same bytes but the version string (and a
+        # checksum that matches, so the version check itself must refuse it).
+        good = os.path.join(tmp, "mlp.engine")
+        rc, out, err = run(ingot, "build", mlp, "-o", good, "--shapes", "x:2x8")
+        other_version = os.path.join(tmp, "other_version.engine")
+        rc_v, version_out, _ = run(ingot, "--version")
+        ver = version_out.split()[-1].encode()
+        data = bytearray(open(good, "rb").read()) if os.path.exists(good) else bytearray()
+        at = data.find(struct.pack("<I", len(ver)) + ver)
+        if at >= 0:
+            fake = (b"9" * len(ver))
+            data[at + 4:at + 4 + len(ver)] = fake
+            struct.pack_into("<Q", data, 48, engine_checksum(bytes(data)))
+            open(other_version, "wb").write(bytes(data))
+        check("engine of another version written for the test", at >= 0 and rc == 0, out + err)
+
         junk = os.path.join(tmp, "junk.onnx")
         open(junk, "wb").write(os.urandom(300))
         trunc = os.path.join(tmp, "trunc.onnx")
@@ -107,6 +142,8 @@ def main():
                                                  "--profile-index", "2"], "profile 2 does not exist"),
             ("--profile with no shapes before it", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--profile"],
              "no shapes came before it"),
+            ("engine from another ingot version", ["run", os.path.join(tmp, "other_version.engine")],
+             "rebuild the engine with this ingot"),
             ("bad layer precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--layer-precisions", "fc1:fp8"],
              "expects LAYER:fp32|fp16|bf16"),
             ("layer precision naming no layer", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--shapes",
