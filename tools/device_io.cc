@@ -274,6 +274,14 @@ Result<float> GpuEvent::elapsed_since(const GpuEvent& start) const {
   return 0.0f;
 }
 
+void start_device_context() {
+#ifdef INGOT_WITH_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) cudaFree(nullptr);
+  cudaGetLastError();
+#endif
+}
+
 Result<GpuInfo> current_gpu() {
 #ifdef INGOT_WITH_CUDA
   int device = 0;

@@ -89,5 +89,8 @@ struct GpuInfo {
 };
 /// Queries the current device; kUnsupported without CUDA in the build, the CUDA error otherwise.
 Result<GpuInfo> current_gpu();
+/// Creates the CUDA context now (cudaFree(0)) when the build has CUDA and a device is there, so
+/// a timed engine load measures the load, not the driver's start. No-op otherwise.
+void start_device_context();
 
 }  // namespace ingot::tools

@@ -145,8 +145,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 Result<std::unique_ptr<ModelRunner>> open_model(const RunOptions& opt, const std::map<std::string, HostTensor>& loaded) {
   if (ends_with(opt.model, ".engine")) {
     Runtime runtime;
+    start_device_context();  // the load time below excludes the CUDA context's creation
+    auto t0 = std::chrono::steady_clock::now();
     auto e = runtime.deserialize_file(opt.model);
     if (!e.ok()) return e.status();
+    std::cout << "engine load: " << std::fixed << std::setprecision(1)
+              << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()
+              << " ms (read, deserialize, weights to the device)\n";
+    std::cout.unsetf(std::ios::floatfield);
     auto r = EngineRunner::create(std::move(e).value(), opt.shapes, opt.profile);
     if (!r.ok()) return r.status();
     return std::unique_ptr<ModelRunner>(std::move(r).value());
