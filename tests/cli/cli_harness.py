@@ -26,3 +26,21 @@ def summary():
     """Prints the tally; returns the script's exit code."""
     print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
+
+
+def engine_checksum(data):
+    """The engine file's checksum as src/engine/engine_format.cc writes it: FNV-1a over 8-byte
+    little-endian words then bytes, the file read with its checksum field (bytes 48..56) as zero.
+    Tests that rewrite a header field (another version, another GPU arch) re-sign the file with it,
+    so the field's own check is what refuses the file."""
+    mask, prime = (1 << 64) - 1, 0x100000001b3
+
+    def update(h, chunk):
+        i = 0
+        while i + 8 <= len(chunk):
+            h = ((h ^ int.from_bytes(chunk[i:i + 8], "little")) * prime) & mask
+            i += 8
+        for b in chunk[i:]:
+            h = ((h ^ b) * prime) & mask
+        return h
+    return update(update(update(0xcbf29ce484222325, data[:48]), bytes(8)), data[56:])

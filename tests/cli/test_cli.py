@@ -11,30 +11,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from cli_harness import check, summary
+from cli_harness import check, engine_checksum, summary
 from cli_harness import run as _run
 
 
 def run(ingot, *args):
     return _run(ingot, *args, timeout=120)
-
-
-def engine_checksum(data):
-    """FNV-1a over 8-byte little-endian words then bytes, the file read with its checksum field
-    (bytes 48..56) as zero: what src/engine/engine_format.cc writes."""
-    mask, prime = (1 << 64) - 1, 0x100000001b3
-
-    def update(h, chunk):
-        i = 0
-        while i + 8 <= len(chunk):
-            h = ((h ^ int.from_bytes(chunk[i:i + 8], "little")) * prime) & mask
-            i += 8
-        for b in chunk[i:]:
-            h = ((h ^ b) * prime) & mask
-        return h
-    h = update(0xcbf29ce484222325, data[:48])
-    h = update(h, bytes(8))
-    return update(h, data[56:])
 
 
 def main():

@@ -12,12 +12,13 @@ import json
 import os
 import shutil
 import subprocess
+import struct
 import sys
 import tempfile
 
 import numpy as np
 
-from cli_harness import check, run, summary
+from cli_harness import check, run, summary, engine_checksum
 
 
 def skip_reason(ingot, mlp, tmp):
@@ -138,6 +139,22 @@ def main():
                            "--rtol", "1e-3")
         check("compare cnn --engine (cuda) --all-layers: PASS", rc == 0 and "vs cuda engine" in out
               and out.rstrip().splitlines()[-1].startswith("PASS"), out + err)
+
+        # An engine recorded for another GPU arch (same length, valid checksum) is refused in
+        # one line that names both archs.
+        data = bytearray(open(engines["cnn_small"], "rb").read())
+        at = data.find(b"sm_")
+        if at >= 0:
+            data[at:at + 5] = b"sm_10"
+            struct.pack_into("<Q", data, 48, engine_checksum(bytes(data)))
+            other = os.path.join(tmp, "other_gpu.engine")
+            open(other, "wb").write(bytes(data))
+            rc, out, err = run(ingot, "run", other)
+            lines = [l for l in err.strip().splitlines() if l]
+            check("an engine for another GPU arch: one clear line, non-zero exit",
+                  rc != 0 and len(lines) == 1 and "engine GPU arch" in err and "sm_10" in err, f"rc={rc} {err!r}")
+        else:
+            check("the cuda engine records its GPU arch", False, "no 'sm_' in the engine header")
     return summary()
 
 
