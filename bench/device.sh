@@ -22,6 +22,9 @@ if [ "${INGOT_SKIP_NODE_SUITE:-0}" = 1 ]; then
 else
   "$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda --in-process -v \
     > "$OUT/conformance_cuda.log" 2>&1
+  # The same suite through fp16 CUDA engines (expected failures: tests/conformance/expectations_fp16.tsv).
+  "$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda --fp16 --in-process \
+    > "$OUT/conformance_cuda_fp16.log" 2>&1
 fi
 "$B/tests/conformance_runner" --dir "$work/models" --mode engine-optimized --backend cuda --in-process -v > "$OUT/models_cuda.log" 2>&1
 "$B/tests/conformance_runner" --dir "$work/optmodels" --mode engine-optimized --backend cuda --in-process -v >> "$OUT/models_cuda.log" 2>&1
@@ -37,6 +40,7 @@ echo "cli --cuda-graph and roofline on cuda engines: $(tail -1 "$OUT/cli_cuda_pr
 echo "gpu tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (rc $gpu_rc)"
 grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | head -20
 echo "node suite through CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda.log"
+echo "node suite through fp16 CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda_fp16.log" 2>/dev/null
 grep -E "^FAIL " "$OUT/conformance_cuda.log" | head -25
 echo "models through CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda.log"
 echo "models through fp16 CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda_fp16.log"

@@ -32,7 +32,7 @@ const Rule* find_rule(const ir::Node& n) {
     m["LayerNormalization"] = {Role::kCompute, {}, {0}};  // Mean / InvStdDev stay fp32
     // Q, K, V reduced; an additive mask stays fp32: masks are built from finfo(float32).min, which
     // fp16 turns into -inf, and a fully masked row would then differ from the fp32 model's.
-    m["Attention"] = {Role::kCompute, {0, 1, 2}, {0}};
+    m["Attention"] = {Role::kCompute, {0, 1, 2, 4, 5}, {}};  // past_key/value in, every output (type T)
     m["MaxPool"] = {Role::kCompute, {0}, {0}};
     m["ReduceMean"] = {Role::kCompute, {0}, {0}};
     m["ReduceMax"] = {Role::kCompute, {0}, {0}};
@@ -103,6 +103,34 @@ class Lowering {
       : g_(g), be_(be), o_(o), r_(r) {}
 
   Status run() {
+    // 0. Layers whose results are rounded to integers or become quantization parameters stay
+    //    fp32, with everything computing their inputs: half precision there shows up as an
+    //    off-by-one integer, not as a small error.
+    std::set<const ir::Node*> exact;
+    std::vector<const ir::Value*> work;
+    for (const auto& node : g_.nodes()) {
+      if (!node->domain().empty()) continue;
+      const std::string& op = node->op_type();
+      if ((op == "Round" || op == "Floor" || op == "Ceil") && node->input(0)) work.push_back(node->input(0));
+      if (op == "Cast" && node->input(0) && !is_float(static_cast<DataType>(node->attrs().get_int("to", 0))))
+        work.push_back(node->input(0));
+      if (op == "QuantizeLinear" || op == "DequantizeLinear")
+        for (size_t i = 1; i < 3; ++i)
+          if (node->input(i)) work.push_back(node->input(i));
+    }
+    while (!work.empty()) {
+      const ir::Value* v = work.back();
+      work.pop_back();
+      const ir::Node* p = v->producer();
+      if (!p || exact.count(p) || !find_rule(*p)) continue;
+      exact.insert(p);
+      for (const ir::Value* in : p->inputs())
+        if (in) work.push_back(in);
+    }
+    if (!exact.empty())
+      r_.notes.push_back("precision: " + std::to_string(exact.size()) +
+                         " layers stay fp32: they compute values rounded to integers or quantization parameters");
+
     // 1. Decide, in topological order (data-movement layers follow their producers).
     for (const auto& node : g_.nodes()) {
       const Rule* rule = find_rule(*node);
@@ -111,7 +139,7 @@ class Lowering {
       std::vector<int> outs = float_slots(node->outputs(), rule->data_outputs);
       if (outs.empty()) continue;
       DataType forced = forced_for(*node, o_, &matched_);
-      DataType target = forced != DataType::kUndefined ? forced : o_.reduced;
+      DataType target = forced != DataType::kUndefined ? forced : exact.count(node.get()) ? DataType::kFloat32 : o_.reduced;
       if (target == DataType::kUndefined) continue;
       if (target == DataType::kFloat32) {
         if (rule->role == Role::kCompute) ++r_.kept_fp32;
