@@ -199,7 +199,7 @@ Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
                              const std::vector<Shape64>& in_shapes, const std::vector<Shape64>& out_shapes,
                              const TuneOptions& options, TimingCache& cache, TuneStats& stats) {
   size_t n = std::min<size_t>(cands.size(), static_cast<size_t>(candidates_for_level(options.optimization_level)));
-  if (n <= 1) return 0;
+  if (n == 0 || (n == 1 && !options.time_single)) return 0;
   // What the cache knows decides when it knows every candidate considered.
   const std::map<std::string, double>* known = cache.find(key);
   // Host-synchronizing candidates only count when nothing else is there (see below).

@@ -47,6 +47,7 @@ struct TuneOptions {
   int optimization_level = 3;
   uint64_t workspace_limit = 1ull << 30;
   bool tf32 = false;
+  bool time_single = false;  ///< time a lone candidate too (the layout choice compares times)
 };
 
 struct TuneStats {

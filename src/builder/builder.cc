@@ -2,6 +2,7 @@
 #include "builder/builder.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <set>
 #include <unordered_map>
@@ -156,7 +157,24 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   }
   INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
   rep.notes.insert(rep.notes.end(), rep.precision.notes.begin(), rep.precision.notes.end());
-  INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout));
+  // The timing cache serves the layout choice and the tactic choice below.
+  TimingCache cache;
+  if (!options.timing_cache_file.empty()) {
+    std::string warning;
+    INGOT_RETURN_IF_ERROR(cache.load(options.timing_cache_file, &warning));
+    if (!warning.empty()) rep.notes.push_back(warning);
+  }
+  std::string identity = be->name() + " " + be->device().arch();
+  for (const auto& [lib, ver] : be->device().library_versions()) identity += " " + lib + "=" + ver;
+  LayoutTiming layout_timing{&cache, &options.tune, identity, &rep.tune};
+  INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
+  if (rep.layout.nchw_ms >= 0) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "layout: convolutions measured %.4f ms channels-first, %.4f ms channels-last "
+                  "with the reformats; chose %s", rep.layout.nchw_ms, rep.layout.nhwc_ms,
+                  rep.layout.channels_last_convs ? "channels-last" : "channels-first");
+    rep.notes.push_back(buf);
+  }
 
   progress("optimize", 1, 1);
   // Shapes at every profile's min, opt and max; sizes come from the max, tactics are timed at
@@ -182,14 +200,6 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   plan.gpu_arch = be->device().arch();
 
   // Steps, in node order, each with the fastest of its candidate tactics.
-  TimingCache cache;
-  if (!options.timing_cache_file.empty()) {
-    std::string warning;
-    INGOT_RETURN_IF_ERROR(cache.load(options.timing_cache_file, &warning));
-    if (!warning.empty()) rep.notes.push_back(warning);
-  }
-  std::string identity = be->name() + " " + be->device().arch();
-  for (const auto& [lib, ver] : be->device().library_versions()) identity += " " + lib + "=" + ver;
   auto opt_shape = [&](const ir::Value* v, bool* ok) {
     auto it = v ? opt_state.shapes.find(v) : opt_state.shapes.end();
     if (it == opt_state.shapes.end() || opt_state.dynamic.count(v)) {

@@ -1,11 +1,14 @@
 // Copyright ingot authors. Apache-2.0.
 #include "builder/layout.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
 
+#include "backend/device.h"
 #include "ir/op_registry.h"
 #include "ir/verify.h"
 
@@ -24,13 +27,19 @@ bool is_conv(const ir::Node& n) {
 
 class Layout {
  public:
-  Layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport& r)
-      : g_(g), be_(be), mode_(mode), r_(r) {}
+  Layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport& r, const LayoutTiming* t)
+      : g_(g), be_(be), mode_(mode), r_(r), timing_(t) {}
 
   Status run() {
     std::vector<ir::Node*> convs;
     for (const auto& n : g_.nodes())
-      if (is_conv(*n)) convs.push_back(n.get());
+      if (is_conv(*n) && eligible(*n)) convs.push_back(n.get());
+    if (convs.empty()) return Status::Ok();
+    if (g_.opset("ingot") == 0) g_.set_opset_import("ingot", 1);  // FusedConv is an ingot op
+    if (mode_ == "auto" && timing_ && timing_->cache && timing_->options && !be_.device().is_host()) {
+      INGOT_ASSIGN_OR_RETURN(int pays, channels_last_pays(convs));
+      if (pays == 0) return Status::Ok();  // measured: channels-first is faster here
+    }
     for (ir::Node* n : convs) INGOT_RETURN_IF_ERROR(convert(*n));
     if (r_.channels_last_convs == 0) return Status::Ok();
     INGOT_RETURN_IF_ERROR(cancel_transpose_pairs());
@@ -78,6 +87,136 @@ class Layout {
     created_.insert(g_.add_node("Transpose", {v}, {t}, std::move(a), t->name()));
     transposes_[key] = t;
     return t;
+  }
+
+  static bool concrete(const ir::Value* v) { return !v || v->shape().is_concrete(); }
+
+  // The best time of `n`'s real (not host-fallback) tactics at its own (concrete) shapes, from the
+  // timing cache or measured; +inf when none runs.
+  Result<double> best_ms(const ir::Node& n) {
+    std::vector<ir::TensorType> types;
+    std::vector<DataType> in_t, out_t;
+    std::vector<Shape64> in_s, out_s;
+    for (const ir::Value* v : n.inputs()) {
+      ir::TensorType t;
+      if (v) {
+        t.dtype = v->dtype();
+        t.shape = v->shape();
+      }
+      types.push_back(t);
+      in_t.push_back(v ? v->dtype() : DataType::kUndefined);
+      in_s.push_back(v ? v->shape().concrete() : Shape64{});
+    }
+    for (const ir::Value* v : n.outputs()) {
+      out_t.push_back(v ? v->dtype() : DataType::kUndefined);
+      out_s.push_back(v ? v->shape().concrete() : Shape64{});
+    }
+    std::vector<std::unique_ptr<backend::Tactic>> cands;
+    for (auto& c : be_.candidates(n, types))
+      if (c->capturable() && (timing_->options->tf32 || !c->uses_tf32())) cands.push_back(std::move(c));
+    if (cands.empty()) return std::numeric_limits<double>::infinity();
+    std::string key = timing_key(timing_->identity, n, in_t, in_s, out_t, out_s);
+    TuneOptions wide = *timing_->options;
+    wide.time_single = true;  // the layouts are compared by time, even with one candidate each
+    INGOT_ASSIGN_OR_RETURN(size_t i, choose_tactic(be_, n, cands, key, in_s, out_s, wide, *timing_->cache,
+                                                   *timing_->stats));
+    const std::map<std::string, double>* known = timing_->cache->find(key);
+    if (known && known->count(cands[i]->name())) return known->at(cands[i]->name());
+    return std::numeric_limits<double>::infinity();
+  }
+
+  Shape64 permuted(const Shape64& s, const std::vector<int64_t>& perm) {
+    Shape64 out;
+    for (int64_t p : perm) out.push_back(s[static_cast<size_t>(p)]);
+    return out;
+  }
+
+  // Times both layouts: 1 when the channels-last region (convs + edge transposes) is faster, 0
+  // when not, -1 when it cannot be measured (shapes not fixed, nothing runs).
+  Result<int> channels_last_pays(const std::vector<ir::Node*>& convs) {
+    for (const ir::Node* n : convs)
+      for (const ir::Value* v : n->inputs())
+        if (!concrete(v) || !concrete(n->output(0))) return -1;
+    std::set<const ir::Node*> in_region(convs.begin(), convs.end());
+    double nchw = 0, nhwc = 0;
+    std::vector<ir::Node*> temp_nodes;
+    std::vector<ir::Value*> temp_inits;
+    auto cleanup = [&]() -> Status {
+      for (auto it = temp_nodes.rbegin(); it != temp_nodes.rend(); ++it) INGOT_RETURN_IF_ERROR(g_.remove_node(*it));
+      return Status::Ok();
+    };
+    std::set<const ir::Value*> entries, exits;
+    for (ir::Node* n : convs) {
+      INGOT_ASSIGN_OR_RETURN(double a, best_ms(*n));
+      nchw += a;
+      // The same convolution channels-last, on stand-in values with the permuted shapes.
+      ir::Value* x = n->input(0);
+      ir::Value* w = n->input(1);
+      ir::Value* xt = g_.add_value(unique(x->name() + "/nhwc_probe"), x->dtype(),
+                                   ir::Shape::from_concrete(permuted(x->shape().concrete(), kToNhwc)));
+      ir::Value* wk = nullptr;
+      auto wi = krsc_.find(w);
+      if (wi != krsc_.end()) {
+        wk = wi->second;
+      } else {
+        INGOT_ASSIGN_OR_RETURN(Tensor data, permute_dims(*w->initializer(), {0, 2, 3, 1}));
+        wk = g_.add_initializer(unique(w->name() + "/krsc"), std::move(data));
+        krsc_[w] = wk;
+      }
+      std::vector<ir::Value*> ins = {xt, wk, n->input(2)};
+      if (n->input(3))
+        ins.push_back(g_.add_value(unique(n->input(3)->name() + "/nhwc_probe"), n->input(3)->dtype(),
+                                   ir::Shape::from_concrete(permuted(n->input(3)->shape().concrete(), kToNhwc))));
+      while (!ins.empty() && !ins.back()) ins.pop_back();
+      ir::Value* yt = g_.add_value(unique(n->output(0)->name() + "/nhwc_probe"), n->output(0)->dtype(),
+                                   ir::Shape::from_concrete(permuted(n->output(0)->shape().concrete(), kToNhwc)));
+      ir::Attributes attrs;
+      for (const auto& [k, at] : n->attrs().all()) attrs.set(k, at);
+      attrs.set_int("channels_last", 1);
+      ir::Node* probe = g_.add_node("FusedConv", ins, {yt}, std::move(attrs), n->name() + "/nhwc_probe", "ingot");
+      temp_nodes.push_back(probe);
+      INGOT_ASSIGN_OR_RETURN(double b, best_ms(*probe));
+      nhwc += b;
+      for (size_t i : {size_t{0}, size_t{3}}) {
+        const ir::Value* v = n->input(i);
+        if (v && !(v->producer() && in_region.count(v->producer()))) entries.insert(v);
+      }
+      bool leaves = false;
+      for (const auto& [user, idx] : n->output(0)->uses()) leaves |= !in_region.count(user) || (idx != 0 && idx != 3);
+      for (const ir::Value* o : g_.outputs()) leaves |= o == n->output(0);
+      if (leaves) exits.insert(n->output(0));
+    }
+    // The reformats at the region's edges.
+    auto time_transpose = [&](const ir::Value* v, const std::vector<int64_t>& perm, bool from_nhwc) -> Result<double> {
+      Shape64 in_shape = from_nhwc ? permuted(v->shape().concrete(), kToNhwc) : v->shape().concrete();
+      ir::Value* src = g_.add_value(unique(v->name() + "/reformat_probe_in"), v->dtype(), ir::Shape::from_concrete(in_shape));
+      ir::Value* dst = g_.add_value(unique(v->name() + "/reformat_probe"), v->dtype(),
+                                    ir::Shape::from_concrete(permuted(in_shape, perm)));
+      ir::Attributes a;
+      a.set_ints("perm", perm);
+      ir::Node* t = g_.add_node("Transpose", {src}, {dst}, std::move(a), dst->name());
+      temp_nodes.push_back(t);
+      return best_ms(*t);
+    };
+    for (const ir::Value* v : entries) {
+      INGOT_ASSIGN_OR_RETURN(double t, time_transpose(v, kToNhwc, false));
+      nhwc += t;
+    }
+    for (const ir::Value* v : exits) {
+      INGOT_ASSIGN_OR_RETURN(double t, time_transpose(v, kToNchw, true));
+      nhwc += t;
+    }
+    INGOT_RETURN_IF_ERROR(cleanup());
+    r_.nchw_ms = nchw;
+    r_.nhwc_ms = nhwc;
+    if (!std::isfinite(nchw) && !std::isfinite(nhwc)) return -1;
+    if (nhwc < nchw) return 1;
+    for (const auto& [w, wk] : krsc_) {  // not used: channels-first stays
+      (void)w;
+      g_.remove_initializer(wk);
+    }
+    krsc_.clear();
+    return 0;
   }
 
   bool eligible(const ir::Node& n) const {
@@ -304,6 +443,7 @@ class Layout {
   const backend::Backend& be_;
   std::string mode_;
   LayoutReport& r_;
+  const LayoutTiming* timing_;
   std::map<std::pair<ir::Value*, std::vector<int64_t>>, ir::Value*> transposes_;
   std::map<ir::Value*, ir::Value*> krsc_;
   std::set<const ir::Node*> created_;
@@ -312,12 +452,13 @@ class Layout {
 
 }  // namespace
 
-Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report) {
+Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report,
+                          const LayoutTiming* timing) {
   LayoutReport local;
   if (mode == "nchw") return Status::Ok();
   if (mode != "auto" && mode != "nhwc")
     return invalid_argument("conv layout must be auto, nhwc or nchw, got '", mode, "'");
-  Layout l(g, be, mode, report ? *report : local);
+  Layout l(g, be, mode, report ? *report : local, timing);
   return l.run();
 }
 

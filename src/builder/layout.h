@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backend/tactic.h"
+#include "builder/autotune.h"
 #include "core/status.h"
 #include "ir/graph.h"
 
@@ -24,8 +25,23 @@ namespace ingot::builder {
 struct LayoutReport {
   int channels_last_convs = 0;  ///< convolutions now channels-last
   int reformats = 0;            ///< Transpose steps left at region boundaries
+  double nchw_ms = -1, nhwc_ms = -1;  ///< measured totals when "auto" timed both layouts
 };
 
-Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report);
+/// What "auto" needs to time both layouts (the autotuner's cache and options). Without it, or on
+/// a backend that does not time, or with shapes the graph does not fix, "auto" follows the rule
+/// above.
+struct LayoutTiming {
+  TimingCache* cache = nullptr;
+  const TuneOptions* options = nullptr;
+  std::string identity;
+  TuneStats* stats = nullptr;
+};
+
+/// In "auto" mode with timing: every eligible convolution is timed in both layouts (best tactic
+/// each), the transposes the channels-last region would need at its edges are timed too, and the
+/// region is made only when its total is faster.
+Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report,
+                          const LayoutTiming* timing = nullptr);
 
 }  // namespace ingot::builder

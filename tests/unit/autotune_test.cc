@@ -16,6 +16,7 @@
 
 #include "backend/device.h"
 #include "builder/autotune.h"
+#include "builder/layout.h"
 #include "ir/op_registry.h"
 #include "ir/text.h"
 
@@ -218,6 +219,75 @@ TEST(Autotune, HostSynchronizingCandidatesAreTimedOnlyAsALastResort) {
   best = builder::choose_tactic(be, mm, failing, "k2", in, out, opt, cache, stats);
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(*best, 1u);
+}
+
+// A backend whose convolutions take the given times per layout, and whose transposes take
+// `transpose_ms`: the layout choice must follow the measured totals.
+class LayoutBackend : public FakeBackend {
+ public:
+  double nchw_ms = 1, nhwc_ms = 1, transpose_ms = 0.1;
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>&) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    if (n.op_type() == "Transpose") v.push_back(std::make_unique<FakeTactic>("fake.transpose", transpose_ms));
+    if (n.op_type() == "Conv" || n.op_type() == "FusedConv") {
+      bool cl = n.attrs().get_int("channels_last", 0) != 0;
+      v.push_back(std::make_unique<FakeTactic>(cl ? "fake.conv.nhwc" : "fake.conv.nchw", cl ? nhwc_ms : nchw_ms));
+    }
+    return v;
+  }
+};
+
+// Two chained fp16 convolutions; the weights are graph inputs here and become initializers in
+// the test (the text form does not carry weight data).
+std::unique_ptr<ir::Graph> two_conv_graph() {
+  auto g = ir::parse_text(R"(graph g {
+  opset "" 17
+  input %x: f16[1,8,6,6]
+  input %w1: f16[8,8,3,3]
+  input %w2: f16[8,8,3,3]
+  %a: f16[1,8,6,6] = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %y: f16[1,8,6,6] = Conv {pads=[1, 1, 1, 1]}(%a, %w2) @c2
+  output %y
+}
+)");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return std::move(g).value();
+}
+
+int channels_last_convs(const ir::Graph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->attrs().get_int("channels_last", 0) != 0;
+  return n;
+}
+
+TEST(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
+  for (auto [nhwc_ms, want] : {std::pair<double, int>{0.5, 2}, std::pair<double, int>{0.95, 0}}) {
+    auto g = two_conv_graph();
+    // Weights as initializers (the layout pass permutes them).
+    for (const char* w : {"w1", "w2"}) {
+      ir::Value* v = g->find_value(w);
+      Tensor t = Tensor::zeros(DataType::kFloat16, {8, 8, 3, 3}).value();
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, 0.01 * (i % 7));
+      g->set_initializer(v, t);
+    }
+    LayoutBackend be;
+    be.nchw_ms = 1.0;
+    be.nhwc_ms = nhwc_ms;
+    be.transpose_ms = 0.1;
+    builder::TimingCache cache;
+    builder::TuneOptions opt;
+    builder::TuneStats stats;
+    builder::LayoutTiming timing{&cache, &opt, "fake", &stats};
+    builder::LayoutReport rep;
+    Status st = builder::choose_conv_layout(*g, be, "auto", &rep, &timing);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    // Two convs each way; channels-last adds a transpose in and one out (0.2 ms).
+    EXPECT_DOUBLE_EQ(rep.nchw_ms, 2.0);
+    EXPECT_NEAR(rep.nhwc_ms, 2 * nhwc_ms + 0.2, 1e-9);
+    EXPECT_EQ(channels_last_convs(*g), want) << "NHWC convs at " << nhwc_ms << " ms";
+    EXPECT_EQ(rep.channels_last_convs, want);
+  }
 }
 
 TEST(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
