@@ -22,7 +22,7 @@ if [ "${INGOT_SKIP_NODE_SUITE:-0}" = 1 ]; then
 else
   "$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda --in-process -v \
     > "$OUT/conformance_cuda.log" 2>&1
-  # The same suite through fp16 CUDA engines (expected failures: tests/conformance/expectations_fp16.tsv).
+  # The same suite through fp16 CUDA engines (expected failures: tests/conformance/expectations_reduced_precision.tsv).
   "$B/tests/conformance_runner" --dir "$work/suite/node" --mode engine-optimized --backend cuda --fp16 --in-process \
     > "$OUT/conformance_cuda_fp16.log" 2>&1
 fi
