@@ -313,17 +313,7 @@ int parse(const std::vector<std::string>& args, CompareOptions& opt) {
       v = args[++i];
       return true;
     };
-    auto as_int = [&](long long lo, long long hi, long long& out) {
-      try {
-        size_t used = 0;
-        out = std::stoll(v, &used);
-        if (used != v.size() || out < lo || out > hi) throw std::out_of_range("");
-        return true;
-      } catch (...) {
-        std::cerr << "ingot compare: " << a << " needs an integer in [" << lo << ", " << hi << "], got '" << v << "'\n";
-        return false;
-      }
-    };
+    auto as_int = [&](long long lo, long long hi, long long& out) { return parse_int_arg("ingot compare", a, v, lo, hi, out); };
     auto as_tol = [&](double& out) {
       try {
         size_t used = 0;

@@ -2,7 +2,9 @@
 #include "options.h"
 
 #include <cstdio>
+#include <iostream>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 
 namespace ingot::tools {
@@ -117,6 +119,19 @@ bool parse_int(const std::string& v, long long lo, long long hi, long long& out)
 }
 
 }  // namespace
+
+bool parse_int_arg(const std::string& command, const std::string& flag, const std::string& text, long long lo,
+                   long long hi, long long& out) {
+  try {
+    size_t used = 0;
+    out = std::stoll(text, &used);
+    if (used != text.size() || out < lo || out > hi) throw std::out_of_range("");
+    return true;
+  } catch (...) {
+    std::cerr << command << ": " << flag << " needs an integer in [" << lo << ", " << hi << "], got '" << text << "'\n";
+    return false;
+  }
+}
 
 BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, BuilderConfig& config, std::string& err) {
   const std::string& a = args[i];

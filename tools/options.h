@@ -37,6 +37,11 @@ struct ShapeOptions {
   bool run_dims(const std::string& input, std::vector<int64_t>& dims) const;
 };
 
+/// `text` as an integer in [lo, hi] into *out; otherwise prints "<command>: <flag> needs an integer
+/// in [lo, hi], got '<text>'" to stderr and returns false.
+bool parse_int_arg(const std::string& command, const std::string& flag, const std::string& text, long long lo,
+                   long long hi, long long& out);
+
 enum class BuildFlag { kNotMine, kOk, kError };
 
 /// Parses args[i] when it is one of the builder's flags (precision, tuning, passes), advancing i

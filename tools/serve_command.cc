@@ -9,6 +9,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "options.h"
 #include "server/server.h"
 
 namespace ingot::tools {
@@ -68,17 +69,7 @@ int serve_command(const std::vector<std::string>& args) {
       v = args[++i];
       return true;
     };
-    auto as_int = [&](long long lo, long long hi, long long& out) {
-      try {
-        size_t used = 0;
-        out = std::stoll(v, &used);
-        if (used != v.size() || out < lo || out > hi) throw std::out_of_range("");
-        return true;
-      } catch (...) {
-        std::cerr << "ingot serve: " << a << " needs an integer in [" << lo << ", " << hi << "], got '" << v << "'\n";
-        return false;
-      }
-    };
+    auto as_int = [&](long long lo, long long hi, long long& out) { return parse_int_arg("ingot serve", a, v, lo, hi, out); };
     long long n = 0;
     if (a == "-h" || a == "--help") {
       serve_help();

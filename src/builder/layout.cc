@@ -240,7 +240,7 @@ class Layout {
       types.push_back(t);
     }
     for (const auto& c : be_.candidates(n, types))
-      if (c->name() != "cuda.host_fallback") return true;
+      if (c->capturable()) return true;  // not the host fallback, which synchronizes
     return false;
   }
 

@@ -269,7 +269,7 @@ class Lowering {
     auto cands = be_.candidates(n, types);
     for (size_t k = 0; k < outs.size(); ++k) n.outputs()[outs[k]]->set_dtype(saved[k]);
     for (const auto& c : cands)
-      if (c->name() != "cuda.host_fallback") return true;
+      if (c->capturable()) return true;  // not the host fallback, which synchronizes
     return false;
   }
 

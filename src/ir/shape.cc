@@ -92,4 +92,17 @@ Result<int64_t> normalize_axis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+std::vector<size_t> channels_last_perm(size_t n) {
+  std::vector<size_t> p = {0};
+  for (size_t i = 2; i < n; ++i) p.push_back(i);
+  p.push_back(1);
+  return p;
+}
+
+std::vector<size_t> channels_first_perm(size_t n) {
+  std::vector<size_t> p = {0, n - 1};
+  for (size_t i = 1; i + 1 < n; ++i) p.push_back(i);
+  return p;
+}
+
 }  // namespace ingot::ir

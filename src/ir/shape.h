@@ -69,6 +69,12 @@ class Shape {
 /// two different symbols give an unknown dim; two known sizes that are neither equal nor 1
 /// are an error naming both shapes.
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+/// Dim orders between channels-first and channels-last layouts of rank n (n >= 2): output dim d
+/// is input dim perm[d]. [N, C, spatial...] -> [N, spatial..., C] and back; weights [K, C, k...]
+/// and [K, k..., C] permute the same way.
+std::vector<size_t> channels_last_perm(size_t n);
+std::vector<size_t> channels_first_perm(size_t n);
 /// Concrete broadcast, same rules.
 Result<Shape64> broadcast_shapes(const Shape64& a, const Shape64& b);
 

@@ -22,22 +22,6 @@ struct AlignedFree {
 
 class EngineImpl;
 
-// "f32", "f16", "bf16", "i64", ... (the IR text printer's short names).
-std::string short_type_name(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return "f32";
-    case DataType::kFloat16: return "f16";
-    case DataType::kBFloat16: return "bf16";
-    case DataType::kFloat64: return "f64";
-    case DataType::kInt64: return "i64";
-    case DataType::kInt32: return "i32";
-    case DataType::kInt8: return "i8";
-    case DataType::kUInt8: return "u8";
-    case DataType::kBool: return "bool";
-    default: return data_type_name(t);
-  }
-}
-
 class ContextImpl : public ExecutionContext {
  public:
   ContextImpl(std::shared_ptr<const EngineImpl> engine, std::shared_ptr<void> arena)
@@ -116,9 +100,9 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
       l.tactic = s.tactic;
       // Precision: the type of its first floating-point output (else of its first output).
       for (const ir::Value* o : s.node->outputs())
-        if (o && l.precision.empty() && is_float(o->dtype())) l.precision = short_type_name(o->dtype());
+        if (o && l.precision.empty() && is_float(o->dtype())) l.precision = data_type_name(o->dtype());
       if (l.precision.empty() && !s.node->outputs().empty() && s.node->outputs()[0])
-        l.precision = short_type_name(s.node->outputs()[0]->dtype());
+        l.precision = data_type_name(s.node->outputs()[0]->dtype());
       if (s.node->attrs().get_int("channels_last", 0) != 0) l.layout = "NHWC";
       l.origins = s.node->origins();
       for (const ir::Value* v : s.node->inputs()) l.inputs.push_back(v ? v->name() : "");

@@ -59,19 +59,6 @@ Shape permute_shape(const Shape& in, const std::vector<size_t>& perm) {
   return Shape(d);
 }
 
-// NHWC -> NCHW (also KRSC -> KCRS) and back, for rank n.
-std::vector<size_t> to_channels_first(size_t n) {
-  std::vector<size_t> p = {0, n - 1};
-  for (size_t i = 1; i + 1 < n; ++i) p.push_back(i);
-  return p;
-}
-std::vector<size_t> to_channels_last(size_t n) {
-  std::vector<size_t> p = {0};
-  for (size_t i = 2; i < n; ++i) p.push_back(i);
-  p.push_back(1);
-  return p;
-}
-
 // channels_last = 1: X, R and Y are [N, spatial..., C] and W is [K, kernel..., C/group]; the
 // shapes are checked by Conv's inference on the channels-first view.
 Status infer_channels_last_conv(InferenceContext& c) {
@@ -84,14 +71,14 @@ Status infer_channels_last_conv(InferenceContext& c) {
     TensorType t;
     t.dtype = c.input_dtype(i);
     t.shape = c.input_shape(i);
-    if (i != 2 && c.has_input(i) && rank) t.shape = permute_shape(t.shape, to_channels_first(rank));
+    if (i != 2 && c.has_input(i) && rank) t.shape = permute_shape(t.shape, channels_first_perm(rank));
     types.push_back(t);
     values.push_back(nullptr);
   }
   InferenceContext inner(c.node(), c.opset(), std::move(types), std::move(values));
   INGOT_RETURN_IF_ERROR(delegate_to("Conv")(inner));
   const TensorType& y = inner.output(0);
-  c.set_output(0, y.dtype, rank ? permute_shape(y.shape, to_channels_last(rank)) : y.shape);
+  c.set_output(0, y.dtype, rank ? permute_shape(y.shape, channels_last_perm(rank)) : y.shape);
   return Status::Ok();
 }
 

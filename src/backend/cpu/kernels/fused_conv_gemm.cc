@@ -101,18 +101,6 @@ ir::Attributes copy_except(const ir::Attributes& at, const std::vector<std::stri
 
 const std::vector<std::string> kEpilogueAttrs = {"activation", "activation_params", "residual_before_activation"};
 
-std::vector<size_t> channels_first_perm(size_t n) {
-  std::vector<size_t> p = {0, n - 1};
-  for (size_t i = 1; i + 1 < n; ++i) p.push_back(i);
-  return p;
-}
-std::vector<size_t> channels_last_perm(size_t n) {
-  std::vector<size_t> p = {0};
-  for (size_t i = 2; i < n; ++i) p.push_back(i);
-  p.push_back(1);
-  return p;
-}
-
 Status fused_conv(KernelContext& k) {
   std::vector<std::string> drop = kEpilogueAttrs;
   drop.push_back("transposed");
@@ -125,15 +113,15 @@ Status fused_conv(KernelContext& k) {
       return k.error("channels_last needs X and W of the same rank >= 3");
     const size_t n = k.input(0)->rank();
     if (k.input(3) && k.input(3)->rank() != n) return k.error("residual rank differs from X");
-    INGOT_ASSIGN_OR_RETURN(Tensor x, permute_dims(*k.input(0), channels_first_perm(n)));
-    INGOT_ASSIGN_OR_RETURN(Tensor w, permute_dims(*k.input(1), channels_first_perm(n)));
+    INGOT_ASSIGN_OR_RETURN(Tensor x, permute_dims(*k.input(0), ir::channels_first_perm(n)));
+    INGOT_ASSIGN_OR_RETURN(Tensor w, permute_dims(*k.input(1), ir::channels_first_perm(n)));
     Tensor r;
     if (k.input(3)) {
-      INGOT_ASSIGN_OR_RETURN(r, permute_dims(*k.input(3), channels_first_perm(n)));
+      INGOT_ASSIGN_OR_RETURN(r, permute_dims(*k.input(3), ir::channels_first_perm(n)));
     }
     INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, "Conv", std::move(conv_attrs), {&x, &w, k.input(2)}));
     INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3) ? &r : nullptr));
-    INGOT_ASSIGN_OR_RETURN(k.output(0), permute_dims(y, channels_last_perm(n)));
+    INGOT_ASSIGN_OR_RETURN(k.output(0), permute_dims(y, ir::channels_last_perm(n)));
     return Status::Ok();
   }
   // Bias goes through Conv / ConvTranspose itself: it is part of the layer's own semantics.
