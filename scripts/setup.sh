@@ -17,6 +17,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 
 PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check -r requirements.txt
+# cudnn-frontend: the header-only C++ front end of cuDNN's graph API (convolution tactics with
+# fused epilogues). Only its headers are used: --no-deps skips its Python side's CUTLASS/TVM wheels.
+$PY -m pip install -q --disable-pip-version-check --no-deps nvidia-cudnn-frontend==1.32.0
 
 CUDA_FLAG=()
 if [ "${INGOT_CUDA:-}" = OFF ] || ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then

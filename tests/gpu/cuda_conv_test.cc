@@ -25,7 +25,16 @@ namespace {
 
 using Input = std::optional<Shape64>;  // nullopt: an omitted optional input
 
+constexpr const char* kLegacy = "cuda.cudnn.conv.";
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+constexpr const char* kGraph = "cuda.cudnn.graph.conv.";
+#endif
+
+// Either family's tactic by name.
 std::unique_ptr<backend::Tactic> make_tactic(const std::string& name = "cuda.cudnn.conv.0") {
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+  if (name.rfind(kGraph, 0) == 0) return backend::cuda::cudnn_graph_conv_family().create(name, {});
+#endif
   return backend::cuda::cudnn_conv_family().create(name, {});
 }
 
@@ -92,17 +101,25 @@ double normwise_error(const Tensor& got, const Tensor& want) {
 
 const DataType kDtypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 
-class CudnnConvTest : public CudaTest {
+// Every device test runs for both families; the parameter is the tactic name's prefix.
+class CudnnConvTest : public CudaTest, public ::testing::WithParamInterface<std::string> {
  public:
   static void TearDownTestSuite() {
     for (const auto& [name, err] : worst_)
-      std::printf("[ cudnn.conv ] worst normwise rel error %-5s %.3g over %d cases\n", name.c_str(), err.first,
+      std::printf("[ cudnn.conv ] worst normwise rel error %-28s %.3g over %d cases\n", name.c_str(), err.first,
                   err.second);
+    for (const auto& [name, n] : not_offered_)
+      std::printf("[ cudnn.conv ] %-28s not offered (no cuDNN plan) in %d cases\n", name.c_str(), n);
   }
 
  protected:
+  std::string tactic0() const { return GetParam() + "0"; }
+  bool graph_family() const { return GetParam() != kLegacy; }
+  int max_index() const { return graph_family() ? 3 : 4; }
+
   void check(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins,
-             const std::string& tactic_name = "cuda.cudnn.conv.0") {
+             std::string tactic_name = "") {
+    if (tactic_name.empty()) tactic_name = tactic0();
     const std::string text = graph_text(op, attrs, dt, ins);
     SCOPED_TRACE(text);
     auto g = parse_graph(text);
@@ -111,6 +128,20 @@ class CudnnConvTest : public CudaTest {
     auto tactic = make_tactic(tactic_name);
     ASSERT_NE(tactic, nullptr);
     ASSERT_TRUE(tactic->supports(node, input_types(node)));
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+    // The graph API has no engine for some convolutions (e.g. channels-first epilogues, fp32
+    // without TF32 with a residual): the family then offers no candidate, and the builder uses
+    // the legacy one. Channels-last fp16/bf16 convolutions, the fast path, must be offered.
+    if (graph_family()) {
+      const size_t index = std::stoul(tactic_name.substr(GetParam().size()));
+      if (backend::cuda::cudnn_graph_conv_family().candidates(node, input_types(node)).size() <= index) {
+        EXPECT_TRUE(attrs.find("channels_last=1") == std::string::npos || dt == DataType::kFloat32)
+            << "the graph API offers no plan " << index << " for a channels-last " << data_type_name(dt) << " conv";
+        ++not_offered_[GetParam() + data_type_name(dt)];
+        return;
+      }
+    }
+#endif
     std::vector<Tensor> in;
     for (const Input& s : ins) in.push_back(s ? random_tensor(dt, *s, rng_) : Tensor());
     auto got = run_tactic(*tactic, node, in);
@@ -118,13 +149,14 @@ class CudnnConvTest : public CudaTest {
     auto want = run_reference(node, in);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     EXPECT_TRUE(conv_close((*got)[0], (*want)[0], norm_tolerance(dt)));
-    auto& w = worst_[data_type_name(dt)];
+    auto& w = worst_[GetParam() + data_type_name(dt)];
     w.first = std::max(w.first, normwise_error((*got)[0], (*want)[0]));
     ++w.second;
   }
 
   std::mt19937 rng_{20261130};
   static inline std::map<std::string, std::pair<double, int>> worst_;
+  static inline std::map<std::string, int> not_offered_;
 };
 
 // ---- no device needed ----------------------------------------------------------------------
@@ -201,7 +233,7 @@ TEST(CudnnConvNoDevice, CandidatesWithoutDeviceAreHeuristicZero) {
 
 // ---- device tests -------------------------------------------------------------------------
 
-TEST_F(CudnnConvTest, Basic2D) {
+TEST_P(CudnnConvTest, Basic2D) {
   for (DataType dt : kDtypes) {
     check("Conv", "pads=[1, 1, 1, 1]", dt, {Shape64{2, 5, 9, 11}, Shape64{7, 5, 3, 3}, Shape64{7}});
     check("Conv", "", dt, {Shape64{1, 1, 7, 7}, Shape64{1, 1, 1, 1}});
@@ -209,7 +241,7 @@ TEST_F(CudnnConvTest, Basic2D) {
   }
 }
 
-TEST_F(CudnnConvTest, RandomShapes) {
+TEST_P(CudnnConvTest, RandomShapes) {
   std::mt19937 shapes(11);
   auto pick = [&](int lo, int hi) { return static_cast<int64_t>(std::uniform_int_distribution<int>(lo, hi)(shapes)); };
   for (int iter = 0; iter < 60; ++iter) {
@@ -232,7 +264,7 @@ TEST_F(CudnnConvTest, RandomShapes) {
   }
 }
 
-TEST_F(CudnnConvTest, OneAndThreeSpatialDims) {
+TEST_P(CudnnConvTest, OneAndThreeSpatialDims) {
   for (DataType dt : kDtypes) {
     check("Conv", "pads=[2, 2], strides=[2], dilations=[1]", dt, {Shape64{2, 6, 31}, Shape64{9, 6, 5}, Shape64{9}});
     check("Conv", "group=3, dilations=[2]", dt, {Shape64{1, 6, 17}, Shape64{6, 2, 3}});
@@ -241,7 +273,7 @@ TEST_F(CudnnConvTest, OneAndThreeSpatialDims) {
   }
 }
 
-TEST_F(CudnnConvTest, FusedEpilogues) {
+TEST_P(CudnnConvTest, FusedEpilogues) {
   const Shape64 x{2, 12, 11, 9}, w{16, 12, 3, 3}, b{16}, r{2, 16, 11, 9};
   const Shape64 wd{12, 1, 3, 3}, bd{12}, rd{2, 12, 11, 9};  // depthwise
   for (DataType dt : kDtypes)
@@ -256,7 +288,7 @@ TEST_F(CudnnConvTest, FusedEpilogues) {
 }
 
 // Channels-last (the layout pass's FusedConv{channels_last=1}): X/Y/R NHWC, W KRSC.
-TEST_F(CudnnConvTest, ChannelsLast2D) {
+TEST_P(CudnnConvTest, ChannelsLast2D) {
   for (DataType dt : kDtypes)
     for (const char* act : {"", "Relu"})
       for (int res = 0; res < 2; ++res) {
@@ -274,15 +306,15 @@ TEST_F(CudnnConvTest, ChannelsLast2D) {
         {Shape64{4, 14, 14, 256}, Shape64{256, 3, 3, 256}, Shape64{256}});
 }
 
-TEST_F(CudnnConvTest, ResidualAfterWithoutActivation) {
+TEST_P(CudnnConvTest, ResidualAfterWithoutActivation) {
   for (DataType dt : kDtypes)
     check("ingot::FusedConv", "residual_before_activation=0, strides=[2, 2]", dt,
           {Shape64{1, 5, 13, 13}, Shape64{6, 5, 3, 3}, Shape64{6}, Shape64{1, 6, 6, 6}});
 }
 
-TEST_F(CudnnConvTest, EveryHeuristicIndex) {
-  for (int i = 0; i < 4; ++i) {
-    std::string name = "cuda.cudnn.conv." + std::to_string(i);
+TEST_P(CudnnConvTest, EveryHeuristicIndex) {
+  for (int i = 0; i < max_index(); ++i) {
+    std::string name = GetParam() + std::to_string(i);
     for (DataType dt : kDtypes) {
       check("ingot::FusedConv", "activation=\"Relu\", pads=[1, 1, 1, 1]", dt,
             {Shape64{4, 32, 28, 28}, Shape64{64, 32, 3, 3}, Shape64{64}, Shape64{4, 64, 28, 28}}, name);
@@ -293,7 +325,7 @@ TEST_F(CudnnConvTest, EveryHeuristicIndex) {
 }
 
 // One tactic over several batch sizes: a plan per shape, reused when a shape comes back.
-TEST_F(CudnnConvTest, DynamicBatchKeepsSeparatePlans) {
+TEST_P(CudnnConvTest, DynamicBatchKeepsSeparatePlans) {
   auto g = parse_graph(R"(graph g {
     opset "" 17
     opset "ingot" 1
@@ -305,7 +337,7 @@ TEST_F(CudnnConvTest, DynamicBatchKeepsSeparatePlans) {
   })");
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const ir::Node& node = *(*g)->nodes()[0];
-  auto tactic = make_tactic();
+  auto tactic = make_tactic(tactic0());
   ASSERT_TRUE(tactic->supports(node, input_types(node)));
   for (int64_t n : {1, 4, 2, 1, 4}) {
     std::vector<Tensor> in = {random_tensor(DataType::kFloat16, {n, 8, 15, 15}, rng_),
@@ -320,16 +352,27 @@ TEST_F(CudnnConvTest, DynamicBatchKeepsSeparatePlans) {
 }
 
 // The planner may place the output on the residual's storage (an in-place step).
-TEST_F(CudnnConvTest, OutputAliasesResidual) {
+TEST_P(CudnnConvTest, OutputAliasesResidual) {
   for (DataType dt : kDtypes)
     for (const char* act : {"", "Relu"})
       for (int bias = 0; bias < 2; ++bias) {
         SCOPED_TRACE(std::string(data_type_name(dt)) + " act=" + act + " bias=" + std::to_string(bias));
-        const Shape64 xs{2, 6, 9, 9}, ws{6, 6, 3, 3}, bs{6}, rs{2, 6, 9, 9};
-        auto g = parse_graph(graph_text("ingot::FusedConv", std::string("activation=\"") + act + "\", pads=[1, 1, 1, 1]",
+        // The graph API fuses epilogues only channels-last: its family is tested that way.
+        const bool nhwc = graph_family();
+        const Shape64 xs = nhwc ? Shape64{2, 9, 9, 6} : Shape64{2, 6, 9, 9}, bs{6};
+        const Shape64 ws = nhwc ? Shape64{6, 3, 3, 6} : Shape64{6, 6, 3, 3}, rs = xs;
+        auto g = parse_graph(graph_text("ingot::FusedConv",
+                                        std::string(nhwc ? "channels_last=1, " : "") + "activation=\"" + act +
+                                            "\", pads=[1, 1, 1, 1]",
                                         dt, {xs, ws, bias ? Input(bs) : std::nullopt, rs}));
         ASSERT_TRUE(g.ok()) << g.status().to_string();
         const ir::Node& node = *(*g)->nodes()[0];
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+        if (nhwc && backend::cuda::cudnn_graph_conv_family().candidates(node, input_types(node)).empty()) {
+          EXPECT_EQ(dt, DataType::kFloat32) << "no graph-API plan for a channels-last half-precision conv";
+          continue;
+        }
+#endif
         std::vector<Tensor> host = {random_tensor(dt, xs, rng_), random_tensor(dt, ws, rng_),
                                     bias ? random_tensor(dt, bs, rng_) : Tensor(), random_tensor(dt, rs, rng_)};
         auto want = run_reference(node, host);
@@ -344,7 +387,7 @@ TEST_F(CudnnConvTest, OutputAliasesResidual) {
           ptrs[i] = &dev[i];
         }
         std::vector<Tensor> outs = {dev[3]};
-        auto tactic = make_tactic();
+        auto tactic = make_tactic(tactic0());
         DeviceBuffer ws_buf(tactic->workspace_bytes(node, {}));
         backend::StepIO io;
         io.node = &node;
@@ -361,7 +404,7 @@ TEST_F(CudnnConvTest, OutputAliasesResidual) {
       }
 }
 
-TEST_F(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
+TEST_P(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
   const Shape64 xs{2, 16, 13, 13}, ws{24, 16, 3, 3}, bs{24};
   auto g = parse_graph(graph_text("ingot::FusedConv", "activation=\"Relu\", pads=[1, 1, 1, 1]", DataType::kFloat16,
                                   {xs, ws, bs}));
@@ -382,7 +425,7 @@ TEST_F(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
   auto y = device_alloc(DataType::kFloat16, {2, 24, 13, 13});
   ASSERT_TRUE(y.ok());
   std::vector<Tensor> outs = {*y};
-  auto tactic = make_tactic();
+  auto tactic = make_tactic(tactic0());
   DeviceBuffer wsb(tactic->workspace_bytes(node, {}));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -412,16 +455,62 @@ TEST_F(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
   cudaStreamDestroy(stream);
 }
 
-TEST_F(CudnnConvTest, CandidatesOnDevice) {
+TEST_P(CudnnConvTest, CandidatesOnDevice) {
   auto g = parse_graph(graph_text("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat16,
                                   {Shape64{8, 64, 28, 28}, Shape64{64, 64, 3, 3}}));
   ASSERT_TRUE(g.ok());
   const ir::Node& node = *(*g)->nodes()[0];
   auto cands = backend::cuda::cudnn_conv_family().candidates(node, input_types(node));
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+  if (graph_family()) cands = backend::cuda::cudnn_graph_conv_family().candidates(node, input_types(node));
+#endif
   ASSERT_GE(cands.size(), 1u);
-  ASSERT_LE(cands.size(), 4u);
-  for (size_t i = 0; i < cands.size(); ++i) EXPECT_EQ(cands[i]->name(), "cuda.cudnn.conv." + std::to_string(i));
+  ASSERT_LE(cands.size(), static_cast<size_t>(max_index()));
+  for (size_t i = 0; i < cands.size(); ++i) EXPECT_EQ(cands[i]->name(), GetParam() + std::to_string(i));
 }
+
+// A residual added after the Relu: the graph API runs relu(conv + b) + r; the legacy family refuses it.
+TEST_P(CudnnConvTest, ResidualAfterRelu) {
+  const std::string attrs = "activation=\"Relu\", residual_before_activation=0, pads=[1, 1, 1, 1]";
+  const std::vector<Input> ins = {Shape64{2, 6, 9, 7}, Shape64{10, 6, 3, 3}, Shape64{10}, Shape64{2, 10, 9, 7}};
+  if (!graph_family()) {
+    EXPECT_FALSE(supported("ingot::FusedConv", attrs, DataType::kFloat32, ins));
+    return;
+  }
+  // Channels-last, where the graph API fuses epilogues.
+  for (DataType dt : kDtypes)
+    check("ingot::FusedConv", "channels_last=1, " + attrs, dt,
+          {Shape64{2, 9, 7, 6}, Shape64{10, 3, 3, 6}, Shape64{10}, Shape64{2, 9, 7, 10}});
+}
+
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+INSTANTIATE_TEST_SUITE_P(Families, CudnnConvTest, ::testing::Values(std::string(kLegacy), std::string(kGraph)),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return std::string(p.param == kLegacy ? "Legacy" : "GraphApi");
+                         });
+#else
+INSTANTIATE_TEST_SUITE_P(Families, CudnnConvTest, ::testing::Values(std::string(kLegacy)),
+                         [](const ::testing::TestParamInfo<std::string>&) { return std::string("Legacy"); });
+#endif
+
+#ifdef INGOT_WITH_CUDNN_FRONTEND
+TEST(CudnnGraphConvNoDevice, NamesAndParamsRoundTrip) {
+  auto fam = backend::cuda::cudnn_graph_conv_family();
+  for (int i = 0; i < 3; ++i) {
+    std::string name = kGraph + std::to_string(i);
+    auto t = fam.create(name, {});
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->name(), name);
+    auto again = fam.create(name, t->serialize());
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(again->name(), name);
+  }
+  EXPECT_EQ(fam.create(std::string(kGraph) + "3", {}), nullptr);
+  EXPECT_EQ(fam.create("cuda.cudnn.conv.0", {}), nullptr);  // the legacy family's
+  EXPECT_EQ(backend::cuda::cudnn_conv_family().create(std::string(kGraph) + "0", {}), nullptr);
+  EXPECT_EQ(fam.create(std::string(kGraph) + "1", {1, 2}), nullptr);  // params of another index
+}
+#endif
 
 }  // namespace
 }  // namespace ingot::gpu_test

@@ -96,6 +96,24 @@ TEST_F(CudaReduceTest, AxesAsAttributeBeforeOpset18) {
   }
 }
 
+// Strided reductions (reduced axes not innermost): global pooling of NHWC activations, as the
+// layout pass makes it, and a middle axis with more outputs than one block takes.
+TEST_F(CudaReduceTest, StridedChannelsLastPooling) {
+  for (DataType t : kFloatTypes) {
+    const Tolerance tol = reduce_tolerance(t);
+    Tolerance mean = tol;
+    mean.abs = t == DataType::kFloat32 ? 1e-5 : 1e-2;
+    check(reduce_family(), 18, {input(t, {1, 7, 7, 2048}), initializer(i64s({1, 2}))}, "ReduceMean {keepdims=1}",
+          "cuda.reduce.reducemean", 1, -1, 1, &mean);
+    check(reduce_family(), 18, {input(t, {3, 5, 9, 37}), initializer(i64s({1, 2}))}, "ReduceMax {keepdims=0}",
+          "cuda.reduce.reducemax", 1, -3, 3, &tol);
+    check(reduce_family(), 18, {input(t, {2, 61, 45}), initializer(i64s({1}))}, "ReduceSum {keepdims=1}",
+          "cuda.reduce.reducesum", 1, 0.5, 2, &tol);
+    check(reduce_family(), 18, {input(t, {4, 300, 3}), initializer(i64s({1}))}, "ReduceL2 {keepdims=0}",
+          "cuda.reduce.reducel2", 1, -2, 2, &tol);
+  }
+}
+
 TEST_F(CudaReduceTest, NoopWithEmptyAxes) {
   for (DataType t : kFloatTypes) {
     const Tolerance tol = reduce_tolerance(t);

@@ -41,8 +41,13 @@ TacticFamily reduce_family();        // reduce_tactics.cc: Reduce*, ArgMax, ArgM
 TacticFamily data_movement_family(); // data_movement_tactics.cc: Reshape..Shape, Concat, Slice, Gather, Pad, ...
 TacticFamily norm_family();          // norm_tactics.cc: RMSNormalization, GroupNormalization
 TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8)
+TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, linear, cubic)
+TacticFamily topk_family();          // topk_tactics.cc: TopK
 #ifdef INGOT_WITH_CUDNN
-TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv
+TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv (legacy API)
+#endif
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+TacticFamily cudnn_graph_conv_family();  // cudnn_graph_conv_tactics.cc: the same through the graph API
 #endif
 
 }  // namespace ingot::backend::cuda

@@ -26,10 +26,8 @@
 // those needing more than kWorkspaceBytes (the last usable one when fewer remain). Descriptors
 // and the algorithm are cached per shape in the tactic (built on first use, read lock-free).
 //
-// Handles: one cudnnHandle_t per (thread, device), created on first use in that thread, so
-// cudnnSetStream before each call never races with another thread. They are never destroyed
-// (a thread-exit destructor could run after the CUDA runtime is torn down at process exit):
-// a program that keeps starting new threads that run convs leaks one handle per thread.
+// Handles, node parsing and type checks: cudnn_conv_common.h (shared with the graph-API family,
+// cudnn_graph_conv_tactics.cc, which the autotuner times against these).
 #ifdef INGOT_WITH_CUDNN
 
 #include <cudnn.h>
@@ -48,6 +46,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
+#include "backend/cuda/cudnn_conv_common.h"
 
 namespace ingot::backend::cuda {
 
@@ -57,142 +56,14 @@ namespace {
 
 constexpr uint64_t kWorkspaceBytes = 64ull << 20;
 constexpr int kMaxHeuristics = 4;
-constexpr int kMaxNd = 5;  // N, C and up to 3 spatial dims
 constexpr const char* kPrefix = "cuda.cudnn.conv.";
 
-#define INGOT_CUDNN_CHECK(expr, node)                                                                          \
-  do {                                                                                                         \
-    cudnnStatus_t ingot_cudnn_st_ = (expr);                                                                    \
-    if (ingot_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                               \
-      return ::ingot::make_status(ingot_cudnn_st_ == CUDNN_STATUS_NOT_SUPPORTED ? StatusCode::kUnsupported    \
-                                                                                : StatusCode::kInternal,      \
-                                  (node).describe(), ": ", #expr, " failed: ",                                \
-                                  cudnnGetErrorString(ingot_cudnn_st_));                                       \
-  } while (0)
-
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
-bool handles_op(const ir::Node& n) {
-  if (is_default_domain(n.domain())) return n.op_type() == "Conv";
-  return n.domain() == "ingot" && n.op_type() == "FusedConv";
-}
-
-// What the node asks for, before shapes are known.
-struct ConvSpec {
-  int spatial = 0;  // 1, 2 or 3
-  std::array<int, 3> pads{}, strides{}, dilations{};
-  std::vector<int64_t> kernel_shape;  // empty: from W
-  int64_t group = 1;
-  bool relu = false;
-  int bias_input = -1;      // input 2 when present
-  int residual_input = -1;  // FusedConv's input 3 when present
-  bool channels_last = false;  // FusedConv channels_last = 1: X/Y/R NHWC, W KRSC (2-D only)
-};
-
-// Channels-last dims in the channels-first order cuDNN's descriptors take ([N, H, W, C] ->
-// [N, C, H, W]; [K, R, S, C] -> [K, C, R, S]); the NHWC format then gives the strides.
-Shape64 to_channels_first(const Shape64& d) {
-  if (d.size() < 3) return d;
-  Shape64 out = {d[0], d.back()};
-  out.insert(out.end(), d.begin() + 1, d.end() - 1);
-  return out;
-}
-ir::Shape to_channels_first(const ir::Shape& s) {
-  if (!s.rank_known() || s.rank() < 3) return s;
-  std::vector<ir::Dim> d = {s[0], s[s.rank() - 1]};
-  for (size_t i = 1; i + 1 < s.rank(); ++i) d.push_back(s[i]);
-  return ir::Shape(d);
-}
-
-bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int32_t>::max(); }
-
-// `spatial` comes from X's rank (the attributes may all be defaulted).
-Result<ConvSpec> parse_spec(const ir::Node& node, int spatial) {
-  if (!handles_op(node)) return unsupported(node.describe(), ": not a convolution");
-  const ir::Attributes& at = node.attrs();
-  ConvSpec s;
-  if (spatial < 1 || spatial > 3) return unsupported(node.describe(), ": ", spatial, " spatial dims");
-  s.spatial = spatial;
-  std::string auto_pad = at.get_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET") return unsupported(node.describe(), ": auto_pad ", auto_pad);
-  std::vector<int64_t> pads = at.get_ints("pads", std::vector<int64_t>(2 * spatial, 0));
-  std::vector<int64_t> strides = at.get_ints("strides", std::vector<int64_t>(spatial, 1));
-  std::vector<int64_t> dilations = at.get_ints("dilations", std::vector<int64_t>(spatial, 1));
-  if (pads.size() != static_cast<size_t>(2 * spatial) || strides.size() != static_cast<size_t>(spatial) ||
-      dilations.size() != static_cast<size_t>(spatial))
-    return unsupported(node.describe(), ": pads/strides/dilations do not match ", spatial, " spatial dims");
-  for (int i = 0; i < spatial; ++i) {
-    if (pads[i] != pads[i + spatial]) return unsupported(node.describe(), ": asymmetric pads");
-    if (!fits_int(pads[i]) || strides[i] < 1 || !fits_int(strides[i]) || dilations[i] < 1 || !fits_int(dilations[i]))
-      return unsupported(node.describe(), ": pads/strides/dilations out of range");
-    s.pads[i] = static_cast<int>(pads[i]);
-    s.strides[i] = static_cast<int>(strides[i]);
-    s.dilations[i] = static_cast<int>(dilations[i]);
-  }
-  s.kernel_shape = at.get_ints("kernel_shape");
-  if (!s.kernel_shape.empty() && s.kernel_shape.size() != static_cast<size_t>(spatial))
-    return unsupported(node.describe(), ": kernel_shape rank");
-  s.group = at.get_int("group", 1);
-  if (s.group < 1 || !fits_int(s.group)) return unsupported(node.describe(), ": group ", s.group);
-  if (node.input(2)) s.bias_input = 2;
-  if (node.op_type() == "FusedConv") {
-    if (at.get_int("transposed", 0) != 0) return unsupported(node.describe(), ": transposed convolution");
-    s.channels_last = at.get_int("channels_last", 0) != 0;
-    if (s.channels_last && spatial != 2) return unsupported(node.describe(), ": channels-last needs a 2-D conv");
-    std::string act = at.get_string("activation", "");
-    if (act == "Relu") s.relu = true;
-    else if (!act.empty()) return unsupported(node.describe(), ": activation '", act, "'");
-    if (node.input(3)) {
-      s.residual_input = 3;
-      if (s.relu && at.get_int("residual_before_activation", 1) == 0)
-        return unsupported(node.describe(), ": residual after the activation");
-    }
-  } else if (node.inputs().size() > 3) {
-    return unsupported(node.describe(), ": Conv with more than 3 inputs");
-  }
-  return s;
-}
-
-bool is_supported_dtype(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
-
-bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is_symbol()) && a == b; }
-
-// supports(): every decision that can be made from types, over every binding of symbolic dims.
+// The legacy API has no shape for a residual added after the Relu (it would need a second
+// output buffer); the graph-API family takes it.
 Status check_types(const ir::Node& node, const std::vector<ir::TensorType>& in) {
-  if (in.size() < 2 || !node.input(0) || !node.input(1) || !node.output(0))
-    return unsupported(node.describe(), ": needs X, W and an output");
-  if (!in[0].shape.rank_known() || !in[1].shape.rank_known() || in[0].shape.rank() != in[1].shape.rank() ||
-      in[0].shape.rank() < 3 || in[0].shape.rank() > 5)
-    return unsupported(node.describe(), ": X ", in[0].shape.to_string(), " / W ", in[1].shape.to_string(), " ranks");
-  INGOT_ASSIGN_OR_RETURN(ConvSpec s, parse_spec(node, static_cast<int>(in[0].shape.rank()) - 2));
-  const ir::Shape x = s.channels_last ? to_channels_first(in[0].shape) : in[0].shape;
-  const ir::Shape w = s.channels_last ? to_channels_first(in[1].shape) : in[1].shape;
-  DataType dt = in[0].dtype;
-  if (!is_supported_dtype(dt)) return unsupported(node.describe(), ": dtype ", data_type_name(dt));
-  for (size_t i = 0; i < in.size(); ++i)
-    if (node.input(i) && in[i].dtype != dt) return unsupported(node.describe(), ": mixed dtypes");
-  if (node.output(0)->dtype() != dt) return unsupported(node.describe(), ": output dtype differs");
-  // Channels, when known, must split into the groups (the reference rejects the rest anyway).
-  if (x[1].is_known() && w[1].is_known() && x[1].value() != w[1].value() * s.group)
-    return unsupported(node.describe(), ": ", x[1].value(), " channels vs W ", w.to_string(), " x group ", s.group);
-  if (w[0].is_known() && w[0].value() % s.group != 0)
-    return unsupported(node.describe(), ": ", w[0].value(), " filters do not split into ", s.group, " groups");
-  if (s.bias_input >= 0) {
-    const ir::Shape& b = in[static_cast<size_t>(s.bias_input)].shape;
-    if (!b.rank_known() || b.rank() != 1 || !same_dim(b[0], w[0]))
-      return unsupported(node.describe(), ": bias ", b.to_string(), " is not [M] for W ", w.to_string());
-  }
-  if (s.residual_input >= 0) {
-    const ir::Shape& r = in[static_cast<size_t>(s.residual_input)].shape;
-    const ir::Shape& y = node.output(0)->shape();
-    if (!r.rank_known() || !y.rank_known() || r.rank() != y.rank())
-      return unsupported(node.describe(), ": residual ", r.to_string(), " vs output ", y.to_string());
-    for (size_t i = 0; i < r.rank(); ++i)
-      if (!same_dim(r[i], y[i]))
-        return unsupported(node.describe(), ": residual ", r.to_string(), " may differ from output ", y.to_string());
-  }
+  ConvSpec s;
+  INGOT_RETURN_IF_ERROR(check_conv_types(node, in, &s));
+  if (s.residual_after_activation) return unsupported(node.describe(), ": residual after the activation");
   return Status::Ok();
 }
 
@@ -203,31 +74,6 @@ cudnnDataType_t cudnn_type(DataType t) {
     default: return CUDNN_DATA_FLOAT;
   }
 }
-
-// One handle per (thread, device); see the header comment.
-Result<cudnnHandle_t> thread_handle(const ir::Node& node) {
-  constexpr int kMaxDevices = 64;
-  thread_local std::array<cudnnHandle_t, kMaxDevices> handles{};
-  int dev = 0;
-  INGOT_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= kMaxDevices) return unsupported("CUDA device ordinal ", dev, " is beyond ", kMaxDevices);
-  cudnnHandle_t& h = handles[static_cast<size_t>(dev)];
-  if (!h) INGOT_CUDNN_CHECK(cudnnCreate(&h), node);
-  return h;
-}
-
-// Concrete dims as cuDNN sees them: 1-D convs become 2-D with a height of 1 (the legacy API
-// takes 4-D and 5-D tensors).
-struct PlanKey {
-  const ir::Node* node = nullptr;
-  int nd = 0;
-  std::array<int, kMaxNd> x{}, w{};
-  bool bias = false, residual = false, channels_last = false;
-  bool operator==(const PlanKey& o) const {
-    return node == o.node && nd == o.nd && x == o.x && w == o.w && bias == o.bias && residual == o.residual &&
-           channels_last == o.channels_last;
-  }
-};
 
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
@@ -248,48 +94,17 @@ struct Descriptors {
 };
 
 struct Plan {
-  PlanKey key;
+  ConvKey key;
   Descriptors d;
-  std::array<int, kMaxNd> y{};
+  std::array<int, kConvMaxNd> y{};
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace = 0;
   bool fused = false;                     // try cudnnConvolutionBiasActivationForward
   mutable std::atomic<bool> fused_failed{false};  // cuDNN refused it once: unfused from then on
 };
 
-Result<PlanKey> make_key(const ir::Node& node, const ConvSpec& s, const Shape64& x, const Shape64& w, bool bias,
-                         bool residual) {
-  PlanKey k;
-  k.node = &node;
-  k.bias = bias;
-  k.residual = residual;
-  k.channels_last = s.channels_last;
-  if (x.size() != static_cast<size_t>(s.spatial + 2) || w.size() != x.size())
-    return invalid_argument(node.describe(), ": X ", shape_to_string(x), " / W ", shape_to_string(w), " ranks");
-  k.nd = s.spatial == 1 ? 4 : s.spatial + 2;
-  size_t o = s.spatial == 1 ? 1 : 0;  // 1-D: insert H = 1 after N, C
-  for (size_t i = 0; i < static_cast<size_t>(k.nd); ++i) {
-    int64_t xv = 1, wv = 1;
-    if (i < 2) { xv = x[i]; wv = w[i]; }
-    else if (i >= 2 + o) { xv = x[i - o]; wv = w[i - o]; }
-    if (!fits_int(xv) || !fits_int(wv))
-      return unsupported(node.describe(), ": dims beyond int32 (X ", shape_to_string(x), ")");
-    k.x[i] = static_cast<int>(xv);
-    k.w[i] = static_cast<int>(wv);
-  }
-  if (shape_numel(x) > std::numeric_limits<int32_t>::max() || shape_numel(w) > std::numeric_limits<int32_t>::max())
-    return unsupported(node.describe(), ": more than 2^31 elements");
-  if (k.x[1] != k.w[1] * s.group || k.w[0] % s.group != 0)
-    return invalid_argument(node.describe(), ": X ", shape_to_string(x), " and W ", shape_to_string(w),
-                            " do not match group ", s.group);
-  for (size_t i = 0; i < s.kernel_shape.size(); ++i)
-    if (s.kernel_shape[i] != w[2 + i])
-      return invalid_argument(node.describe(), ": kernel_shape disagrees with W ", shape_to_string(w));
-  return k;
-}
-
 // Descriptors for a key (the algorithm is chosen by the caller).
-Status init_descriptors(const ir::Node& node, const ConvSpec& s, DataType dtype, const PlanKey& k, Plan* p) {
+Status init_descriptors(const ir::Node& node, const ConvSpec& s, DataType dtype, const ConvKey& k, Plan* p) {
   Descriptors& d = p->d;
   cudnnDataType_t t = cudnn_type(dtype);
   const cudnnTensorFormat_t fmt = k.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
@@ -318,7 +133,7 @@ Status init_descriptors(const ir::Node& node, const ConvSpec& s, DataType dtype,
     if (p->y[static_cast<size_t>(i)] <= 0) return invalid_argument(node.describe(), ": empty convolution output");
   INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d.y, fmt, t, k.nd, p->y.data()), node);
   if (k.bias) {
-    std::array<int, kMaxNd> bdims{};
+    std::array<int, kConvMaxNd> bdims{};
     bdims.fill(1);
     bdims[1] = k.w[0];
     INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.bias), node);
@@ -350,7 +165,7 @@ Status query_algos(const ir::Node& node, cudnnHandle_t handle, const Plan& p,
 }
 
 // Builds the full plan for `key` with heuristic result `index` (clamped to the last usable).
-Status build_plan(const ir::Node& node, const ConvSpec& s, DataType dtype, cudnnHandle_t handle, const PlanKey& key,
+Status build_plan(const ir::Node& node, const ConvSpec& s, DataType dtype, cudnnHandle_t handle, const ConvKey& key,
                   int index, Plan* p) {
   p->key = key;
   INGOT_RETURN_IF_ERROR(init_descriptors(node, s, dtype, key, p));
@@ -375,7 +190,7 @@ Status build_plan(const ir::Node& node, const ConvSpec& s, DataType dtype, cudnn
 class PlanCache {
  public:
   static constexpr int kCapacity = 32;
-  const Plan* find(const PlanKey& key) const {
+  const Plan* find(const ConvKey& key) const {
     int n = count_.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i)
       if (slots_[static_cast<size_t>(i)]->key == key) return slots_[static_cast<size_t>(i)].get();
@@ -405,12 +220,12 @@ class CudnnConvTactic : public Tactic {
   std::string name() const override { return kPrefix + std::to_string(index_); }
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
-    return handles_op(node) && check_types(node, inputs).ok();
+    return conv_handles_op(node) && check_types(node, inputs).ok();
   }
 
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
 
-  Status prepare(const ir::Node& node) override { return thread_handle(node).status(); }
+  Status prepare(const ir::Node& node) override { return cudnn_thread_handle(node).status(); }
 
   Status enqueue(StepIO& io) const override {
     const ir::Node& node = *io.node;
@@ -420,7 +235,7 @@ class CudnnConvTactic : public Tactic {
     const Tensor* x = input(0);
     const Tensor* w = input(1);
     if (!x || !w || !io.outputs || io.outputs->empty()) return invalid_argument(node.describe(), ": missing X, W or output");
-    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_spec(node, static_cast<int>(x->shape().size()) - 2));
+    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_conv_spec(node, static_cast<int>(x->shape().size()) - 2));
     const Tensor* b = input(spec.bias_input);
     const Tensor* r = input(spec.residual_input);
     if ((spec.bias_input >= 0 && !b) || (spec.residual_input >= 0 && !r))
@@ -441,8 +256,8 @@ class CudnnConvTactic : public Tactic {
                               shape_to_string(y.shape()));
     if (!io.workspace) return internal_error(node.describe(), ": no workspace");
 
-    INGOT_ASSIGN_OR_RETURN(PlanKey key, make_key(node, spec, xs, ws, b != nullptr, r != nullptr));
-    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, thread_handle(node));
+    INGOT_ASSIGN_OR_RETURN(ConvKey key, make_conv_key(node, spec, y.dtype(), xs, ws, b != nullptr, r != nullptr));
+    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
     const Plan* plan = cache_.find(key);
     std::unique_ptr<Plan> local;  // owned here only when the cache is full
     if (!plan) {
@@ -502,34 +317,17 @@ class CudnnConvTactic : public Tactic {
   mutable PlanCache cache_;
 };
 
-bool device_present() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-// How many usable heuristic algorithms cuDNN offers at the node's shapes (symbolic dims guessed:
-// 1 for the batch, kGuessDim elsewhere); 1 when that cannot be asked.
+// How many usable heuristic algorithms cuDNN offers at the node's shapes (symbolic dims guessed,
+// see guessed_conv_key); 1 when that cannot be asked.
 int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
-  constexpr int64_t kGuessDim = 32;
-  if (!device_present() || inputs.size() < 2) return 1;
-  if (!inputs[0].shape.rank_known() || !inputs[1].shape.rank_known() || !is_supported_dtype(inputs[0].dtype)) return 1;
-  auto spec = parse_spec(node, static_cast<int>(inputs[0].shape.rank()) - 2);
-  if (!spec.ok()) return 1;
-  const ir::Shape xs = spec->channels_last ? to_channels_first(inputs[0].shape) : inputs[0].shape;
-  const ir::Shape ws = spec->channels_last ? to_channels_first(inputs[1].shape) : inputs[1].shape;
-  auto concrete = [&](const ir::Shape& s, bool is_x) {
-    Shape64 out;
-    for (size_t i = 0; i < s.rank(); ++i) out.push_back(s[i].is_known() ? s[i].value() : (is_x && i == 0) ? 1 : kGuessDim);
-    return out;
-  };
-  Shape64 x = concrete(xs, true), w = concrete(ws, false);
-  if (!xs[1].is_known() && ws[1].is_known()) x[1] = w[1] * spec->group;
-  auto key = make_key(node, *spec, x, w, spec->bias_input >= 0, spec->residual_input >= 0);
+  if (!cuda_device_present() || inputs.size() < 2 || !is_conv_dtype(inputs[0].dtype)) return 1;
+  ConvSpec spec;
+  auto key = guessed_conv_key(node, inputs, &spec);
   if (!key.ok()) return 1;
-  auto handle = thread_handle(node);
+  auto handle = cudnn_thread_handle(node);
   if (!handle.ok()) return 1;
   Plan p;
-  if (!init_descriptors(node, *spec, inputs[0].dtype, *key, &p).ok()) return 1;
+  if (!init_descriptors(node, spec, inputs[0].dtype, *key, &p).ok()) return 1;
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> algos{};
   int found = 0;
   if (!query_algos(node, *handle, p, &algos, &found).ok()) return 1;
@@ -538,7 +336,7 @@ int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inp
 
 std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
   std::vector<std::unique_ptr<Tactic>> out;
-  if (!handles_op(node) || !check_types(node, inputs).ok()) return out;
+  if (!conv_handles_op(node) || !check_types(node, inputs).ok()) return out;
   int n = heuristic_count(node, inputs);
   for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnConvTactic>(i));
   return out;

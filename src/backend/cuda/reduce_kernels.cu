@@ -110,6 +110,40 @@ __global__ void __launch_bounds__(kBlock) reduce_kernel(ReduceOp op, const T* x,
   }
 }
 
+/// Strided reductions (the reduced axes are not innermost, e.g. global pooling of NHWC: 2048
+/// outputs of 49 elements each, 2048 apart): lanes of a warp take 32 neighbouring outputs (their
+/// loads coalesce) and the block's kRows warps split each output's range, combined through shared
+/// memory. One thread per output would run `count` dependent loads in a row on few blocks.
+constexpr int kRows = kBlock / 32;
+template <class T>
+__global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, const T* x, T* y, ReduceDesc d) {
+  __shared__ float part[kRows][33];
+  const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < d.outputs; base += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t o = base + lane;
+    const bool live = o < d.outputs;
+    const T* xo = live ? x + offset_of(o, d.kept_rank, d.kept_dims, d.kept_strides) : x;
+    float acc = identity_of(op);
+    if (live)
+#pragma unroll 4
+      for (int64_t r = row; r < d.count; r += kRows)
+        acc = combine(op, acc, lift(op, to_f32(xo[offset_of(r, d.red_rank, d.red_dims, d.red_strides)])));
+    __syncthreads();  // part may still be read from the previous iteration
+    part[row][lane] = acc;
+    __syncthreads();
+    if (row != 0 || !live) continue;
+    float v = part[0][lane];
+    for (int w = 1; w < kRows; ++w) v = combine(op, v, part[w][lane]);
+    switch (op) {
+      case ReduceOp::kMean: v = v / static_cast<float>(d.count); break;
+      case ReduceOp::kL2: v = sqrtf(v); break;
+      case ReduceOp::kLogSum: v = logf(v); break;
+      default: break;
+    }
+    y[o] = from_f32<T>(v);
+  }
+}
+
 /// Whether candidate (value cv at index ci) replaces the best (bv at bi): numpy's rules, with
 /// the index order deciding ties and making the combine order-independent.
 __device__ __forceinline__ bool arg_better(bool is_max, bool last, float cv, int64_t ci, float bv, int64_t bi) {
@@ -168,7 +202,9 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
     using T = typename decltype(tag)::type;
     const auto* xp = static_cast<const T*>(x);
     auto* yp = static_cast<T*>(y);
-    if (g == 1) {
+    if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp) {
+      reduce_strided_kernel<T><<<ew::grid_for(d.outputs, 32), kBlock, 0, stream>>>(op, xp, yp, d);
+    } else if (g == 1) {
       reduce_kernel<T, 1><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, xp, yp, d);
     } else if (g == 32) {
       reduce_kernel<T, 32><<<ew::grid_for(d.outputs, kBlock / 32), kBlock, 0, stream>>>(op, xp, yp, d);

@@ -1,0 +1,343 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// cuDNN graph-API tactics (through cudnn-frontend) for Conv and ingot::FusedConv: one operation
+// graph per call shape, conv_fprop followed by the node's epilogue as pointwise operations
+// (+ bias, + residual, Relu, in the node's order), which cuDNN runs as one fused kernel where
+// an engine offers it (on Hopper: the sm90 implicit-GEMM kernels with an epilogue, or a
+// runtime-compiled fusion). This is the path to the tensor-core kernels the legacy
+// cudnnConvolutionForward API (cudnn_conv_tactics.cc) does not reach at small batches: on the
+// H200 it chose CUDA-core implicit_convolve_sgemm and Winograd kernels for ResNet-50 at batch 1.
+//
+// Layouts: NCHW (packed) or, for FusedConv channels_last = 1, NHWC activations with KRSC
+// filters; both are given to cuDNN as channels-first dims with the layout's strides. 1-D convs
+// become 2-D with a height of 1. fp16/bf16 run with fp32 accumulation and fp32 intermediates;
+// fp32 refuses tensor-core engines (they would compute in TF32).
+//
+// "cuda.cudnn.graph.conv.<i>" runs the i-th execution plan of cuDNN's heuristics (mode A, then
+// the fallback list) that builds at the call's shape, within kWorkspaceBytes. Plans are built on
+// a shape's first call and cached in the tactic (lookups take no lock). Execution passes the
+// device pointers in ascending tensor-UID order (cudnn-frontend's variant-pack template), so a
+// steady-state call allocates nothing on the host.
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+
+#include <cudnn_frontend.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_tactics.h"
+#include "backend/cuda/cudnn_conv_common.h"
+
+namespace ingot::backend::cuda {
+
+TacticFamily cudnn_graph_conv_family();
+
+namespace {
+
+namespace fe = cudnn_frontend;
+
+constexpr int64_t kWorkspaceBytes = 64ll << 20;
+constexpr int kMaxCandidates = 3;
+constexpr const char* kPrefix = "cuda.cudnn.graph.conv.";
+
+// Tensor UIDs (execution takes pointers in this order; absent tensors are skipped).
+enum : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
+
+#define INGOT_FE_CHECK(expr, node, what)                                                                      \
+  do {                                                                                                        \
+    fe::error_t ingot_fe_st_ = (expr);                                                                        \
+    if (!ingot_fe_st_.is_good())                                                                              \
+      return ::ingot::make_status(StatusCode::kUnsupported, (node).describe(), ": cuDNN graph ", what, ": ", \
+                                  ingot_fe_st_.get_message());                                                \
+  } while (0)
+
+fe::DataType_t fe_type(DataType t) {
+  switch (t) {
+    case DataType::kFloat16: return fe::DataType_t::HALF;
+    case DataType::kBFloat16: return fe::DataType_t::BFLOAT16;
+    default: return fe::DataType_t::FLOAT;
+  }
+}
+
+// Strides of channels-first dims `d` stored packed channels-first, or channels-last (N, spatial..., C).
+std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_last) {
+  const size_t n = d.size();
+  std::vector<int64_t> s(n, 1);
+  if (!channels_last) {
+    for (size_t i = n - 1; i-- > 0;) s[i] = s[i + 1] * d[i + 1];
+    return s;
+  }
+  s[1] = 1;  // C innermost
+  int64_t acc = d[1];
+  for (size_t i = n - 1; i >= 2; --i) {
+    s[i] = acc;
+    acc *= d[i];
+  }
+  s[0] = acc;
+  return s;
+}
+
+struct GraphPlan {
+  ConvKey key;
+  std::array<int64_t, kConvMaxNd> y{};  // channels-first output dims
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t plan_index = 0;
+  int64_t workspace = 0;
+  std::string engine;  // the plan's name, for messages
+};
+
+// Output dims of the convolution (channels-first, cuDNN's nd).
+std::array<int64_t, kConvMaxNd> conv_output_dims(const ConvSpec& s, const ConvKey& k) {
+  std::array<int64_t, kConvMaxNd> y{};
+  y[0] = k.x[0];
+  y[1] = k.w[0];
+  for (int i = 2; i < k.nd; ++i) {
+    const int j = s.spatial == 1 ? i - 3 : i - 2;  // 1-D: dim 2 is the inserted H = 1
+    const int64_t pad = j < 0 ? 0 : s.pads[j], str = j < 0 ? 1 : s.strides[j], dil = j < 0 ? 1 : s.dilations[j];
+    y[i] = (k.x[i] + 2 * pad - dil * (k.w[i] - 1) - 1) / str + 1;
+  }
+  return y;
+}
+
+// The operation graph for a key, with its execution plans listed (not yet built).
+Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const ConvSpec& s, const ConvKey& k,
+                                                     cudnnHandle_t handle) {
+  const fe::DataType_t io = fe_type(k.dtype);
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  std::vector<int64_t> xd(k.x.begin(), k.x.begin() + k.nd), wd(k.w.begin(), k.w.begin() + k.nd);
+  const std::array<int64_t, kConvMaxNd> ya = conv_output_dims(s, k);
+  std::vector<int64_t> yd(ya.begin(), ya.begin() + k.nd);
+  for (int64_t v : yd)
+    if (v <= 0) return invalid_argument(node.describe(), ": empty convolution output");
+  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& d) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim(d)
+                         .set_stride(strides_for(d, k.channels_last))
+                         .set_data_type(io));
+  };
+  auto X = tensor("x", kUidX, xd);
+  auto W = tensor("w", kUidW, wd);
+  std::vector<int64_t> pads, strides, dils;
+  for (int i = 2; i < k.nd; ++i) {
+    const int j = s.spatial == 1 ? i - 3 : i - 2;
+    pads.push_back(j < 0 ? 0 : s.pads[j]);
+    strides.push_back(j < 0 ? 1 : s.strides[j]);
+    dils.push_back(j < 0 ? 1 : s.dilations[j]);
+  }
+  auto y = g->conv_fprop(X, W,
+                         fe::graph::Conv_fprop_attributes()
+                             .set_name("conv")
+                             .set_padding(pads)
+                             .set_stride(strides)
+                             .set_dilation(dils)
+                             .set_compute_data_type(fe::DataType_t::FLOAT));
+  auto pointwise = [&](const char* name, fe::PointwiseMode_t mode) {
+    return fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+  };
+  if (k.bias) {
+    std::vector<int64_t> bd(static_cast<size_t>(k.nd), 1);
+    bd[1] = k.w[0];
+    y = g->pointwise(y, tensor("b", kUidB, bd), pointwise("bias", fe::PointwiseMode_t::ADD));
+  }
+  std::shared_ptr<fe::graph::Tensor_attributes> R;
+  if (k.residual) R = tensor("r", kUidR, yd);
+  if (R && !s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
+  if (s.relu) y = g->pointwise(y, pointwise("relu", fe::PointwiseMode_t::RELU_FWD));
+  if (R && s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
+  y->set_output(true).set_uid(kUidY).set_dim(yd).set_stride(strides_for(yd, k.channels_last)).set_data_type(io);
+
+  INGOT_FE_CHECK(g->validate(), node, "validate");
+  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "operation graph");
+  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "heuristics");
+  if (k.dtype == DataType::kFloat32) g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});  // no TF32
+  g->deselect_workspace_greater_than(kWorkspaceBytes);
+  INGOT_FE_CHECK(g->check_support(handle), node, "support");
+  return g;
+}
+
+// The plan for `key` that is the index-th to build among the heuristics' list.
+Status build_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& key, int index, cudnnHandle_t handle,
+                  GraphPlan* p) {
+  p->key = key;
+  p->y = conv_output_dims(s, key);
+  INGOT_ASSIGN_OR_RETURN(p->graph, make_graph(node, s, key, handle));
+  const int64_t count = p->graph->get_execution_plan_count();
+  int built = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!p->graph->build_plan_at_index(handle, i).is_good()) continue;
+    if (built++ < index) continue;
+    int64_t ws = 0;
+    if (!p->graph->get_workspace_size_plan_at_index(i, ws).is_good() || ws > kWorkspaceBytes) continue;
+    p->plan_index = i;
+    p->workspace = ws;
+    if (!p->graph->get_plan_name_at_index(i, p->engine).is_good()) p->engine = "plan " + std::to_string(i);
+    return Status::Ok();
+  }
+  return unsupported(node.describe(), ": cuDNN graph API has ", built, " buildable plans of ", count,
+                     ", no plan number ", index);
+}
+
+// Plans filled on first use of a shape; lookups take no lock (entries never change once published).
+class PlanCache {
+ public:
+  static constexpr int kCapacity = 32;
+  const GraphPlan* find(const ConvKey& key) const {
+    int n = count_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i)
+      if (slots_[static_cast<size_t>(i)]->key == key) return slots_[static_cast<size_t>(i)].get();
+    return nullptr;
+  }
+  /// The cached plan for plan->key (this one or an earlier); nullptr when full (plan stays with the caller).
+  const GraphPlan* insert(std::unique_ptr<GraphPlan>& plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const GraphPlan* p = find(plan->key)) return p;
+    int n = count_.load(std::memory_order_relaxed);
+    if (n == kCapacity) return nullptr;
+    slots_[static_cast<size_t>(n)] = std::move(plan);
+    count_.store(n + 1, std::memory_order_release);
+    return slots_[static_cast<size_t>(n)].get();
+  }
+
+ private:
+  std::mutex mu_;
+  std::array<std::unique_ptr<GraphPlan>, kCapacity> slots_{};
+  std::atomic<int> count_{0};
+};
+
+class CudnnGraphConvTactic : public Tactic {
+ public:
+  explicit CudnnGraphConvTactic(int index) : index_(index) {}
+
+  std::string name() const override { return kPrefix + std::to_string(index_); }
+
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    return conv_handles_op(node) && check_conv_types(node, inputs).ok();
+  }
+
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
+
+  Status prepare(const ir::Node& node) override { return cudnn_thread_handle(node).status(); }
+
+  Status enqueue(StepIO& io) const override {
+    const ir::Node& node = *io.node;
+    auto input = [&](int i) -> const Tensor* {
+      return i >= 0 && static_cast<size_t>(i) < io.inputs.size() ? io.inputs[static_cast<size_t>(i)] : nullptr;
+    };
+    const Tensor* x = input(0);
+    const Tensor* w = input(1);
+    if (!x || !w || !io.outputs || io.outputs->empty()) return invalid_argument(node.describe(), ": missing X, W or output");
+    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_conv_spec(node, static_cast<int>(x->shape().size()) - 2));
+    const Tensor* b = input(spec.bias_input);
+    const Tensor* r = input(spec.residual_input);
+    if ((spec.bias_input >= 0 && !b) || (spec.residual_input >= 0 && !r))
+      return invalid_argument(node.describe(), ": missing bias or residual tensor");
+    Tensor& y = (*io.outputs)[0];
+    for (const Tensor* t : {x, w, b, r})
+      if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
+    if (y.numel() == 0) return Status::Ok();
+    if (x->numel() == 0 || w->numel() == 0) return unsupported(node.describe(), ": empty input with a non-empty output");
+    const Shape64 xs = spec.channels_last ? to_channels_first(x->shape()) : x->shape();
+    const Shape64 ws = spec.channels_last ? to_channels_first(w->shape()) : w->shape();
+    const Shape64 ys = spec.channels_last ? to_channels_first(y.shape()) : y.shape();
+    if (b && (b->shape().size() != 1 || b->shape()[0] != w->shape()[0]))
+      return invalid_argument(node.describe(), ": bias ", shape_to_string(b->shape()), " for W ",
+                              shape_to_string(w->shape()));
+    if (r && r->shape() != y.shape())
+      return invalid_argument(node.describe(), ": residual ", shape_to_string(r->shape()), " vs output ",
+                              shape_to_string(y.shape()));
+    if (!io.workspace) return internal_error(node.describe(), ": no workspace");
+
+    INGOT_ASSIGN_OR_RETURN(ConvKey key, make_conv_key(node, spec, y.dtype(), xs, ws, b != nullptr, r != nullptr));
+    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
+    const GraphPlan* plan = cache_.find(key);
+    std::unique_ptr<GraphPlan> local;  // owned here only when the cache is full
+    if (!plan) {
+      local = std::make_unique<GraphPlan>();
+      INGOT_RETURN_IF_ERROR(build_plan(node, spec, key, index_, handle, local.get()));
+      plan = cache_.insert(local);
+      if (!plan) plan = local.get();
+    }
+    // The output the plan computes must be the view we were given (1-D: H = 1 removed).
+    bool same = ys.size() == xs.size();
+    for (size_t i = 0, j = 0; same && i < static_cast<size_t>(key.nd); ++i) {
+      if (spec.spatial == 1 && i == 2) continue;  // the inserted H = 1
+      same = ys[j++] == plan->y[i];
+    }
+    if (!same)
+      return internal_error(node.describe(), ": output ", shape_to_string(y.shape()),
+                            " differs from cuDNN's convolution output");
+
+    INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
+    // Ascending UIDs: x, w, [b], [r], y.
+    std::array<void*, 5> ptrs{};
+    int n = 0;
+    ptrs[n++] = const_cast<void*>(x->raw());
+    ptrs[n++] = const_cast<void*>(w->raw());
+    if (b) ptrs[n++] = const_cast<void*>(b->raw());
+    if (r) ptrs[n++] = const_cast<void*>(r->raw());
+    ptrs[n++] = y.mutable_raw();
+    fe::error_t st = plan->graph->execute_plan_at_index(handle, ptrs.data(), n, io.workspace, plan->plan_index);
+    if (!st.is_good())
+      return internal_error(node.describe(), ": cuDNN graph execute (", plan->engine, ") failed: ", st.get_message());
+    INGOT_CUDA_CHECK(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override { return {1, static_cast<uint8_t>(index_)}; }
+
+ private:
+  int index_;
+  mutable PlanCache cache_;
+};
+
+// How many plans to offer: those cuDNN's heuristics list at the node's (guessed) shapes, up to
+// kMaxCandidates; 1 when that cannot be asked. Which of them build is found when they are timed.
+int plan_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+  if (!cuda_device_present()) return 1;
+  ConvSpec spec;
+  auto key = guessed_conv_key(node, inputs, &spec);
+  if (!key.ok()) return 1;
+  auto handle = cudnn_thread_handle(node);
+  if (!handle.ok()) return 1;
+  auto g = make_graph(node, spec, *key, *handle);
+  if (!g.ok()) return 0;  // cuDNN takes no plan for this convolution: offer none
+  return static_cast<int>(std::clamp<int64_t>((*g)->get_execution_plan_count(), 1, kMaxCandidates));
+}
+
+std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+  std::vector<std::unique_ptr<Tactic>> out;
+  if (!conv_handles_op(node) || !check_conv_types(node, inputs).ok()) return out;
+  int n = plan_count(node, inputs);
+  for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnGraphConvTactic>(i));
+  return out;
+}
+
+// "cuda.cudnn.graph.conv.<i>" with 0 <= i < kMaxCandidates; params empty or {1, i}.
+std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
+  if (name.rfind(kPrefix, 0) != 0) return nullptr;
+  std::string digits = name.substr(std::strlen(kPrefix));
+  if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxCandidates) return nullptr;
+  int index = digits[0] - '0';
+  if (!params.empty() && (params.size() != 2 || params[0] != 1 || params[1] != index)) return nullptr;
+  return std::make_unique<CudnnGraphConvTactic>(index);
+}
+
+}  // namespace
+
+TacticFamily cudnn_graph_conv_family() { return TacticFamily{"cudnn.graph.conv", candidates, create}; }
+
+}  // namespace ingot::backend::cuda
+
+#endif  // INGOT_WITH_CUDNN && INGOT_WITH_CUDNN_FRONTEND
