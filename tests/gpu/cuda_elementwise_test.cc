@@ -163,6 +163,25 @@ TEST_F(CudaElementwiseTest, CastBetweenFloatTypes) {
   }
 }
 
+// Integer and bool sources (e.g. an attention mask cast to float) and float -> bool: wrapping
+// integer casts, bool as "!= 0", rounding once to fp16/bf16 (values up to 2^40 reach bf16's
+// rounding and int32's wrap-around).
+TEST_F(CudaElementwiseTest, CastIntegersAndBools) {
+  const DataType from[] = {DataType::kBool,  DataType::kInt8,  DataType::kUInt8,
+                           DataType::kInt32, DataType::kInt64, DataType::kUInt64};
+  const int to_codes[] = {1, 10, 16, 11, 6, 7, 9, 2, 3};  // f32 f16 bf16 f64 i32 i64 bool u8 i8
+  for (DataType t : from) {
+    const bool wide = t == DataType::kInt64 || t == DataType::kUInt64;
+    const double lo = t == DataType::kBool || t == DataType::kUInt8 || t == DataType::kUInt64 ? 0 : wide ? -1e12 : -100;
+    const double hi = t == DataType::kBool ? 2 : wide ? 1e12 : 100;
+    for (int to : to_codes)
+      for (const Shape64& s : kUnaryShapes)
+        check(19, {{t, s}}, "Cast {to=" + std::to_string(to) + "}", "cuda.elementwise.cast", lo, hi);
+  }
+  for (DataType t : kFloatTypes)
+    for (const Shape64& s : kUnaryShapes) check(19, {{t, s}}, "Cast {to=9}", "cuda.elementwise.cast", -2, 2);
+}
+
 struct ShapePair {
   Shape64 a, b;
 };
@@ -451,7 +470,8 @@ TEST_F(CudaElementwiseFamilyTest, RefusesWhatTheKernelsCannotDo) {
   refuses(17, {{f32, {4}}}, "Max");
   refuses(17, {{f32, {2, 1, 1, 1, 1, 1, 3}}, {f32, {3}}}, "Add");  // 7-D
   refuses(19, {{f32, {4}}}, "Cast {to=6}");
-  refuses(19, {{DataType::kInt32, {4}}}, "Cast {to=1}");
+  refuses(19, {{DataType::kInt32, {4}}}, "Cast {to=8}");  // to string
+  refuses(19, {{DataType::kFloat16, {4}}}, "Cast {to=7}");  // float -> integer: the reference decides
   refuses(17, {{f32, {2, 1, 1, 1, 1, 1, 3}}}, "Transpose");
   refuses(17, {{DataType::kString, {2, 3}}}, "Transpose");
   // LayerNormalization: Mean/InvStdDev outputs, fp64 stash, broadcasting scale.

@@ -265,8 +265,9 @@ TEST_F(CublasLtTest, DynamicShapesKeepSeparatePlans) {
   }
 }
 
-// Why exact Gelu is refused: cuBLASLt's GELU epilogue is the tanh form, which this harness
-// tells apart from the erf form at fp32 tolerance (the control must fail).
+// cuBLASLt's GELU epilogue is the tanh form, which this harness tells apart from the erf form
+// at fp32 tolerance (the control must fail); exact Gelu (erf) runs the bias epilogue and then
+// our Gelu kernel, and must match the erf form in every precision.
 TEST_F(CublasLtTest, GeluEpilogueIsTheTanhForm) {
   const std::vector<Input> ins = {Shape64{33, 64}, Shape64{64, 47}, Shape64{47}, std::nullopt};
   auto tanh_graph = parse_graph(graph_text("ingot::FusedGemm", "kind=\"gemm\", activation=\"GeluTanh\"",
@@ -286,6 +287,23 @@ TEST_F(CublasLtTest, GeluEpilogueIsTheTanhForm) {
   EXPECT_FALSE(gemm_close((*got)[0], (*want_erf)[0], 1e-5));
   std::printf("[ cublaslt ] GELU epilogue vs tanh form %.3g, vs erf form %.3g (normwise)\n",
               normwise_error((*got)[0], (*want_tanh)[0]), normwise_error((*got)[0], (*want_erf)[0]));
+  auto exact = run_tactic(*make_tactic("cuda.cublaslt.0"), *(*erf_graph)->nodes()[0], in);
+  ASSERT_TRUE(exact.ok()) << exact.status().to_string();
+  EXPECT_TRUE(gemm_close((*exact)[0], (*want_erf)[0], 1e-5));
+  EXPECT_FALSE(gemm_close((*exact)[0], (*want_tanh)[0], 1e-5));
+  // Half precision, with a residual (added before the activation) and a batch.
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+    const std::vector<Input> ins3 = {Shape64{2, 17, 64}, Shape64{64, 40}, Shape64{40}, Shape64{2, 17, 40}};
+    auto g = parse_graph(graph_text("ingot::FusedGemm", "kind=\"matmul\", activation=\"Gelu\"", dt, ins3));
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    std::vector<Tensor> in3 = {random_tensor(dt, {2, 17, 64}, rng_, -0.3, 0.3), random_tensor(dt, {64, 40}, rng_, -0.3, 0.3),
+                               random_tensor(dt, {40}, rng_), random_tensor(dt, {2, 17, 40}, rng_)};
+    auto got3 = run_tactic(*make_tactic("cuda.cublaslt.0"), *(*g)->nodes()[0], in3);
+    ASSERT_TRUE(got3.ok()) << got3.status().to_string();
+    auto want3 = run_reference(*(*g)->nodes()[0], in3);
+    ASSERT_TRUE(want3.ok()) << want3.status().to_string();
+    EXPECT_TRUE(gemm_close((*got3)[0], (*want3)[0], dt == DataType::kFloat16 ? 2e-3 : 1e-2)) << data_type_name(dt);
+  }
 }
 
 // Device views the test places itself: offsets from the allocation (alignment), the output
@@ -483,7 +501,7 @@ TEST(CublasLtFamily, SupportsExactlyWhatMapsOntoCublasLt) {
       {graph(ab + "  input %c: f32[4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"Relu\"}(%a, %b, %c)"), true},
       {graph(ab + "  input %c: f32[4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"GeluTanh\"}(%a, %b, %c)"),
        true},
-      {graph(ab + "  input %c: f32[4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"Gelu\"}(%a, %b, %c)"), false},
+      {graph(ab + "  input %c: f32[4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"Gelu\"}(%a, %b, %c)"), true},
       {graph(ab, "ingot::FusedGemm {kind=\"gemm\", activation=\"Sigmoid\"}(%a, %b)"), false},
       {graph(ab + "  input %r: f32[8,4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"Relu\"}(%a, %b, _, %r)"),
        true},

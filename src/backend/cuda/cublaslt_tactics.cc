@@ -17,8 +17,10 @@
 //  - FusedGemm's residual R is cuBLASLt's C with beta = 1; cuBLASLt adds C before the bias
 //    and the activation, which is residual_before_activation = 1 (or any order when there is
 //    no activation). A residual next to a full C matrix is refused (one C slot).
-//  - Activations: Relu and GeluTanh (cuBLASLt's GELU is the tanh approximation). Exact Gelu
-//    (erf) differs from it by up to ~5e-4 absolute and is refused, as are the others.
+//  - Activations: Relu and GeluTanh in the epilogue (cuBLASLt's GELU is the tanh
+//    approximation). Exact Gelu (erf; it differs from the tanh form by up to ~5e-4 absolute)
+//    runs the bias epilogue and then our elementwise Gelu kernel in place on the output: one
+//    more launch, no extra buffer. Other activations are refused.
 //
 // Descriptors and the algorithm depend on the current shapes, so a tactic keeps a small
 // cache of plans keyed by shapes and pointer alignments, filled on first use of a shape and
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise_kernels.h"
 #include "backend/cuda/cuda_tactics.h"
 
 namespace ingot::backend::cuda {
@@ -60,7 +63,7 @@ constexpr const char* kTf32Prefix = "cuda.cublaslt.tf32.";
                                   cublasLtGetStatusString(ingot_cublas_st_));                                \
   } while (0)
 
-enum class Activation { kNone, kRelu, kGeluTanh };
+enum class Activation { kNone, kRelu, kGeluTanh, kGelu };
 
 // What the node asks for, before any shape is known.
 struct GemmSpec {
@@ -103,6 +106,7 @@ Result<GemmSpec> parse_spec(const ir::Node& node) {
   if (act.empty()) s.act = Activation::kNone;
   else if (act == "Relu") s.act = Activation::kRelu;
   else if (act == "GeluTanh") s.act = Activation::kGeluTanh;
+  else if (act == "Gelu") s.act = Activation::kGelu;
   else return unsupported(node.describe(), ": activation '", act, "' has no cuBLASLt epilogue");
   if (node.input(3)) {
     s.residual_input = 3;
@@ -506,6 +510,13 @@ class CublasLtTactic : public Tactic {
                                       y.mutable_raw(), lt_d, &plan->algo, io.workspace, kWorkspaceBytes,
                                       static_cast<cudaStream_t>(io.stream)),
                        node);
+    if (spec.act == Activation::kGelu) {  // exact Gelu after the bias epilogue, in place
+      const FloatType ft = y.dtype() == DataType::kFloat16    ? FloatType::kF16
+                           : y.dtype() == DataType::kBFloat16 ? FloatType::kBF16
+                                                              : FloatType::kF32;
+      INGOT_CUDA_CHECK(launch_unary(UnaryOp::kGelu, UnaryParams{}, ft, ft, y.raw(), y.mutable_raw(), y.numel(),
+                                    static_cast<cudaStream_t>(io.stream)));
+    }
     INGOT_CUDA_CHECK(cudaGetLastError());
     return Status::Ok();
   }

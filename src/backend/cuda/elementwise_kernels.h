@@ -56,6 +56,13 @@ struct UnaryParams {
 cudaError_t launch_unary(UnaryOp op, const UnaryParams& p, FloatType in, FloatType out, const void* x, void* y,
                          int64_t n, cudaStream_t stream);
 
+/// Cast between integer/bool and numeric types, which launch_unary's float-only kernels do not
+/// take: integer/bool sources to any of these types (integers wrap, bool is "!= 0", narrowing to
+/// fp16/bf16 rounds once), and float sources to bool. Float -> integer is not offered (ONNX leaves
+/// out-of-range values to the implementation; the host reference decides those).
+enum class CastType : int32_t { kBool = 0, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kF16, kBF16, kF32, kF64 };
+cudaError_t launch_cast(CastType in, CastType out, const void* x, void* y, int64_t n, cudaStream_t stream);
+
 enum class BinaryOp : int32_t { kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin };
 
 /// Output dims and per-operand element strides (0 on broadcast dims), outermost first.

@@ -63,6 +63,33 @@ bool is_kernel_float(DataType t) {
   return to_float_type(t, &f);
 }
 
+bool to_cast_type(DataType t, CastType* out) {
+  switch (t) {
+    case DataType::kBool: *out = CastType::kBool; return true;
+    case DataType::kInt8: *out = CastType::kI8; return true;
+    case DataType::kUInt8: *out = CastType::kU8; return true;
+    case DataType::kInt16: *out = CastType::kI16; return true;
+    case DataType::kUInt16: *out = CastType::kU16; return true;
+    case DataType::kInt32: *out = CastType::kI32; return true;
+    case DataType::kUInt32: *out = CastType::kU32; return true;
+    case DataType::kInt64: *out = CastType::kI64; return true;
+    case DataType::kUInt64: *out = CastType::kU64; return true;
+    case DataType::kFloat16: *out = CastType::kF16; return true;
+    case DataType::kBFloat16: *out = CastType::kBF16; return true;
+    case DataType::kFloat32: *out = CastType::kF32; return true;
+    case DataType::kFloat64: *out = CastType::kF64; return true;
+    default: return false;
+  }
+}
+
+/// A Cast launch_cast takes: from integer/bool to any numeric type, or from a float to bool.
+bool is_general_cast(DataType in, DataType out) {
+  CastType a, b;
+  if (!to_cast_type(in, &a) || !to_cast_type(out, &b)) return false;
+  const bool float_in = a == CastType::kF16 || a == CastType::kBF16 || a == CastType::kF32 || a == CastType::kF64;
+  return !float_in || b == CastType::kBool;
+}
+
 /// The unary op a node maps to (Gelu's approximate attribute picks the variant).
 bool unary_op(const ir::Node& n, UnaryOp* op) {
   const std::string& t = n.op_type();
@@ -284,7 +311,8 @@ class ElementwiseTactic final : public Tactic {
         return true;
       }
       case Kind::kCast:
-        return in.size() == 1 && has_input(in, 0) && is_kernel_float(in[0].dtype) && is_kernel_float(out);
+        return in.size() == 1 && has_input(in, 0) &&
+               ((is_kernel_float(in[0].dtype) && is_kernel_float(out)) || is_general_cast(in[0].dtype, out));
       case Kind::kSoftmax: {
         if (in.size() != 1 || !has_input(in, 0) || !is_kernel_float(in[0].dtype) || out != in[0].dtype) return false;
         if (!in[0].shape.rank_known()) return false;
@@ -323,9 +351,14 @@ class ElementwiseTactic final : public Tactic {
       case Kind::kCast: {
         const Tensor& x = *io.inputs[0];
         FloatType ti, to;
-        if (!to_float_type(x.dtype(), &ti) || !to_float_type(y.dtype(), &to) || x.numel() != y.numel())
-          return internal_error(node.describe(), ": Cast types or sizes do not match the tactic");
-        err = launch_unary(UnaryOp::kIdentity, UnaryParams{}, ti, to, x.raw(), y.mutable_raw(), y.numel(), stream);
+        CastType ci, co;
+        if (x.numel() != y.numel()) return internal_error(node.describe(), ": Cast sizes differ");
+        if (to_float_type(x.dtype(), &ti) && to_float_type(y.dtype(), &to))
+          err = launch_unary(UnaryOp::kIdentity, UnaryParams{}, ti, to, x.raw(), y.mutable_raw(), y.numel(), stream);
+        else if (is_general_cast(x.dtype(), y.dtype()) && to_cast_type(x.dtype(), &ci) && to_cast_type(y.dtype(), &co))
+          err = launch_cast(ci, co, x.raw(), y.mutable_raw(), y.numel(), stream);
+        else
+          return internal_error(node.describe(), ": Cast types do not match the tactic");
         break;
       }
       case Kind::kBinary: {
