@@ -27,8 +27,12 @@ class CudaDevice : public Device {
   Result<void*> allocate(size_t bytes) override {
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+      // Out of memory is not sticky, but it stays the thread's "last error": clear it, or the next
+      // tactic's launch check (cudaGetLastError) would report this failure as its own.
+      cudaGetLastError();
       return make_status(StatusCode::kOutOfMemory, "cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(e));
+    }
     return p;
   }
   void release(void* p) override { cudaFree(p); }
@@ -168,6 +172,9 @@ class CudaBackend : public Backend {
  public:
   CudaBackend(int ordinal, std::string arch) : device_(ordinal, std::move(arch)) {
     families_.push_back(cublaslt_family());
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+    families_.push_back(cudnn_graph_conv_family());  // first: the autotuner's width takes candidates in order
+#endif
 #ifdef INGOT_WITH_CUDNN
     families_.push_back(cudnn_conv_family());
 #endif
@@ -176,6 +183,8 @@ class CudaBackend : public Backend {
     families_.push_back(data_movement_family());
     families_.push_back(norm_family());
     families_.push_back(quant_family());
+    families_.push_back(resize_family());
+    families_.push_back(topk_family());
     families_.push_back(attention_family());
     families_.push_back(pointwise_family());
     families_.push_back(elementwise_family());
