@@ -34,6 +34,9 @@ namespace {
 
 using backend::Tactic;
 using backend::cuda::attention_family;
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+using backend::cuda::cudnn_sdpa_family;
+#endif
 
 enum class MaskKind { kNone, kBool, kAdditive };
 
@@ -144,6 +147,13 @@ class CudaAttentionTest : public CudaTest {
     return in;
   }
 
+  static std::unique_ptr<Tactic> create_any(const std::string& name) {
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+    if (name == "cuda.cudnn.sdpa") return cudnn_sdpa_family().create(name, {});
+#endif
+    return attention_family().create(name, {});
+  }
+
   /// Runs `tactic_name` (or the family's first candidate, which must be `tactic_name`) on a case
   /// in type `t` and compares with the fp32 reference.
   void check(const Case& c, DataType t, const std::string& tactic_name, bool first_candidate) {
@@ -158,7 +168,7 @@ class CudaAttentionTest : public CudaTest {
       EXPECT_EQ(cands[0]->name(), tactic_name);
       tactic = std::move(cands[0]);
     } else {
-      tactic = attention_family().create(tactic_name, {});
+      tactic = create_any(tactic_name);
       ASSERT_NE(tactic, nullptr);
       ASSERT_TRUE(tactic->supports(node, input_types(node)));
     }
@@ -449,13 +459,16 @@ TEST_F(CudaAttentionTest, TimingBertBase) {
       auto y = device_alloc(DataType::kFloat16, c.q_shape());
       ASSERT_TRUE(y.ok());
       std::vector<Tensor> outs = {*y};
-      for (const char* name : {"cuda.attention.flash", "cuda.attention.generic"}) {
-        auto tactic = attention_family().create(name, {});
+      for (const char* name : {"cuda.attention.flash", "cuda.attention.generic", "cuda.cudnn.sdpa"}) {
+        auto tactic = create_any(name);
+        if (!tactic) continue;  // built without cudnn-frontend
+        DeviceBuffer ws(std::max<uint64_t>(tactic->workspace_bytes(node, {}), 1));
         backend::StepIO io;
         io.node = &node;
         io.inputs = ptrs;
         io.outputs = &outs;
         io.stream = stream;
+        io.workspace = ws.get();
         for (int i = 0; i < 10; ++i) ASSERT_TRUE(tactic->enqueue(io).ok());
         std::vector<float> us;
         for (int i = 0; i < 50; ++i) {
@@ -487,6 +500,40 @@ TEST_F(CudaAttentionTest, TimingBertBase) {
   cudaEventDestroy(stop);
   cudaStreamDestroy(stream);
 }
+
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+// cuDNN's fused SDPA (another tactic for the same nodes, timed against ours by the builder)
+// against the reference, where cuDNN offers a plan; BERT's form must be offered.
+TEST_F(CudaAttentionTest, CudnnSdpaMatchesTheReference) {
+  Case bert = make_case(3, 2, 12, 12, 128, 128, 64);
+  bert.mask = MaskKind::kAdditive;
+  bert.mask_shape = {2, 1, 1, 128};
+  bert.scale = 0.125f;
+  Case causal = make_case(4, 1, 2, 2, 130, 130, 64);
+  causal.causal = true;
+  Case masked = make_case(4, 2, 4, 2, 65, 70, 64);  // GQA, a full mask
+  masked.mask = MaskKind::kAdditive;
+  masked.mask_shape = {2, 4, 65, 70};
+  int offered = 0, cases = 0;
+  const std::vector<Case> all = {bert, causal, masked, make_case(4, 2, 3, 3, 77, 130, 32),
+                                 make_case(4, 1, 2, 2, 130, 77, 128)};
+  for (size_t i = 0; i < all.size(); ++i)
+    for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+      const Case& c = all[i];
+      ++cases;
+      auto g = parse_graph(graph_text(c, t));
+      ASSERT_TRUE(g.ok());
+      const ir::Node& node = *(*g)->nodes()[0];
+      if (cudnn_sdpa_family().candidates(node, input_types(node)).empty()) {
+        EXPECT_NE(i, 0u) << "cuDNN SDPA not offered for BERT's attention in " << data_type_name(t);
+        continue;
+      }
+      ++offered;
+      check(c, t, "cuda.cudnn.sdpa", false);
+    }
+  std::printf("[ cudnn.sdpa ] offered in %d of %d cases\n", offered, cases);
+}
+#endif
 
 // ---- host-only tests (no device needed) ---------------------------------------------------
 

@@ -66,3 +66,4 @@ cudaError_t launch_attention_flash(const AttentionParams& p, int sm_count, cudaS
 cudaError_t launch_attention_generic(const AttentionParams& p, cudaStream_t stream);
 
 }  // namespace ingot::backend::cuda
+

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/attention_params.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
 
@@ -71,8 +71,10 @@ int64_t static_head_size(const ir::Node& node, const std::vector<ir::TensorType>
   return k[2].value() == hkv * d && v[2].value() == hkv * d ? d : 0;
 }
 
+}  // namespace
+
 /// Everything but the kernel's own limits (type, head size).
-bool supports_node(const ir::Node& node, const std::vector<ir::TensorType>& in, int64_t* head_size, FloatType* type) {
+bool attention_supports_node(const ir::Node& node, const std::vector<ir::TensorType>& in, int64_t* head_size, FloatType* type) {
   if (!is_attention(node) || in.size() < 3 || in.size() > 7) return false;
   for (size_t i = 0; i < 3; ++i)
     if (!has_input(in, i)) return false;
@@ -95,6 +97,8 @@ bool supports_node(const ir::Node& node, const std::vector<ir::TensorType>& in, 
   return *head_size > 0;
 }
 
+namespace {
+
 /// Per-(b, h, s) element strides of a Q/K/V/Y tensor.
 void head_strides(const Tensor& t, int64_t heads, int64_t head_size, int64_t (&s)[3]) {
   if (t.rank() == 4) {
@@ -108,8 +112,10 @@ void head_strides(const Tensor& t, int64_t heads, int64_t head_size, int64_t (&s
   }
 }
 
+}  // namespace
+
 /// The kernel parameters for the current tensors, checking what shapes could get wrong.
-Status make_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
+Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
   if (io.inputs.size() < 3 || io.inputs[0] == nullptr || io.inputs[1] == nullptr || io.inputs[2] == nullptr ||
       io.outputs == nullptr || io.outputs->empty() || !(*io.outputs)[0].defined())
     return internal_error(node.describe(), ": Q, K, V and output Y must all be given");
@@ -210,6 +216,8 @@ Status make_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
   return Status::Ok();
 }
 
+namespace {
+
 class AttentionTactic final : public Tactic {
  public:
   explicit AttentionTactic(bool flash) : flash_(flash) {}
@@ -219,7 +227,7 @@ class AttentionTactic final : public Tactic {
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
     int64_t d = 0;
     FloatType t;
-    if (!supports_node(node, in, &d, &t)) return false;
+    if (!attention_supports_node(node, in, &d, &t)) return false;
     return flash_ ? attention_flash_supports(t, d) : d <= kAttentionGenericMaxHeadSize;
   }
 
@@ -229,7 +237,7 @@ class AttentionTactic final : public Tactic {
     if (io.node == nullptr) return internal_error(name(), ": step without a node");
     const ir::Node& node = *io.node;
     AttentionParams p;
-    INGOT_RETURN_IF_ERROR(make_params(node, io, &p));
+    INGOT_RETURN_IF_ERROR(make_attention_params(node, io, &p));
     if ((*io.outputs)[0].numel() == 0) return Status::Ok();
     auto stream = static_cast<cudaStream_t>(io.stream);
     cudaError_t err;

@@ -186,6 +186,9 @@ class CudaBackend : public Backend {
     families_.push_back(resize_family());
     families_.push_back(topk_family());
     families_.push_back(attention_family());
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+    families_.push_back(cudnn_sdpa_family());
+#endif
     families_.push_back(pointwise_family());
     families_.push_back(elementwise_family());
   }
