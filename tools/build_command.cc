@@ -190,7 +190,10 @@ int build_command(const std::vector<std::string>& args) {
     std::cout << "  channels-last    " << summary.channels_last_convs << " convolutions, " << summary.layout_reformats
               << " transpose layers at NCHW boundaries\n";
   std::cout
-            << "  tactics timed    " << summary.tactics_timed << ", timing-cache hits " << summary.timing_cache_hits
+            << "  tactics timed    " << summary.tactics_timed
+            << (summary.tactics_cut_short ? " (" + std::to_string(summary.tactics_cut_short) + " cut short after one run)"
+                                          : std::string())
+            << ", timing-cache hits " << summary.timing_cache_hits
             << (config.timing_cache_file.empty() ? std::string()
                                                  : " (cache " + config.timing_cache_file + ": " +
                                                        std::to_string(summary.timing_cache_entries) + " entries)")

@@ -67,6 +67,7 @@ struct BuildSummary {
   int nodes_before_optimization = 0;
   int fused_nodes = 0;        ///< steps standing for more than one model node
   int tactics_timed = 0;       ///< candidate tactics measured on the GPU
+  int tactics_cut_short = 0;   ///< of those, measured by one run only (far slower than the best)
   int timing_cache_hits = 0;   ///< steps decided by the timing cache without measuring
   int timing_cache_entries = 0;
   uint64_t engine_bytes = 0;

@@ -85,6 +85,7 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->nodes_before_optimization = report.nodes_before;
     summary->fused_nodes = report.fused_steps;
     summary->tactics_timed = report.tune.timed;
+    summary->tactics_cut_short = report.tune.cut_short;
     summary->timing_cache_hits = report.tune.cache_hits;
     summary->timing_cache_entries = static_cast<int>(report.timing_cache_entries);
     summary->engine_bytes = bytes.size();

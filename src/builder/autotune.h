@@ -54,6 +54,7 @@ struct TuneStats {
   int timed = 0;       ///< tactics measured on the device
   int cache_hits = 0;  ///< steps decided by the timing cache alone
   int failed = 0;      ///< candidates that failed to run while timed (skipped)
+  int cut_short = 0;   ///< candidates one run showed to be far slower than the best so far (of `timed`)
 };
 
 /// How many of the backend's candidates a level considers.

@@ -265,6 +265,29 @@ TEST_F(CublasLtTest, DynamicShapesKeepSeparatePlans) {
   }
 }
 
+// Activations without a cuBLASLt epilogue run our unary kernel after the bias epilogue (BERT's
+// pooler is Gemm + Tanh), with a residual before them, in every precision.
+TEST_F(CublasLtTest, ActivationsAfterTheEpilogue) {
+  const char* acts[] = {"activation=\"Tanh\"", "activation=\"Sigmoid\"", "activation=\"Silu\"",
+                        "activation=\"HardSwish\"", "activation=\"LeakyRelu\", activation_params=[0.1]",
+                        "activation=\"HardSigmoid\", activation_params=[0.2, 0.5]",
+                        "activation=\"Clip\", activation_params=[-0.5, 0.75]"};
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16})
+    for (const char* act : acts) {
+      const std::vector<Input> ins = {Shape64{3, 33, 64}, Shape64{64, 47}, Shape64{47}, Shape64{3, 33, 47}};
+      auto g = parse_graph(graph_text("ingot::FusedGemm", std::string("kind=\"matmul\", ") + act, dt, ins));
+      ASSERT_TRUE(g.ok()) << g.status().to_string();
+      std::vector<Tensor> in = {random_tensor(dt, {3, 33, 64}, rng_, -0.3, 0.3), random_tensor(dt, {64, 47}, rng_, -0.3, 0.3),
+                                random_tensor(dt, {47}, rng_), random_tensor(dt, {3, 33, 47}, rng_)};
+      auto got = run_tactic(*make_tactic("cuda.cublaslt.0"), *(*g)->nodes()[0], in);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      auto want = run_reference(*(*g)->nodes()[0], in);
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      const double tol = dt == DataType::kFloat32 ? 1e-5 : dt == DataType::kFloat16 ? 2e-3 : 1e-2;
+      EXPECT_TRUE(gemm_close((*got)[0], (*want)[0], tol)) << act << " " << data_type_name(dt);
+    }
+}
+
 // cuBLASLt's GELU epilogue is the tanh form, which this harness tells apart from the erf form
 // at fp32 tolerance (the control must fail); exact Gelu (erf) runs the bias epilogue and then
 // our Gelu kernel, and must match the erf form in every precision.
@@ -502,7 +525,8 @@ TEST(CublasLtFamily, SupportsExactlyWhatMapsOntoCublasLt) {
       {graph(ab + "  input %c: f32[4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"GeluTanh\"}(%a, %b, %c)"),
        true},
       {graph(ab + "  input %c: f32[4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"Gelu\"}(%a, %b, %c)"), true},
-      {graph(ab, "ingot::FusedGemm {kind=\"gemm\", activation=\"Sigmoid\"}(%a, %b)"), false},
+      {graph(ab, "ingot::FusedGemm {kind=\"gemm\", activation=\"Sigmoid\"}(%a, %b)"), true},
+      {graph(ab, "ingot::FusedGemm {kind=\"gemm\", activation=\"Clip\"}(%a, %b)"), false},  // no [min, max]
       {graph(ab + "  input %r: f32[8,4]\n", "ingot::FusedGemm {kind=\"gemm\", activation=\"Relu\"}(%a, %b, _, %r)"),
        true},
       {graph(ab + "  input %r: f32[8,4]\n",

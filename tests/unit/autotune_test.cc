@@ -90,7 +90,9 @@ class FakeBackend : public backend::Backend {
   }
   Result<double> time_enqueue(const backend::Tactic& t, std::vector<backend::StepIO>& ios, int warmup,
                               int runs) const override {
-    ++timings;
+    // A single run (runs == 1) is the autotuner's first look at a candidate; full measurements
+    // are counted apart.
+    ++(runs == 1 ? single_runs : timings);
     sets_seen = ios.size();
     for (int i = 0; i < warmup + runs; ++i) INGOT_RETURN_IF_ERROR(t.enqueue(ios[static_cast<size_t>(i) % ios.size()]));
     double ms = static_cast<const FakeTactic&>(t).ms();
@@ -99,6 +101,7 @@ class FakeBackend : public backend::Backend {
   }
   mutable FakeDevice device_;
   mutable int timings = 0;
+  mutable int single_runs = 0;
   mutable size_t sets_seen = 0;
 };
 
@@ -161,6 +164,31 @@ TEST(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(*best, 2u);
   EXPECT_EQ(be.timings, 6);
+}
+
+// After the first full measurement, each candidate runs once first; one more than 4x slower than
+// the best so far keeps that single time (cached like any other) and is not measured in full.
+TEST(Autotune, FarSlowerCandidatesAreCutShortAfterOneRun) {
+  auto g = matmul_graph();
+  const ir::Node& mm = *g->nodes()[0];
+  FakeBackend be;
+  builder::TimingCache cache;
+  builder::TuneStats stats;
+  builder::TuneOptions opt;
+  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
+  std::string key = builder::timing_key("fake fake_1", mm, {DataType::kFloat32, DataType::kFloat32}, in,
+                                        {DataType::kFloat32}, out);
+  auto cands = fakes({0.10, 5.0, 0.35, 0.05});  // 5.0 > 4 x 0.10: cut; 0.35 < 0.40: measured
+  auto best = builder::choose_tactic(be, mm, cands, key, in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok()) << best.status().to_string();
+  EXPECT_EQ(*best, 3u);
+  EXPECT_EQ(stats.timed, 4);
+  EXPECT_EQ(stats.cut_short, 1);
+  EXPECT_EQ(be.timings, 3) << "full measurements: the first, 0.35 and 0.05";
+  EXPECT_EQ(be.single_runs, 3) << "every candidate after the first runs once first";
+  ASSERT_NE(cache.find(key), nullptr);
+  EXPECT_EQ(cache.find(key)->size(), 4u);
+  EXPECT_DOUBLE_EQ(cache.find(key)->at("fake.algo1"), 5.0);
 }
 
 TEST(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {

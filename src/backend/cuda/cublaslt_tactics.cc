@@ -18,9 +18,10 @@
 //    and the activation, which is residual_before_activation = 1 (or any order when there is
 //    no activation). A residual next to a full C matrix is refused (one C slot).
 //  - Activations: Relu and GeluTanh in the epilogue (cuBLASLt's GELU is the tanh
-//    approximation). Exact Gelu (erf; it differs from the tanh form by up to ~5e-4 absolute)
-//    runs the bias epilogue and then our elementwise Gelu kernel in place on the output: one
-//    more launch, no extra buffer. Other activations are refused.
+//    approximation). The others FusedGemm allows (exact Gelu -- it differs from the tanh form
+//    by up to ~5e-4 absolute --, Tanh, Sigmoid, Silu, HardSwish, LeakyRelu, HardSigmoid, Clip)
+//    run the bias epilogue and then our elementwise kernel in place on the output: one more
+//    launch, no extra buffer.
 //
 // Descriptors and the algorithm depend on the current shapes, so a tactic keeps a small
 // cache of plans keyed by shapes and pointer alignments, filled on first use of a shape and
@@ -63,7 +64,8 @@ constexpr const char* kTf32Prefix = "cuda.cublaslt.tf32.";
                                   cublasLtGetStatusString(ingot_cublas_st_));                                \
   } while (0)
 
-enum class Activation { kNone, kRelu, kGeluTanh, kGelu };
+// kPost: an activation cuBLASLt has no epilogue for, run by our unary kernel after the GEMM.
+enum class Activation { kNone, kRelu, kGeluTanh, kPost };
 
 // What the node asks for, before any shape is known.
 struct GemmSpec {
@@ -71,6 +73,8 @@ struct GemmSpec {
   bool trans_a = false, trans_b = false;
   float alpha = 1.0f, beta = 1.0f;
   Activation act = Activation::kNone;
+  UnaryOp post_op = UnaryOp::kIdentity;  // with Activation::kPost
+  UnaryParams post_params;
   int c_input = -1;         // Gemm's C / FusedGemm's bias (input 2), when it contributes
   int residual_input = -1;  // FusedGemm's residual (input 3)
 };
@@ -106,8 +110,29 @@ Result<GemmSpec> parse_spec(const ir::Node& node) {
   if (act.empty()) s.act = Activation::kNone;
   else if (act == "Relu") s.act = Activation::kRelu;
   else if (act == "GeluTanh") s.act = Activation::kGeluTanh;
-  else if (act == "Gelu") s.act = Activation::kGelu;
-  else return unsupported(node.describe(), ": activation '", act, "' has no cuBLASLt epilogue");
+  else {
+    const std::vector<float> ap = at.get_floats("activation_params");
+    auto param = [&](size_t i) { return i < ap.size() ? ap[i] : 0.0f; };
+    s.act = Activation::kPost;
+    if (act == "Gelu") s.post_op = UnaryOp::kGelu;
+    else if (act == "Tanh") s.post_op = UnaryOp::kTanh;
+    else if (act == "Sigmoid") s.post_op = UnaryOp::kSigmoid;
+    else if (act == "Silu") s.post_op = UnaryOp::kSilu;
+    else if (act == "HardSwish") s.post_op = UnaryOp::kHardSwish;
+    else if (act == "LeakyRelu") { s.post_op = UnaryOp::kLeakyRelu; s.post_params.alpha = param(0); }
+    else if (act == "HardSigmoid") {
+      s.post_op = UnaryOp::kHardSigmoid;
+      s.post_params.alpha = param(0);
+      s.post_params.beta = param(1);
+    } else if (act == "Clip") {
+      if (ap.size() < 2) return unsupported(node.describe(), ": Clip needs activation_params [min, max]");
+      s.post_op = UnaryOp::kClip;
+      s.post_params.lo = ap[0];
+      s.post_params.hi = ap[1];
+    } else {
+      return unsupported(node.describe(), ": activation '", act, "'");
+    }
+  }
   if (node.input(3)) {
     s.residual_input = 3;
     bool before = at.get_int("residual_before_activation", 1) != 0;
@@ -510,11 +535,11 @@ class CublasLtTactic : public Tactic {
                                       y.mutable_raw(), lt_d, &plan->algo, io.workspace, kWorkspaceBytes,
                                       static_cast<cudaStream_t>(io.stream)),
                        node);
-    if (spec.act == Activation::kGelu) {  // exact Gelu after the bias epilogue, in place
+    if (spec.act == Activation::kPost) {  // the activation after the bias epilogue, in place
       const FloatType ft = y.dtype() == DataType::kFloat16    ? FloatType::kF16
                            : y.dtype() == DataType::kBFloat16 ? FloatType::kBF16
                                                               : FloatType::kF32;
-      INGOT_CUDA_CHECK(launch_unary(UnaryOp::kGelu, UnaryParams{}, ft, ft, y.raw(), y.mutable_raw(), y.numel(),
+      INGOT_CUDA_CHECK(launch_unary(spec.post_op, spec.post_params, ft, ft, y.raw(), y.mutable_raw(), y.numel(),
                                     static_cast<cudaStream_t>(io.stream)));
     }
     INGOT_CUDA_CHECK(cudaGetLastError());
