@@ -17,11 +17,14 @@ namespace ingot::builder {
 
 bool op_allows_in_place(const ir::Node& node) {
   // Reference kernels of these ops read element i of each input before writing element i of
-  // the output, so output 0 may share input 0's buffer when their sizes match.
+  // the output, so output 0 may share input 0's buffer when their sizes match. The reshapes
+  // keep every element where it is: in place they are free (the CPU kernel returns a view of the
+  // input, the CUDA copy is skipped when the output aliases it).
   static const std::set<std::string> kOps = {
       "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Abs", "Neg", "Sqrt", "Reciprocal", "Erf", "Gelu",
       "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish",
-      "Floor", "Ceil", "Round", "Sin", "Cos", "Add", "Sub", "Mul", "Div", "Identity"};
+      "Floor", "Ceil", "Round", "Sin", "Cos", "Add", "Sub", "Mul", "Div", "Identity",
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze"};
   return node.domain().empty() && kOps.count(node.op_type()) && node.outputs().size() == 1;
 }
 

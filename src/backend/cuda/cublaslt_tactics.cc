@@ -43,6 +43,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise_kernels.h"
+#include "backend/cuda/plan_cache.h"
 #include "backend/cuda/cuda_tactics.h"
 
 namespace ingot::backend::cuda {
@@ -426,33 +427,6 @@ Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_
   return Status::Ok();
 }
 
-// Plans filled on first use of a shape; lookups take no lock (entries never change once published).
-class PlanCache {
- public:
-  static constexpr int kCapacity = 32;
-  const Plan* find(const PlanKey& key) const {
-    int n = count_.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i)
-      if (slots_[static_cast<size_t>(i)].key == key) return &slots_[static_cast<size_t>(i)];
-    return nullptr;
-  }
-  /// The cached plan for `plan.key` (this one or an earlier); nullptr when full.
-  const Plan* insert(const Plan& plan) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const Plan* p = find(plan.key)) return p;
-    int n = count_.load(std::memory_order_relaxed);
-    if (n == kCapacity) return nullptr;
-    slots_[static_cast<size_t>(n)] = plan;
-    count_.store(n + 1, std::memory_order_release);
-    return &slots_[static_cast<size_t>(n)];
-  }
-
- private:
-  std::mutex mu_;
-  std::array<Plan, kCapacity> slots_{};
-  std::atomic<int> count_{0};
-};
-
 class CublasLtTactic : public Tactic {
  public:
   CublasLtTactic(int heuristic_index, bool tf32) : index_(heuristic_index), tf32_(tf32) {}
@@ -510,17 +484,18 @@ class CublasLtTactic : public Tactic {
                  alignment_of(y.raw(), p.batch > 1 ? p.stride_d * esize : 0)};
 
     const Plan* plan = cache_.find(key);
-    Plan local;  // used only when the cache is full
+    std::unique_ptr<Plan> local;  // owned here only when the cache is full
     if (!plan) {
+      local = std::make_unique<Plan>();
       std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
       int found = 0;
-      INGOT_RETURN_IF_ERROR(build_plan(node, cfg, handle, key, bias, &local, &results, &found));
+      INGOT_RETURN_IF_ERROR(build_plan(node, cfg, handle, key, bias, local.get(), &results, &found));
       // A shape may have fewer algorithms than the one this tactic was tuned on: take the last.
       const cublasLtMatmulHeuristicResult_t& h = results[static_cast<size_t>(std::min(index_, found - 1))];
-      local.algo = h.algo;
-      local.workspace = h.workspaceSize;
-      const Plan* cached = cache_.insert(local);
-      plan = cached ? cached : &local;
+      local->algo = h.algo;
+      local->workspace = h.workspaceSize;
+      plan = cache_.insert(local);
+      if (!plan) plan = local.get();
     }
 
     cublasLtMatmulDescOpaque_t desc;
@@ -553,7 +528,7 @@ class CublasLtTactic : public Tactic {
  private:
   int index_;
   bool tf32_;
-  mutable PlanCache cache_;
+  mutable PlanCache<Plan> cache_;
 };
 
 bool device_present() {

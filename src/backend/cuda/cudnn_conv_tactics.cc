@@ -47,6 +47,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
 #include "backend/cuda/cudnn_conv_common.h"
+#include "backend/cuda/plan_cache.h"
 
 namespace ingot::backend::cuda {
 
@@ -186,33 +187,6 @@ Status build_plan(const ir::Node& node, const ConvSpec& s, DataType dtype, cudnn
   return Status::Ok();
 }
 
-// Plans filled on first use of a shape; lookups take no lock (entries never change once published).
-class PlanCache {
- public:
-  static constexpr int kCapacity = 32;
-  const Plan* find(const ConvKey& key) const {
-    int n = count_.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i)
-      if (slots_[static_cast<size_t>(i)]->key == key) return slots_[static_cast<size_t>(i)].get();
-    return nullptr;
-  }
-  /// The cached plan for plan->key (this one or an earlier); nullptr when full (plan stays with the caller).
-  const Plan* insert(std::unique_ptr<Plan>& plan) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const Plan* p = find(plan->key)) return p;
-    int n = count_.load(std::memory_order_relaxed);
-    if (n == kCapacity) return nullptr;
-    slots_[static_cast<size_t>(n)] = std::move(plan);
-    count_.store(n + 1, std::memory_order_release);
-    return slots_[static_cast<size_t>(n)].get();
-  }
-
- private:
-  std::mutex mu_;
-  std::array<std::unique_ptr<Plan>, kCapacity> slots_{};
-  std::atomic<int> count_{0};
-};
-
 class CudnnConvTactic : public Tactic {
  public:
   explicit CudnnConvTactic(int heuristic_index) : index_(heuristic_index) {}
@@ -314,7 +288,7 @@ class CudnnConvTactic : public Tactic {
 
  private:
   int index_;
-  mutable PlanCache cache_;
+  mutable PlanCache<Plan> cache_;
 };
 
 // How many usable heuristic algorithms cuDNN offers at the node's shapes (symbolic dims guessed,

@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
 #include "backend/cuda/cudnn_conv_common.h"
+#include "backend/cuda/plan_cache.h"
 
 namespace ingot::backend::cuda {
 
@@ -162,31 +163,6 @@ Status build_plan(const ir::Node& node, const SdpaKey& k, cudnnHandle_t handle, 
   return Status::Ok();
 }
 
-class PlanCache {
- public:
-  static constexpr int kCapacity = 32;
-  const SdpaPlan* find(const SdpaKey& key) const {
-    int n = count_.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i)
-      if (slots_[static_cast<size_t>(i)]->key == key) return slots_[static_cast<size_t>(i)].get();
-    return nullptr;
-  }
-  const SdpaPlan* insert(std::unique_ptr<SdpaPlan>& plan) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const SdpaPlan* p = find(plan->key)) return p;
-    int n = count_.load(std::memory_order_relaxed);
-    if (n == kCapacity) return nullptr;
-    slots_[static_cast<size_t>(n)] = std::move(plan);
-    count_.store(n + 1, std::memory_order_release);
-    return slots_[static_cast<size_t>(n)].get();
-  }
-
- private:
-  std::mutex mu_;
-  std::array<std::unique_ptr<SdpaPlan>, kCapacity> slots_{};
-  std::atomic<int> count_{0};
-};
-
 class CudnnSdpaTactic : public Tactic {
  public:
   std::string name() const override { return kName; }
@@ -237,7 +213,7 @@ class CudnnSdpaTactic : public Tactic {
   }
 
  private:
-  mutable PlanCache cache_;
+  mutable PlanCache<SdpaPlan> cache_;
 };
 
 // Offered when cuDNN builds a plan at the node's shapes (symbolic dims guessed: batch 1, 128).
