@@ -334,6 +334,13 @@ TEST_F(CudaElementwiseTest, Transpose) {
       {{1, 56, 56, 64}, "[0,3,1,2]"},
       {{1, 1, 33, 65}, "[0,1,3,2]"},
       {{4, 96, 31}, "[0,2,1]"},
+      // A short side (<= 8) takes the one-thread-per-column kernels: image channels in and out of NHWC.
+      {{4, 3, 17, 19}, "[0,2,3,1]"},
+      {{4, 17, 19, 3}, "[0,3,1,2]"},
+      {{2, 8, 33}, "[0,2,1]"},
+      {{2, 33, 8}, "[0,2,1]"},
+      {{2, 9, 33}, "[0,2,1]"},
+      {{5, 1027}, "[1,0]"},
   };
   std::mt19937 perm_rng(5);
   for (int i = 0; i < 8; ++i) {

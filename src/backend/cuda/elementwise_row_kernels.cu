@@ -146,6 +146,34 @@ __global__ void transpose_tiled_kernel(const E* x, E* y, int64_t m, int64_t n) {
   }
 }
 
+// The same [B, M, N] -> [B, N, M] when M or N is at most kSmallDim (an image's 3 channels into
+// or out of NHWC): a 32 x 32 tile would leave most of its threads idle (the C = 3 input reformat
+// of ResNet-50 at batch 128 ran at 158 GB/s). One thread per element of the long dim copies its
+// short row/column: loads and stores of neighbouring threads stay neighbours.
+constexpr int64_t kSmallDim = 8;
+template <class E>
+__global__ void transpose_small_m_kernel(const E* x, E* y, int64_t batches, int64_t m, int64_t n) {
+  const int64_t total = batches * n;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const int64_t b = t / n, j = t - b * n;
+    const E* xc = x + b * m * n + j;  // column j of batch b
+    E* yr = y + t * m;                // row j of batch b
+    for (int64_t i = 0; i < m; ++i) yr[i] = xc[i * n];
+  }
+}
+template <class E>
+__global__ void transpose_small_n_kernel(const E* x, E* y, int64_t batches, int64_t m, int64_t n) {
+  const int64_t total = batches * m;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const int64_t b = t / m, i = t - b * m;
+    const E* xr = x + t * n;          // row i of batch b
+    E* yc = y + b * m * n + i;        // column i of batch b
+    for (int64_t j = 0; j < n; ++j) yc[j * m] = xr[j];
+  }
+}
+
 /// Threads per row: the row length rounded up to a warp multiple, 32..1024.
 unsigned row_threads(int64_t len) {
   int64_t t = 32;
@@ -213,6 +241,25 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
     tb = 1, tn = md[0], tm = md[1];
   } else if (mr == 3 && ms[1] == 1 && ms[2] == md[1] && ms[0] == md[1] * md[2]) {
     tb = md[0], tn = md[1], tm = md[2];
+  }
+  if (tb > 0 && (tm <= ew::kSmallDim || tn <= ew::kSmallDim)) {
+    const bool small_m = tm <= ew::kSmallDim;
+    const unsigned blocks = ew::grid_for(tb * (small_m ? tn : tm));
+    auto launch = [&](auto tag) {
+      using E = decltype(tag);
+      const E* px = static_cast<const E*>(x);
+      E* py = static_cast<E*>(y);
+      if (small_m) ew::transpose_small_m_kernel<E><<<blocks, ew::kThreads, 0, stream>>>(px, py, tb, tm, tn);
+      else ew::transpose_small_n_kernel<E><<<blocks, ew::kThreads, 0, stream>>>(px, py, tb, tm, tn);
+    };
+    switch (element_bytes) {
+      case 1: launch(uint8_t{}); break;
+      case 2: launch(uint16_t{}); break;
+      case 4: launch(uint32_t{}); break;
+      case 8: launch(uint64_t{}); break;
+      default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
   }
   if (tb > 0 && tb <= 65535 && (tm + ew::kTile - 1) / ew::kTile <= 65535) {
     dim3 grid(static_cast<unsigned>((tn + ew::kTile - 1) / ew::kTile), static_cast<unsigned>((tm + ew::kTile - 1) / ew::kTile),
