@@ -54,6 +54,9 @@ class ContextImpl : public ExecutionContext {
   TensorListener* listener_ = nullptr;
   int io_index(const std::string& name) const;
   const Tensor* lookup(const ir::Value* v) const;
+  /// An outer-scope value for a subgraph the host runs (a device engine's host fallback): a host
+  /// copy of the device tensor, made on first use in this run (the step's stream is synchronized).
+  const Tensor* host_copy(const ir::Value* v);
   Status settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs);
   /// Builds the views and per-step StepIO for the current shapes and bindings.
   Status prepare_run();
@@ -77,6 +80,8 @@ class ContextImpl : public ExecutionContext {
   std::vector<Tensor> tensors_;            // per plan value, views valid for the current run
   bool views_valid_ = false;               // tensors_ and step_io_ match shapes and bindings
   cpu::SubgraphRunner runner_;
+  std::unordered_map<const ir::Value*, Tensor> host_copies_;  // host_copy(): cleared every run
+  void* run_stream_ = nullptr;                                // the stream of the current run
   std::vector<backend::StepIO> step_io_;
   std::vector<std::vector<Tensor>> step_outputs_;
   std::vector<std::vector<int>> step_out_vi_;
@@ -391,6 +396,21 @@ const Tensor* ContextImpl::lookup(const ir::Value* v) const {
   return v->initializer();
 }
 
+const Tensor* ContextImpl::host_copy(const ir::Value* v) {
+  auto it = host_copies_.find(v);
+  if (it != host_copies_.end()) return &it->second;
+  const Tensor* d = lookup(v);
+  // Initializers are host tensors; strings never live on the device.
+  if (!d || !d->defined() || d == v->initializer() || d->dtype() == DataType::kString) return d;
+  auto h = Tensor::zeros(d->dtype(), d->shape());
+  if (!h.ok()) return nullptr;
+  if (d->nbytes() > 0) {
+    if (!engine_->device().copy_to_host(h->mutable_raw(), d->raw(), d->nbytes(), run_stream_).ok()) return nullptr;
+    if (!engine_->device().synchronize(run_stream_).ok()) return nullptr;
+  }
+  return &(host_copies_[v] = std::move(h).value());
+}
+
 Status ContextImpl::prepare_run() {
   if (!shapes_valid_) INGOT_RETURN_IF_ERROR(infer_shapes());
   const builder::Plan& plan = engine_->plan();
@@ -461,7 +481,12 @@ Status ContextImpl::prepare_run() {
     }
   }
   // One StepIO per step, pointing at the views above.
-  runner_ = cpu::make_subgraph_runner([this](const ir::Value* v) { return lookup(v); });
+  // Subgraphs (If/Loop/Scan bodies) run on the host: a CPU engine's values are there already, a
+  // device engine's outer-scope values are copied to the host when a body reads them.
+  if (engine_->device().is_host())
+    runner_ = cpu::make_subgraph_runner([this](const ir::Value* v) { return lookup(v); });
+  else
+    runner_ = cpu::make_subgraph_runner([this](const ir::Value* v) { return host_copy(v); });
   size_t n = plan.steps.size();
   step_io_.assign(n, backend::StepIO());
   step_outputs_.assign(n, {});
@@ -494,7 +519,7 @@ Status ContextImpl::prepare_run() {
     for (const Tensor& t : step_outputs_[s]) step_prepared_[s].push_back(t.defined());
     sio.outputs = &step_outputs_[s];
     sio.workspace = workspace_.get();
-    if (engine_->device().is_host()) sio.subgraph_runner = runner_;
+    sio.subgraph_runner = runner_;
     sio.allocate_output = [this](DataType dt, const Shape64& shape) { return device_tensor(dt, shape); };
     sio.in_place = !step_outputs_[s].empty() && step_outputs_[s][0].defined() && !sio.inputs.empty() &&
                    sio.inputs[0] && sio.inputs[0]->raw() == step_outputs_[s][0].raw();
@@ -557,6 +582,8 @@ Status ContextImpl::enqueue(void* stream) {
 }
 
 Status ContextImpl::run_steps(void* stream) {
+  host_copies_.clear();
+  run_stream_ = stream;
   const builder::Plan& plan = engine_->plan();
   const auto& io = engine_->io_tensors();
   for (size_t i = 0; i < io.size(); ++i) {

@@ -91,40 +91,13 @@ class CudaDevice : public Device {
   std::string arch_;
 };
 
-// Whether a subgraph reads values from outside itself (outer scope), which live on the device.
-bool reads_outer_scope(const ir::Graph& g) {
-  for (const auto& n : g.nodes()) {
-    for (const ir::Value* v : n->inputs()) {
-      if (!v) continue;
-      bool inside = false;
-      for (const ir::Graph* o = v->owner(); o; o = o->parent()) inside |= o == &g;
-      if (!inside) return true;
-    }
-    for (const auto& [k, a] : n->attrs().all()) {
-      if (a.g && reads_outer_scope(*a.g)) return true;
-      for (const auto& sg : a.graphs)
-        if (reads_outer_scope(*sg)) return true;
-    }
-  }
-  return false;
-}
-
-bool has_outer_scope_subgraph(const ir::Node& n) {
-  for (const auto& [k, a] : n.attrs().all()) {
-    if (a.g && reads_outer_scope(*a.g)) return true;
-    for (const auto& sg : a.graphs)
-      if (reads_outer_scope(*sg)) return true;
-  }
-  return false;
-}
-
-// Copies inputs to the host, runs the reference kernel, copies outputs back.
+// Copies inputs to the host, runs the reference kernel, copies outputs back. If/Loop/Scan bodies
+// read outer-scope values through the context's subgraph runner (host copies made on demand).
 class HostFallbackTactic : public Tactic {
  public:
   explicit HostFallbackTactic(Device& device) : device_(device) {}
   std::string name() const override { return "cuda.host_fallback"; }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
-    if (has_outer_scope_subgraph(node)) return false;  // outer-scope values live on the device
     for (const auto& t : inputs)
       if (t.dtype == DataType::kString) return false;
     for (const ir::Value* o : node.outputs())
@@ -145,9 +118,11 @@ class HostFallbackTactic : public Tactic {
       ptrs[i] = &host_in[i];
     }
     INGOT_RETURN_IF_ERROR(device_.synchronize(io.stream));
-    // Self-contained subgraphs (ingot::Pointwise bodies, If/Loop/Scan that read no outer value)
-    // run on the host too.
-    auto runner = cpu::make_subgraph_runner([](const ir::Value*) -> const Tensor* { return nullptr; });
+    // Subgraphs (If/Loop/Scan bodies, ingot::Pointwise) run on the host too; the context's runner
+    // copies the outer-scope values a body reads to the host (none without a context).
+    auto runner = io.subgraph_runner
+                      ? io.subgraph_runner
+                      : cpu::make_subgraph_runner([](const ir::Value*) -> const Tensor* { return nullptr; });
     INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, cpu::run_node(*io.node, ptrs, runner));
     for (size_t i = 0; i < outs.size() && i < io.outputs->size(); ++i) {
       if (!io.node->outputs()[i]) continue;
