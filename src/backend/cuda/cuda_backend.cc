@@ -97,11 +97,9 @@ class HostFallbackTactic : public Tactic {
  public:
   explicit HostFallbackTactic(Device& device) : device_(device) {}
   std::string name() const override { return "cuda.host_fallback"; }
-  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
-    for (const auto& t : inputs)
-      if (t.dtype == DataType::kString) return false;
-    for (const ir::Value* o : node.outputs())
-      if (o && o->dtype() == DataType::kString) return false;
+  // String tensors never live on the device (a device engine keeps them in host memory): they
+  // are read and written as they are, the others copied.
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>&) const override {
     return cpu::KernelRegistry::global().find(node.op_type(), node.domain()) != nullptr;
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
@@ -113,6 +111,10 @@ class HostFallbackTactic : public Tactic {
     for (size_t i = 0; i < io.inputs.size(); ++i) {
       const Tensor* t = io.inputs[i];
       if (!t) continue;
+      if (t->dtype() == DataType::kString) {
+        ptrs[i] = t;
+        continue;
+      }
       INGOT_ASSIGN_OR_RETURN(host_in[i], Tensor::zeros(t->dtype(), t->shape()));
       INGOT_RETURN_IF_ERROR(device_.copy_to_host(host_in[i].mutable_raw(), t->raw(), t->nbytes(), io.stream));
       ptrs[i] = &host_in[i];
@@ -133,6 +135,10 @@ class HostFallbackTactic : public Tactic {
       }
       if (view.shape() != outs[i].shape() || view.dtype() != outs[i].dtype())
         return internal_error(io.node->describe(), ": output ", i, " has another shape than planned");
+      if (view.dtype() == DataType::kString) {
+        view.mutable_strings() = outs[i].strings();
+        continue;
+      }
       INGOT_RETURN_IF_ERROR(device_.copy_to_device(view.mutable_raw(), outs[i].raw(), outs[i].nbytes(), io.stream));
     }
     // The host buffers die with this call: the copies must finish first.
