@@ -6,6 +6,9 @@
 // Pattern → result:
 //   - Transpose(Transpose(x, p1), p2) → Transpose(x, p1∘p2), or x when that is
 //   the identity;
+//   - a Transpose/Reshape chain (static shapes) whose result is a permutation of
+//   its start's input → one Transpose (or the input itself): exporters spell K^T
+//   as Reshape [B*H,S,D] / Transpose / Reshape [B,H,D,S];
 //   - Reshape(Reshape(x, s1), s2) → Reshape(x, s2) when s2 is constant and has
 //   no 0 that
 //     would copy a dim from the inner result (allowzero=1 makes 0 literal,
@@ -29,6 +32,7 @@
 //   - folded constants larger than PassOptions::fold_size_limit_bytes.
 // Reassociation changes results only by float rounding; integer wrap-around is
 // associative.
+#include <algorithm>
 #include <numeric>
 #include <set>
 
@@ -121,6 +125,123 @@ Result<bool> merge_reshapes(ir::Graph &g, ir::Node *n) {
   n->set_input(0, p->input(0));
   absorb(*n, *p);
   return true;
+}
+
+// A chain of Transposes and Reshapes (static shapes) whose end is only a permutation of the
+// chain start's input dims: x -> Transpose -> Reshape [B*H,S,D] -> Transpose -> Reshape
+// [B,H,D,S] -> Transpose is one Transpose of x (exporters spell K^T this way; the attention
+// rewrite then transposes it back). The tensor at each link is tracked as
+// Reshape(Transpose(src, P), group sizes): each dim is a group of src axes, a Transpose permutes
+// groups, a Reshape regroups the same axis sequence and fails when it would split a src axis.
+struct ViewGroups {
+  std::vector<int64_t> src_dims;
+  std::vector<std::vector<int>> groups;  // per current dim, the src axes it merges (in order)
+};
+
+bool static_dims(const ir::Value *v, std::vector<int64_t> *out) {
+  if (!v || !v->shape().rank_known())
+    return false;
+  out->clear();
+  for (size_t i = 0; i < v->shape().rank(); ++i) {
+    if (!v->shape()[i].is_known())
+      return false;
+    out->push_back(v->shape()[i].value());
+  }
+  return true;
+}
+
+bool apply_view(const ir::Node &n, ViewGroups *vg) {
+  std::vector<int64_t> out;
+  if (!static_dims(n.output(0), &out))
+    return false;
+  if (is_op(&n, "Transpose")) {
+    auto p = perm_of(n, vg->groups.size());
+    if (!p)
+      return false;
+    std::vector<std::vector<int>> g;
+    for (int64_t a : *p) {
+      if (a < 0 || a >= static_cast<int64_t>(vg->groups.size()))
+        return false;
+      g.push_back(vg->groups[static_cast<size_t>(a)]);
+    }
+    vg->groups = std::move(g);
+    return true;
+  }
+  // Reshape: the same axis sequence, regrouped to the output dims.
+  std::vector<int> seq;
+  for (const auto &g : vg->groups)
+    seq.insert(seq.end(), g.begin(), g.end());
+  std::vector<std::vector<int>> g(out.size());
+  size_t k = 0;
+  for (size_t j = 0; j < out.size(); ++j) {
+    int64_t prod = 1;
+    while (k < seq.size() && (prod < out[j] || (out[j] == 1 && g[j].empty() && vg->src_dims[seq[k]] == 1))) {
+      prod *= vg->src_dims[static_cast<size_t>(seq[k])];
+      g[j].push_back(seq[k++]);
+    }
+    if (prod != out[j])
+      return false;
+  }
+  for (; k < seq.size(); ++k) {  // leftover unit axes join the last dim
+    if (vg->src_dims[static_cast<size_t>(seq[k])] != 1 || g.empty())
+      return false;
+    g.back().push_back(seq[k]);
+  }
+  vg->groups = std::move(g);
+  return true;
+}
+
+Result<bool> fold_view_chain(ir::Graph &g, ir::Node *n) {
+  std::vector<ir::Node *> chain = {n};
+  while (chain.size() < 16) {
+    ir::Node *p = chain.back()->input(0) ? chain.back()->input(0)->producer() : nullptr;
+    if (!(is_op(p, "Transpose") || is_op(p, "Reshape")) || !p->input(0))
+      break;
+    chain.push_back(p);
+  }
+  std::reverse(chain.begin(), chain.end());  // chain.back() == n
+  for (size_t start = 0; start + 1 < chain.size(); ++start) {
+    ir::Value *src = chain[start]->input(0);
+    ViewGroups vg;
+    if (!static_dims(src, &vg.src_dims))
+      continue;
+    for (size_t a = 0; a < vg.src_dims.size(); ++a)
+      vg.groups.push_back({static_cast<int>(a)});
+    bool ok = true;
+    for (size_t i = start; ok && i < chain.size(); ++i)
+      ok = apply_view(*chain[i], &vg);
+    if (!ok || vg.groups.size() != vg.src_dims.size())
+      continue;
+    std::vector<int64_t> perm;
+    bool identity = true;
+    for (size_t j = 0; j < vg.groups.size() && ok; ++j) {
+      ok = vg.groups[j].size() == 1;
+      if (ok) {
+        perm.push_back(vg.groups[j][0]);
+        identity &= vg.groups[j][0] == static_cast<int>(j);
+      }
+    }
+    if (!ok)
+      continue;
+    if (identity) {
+      if (!can_replace_value(g, n->output(0), src))
+        return false;
+      INGOT_RETURN_IF_ERROR(replace_value(g, n->output(0), src));
+      INGOT_RETURN_IF_ERROR(g.remove_node(n));
+      return true;
+    }
+    ir::Value *like = n->output(0);
+    ir::Value *out = g.add_value(unique_value_name(g, like->name()), like->dtype(), like->shape());
+    ir::Attributes attrs;
+    attrs.set_ints("perm", perm);
+    ir::Node *t = g.add_node("Transpose", {src}, {out}, attrs, n->name());
+    for (size_t i = start; i < chain.size(); ++i)
+      absorb(*t, *chain[i]);
+    INGOT_RETURN_IF_ERROR(replace_value(g, like, out));
+    INGOT_RETURN_IF_ERROR(g.remove_node(n));
+    return true;
+  }
+  return false;
 }
 
 // y = sx*x + k*c for an Add/Sub node with exactly one constant input.
@@ -304,8 +425,18 @@ public:
         r = merge_transposes(g, n);
         if (r.ok() && *r && !out->producer())
           removed.insert(n);
+        if (r.ok() && !*r) {
+          r = fold_view_chain(g, n);
+          if (r.ok() && *r)
+            removed.insert(n);
+        }
       } else if (is_op(n, "Reshape")) {
         r = merge_reshapes(g, n);
+        if (r.ok() && !*r) {
+          r = fold_view_chain(g, n);
+          if (r.ok() && *r)
+            removed.insert(n);
+        }
       } else if (is_op(n, "Add") || is_op(n, "Sub")) {
         r = merge_add_sub_chain(g, n, ctx);
         if (r.ok() && *r)

@@ -481,6 +481,83 @@ TEST(PassesCleanup, SimplifyAlgebraMergesTransposesAndReshapes) {
   expect_same_outputs(before, *g);
 }
 
+// The dynamo exporter's K^T (x [B,S,H,D] -> [B,H,S,D] -> [B*H,S,D] -> [B*H,D,S] -> [B,H,D,S])
+// followed by the attention rewrite's transpose back: one Transpose of x. With B = 1 the unit
+// batch axis must ride along; a chain that splits one of its input's axes is left alone.
+TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
+  for (int b : {2, 1}) {
+    SCOPED_TRACE("batch " + std::to_string(b));
+    const std::string B = std::to_string(b);
+    const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[)" + B + R"(,5,3,4]
+    init %s1: i64[3] = [-1, 5, 4]
+    init %s2: i64[4] = [)" + B + R"(, 3, 4, 5]
+    %t1 = Transpose {perm=[0, 2, 1, 3]}(%x)
+    %r1 = Reshape(%t1, %s1)
+    %t2 = Transpose {perm=[0, 2, 1]}(%r1)
+    %r2 = Reshape(%t2, %s2)
+    %t3 = Transpose {perm=[0, 1, 3, 2]}(%r2)
+    %y = Relu(%t3)
+    output %y
+  })";
+    PassContext ctx;
+    auto pass = make_simplify_algebra();
+    auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+    ASSERT_TRUE(g);
+    int transposes = 0, reshapes = 0;
+    for (const auto &n : g->nodes()) {
+      transposes += n->op_type() == "Transpose";
+      reshapes += n->op_type() == "Reshape";
+    }
+    EXPECT_EQ(transposes, 1) << ir::to_text(*g);
+    EXPECT_EQ(reshapes, 0) << ir::to_text(*g);
+    for (const auto &n : g->nodes())
+      if (n->op_type() == "Transpose") {
+        EXPECT_EQ(n->input(0)->name(), "x");
+        EXPECT_EQ(n->attrs().get_ints("perm"), (std::vector<int64_t>{0, 2, 1, 3}));
+      }
+    expect_same_outputs(before, *g);
+  }
+  // A chain that ends where it started: [2,3,4] -> [2,4,3] -> [8,3] -> [3,8] -> [3,2,4] -> [2,3,4].
+  const std::string identity = R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,4]
+    init %s1: i64[2] = [8, 3]
+    init %s2: i64[3] = [3, 2, 4]
+    %t1 = Transpose {perm=[0, 2, 1]}(%x)
+    %r1 = Reshape(%t1, %s1)
+    %t2 = Transpose {perm=[1, 0]}(%r1)
+    %r2 = Reshape(%t2, %s2)
+    %t3 = Transpose {perm=[1, 0, 2]}(%r2)
+    %y = Relu(%t3)
+    output %y
+  })";
+  {
+    PassContext ctx;
+    auto pass = make_simplify_algebra();
+    auto g = run_pass(*pass, identity, ctx, true, /*then_remove_dead=*/true);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->nodes().size(), 1u) << ir::to_text(*g);
+    expect_same_outputs(identity, *g);
+  }
+  // [2,12] -> [2,3,4] splits an input axis: not a permutation, kept.
+  const std::string split = R"(graph g {
+    opset "" 17
+    input %x: f32[2,12]
+    init %s: i64[3] = [2, 3, 4]
+    %r = Reshape(%x, %s)
+    %t = Transpose {perm=[0, 2, 1]}(%r)
+    %y = Relu(%t)
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, split, ctx, /*expect_change=*/false, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->nodes().size(), 3u) << ir::to_text(*g);
+}
+
 TEST(PassesCleanup, SimplifyAlgebraMergesAddSubConstantChains) {
   const std::string before = R"(graph g {
     opset "" 17
