@@ -221,11 +221,13 @@ def bert_encoder_2l_opset20():
     return bert_encoder(20)
 
 
-def bert_torch_export():
+def bert_torch_export(dynamo_kt=False):
     """One BERT layer written the way torch.onnx.export (legacy exporter, opset 18) writes
     transformers' BertModel with a dynamic batch: head split and merge shapes computed from the
     input's own Shape (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), scaled_dot_product_attention
-    decomposed with the scale split over Q and K^T, and Where(IsNaN(p), 0, p) after the Softmax."""
+    decomposed with the scale split over Q and K^T, and Where(IsNaN(p), 0, p) after the Softmax.
+    With dynamo_kt, K^T is spelled as the dynamo exporter does: Reshape to [-1, S, D] (from
+    Shape/Slice/Concat of K's shape), Transpose [0, 2, 1], Reshape to [B, H, D, S]."""
     B, S, H, NH = 3, 10, 32, 4
     D = H // NH
     n = Net()
@@ -266,7 +268,19 @@ def bert_torch_export():
         sp = n.op("Reshape", [lin, split_shape], f"attn.{t}.split")
         heads[t] = n.op("Transpose", [sp], f"attn.{t}.heads", perm=[0, 2, 1, 3])
     q = n.op("Mul", [heads["q"], "sqrt_scale"], "attn.q.scaled")
-    kt = n.op("Transpose", [heads["k"]], "attn.k.t", perm=[0, 1, 3, 2])
+    if dynamo_kt:
+        for name, v in (("s0", [0]), ("s2", [2]), ("s3", [3]), ("s4", [4]), ("minus1", [-1])):
+            n.init(const(name, np.array(v, dtype=np.int64)))
+        ks = n.op("Shape", [heads["k"]], "attn.k.shape")
+        lead = n.op("Slice", [ks, "s0", "s2"], "attn.k.lead")
+        kd_s = n.op("Slice", [ks, "s2", "s3"], "attn.k.seq")
+        kd_d = n.op("Slice", [ks, "s3", "s4"], "attn.k.dim")
+        r1 = n.op("Reshape", [heads["k"], n.op("Concat", ["minus1", kd_s, kd_d], "attn.k.r1.shape", axis=0)],
+                  "attn.k.r1")
+        t2 = n.op("Transpose", [r1], "attn.k.t2", perm=[0, 2, 1])
+        kt = n.op("Reshape", [t2, n.op("Concat", [lead, kd_d, kd_s], "attn.k.r2.shape", axis=0)], "attn.k.t")
+    else:
+        kt = n.op("Transpose", [heads["k"]], "attn.k.t", perm=[0, 1, 3, 2])
     k = n.op("Mul", [kt, "sqrt_scale"], "attn.k.scaled")
     sc = n.op("Add", [n.op("MatMul", [q, k], "attn.scores"), mask], "attn.masked")
     pr = n.op("Softmax", [sc], "attn.probs", axis=-1)
@@ -288,7 +302,7 @@ def bert_torch_export():
     f = linear(g, 4 * H, H, "ffn.fc2")
     n.op("LayerNormalization", [n.op("Add", [f, x1], "ffn.res"), "ln2.g", "ln2.b"], "last_hidden_state", axis=-1,
          epsilon=1e-12)
-    graph = helper.make_graph(n.nodes, "bert_torch_export",
+    graph = helper.make_graph(n.nodes, "bert_dynamo_export" if dynamo_kt else "bert_torch_export",
                               [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", S, H]),
                                helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", S])],
                               [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", S, H])],
@@ -300,13 +314,18 @@ def bert_torch_export():
     return model, [{"hidden": RNG.standard_normal((B, S, H)).astype(np.float32), "attention_mask": mask}]
 
 
+def bert_dynamo_export():
+    return bert_torch_export(dynamo_kt=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
     if os.path.exists(args.output):
         shutil.rmtree(args.output)
-    models = (resnet_bn, mobilenetv3_block, bert_encoder_2l, bert_encoder_2l_opset20, bert_torch_export)
+    models = (resnet_bn, mobilenetv3_block, bert_encoder_2l, bert_encoder_2l_opset20, bert_torch_export,
+              bert_dynamo_export)
     for fn in models:
         model, feeds = fn()
         write(args.output, fn.__name__, model, feeds)

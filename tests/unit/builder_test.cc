@@ -117,12 +117,18 @@ TEST(Builder, DimsPinnedByEveryProfileFoldTheShapeArithmetic) {
 // The BERT layer as torch.onnx.export writes it (make_optimizer_models.py bert_torch_export):
 // with the batch pinned and with a batch range, the optimizer must see through the exporter's
 // shape arithmetic and SDPA decomposition to one fused Attention, and the engine must agree
-// with the interpreter.
-TEST(BuilderModels, TorchExportedBertLayerFusesWithPinnedAndOpenBatch) {
+// with the interpreter. bert_dynamo_export spells K^T as the dynamo exporter does (Reshape /
+// Transpose / Reshape): with static shapes that chain folds into the head-split Transpose and
+// the Attention takes the 3-D tensors (no layout step left); with an open batch the fold cannot
+// prove the reshapes (symbolic dims) and only the Attention fusion is required.
+class BuilderModelsBert : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BuilderModelsBert, TorchExportedBertLayerFusesWithPinnedAndOpenBatch) {
   const char* dir = std::getenv("INGOT_OPTIMIZER_MODELS");
   if (!dir) GTEST_SKIP() << "INGOT_OPTIMIZER_MODELS not set (ctest sets it to the generated models)";
   namespace fs = std::filesystem;
-  fs::path m = fs::path(dir) / "bert_torch_export";
+  const bool dynamo = std::string(GetParam()) == "bert_dynamo_export";
+  fs::path m = fs::path(dir) / GetParam();
   auto slurp = [](const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
     std::stringstream ss;
@@ -166,7 +172,7 @@ TEST(BuilderModels, TorchExportedBertLayerFusesWithPinnedAndOpenBatch) {
       leftovers += l.op == "Softmax" || l.op == "IsNaN" || l.op == "MatMul" || l.op == "Transpose";
     }
     EXPECT_EQ(attention, 1) << "batch " << lo << "..";
-    EXPECT_EQ(leftovers, 0) << "batch " << lo << "..";
+    if (!dynamo || lo == batch) EXPECT_EQ(leftovers, 0) << "batch " << lo << "..";
     auto ctx = (*engine)->create_execution_context();
     ASSERT_TRUE(ctx.ok());
     ASSERT_TRUE((*ctx)->set_input_shape("hidden", in[0].shape()).ok());
@@ -180,6 +186,8 @@ TEST(BuilderModels, TorchExportedBertLayerFusesWithPinnedAndOpenBatch) {
     EXPECT_LT(max_err, 1e-4) << "batch " << lo << ".. against onnxruntime";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Exporters, BuilderModelsBert, ::testing::Values("bert_torch_export", "bert_dynamo_export"));
 
 }  // namespace
 }  // namespace ingot
