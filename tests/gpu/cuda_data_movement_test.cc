@@ -174,6 +174,33 @@ TEST_F(CudaDataMovementTest, ScatterND) {
   }
 }
 
+// GatherND (batch_dims 0): index tuples of 1..rank coordinates, negative ones, repeated tuples,
+// batched index shapes; the dynamo exporter gathers a bool attention mask this way.
+TEST_F(CudaDataMovementTest, GatherND) {
+  auto tuples = [&](const Shape64& dims, Shape64 prefix, int64_t k) {
+    std::vector<int64_t> v;
+    int64_t count = 1;
+    for (int64_t p : prefix) count *= p;
+    for (int64_t c = 0; c < count; ++c)
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t d = dims[static_cast<size_t>(j)];
+        const int64_t i = std::uniform_int_distribution<int64_t>(0, d - 1)(rng_);
+        v.push_back((c + j) % 3 == 0 ? i - d : i);  // some negative
+      }
+    prefix.push_back(k);
+    return Tensor::from_vector(DataType::kInt64, prefix, v);
+  };
+  const Shape64 dims = {4, 5, 6};
+  for (DataType t : kTypes) {
+    check_dm(13, {input(t, dims), input(tuples(dims, {3}, 1))}, "GatherND", "gather_nd");
+    check_dm(13, {input(t, dims), input(tuples(dims, {2, 4}, 2))}, "GatherND", "gather_nd");
+    check_dm(13, {input(t, dims), input(tuples(dims, {7}, 3))}, "GatherND", "gather_nd");
+    check_dm(13, {input(t, {9}), input(tuples({9}, {2, 3}, 1))}, "GatherND", "gather_nd");
+  }
+  const Shape64 mask = {2, 11};  // bool mask [B, S] gathered to [B, 1, S]
+  check_dm(13, {input(DataType::kBool, mask), input(tuples(mask, {2, 1, 11}, 2))}, "GatherND", "gather_nd");
+}
+
 TEST_F(CudaDataMovementTest, ExpandAndTile) {
   for (DataType t : kTypes) {
     check_dm(13, {input(t, {3, 1}), initializer(i64s({2, 3, 4}))}, "Expand", "expand");

@@ -175,6 +175,25 @@ __global__ void scatter_nd_kernel(const T* updates, const int64_t* indices, T* y
 }
 
 template <class T>
+__global__ void gather_nd_kernel(const T* x, const int64_t* indices, T* y, int64_t slices, int64_t slice_size,
+                                 ScatterNdDesc d) {
+  const int64_t n = slices * slice_size;
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    const int64_t s = i / slice_size, w = i - s * slice_size;
+    int64_t off = 0;
+    bool ok = true;
+    for (int j = 0; j < d.k; ++j) {
+      int64_t c = indices[s * d.k + j];
+      if (c < 0) c += d.dims[j];
+      ok = ok && c >= 0 && c < d.dims[j];
+      off += c * d.strides[j];
+    }
+    y[i] = ok ? x[off + w] : T{};
+  }
+}
+
+template <class T>
 __global__ void fill_kernel(T* y, int64_t n, T v) {
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) y[i] = v;
@@ -276,6 +295,19 @@ cudaError_t launch_scatter_nd(int32_t element_bytes, const void* updates, const 
     using T = typename decltype(tag)::type;
     scatter_nd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(updates), indices,
                                                                static_cast<T*>(y), slices, slice_size, desc);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_gather_nd(int32_t element_bytes, const void* x, const int64_t* indices, void* y, int64_t slices,
+                             int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
+  const int64_t n = slices * slice_size;
+  if (n <= 0) return cudaSuccess;
+  if (desc.k < 0 || desc.k > kMaxDims) return cudaErrorInvalidValue;
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gather_nd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, static_cast<T*>(y),
+                                                              slices, slice_size, desc);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -90,6 +90,12 @@ struct ScatterNdDesc {
 cudaError_t launch_scatter_nd(int32_t element_bytes, const void* updates, const int64_t* indices, void* y,
                               int64_t slices, int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream);
 
+/// GatherND with batch_dims 0, the inverse of the above: y's slice s (of slice_size elements) is
+/// x's slice at index tuple s (k int64 each, negative ones count from the end; desc is x's first
+/// k dims and strides). A tuple out of range writes zeros (the host reference reports an error).
+cudaError_t launch_gather_nd(int32_t element_bytes, const void* x, const int64_t* indices, void* y, int64_t slices,
+                             int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream);
+
 /// y[i] = the element whose bytes are the low `element_bytes` bytes of `bits`, i < n.
 cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits, cudaStream_t stream);
 

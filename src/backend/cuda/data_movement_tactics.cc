@@ -9,7 +9,8 @@
 //  - Concat, Split: one row copy per input / output; the split sizes come from the output
 //    shapes the runtime propagated, so the split input or attribute is never read.
 //  - Slice, Expand, Tile, Pad: one strided (and padded) index-map kernel.
-//  - Gather, GatherElements, ScatterND (reduction none): indices read on the device.
+//  - Gather, GatherElements, GatherND (batch_dims 0), ScatterND (reduction none): indices read
+//    on the device.
 //  - ConstantOfShape, Range: fills; Range reads start and delta on the device.
 //  - DepthToSpace, SpaceToDepth (DCR and CRD): the index map over a 6-D view, as a transpose.
 // Output shapes always come from io.outputs. Parameters that decide where elements go and that
@@ -31,12 +32,13 @@ namespace {
 using namespace dm;  // NOLINT: the family's own helpers
 
 enum class Kind {
-  kCopy, kShape, kSize, kConcat, kSplit, kSlice, kGather, kGatherElements, kScatterND, kExpand, kTile, kPad,
+  kCopy, kShape, kSize, kConcat, kSplit, kSlice, kGather, kGatherElements, kGatherND, kScatterND, kExpand, kTile, kPad,
   kConstantOfShape, kRange, kDepthToSpace, kSpaceToDepth,
 };
 
 constexpr Kind kAllKinds[] = {Kind::kCopy,   Kind::kShape,  Kind::kSize,           Kind::kConcat,    Kind::kSplit,
-                              Kind::kSlice,  Kind::kGather, Kind::kGatherElements, Kind::kScatterND, Kind::kExpand,
+                              Kind::kSlice,  Kind::kGather, Kind::kGatherElements, Kind::kGatherND, Kind::kScatterND,
+                              Kind::kExpand,
                               Kind::kTile,   Kind::kPad,    Kind::kConstantOfShape, Kind::kRange,
                               Kind::kDepthToSpace, Kind::kSpaceToDepth};
 
@@ -50,6 +52,7 @@ const char* kind_name(Kind k) {
     case Kind::kSlice: return "slice";
     case Kind::kGather: return "gather";
     case Kind::kGatherElements: return "gather_elements";
+    case Kind::kGatherND: return "gather_nd";
     case Kind::kScatterND: return "scatter_nd";
     case Kind::kExpand: return "expand";
     case Kind::kTile: return "tile";
@@ -70,7 +73,7 @@ bool classify(const ir::Node& n, Kind* kind) {
       {"Shape", Kind::kShape},        {"Size", Kind::kSize},
       {"Concat", Kind::kConcat},      {"Split", Kind::kSplit},
       {"Slice", Kind::kSlice},        {"Gather", Kind::kGather},
-      {"GatherElements", Kind::kGatherElements}, {"ScatterND", Kind::kScatterND},
+      {"GatherElements", Kind::kGatherElements}, {"GatherND", Kind::kGatherND}, {"ScatterND", Kind::kScatterND},
       {"Expand", Kind::kExpand},      {"Tile", Kind::kTile},
       {"Pad", Kind::kPad},            {"ConstantOfShape", Kind::kConstantOfShape},
       {"Range", Kind::kRange},        {"DepthToSpace", Kind::kDepthToSpace},
@@ -135,6 +138,10 @@ class DataMovementTactic final : public Tactic {
       case Kind::kGatherElements:
         return in.size() == 2 && has_input(in, 1) && is_index_type(in[1].dtype) && known_rank_at_most(xs, kMaxDims) &&
                xs.rank() > 0 && in[1].shape.rank_known() && in[1].shape.rank() == xs.rank();
+      case Kind::kGatherND:
+        return in.size() == 2 && has_input(in, 1) && in[1].dtype == DataType::kInt64 && xs.rank_known() &&
+               xs.rank() > 0 && in[1].shape.rank_known() && in[1].shape.rank() > 0 &&
+               node.attrs().get_int("batch_dims", 0) == 0;
       case Kind::kScatterND: {
         const ir::Attribute* r = node.attrs().find("reduction");
         if (r != nullptr && r->s != "none") return false;
@@ -397,6 +404,27 @@ class DataMovementTactic final : public Tactic {
         for (size_t i = 0; i < y.rank(); ++i) d.out_dims[i] = y.dim(i);
         *err = launch_gather_elements(eb, x.raw(), idx->raw(), idx->dtype() == DataType::kInt64, y.mutable_raw(),
                                       y.numel(), d, stream);
+        return Status::Ok();
+      }
+      case Kind::kGatherND: {
+        const Tensor* idx = io.inputs.size() > 1 ? io.inputs[1] : nullptr;
+        if (!idx || idx->dtype() != DataType::kInt64 || idx->rank() == 0 || x.rank() > 16) return mismatch(node, x, y);
+        const int64_t k = idx->dim(idx->rank() - 1);
+        if (k < 1 || k > kMaxDims || k > static_cast<int64_t>(x.rank()))
+          return invalid_argument(node.describe(), ": indices' last dim ", k, " must be in [1, ", x.rank(), "]");
+        ScatterNdDesc d;
+        d.k = static_cast<int32_t>(k);
+        int64_t strides[16];
+        contiguous_strides(x.shape(), strides);
+        int64_t slice_size = 1;
+        for (size_t i = static_cast<size_t>(k); i < x.rank(); ++i) slice_size *= x.dim(i);
+        for (int64_t i = 0; i < k; ++i) {
+          d.dims[i] = x.dim(static_cast<size_t>(i));
+          d.strides[i] = strides[i];
+        }
+        const int64_t slices = idx->numel() / k;
+        if (y.numel() != slices * slice_size) return mismatch(node, x, y);
+        *err = launch_gather_nd(eb, x.raw(), idx->data<int64_t>(), y.mutable_raw(), slices, slice_size, d, stream);
         return Status::Ok();
       }
       case Kind::kScatterND: {
