@@ -454,7 +454,8 @@ Status ContextImpl::prepare_run() {
             return make_status(StatusCode::kInvalidArgument, "input '", v->name(), "' has no address: call set_tensor_address");
           }
           if (v->dtype() == DataType::kString) {
-            // String bindings are arrays of std::string (host engines only); copied in each run.
+            // String bindings are arrays of std::string in host memory on every backend (strings
+            // never live on a device); copied in each run.
             INGOT_ASSIGN_OR_RETURN(tensors_[vi], Tensor::zeros(DataType::kString, input_shapes_[i]));
           } else {
             tensors_[vi] = Tensor::borrow(v->dtype(), input_shapes_[i], addresses_[i], nullptr);
