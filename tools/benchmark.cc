@@ -138,6 +138,7 @@ struct StreamRun {
   std::unique_ptr<GpuEvent> events[4];
   std::vector<Iteration> iterations;
   Status status = Status::Ok();
+  double first_query_ms = -1;  ///< host wall time of the first warm-up query (tactics' lazy setup)
 };
 
 // Each stream warms up, waits for all others, then runs the timed loop; so the
@@ -199,12 +200,15 @@ void stream_loop(int index, StreamRun &run, const BenchmarkOptions &opt,
        ++i) {
     if (failed)
       break;
+    auto q0 = Clock::now();
     run.status = gpu ? gpu_query(run, transfers, scratch)
                      : run.ctx->enqueue(nullptr);
     if (!run.status.ok()) {
       failed = true;
       break;
     }
+    if (i == 0)  // the query synchronizes before returning (events / host engine)
+      run.first_query_ms = ms_between(q0, Clock::now());
   }
   ready.fetch_add(1);
   while (!go)
@@ -938,6 +942,10 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
     else
       os << "CUDA graph: not used (" << why << ")\n";
   }
+  // What the first query after loading costs (cuDNN/cuBLASLt plans are built on first use).
+  if (!runs.empty() && runs[0].first_query_ms >= 0)
+    os << "first query: " << std::fixed << std::setprecision(1)
+       << runs[0].first_query_ms << " ms (host wall time, includes the tactics' first-use setup)\n";
   std::sort(all.begin(), all.end(), [](const Iteration &a, const Iteration &b) {
     return a.start_ms < b.start_ms;
   });
