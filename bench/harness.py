@@ -178,6 +178,11 @@ def markdown(results):
             e = r.get(key)
             if isinstance(e, dict) and (e.get("skipped") or e.get("error")):
                 notes.append(f"{r['model']} batch {r['batch']} {key}: {e.get('skipped') or e.get('error')}")
+        plain = r.get("ingot") if isinstance(r.get("ingot"), dict) else {}
+        if plain.get("load_ms") is not None:
+            notes.append(f"{r['model']} batch {r['batch']} ingot engine load {plain['load_ms']:.1f} ms"
+                         + (f", first query {plain['first_query_ms']:.1f} ms (plans built on first use)"
+                            if plain.get("first_query_ms") is not None else ""))
         if r.get("cuda_graph_status") is not None:
             notes.append(f"{r['model']} batch {r['batch']} ingot --cuda-graph: {r['cuda_graph_status'] or 'replaying'}")
         acc = r.get("accuracy") or {}
@@ -288,6 +293,9 @@ def self_test():
            graph_status("x\nCUDA graph: replaying\n") == ""
            and graph_status("CUDA graph: not used (step 3 'Loop' runs on the host)\n") ==
            "not used (step 3 'Loop' runs on the host)" and graph_status("nothing") is None)
+    expect("engine load and first query parsed from ingot run",
+           load_facts("engine load: 25.6 ms (read, ...)\nfirst query: 812.0 ms (host wall time)\n")
+           == {"load_ms": 25.6, "first_query_ms": 812.0} and load_facts("nothing") == {})
     expect("cosine of equal vectors is 1, of opposite -1",
            abs(cosine([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]) - 1) < 1e-12
            and abs(cosine([1.0, -1.0], [-1.0, 1.0]) + 1) < 1e-12)
@@ -328,6 +336,16 @@ def graph_status(stdout):
     if not m:
         return None
     return "" if m.group(1).strip() == "replaying" else m.group(1).strip()
+
+
+def load_facts(stdout):
+    """{'load_ms', 'first_query_ms'} that `ingot run` printed ('engine load: X ms', 'first query: Y ms')."""
+    facts = {}
+    for key, pat in (("load_ms", r"^engine load: ([0-9.]+) ms"), ("first_query_ms", r"^first query: ([0-9.]+) ms")):
+        m = re.search(pat, stdout, re.M)
+        if m:
+            facts[key] = float(m.group(1))
+    return facts
 
 
 def cosine(a, b):
@@ -501,7 +519,7 @@ class Harness:
         if rc != 0 or not os.path.exists(times):
             return {"error": (err.strip().splitlines() or [f"rc {rc}"])[-1][:300]}, None
         ms = parse_times(json.load(open(times)))
-        return {"ms": ms, "queries": len(json.load(open(times)))}, graph_status(out)
+        return {"ms": ms, "queries": len(json.load(open(times))), **load_facts(out)}, graph_status(out)
 
     def ingot_profile(self, name, engine, batch, load, onnx_path=None):
         """Per-step profile (--onnx: weight shapes, for Conv FLOPs and weight bytes), its top steps
