@@ -127,32 +127,63 @@ Result<bool> merge_reshapes(ir::Graph &g, ir::Node *n) {
   return true;
 }
 
-// A chain of Transposes and Reshapes (static shapes) whose end is only a permutation of the
-// chain start's input dims: x -> Transpose -> Reshape [B*H,S,D] -> Transpose -> Reshape
-// [B,H,D,S] -> Transpose is one Transpose of x (exporters spell K^T this way; the attention
-// rewrite then transposes it back). The tensor at each link is tracked as
-// Reshape(Transpose(src, P), group sizes): each dim is a group of src axes, a Transpose permutes
-// groups, a Reshape regroups the same axis sequence and fails when it would split a src axis.
+// A chain of Transposes and Reshapes whose end is only a permutation of the chain start's input
+// dims: x -> Transpose -> Reshape [B*H,S,D] -> Transpose -> Reshape [B,H,D,S] -> Transpose is
+// one Transpose of x (exporters spell K^T this way; the attention rewrite then transposes it
+// back). The tensor at each link is tracked as Reshape(Transpose(src, P), group sizes): each dim
+// is a group of src axes, a Transpose permutes groups, a Reshape regroups the same axis
+// sequence and fails when it would split a src axis. Dims may be symbolic: a named dim matches
+// one axis of the same name, and one dim of unknown size takes the axes its neighbours leave
+// (as with an open batch: [batch,S,H,D] -> [?, S, D]).
 struct ViewGroups {
-  std::vector<int64_t> src_dims;
+  std::vector<ir::Dim> src_dims;
   std::vector<std::vector<int>> groups;  // per current dim, the src axes it merges (in order)
 };
 
-bool static_dims(const ir::Value *v, std::vector<int64_t> *out) {
+bool view_dims(const ir::Value *v, std::vector<ir::Dim> *out) {
   if (!v || !v->shape().rank_known())
     return false;
   out->clear();
-  for (size_t i = 0; i < v->shape().rank(); ++i) {
-    if (!v->shape()[i].is_known())
-      return false;
-    out->push_back(v->shape()[i].value());
-  }
+  for (size_t i = 0; i < v->shape().rank(); ++i)
+    out->push_back(v->shape()[i]);
   return true;
 }
 
+bool unit_axis(const ViewGroups &vg, int a) {
+  const ir::Dim &d = vg.src_dims[static_cast<size_t>(a)];
+  return d.is_known() && d.value() == 1;
+}
+
+// Takes from seq (at *k, stepping by `step`) the axes of one output dim `want`; false when they
+// do not make exactly that dim.
+bool take_group(const ViewGroups &vg, const std::vector<int> &seq, const ir::Dim &want, int step, int *k,
+                std::vector<int> *group) {
+  const int n = static_cast<int>(seq.size());
+  auto in_range = [&](int i) { return i >= 0 && i < n; };
+  if (want.is_symbol()) {  // exactly one axis with that name (unit axes around it stay for unit dims)
+    if (!in_range(*k) || !(vg.src_dims[static_cast<size_t>(seq[*k])] == want))
+      return false;
+    group->push_back(seq[*k]);
+    *k += step;
+    return true;
+  }
+  if (!want.is_known())
+    return false;
+  int64_t prod = 1;
+  while (in_range(*k) && (prod < want.value() || (want.value() == 1 && group->empty() && unit_axis(vg, seq[*k])))) {
+    const ir::Dim &d = vg.src_dims[static_cast<size_t>(seq[*k])];
+    if (!d.is_known())
+      return false;
+    prod *= d.value();
+    group->push_back(seq[*k]);
+    *k += step;
+  }
+  return prod == want.value();
+}
+
 bool apply_view(const ir::Node &n, ViewGroups *vg) {
-  std::vector<int64_t> out;
-  if (!static_dims(n.output(0), &out))
+  std::vector<ir::Dim> out;
+  if (!view_dims(n.output(0), &out))
     return false;
   if (is_op(&n, "Transpose")) {
     auto p = perm_of(n, vg->groups.size());
@@ -167,25 +198,46 @@ bool apply_view(const ir::Node &n, ViewGroups *vg) {
     vg->groups = std::move(g);
     return true;
   }
-  // Reshape: the same axis sequence, regrouped to the output dims.
+  // Reshape: the same axis sequence, regrouped to the output dims: dims before the one of
+  // unknown size from the front, those after it from the back, that one takes the rest.
   std::vector<int> seq;
   for (const auto &g : vg->groups)
     seq.insert(seq.end(), g.begin(), g.end());
-  std::vector<std::vector<int>> g(out.size());
-  size_t k = 0;
+  int unknown = -1;
   for (size_t j = 0; j < out.size(); ++j) {
-    int64_t prod = 1;
-    while (k < seq.size() && (prod < out[j] || (out[j] == 1 && g[j].empty() && vg->src_dims[seq[k]] == 1))) {
-      prod *= vg->src_dims[static_cast<size_t>(seq[k])];
-      g[j].push_back(seq[k++]);
-    }
-    if (prod != out[j])
+    if (out[j].is_known() || out[j].is_symbol())
+      continue;
+    if (unknown >= 0)
       return false;
+    unknown = static_cast<int>(j);
   }
-  for (; k < seq.size(); ++k) {  // leftover unit axes join the last dim
-    if (vg->src_dims[static_cast<size_t>(seq[k])] != 1 || g.empty())
+  const int m = static_cast<int>(out.size());
+  const int front_end = unknown >= 0 ? unknown : m;
+  std::vector<std::vector<int>> g(out.size());
+  int k = 0;
+  for (int j = 0; j < front_end; ++j)
+    if (!take_group(*vg, seq, out[static_cast<size_t>(j)], 1, &k, &g[static_cast<size_t>(j)]))
       return false;
-    g.back().push_back(seq[k]);
+  if (unknown < 0) {
+    for (; k < static_cast<int>(seq.size()); ++k) {  // leftover unit axes join the last dim
+      if (!unit_axis(*vg, seq[static_cast<size_t>(k)]) || g.empty())
+        return false;
+      g.back().push_back(seq[static_cast<size_t>(k)]);
+    }
+  } else {
+    int back = static_cast<int>(seq.size()) - 1;
+    for (int j = m - 1; j > unknown; --j) {
+      std::vector<int> rev;
+      if (!take_group(*vg, seq, out[static_cast<size_t>(j)], -1, &back, &rev))
+        return false;
+      g[static_cast<size_t>(j)].assign(rev.rbegin(), rev.rend());
+    }
+    if (back < k - 1)
+      return false;
+    for (int i = k; i <= back; ++i)
+      g[static_cast<size_t>(unknown)].push_back(seq[static_cast<size_t>(i)]);
+    if (g[static_cast<size_t>(unknown)].empty())
+      return false;  // an unknown dim of size 1 cannot be told apart
   }
   vg->groups = std::move(g);
   return true;
@@ -203,7 +255,7 @@ Result<bool> fold_view_chain(ir::Graph &g, ir::Node *n) {
   for (size_t start = 0; start + 1 < chain.size(); ++start) {
     ir::Value *src = chain[start]->input(0);
     ViewGroups vg;
-    if (!static_dims(src, &vg.src_dims))
+    if (!view_dims(src, &vg.src_dims))
       continue;
     for (size_t a = 0; a < vg.src_dims.size(); ++a)
       vg.groups.push_back({static_cast<int>(a)});

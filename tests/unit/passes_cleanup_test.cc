@@ -519,6 +519,36 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
       }
     expect_same_outputs(before, *g);
   }
+  // An open batch: the first Reshape's leading dim is unknown ([batch,3,5,4] -> [?,5,4]) and
+  // takes the axes its neighbours leave; the last one names `batch` again.
+  {
+    const std::string open = R"(graph g {
+    opset "" 17
+    input %x: f32[batch,5,3,4]
+    init %s1: i64[3] = [-1, 5, 4]
+    init %s2: i64[3] = [3, 4, 5]
+    %t1 = Transpose {perm=[0, 2, 1, 3]}(%x)
+    %r1 = Reshape(%t1, %s1)
+    %t2 = Transpose {perm=[0, 2, 1]}(%r1)
+    %shape = Shape(%x)
+    %b = Slice(%shape, %i0, %i1)
+    %s2b = Concat {axis=0}(%b, %s2)
+    %r2 = Reshape(%t2, %s2b)
+    %t3 = Transpose {perm=[0, 1, 3, 2]}(%r2)
+    %y = Relu(%t3)
+    output %y
+  })";
+    std::string text = open;
+    text.replace(text.find("    init %s1"), 0, "    init %i0: i64[1] = [0]\n    init %i1: i64[1] = [1]\n");
+    PassContext ctx;
+    auto pass = make_simplify_algebra();
+    auto g = run_pass(*pass, text, ctx, true, /*then_remove_dead=*/true);
+    ASSERT_TRUE(g);
+    int views = 0;
+    for (const auto &n : g->nodes())
+      views += n->op_type() == "Transpose" || n->op_type() == "Reshape";
+    EXPECT_EQ(views, 1) << ir::to_text(*g);
+  }
   // A chain that ends where it started: [2,3,4] -> [2,4,3] -> [8,3] -> [3,8] -> [3,2,4] -> [2,3,4].
   const std::string identity = R"(graph g {
     opset "" 17
