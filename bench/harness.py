@@ -157,7 +157,8 @@ def text_table(results):
 def markdown(results):
     rows = table_rows(results)
     out = [f"## {results['date']} — benchmark harness (ingot fp16 vs PyTorch fp16)", ""]
-    out.append(f"- Commit: {results.get('commit', 'unknown')}; ingot: {results.get('ingot_version', '?')}")
+    out.append(f"- Commit: {results.get('commit', 'unknown')} (git where the harness ran); binary: "
+               f"{results.get('ingot_version', '?')}")
     env = results.get("env", {})
     out.append(f"- Machine: {env.get('gpu', '?')}; torch {env.get('torch', '?')}, "
                f"torchvision {env.get('torchvision', '?')}, transformers {env.get('transformers', '?')}")

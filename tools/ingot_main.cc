@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ingot/version.h"
+#include "ingot_source_commit.h"
 #include "build_command.h"
 #include "compare_command.h"
 #include "inspect_command.h"
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version" || cmd == "version") {
-    std::cout << "ingot " << ingot::version() << "\n";
+    std::cout << "ingot " << ingot::version() << " (commit " << INGOT_SOURCE_COMMIT << ")\n";
     return 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -87,7 +87,7 @@ def main():
         rc, out, err = run(ingot, "build", mlp, "-o", good, "--shapes", "x:2x8")
         other_version = os.path.join(tmp, "other_version.engine")
         rc_v, version_out, _ = run(ingot, "--version")
-        ver = version_out.split()[-1].encode()
+        ver = version_out.split()[1].encode()  # "ingot X.Y.Z (commit ...)"
         data = bytearray(open(good, "rb").read()) if os.path.exists(good) else bytearray()
         at = data.find(struct.pack("<I", len(ver)) + ver)
         if at >= 0:
