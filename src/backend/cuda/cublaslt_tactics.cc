@@ -531,16 +531,11 @@ class CublasLtTactic : public Tactic {
   mutable PlanCache<Plan> cache_;
 };
 
-bool device_present() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 // How many heuristic algorithms cuBLASLt offers for the node's shapes (symbolic dims taken as
 // kGuessDim); 1 when that cannot be asked (no device, unknown shapes, any error).
 int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32) {
   constexpr int64_t kGuessDim = 64;
-  if (!device_present()) return 1;
+  if (!cuda_device_present()) return 1;
   auto spec = parse_spec(node);
   if (!spec.ok()) return 1;
   auto concrete = [&](size_t i) -> Shape64 {

@@ -160,6 +160,46 @@ Result<ConvKey> make_conv_key(const ir::Node& node, const ConvSpec& s, DataType 
   return k;
 }
 
+Result<ConvCall> read_conv_call(const StepIO& io) {
+  const ir::Node& node = *io.node;
+  auto input = [&](int i) -> const Tensor* {
+    return i >= 0 && static_cast<size_t>(i) < io.inputs.size() ? io.inputs[static_cast<size_t>(i)] : nullptr;
+  };
+  ConvCall c;
+  c.x = input(0);
+  c.w = input(1);
+  if (!c.x || !c.w || !io.outputs || io.outputs->empty())
+    return invalid_argument(node.describe(), ": missing X, W or output");
+  INGOT_ASSIGN_OR_RETURN(c.spec, parse_conv_spec(node, static_cast<int>(c.x->shape().size()) - 2));
+  c.b = input(c.spec.bias_input);
+  c.r = input(c.spec.residual_input);
+  if ((c.spec.bias_input >= 0 && !c.b) || (c.spec.residual_input >= 0 && !c.r))
+    return invalid_argument(node.describe(), ": missing bias or residual tensor");
+  c.y = &(*io.outputs)[0];
+  const Tensor& y = *c.y;
+  for (const Tensor* t : {c.x, c.w, c.b, c.r})
+    if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
+  if (y.numel() == 0) {
+    c.empty = true;
+    return c;
+  }
+  if (c.x->numel() == 0 || c.w->numel() == 0)
+    return unsupported(node.describe(), ": empty input with a non-empty output");
+  const bool cl = c.spec.channels_last;
+  const Shape64 xs = cl ? to_channels_first(c.x->shape()) : c.x->shape();
+  const Shape64 ws = cl ? to_channels_first(c.w->shape()) : c.w->shape();
+  c.ys = cl ? to_channels_first(y.shape()) : y.shape();
+  if (c.b && (c.b->shape().size() != 1 || c.b->shape()[0] != c.w->shape()[0]))
+    return invalid_argument(node.describe(), ": bias ", shape_to_string(c.b->shape()), " for W ",
+                            shape_to_string(c.w->shape()));
+  if (c.r && c.r->shape() != y.shape())
+    return invalid_argument(node.describe(), ": residual ", shape_to_string(c.r->shape()), " vs output ",
+                            shape_to_string(y.shape()));
+  if (!io.workspace) return internal_error(node.describe(), ": no workspace");
+  INGOT_ASSIGN_OR_RETURN(c.key, make_conv_key(node, c.spec, y.dtype(), xs, ws, c.b != nullptr, c.r != nullptr));
+  return c;
+}
+
 Result<ConvKey> guessed_conv_key(const ir::Node& node, const std::vector<ir::TensorType>& inputs, ConvSpec* spec_out) {
   constexpr int64_t kGuessDim = 32;
   if (inputs.size() < 2 || !inputs[0].shape.rank_known() || !inputs[1].shape.rank_known())
@@ -187,11 +227,6 @@ Result<cudnnHandle_t> cudnn_thread_handle(const ir::Node& node) {
   cudnnHandle_t& h = handles[static_cast<size_t>(dev)];
   if (!h) INGOT_CUDNN_CHECK(cudnnCreate(&h), node);
   return h;
-}
-
-bool cuda_device_present() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
 }  // namespace ingot::backend::cuda

@@ -84,6 +84,32 @@ struct ConvKey {
 Result<ConvKey> make_conv_key(const ir::Node& node, const ConvSpec& s, DataType dtype, const Shape64& x,
                               const Shape64& w, bool bias, bool residual);
 
+/// A step's tensors as both families' enqueue reads them, checked: X, W, the optional bias and
+/// residual, the output, and the call's key (channels-first dims).
+struct ConvCall {
+  ConvSpec spec;
+  const Tensor *x = nullptr, *w = nullptr, *b = nullptr, *r = nullptr;
+  Tensor* y = nullptr;
+  Shape64 ys;  // y's dims in channels-first order
+  ConvKey key;
+  bool empty = false;  // the output has no elements: nothing to launch (key not set)
+};
+Result<ConvCall> read_conv_call(const StepIO& io);
+
+/// Whether the output the plan computes (`plan_y`, cuDNN's nd dims) is the view the step was
+/// given (1-D convs: the inserted H = 1 is skipped); an internal error naming both when not.
+template <class Int>
+Status check_conv_output(const ConvCall& c, const std::array<Int, kConvMaxNd>& plan_y) {
+  bool same = c.ys.size() == c.x->shape().size();
+  for (size_t i = 0, j = 0; same && i < static_cast<size_t>(c.key.nd); ++i) {
+    if (c.spec.spatial == 1 && i == 2) continue;  // the inserted H = 1
+    same = c.ys[j++] == static_cast<int64_t>(plan_y[i]);
+  }
+  if (same) return Status::Ok();
+  return internal_error(c.key.node->describe(), ": output ", shape_to_string(c.y->shape()),
+                        " differs from cuDNN's convolution output");
+}
+
 /// The key for a node's types with symbolic dims guessed (1 for the batch, 32 elsewhere): what
 /// candidates() asks cuDNN about when choosing how many tactics to offer.
 Result<ConvKey> guessed_conv_key(const ir::Node& node, const std::vector<ir::TensorType>& inputs, ConvSpec* spec_out);
@@ -94,7 +120,6 @@ Result<ConvKey> guessed_conv_key(const ir::Node& node, const std::vector<ir::Ten
 /// threads that run convolutions leaks one handle per thread.
 Result<cudnnHandle_t> cudnn_thread_handle(const ir::Node& node);
 
-bool cuda_device_present();
 
 }  // namespace ingot::backend::cuda
 

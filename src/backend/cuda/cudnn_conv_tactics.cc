@@ -40,7 +40,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -203,52 +202,21 @@ class CudnnConvTactic : public Tactic {
 
   Status enqueue(StepIO& io) const override {
     const ir::Node& node = *io.node;
-    auto input = [&](int i) -> const Tensor* {
-      return i >= 0 && static_cast<size_t>(i) < io.inputs.size() ? io.inputs[static_cast<size_t>(i)] : nullptr;
-    };
-    const Tensor* x = input(0);
-    const Tensor* w = input(1);
-    if (!x || !w || !io.outputs || io.outputs->empty()) return invalid_argument(node.describe(), ": missing X, W or output");
-    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_conv_spec(node, static_cast<int>(x->shape().size()) - 2));
-    const Tensor* b = input(spec.bias_input);
-    const Tensor* r = input(spec.residual_input);
-    if ((spec.bias_input >= 0 && !b) || (spec.residual_input >= 0 && !r))
-      return invalid_argument(node.describe(), ": missing bias or residual tensor");
-    Tensor& y = (*io.outputs)[0];
-    for (const Tensor* t : {x, w, b, r})
-      if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
-    if (y.numel() == 0) return Status::Ok();
-    if (x->numel() == 0 || w->numel() == 0) return unsupported(node.describe(), ": empty input with a non-empty output");
-    const Shape64 xs = spec.channels_last ? to_channels_first(x->shape()) : x->shape();
-    const Shape64 ws = spec.channels_last ? to_channels_first(w->shape()) : w->shape();
-    const Shape64 ys = spec.channels_last ? to_channels_first(y.shape()) : y.shape();
-    if (b && (b->shape().size() != 1 || b->shape()[0] != w->shape()[0]))
-      return invalid_argument(node.describe(), ": bias ", shape_to_string(b->shape()), " for W ",
-                              shape_to_string(w->shape()));
-    if (r && r->shape() != y.shape())
-      return invalid_argument(node.describe(), ": residual ", shape_to_string(r->shape()), " vs output ",
-                              shape_to_string(y.shape()));
-    if (!io.workspace) return internal_error(node.describe(), ": no workspace");
-
-    INGOT_ASSIGN_OR_RETURN(ConvKey key, make_conv_key(node, spec, y.dtype(), xs, ws, b != nullptr, r != nullptr));
+    INGOT_ASSIGN_OR_RETURN(ConvCall c, read_conv_call(io));
+    if (c.empty) return Status::Ok();
+    const ConvSpec& spec = c.spec;
+    const Tensor *x = c.x, *w = c.w, *b = c.b, *r = c.r;
+    Tensor& y = *c.y;
     INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
-    const Plan* plan = cache_.find(key);
+    const Plan* plan = cache_.find(c.key);
     std::unique_ptr<Plan> local;  // owned here only when the cache is full
     if (!plan) {
       local = std::make_unique<Plan>();
-      INGOT_RETURN_IF_ERROR(build_plan(node, spec, y.dtype(), handle, key, index_, local.get()));
+      INGOT_RETURN_IF_ERROR(build_plan(node, spec, y.dtype(), handle, c.key, index_, local.get()));
       plan = cache_.insert(local);
       if (!plan) plan = local.get();
     }
-    // The output the plan computes must be the view we were given (1-D: H = 1 removed).
-    bool same = ys.size() == xs.size();
-    for (size_t i = 0, j = 0; same && i < static_cast<size_t>(key.nd); ++i) {
-      if (spec.spatial == 1 && i == 2) continue;  // the inserted H = 1
-      same = ys[j++] == plan->y[i];
-    }
-    if (!same)
-      return internal_error(node.describe(), ": output ", shape_to_string(y.shape()),
-                            " differs from cuDNN's convolution output");
+    INGOT_RETURN_IF_ERROR(check_conv_output(c, plan->y));
 
     INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
     const float one = 1.0f, zero = 0.0f;

@@ -20,22 +20,20 @@
 // steady-state call allocates nothing on the host.
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 
-#include <cudnn_frontend.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
 #include "backend/cuda/cudnn_conv_common.h"
+#include "backend/cuda/cudnn_frontend_util.h"
 #include "backend/cuda/plan_cache.h"
 
 namespace ingot::backend::cuda {
@@ -52,22 +50,6 @@ constexpr const char* kPrefix = "cuda.cudnn.graph.conv.";
 
 // Tensor UIDs (execution takes pointers in this order; absent tensors are skipped).
 enum : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
-
-#define INGOT_FE_CHECK(expr, node, what)                                                                      \
-  do {                                                                                                        \
-    fe::error_t ingot_fe_st_ = (expr);                                                                        \
-    if (!ingot_fe_st_.is_good())                                                                              \
-      return ::ingot::make_status(StatusCode::kUnsupported, (node).describe(), ": cuDNN graph ", what, ": ", \
-                                  ingot_fe_st_.get_message());                                                \
-  } while (0)
-
-fe::DataType_t fe_type(DataType t) {
-  switch (t) {
-    case DataType::kFloat16: return fe::DataType_t::HALF;
-    case DataType::kBFloat16: return fe::DataType_t::BFLOAT16;
-    default: return fe::DataType_t::FLOAT;
-  }
-}
 
 // Strides of channels-first dims `d` stored packed channels-first, or channels-last (N, spatial..., C).
 std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_last) {
@@ -159,12 +141,12 @@ Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const
   if (R && s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
   y->set_output(true).set_uid(kUidY).set_dim(yd).set_stride(strides_for(yd, k.channels_last)).set_data_type(io);
 
-  INGOT_FE_CHECK(g->validate(), node, "validate");
-  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "operation graph");
-  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "heuristics");
+  INGOT_FE_CHECK(g->validate(), node, "graph validate");
+  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "graph operation graph");
+  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "graph heuristics");
   if (k.dtype == DataType::kFloat32) g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});  // no TF32
   g->deselect_workspace_greater_than(kWorkspaceBytes);
-  INGOT_FE_CHECK(g->check_support(handle), node, "support");
+  INGOT_FE_CHECK(g->check_support(handle), node, "graph support");
   return g;
 }
 
@@ -206,52 +188,20 @@ class CudnnGraphConvTactic : public Tactic {
 
   Status enqueue(StepIO& io) const override {
     const ir::Node& node = *io.node;
-    auto input = [&](int i) -> const Tensor* {
-      return i >= 0 && static_cast<size_t>(i) < io.inputs.size() ? io.inputs[static_cast<size_t>(i)] : nullptr;
-    };
-    const Tensor* x = input(0);
-    const Tensor* w = input(1);
-    if (!x || !w || !io.outputs || io.outputs->empty()) return invalid_argument(node.describe(), ": missing X, W or output");
-    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_conv_spec(node, static_cast<int>(x->shape().size()) - 2));
-    const Tensor* b = input(spec.bias_input);
-    const Tensor* r = input(spec.residual_input);
-    if ((spec.bias_input >= 0 && !b) || (spec.residual_input >= 0 && !r))
-      return invalid_argument(node.describe(), ": missing bias or residual tensor");
-    Tensor& y = (*io.outputs)[0];
-    for (const Tensor* t : {x, w, b, r})
-      if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
-    if (y.numel() == 0) return Status::Ok();
-    if (x->numel() == 0 || w->numel() == 0) return unsupported(node.describe(), ": empty input with a non-empty output");
-    const Shape64 xs = spec.channels_last ? to_channels_first(x->shape()) : x->shape();
-    const Shape64 ws = spec.channels_last ? to_channels_first(w->shape()) : w->shape();
-    const Shape64 ys = spec.channels_last ? to_channels_first(y.shape()) : y.shape();
-    if (b && (b->shape().size() != 1 || b->shape()[0] != w->shape()[0]))
-      return invalid_argument(node.describe(), ": bias ", shape_to_string(b->shape()), " for W ",
-                              shape_to_string(w->shape()));
-    if (r && r->shape() != y.shape())
-      return invalid_argument(node.describe(), ": residual ", shape_to_string(r->shape()), " vs output ",
-                              shape_to_string(y.shape()));
-    if (!io.workspace) return internal_error(node.describe(), ": no workspace");
-
-    INGOT_ASSIGN_OR_RETURN(ConvKey key, make_conv_key(node, spec, y.dtype(), xs, ws, b != nullptr, r != nullptr));
+    INGOT_ASSIGN_OR_RETURN(ConvCall c, read_conv_call(io));
+    if (c.empty) return Status::Ok();
+    const Tensor *x = c.x, *w = c.w, *b = c.b, *r = c.r;
+    Tensor& y = *c.y;
     INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
-    const GraphPlan* plan = cache_.find(key);
+    const GraphPlan* plan = cache_.find(c.key);
     std::unique_ptr<GraphPlan> local;  // owned here only when the cache is full
     if (!plan) {
       local = std::make_unique<GraphPlan>();
-      INGOT_RETURN_IF_ERROR(build_plan(node, spec, key, index_, handle, local.get()));
+      INGOT_RETURN_IF_ERROR(build_plan(node, c.spec, c.key, index_, handle, local.get()));
       plan = cache_.insert(local);
       if (!plan) plan = local.get();
     }
-    // The output the plan computes must be the view we were given (1-D: H = 1 removed).
-    bool same = ys.size() == xs.size();
-    for (size_t i = 0, j = 0; same && i < static_cast<size_t>(key.nd); ++i) {
-      if (spec.spatial == 1 && i == 2) continue;  // the inserted H = 1
-      same = ys[j++] == plan->y[i];
-    }
-    if (!same)
-      return internal_error(node.describe(), ": output ", shape_to_string(y.shape()),
-                            " differs from cuDNN's convolution output");
+    INGOT_RETURN_IF_ERROR(check_conv_output(c, plan->y));
 
     INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
     // Ascending UIDs: x, w, [b], [r], y.

@@ -13,15 +13,12 @@
 // steady-state call allocates nothing on the host.
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 
-#include <cudnn_frontend.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +26,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
 #include "backend/cuda/cudnn_conv_common.h"
+#include "backend/cuda/cudnn_frontend_util.h"
 #include "backend/cuda/plan_cache.h"
 
 namespace ingot::backend::cuda {
@@ -42,14 +40,6 @@ namespace fe = cudnn_frontend;
 constexpr const char* kName = "cuda.cudnn.sdpa";
 constexpr int64_t kWorkspaceBytes = 64ll << 20;
 enum : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidBias = 4, kUidO = 5 };
-
-fe::DataType_t fe_type(FloatType t) {
-  switch (t) {
-    case FloatType::kF16: return fe::DataType_t::HALF;
-    case FloatType::kBF16: return fe::DataType_t::BFLOAT16;
-    default: return fe::DataType_t::FLOAT;
-  }
-}
 
 // Everything a plan depends on.
 struct SdpaKey {
@@ -104,14 +94,6 @@ Result<SdpaKey> make_key(const ir::Node& node, const AttentionParams& p, const T
   return k;
 }
 
-#define INGOT_FE_CHECK(expr, node, what)                                                                      \
-  do {                                                                                                        \
-    fe::error_t ingot_fe_st_ = (expr);                                                                        \
-    if (!ingot_fe_st_.is_good())                                                                              \
-      return ::ingot::make_status(StatusCode::kUnsupported, (node).describe(), ": cuDNN SDPA ", what, ": ",   \
-                                  ingot_fe_st_.get_message());                                                \
-  } while (0)
-
 struct SdpaPlan {
   SdpaKey key;
   std::shared_ptr<fe::graph::Graph> graph;
@@ -149,14 +131,14 @@ Status build_plan(const ir::Node& node, const SdpaKey& k, cudnnHandle_t handle, 
   auto [O, stats] = g->sdpa(Q, K, V, options);
   (void)stats;
   O->set_output(true).set_uid(kUidO).set_dim({B, Hq, Sq, D}).set_stride({k.strides[9], k.strides[10], k.strides[11], 1});
-  INGOT_FE_CHECK(g->validate(), node, "validate");
-  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "operation graph");
-  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A}), node, "heuristics");
+  INGOT_FE_CHECK(g->validate(), node, "SDPA validate");
+  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "SDPA operation graph");
+  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A}), node, "SDPA heuristics");
   g->deselect_workspace_greater_than(kWorkspaceBytes);
-  INGOT_FE_CHECK(g->check_support(handle), node, "support");
-  INGOT_FE_CHECK(g->build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), node, "plan");
+  INGOT_FE_CHECK(g->check_support(handle), node, "SDPA support");
+  INGOT_FE_CHECK(g->build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), node, "SDPA plan");
   int64_t ws = 0;
-  INGOT_FE_CHECK(g->get_workspace_size(ws), node, "workspace");
+  INGOT_FE_CHECK(g->get_workspace_size(ws), node, "SDPA workspace");
   if (ws > kWorkspaceBytes) return unsupported(node.describe(), ": cuDNN SDPA wants ", ws, " workspace bytes");
   plan->workspace = ws;
   plan->graph = std::move(g);

@@ -155,27 +155,11 @@ __global__ void gather_elements_kernel(const T* x, const void* indices, bool idx
   }
 }
 
-template <class T>
-__global__ void scatter_nd_kernel(const T* updates, const int64_t* indices, T* y, int64_t slices, int64_t slice_size,
-                                  ScatterNdDesc d) {
-  const int64_t n = slices * slice_size;
-  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
-    const int64_t s = i / slice_size, w = i - s * slice_size;
-    int64_t off = 0;
-    bool ok = true;
-    for (int j = 0; j < d.k; ++j) {
-      int64_t c = indices[s * d.k + j];
-      if (c < 0) c += d.dims[j];
-      ok = ok && c >= 0 && c < d.dims[j];
-      off += c * d.strides[j];
-    }
-    if (ok) y[off + w] = updates[i];
-  }
-}
-
-template <class T>
-__global__ void gather_nd_kernel(const T* x, const int64_t* indices, T* y, int64_t slices, int64_t slice_size,
+// ScatterND's update (kGather false: y's slice at tuple s = updates' slice s, out-of-range tuples
+// skipped) and GatherND (kGather true: y's slice s = x's slice at tuple s, zeros when out of
+// range) walk the same index tuples.
+template <class T, bool kGather>
+__global__ void nd_slices_kernel(const T* src, const int64_t* indices, T* y, int64_t slices, int64_t slice_size,
                                  ScatterNdDesc d) {
   const int64_t n = slices * slice_size;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -189,8 +173,26 @@ __global__ void gather_nd_kernel(const T* x, const int64_t* indices, T* y, int64
       ok = ok && c >= 0 && c < d.dims[j];
       off += c * d.strides[j];
     }
-    y[i] = ok ? x[off + w] : T{};
+    if constexpr (kGather) {
+      y[i] = ok ? src[off + w] : T{};
+    } else if (ok) {
+      y[off + w] = src[i];
+    }
   }
+}
+
+template <bool kGather>
+cudaError_t launch_nd_slices(int32_t element_bytes, const void* src, const int64_t* indices, void* y,
+                             int64_t slices, int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
+  const int64_t n = slices * slice_size;
+  if (n <= 0) return cudaSuccess;
+  if (desc.k < 0 || desc.k > kMaxDims) return cudaErrorInvalidValue;
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    nd_slices_kernel<T, kGather><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), indices,
+                                                                        static_cast<T*>(y), slices, slice_size, desc);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 template <class T>
@@ -288,28 +290,12 @@ cudaError_t launch_gather_elements(int32_t element_bytes, const void* x, const v
 
 cudaError_t launch_scatter_nd(int32_t element_bytes, const void* updates, const int64_t* indices, void* y,
                               int64_t slices, int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
-  const int64_t n = slices * slice_size;
-  if (n <= 0) return cudaSuccess;
-  if (desc.k < 0 || desc.k > kMaxDims) return cudaErrorInvalidValue;
-  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    scatter_nd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(updates), indices,
-                                                               static_cast<T*>(y), slices, slice_size, desc);
-  });
-  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+  return launch_nd_slices<false>(element_bytes, updates, indices, y, slices, slice_size, desc, stream);
 }
 
 cudaError_t launch_gather_nd(int32_t element_bytes, const void* x, const int64_t* indices, void* y, int64_t slices,
                              int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
-  const int64_t n = slices * slice_size;
-  if (n <= 0) return cudaSuccess;
-  if (desc.k < 0 || desc.k > kMaxDims) return cudaErrorInvalidValue;
-  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    gather_nd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, static_cast<T*>(y),
-                                                              slices, slice_size, desc);
-  });
-  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+  return launch_nd_slices<true>(element_bytes, x, indices, y, slices, slice_size, desc, stream);
 }
 
 cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits, cudaStream_t stream) {

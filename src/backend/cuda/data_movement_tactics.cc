@@ -88,6 +88,29 @@ bool classify(const ir::Node& n, Kind* kind) {
   return false;
 }
 
+// GatherND / ScatterND: index tuples of k coordinates over x's first k dims, each addressing a
+// slice of the remaining dims.
+struct NdSlices {
+  ScatterNdDesc desc;
+  int64_t slice_size = 1, slices = 0;
+};
+
+Status nd_slices(const ir::Node& node, const Tensor& x, const Tensor& idx, NdSlices* nd) {
+  const int64_t k = idx.dim(idx.rank() - 1);
+  if (k < 1 || k > kMaxDims || k > static_cast<int64_t>(x.rank()))
+    return invalid_argument(node.describe(), ": indices' last dim ", k, " must be in [1, ", x.rank(), "]");
+  if (x.rank() > 16) return unsupported(node.describe(), ": rank ", x.rank());
+  int64_t strides[16];
+  contiguous_strides(x.shape(), strides);
+  nd->desc.k = static_cast<int32_t>(k);
+  for (int64_t i = 0; i < k; ++i) {
+    nd->desc.dims[i] = x.dim(static_cast<size_t>(i));
+    nd->desc.strides[i] = strides[i];
+  }
+  for (size_t i = static_cast<size_t>(k); i < x.rank(); ++i) nd->slice_size *= x.dim(i);
+  nd->slices = idx.numel() / k;
+  return Status::Ok();
+}
 
 class DataMovementTactic final : public Tactic {
  public:
@@ -408,23 +431,12 @@ class DataMovementTactic final : public Tactic {
       }
       case Kind::kGatherND: {
         const Tensor* idx = io.inputs.size() > 1 ? io.inputs[1] : nullptr;
-        if (!idx || idx->dtype() != DataType::kInt64 || idx->rank() == 0 || x.rank() > 16) return mismatch(node, x, y);
-        const int64_t k = idx->dim(idx->rank() - 1);
-        if (k < 1 || k > kMaxDims || k > static_cast<int64_t>(x.rank()))
-          return invalid_argument(node.describe(), ": indices' last dim ", k, " must be in [1, ", x.rank(), "]");
-        ScatterNdDesc d;
-        d.k = static_cast<int32_t>(k);
-        int64_t strides[16];
-        contiguous_strides(x.shape(), strides);
-        int64_t slice_size = 1;
-        for (size_t i = static_cast<size_t>(k); i < x.rank(); ++i) slice_size *= x.dim(i);
-        for (int64_t i = 0; i < k; ++i) {
-          d.dims[i] = x.dim(static_cast<size_t>(i));
-          d.strides[i] = strides[i];
-        }
-        const int64_t slices = idx->numel() / k;
-        if (y.numel() != slices * slice_size) return mismatch(node, x, y);
-        *err = launch_gather_nd(eb, x.raw(), idx->data<int64_t>(), y.mutable_raw(), slices, slice_size, d, stream);
+        if (!idx || idx->dtype() != DataType::kInt64 || idx->rank() == 0) return mismatch(node, x, y);
+        NdSlices nd;
+        INGOT_RETURN_IF_ERROR(nd_slices(node, x, *idx, &nd));
+        if (y.numel() != nd.slices * nd.slice_size) return mismatch(node, x, y);
+        *err = launch_gather_nd(eb, x.raw(), idx->data<int64_t>(), y.mutable_raw(), nd.slices, nd.slice_size, nd.desc,
+                                stream);
         return Status::Ok();
       }
       case Kind::kScatterND: {
@@ -433,29 +445,17 @@ class DataMovementTactic final : public Tactic {
         if (!idx || !upd || idx->dtype() != DataType::kInt64 || upd->dtype() != x.dtype() || idx->rank() == 0 ||
             y.shape() != x.shape())
           return mismatch(node, x, y);
-        const int64_t k = idx->dim(idx->rank() - 1);
-        if (k < 1 || k > kMaxDims || k > static_cast<int64_t>(x.rank()))
-          return invalid_argument(node.describe(), ": indices' last dim ", k, " must be in [1, ", x.rank(), "]");
-        ScatterNdDesc d;
-        d.k = static_cast<int32_t>(k);
-        int64_t strides[16];
-        if (x.rank() > 16) return mismatch(node, x, y);
-        contiguous_strides(x.shape(), strides);
-        int64_t slice_size = 1;
-        for (size_t i = static_cast<size_t>(k); i < x.rank(); ++i) slice_size *= x.dim(i);
-        for (int64_t i = 0; i < k; ++i) {
-          d.dims[i] = x.dim(static_cast<size_t>(i));
-          d.strides[i] = strides[i];
-        }
-        const int64_t slices = idx->numel() / k;
-        if (upd->numel() != slices * slice_size)
+        NdSlices nd;
+        INGOT_RETURN_IF_ERROR(nd_slices(node, x, *idx, &nd));
+        if (upd->numel() != nd.slices * nd.slice_size)
           return invalid_argument(node.describe(), ": updates hold ", upd->numel(), " elements, expected ",
-                                  slices * slice_size);
+                                  nd.slices * nd.slice_size);
         if (y.raw() != x.raw() && x.nbytes() > 0) {
           *err = cudaMemcpyAsync(y.mutable_raw(), x.raw(), x.nbytes(), cudaMemcpyDeviceToDevice, stream);
           if (*err != cudaSuccess) return Status::Ok();
         }
-        *err = launch_scatter_nd(eb, upd->raw(), idx->data<int64_t>(), y.mutable_raw(), slices, slice_size, d, stream);
+        *err = launch_scatter_nd(eb, upd->raw(), idx->data<int64_t>(), y.mutable_raw(), nd.slices, nd.slice_size,
+                                 nd.desc, stream);
         return Status::Ok();
       }
       default: return internal_error(node.describe(), ": unhandled kind ", kind_name(kind_));
