@@ -204,10 +204,10 @@ TEST(CudnnConvNoDevice, SupportsDecisions) {
   EXPECT_TRUE(backend::cuda::cudnn_conv_family().candidates(mm, input_types(mm)).empty());
 }
 
-TEST(CudnnConvNoDevice, NamesAndParamsRoundTrip) {
-  auto fam = backend::cuda::cudnn_conv_family();
-  for (int i = 0; i < 4; ++i) {
-    std::string name = "cuda.cudnn.conv." + std::to_string(i);
+// Tactics <prefix>0 .. <prefix>(count - 1) are created by name, and again from their params.
+void expect_names_round_trip(const backend::cuda::TacticFamily& fam, const std::string& prefix, int count) {
+  for (int i = 0; i < count; ++i) {
+    std::string name = prefix + std::to_string(i);
     auto t = fam.create(name, {});
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(t->name(), name);
@@ -215,6 +215,11 @@ TEST(CudnnConvNoDevice, NamesAndParamsRoundTrip) {
     ASSERT_NE(again, nullptr);
     EXPECT_EQ(again->name(), name);
   }
+}
+
+TEST(CudnnConvNoDevice, NamesAndParamsRoundTrip) {
+  auto fam = backend::cuda::cudnn_conv_family();
+  expect_names_round_trip(fam, "cuda.cudnn.conv.", 4);
   EXPECT_EQ(fam.create("cuda.cudnn.conv.4", {}), nullptr);
   EXPECT_EQ(fam.create("cuda.cudnn.conv.x", {}), nullptr);
   EXPECT_EQ(fam.create("cuda.cublaslt.0", {}), nullptr);
@@ -496,15 +501,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudnnConvTest, ::testing::Values(std::string(
 #ifdef INGOT_WITH_CUDNN_FRONTEND
 TEST(CudnnGraphConvNoDevice, NamesAndParamsRoundTrip) {
   auto fam = backend::cuda::cudnn_graph_conv_family();
-  for (int i = 0; i < 3; ++i) {
-    std::string name = kGraph + std::to_string(i);
-    auto t = fam.create(name, {});
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->name(), name);
-    auto again = fam.create(name, t->serialize());
-    ASSERT_NE(again, nullptr);
-    EXPECT_EQ(again->name(), name);
-  }
+  expect_names_round_trip(fam, kGraph, 3);
   EXPECT_EQ(fam.create(std::string(kGraph) + "3", {}), nullptr);
   EXPECT_EQ(fam.create("cuda.cudnn.conv.0", {}), nullptr);  // the legacy family's
   EXPECT_EQ(backend::cuda::cudnn_conv_family().create(std::string(kGraph) + "0", {}), nullptr);

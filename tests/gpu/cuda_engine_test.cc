@@ -22,6 +22,8 @@
 #include "ingot/engine.h"
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
+#include "mlp_model.h"
+#include "quiet_logger.h"
 
 // Counts host allocations made by this thread while counting is on.
 namespace {
@@ -54,67 +56,15 @@ void operator delete[](void* p, size_t) noexcept { std::free(p); }
 namespace ingot {
 namespace {
 
-class Quiet : public Logger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
+using test::Quiet;
 
 // probs = Softmax(Relu(x·W1 + b1)·W2 + b2), x: f32[16,64].
-std::string mlp_model(std::vector<Tensor>* weights) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("mlp");
-  auto io = [](::onnx::ValueInfoProto* vi, const char* name, std::vector<int64_t> dims) {
-    vi->set_name(name);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(::onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  io(g->add_input(), "x", {16, 64});
-  io(g->add_output(), "probs", {16, 10});
-  std::mt19937 rng(3);
-  std::normal_distribution<float> nd(0.f, 0.3f);
-  auto init = [&](const char* name, std::vector<int64_t> dims) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::FLOAT);
-    int64_t n = 1;
-    for (int64_t d : dims) {
-      t->add_dims(d);
-      n *= d;
-    }
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(nd(rng));
-  };
-  init("w1", {64, 128});
-  init("b1", {128});
-  init("w2", {128, 10});
-  init("b2", {10});
-  auto node = [&](const char* op, std::vector<const char*> in, const char* out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    for (const char* i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
-  };
-  node("MatMul", {"x", "w1"}, "h");
-  node("Add", {"h", "b1"}, "hb");
-  node("Relu", {"hb"}, "hr");
-  node("MatMul", {"hr", "w2"}, "o");
-  node("Add", {"o", "b2"}, "ob");
-  auto* sm = node("Softmax", {"ob"}, "probs");
-  auto* axis = sm->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(::onnx::AttributeProto::INT);
-  axis->set_i(-1);
-  return m.SerializeAsString();
-}
+std::string mlp_model() { return gpu_test::mlp_onnx(16, 64, 128, 10, 3); }
 
 class CudaEngine : public gpu_test::CudaTest {};
 
 TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoAGraph) {
-  std::string bytes = mlp_model(nullptr);
+  std::string bytes = mlp_model();
   Quiet quiet;
   BuilderConfig cfg;
   cfg.backend = BackendKind::kCuda;
@@ -192,7 +142,7 @@ TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoA
 // The context's own CUDA-graph mode: plain first run, captured second, replays after; replays
 // read the current input data, allocate nothing on the host, and give bit-identical outputs.
 TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
-  std::string bytes = mlp_model(nullptr);
+  std::string bytes = mlp_model();
   Quiet quiet;
   BuilderConfig cfg;
   cfg.backend = BackendKind::kCuda;

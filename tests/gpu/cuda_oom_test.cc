@@ -22,70 +22,19 @@
 #include "ingot/engine.h"
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
+#include "mlp_model.h"
+#include "quiet_logger.h"
 
 namespace ingot {
 namespace {
 
-class Quiet : public Logger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
+using test::Quiet;
 
 constexpr int64_t kIn = 64, kHidden = 128, kOut = 1024;
 constexpr int64_t kMaxBatch = 512;  // the output alone is 2 MiB at the max batch
 
 // probs = Softmax(Relu(x·W1 + b1)·W2 + b2), x: f32[N, 64], N in 1..512.
-std::string mlp_model() {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("mlp");
-  auto io = [](::onnx::ValueInfoProto* vi, const char* name, int64_t cols) {
-    vi->set_name(name);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(::onnx::TensorProto::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_param("N");
-    tt->mutable_shape()->add_dim()->set_dim_value(cols);
-  };
-  io(g->add_input(), "x", kIn);
-  io(g->add_output(), "probs", kOut);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.f, 0.3f);
-  auto init = [&](const char* name, std::vector<int64_t> dims) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::FLOAT);
-    int64_t n = 1;
-    for (int64_t d : dims) {
-      t->add_dims(d);
-      n *= d;
-    }
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(nd(rng));
-  };
-  init("w1", {kIn, kHidden});
-  init("b1", {kHidden});
-  init("w2", {kHidden, kOut});
-  init("b2", {kOut});
-  auto node = [&](const char* op, std::vector<const char*> in, const char* out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    for (const char* i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
-  };
-  node("MatMul", {"x", "w1"}, "h");
-  node("Add", {"h", "b1"}, "hb");
-  node("Relu", {"hb"}, "hr");
-  node("MatMul", {"hr", "w2"}, "o");
-  node("Add", {"o", "b2"}, "ob");
-  auto* sm = node("Softmax", {"ob"}, "probs");
-  auto* axis = sm->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(::onnx::AttributeProto::INT);
-  axis->set_i(-1);
-  return m.SerializeAsString();
-}
+std::string mlp_model() { return gpu_test::mlp_onnx(-1, kIn, kHidden, kOut, 5); }
 
 /// Device memory taken in ever smaller blocks until none fits, held until release().
 class MemoryHog {

@@ -26,6 +26,7 @@
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 #include "op_case_util.h"
+#include "quiet_logger.h"
 
 namespace ingot::gpu_test {
 namespace {
@@ -137,66 +138,6 @@ class CudaTopKTest : public OpCaseTest {
     EXPECT_TRUE(all_close(indices, (*ref)[1])) << "indices";
   }
 
-  /// OpCaseTest::check_captured for TopK's two outputs: the enqueue is captured into a CUDA
-  /// graph (which fails on a host sync or a pageable copy), replayed twice, then compared.
-  void check_captured_topk(const Tensor& x, int64_t k) {
-    const std::vector<Operand> ins = {input(x), k_init(k)};
-    const std::string text = op_graph(11, ins, "TopK", 2);
-    SCOPED_TRACE(text);
-    auto g = parse_graph(text);
-    ASSERT_TRUE(g.ok()) << g.status().to_string();
-    const ir::Node& node = *(*g)->nodes()[0];
-    auto cands = topk_family().candidates(node, input_types(node));
-    ASSERT_EQ(cands.size(), 1u) << "family refused the node";
-    const std::vector<Tensor> data = {x, i64s({k})};
-    auto ref = run_reference(node, data);
-    ASSERT_TRUE(ref.ok()) << "reference: " << ref.status().to_string();
-    if (!no_device_.empty()) GTEST_SKIP() << no_device_;
-    std::vector<Tensor> d_in;
-    std::vector<const Tensor*> in_ptrs;
-    for (const Tensor& t : data) {
-      auto up = upload(t);
-      ASSERT_TRUE(up.ok()) << up.status().to_string();
-      d_in.push_back(*up);
-    }
-    for (const Tensor& t : d_in) in_ptrs.push_back(&t);
-    std::vector<Tensor> d_out;
-    for (const Tensor& r : *ref) {
-      auto t = device_alloc(r.dtype(), r.shape());
-      ASSERT_TRUE(t.ok());
-      ASSERT_TRUE(poison(*t).ok());
-      d_out.push_back(*t);
-    }
-    DeviceBuffer workspace(cands[0]->workspace_bytes(node, {x.shape(), Shape64{1}}));
-    ASSERT_TRUE(workspace.valid());
-    cudaStream_t stream = nullptr;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    backend::StepIO io;
-    io.node = &node;
-    io.inputs = in_ptrs;
-    io.outputs = &d_out;
-    io.workspace = workspace.get();
-    io.stream = stream;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    Status st = cands[0]->enqueue(io);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    ASSERT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int replay = 0; replay < 2; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
-    for (size_t o = 0; o < d_out.size(); ++o) {
-      auto got = download(d_out[o]);
-      ASSERT_TRUE(got.ok());
-      EXPECT_TRUE(all_close(*got, (*ref)[o])) << "output " << o;
-    }
-  }
-
   std::string refusal(int64_t opset, const std::vector<Operand>& ins, const std::string& call) {
     auto g = parse_graph(op_graph(opset, ins, call, 2));
     if (!g.ok()) return "parse: " + g.status().to_string();
@@ -282,8 +223,11 @@ TEST_F(CudaTopKTest, KAsAttributeAndAsComputedInput) {
 
 TEST_F(CudaTopKTest, CapturesIntoACudaGraph) {
   // The radix-sort path (several launches and CUB) and the bitonic one.
-  check_captured_topk(tied_tensor(DataType::kFloat32, {3, 5000}, rng_), 64);
-  check_captured_topk(tied_tensor(DataType::kFloat16, {8, 300}, rng_), 7);
+  // Values and Indices (2 outputs), the graph replayed twice before comparing.
+  check_captured(topk_family(), 11, {input(tied_tensor(DataType::kFloat32, {3, 5000}, rng_)), k_init(64)}, "TopK",
+                 -3.0, 3.0, 2);
+  check_captured(topk_family(), 11, {input(tied_tensor(DataType::kFloat16, {8, 300}, rng_)), k_init(7)}, "TopK",
+                 -3.0, 3.0, 2);
 }
 
 // values, indices = TopK(Resize(x, linear, scales [1, 1, 61]), K = 37, axis -1), x: f32[2, 3, 40].
@@ -329,10 +273,7 @@ std::string resize_topk_model() {
   return m.SerializeAsString();
 }
 
-class Quiet : public Logger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
+using test::Quiet;
 
 TEST_F(CudaTopKTest, ResizeThenTopKEngineRunsOnTheCudaTactics) {
   if (!no_device_.empty()) GTEST_SKIP() << no_device_;

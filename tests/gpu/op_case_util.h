@@ -134,8 +134,8 @@ class OpCaseTest : public ::testing::Test {
   /// Like check(), but the tactic's enqueue is captured into a CUDA graph (which fails on a
   /// host sync or a copy from pageable memory) and the graph is replayed twice before comparing.
   void check_captured(const backend::cuda::TacticFamily& family, int64_t opset, const std::vector<Operand>& ins,
-                      const std::string& call, double lo = -3.0, double hi = 3.0) {
-    const std::string text = op_graph(opset, ins, call);
+                      const std::string& call, double lo = -3.0, double hi = 3.0, int outputs = 1) {
+    const std::string text = op_graph(opset, ins, call, outputs);
     SCOPED_TRACE(text);
     auto g = parse_graph(text);
     ASSERT_TRUE(g.ok()) << g.status().to_string();

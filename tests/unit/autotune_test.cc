@@ -126,8 +126,10 @@ std::vector<std::unique_ptr<backend::Tactic>> fakes(std::vector<double> times) {
   return v;
 }
 
-TEST(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
-  auto g = matmul_graph();
+// One MatMul [64,32] x [32,16] tuned on a fake backend; `key` is its timing-cache key.
+class Autotune : public ::testing::Test {
+ protected:
+  std::unique_ptr<ir::Graph> g = matmul_graph();
   const ir::Node& mm = *g->nodes()[0];
   FakeBackend be;
   builder::TimingCache cache;
@@ -136,6 +138,9 @@ TEST(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
   std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
   std::string key = builder::timing_key("fake fake_1", mm, {DataType::kFloat32, DataType::kFloat32}, in,
                                         {DataType::kFloat32}, out);
+};
+
+TEST_F(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
   auto cands = fakes({0.30, 0.10, 0.20});
   auto best = builder::choose_tactic(be, mm, cands, key, in, out, opt, cache, stats);
   ASSERT_TRUE(best.ok()) << best.status().to_string();
@@ -168,16 +173,7 @@ TEST(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
 
 // After the first full measurement, each candidate runs once first; one more than 4x slower than
 // the best so far keeps that single time (cached like any other) and is not measured in full.
-TEST(Autotune, FarSlowerCandidatesAreCutShortAfterOneRun) {
-  auto g = matmul_graph();
-  const ir::Node& mm = *g->nodes()[0];
-  FakeBackend be;
-  builder::TimingCache cache;
-  builder::TuneStats stats;
-  builder::TuneOptions opt;
-  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
-  std::string key = builder::timing_key("fake fake_1", mm, {DataType::kFloat32, DataType::kFloat32}, in,
-                                        {DataType::kFloat32}, out);
+TEST_F(Autotune, FarSlowerCandidatesAreCutShortAfterOneRun) {
   auto cands = fakes({0.10, 5.0, 0.35, 0.05});  // 5.0 > 4 x 0.10: cut; 0.35 < 0.40: measured
   auto best = builder::choose_tactic(be, mm, cands, key, in, out, opt, cache, stats);
   ASSERT_TRUE(best.ok()) << best.status().to_string();
@@ -191,14 +187,7 @@ TEST(Autotune, FarSlowerCandidatesAreCutShortAfterOneRun) {
   EXPECT_DOUBLE_EQ(cache.find(key)->at("fake.algo1"), 5.0);
 }
 
-TEST(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {
-  auto g = matmul_graph();
-  const ir::Node& mm = *g->nodes()[0];
-  FakeBackend be;
-  builder::TimingCache cache;
-  builder::TuneStats stats;
-  builder::TuneOptions opt;
-  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
+TEST_F(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {
   opt.optimization_level = 2;  // the first two candidates only
   auto cands = fakes({0.30, 0.20, 0.01});
   auto best = builder::choose_tactic(be, mm, cands, "k1", in, out, opt, cache, stats);
@@ -219,14 +208,7 @@ TEST(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {
 }
 
 // A host-synchronizing candidate (the CUDA host fallback) is timed only when nothing else runs.
-TEST(Autotune, HostSynchronizingCandidatesAreTimedOnlyAsALastResort) {
-  auto g = matmul_graph();
-  const ir::Node& mm = *g->nodes()[0];
-  FakeBackend be;
-  builder::TimingCache cache;
-  builder::TuneStats stats;
-  builder::TuneOptions opt;
-  std::vector<Shape64> in = {{64, 32}, {32, 16}}, out = {{64, 16}};
+TEST_F(Autotune, HostSynchronizingCandidatesAreTimedOnlyAsALastResort) {
   std::vector<std::unique_ptr<backend::Tactic>> cands;
   cands.push_back(std::make_unique<FakeTactic>("fake.a", 0.3));
   cands.push_back(std::make_unique<FakeTactic>("fake.b", 0.2));
@@ -289,7 +271,7 @@ int channels_last_convs(const ir::Graph& g) {
   return n;
 }
 
-TEST(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
+TEST_F(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
   for (auto [nhwc_ms, want] : {std::pair<double, int>{0.5, 2}, std::pair<double, int>{0.95, 0}}) {
     auto g = two_conv_graph();
     // Weights as initializers (the layout pass permutes them).
@@ -318,7 +300,7 @@ TEST(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
   }
 }
 
-TEST(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
+TEST_F(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("ingot_tc_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -17,14 +17,12 @@
 #include "ingot/engine.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
+#include "quiet_logger.h"
 
 namespace ingot {
 namespace {
 
-class Quiet : public Logger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
+using test::Quiet;
 
 // y = Relu(Reshape(x, Concat(Gather(Shape(x), 0), [2, 4]))), x: f32[batch, 8].
 std::string shape_arithmetic_model() {

@@ -485,6 +485,18 @@ TEST(PassesCleanup, SimplifyAlgebraMergesTransposesAndReshapes) {
 // followed by the attention rewrite's transpose back: one Transpose of x. With B = 1 the unit
 // batch axis must ride along; a chain that splits one of its input's axes is left alone.
 TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
+  // simplify_algebra then dead-node removal; the Transposes/Reshapes left.
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto simplify = [&](const std::string &text, bool expect_change) {
+    return run_pass(*pass, text, ctx, expect_change, /*then_remove_dead=*/true);
+  };
+  auto count = [](const ir::Graph &g, const char *op) {
+    int n = 0;
+    for (const auto &node : g.nodes())
+      n += node->op_type() == op;
+    return n;
+  };
   for (int b : {2, 1}) {
     SCOPED_TRACE("batch " + std::to_string(b));
     const std::string B = std::to_string(b);
@@ -501,17 +513,10 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
     %y = Relu(%t3)
     output %y
   })";
-    PassContext ctx;
-    auto pass = make_simplify_algebra();
-    auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+    auto g = simplify(before, true);
     ASSERT_TRUE(g);
-    int transposes = 0, reshapes = 0;
-    for (const auto &n : g->nodes()) {
-      transposes += n->op_type() == "Transpose";
-      reshapes += n->op_type() == "Reshape";
-    }
-    EXPECT_EQ(transposes, 1) << ir::to_text(*g);
-    EXPECT_EQ(reshapes, 0) << ir::to_text(*g);
+    EXPECT_EQ(count(*g, "Transpose"), 1) << ir::to_text(*g);
+    EXPECT_EQ(count(*g, "Reshape"), 0) << ir::to_text(*g);
     for (const auto &n : g->nodes())
       if (n->op_type() == "Transpose") {
         EXPECT_EQ(n->input(0)->name(), "x");
@@ -521,10 +526,11 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
   }
   // An open batch: the first Reshape's leading dim is unknown ([batch,3,5,4] -> [?,5,4]) and
   // takes the axes its neighbours leave; the last one names `batch` again.
-  {
-    const std::string open = R"(graph g {
+  auto open = simplify(R"(graph g {
     opset "" 17
     input %x: f32[batch,5,3,4]
+    init %i0: i64[1] = [0]
+    init %i1: i64[1] = [1]
     init %s1: i64[3] = [-1, 5, 4]
     init %s2: i64[3] = [3, 4, 5]
     %t1 = Transpose {perm=[0, 2, 1, 3]}(%x)
@@ -537,18 +543,9 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
     %t3 = Transpose {perm=[0, 1, 3, 2]}(%r2)
     %y = Relu(%t3)
     output %y
-  })";
-    std::string text = open;
-    text.replace(text.find("    init %s1"), 0, "    init %i0: i64[1] = [0]\n    init %i1: i64[1] = [1]\n");
-    PassContext ctx;
-    auto pass = make_simplify_algebra();
-    auto g = run_pass(*pass, text, ctx, true, /*then_remove_dead=*/true);
-    ASSERT_TRUE(g);
-    int views = 0;
-    for (const auto &n : g->nodes())
-      views += n->op_type() == "Transpose" || n->op_type() == "Reshape";
-    EXPECT_EQ(views, 1) << ir::to_text(*g);
-  }
+  })", true);
+  ASSERT_TRUE(open);
+  EXPECT_EQ(count(*open, "Transpose") + count(*open, "Reshape"), 1) << ir::to_text(*open);
   // A chain that ends where it started: [2,3,4] -> [2,4,3] -> [8,3] -> [3,8] -> [3,2,4] -> [2,3,4].
   const std::string identity = R"(graph g {
     opset "" 17
@@ -563,16 +560,12 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
     %y = Relu(%t3)
     output %y
   })";
-  {
-    PassContext ctx;
-    auto pass = make_simplify_algebra();
-    auto g = run_pass(*pass, identity, ctx, true, /*then_remove_dead=*/true);
-    ASSERT_TRUE(g);
-    EXPECT_EQ(g->nodes().size(), 1u) << ir::to_text(*g);
-    expect_same_outputs(identity, *g);
-  }
+  auto same = simplify(identity, true);
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->nodes().size(), 1u) << ir::to_text(*same);
+  expect_same_outputs(identity, *same);
   // [2,12] -> [2,3,4] splits an input axis: not a permutation, kept.
-  const std::string split = R"(graph g {
+  auto split = simplify(R"(graph g {
     opset "" 17
     input %x: f32[2,12]
     init %s: i64[3] = [2, 3, 4]
@@ -580,12 +573,9 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
     %t = Transpose {perm=[0, 2, 1]}(%r)
     %y = Relu(%t)
     output %y
-  })";
-  PassContext ctx;
-  auto pass = make_simplify_algebra();
-  auto g = run_pass(*pass, split, ctx, /*expect_change=*/false, /*then_remove_dead=*/true);
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->nodes().size(), 3u) << ir::to_text(*g);
+  })", false);
+  ASSERT_TRUE(split);
+  EXPECT_EQ(split->nodes().size(), 3u) << ir::to_text(*split);
 }
 
 TEST(PassesCleanup, SimplifyAlgebraMergesAddSubConstantChains) {

@@ -21,16 +21,14 @@
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
+#include "quiet_logger.h"
 
 namespace ingot {
 namespace {
 
 namespace fs = std::filesystem;
 
-class Quiet : public Logger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
+using test::Quiet;
 
 Tensor read_pb(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

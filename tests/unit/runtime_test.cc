@@ -18,16 +18,14 @@
 #include "ingot/engine.h"
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
+#include "quiet_logger.h"
 
 namespace ingot {
 namespace {
 
 namespace fs = std::filesystem;
 
-class Quiet : public Logger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
+using test::Quiet;
 
 std::string models_dir() {
   const char* d = std::getenv("INGOT_TEST_MODELS");
