@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
@@ -216,6 +217,15 @@ Result<ConvKey> guessed_conv_key(const ir::Node& node, const std::vector<ir::Ten
   if (!xs[1].is_known() && ws[1].is_known()) x[1] = w[1] * spec.group;
   if (spec_out) *spec_out = spec;
   return make_conv_key(node, spec, inputs[0].dtype, x, w, spec.bias_input >= 0, spec.residual_input >= 0);
+}
+
+int conv_tactic_index(const std::string& name, const char* prefix, int count, const std::vector<uint8_t>& params) {
+  const size_t n = std::strlen(prefix);
+  if (name.size() != n + 1 || name.compare(0, n, prefix) != 0) return -1;
+  const int index = name[n] - '0';
+  if (index < 0 || index >= count || index > 9) return -1;
+  if (!params.empty() && (params.size() != 2 || params[0] != 1 || params[1] != index)) return -1;
+  return index;
 }
 
 Result<cudnnHandle_t> cudnn_thread_handle(const ir::Node& node) {

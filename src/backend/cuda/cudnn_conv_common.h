@@ -114,6 +114,10 @@ Status check_conv_output(const ConvCall& c, const std::array<Int, kConvMaxNd>& p
 /// candidates() asks cuDNN about when choosing how many tactics to offer.
 Result<ConvKey> guessed_conv_key(const ir::Node& node, const std::vector<ir::TensorType>& inputs, ConvSpec* spec_out);
 
+/// Both families name their tactics "<prefix><i>", 0 <= i < count (one digit), with params
+/// {1, i} (or none): i, or -1 when `name`/`params` are not such a tactic.
+int conv_tactic_index(const std::string& name, const char* prefix, int count, const std::vector<uint8_t>& params);
+
 /// One cuDNN handle per (thread, device), created on first use in that thread, so setting the
 /// stream before each call never races with another thread. Never destroyed (a thread-exit
 /// destructor could run after the CUDA runtime is torn down): a program that keeps starting new

@@ -286,12 +286,8 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
 
 // "cuda.cudnn.conv.<i>" with 0 <= i < kMaxHeuristics; params empty or {1, i}.
 std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
-  if (name.rfind(kPrefix, 0) != 0) return nullptr;
-  std::string digits = name.substr(std::strlen(kPrefix));
-  if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxHeuristics) return nullptr;
-  int index = digits[0] - '0';
-  if (!params.empty() && (params.size() != 2 || params[0] != 1 || params[1] != index)) return nullptr;
-  return std::make_unique<CudnnConvTactic>(index);
+  const int index = conv_tactic_index(name, kPrefix, kMaxHeuristics, params);
+  return index < 0 ? nullptr : std::make_unique<CudnnConvTactic>(index);
 }
 
 }  // namespace

@@ -250,12 +250,8 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
 
 // "cuda.cudnn.graph.conv.<i>" with 0 <= i < kMaxCandidates; params empty or {1, i}.
 std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
-  if (name.rfind(kPrefix, 0) != 0) return nullptr;
-  std::string digits = name.substr(std::strlen(kPrefix));
-  if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxCandidates) return nullptr;
-  int index = digits[0] - '0';
-  if (!params.empty() && (params.size() != 2 || params[0] != 1 || params[1] != index)) return nullptr;
-  return std::make_unique<CudnnGraphConvTactic>(index);
+  const int index = conv_tactic_index(name, kPrefix, kMaxCandidates, params);
+  return index < 0 ? nullptr : std::make_unique<CudnnGraphConvTactic>(index);
 }
 
 }  // namespace
