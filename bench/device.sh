@@ -6,7 +6,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/ingot-out}
 mkdir -p "$OUT"
-B=build-cuda
+B=${B:-build-cuda}
 # The binaries were built against cuDNN 9.19, which the GPU machine has in PyTorch's wheel.
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
