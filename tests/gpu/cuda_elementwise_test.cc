@@ -303,6 +303,13 @@ TEST_F(CudaElementwiseTest, LayerNormalization) {
       {{0, 16}, {16}, true, ""},
       {{7}, {7}, true, ""},
       {{1, 4096}, {4096}, true, ""},
+      // Warp-per-row kernel (rows a multiple of 16 bytes, up to 2048 fp16 / 1024 fp32 elements):
+      // BERT's rows, a partial last block of rows, each register-chunk count, and just past it.
+      {{3, 100, 768}, {768}, true, ""},
+      {{37, 256}, {256}, false, " {epsilon=0.01}"},
+      {{9, 1032}, {1032}, true, ""},
+      {{5, 2048}, {2048}, true, ""},
+      {{3, 2056}, {2056}, true, ""},
   };
   for (DataType t : kFloatTypes) {
     for (const Case& c : cases) {
