@@ -57,6 +57,14 @@ struct TuneStats {
   int cut_short = 0;   ///< candidates one run showed to be far slower than the best so far (of `timed`)
 };
 
+/// Elements of the random pattern that fill_timing_input repeats.
+constexpr int64_t kTimingPatternElements = 1 << 16;
+
+/// Fills a float tensor with the timing inputs' data: values in [-1, -0.01] U [0.01, 1] (never
+/// zero), the first kTimingPatternElements drawn from a fixed-seed generator, the rest repeating
+/// them byte for byte.
+void fill_timing_input(Tensor& t);
+
 /// How many of the backend's candidates a level considers.
 int candidates_for_level(int level);
 

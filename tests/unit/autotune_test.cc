@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <unistd.h>
 
@@ -298,6 +299,30 @@ TEST_F(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
     EXPECT_EQ(channels_last_convs(*g), want) << "NHWC convs at " << nhwc_ms << " ms";
     EXPECT_EQ(rep.channels_last_convs, want);
   }
+}
+
+// Timing inputs: random, never zero, in [-1, 1], for every float type, across the whole tensor
+// (the pattern repeats past kTimingPatternElements; a partial last repeat is filled too).
+TEST(AutotuneTimingInputs, RandomNonZeroEverywhere) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat8E4M3FN}) {
+    const int64_t n = 2 * builder::kTimingPatternElements + 1234;
+    Tensor x = Tensor::zeros(t, {n}).value();
+    builder::fill_timing_input(x);
+    int64_t distinct_signs[2] = {0, 0};
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x.get_f64(i);
+      ASSERT_TRUE(v != 0 && v >= -1 && v <= 1) << data_type_name(t) << " element " << i << " = " << v;
+      ++distinct_signs[v > 0];
+    }
+    EXPECT_GT(distinct_signs[0], n / 3) << data_type_name(t);
+    EXPECT_GT(distinct_signs[1], n / 3) << data_type_name(t);
+    EXPECT_EQ(x.get_f64(n - 1), x.get_f64((n - 1) % builder::kTimingPatternElements));
+  }
+  Tensor small = Tensor::zeros(DataType::kFloat32, {8}).value();
+  builder::fill_timing_input(small);
+  std::set<double> seen;
+  for (int64_t i = 0; i < 8; ++i) seen.insert(small.get_f64(i));
+  EXPECT_EQ(seen.size(), 8u);
 }
 
 TEST_F(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
