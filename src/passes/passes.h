@@ -22,10 +22,12 @@ std::unique_ptr<Pass> make_recognize_layernorm();   // recognize_layernorm.cc
 std::unique_ptr<Pass> make_recognize_gelu_silu();   // recognize_gelu_silu.cc
 std::unique_ptr<Pass> make_recognize_softmax();     // recognize_softmax.cc
 std::unique_ptr<Pass> make_recognize_attention();   // recognize_attention.cc
+std::unique_ptr<Pass> make_narrow_attention_mask(); // narrow_attention_mask.cc
 
 // ---- fusion ----
 std::unique_ptr<Pass> make_fold_batchnorm();        // fold_batchnorm.cc
 std::unique_ptr<Pass> make_fuse_conv_gemm();        // fuse_conv_gemm.cc
+std::unique_ptr<Pass> make_fuse_qkv_projection();   // fuse_qkv_projection.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 
 }  // namespace ingot::passes

@@ -38,6 +38,9 @@ PassManager default_pipeline() {
   //    to be one Softmax for recognize_attention to see the pattern.
   pm.add(make_recognize_softmax());
   pm.add(make_recognize_attention());
+  //    The attention broadcasts its mask itself: the [B,1,S,S] copy exporters make of a
+  //    [B,1,1,S] padding mask goes (before fuse_pointwise hides the Where that builds it).
+  pm.add(make_narrow_attention_mask());
 
   // 3. Fusion. BatchNormalization folds into the preceding Conv/Gemm weights first, so that
   //    Conv -> BN -> Relu becomes Conv -> Relu and fuses into one FusedConv; conv/gemm
@@ -45,6 +48,9 @@ PassManager default_pipeline() {
   //    the bias/activation/residual Adds that belong in an epilogue.
   pm.add(make_fold_batchnorm());
   pm.add(make_fuse_conv_gemm());
+  //    An attention's Q/K/V projections become one GEMM once each is a FusedGemm with its bias
+  //    (they read one input; the packed attention reads the three thirds of its output).
+  pm.add(make_fuse_qkv_projection());
   pm.add(make_fuse_pointwise());
 
   // 4. The folds above leave their old weights behind: a last cleanup round drops them.

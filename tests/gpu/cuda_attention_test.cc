@@ -50,18 +50,22 @@ struct Case {
   bool onnx = false;  ///< ai.onnx Attention instead of ingot::Attention
   /// Masks: fraction of hidden keys, and rows of query 0 hidden entirely.
   bool hide_first_row = false;
+  /// ingot::Attention {qkv_packed = 1}: one [B, S, 3*H*D] input (rank 3, Hq = Hkv, Sq = Sk).
+  bool packed = false;
 
   std::string describe() const {
     std::ostringstream os;
     os << (onnx ? "Attention" : "ingot::Attention") << " rank " << rank << " B" << batch << " Hq" << q_heads << " Hkv"
        << kv_heads << " Sq" << q_len << " Sk" << kv_len << " D" << head_size << " mask "
        << (mask == MaskKind::kNone ? "none" : mask == MaskKind::kBool ? "bool" : "add") << shape_to_string(mask_shape)
-       << (causal ? " causal" : "") << (scale != 0 ? " scale" : "") << (hide_first_row ? " hidden-row" : "");
+       << (causal ? " causal" : "") << (scale != 0 ? " scale" : "") << (hide_first_row ? " hidden-row" : "")
+       << (packed ? " packed-qkv" : "");
     return os.str();
   }
   Shape64 q_shape() const {
     return rank == 4 ? Shape64{batch, q_heads, q_len, head_size} : Shape64{batch, q_len, q_heads * head_size};
   }
+  Shape64 qkv_shape() const { return {batch, q_len, 3 * q_heads * head_size}; }
   Shape64 kv_shape() const {
     return rank == 4 ? Shape64{batch, kv_heads, kv_len, head_size} : Shape64{batch, kv_len, kv_heads * head_size};
   }
@@ -77,13 +81,18 @@ std::string type_text(DataType t, const Shape64& s) {
 std::string graph_text(const Case& c, DataType t) {
   std::ostringstream os;
   os << "graph g {\n  opset \"\" 23\n  opset \"ingot\" 1\n";
-  os << "  input %q: " << type_text(t, c.q_shape()) << "\n";
-  os << "  input %k: " << type_text(t, c.kv_shape()) << "\n";
-  os << "  input %v: " << type_text(t, c.kv_shape()) << "\n";
+  if (c.packed) {
+    os << "  input %qkv: " << type_text(t, c.qkv_shape()) << "\n";
+  } else {
+    os << "  input %q: " << type_text(t, c.q_shape()) << "\n";
+    os << "  input %k: " << type_text(t, c.kv_shape()) << "\n";
+    os << "  input %v: " << type_text(t, c.kv_shape()) << "\n";
+  }
   if (c.mask != MaskKind::kNone)
     os << "  input %m: " << type_text(c.mask == MaskKind::kBool ? DataType::kBool : t, c.mask_shape) << "\n";
   std::vector<std::string> attrs;
   if (c.causal) attrs.push_back("is_causal=1");
+  if (c.packed) attrs.push_back("qkv_packed=1");
   if (c.rank == 3) {
     attrs.push_back("q_num_heads=" + std::to_string(c.q_heads));
     attrs.push_back("kv_num_heads=" + std::to_string(c.kv_heads));
@@ -99,7 +108,7 @@ std::string graph_text(const Case& c, DataType t) {
     for (size_t i = 0; i < attrs.size(); ++i) os << (i ? ", " : "") << attrs[i];
     os << "}";
   }
-  os << "(%q, %k, %v" << (c.mask != MaskKind::kNone ? ", %m" : "") << ") @attn\n  output %y\n}\n";
+  os << (c.packed ? "(%qkv, _, _" : "(%q, %k, %v") << (c.mask != MaskKind::kNone ? ", %m" : "") << ") @attn\n  output %y\n}\n";
   return os.str();
 }
 
@@ -126,8 +135,13 @@ class CudaAttentionTest : public CudaTest {
   /// Q, K, V in [-1, 1] away from zero; the mask: bool with ~30% hidden, or additive in
   /// [-2, 0] with ~20% at -10000 (BERT's padding value) and ~5% at -inf.
   std::vector<Tensor> make_inputs(const Case& c, DataType t) {
-    std::vector<Tensor> in = {random_tensor(t, c.q_shape(), rng_, -1, 1), random_tensor(t, c.kv_shape(), rng_, -1, 1),
-                              random_tensor(t, c.kv_shape(), rng_, -1, 1)};
+    std::vector<Tensor> in;
+    if (c.packed) {
+      in = {random_tensor(t, c.qkv_shape(), rng_, -1, 1), Tensor(), Tensor()};
+    } else {
+      in = {random_tensor(t, c.q_shape(), rng_, -1, 1), random_tensor(t, c.kv_shape(), rng_, -1, 1),
+            random_tensor(t, c.kv_shape(), rng_, -1, 1)};
+    }
     if (c.mask == MaskKind::kNone) return in;
     Tensor m = Tensor::zeros(c.mask == MaskKind::kBool ? DataType::kBool : t, c.mask_shape).value();
     std::uniform_real_distribution<double> u(0, 1);
@@ -179,7 +193,7 @@ class CudaAttentionTest : public CudaTest {
     auto g32 = parse_graph(graph_text(c, DataType::kFloat32));
     ASSERT_TRUE(g32.ok()) << g32.status().to_string();
     std::vector<Tensor> in32;
-    for (const Tensor& x : in) in32.push_back(to_f32(x));
+    for (const Tensor& x : in) in32.push_back(x.defined() ? to_f32(x) : x);
     auto want = run_reference(*(*g32)->nodes()[0], in32);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     EXPECT_TRUE(all_close(to_f32((*got)[0]), (*want)[0], attention_tolerance(t)));
@@ -214,6 +228,32 @@ TEST_F(CudaAttentionTest, BertShapedPaddingMask3D) {
   c.mask_shape = {2, 1, 1, 128};
   c.scale = 0.125f;
   check_all_types(c);
+}
+
+// Q, K and V read in place from one projection's [B, S, 3*H*D] output (fuse_qkv_projection).
+TEST_F(CudaAttentionTest, PackedQkv) {
+  Case bert = make_case(3, 2, 12, 12, 128, 128, 64);
+  bert.packed = true;
+  bert.mask = MaskKind::kAdditive;
+  bert.mask_shape = {2, 1, 1, 128};
+  bert.scale = 0.125f;
+  check_all_types(bert);
+  Case odd = make_case(3, 3, 3, 3, 77, 77, 32);
+  odd.packed = true;
+  check_all_types(odd);
+  odd.mask = MaskKind::kBool;
+  odd.mask_shape = {3, 1, 77, 77};
+  check_all_types(odd);
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    auto g = parse_graph(graph_text(bert, t));
+    ASSERT_TRUE(g.ok());
+    const ir::Node& node = *(*g)->nodes()[0];
+    ASSERT_FALSE(cudnn_sdpa_family().candidates(node, input_types(node)).empty())
+        << "cuDNN SDPA not offered for packed BERT attention in " << data_type_name(t);
+    check(bert, t, "cuda.cudnn.sdpa", false);
+  }
+#endif
 }
 
 TEST_F(CudaAttentionTest, OddLengthsNoMask) {

@@ -18,6 +18,10 @@ namespace ingot::backend::cuda {
 bool attention_supports_node(const ir::Node& node, const std::vector<ir::TensorType>& in, int64_t* head_size,
                              FloatType* type);
 
+/// The Q/K/V input types as an unpacked node has them: for ingot::Attention {qkv_packed = 1},
+/// input 0's [B, S, 3*H*D] given as three [B, S, H*D] inputs; other nodes' types unchanged.
+std::vector<ir::TensorType> unpacked_attention_inputs(const ir::Node& node, const std::vector<ir::TensorType>& in);
+
 /// The kernel parameters for a step's current tensors, checking what shapes could get wrong.
 Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionParams* p);
 

@@ -74,7 +74,21 @@ int64_t static_head_size(const ir::Node& node, const std::vector<ir::TensorType>
 }  // namespace
 
 /// Everything but the kernel's own limits (type, head size).
-bool attention_supports_node(const ir::Node& node, const std::vector<ir::TensorType>& in, int64_t* head_size, FloatType* type) {
+std::vector<ir::TensorType> unpacked_attention_inputs(const ir::Node& node, const std::vector<ir::TensorType>& in) {
+  if (node.domain() != "ingot" || node.attrs().get_int("qkv_packed", 0) == 0 || in.empty()) return in;
+  std::vector<ir::TensorType> out = in;
+  out.resize(std::max<size_t>(out.size(), 3));
+  ir::TensorType third = in[0];
+  const ir::Shape& s = in[0].shape;
+  if (s.rank_known() && s.rank() == 3)
+    third.shape[2] = s[2].is_known() && s[2].value() % 3 == 0 ? ir::Dim(s[2].value() / 3) : ir::Dim::unknown();
+  out[0] = out[1] = out[2] = third;
+  return out;
+}
+
+bool attention_supports_node(const ir::Node& node, const std::vector<ir::TensorType>& packed_in, int64_t* head_size,
+                             FloatType* type) {
+  const std::vector<ir::TensorType> in = unpacked_attention_inputs(node, packed_in);
   if (!is_attention(node) || in.size() < 3 || in.size() > 7) return false;
   for (size_t i = 0; i < 3; ++i)
     if (!has_input(in, i)) return false;
@@ -112,17 +126,55 @@ void head_strides(const Tensor& t, int64_t heads, int64_t head_size, int64_t (&s
   }
 }
 
-}  // namespace
+/// qkv_packed = 1: Q, K and V are the thirds of input 0's last axis [B, S, 3*H*D] (the output of
+/// fuse_qkv_projection's GEMM), read in place through their strides.
+Status make_packed_qkv_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
+  if (io.inputs.empty() || io.inputs[0] == nullptr || io.outputs == nullptr || io.outputs->empty() ||
+      !(*io.outputs)[0].defined())
+    return internal_error(node.describe(), ": packed QKV and output Y must be given");
+  const Tensor& qkv = *io.inputs[0];
+  const Tensor& y = (*io.outputs)[0];
+  if (!to_float_type(qkv.dtype(), &p->type) || y.dtype() != qkv.dtype())
+    return invalid_argument(node.describe(), ": packed QKV and Y must share one float type, got ",
+                            data_type_name(qkv.dtype()), "/", data_type_name(y.dtype()));
+  const int64_t h = node.attrs().get_int("q_num_heads", 0);
+  if (qkv.rank() != 3 || y.rank() != 3 || h <= 0 || qkv.dim(2) % (3 * h) != 0)
+    return invalid_argument(node.describe(), ": packed QKV ", shape_to_string(qkv.shape()),
+                            " must be [batch, seq, 3 * heads * head_size] with q_num_heads = ", h);
+  const int64_t d = qkv.dim(2) / (3 * h);
+  if (y.dim(0) != qkv.dim(0) || y.dim(1) != qkv.dim(1) || y.dim(2) != h * d)
+    return invalid_argument(node.describe(), ": Y ", shape_to_string(y.shape()), " must be [", qkv.dim(0), ",",
+                            qkv.dim(1), ",", h * d, "] for packed QKV ", shape_to_string(qkv.shape()));
+  p->batch = qkv.dim(0);
+  p->q_heads = p->kv_heads = h;
+  p->q_len = p->kv_len = qkv.dim(1);
+  p->head_size = d;
+  const size_t elem = storage_bytes(qkv.dtype(), 1);
+  const auto* base = static_cast<const uint8_t*>(qkv.raw());
+  p->q = base;
+  p->k = base + h * d * elem;
+  p->v = base + 2 * h * d * elem;
+  p->y = (*io.outputs)[0].mutable_raw();
+  const int64_t row = 3 * h * d;
+  for (int64_t (*st)[3] : {&p->q_stride, &p->k_stride, &p->v_stride}) {
+    (*st)[0] = qkv.dim(1) * row;
+    (*st)[1] = d;
+    (*st)[2] = row;
+  }
+  p->y_stride[0] = qkv.dim(1) * h * d;
+  p->y_stride[1] = d;
+  p->y_stride[2] = h * d;
+  return Status::Ok();
+}
 
-/// The kernel parameters for the current tensors, checking what shapes could get wrong.
-Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
+/// Q/K/V/Y of an unpacked node: 3-D or 4-D, checked against each other.
+Status make_qkv_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
   if (io.inputs.size() < 3 || io.inputs[0] == nullptr || io.inputs[1] == nullptr || io.inputs[2] == nullptr ||
       io.outputs == nullptr || io.outputs->empty() || !(*io.outputs)[0].defined())
     return internal_error(node.describe(), ": Q, K, V and output Y must all be given");
   const Tensor& q = *io.inputs[0];
   const Tensor& k = *io.inputs[1];
   const Tensor& v = *io.inputs[2];
-  const Tensor* mask = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
   Tensor& y = (*io.outputs)[0];
   if (!to_float_type(q.dtype(), &p->type) || k.dtype() != q.dtype() || v.dtype() != q.dtype() ||
       y.dtype() != q.dtype())
@@ -178,7 +230,17 @@ Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionPa
   head_strides(k, p->kv_heads, D, p->k_stride);
   head_strides(v, p->kv_heads, D, p->v_stride);
   head_strides(y, p->q_heads, D, p->y_stride);
+  return Status::Ok();
+}
 
+}  // namespace
+
+/// The kernel parameters for the current tensors, checking what shapes could get wrong.
+Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
+  const bool packed = node.domain() == "ingot" && node.attrs().get_int("qkv_packed", 0) != 0;
+  INGOT_RETURN_IF_ERROR(packed ? make_packed_qkv_params(node, io, p) : make_qkv_params(node, io, p));
+  const int64_t D = p->head_size;
+  const Tensor* mask = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
   p->mask_kind = AttentionMask::kNone;
   if (mask != nullptr) {
     if (mask->dtype() == DataType::kBool) {

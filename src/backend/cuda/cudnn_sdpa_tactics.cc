@@ -199,11 +199,14 @@ class CudnnSdpaTactic : public Tactic {
 };
 
 // Offered when cuDNN builds a plan at the node's shapes (symbolic dims guessed: batch 1, 128).
-bool offered(const ir::Node& node, const std::vector<ir::TensorType>& in) {
+bool offered(const ir::Node& node, const std::vector<ir::TensorType>& packed_in) {
   if (!cuda_device_present()) return false;
   int64_t d = 0;
   FloatType t;
-  if (!attention_supports_node(node, in, &d, &t)) return false;
+  if (!attention_supports_node(node, packed_in, &d, &t)) return false;
+  const std::vector<ir::TensorType> in = unpacked_attention_inputs(node, packed_in);
+  // Packed Q/K/V rows are three heads-widths apart (the plan is built for the real strides).
+  const int64_t qkv_rows = node.attrs().get_int("qkv_packed", 0) != 0 ? 3 : 1;
   const ir::Shape& q = in[0].shape;
   const ir::Shape& kk = in[1].shape;
   auto dim = [](const ir::Shape& s, size_t i, int64_t guess) { return s[i].is_known() ? s[i].value() : guess; };
@@ -222,21 +225,21 @@ bool offered(const ir::Node& node, const std::vector<ir::TensorType>& in) {
     p.q_len = dim(q, 1, 128);
     p.kv_len = dim(kk, 1, 128);
   }
-  auto packed = [&](int64_t heads, int64_t len, int64_t (&s)[3]) {
+  auto dense = [&](int64_t heads, int64_t len, int64_t rows, int64_t (&s)[3]) {
     if (q.rank() == 4) {
       s[0] = heads * len * d;
       s[1] = len * d;
       s[2] = d;
     } else {
-      s[0] = len * heads * d;
+      s[0] = len * rows * heads * d;
       s[1] = d;
-      s[2] = heads * d;
+      s[2] = rows * heads * d;
     }
   };
-  packed(p.q_heads, p.q_len, p.q_stride);
-  packed(p.kv_heads, p.kv_len, p.k_stride);
-  packed(p.kv_heads, p.kv_len, p.v_stride);
-  packed(p.q_heads, p.q_len, p.y_stride);
+  dense(p.q_heads, p.q_len, qkv_rows, p.q_stride);
+  dense(p.kv_heads, p.kv_len, qkv_rows, p.k_stride);
+  dense(p.kv_heads, p.kv_len, qkv_rows, p.v_stride);
+  dense(p.q_heads, p.q_len, 1, p.y_stride);
   const ir::Attributes& a = node.attrs();
   p.scale = a.has("scale") ? a.get_float("scale", 1.0f) : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   p.causal = a.get_int("is_causal", 0) != 0;

@@ -6,7 +6,9 @@
 // attributes and semantics so models with older opsets can be fused too, and they reuse the
 // ai.onnx inference (looked up at call time: one shape path). Attention is ONNX Attention
 // (opset 23) restricted to 4-D Q/K/V [B, H, S, D], or 3-D [B, S, H*D] with q_num_heads /
-// kv_num_heads (head split/merge absorbed), with an optional mask, no KV cache.
+// kv_num_heads (head split/merge absorbed), with an optional mask, no KV cache. With
+// qkv_packed = 1 (fuse_qkv_projection) input 0 is [B, S, 3*H*D]: Q, K and V side by side on the
+// last axis (the output of one projection GEMM), inputs 1 and 2 are omitted.
 // Silu has no ai.onnx op before Swish (opset 24).
 #include "ir/ops/all_ops.h"
 
@@ -44,14 +46,39 @@ void register_fused_pattern_ops(OpRegistry& r) {
   r.add("Silu", "ingot").inputs(1, 1).outputs(1, 1).opsets(1)
       .infer([](InferenceContext& c) { return c.propagate_same(0, 0); })
       .doc("x * sigmoid(x)");
-  r.add("Attention", "ingot").inputs(3, 4).outputs(1, 1).opsets(1)
+  r.add("Attention", "ingot").inputs(1, 4).outputs(1, 1).opsets(1)
       .attr("scale", AttrType::kFloat)
       .attr("is_causal", AttrType::kInt)
       .attr("q_num_heads", AttrType::kInt)
       .attr("kv_num_heads", AttrType::kInt)
+      .attr("qkv_packed", AttrType::kInt)
       .infer([](InferenceContext& c) -> Status {
         // 3-D [batch, seq, heads * head_size] needs the head counts; 4-D carries them.
         const bool heads = c.attrs().has("q_num_heads") && c.attrs().has("kv_num_heads");
+        const int64_t packed = c.attrs().get_int("qkv_packed", 0);
+        if (packed != 0 && packed != 1) return c.error("qkv_packed must be 0 or 1, got ", packed);
+        if (packed) {
+          // One [batch, seq, 3 * heads * head_size] input: Q, K and V side by side on the last axis.
+          const int64_t hq = c.attrs().get_int("q_num_heads", 0), hk = c.attrs().get_int("kv_num_heads", 0);
+          if (!heads || hq <= 0 || hq != hk)
+            return c.error("qkv_packed needs q_num_heads = kv_num_heads > 0");
+          if (c.has_input(1) || c.has_input(2)) return c.error("qkv_packed takes Q, K and V in input 0 alone");
+          const Shape& s = c.input_shape(0);
+          if (!s.rank_known()) {
+            c.set_output(0, c.input_dtype(0), Shape::unknown_rank());
+            return Status::Ok();
+          }
+          if (s.rank() != 3) return c.error("qkv_packed input must be 3-D [batch, seq, 3 * heads * head_size]");
+          Dim last = Dim::unknown();
+          if (s[2].is_known()) {
+            if (s[2].value() % (3 * hq) != 0)
+              return c.error("qkv_packed input's last dim ", s[2].value(), " is not 3 * ", hq, " heads * head_size");
+            last = Dim(s[2].value() / 3);
+          }
+          c.set_output(0, c.input_dtype(0), Shape{s[0], s[1], last});
+          return Status::Ok();
+        }
+        if (!c.has_input(1) || !c.has_input(2)) return c.error("K and V are required (unless qkv_packed = 1)");
         for (size_t i = 0; i < 3; ++i) {
           const Shape& s = c.input_shape(i);
           if (s.rank_known() && s.rank() != 4 && !(s.rank() == 3 && heads))
@@ -61,7 +88,7 @@ void register_fused_pattern_ops(OpRegistry& r) {
         return same_as_onnx("Attention")(c);
       })
       .doc("ai.onnx Attention (opset 23) on 4-D Q/K/V, or 3-D with q_num_heads/kv_num_heads, "
-           "with an optional mask");
+           "with an optional mask; qkv_packed=1: Q, K, V side by side in input 0");
 }
 
 }  // namespace ingot::ir
