@@ -21,6 +21,8 @@ namespace ingot::passes {
 std::unique_ptr<Pass> make_fold_batchnorm();
 std::unique_ptr<Pass> make_fuse_conv_gemm();
 std::unique_ptr<Pass> make_fuse_pointwise();
+std::unique_ptr<Pass> make_fuse_qkv_projection();
+std::unique_ptr<Pass> make_narrow_attention_mask();
 
 namespace {
 
@@ -402,6 +404,151 @@ TEST(PassesFusion, MatMulAndGemmEpiloguesBecomeFusedGemm) {
   EXPECT_EQ(g2->nodes()[0]->op_type(), "FusedGemm");
   EXPECT_EQ(g2->nodes()[0]->origins(), (std::vector<std::string>{"gemm", "add", "res", "tanh"}));
   expect_equivalent(t2, *g2);
+}
+
+// ---------------------------------------------------------------------------------------
+// fuse_qkv_projection
+
+// A 3-D attention (B 2, S 5, 2 heads of 4) whose Q/K/V are MatMul projections of one input.
+std::string qkv_graph(const std::string& k_proj = "") {
+  std::string t = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[2,5,8]\n  input %m: f32[2,1,1,5]\n";
+  int seed = 40;
+  for (const char* p : {"q", "k", "v"}) {
+    t += init_text(std::string("w") + p, {8, 8}, seed++);
+    t += init_text(std::string("b") + p, {8}, seed++);
+  }
+  t += "  %q = ingot::FusedGemm {kind=\"matmul\"}(%x, %wq, %bq) @q\n";
+  t += k_proj.empty() ? "  %k = ingot::FusedGemm {kind=\"matmul\"}(%x, %wk, %bk) @k\n" : k_proj;
+  t += "  %v = ingot::FusedGemm {kind=\"matmul\"}(%x, %wv, %bv) @v\n"
+       "  %y = ingot::Attention {kv_num_heads=2, q_num_heads=2, scale=0.5}(%q, %k, %v, %m) @att\n"
+       "  output %y\n}\n";
+  return t;
+}
+
+TEST(PassesFusion, QkvProjectionsBecomeOneGemmAndPackedAttention) {
+  const std::string t = qkv_graph();
+  PassContext ctx;
+  auto g = run_passes(t, one(make_fuse_qkv_projection()), &ctx);
+  ASSERT_TRUE(g);
+  // The weights side by side on N ([8, 24]), the biases likewise ([24]); one GEMM, one packed attention.
+  ASSERT_EQ(g->nodes().size(), 2u);
+  const ir::Node& gemm = *g->nodes()[0];
+  const ir::Node& att = *g->nodes()[1];
+  EXPECT_EQ(gemm.op_type(), "FusedGemm");
+  EXPECT_EQ(gemm.origins(), (std::vector<std::string>{"q", "k", "v"}));
+  ASSERT_TRUE(gemm.input(1)->initializer() && gemm.input(2)->initializer());
+  EXPECT_EQ(gemm.input(1)->initializer()->shape(), (Shape64{8, 24}));
+  EXPECT_EQ(gemm.input(2)->initializer()->shape(), (Shape64{24}));
+  EXPECT_EQ(gemm.output(0)->shape().to_string(), "[2,5,24]");
+  EXPECT_EQ(att.op_type(), "Attention");
+  EXPECT_EQ(att.attrs().get_int("qkv_packed", 0), 1);
+  EXPECT_EQ(att.input(0), gemm.output(0));
+  EXPECT_EQ(att.input(1), nullptr);
+  EXPECT_EQ(att.input(2), nullptr);
+  EXPECT_EQ(att.input(3)->name(), "m");
+  EXPECT_EQ(att.output(0)->name(), "y");
+  // Column j of Wk is column 8 + j of the packed weight.
+  const Tensor& w = *gemm.input(1)->initializer();
+  auto orig = parse(t);
+  const Tensor& wk = *orig->find_value("wk")->initializer();
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t c = 0; c < 8; ++c) ASSERT_EQ(w.get_f64(r * 24 + 8 + c), wk.get_f64(r * 8 + c));
+  expect_equivalent(t, *g);
+}
+
+TEST(PassesFusion, QkvProjectionRefusals) {
+  // K projects another input.
+  {
+    std::string t = qkv_graph("  %k = ingot::FusedGemm {kind=\"matmul\"}(%m2, %wk, %bk) @k\n");
+    t.replace(t.find("  input %m:"), 0, "  input %m2: f32[2,5,8]\n");
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fuse_qkv_projection()), &ctx, false);
+    EXPECT_TRUE(has_note(ctx, "project different inputs"));
+  }
+  // K with an activation epilogue.
+  {
+    PassContext ctx;
+    auto g = run_passes(qkv_graph("  %k = ingot::FusedGemm {activation=\"Relu\", kind=\"matmul\"}(%x, %wk, %bk) @k\n"),
+                        one(make_fuse_qkv_projection()), &ctx, false);
+    EXPECT_TRUE(has_note(ctx, "activation or residual"));
+  }
+  // Q read by a second node.
+  {
+    std::string t = qkv_graph();
+    t.replace(t.find("  output %y"), 0, "  %z = Relu(%q) @r\n  output %z\n");
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fuse_qkv_projection()), &ctx, false);
+    EXPECT_TRUE(has_note(ctx, "read elsewhere"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// narrow_attention_mask
+
+// transformers' bidirectional mask: And(all-true [1,1,S,1], padding [B,1,1,S]) -> Where(., 0, min)
+// gives a [B,1,S,S] bias; `base` replaces the all-true constant, `extra` adds nodes.
+std::string mask_graph(const std::string& base = "[1, 1, 1, 1, 1]") {
+  return "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n"
+         "  input %q: f32[2,5,8]\n  input %k: f32[2,5,8]\n  input %v: f32[2,5,8]\n"
+         "  init %pad: bool[2,1,1,5] = [1, 1, 1, 0, 0, 1, 1, 1, 1, 0]\n"
+         "  init %base: bool[1,1,5,1] = " + base + "\n"
+         "  init %zero: f32[] = [0]\n  init %low: f32[] = [-3.4e38]\n"
+         "  %both = And(%base, %pad) @and\n"
+         "  %bias = Where(%both, %zero, %low) @where\n"
+         "  %y = ingot::Attention {kv_num_heads=2, q_num_heads=2, scale=0.5}(%q, %k, %v, %bias) @att\n"
+         "  output %y\n}\n";
+}
+
+TEST(PassesFusion, AttentionMaskIsComputedAtItsNarrowShape) {
+  const std::string t = mask_graph();
+  PassContext ctx;
+  auto g = run_passes(t, one(make_narrow_attention_mask()), &ctx);
+  ASSERT_TRUE(g);
+  const ir::Node* att = nullptr;
+  for (const auto& n : g->nodes())
+    if (n->op_type() == "Attention") att = n.get();
+  ASSERT_NE(att, nullptr);
+  const ir::Value* mask = att->input(3);
+  EXPECT_EQ(mask->shape().to_string(), "[2,1,1,5]");
+  ASSERT_NE(mask->producer(), nullptr);
+  EXPECT_EQ(mask->producer()->op_type(), "Where");
+  EXPECT_EQ(mask->producer()->input(0)->name(), "pad");
+  expect_equivalent(t, *g);
+
+  // An Expand of a float padding bias is dropped the same way.
+  const std::string e = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n"
+                        "  input %q: f32[2,5,8]\n  input %k: f32[2,5,8]\n  input %v: f32[2,5,8]\n"
+                        "  init %pad: f32[2,1,1,5] = [0, 0, -1e4, 0, -1e4, 0, 0, 0, -1e4, -1e4]\n"
+                        "  init %shape: i64[4] = [2, 1, 5, 5]\n"
+                        "  %wide = Expand(%pad, %shape) @expand\n"
+                        "  %y = ingot::Attention {kv_num_heads=2, q_num_heads=2}(%q, %k, %v, %wide) @att\n"
+                        "  output %y\n}\n";
+  PassContext ctx2;
+  auto g2 = run_passes(e, one(make_narrow_attention_mask()), &ctx2);
+  ASSERT_TRUE(g2);
+  for (const auto& n : g2->nodes())
+    if (n->op_type() == "Attention") EXPECT_EQ(n->input(3)->name(), "pad");
+  expect_equivalent(e, *g2);
+}
+
+TEST(PassesFusion, AttentionMaskNarrowingRefusals) {
+  // A causal-like base that is not all true: the And is real work.
+  {
+    PassContext ctx;
+    auto g = run_passes(mask_graph("[1, 1, 0, 1, 1]"), one(make_narrow_attention_mask()), &ctx, false);
+  }
+  // Narrowing would shorten the last axis (Attention reads a short mask as hidden keys).
+  {
+    const std::string e = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n"
+                          "  input %q: f32[2,5,8]\n  input %k: f32[2,5,8]\n  input %v: f32[2,5,8]\n"
+                          "  init %col: f32[2,1,5,1] = [0, 0, -1e4, 0, -1e4, 0, 0, 0, -1e4, -1e4]\n"
+                          "  init %shape: i64[4] = [2, 1, 5, 5]\n"
+                          "  %wide = Expand(%col, %shape) @expand\n"
+                          "  %y = ingot::Attention {kv_num_heads=2, q_num_heads=2}(%q, %k, %v, %wide) @att\n"
+                          "  output %y\n}\n";
+    PassContext ctx;
+    auto g = run_passes(e, one(make_narrow_attention_mask()), &ctx, false);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
