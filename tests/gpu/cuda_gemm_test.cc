@@ -317,6 +317,40 @@ TEST_F(CublasLtTest, GeluEpilogueIsTheTanhForm) {
   EXPECT_FALSE(gemm_close((*exact)[0], (*want_tanh)[0], 1e-5));
 }
 
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+// cuDNN's matmul + bias + GELU_FWD graph (the exact erf Gelu in one kernel): offered for BERT's
+// FFN shape, equal to the reference at the precision's tolerance, with and without a bias.
+TEST_F(CublasLtTest, CudnnMatmulWithExactGelu) {
+  struct Case { Shape64 a; int64_t n; bool bias; };
+  const Case cases[] = {{{128, 768}, 3072, true}, {{3, 33, 64}, 48, true}, {{2, 40, 32}, 16, false}};
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16})
+    for (const Case& c : cases) {
+      const int64_t k = c.a.back();
+      Shape64 out = c.a;
+      out.back() = c.n;
+      std::vector<Input> ins = {c.a, Shape64{k, c.n}};
+      if (c.bias) ins.push_back(Shape64{c.n});
+      auto g = parse_graph(graph_text("ingot::FusedGemm", "kind=\"matmul\", activation=\"Gelu\"", dt, ins));
+      ASSERT_TRUE(g.ok()) << g.status().to_string();
+      const ir::Node& node = *(*g)->nodes()[0];
+      auto cands = backend::cuda::cudnn_matmul_family().candidates(node, input_types(node));
+      ASSERT_EQ(cands.size(), 1u) << "cuDNN matmul+Gelu not offered for " << shape_to_string(c.a) << " x [" << k
+                                  << "," << c.n << "] " << data_type_name(dt);
+      std::vector<Tensor> in = {random_tensor(dt, c.a, rng_, -0.3, 0.3), random_tensor(dt, {k, c.n}, rng_, -0.3, 0.3)};
+      if (c.bias) in.push_back(random_tensor(dt, {c.n}, rng_));
+      auto got = run_tactic(*cands[0], node, in);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      auto want = run_reference(node, in);
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      const double tol = dt == DataType::kFloat16 ? 2e-3 : 1e-2;
+      EXPECT_TRUE(gemm_close((*got)[0], (*want)[0], tol)) << shape_to_string(c.a) << " " << data_type_name(dt);
+      std::printf("[ cudnn.matmul ] %s x [%lld,%lld] %s normwise %.3g\n", shape_to_string(c.a).c_str(),
+                  static_cast<long long>(k), static_cast<long long>(c.n), data_type_name(dt),
+                  normwise_error((*got)[0], (*want)[0]));
+    }
+}
+#endif
+
 // Device views the test places itself: offsets from the allocation (alignment), the output
 // aliasing the residual (an in-place step), and a CUDA graph capture of enqueue.
 // Uploads `host` into an allocation one element larger and views it from element `offset`.

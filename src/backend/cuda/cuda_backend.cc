@@ -152,6 +152,11 @@ class HostFallbackTactic : public Tactic {
 class CudaBackend : public Backend {
  public:
   CudaBackend(int ordinal, std::string arch) : device_(ordinal, std::move(arch)) {
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+    // Before cuBLASLt, whose top-k would fill the autotuner's width: it takes only the exact-Gelu
+    // GEMMs that cuBLASLt runs in two passes.
+    families_.push_back(cudnn_matmul_family());
+#endif
     families_.push_back(cublaslt_family());
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
     families_.push_back(cudnn_graph_conv_family());  // first: the autotuner's width takes candidates in order

@@ -49,6 +49,7 @@ TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::Fused
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 TacticFamily cudnn_graph_conv_family();  // cudnn_graph_conv_tactics.cc: the same through the graph API
 TacticFamily cudnn_sdpa_family();        // cudnn_sdpa_tactics.cc: Attention through cuDNN's fused SDPA
+TacticFamily cudnn_matmul_family();      // cudnn_matmul_tactics.cc: FusedGemm with exact Gelu as one cuDNN graph
 #endif
 
 }  // namespace ingot::backend::cuda
