@@ -43,8 +43,8 @@ class Layout {
     for (ir::Node* n : convs) INGOT_RETURN_IF_ERROR(convert(*n));
     if (r_.channels_last_convs == 0) return Status::Ok();
     INGOT_RETURN_IF_ERROR(cancel_transpose_pairs());
-    // Move the remaining channels-first islands (global pooling, elementwise ops between convs)
-    // into the region, so more pairs meet and cancel.
+    // Move the remaining channels-first islands (pooling, elementwise ops between convs) into the
+    // region, so more pairs meet and cancel.
     for (int moves = 0; moves < 100000; ++moves) {
       INGOT_ASSIGN_OR_RETURN(bool moved, sink_transposes());
       if (!moved) break;
@@ -349,6 +349,11 @@ class Layout {
         adopt_name(old_out, back);
         return true;
       }
+      if (n->op_type() == "MaxPool" || n->op_type() == "AveragePool") {
+        INGOT_ASSIGN_OR_RETURN(bool moved, sink_pool(*n));
+        if (moved) return true;
+        continue;
+      }
       if (!is_sinkable_elementwise(*n)) continue;
       const ir::Value* y = n->output(0);
       if (!y->shape().rank_known() || y->shape().rank() != 4) continue;
@@ -396,6 +401,51 @@ class Layout {
       return true;
     }
     return false;
+  }
+
+  // MaxPool / AveragePool over the two spatial dims of an NCHW view that only it reads: an
+  // ingot::Pool{channels_last=1} on the NHWC source, with the same window attributes. Refused
+  // (the pool stays channels-first): MaxPool's Indices output, storage_order = 1 (it only orders
+  // Indices) and any attribute ingot::Pool does not have, other spatial ranks, and pools the
+  // backend would run only on the host.
+  Result<bool> sink_pool(ir::Node& n) {
+    if (refused_pools_.count(&n) || n.inputs().size() != 1) return false;
+    for (size_t o = 1; o < n.outputs().size(); ++o)
+      if (n.output(o)) return false;  // Indices
+    ir::Value* v = n.input(0);
+    ir::Value* src = v ? nhwc_source(v) : nullptr;
+    const ir::Shape& ys = n.output(0)->shape();
+    if (!src || v->uses().size() != 1 || !src->shape().rank_known() || src->shape().rank() != 4 || !ys.rank_known() ||
+        ys.rank() != 4)
+      return false;
+    const bool max = n.op_type() == "MaxPool";
+    ir::Attributes attrs;
+    for (const auto& [k, a] : n.attrs().all()) {
+      if (k == "storage_order" && max && a.type == ir::AttrType::kInt && a.i == 0) continue;  // the default
+      const bool known = k == "auto_pad" || k == "kernel_shape" || k == "pads" || k == "strides" || k == "dilations" ||
+                         k == "ceil_mode" || (!max && k == "count_include_pad");
+      if (!known) {
+        refused_pools_.insert(&n);
+        return false;
+      }
+      attrs.set(k, a);
+    }
+    attrs.set_string("mode", max ? "max" : "average");
+    attrs.set_int("channels_last", 1);
+    ir::Value* out = g_.add_value(unique(n.output(0)->name() + "/nhwc"), n.output(0)->dtype(),
+                                  ir::Shape({ys[0], ys[2], ys[3], ys[1]}));
+    ir::Node* m = g_.add_node("Pool", {src}, {out}, std::move(attrs), n.name(), "ingot");
+    for (const std::string& o : n.origins()) m->add_origin(o);
+    if (!has_real_tactic(*m)) {
+      INGOT_RETURN_IF_ERROR(g_.remove_node(m));
+      refused_pools_.insert(&n);
+      return false;
+    }
+    ir::Value* old_out = n.output(0);
+    ir::Value* back = to_nchw_after(out, old_out);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(&n));
+    adopt_name(old_out, back);
+    return true;
   }
 
   // Transpose(Transpose(v, p1), p2) with p1 o p2 = identity reads v directly.
@@ -448,6 +498,7 @@ class Layout {
   std::map<ir::Value*, ir::Value*> krsc_;
   std::set<const ir::Node*> created_;
   std::set<ir::Value*> replaced_constants_;
+  std::set<const ir::Node*> refused_pools_;  // stay channels-first; not tried again
 };
 
 }  // namespace

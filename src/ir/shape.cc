@@ -105,4 +105,11 @@ std::vector<size_t> channels_first_perm(size_t n) {
   return p;
 }
 
+Shape permute_shape(const Shape& in, const std::vector<size_t>& perm) {
+  if (!in.rank_known() || in.rank() != perm.size()) return in;
+  std::vector<Dim> d;
+  for (size_t p : perm) d.push_back(in.dims()[p]);
+  return Shape(d);
+}
+
 }  // namespace ingot::ir

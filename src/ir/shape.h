@@ -75,6 +75,8 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 /// and [K, k..., C] permute the same way.
 std::vector<size_t> channels_last_perm(size_t n);
 std::vector<size_t> channels_first_perm(size_t n);
+/// out[i] = in[perm[i]]; a shape of unknown rank or of another rank than perm comes back as is.
+Shape permute_shape(const Shape& in, const std::vector<size_t>& perm);
 /// Concrete broadcast, same rules.
 Result<Shape64> broadcast_shapes(const Shape64& a, const Shape64& b);
 

@@ -1,10 +1,14 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // nn family: symbolic-shape inference, error cases and small kernels whose expected values
-// are computed by hand in the comments.
+// are computed by hand in the comments; ingot::Pool (channels-last pooling) against MaxPool /
+// AveragePool on the transposed data.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,9 +29,10 @@ using ir::Shape;
 
 std::vector<Tensor> run_op(int64_t opset, const std::string& op,
                            const std::vector<std::pair<std::string, Tensor>>& ins, ir::Attributes attrs,
-                           size_t num_outputs = 1) {
+                           size_t num_outputs = 1, const std::string& domain = "") {
   ir::Graph g;
   g.set_opset_import("", opset);
+  if (!domain.empty()) g.set_opset_import(domain, 1);
   std::vector<ir::Value*> in_vals;
   std::map<std::string, Tensor> feeds;
   for (const auto& [name, t] : ins) {
@@ -36,7 +41,7 @@ std::vector<Tensor> run_op(int64_t opset, const std::string& op,
   }
   std::vector<ir::Value*> outs;
   for (size_t i = 0; i < num_outputs; ++i) outs.push_back(g.add_value("out" + std::to_string(i)));
-  g.add_node(op, in_vals, outs, std::move(attrs));
+  g.add_node(op, in_vals, outs, std::move(attrs), "", domain);
   for (auto* o : outs) g.add_output(o);
   EXPECT_TRUE(ir::infer_graph(g).ok());
   cpu::Executor ex;
@@ -128,6 +133,57 @@ TEST(NnInference, MaxPoolCeilModeAndIndices) {
   EXPECT_EQ(idx->dtype(), DataType::kInt64);
 }
 
+TEST(NnInference, IngotPoolChannelsLast) {
+  ir::Graph g;
+  g.set_opset_import("", 19);
+  g.set_opset_import("ingot", 1);
+  auto* x = g.add_input("x", DataType::kFloat16, Shape{Dim::symbol("N"), Dim(112), Dim(112), Dim(64)});
+  auto pool = [&](ir::Attributes a, ir::Value* in) {
+    auto* y = g.add_value("y" + std::to_string(g.num_values()));
+    Status st = ir::infer_node(*g.add_node("Pool", {in}, {y}, std::move(a), "", "ingot"));
+    return std::make_pair(st, y);
+  };
+  ir::Attributes a;
+  a.set_string("mode", "max");
+  a.set_int("channels_last", 1);
+  a.set_ints("kernel_shape", {3, 3});
+  a.set_ints("strides", {2, 2});
+  a.set_ints("pads", {1, 1, 1, 1});
+  auto [st, y] = pool(a, x);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(y->shape().to_string(), "[N,56,56,64]");  // ResNet-50's stem pool, NHWC
+  EXPECT_EQ(y->dtype(), DataType::kFloat16);
+  // ceil_mode on the spatial dims only: H (5 - 2) / 2 -> 3 rows, W (6 - 2) / 2 -> 3 columns.
+  auto* small = g.add_input("s", DataType::kFloat32, Shape{Dim(1), Dim(5), Dim(6), Dim(7)});
+  ir::Attributes c;
+  c.set_string("mode", "average");
+  c.set_int("channels_last", 1);
+  c.set_ints("kernel_shape", {2, 2});
+  c.set_ints("strides", {2, 2});
+  c.set_int("ceil_mode", 1);
+  c.set_int("count_include_pad", 1);
+  auto [cst, cy] = pool(c, small);
+  ASSERT_TRUE(cst.ok()) << cst.to_string();
+  EXPECT_EQ(cy->shape().to_string(), "[1,3,3,7]");
+  // channels_last = 0 is the channels-first pool: [1, 5, 6, 7] pools 6 x 7.
+  c.set_int("channels_last", 0);
+  auto [fst, fy] = pool(c, small);
+  ASSERT_TRUE(fst.ok()) << fst.to_string();
+  EXPECT_EQ(fy->shape().to_string(), "[1,5,3,4]");
+  // Errors: an unknown mode, count_include_pad on a max pool, channels_last outside {0, 1}, rank 2.
+  ir::Attributes bad = a;
+  bad.set_string("mode", "lp");
+  EXPECT_FALSE(pool(bad, x).first.ok());
+  bad = a;
+  bad.set_int("count_include_pad", 1);
+  EXPECT_FALSE(pool(bad, x).first.ok());
+  bad = a;
+  bad.set_int("channels_last", 2);
+  EXPECT_FALSE(pool(bad, x).first.ok());
+  auto* flat = g.add_input("f", DataType::kFloat32, Shape{Dim(4), Dim(8)});
+  EXPECT_FALSE(pool(a, flat).first.ok());
+}
+
 TEST(NnInference, EinsumImplicitOutputAndErrors) {
   ir::Graph g;
   g.set_opset_import("", 12);
@@ -200,6 +256,77 @@ TEST(NnKernels, MaxPoolIndicesRowAndColumnMajor) {
   auto c = run_op(12, "MaxPool", {{"x", f32({1, 1, 2, 2}, {1, 5, 7, 2})}}, a, 2);
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c[1].get_i64(0), 1);
+}
+
+// ingot::Pool{channels_last=1} on NHWC data equals MaxPool / AveragePool on the NCHW transpose,
+// exactly (one reference computes both), on odd sizes, with pads, strides, dilations, ceil_mode,
+// auto_pad, count_include_pad both ways, windows without a valid tap, and NaNs in the data.
+TEST(NnKernels, IngotPoolMatchesChannelsFirstPoolOnTransposedData) {
+  struct Case {
+    Shape64 nhwc;
+    std::vector<std::pair<const char*, std::vector<int64_t>>> ints;
+    std::string auto_pad;
+  };
+  const Case cases[] = {
+      {{2, 9, 9, 8}, {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}, ""},
+      {{1, 7, 10, 3}, {{"kernel_shape", {3, 2}}, {"strides", {2, 3}}, {"pads", {1, 0, 2, 1}}}, ""},
+      {{1, 10, 9, 5}, {{"kernel_shape", {3, 3}}, {"dilations", {2, 1}}, {"pads", {2, 1, 2, 1}}}, ""},
+      {{3, 9, 10, 2}, {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"ceil_mode", {1}}}, ""},
+      {{1, 4, 5, 4}, {{"kernel_shape", {2, 2}}, {"pads", {2, 2, 2, 2}}}, ""},  // corner windows see no input
+      {{1, 9, 8, 6}, {{"kernel_shape", {4, 3}}, {"strides", {2, 2}}}, "SAME_UPPER"},
+      {{1, 9, 8, 6}, {{"kernel_shape", {3, 2}}}, "SAME_LOWER"},
+      {{2, 6, 7, 3}, {{"kernel_shape", {3, 3}}, {"strides", {1, 2}}}, "VALID"},
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> dist(0.1, 3.0);
+  for (const Case& c : cases) {
+    Tensor x = Tensor::zeros(DataType::kFloat32, c.nhwc).value();
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, (rng() & 1 ? 1 : -1) * dist(rng));
+    for (int64_t i = 5; i < x.numel(); i += 17) x.set_f64(i, std::numeric_limits<double>::quiet_NaN());
+    Tensor x_nchw = permute_dims(x, {0, 3, 1, 2}).value();
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      for (int count_pad : {0, 1}) {
+        const bool max = op[0] == 'M';
+        if (max && count_pad) continue;
+        ir::Attributes a;
+        for (const auto& [name, v] : c.ints) {
+          if (v.size() == 1) a.set_int(name, v[0]);
+          else a.set_ints(name, v);
+        }
+        if (!c.auto_pad.empty()) a.set_string("auto_pad", c.auto_pad);
+        if (count_pad) a.set_int("count_include_pad", 1);
+        SCOPED_TRACE(std::string(op) + " on " + std::to_string(c.nhwc[1]) + "x" + std::to_string(c.nhwc[2]) +
+                     (c.auto_pad.empty() ? "" : " " + c.auto_pad) + (count_pad ? " count_include_pad" : ""));
+        auto want = run_op(19, op, {{"x", x_nchw}}, a);
+        ir::Attributes p = a;
+        p.set_string("mode", max ? "max" : "average");
+        p.set_int("channels_last", 1);
+        auto got = run_op(19, "Pool", {{"x", x}}, p, 1, "ingot");
+        ASSERT_EQ(want.size(), 1u);
+        ASSERT_EQ(got.size(), 1u);
+        Tensor got_nchw = permute_dims(got[0], {0, 3, 1, 2}).value();
+        ASSERT_EQ(got_nchw.shape(), want[0].shape());
+        int nans = 0;
+        for (int64_t i = 0; i < want[0].numel(); ++i) {
+          const double w = want[0].get_f64(i), g = got_nchw.get_f64(i);
+          nans += std::isnan(w);
+          if (std::isnan(w)) EXPECT_TRUE(std::isnan(g)) << i;
+          else EXPECT_EQ(g, w) << i;
+        }
+        if (!max) EXPECT_GT(nans, 0) << "the NaNs reached no window";  // a max keeps one only as the first tap
+        // channels_last = 0: the same as the ONNX op on the same data.
+        p.set_int("channels_last", 0);
+        auto same = run_op(19, "Pool", {{"x", x_nchw}}, p, 1, "ingot");
+        ASSERT_EQ(same.size(), 1u);
+        ASSERT_EQ(same[0].shape(), want[0].shape());
+        for (int64_t i = 0; i < want[0].numel(); ++i) {
+          const double w = want[0].get_f64(i), g = same[0].get_f64(i);
+          if (std::isnan(w)) EXPECT_TRUE(std::isnan(g)) << i;
+          else EXPECT_EQ(g, w) << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(NnKernels, GemmTransAWithRowBias) {

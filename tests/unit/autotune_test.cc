@@ -325,6 +325,55 @@ TEST(AutotuneTimingInputs, RandomNonZeroEverywhere) {
   EXPECT_EQ(seen.size(), 8u);
 }
 
+// The layout backend above, offering a channels-last pool tactic when `pool_tactic` is set.
+class PoolLayoutBackend : public LayoutBackend {
+ public:
+  bool pool_tactic = false;
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>& t) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v = LayoutBackend::candidates(n, t);
+    if (pool_tactic && n.domain() == "ingot" && n.op_type() == "Pool")
+      v.push_back(std::make_unique<FakeTactic>("fake.pool.nhwc", 0.1));
+    return v;
+  }
+};
+
+// A MaxPool between channels-last convs joins the region only when the backend has a device
+// tactic for ingot::Pool (the cuda backend's host fallback would synchronize); else it stays
+// channels-first between two reformats, and the attempt leaves no node behind.
+TEST_F(Autotune, PoolJoinsTheChannelsLastRegionOnlyWithADeviceTactic) {
+  for (bool pool_tactic : {false, true}) {
+    auto g = ir::parse_text(R"(graph g {
+  opset "" 17
+  input %x: f16[1,8,6,6]
+  input %w1: f16[8,8,3,3]
+  input %w2: f16[8,8,3,3]
+  %a: f16[1,8,6,6] = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %p: f16[1,8,3,3] = MaxPool {kernel_shape=[2, 2], strides=[2, 2]}(%a) @pool
+  %y: f16[1,8,3,3] = Conv {pads=[1, 1, 1, 1]}(%p, %w2) @c2
+  output %y
+}
+)");
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    for (const char* w : {"w1", "w2"})
+      (*g)->set_initializer((*g)->find_value(w), Tensor::zeros(DataType::kFloat16, {8, 8, 3, 3}).value());
+    PoolLayoutBackend be;
+    be.pool_tactic = pool_tactic;
+    builder::LayoutReport rep;
+    Status st = builder::choose_conv_layout(**g, be, "nhwc", &rep);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    int maxpools = 0, pools = 0;
+    for (const auto& n : (*g)->nodes()) {
+      maxpools += n->op_type() == "MaxPool";
+      pools += n->op_type() == "Pool";
+    }
+    EXPECT_EQ(rep.channels_last_convs, 2);
+    EXPECT_EQ(maxpools, pool_tactic ? 0 : 1);
+    EXPECT_EQ(pools, pool_tactic ? 1 : 0);
+    EXPECT_EQ(rep.reformats, pool_tactic ? 2 : 4);
+  }
+}
+
 TEST_F(Autotune, TimingCacheFileRoundTripsAndSurvivesDamage) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("ingot_tc_" + std::to_string(::getpid()));

@@ -3,7 +3,10 @@
 // Channels-last convolution regions (BuilderConfig::conv_layout = "nhwc") on the CPU backend,
 // whose reference FusedConv reads NHWC/KRSC: outputs equal the channels-first engine's within
 // fp32 rounding, transposes remain only where a region meets a channels-first op, and weights
-// are stored once (the KRSC copy replaces the KCRS one).
+// are stored once (the KRSC copy replaces the KCRS one). The layout pass itself on small graphs:
+// MaxPool / AveragePool between convolutions join the region as ingot::Pool{channels_last=1}
+// (before / after IR text, and the same outputs as the unoptimized graph), and the pools it
+// refuses stay channels-first.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,10 +15,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
+#include "backend/cpu/executor.h"
+#include "backend/tactic.h"
+#include "builder/layout.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
+#include "ir/op_registry.h"
+#include "ir/text.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
 #include "quiet_logger.h"
@@ -106,9 +115,9 @@ TEST(LayoutModels, ChannelsLastRegionsMatchChannelsFirstEngines) {
       EXPECT_LT(max_err, 1e-5 * std::max(1.0, max_ref)) << entry.path() << " output " << o;
     }
     if (entry.path().filename() == "resnet_bn") {
-      // input -> NHWC, stem out -> NCHW for MaxPool, pool -> NHWC, last block -> NCHW for the
-      // global pool: the only four places the region meets channels-first ops.
-      EXPECT_EQ(b->summary.layout_reformats, 4);
+      // input -> NHWC and the global pool's [N, 1, 1, C] -> NCHW for Flatten: the only places the
+      // region meets channels-first ops (the stem's MaxPool runs channels-last inside it).
+      EXPECT_EQ(b->summary.layout_reformats, 2);
       EXPECT_EQ(b->summary.channels_last_convs, 8);
     }
   }
@@ -131,6 +140,182 @@ TEST(Layout, AutoKeepsFp32ConvsChannelsFirstAndBadModesAreErrors) {
   auto bad = Builder(q).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg, &s);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'nwhc'"), std::string::npos) << bad.status().message();
+}
+
+// A graph in the IR text form with deterministic non-zero weights for `inits` (name, shape).
+std::string with_weights(const std::string& head, const std::vector<std::pair<std::string, Shape64>>& inits,
+                         const std::string& body, uint32_t seed = 3) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> mag(0.1, 1.0);
+  std::string text = head;
+  for (const auto& [name, shape] : inits) {
+    std::string dims, values;
+    int64_t n = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      dims += (i ? "," : "") + std::to_string(shape[i]);
+      n *= shape[i];
+    }
+    for (int64_t i = 0; i < n; ++i)
+      values += (i ? ", " : "") + std::to_string((rng() & 1 ? 1 : -1) * mag(rng));
+    text += "  init %" + name + ": f32[" + dims + "] = [" + values + "]\n";
+  }
+  return text + body + "}\n";
+}
+
+std::unique_ptr<ir::Graph> parsed(const std::string& text) {
+  auto g = ir::parse_text(text);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok()) return nullptr;
+  Status st = ir::infer_graph(**g);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return std::move(*g);
+}
+
+// The node lines of the text form (initializers and declarations left out).
+std::string node_lines(const ir::Graph& g) {
+  std::istringstream in(ir::to_text(g, 0));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    const size_t p = line.find_first_not_of(' ');
+    if (p == std::string::npos || line.compare(p, 1, "%") != 0) continue;
+    out += line.substr(p) + "\n";
+  }
+  return out;
+}
+
+// Runs the layout pass ("nhwc") on the CPU backend; the graph after it, and its report.
+std::unique_ptr<ir::Graph> channels_last(const std::string& text, builder::LayoutReport* rep) {
+  auto g = parsed(text);
+  if (!g) return nullptr;
+  auto cpu = backend::find_backend("cpu");
+  EXPECT_TRUE(cpu.ok());
+  if (!cpu.ok()) return nullptr;
+  Status st = builder::choose_conv_layout(*g, **cpu, "nhwc", rep);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return st.ok() ? std::move(g) : nullptr;
+}
+
+// Both graphs on the same random non-zero input: every output equal (the pools are exact; the
+// convolutions round the same way in both layouts up to fp32 summation order).
+void expect_same_outputs(const std::string& before_text, const ir::Graph& after) {
+  auto before = parsed(before_text);
+  ASSERT_TRUE(before);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> mag(0.1, 1.0);
+  std::map<std::string, Tensor> feeds;
+  for (const ir::Value* in : before->inputs()) {
+    if (in->initializer()) continue;
+    Tensor t = Tensor::zeros(in->dtype(), in->shape().concrete()).value();
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, (rng() & 1 ? 1 : -1) * mag(rng));
+    feeds[in->name()] = t;
+  }
+  cpu::Executor ex;
+  auto want = ex.run(*before, feeds);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  auto got = ex.run(after, feeds);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(want->size(), got->size());
+  for (size_t o = 0; o < want->size(); ++o) {
+    ASSERT_EQ((*want)[o].shape(), (*got)[o].shape()) << "output " << o;
+    for (int64_t i = 0; i < (*want)[o].numel(); ++i) {
+      const double w = (*want)[o].get_f64(i), g = (*got)[o].get_f64(i);
+      ASSERT_NEAR(g, w, 1e-5 * std::max(1.0, std::fabs(w))) << "output " << o << " element " << i;
+    }
+  }
+}
+
+const char* const kHead = "graph g {\n  opset \"\" 17\n  input %x: f32[1,4,11,11]\n";
+const std::vector<std::pair<std::string, Shape64>> kTwoConvWeights = {{"w1", {4, 4, 3, 3}}, {"w2", {4, 4, 3, 3}}};
+
+// ResNet's stem: conv -> Relu -> MaxPool 3x3/2 pad 1 -> conv. The pool joins the region, so only
+// the input's and the output's reformats remain.
+TEST(LayoutPass, MaxPoolBetweenConvsRunsChannelsLast) {
+  const std::string before = with_weights(kHead, kTwoConvWeights, R"(
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %r = Relu(%a) @relu
+  %p = MaxPool {kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]}(%r) @pool
+  %y = Conv {pads=[1, 1, 1, 1]}(%p, %w2) @c2
+  output %y
+)");
+  builder::LayoutReport rep;
+  auto g = channels_last(before, &rep);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(node_lines(*g), R"(%x/nhwc: f32[1,11,11,4] = Transpose {perm=[0, 2, 3, 1]}(%x) @x/nhwc
+%a/nhwc: f32[1,11,11,4] = ingot::FusedConv {channels_last=1, pads=[1, 1, 1, 1]}(%x/nhwc, %w1/krsc) @c1
+%r/nhwc: f32[1,11,11,4] = Relu(%a/nhwc) @relu
+%p/nhwc_1: f32[1,6,6,4] = ingot::Pool {channels_last=1, kernel_shape=[3, 3], mode="max", pads=[1, 1, 1, 1], strides=[2, 2]}(%r/nhwc) @pool
+%y/nhwc: f32[1,6,6,4] = ingot::FusedConv {channels_last=1, pads=[1, 1, 1, 1]}(%p/nhwc_1, %w2/krsc) @c2
+%y: f32[1,4,6,6] = Transpose {perm=[0, 3, 1, 2]}(%y/nhwc) @y/nhwc/nchw
+)");
+  EXPECT_EQ(rep.channels_last_convs, 2);
+  EXPECT_EQ(rep.reformats, 2);
+  expect_same_outputs(before, *g);
+}
+
+// AveragePool with ceil_mode and count_include_pad (both ways) on an odd size.
+TEST(LayoutPass, AveragePoolBetweenConvsRunsChannelsLast) {
+  for (int count_pad : {0, 1}) {
+    const std::string attrs = "ceil_mode=1, count_include_pad=" + std::to_string(count_pad);
+    const std::string before = with_weights(kHead, kTwoConvWeights, R"(
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %p = AveragePool {)" + attrs + R"(, kernel_shape=[3, 3], strides=[2, 2]}(%a) @pool
+  %y = Conv {pads=[1, 1, 1, 1]}(%p, %w2) @c2
+  output %y
+)");
+    builder::LayoutReport rep;
+    auto g = channels_last(before, &rep);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(node_lines(*g), R"(%x/nhwc: f32[1,11,11,4] = Transpose {perm=[0, 2, 3, 1]}(%x) @x/nhwc
+%a/nhwc: f32[1,11,11,4] = ingot::FusedConv {channels_last=1, pads=[1, 1, 1, 1]}(%x/nhwc, %w1/krsc) @c1
+%p/nhwc_1: f32[1,5,5,4] = ingot::Pool {ceil_mode=1, channels_last=1, count_include_pad=)" +
+                                  std::to_string(count_pad) + R"(, kernel_shape=[3, 3], mode="average", strides=[2, 2]}(%a/nhwc) @pool
+%y/nhwc: f32[1,5,5,4] = ingot::FusedConv {channels_last=1, pads=[1, 1, 1, 1]}(%p/nhwc_1, %w2/krsc) @c2
+%y: f32[1,4,5,5] = Transpose {perm=[0, 3, 1, 2]}(%y/nhwc) @y/nhwc/nchw
+)");
+    EXPECT_EQ(rep.reformats, 2);
+    expect_same_outputs(before, *g);
+  }
+}
+
+// Refused, staying channels-first between the region's transposes: MaxPool's Indices output,
+// storage_order = 1, and a pool whose NCHW input another node reads too.
+TEST(LayoutPass, PoolsItCannotMoveStayChannelsFirst) {
+  const std::string indices = with_weights(kHead, kTwoConvWeights, R"(
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %p, %i = MaxPool {kernel_shape=[2, 2], strides=[2, 2]}(%a) @pool
+  %y = Conv {pads=[1, 1, 1, 1]}(%p, %w2) @c2
+  output %y
+  output %i
+)");
+  const std::string storage_order = with_weights(kHead, kTwoConvWeights, R"(
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %p = MaxPool {kernel_shape=[2, 2], storage_order=1, strides=[2, 2]}(%a) @pool
+  %y = Conv {pads=[1, 1, 1, 1]}(%p, %w2) @c2
+  output %y
+)");
+  const std::string shared = with_weights(kHead, kTwoConvWeights, R"(
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %p = MaxPool {kernel_shape=[2, 2], strides=[2, 2]}(%a) @pool
+  %y = Conv {pads=[1, 1, 1, 1]}(%p, %w2) @c2
+  %s = Shape(%a) @shape
+  output %y
+  output %s
+)");
+  for (const std::string* text : {&indices, &storage_order, &shared}) {
+    builder::LayoutReport rep;
+    auto g = channels_last(*text, &rep);
+    ASSERT_TRUE(g);
+    int pools = 0, maxpools = 0;
+    for (const auto& n : g->nodes()) {
+      pools += n->op_type() == "Pool";
+      maxpools += n->op_type() == "MaxPool";
+    }
+    EXPECT_EQ(pools, 0) << node_lines(*g);
+    EXPECT_EQ(maxpools, 1) << node_lines(*g);
+    EXPECT_EQ(rep.channels_last_convs, 2);
+    EXPECT_EQ(rep.reformats, 4) << node_lines(*g);  // in, to the pool, back, out
+    expect_same_outputs(*text, *g);
+  }
 }
 
 }  // namespace

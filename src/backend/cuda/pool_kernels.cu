@@ -1,8 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Pooling kernels. Windowed pooling runs one thread per output element and walks its window
-// directly (windows are small: 2x2 to 7x7); the global forms run one warp per plane. Both are
-// memory bound; fp32 accumulation, one rounding on store.
+// Pooling kernels. Windowed pooling runs one thread per output element (channels-first) or per
+// output pixel and group of channels (channels-last) and walks its window directly (windows are
+// small: 2x2 to 7x7); the global forms run one warp per plane. All are memory bound; fp32
+// accumulation, one rounding on store.
 #include <cfloat>
 
 #include "backend/cuda/elementwise_common.cuh"
@@ -12,6 +13,7 @@ namespace ingot::backend::cuda {
 namespace {
 
 using ew::from_f32;
+using ew::Pack;
 using ew::to_f32;
 
 // Taps of one window along one dim: [first, last) are in the input, `padded` count toward
@@ -88,6 +90,88 @@ __global__ void pool_kernel(PoolOp op, const T* x, T* y, PoolDesc d, I n) {
   }
 }
 
+// Channels-last: thread i pools V consecutive channels (one 16-byte pack when V > 1) of one output
+// pixel, so the threads of a warp read neighbouring packs of the same input pixels. The taps walk
+// the window in the channels-first kernel's order with its max rule (the first tap seeds, a
+// later one replaces only when larger), so NaN handling is the same.
+template <PoolOp kOp, class T, class I, int V>
+__global__ void pool_nhwc_kernel(const T* x, T* y, PoolDesc d, I channels, I n) {
+  const I grid_stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  const I in_h = static_cast<I>(d.in[0]), in_w = static_cast<I>(d.in[1]);
+  const I out_h = static_cast<I>(d.out[0]), out_w = static_cast<I>(d.out[1]);
+  const I k_h = static_cast<I>(d.kernel[0]), k_w = static_cast<I>(d.kernel[1]);
+  const I dil_h = static_cast<I>(d.dilation[0]), dil_w = static_cast<I>(d.dilation[1]);
+  const I groups = channels / V;
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;
+       i += grid_stride) {
+    I r = i;
+    const I g = r % groups;
+    r /= groups;
+    const I ow = r % out_w;
+    r /= out_w;
+    const I oh = r % out_h;
+    const I batch = r / out_h;
+    const Taps<I> th = window_taps<I>(d, 0, oh), tw = window_taps<I>(d, 1, ow);
+    const T* xb = x + g * V;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = kOp == PoolOp::kMax ? -INFINITY : 0.0f;
+    bool any = false;
+    for (I kh = 0; kh < k_h; ++kh) {
+      const I ih = th.start + kh * dil_h;
+      if (ih < 0 || ih >= in_h) continue;
+      const T* row = xb + (batch * in_h + ih) * in_w * channels;
+      for (I kw = 0; kw < k_w; ++kw) {
+        const I iw = tw.start + kw * dil_w;
+        if (iw < 0 || iw >= in_w) continue;
+        const T* p = row + iw * channels;
+        T v[V];
+        if constexpr (V == 1) {
+          v[0] = *p;
+        } else {
+          const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+          for (int k = 0; k < V; ++k) v[k] = pk.v[k];
+        }
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float f = to_f32(v[k]);
+          if constexpr (kOp == PoolOp::kMax) {
+            if (!any || f > acc[k]) acc[k] = f;
+          } else {
+            acc[k] += f;
+          }
+        }
+        any = true;
+      }
+    }
+    if constexpr (kOp == PoolOp::kAvg) {
+      const I div = d.count_include_pad ? th.padded * tw.padded : th.valid * tw.valid;
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = div > 0 ? acc[k] / static_cast<float>(div) : 0.0f;
+    }
+    T* out = y + i * V;
+    if constexpr (V == 1) {
+      out[0] = from_f32<T>(acc[0]);
+    } else {
+      Pack<T, V> pk;
+#pragma unroll
+      for (int k = 0; k < V; ++k) pk.v[k] = from_f32<T>(acc[k]);
+      *reinterpret_cast<Pack<T, V>*>(out) = pk;
+    }
+  }
+}
+
+template <PoolOp kOp, class T, int V>
+void launch_nhwc(const T* x, T* y, const PoolDesc& d, int64_t channels, bool narrow, cudaStream_t stream) {
+  const int64_t n = d.planes * d.out[0] * d.out[1] * (channels / V);
+  if (narrow)
+    pool_nhwc_kernel<kOp, T, int32_t, V><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+        x, y, d, static_cast<int32_t>(channels), static_cast<int32_t>(n));
+  else
+    pool_nhwc_kernel<kOp, T, int64_t, V><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(x, y, d, channels, n);
+}
+
 constexpr int kWarpsPerBlock = 8;
 
 template <class T>
@@ -146,6 +230,32 @@ cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const Po
     else
       pool_kernel<T, int64_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(op, static_cast<const T*>(x),
                                                                             static_cast<T*>(y), d, n);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, int64_t channels,
+                             cudaStream_t stream) {
+  if (desc.spatial_rank != 2 || channels < 0) return cudaErrorInvalidValue;
+  const int64_t pixels = desc.planes * desc.out[0] * desc.out[1];
+  if (pixels <= 0 || channels == 0) return cudaSuccess;
+  // 32-bit indices when every element offset (and the grid's reach past the last one) fits.
+  const int64_t in_elems = desc.planes * desc.in[0] * desc.in[1] * channels;
+  const int64_t limit = (int64_t{1} << 31) - (int64_t{1} << 26);
+  const bool narrow = in_elems < limit && pixels * channels < limit;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kV = 16 / sizeof(T);
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    const bool packed = channels % kV == 0 && ew::aligned16(x) && ew::aligned16(y);
+    if (op == PoolOp::kMax) {
+      if (packed) launch_nhwc<PoolOp::kMax, T, kV>(xt, yt, desc, channels, narrow, stream);
+      else launch_nhwc<PoolOp::kMax, T, 1>(xt, yt, desc, channels, narrow, stream);
+    } else {
+      if (packed) launch_nhwc<PoolOp::kAvg, T, kV>(xt, yt, desc, channels, narrow, stream);
+      else launch_nhwc<PoolOp::kAvg, T, 1>(xt, yt, desc, channels, narrow, stream);
+    }
   });
   return cudaGetLastError();
 }

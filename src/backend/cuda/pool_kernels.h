@@ -1,10 +1,11 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // Launchers for the pooling family's device code (pool_kernels.cu): windowed MaxPool and
-// AveragePool over 1 to 3 spatial dims of an NC... (channels-first) tensor, and the global
-// forms. Plain C++ so pool_tactics.cc compiles with the host compiler; every launcher enqueues
-// on `stream`, never synchronizes, and returns cudaGetLastError() after its launch. Values are
-// f32/f16/bf16 (FloatType from elementwise_kernels.h), accumulated in fp32.
+// AveragePool over 1 to 3 spatial dims of an NC... (channels-first) tensor or 2 spatial dims of
+// an NHWC (channels-last) one, and the global forms. Plain C++ so pool_tactics.cc compiles with
+// the host compiler; every launcher enqueues on `stream`, never synchronizes, and returns
+// cudaGetLastError() after its launch. Values are f32/f16/bf16 (FloatType from
+// elementwise_kernels.h), accumulated in fp32.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,6 +39,14 @@ struct PoolDesc {
 
 /// MaxPool (a window with no valid tap gives -inf) or AveragePool (no valid tap gives 0).
 cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, cudaStream_t stream);
+
+/// The same pooling channels-last: x is [N, H, W, channels], y [N, OH, OW, channels], `desc` as
+/// above with planes = N, spatial_rank = 2 and dims 0, 1 = H, W. Max and average agree with
+/// launch_pool element for element (same tap order, so NaN handling is the same too). When
+/// channels * element size is a multiple of 16 and x, y are 16-byte aligned each thread reads
+/// 16 bytes of channels per tap, else one channel.
+cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, int64_t channels,
+                             cudaStream_t stream);
 
 /// GlobalMaxPool / GlobalAveragePool: y[p] = max / mean of the `size` elements of plane p.
 /// Max propagates NaN.

@@ -51,14 +51,6 @@ Status check_epilogue(InferenceContext& c, size_t residual_input) {
   return Status::Ok();
 }
 
-// Permutes a known-rank shape: out[i] = in[perm[i]].
-Shape permute_shape(const Shape& in, const std::vector<size_t>& perm) {
-  if (!in.rank_known() || in.rank() != perm.size()) return in;
-  std::vector<Dim> d;
-  for (size_t p : perm) d.push_back(in.dims()[p]);
-  return Shape(d);
-}
-
 // channels_last = 1: X, R and Y are [N, spatial..., C] and W is [K, kernel..., C/group]; the
 // shapes are checked by Conv's inference on the channels-first view.
 Status infer_channels_last_conv(InferenceContext& c) {

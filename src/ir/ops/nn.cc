@@ -2,6 +2,13 @@
 //
 // nn family: MatMul, Gemm, Conv, ConvTranspose, DeformConv, pooling, MaxUnpool, Col2Im.
 // Einsum lives in nn_einsum.cc.
+//
+//   ingot::Pool(X) (domain "ingot", opset 1): MaxPool (mode "max") or AveragePool (mode
+//     "average") with the same window attributes, meaning the same thing (kernel_shape, strides,
+//     pads, dilations, auto_pad, ceil_mode; count_include_pad for "average" only). With
+//     `channels_last` = 1, X and Y are [N, spatial..., C]; the builder's layout pass makes these
+//     inside channels-last regions. MaxPool's Indices output (and so storage_order) has no
+//     counterpart: pools that need it stay MaxPool.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -270,6 +277,24 @@ Status infer_pool(InferenceContext& c) {
   return Status::Ok();
 }
 
+Status infer_ingot_pool(InferenceContext& c) {
+  const std::string mode = c.attrs().get_string("mode", "");
+  if (mode != "max" && mode != "average") return c.error("mode must be 'max' or 'average', got '", mode, "'");
+  if (mode == "max" && c.attrs().has("count_include_pad")) return c.error("count_include_pad needs mode 'average'");
+  const int64_t channels_last = c.attrs().get_int("channels_last", 0);
+  if (channels_last != 0 && channels_last != 1) return c.error("channels_last must be 0 or 1, got ", channels_last);
+  if (!channels_last || !c.input_shape(0).rank_known()) return infer_pool(c);
+  // Channels-last: the channels-first pool's inference on the permuted view.
+  const size_t rank = c.input_shape(0).rank();
+  if (rank < 3) return c.error("input must have rank >= 3, got ", c.input_shape(0).to_string());
+  TensorType x{c.input_dtype(0), permute_shape(c.input_shape(0), channels_first_perm(rank))};
+  InferenceContext inner(c.node(), c.opset(), {x}, {nullptr});
+  INGOT_RETURN_IF_ERROR(infer_pool(inner));
+  const TensorType& y = inner.output(0);
+  c.set_output(0, y.dtype, permute_shape(y.shape, channels_last_perm(rank)));
+  return Status::Ok();
+}
+
 Status infer_global_pool(InferenceContext& c) {
   DataType dt = c.input_dtype(0);
   const Shape& x = c.input_shape(0);
@@ -407,6 +432,13 @@ void register_nn_ops(OpRegistry& r) {
       .attr("ceil_mode", AttrType::kInt)
       .attr("p", AttrType::kInt)
       .infer(infer_pool);  // LpPool-1 had a float `p`; opset 2+ has an int
+  window(r.add("Pool", "ingot").inputs(1, 1).outputs(1, 1).opsets(1))
+      .attr("mode", AttrType::kString, true)
+      .attr("ceil_mode", AttrType::kInt)
+      .attr("count_include_pad", AttrType::kInt)
+      .attr("channels_last", AttrType::kInt)
+      .infer(infer_ingot_pool)
+      .doc("MaxPool / AveragePool (mode), channels-last when channels_last = 1");
   r.add("GlobalAveragePool").inputs(1, 1).outputs(1, 1).opsets(1).infer(infer_global_pool);
   r.add("GlobalMaxPool").inputs(1, 1).outputs(1, 1).opsets(1).infer(infer_global_pool);
   r.add("GlobalLpPool").inputs(1, 1).outputs(1, 1).opsets(2).attr("p", AttrType::kInt).infer(infer_global_pool);

@@ -1,7 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Pooling: MaxPool (+ Indices), AveragePool, LpPool, their Global forms, and MaxUnpool.
-// Computed in double (exact for every integer type MaxPool allows).
+// Pooling: MaxPool (+ Indices), AveragePool, LpPool, their Global forms, MaxUnpool, and
+// ingot::Pool (MaxPool / AveragePool, channels-last when channels_last = 1: the same kernel on a
+// channels-first copy). Computed in double (exact for every integer type MaxPool allows).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,7 @@
 
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/kernels/all_kernels.h"
+#include "ir/shape.h"
 
 namespace ingot::cpu {
 
@@ -22,9 +24,9 @@ namespace {
 
 enum class PoolKind { kMax, kAvg, kLp };
 
-Status pool_kernel(KernelContext& k, PoolKind kind) {
-  const Tensor& x = *k.input(0);
-  Tensor& y = k.output(0);
+// Pools channels-first `x` into `y` (allocated) with the node's window attributes; MaxPool's
+// Indices go to output 1 when `indices` is set.
+Status pool_kernel(KernelContext& k, PoolKind kind, const Tensor& x, Tensor& y, bool indices) {
   if (x.rank() < 3 || y.rank() != x.rank()) return k.error("input must have rank >= 3");
   size_t nsp = x.rank() - 2;
   Shape64 in(x.shape().begin() + 2, x.shape().end()), out(y.shape().begin() + 2, y.shape().end());
@@ -49,7 +51,7 @@ Status pool_kernel(KernelContext& k, PoolKind kind) {
   }
   bool count_pad = k.attrs().get_int("count_include_pad", 0) != 0;
   double p = static_cast<double>(k.attrs().get_int("p", 2));
-  bool want_idx = kind == PoolKind::kMax && k.has_output(1);
+  bool want_idx = indices && kind == PoolKind::kMax && k.has_output(1);
   bool col_major = k.attrs().get_int("storage_order", 0) != 0;
   int64_t planes = x.dim(0) * x.dim(1);
   int64_t in_sz = shape_numel(in), out_sz = shape_numel(out);
@@ -131,6 +133,22 @@ Status pool_kernel(KernelContext& k, PoolKind kind) {
   return Status::Ok();
 }
 
+Status ingot_pool_kernel(KernelContext& k) {
+  const std::string mode = k.attrs().get_string("mode", "");
+  if (mode != "max" && mode != "average") return k.error("mode must be 'max' or 'average', got '", mode, "'");
+  const PoolKind kind = mode == "max" ? PoolKind::kMax : PoolKind::kAvg;
+  if (k.attrs().get_int("channels_last", 0) == 0) return pool_kernel(k, kind, *k.input(0), k.output(0), false);
+  const size_t n = k.input(0)->rank();
+  if (n < 3 || k.output(0).rank() != n) return k.error("input must have rank >= 3");
+  INGOT_ASSIGN_OR_RETURN(Tensor x, permute_dims(*k.input(0), ir::channels_first_perm(n)));
+  Shape64 y_shape;
+  for (size_t d : ir::channels_first_perm(n)) y_shape.push_back(k.output(0).dim(d));
+  INGOT_ASSIGN_OR_RETURN(Tensor y, Tensor::zeros(k.output(0).dtype(), y_shape));
+  INGOT_RETURN_IF_ERROR(pool_kernel(k, kind, x, y, false));
+  INGOT_ASSIGN_OR_RETURN(k.output(0), permute_dims(y, ir::channels_last_perm(n)));
+  return Status::Ok();
+}
+
 Status global_pool_kernel(KernelContext& k, PoolKind kind) {
   const Tensor& x = *k.input(0);
   Tensor& y = k.output(0);
@@ -202,13 +220,15 @@ Status max_unpool_kernel(KernelContext& k) {
 }  // namespace
 
 void register_nn_pool_kernels(KernelRegistry& r) {
-  r.add("MaxPool", [](KernelContext& k) { return pool_kernel(k, PoolKind::kMax); });
-  r.add("AveragePool", [](KernelContext& k) { return pool_kernel(k, PoolKind::kAvg); });
-  r.add("LpPool", [](KernelContext& k) { return pool_kernel(k, PoolKind::kLp); });
+  r.add("MaxPool", [](KernelContext& k) { return pool_kernel(k, PoolKind::kMax, *k.input(0), k.output(0), true); });
+  r.add("AveragePool",
+        [](KernelContext& k) { return pool_kernel(k, PoolKind::kAvg, *k.input(0), k.output(0), false); });
+  r.add("LpPool", [](KernelContext& k) { return pool_kernel(k, PoolKind::kLp, *k.input(0), k.output(0), false); });
   r.add("GlobalMaxPool", [](KernelContext& k) { return global_pool_kernel(k, PoolKind::kMax); });
   r.add("GlobalAveragePool", [](KernelContext& k) { return global_pool_kernel(k, PoolKind::kAvg); });
   r.add("GlobalLpPool", [](KernelContext& k) { return global_pool_kernel(k, PoolKind::kLp); });
   r.add("MaxUnpool", max_unpool_kernel);
+  r.add("Pool", ingot_pool_kernel, "ingot");
 }
 
 }  // namespace ingot::cpu
