@@ -19,9 +19,11 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -192,6 +194,30 @@ inline Result<std::vector<Tensor>> run_tactic(const backend::Tactic& tactic, con
     INGOT_ASSIGN_OR_RETURN(host_outputs[o], download(d_outputs[o]));
   }
   return host_outputs;
+}
+
+/// Median microseconds of `tactic.enqueue(io)` on `io.stream` between CUDA events, after
+/// `warmup` calls; nullopt when a call fails.
+inline std::optional<double> median_enqueue_us(const backend::Tactic& tactic, backend::StepIO& io, int warmup = 10,
+                                               int runs = 30) {
+  for (int i = 0; i < warmup; ++i)
+    if (!tactic.enqueue(io).ok()) return std::nullopt;
+  cudaEvent_t start, stop;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) return std::nullopt;
+  std::vector<float> us;
+  for (int i = 0; i < runs; ++i) {
+    cudaEventRecord(start, static_cast<cudaStream_t>(io.stream));
+    if (!tactic.enqueue(io).ok()) return std::nullopt;
+    cudaEventRecord(stop, static_cast<cudaStream_t>(io.stream));
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    us.push_back(ms * 1000.0f);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 /// The CPU reference outputs for the same host inputs.

@@ -6,12 +6,15 @@
 // and then our Gelu kernel over the whole output: at BERT-base batch 64 that second pass over a
 // 50 MB activation cost ~45 us of the FFN's ~115 us. Here matmul -> + bias -> GELU_FWD is one
 // cuDNN operation graph (fp32 compute and intermediates), which cuDNN's runtime-fusion engines
-// run as one kernel. The autotuner times it against the cuBLASLt candidates.
+// run as one kernel. The autotuner times it against the cuBLASLt candidates. At BERT b64 the first
+// plan of heuristics mode A lost to cuBLASLt + the Gelu pass, so, as the graph-API conv family
+// does, "cuda.cudnn.matmul.<i>" is the i-th plan of heuristics A + fallback that builds, for the
+// first kMaxCandidates (few: cuBLASLt's own top candidates must stay inside the autotuner's width).
 //
 // Taken: fp16/bf16 A [..., M, K] (leading dims folded into M), a 2-D B [K, N] (the weights) of
-// the same type, an optional bias [N], activation Gelu, alpha = 1, no residual. "cuda.cudnn.matmul"
-// builds one plan per M on first use (the first plan of heuristics mode A that builds), cached
-// in the tactic; execution passes pointers in ascending UID order (no host allocation).
+// the same type, an optional bias [N], activation Gelu, alpha = 1, no residual. A tactic builds its
+// plan per M on first use, cached in the tactic; execution passes pointers in ascending UID order
+// (no host allocation).
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 
 #include <cuda_runtime_api.h>
@@ -35,7 +38,8 @@ namespace {
 
 namespace fe = cudnn_frontend;
 
-constexpr const char* kName = "cuda.cudnn.matmul";
+constexpr const char* kPrefix = "cuda.cudnn.matmul.";
+constexpr int kMaxCandidates = 2;
 constexpr int64_t kWorkspaceBytes = 32ll << 20;
 enum : int64_t { kUidA = 1, kUidB = 2, kUidBias = 3, kUidY = 4 };
 
@@ -52,6 +56,7 @@ struct MatmulKey {
 struct MatmulPlan {
   MatmulKey key;
   std::shared_ptr<fe::graph::Graph> graph;
+  int64_t plan_index = 0;
 };
 
 /// What the node must be for this tactic (types and shapes from the builder).
@@ -75,8 +80,8 @@ bool takes(const ir::Node& node, const std::vector<ir::TensorType>& in) {
   return w[0].value() % 8 == 0 && w[1].value() % 8 == 0;
 }
 
-Status build_plan(const ir::Node& node, const MatmulKey& k, cudnnHandle_t handle, MatmulPlan* plan) {
-  plan->key = k;
+/// The operation graph with its execution plans listed (none built yet).
+Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const MatmulKey& k, cudnnHandle_t handle) {
   auto g = std::make_shared<fe::graph::Graph>();
   const fe::DataType_t io = fe_type(k.type);
   g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
@@ -99,26 +104,40 @@ Status build_plan(const ir::Node& node, const MatmulKey& k, cudnnHandle_t handle
   Y->set_output(true).set_uid(kUidY).set_dim({1, k.m, k.n}).set_stride({k.m * k.n, k.n, 1}).set_data_type(io);
   INGOT_FE_CHECK(g->validate(), node, "matmul validate");
   INGOT_FE_CHECK(g->build_operation_graph(handle), node, "matmul operation graph");
-  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A}), node, "matmul heuristics");
+  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "matmul heuristics");
   g->deselect_workspace_greater_than(kWorkspaceBytes);
   INGOT_FE_CHECK(g->check_support(handle), node, "matmul support");
-  INGOT_FE_CHECK(g->build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), node, "matmul plan");
-  int64_t ws = 0;
-  INGOT_FE_CHECK(g->get_workspace_size(ws), node, "matmul workspace");
-  if (ws > kWorkspaceBytes) return unsupported(node.describe(), ": cuDNN matmul wants ", ws, " workspace bytes");
-  plan->graph = std::move(g);
-  return Status::Ok();
+  return g;
+}
+
+/// The plan for `k` that is the index-th to build among the heuristics' list.
+Status build_plan(const ir::Node& node, const MatmulKey& k, int index, cudnnHandle_t handle, MatmulPlan* plan) {
+  plan->key = k;
+  INGOT_ASSIGN_OR_RETURN(plan->graph, make_graph(node, k, handle));
+  const int64_t count = plan->graph->get_execution_plan_count();
+  int built = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!plan->graph->build_plan_at_index(handle, i).is_good()) continue;
+    int64_t ws = 0;
+    if (!plan->graph->get_workspace_size_plan_at_index(i, ws).is_good() || ws > kWorkspaceBytes) continue;
+    if (built++ < index) continue;
+    plan->plan_index = i;
+    return Status::Ok();
+  }
+  return unsupported(node.describe(), ": cuDNN matmul has ", built, " buildable plans of ", count, ", no plan number ",
+                     index);
 }
 
 class CudnnMatmulTactic final : public Tactic {
  public:
-  std::string name() const override { return kName; }
+  explicit CudnnMatmulTactic(int index) : index_(index) {}
+  std::string name() const override { return kPrefix + std::to_string(index_); }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override { return takes(node, in); }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
   Status prepare(const ir::Node& node) override { return cudnn_thread_handle(node).status(); }
 
   Status enqueue(StepIO& io) const override {
-    if (io.node == nullptr) return internal_error(kName, ": step without a node");
+    if (io.node == nullptr) return internal_error(name(), ": step without a node");
     const ir::Node& node = *io.node;
     if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
       return internal_error(node.describe(), ": A, B and Y must be given");
@@ -146,7 +165,7 @@ class CudnnMatmulTactic final : public Tactic {
     std::unique_ptr<MatmulPlan> local;
     if (!plan) {
       local = std::make_unique<MatmulPlan>();
-      INGOT_RETURN_IF_ERROR(build_plan(node, key, handle, local.get()));
+      INGOT_RETURN_IF_ERROR(build_plan(node, key, index_, handle, local.get()));
       plan = cache_.insert(local);
       if (!plan) plan = local.get();
     }
@@ -157,19 +176,23 @@ class CudnnMatmulTactic final : public Tactic {
     ptrs[n++] = const_cast<void*>(b.raw());
     if (bias) ptrs[n++] = const_cast<void*>(bias->raw());
     ptrs[n++] = y.mutable_raw();
-    fe::error_t st = plan->graph->execute(handle, ptrs.data(), n, io.workspace);
+    fe::error_t st = plan->graph->execute_plan_at_index(handle, ptrs.data(), n, io.workspace, plan->plan_index);
     if (!st.is_good()) return internal_error(node.describe(), ": cuDNN matmul execute failed: ", st.get_message());
     INGOT_CUDA_CHECK(cudaGetLastError());
     return Status::Ok();
   }
 
+  std::vector<uint8_t> serialize() const override { return {1, static_cast<uint8_t>(index_)}; }
+
  private:
+  int index_;
   mutable PlanCache<MatmulPlan> cache_;
 };
 
-// Offered when cuDNN builds a plan at the node's shapes (an unknown M guessed as 128).
-bool offered(const ir::Node& node, const std::vector<ir::TensorType>& in) {
-  if (!cuda_device_present() || !takes(node, in)) return false;
+// How many plans to offer: those that build at the node's shapes (an unknown M guessed as 128), up
+// to kMaxCandidates; none when cuDNN takes no plan.
+int offered(const ir::Node& node, const std::vector<ir::TensorType>& in) {
+  if (!cuda_device_present() || !takes(node, in)) return 0;
   const ir::Shape& x = in[0].shape;
   MatmulKey key;
   key.node = &node;
@@ -180,9 +203,13 @@ bool offered(const ir::Node& node, const std::vector<ir::TensorType>& in) {
   for (size_t i = 0; i + 1 < x.rank(); ++i) key.m *= x[i].is_known() ? x[i].value() : 128;
   key.bias = in.size() == 3 && in[2].dtype != DataType::kUndefined;
   auto handle = cudnn_thread_handle(node);
-  if (!handle.ok()) return false;
-  MatmulPlan plan;
-  return build_plan(node, key, *handle, &plan).ok();
+  if (!handle.ok()) return 0;
+  int n = 0;
+  for (; n < kMaxCandidates; ++n) {
+    MatmulPlan plan;
+    if (!build_plan(node, key, n, *handle, &plan).ok()) break;
+  }
+  return n;
 }
 
 }  // namespace
@@ -192,12 +219,14 @@ TacticFamily cudnn_matmul_family() {
   f.name = "cudnn.matmul";
   f.candidates = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
     std::vector<std::unique_ptr<Tactic>> out;
-    if (offered(node, inputs)) out.push_back(std::make_unique<CudnnMatmulTactic>());
+    const int n = offered(node, inputs);
+    for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnMatmulTactic>(i));
     return out;
   };
-  f.create = [](const std::string& name, const std::vector<uint8_t>&) -> std::unique_ptr<Tactic> {
-    if (name == kName) return std::make_unique<CudnnMatmulTactic>();
-    return nullptr;
+  // "cuda.cudnn.matmul.<i>" with 0 <= i < kMaxCandidates; params empty or {1, i}.
+  f.create = [](const std::string& name, const std::vector<uint8_t>& params) -> std::unique_ptr<Tactic> {
+    const int index = conv_tactic_index(name, kPrefix, kMaxCandidates, params);
+    return index < 0 ? nullptr : std::make_unique<CudnnMatmulTactic>(index);
   };
   return f;
 }
