@@ -144,7 +144,7 @@ std::optional<RequestError> from_proto(const inference::ModelInferRequest& p, In
     }
     out->inputs.push_back(std::move(in));
   }
-  for (const auto& o : p.outputs()) out->outputs.push_back(RequestedOutput{o.name(), true});
+  for (const auto& o : p.outputs()) out->outputs.push_back(RequestedOutput{o.name(), true, std::nullopt});
   return std::nullopt;
 }
 

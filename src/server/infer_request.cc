@@ -106,6 +106,34 @@ std::optional<RequestError> read_params(const json& obj, const std::string& wher
   return std::nullopt;
 }
 
+// shared_memory_region / _byte_size / _offset of an input's or output's parameters (absent: no
+// region). The byte size is required with a region, as in Triton's protocol.
+std::optional<RequestError> read_shm_params(const json* params, const std::string& where,
+                                            std::optional<SharedMemoryRef>* ref) {
+  ref->reset();
+  if (!params) return std::nullopt;
+  auto region = params->find("shared_memory_region");
+  if (region == params->end()) {
+    if (params->contains("shared_memory_byte_size") || params->contains("shared_memory_offset"))
+      return bad(where + ": shared_memory_byte_size/offset without shared_memory_region");
+    return std::nullopt;
+  }
+  if (!region->is_string() || region->get<std::string>().empty())
+    return bad(where + ": shared_memory_region must be a region name");
+  SharedMemoryRef r;
+  r.region = region->get<std::string>();
+  auto size = params->find("shared_memory_byte_size");
+  if (size == params->end() || !size->is_number_unsigned())
+    return bad(where + ": shared_memory_region needs shared_memory_byte_size (a non-negative integer)");
+  r.byte_size = size->get<uint64_t>();
+  if (auto off = params->find("shared_memory_offset"); off != params->end()) {
+    if (!off->is_number_unsigned()) return bad(where + ": shared_memory_offset must be a non-negative integer");
+    r.offset = off->get<uint64_t>();
+  }
+  *ref = std::move(r);
+  return std::nullopt;
+}
+
 std::optional<RequestError> parse_input(const json& j, size_t index, InferInput& in,
                                         std::optional<uint64_t>& binary_size) {
   std::string where = "input " + std::to_string(index);
@@ -143,6 +171,16 @@ std::optional<RequestError> parse_input(const json& j, size_t index, InferInput&
   if (expected_bytes / element_size(in.dtype) != static_cast<uint64_t>(expected))
     return bad(where + ": shape too large");
   auto data = j.find("data");
+  if (auto e = read_shm_params(params, where, &in.shm)) return e;
+  if (in.shm) {
+    if (data != j.end() || binary_size) return bad(where + ": has shared_memory_region and also data");
+    if (in.shm->byte_size != expected_bytes) {
+      return bad(where + ": shared_memory_byte_size " + std::to_string(in.shm->byte_size) + " does not match shape " +
+                 dims_string(in.shape) + " of " + datatype_to_protocol(in.dtype) + " (" +
+                 std::to_string(expected_bytes) + " bytes)");
+    }
+    return std::nullopt;
+  }
   if (binary_size) {
     if (data != j.end()) return bad(where + ": has both \"data\" and binary_data_size");
     if (*binary_size != expected_bytes) {
@@ -245,6 +283,7 @@ std::optional<RequestError> parse_infer_request(const char* body, size_t size, s
           }
           if (oparams->contains("classification"))
             return bad("output '" + ro.name + "': classification is not supported");
+          if (auto e = read_shm_params(oparams, "output '" + ro.name + "'", &ro.shm)) return e;
         }
         for (const RequestedOutput& prev : out->outputs) {
           if (prev.name == ro.name) return bad("output '" + ro.name + "' is requested twice");
@@ -338,8 +377,11 @@ std::string build_infer_response(const std::string& model_name, const std::strin
   for (const OutputTensor& t : outputs) {
     json o = {{"name", t.name}, {"datatype", datatype_to_protocol(t.dtype)}, {"shape", t.shape}};
     // Types JSON cannot carry exactly (fp16/bf16) always go binary.
-    bool binary = t.binary || t.dtype == DataType::kFloat16 || t.dtype == DataType::kBFloat16;
-    if (binary) {
+    bool binary = !t.shm && (t.binary || t.dtype == DataType::kFloat16 || t.dtype == DataType::kBFloat16);
+    if (t.shm) {
+      o["parameters"] = {{"shared_memory_region", t.shm->region}, {"shared_memory_byte_size", t.bytes}};
+      if (t.shm->offset) o["parameters"]["shared_memory_offset"] = t.shm->offset;
+    } else if (binary) {
       o["parameters"] = {{"binary_data_size", t.bytes}};
       any_binary = true;
     } else {
@@ -395,7 +437,7 @@ std::string build_infer_response(const std::string& model_name, const std::strin
   if (any_binary) {
     *header_length = body.size();
     for (const OutputTensor& t : outputs) {
-      bool binary = t.binary || t.dtype == DataType::kFloat16 || t.dtype == DataType::kBFloat16;
+      bool binary = !t.shm && (t.binary || t.dtype == DataType::kFloat16 || t.dtype == DataType::kBFloat16);
       if (binary) body.append(static_cast<const char*>(t.data), t.bytes);
     }
   }

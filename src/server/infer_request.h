@@ -22,17 +22,28 @@ struct RequestError {
   std::string message;
 };
 
-/// One input tensor of a request; `data` holds the elements packed, little-endian.
+/// Where a tensor lives in a registered shared-memory region (Triton's system shared-memory
+/// extension: parameters shared_memory_region, shared_memory_byte_size, shared_memory_offset).
+struct SharedMemoryRef {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
+/// One input tensor of a request; `data` holds the elements packed, little-endian (empty while
+/// they are still in the shared-memory region `shm` names; the server copies them in).
 struct InferInput {
   std::string name;
   DataType dtype = DataType::kUndefined;
   std::vector<int64_t> shape;
   std::string data;
+  std::optional<SharedMemoryRef> shm;
 };
 
 struct RequestedOutput {
   std::string name;
   bool binary = false;  ///< answer with the binary-tensor extension
+  std::optional<SharedMemoryRef> shm;  ///< write the tensor into this region instead of the response
 };
 
 struct InferRequest {
@@ -77,6 +88,8 @@ struct OutputTensor {
   const void* data = nullptr;
   size_t bytes = 0;
   bool binary = false;
+  /// Written into this region already: the response names it instead of carrying the data.
+  std::optional<SharedMemoryRef> shm;
 };
 
 /// Writes the response: JSON, followed by the binary outputs when any is binary, in which

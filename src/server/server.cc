@@ -21,6 +21,7 @@
 #endif
 #include "server/metrics.h"
 #include "server/model_repository.h"
+#include "server/shared_memory.h"
 #include "server/tensor_types.h"
 
 namespace ingot::server {
@@ -100,6 +101,7 @@ struct Server::Impl {
   Logger* logger;
   Metrics metrics;
   ModelRepository repository;
+  SharedMemoryManager shared_memory;
   AccessLog access_log;
   httplib::Server http;
   httplib::Server metrics_http;
@@ -170,7 +172,8 @@ void Server::Impl::routes() {
   http.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
     json j = {{"name", "ingot"},
               {"version", ingot::version()},
-              {"extensions", {"binary_tensor_data", "statistics", "model_repository", "model_configuration"}}};
+              {"extensions",
+               {"binary_tensor_data", "statistics", "model_repository", "model_configuration", "system_shared_memory"}}};
     send_json(res, 200, j.dump());
   });
   // The version group is optional: req.matches[2] is empty without it.
@@ -228,6 +231,43 @@ void Server::Impl::routes() {
     }
     send_json(res, 200, arr.dump(-1, ' ', false, json::error_handler_t::replace));
   });
+  // System shared memory (Triton's extension): register / status / unregister, per region or all.
+  http.Post(R"(/v2/systemsharedmemory/region/([^/]+)/register)",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+              auto key = body.is_object() ? body.find("key") : body.end();
+              if (!body.is_object() || key == body.end() || !key->is_string())
+                return send_error(res, 400, "register needs a JSON body {\"key\": ..., \"offset\": ..., \"byte_size\": ...}");
+              auto num = [&](const char* f, uint64_t* v) {
+                auto it = body.find(f);
+                if (it == body.end()) return std::string(f) == "offset";
+                if (!it->is_number_unsigned()) return false;
+                *v = it->get<uint64_t>();
+                return true;
+              };
+              uint64_t offset = 0, byte_size = 0;
+              if (!num("offset", &offset) || !num("byte_size", &byte_size))
+                return send_error(res, 400, "register: offset and byte_size must be non-negative integers");
+              if (auto e = shared_memory.register_region(req.matches[1].str(), key->get<std::string>(), offset, byte_size))
+                return send_error(res, e->http_status, e->message);
+              send_json(res, 200, "{}");
+            });
+  http.Get(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/status)",
+           [this](const httplib::Request& req, httplib::Response& res) {
+             std::vector<SharedMemoryRegionInfo> regions;
+             if (auto e = shared_memory.status(req.matches[1].str(), &regions))
+               return send_error(res, e->http_status, e->message);
+             json arr = json::array();
+             for (const auto& r : regions)
+               arr.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+             send_json(res, 200, arr.dump(-1, ' ', false, json::error_handler_t::replace));
+           });
+  http.Post(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/unregister)",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              if (auto e = shared_memory.unregister(req.matches[1].str()))
+                return send_error(res, e->http_status, e->message);
+              send_json(res, 200, "{}");
+            });
   http.Post(R"(/v2/repository/models/([^/]+)/(load|unload))",
             [this](const httplib::Request& req, httplib::Response& res) {
               std::string name = req.matches[1].str();
@@ -268,6 +308,10 @@ void Server::Impl::infer(const httplib::Request& req, httplib::Response& res) {
   if (auto e = parse_infer_request(req.body.data(), req.body.size(), header_length, &request)) {
     return fail(e->http_status, "model '" + model->name + "': " + e->message);
   }
+  for (InferInput& in : request.inputs) {
+    if (!in.shm) continue;
+    if (auto e = shared_memory.read(*in.shm, &in.data)) return fail(e->http_status, "input '" + in.name + "': " + e->message);
+  }
   int64_t batch_size = 1;
   if (auto e = validate_request(request, model->signature, &batch_size)) return fail(e->http_status, e->message);
   std::vector<RequestedOutput> requested = request.outputs;
@@ -278,10 +322,18 @@ void Server::Impl::infer(const httplib::Request& req, httplib::Response& res) {
   std::vector<OutputTensor> outs;
   for (const OwnedOutput& o : result.outputs) {
     bool binary = binary_default;
+    std::optional<SharedMemoryRef> shm;
     for (const RequestedOutput& r : requested) {
-      if (r.name == o.name) binary = r.binary;
+      if (r.name == o.name) {
+        binary = r.binary;
+        shm = r.shm;
+      }
     }
-    outs.push_back(OutputTensor{o.name, o.dtype, o.shape, o.data.data(), o.data.size(), binary});
+    if (shm) {
+      if (auto e = shared_memory.write(*shm, o.data.data(), o.data.size()))
+        return fail(e->http_status, "output '" + o.name + "': " + e->message);
+    }
+    outs.push_back(OutputTensor{o.name, o.dtype, o.shape, o.data.data(), o.data.size(), binary, shm});
   }
   std::optional<size_t> out_header;
   std::string body = build_infer_response(model->name, model->version_str, id, outs, &out_header);

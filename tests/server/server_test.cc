@@ -3,7 +3,10 @@
 // Unit tests of `ingot serve`'s pieces: the KServe v2 request parser and response writer, the
 // config.pbtxt reader, and the dynamic batcher on a real CPU engine (ordering, splitting,
 // shapes that must not mix, queue bound, timeouts, drain on stop).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -17,6 +20,7 @@
 #include "server/infer_request.h"
 #include "server/metrics.h"
 #include "server/model_config.h"
+#include "server/shared_memory.h"
 
 namespace ingot::server {
 namespace {
@@ -114,6 +118,121 @@ TEST(InferRequestParser, EveryBadRequestIsNamed) {
   expect_error(R"({"id":5,"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})", "\"id\"");
   std::string deep = std::string(100, '[') + "1" + std::string(100, ']');
   expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}", "nested deeper");
+}
+
+// The system shared-memory extension's request parameters.
+TEST(InferRequestParser, SharedMemoryInputsAndOutputs) {
+  InferRequest r;
+  auto e = parse(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","parameters":
+                     {"shared_memory_region":"in","shared_memory_byte_size":24,"shared_memory_offset":64}}],
+                     "outputs":[{"name":"y","parameters":{"shared_memory_region":"out","shared_memory_byte_size":48}}]})",
+                 &r);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  ASSERT_EQ(r.inputs.size(), 1u);
+  ASSERT_TRUE(r.inputs[0].shm.has_value());
+  EXPECT_EQ(r.inputs[0].shm->region, "in");
+  EXPECT_EQ(r.inputs[0].shm->offset, 64u);
+  EXPECT_EQ(r.inputs[0].shm->byte_size, 24u);
+  EXPECT_TRUE(r.inputs[0].data.empty());
+  ASSERT_EQ(r.outputs.size(), 1u);
+  ASSERT_TRUE(r.outputs[0].shm.has_value());
+  EXPECT_EQ(r.outputs[0].shm->region, "out");
+  EXPECT_EQ(r.outputs[0].shm->offset, 0u);
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"shared_memory_region":"in"}}]})",
+               "needs shared_memory_byte_size");
+  expect_error(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":
+                   {"shared_memory_region":"in","shared_memory_byte_size":4}}]})",
+               "shared_memory_byte_size 4 does not match shape [2]");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":
+                   {"shared_memory_region":"in","shared_memory_byte_size":4}}]})",
+               "also data");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":
+                   {"shared_memory_offset":4}}]})",
+               "without shared_memory_region");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":
+                   {"shared_memory_region":7,"shared_memory_byte_size":4}}]})",
+               "must be a region name");
+  expect_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"y",
+                   "parameters":{"shared_memory_region":"o","shared_memory_byte_size":-1}}]})",
+               "needs shared_memory_byte_size");
+}
+
+TEST(InferResponse, SharedMemoryOutputsNameTheirRegion) {
+  float y[3] = {1.5f, -2, 3};
+  std::optional<size_t> header;
+  std::string body = build_infer_response(
+      "m", "1", "", {{"y", DataType::kFloat32, {1, 3}, y, 12, true, SharedMemoryRef{"out", 8, 64}}}, &header);
+  EXPECT_FALSE(header.has_value());  // nothing binary follows
+  json j = json::parse(body);
+  EXPECT_EQ(j["outputs"][0]["parameters"]["shared_memory_region"], "out");
+  EXPECT_EQ(j["outputs"][0]["parameters"]["shared_memory_byte_size"], 12);
+  EXPECT_EQ(j["outputs"][0]["parameters"]["shared_memory_offset"], 8);
+  EXPECT_FALSE(j["outputs"][0].contains("data"));
+}
+
+// A POSIX shared-memory object of `bytes`, removed with the fixture.
+class SharedMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_ = "/ingot_shm_test_" + std::to_string(getpid());
+    int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, kBytes), 0);
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(p, MAP_FAILED);
+    mem_ = static_cast<uint8_t*>(p);
+    for (size_t i = 0; i < kBytes; ++i) mem_[i] = static_cast<uint8_t>(i * 7 + 3);
+  }
+  void TearDown() override {
+    if (mem_) munmap(mem_, kBytes);
+    shm_unlink(key_.c_str());
+  }
+  static constexpr size_t kBytes = 3 * 4096 + 100;
+  std::string key_;
+  uint8_t* mem_ = nullptr;
+};
+
+TEST_F(SharedMemoryTest, RegisterReadWriteStatusUnregister) {
+  SharedMemoryManager m;
+  // Offset 5000: not page-aligned, in the object's second page.
+  ASSERT_FALSE(m.register_region("r", key_, 5000, 2000).has_value());
+  std::string got;
+  ASSERT_FALSE(m.read(SharedMemoryRef{"r", 10, 8}, &got).has_value());
+  ASSERT_EQ(got.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(static_cast<uint8_t>(got[i]), mem_[5010 + i]) << i;
+  const char out[4] = {'a', 'b', 'c', 'd'};
+  ASSERT_FALSE(m.write(SharedMemoryRef{"r", 1996, 4}, out, 4).has_value());
+  EXPECT_EQ(std::memcmp(mem_ + 5000 + 1996, out, 4), 0);  // the client sees it in its own mapping
+  std::vector<SharedMemoryRegionInfo> st;
+  ASSERT_FALSE(m.status("", &st).has_value());
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].name, "r");
+  EXPECT_EQ(st[0].key, key_);
+  EXPECT_EQ(st[0].offset, 5000u);
+  EXPECT_EQ(st[0].byte_size, 2000u);
+
+  auto words = [](const std::optional<RequestError>& e, const std::string& w) {
+    return e.has_value() && e->http_status == 400 && e->message.find(w) != std::string::npos;
+  };
+  EXPECT_TRUE(words(m.read(SharedMemoryRef{"r", 1997, 4}, &got), "exceeds its 2000 bytes"));
+  EXPECT_TRUE(words(m.write(SharedMemoryRef{"r", 0, 2}, out, 4), "needs 4 bytes"));
+  EXPECT_TRUE(words(m.read(SharedMemoryRef{"nope", 0, 4}, &got), "no shared-memory region 'nope'"));
+  EXPECT_TRUE(words(m.register_region("r", key_, 0, 8), "already registered"));
+  EXPECT_TRUE(words(m.register_region("big", key_, 4096, kBytes), "exceeds key"));
+  EXPECT_TRUE(words(m.register_region("gone", "/ingot_no_such_key", 0, 8), "cannot open key"));
+  EXPECT_TRUE(words(m.register_region("zero", key_, 0, 0), "byte_size must be positive"));
+  EXPECT_TRUE(words(m.status("nope", &st), "no shared-memory region 'nope'"));
+  EXPECT_TRUE(words(m.unregister("nope"), "no shared-memory region 'nope'"));
+
+  ASSERT_FALSE(m.register_region("r2", key_, 0, kBytes).has_value());
+  ASSERT_FALSE(m.unregister("r").has_value());
+  ASSERT_FALSE(m.status("", &st).has_value());
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].name, "r2");
+  ASSERT_FALSE(m.unregister("").has_value());
+  ASSERT_FALSE(m.status("", &st).has_value());
+  EXPECT_TRUE(st.empty());
 }
 
 ModelSignature mlp_signature() {

@@ -83,7 +83,8 @@ def main():
     status, _, body = c.request("GET", "/v2")
     meta = json.loads(body)
     check("server metadata names the server and its extensions",
-          status == 200 and meta["name"] == "ingot" and "binary_tensor_data" in meta["extensions"], meta)
+          status == 200 and meta["name"] == "ingot" and "binary_tensor_data" in meta["extensions"] and
+          "system_shared_memory" in meta["extensions"], meta)
     status, _, body = c.request("GET", "/v2/models/mlp")
     meta = json.loads(body)
     check("model metadata: versions, inputs and outputs with the batch dim -1",
@@ -106,6 +107,47 @@ def main():
     a = np.arange(8, dtype=np.float32).reshape(2, 4)
     status, out = c.infer("add2", {"b": a * 3, "a": a})
     check("a two-input model, inputs in any order", status == 200 and np.array_equal(out["sum"], a * 4), out)
+
+    # ---- system shared memory (Triton's extension): inputs and outputs in a registered region ----
+    from multiprocessing import shared_memory
+    shm = shared_memory.SharedMemory(create=True, size=4096 + x.nbytes + want.nbytes)
+    try:
+        key = "/" + shm.name
+        region = np.ndarray((shm.size,), dtype=np.uint8, buffer=shm.buf)
+        region[4096:4096 + x.nbytes] = np.frombuffer(x.tobytes(), dtype=np.uint8)
+        reg = json.dumps({"key": key, "offset": 4096, "byte_size": x.nbytes + want.nbytes}).encode()
+        check("shared memory: register a region",
+              c.request("POST", "/v2/systemsharedmemory/region/io/register", reg)[0] == 200)
+        status, _, body = c.request("GET", "/v2/systemsharedmemory/status")
+        listed = json.loads(body) if status == 200 else []
+        check("shared memory: status lists it", listed == [{"name": "io", "key": key, "offset": 4096,
+                                                           "byte_size": x.nbytes + want.nbytes}], listed)
+        req = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                           "parameters": {"shared_memory_region": "io", "shared_memory_byte_size": x.nbytes}}],
+               "outputs": [{"name": "probs", "parameters": {"shared_memory_region": "io", "shared_memory_offset": x.nbytes,
+                                                           "shared_memory_byte_size": want.nbytes}}]}
+        status, _, body = c.request("POST", "/v2/models/mlp/infer", json.dumps(req).encode())
+        resp = json.loads(body) if status == 200 else {}
+        got = np.frombuffer(bytes(region[4096 + x.nbytes:4096 + x.nbytes + want.nbytes]), dtype=np.float32)
+        check("shared memory: infer reads x from the region and writes probs into it, equal to onnxruntime",
+              status == 200 and "data" not in resp["outputs"][0] and
+              resp["outputs"][0]["parameters"]["shared_memory_region"] == "io" and
+              np.allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6), (status, body[:300]))
+        req["inputs"][0]["parameters"]["shared_memory_region"] = "nope"
+        status, _, body = c.request("POST", "/v2/models/mlp/infer", json.dumps(req).encode())
+        check("shared memory: an unknown region is 400, named", status == 400 and b"'nope'" in body, body)
+        req["inputs"][0]["parameters"].update(shared_memory_region="io", shared_memory_offset=x.nbytes + 8)
+        status, _, body = c.request("POST", "/v2/models/mlp/infer", json.dumps(req).encode())
+        check("shared memory: a slice past the region is 400", status == 400 and b"exceeds" in body, body)
+        bad_reg = json.dumps({"key": "/ingot_no_such_key", "byte_size": 8}).encode()
+        status, _, body = c.request("POST", "/v2/systemsharedmemory/region/x/register", bad_reg)
+        check("shared memory: registering a missing key is 400", status == 400 and b"cannot open" in body, body)
+        check("shared memory: unregister",
+              c.request("POST", "/v2/systemsharedmemory/region/io/unregister", b"")[0] == 200 and
+              json.loads(c.request("GET", "/v2/systemsharedmemory/status")[2]) == [])
+    finally:
+        shm.close()
+        shm.unlink()
 
     # ---- bad input: the right code and a message naming the problem -----------------------------
     def post(model, body, headers=None):

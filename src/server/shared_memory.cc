@@ -1,0 +1,134 @@
+// Copyright ingot authors. Apache-2.0.
+#include "server/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ingot::server {
+
+namespace {
+
+RequestError bad(std::string message) { return RequestError{400, std::move(message)}; }
+
+}  // namespace
+
+struct SharedMemoryManager::Region {
+  SharedMemoryRegionInfo info;
+  void* map = nullptr;      // page-aligned start of the mapping
+  size_t map_size = 0;
+  uint8_t* base = nullptr;  // info.offset inside the object
+  ~Region() {
+    if (map) munmap(map, map_size);
+  }
+};
+
+SharedMemoryManager::SharedMemoryManager() = default;
+SharedMemoryManager::~SharedMemoryManager() = default;
+
+std::optional<RequestError> SharedMemoryManager::register_region(const std::string& name, const std::string& key,
+                                                                 uint64_t offset, uint64_t byte_size) {
+  if (name.empty()) return bad("a shared-memory region needs a name");
+  if (key.empty()) return bad("shared-memory region '" + name + "': \"key\" is empty");
+  if (byte_size == 0) return bad("shared-memory region '" + name + "': byte_size must be positive");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (regions_.count(name)) return bad("shared-memory region '" + name + "' is already registered");
+  }
+  const int fd = shm_open(key.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    return bad("shared-memory region '" + name + "': cannot open key '" + key + "': " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size < 0 || offset > static_cast<uint64_t>(st.st_size) ||
+      byte_size > static_cast<uint64_t>(st.st_size) - offset) {
+    close(fd);
+    return bad("shared-memory region '" + name + "': offset " + std::to_string(offset) + " + byte_size " +
+               std::to_string(byte_size) + " exceeds key '" + key + "' (" + std::to_string(st.st_size) + " bytes)");
+  }
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  auto r = std::make_shared<Region>();
+  r->info = {name, key, offset, byte_size};
+  r->map_size = static_cast<size_t>(offset - start + byte_size);
+  void* p = mmap(nullptr, r->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  const int map_errno = errno;
+  close(fd);
+  if (p == MAP_FAILED)
+    return bad("shared-memory region '" + name + "': cannot map key '" + key + "': " + std::strerror(map_errno));
+  r->map = p;
+  r->base = static_cast<uint8_t*>(p) + (offset - start);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!regions_.emplace(name, std::move(r)).second)
+    return bad("shared-memory region '" + name + "' is already registered");
+  return std::nullopt;
+}
+
+std::optional<RequestError> SharedMemoryManager::unregister(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name.empty()) {
+    regions_.clear();
+    return std::nullopt;
+  }
+  if (regions_.erase(name) == 0) return bad("no shared-memory region '" + name + "' is registered");
+  return std::nullopt;
+}
+
+std::optional<RequestError> SharedMemoryManager::status(const std::string& name,
+                                                        std::vector<SharedMemoryRegionInfo>* out) const {
+  out->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!name.empty()) {
+    auto it = regions_.find(name);
+    if (it == regions_.end()) return bad("no shared-memory region '" + name + "' is registered");
+    out->push_back(it->second->info);
+    return std::nullopt;
+  }
+  for (const auto& [n, r] : regions_) out->push_back(r->info);
+  return std::nullopt;
+}
+
+std::shared_ptr<SharedMemoryManager::Region> SharedMemoryManager::find(const SharedMemoryRef& ref,
+                                                                       std::optional<RequestError>* error) const {
+  std::shared_ptr<Region> r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = regions_.find(ref.region);
+    if (it != regions_.end()) r = it->second;
+  }
+  if (!r) {
+    *error = bad("no shared-memory region '" + ref.region + "' is registered");
+    return nullptr;
+  }
+  if (ref.offset > r->info.byte_size || ref.byte_size > r->info.byte_size - ref.offset) {
+    *error = bad("shared-memory region '" + ref.region + "': offset " + std::to_string(ref.offset) + " + byte size " +
+                 std::to_string(ref.byte_size) + " exceeds its " + std::to_string(r->info.byte_size) + " bytes");
+    return nullptr;
+  }
+  return r;
+}
+
+std::optional<RequestError> SharedMemoryManager::read(const SharedMemoryRef& ref, std::string* out) const {
+  std::optional<RequestError> error;
+  std::shared_ptr<Region> r = find(ref, &error);
+  if (!r) return error;
+  out->assign(reinterpret_cast<const char*>(r->base + ref.offset), static_cast<size_t>(ref.byte_size));
+  return std::nullopt;
+}
+
+std::optional<RequestError> SharedMemoryManager::write(const SharedMemoryRef& ref, const void* data,
+                                                       size_t bytes) const {
+  std::optional<RequestError> error;
+  std::shared_ptr<Region> r = find(ref, &error);
+  if (!r) return error;
+  if (bytes > ref.byte_size)
+    return bad("shared-memory region '" + ref.region + "': the output needs " + std::to_string(bytes) +
+               " bytes, shared_memory_byte_size is " + std::to_string(ref.byte_size));
+  if (bytes) std::memcpy(r->base + ref.offset, data, bytes);
+  return std::nullopt;
+}
+
+}  // namespace ingot::server

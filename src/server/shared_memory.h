@@ -1,0 +1,59 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Triton's system shared-memory extension: clients put a POSIX shared-memory object (shm_open
+// key) under a region name, then infer requests name the region, offset and byte size of an
+// input (read from there instead of the request body) or of an output (written there instead of
+// the response). Large tensors then skip HTTP/gRPC framing and copies: a ResNet-50 image is
+// 602 KB of fp32, so serving tens of thousands a second through request bodies alone would be
+// tens of GB/s of socket traffic.
+//
+// A region stays mapped (MAP_SHARED, read-write) from register to unregister; requests in flight
+// hold their own reference, so unregistering never unmaps memory a request is using.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/infer_request.h"
+
+namespace ingot::server {
+
+struct SharedMemoryRegionInfo {
+  std::string name, key;
+  uint64_t offset = 0, byte_size = 0;
+};
+
+class SharedMemoryManager {
+ public:
+  SharedMemoryManager();
+  ~SharedMemoryManager();
+
+  /// Maps `byte_size` bytes at `offset` of the shared-memory object `key` under `name`. Errors
+  /// (400): a name already registered, an empty key, an object that does not exist or is smaller
+  /// than offset + byte_size, a zero size.
+  std::optional<RequestError> register_region(const std::string& name, const std::string& key, uint64_t offset,
+                                              uint64_t byte_size);
+  /// Unmaps `name` (every region when empty); unknown names are an error (400).
+  std::optional<RequestError> unregister(const std::string& name);
+  /// The regions named `name` (all when empty); unknown names are an error (400).
+  std::optional<RequestError> status(const std::string& name, std::vector<SharedMemoryRegionInfo>* out) const;
+
+  /// Copies `ref` (offset and size inside the region) into `out`.
+  std::optional<RequestError> read(const SharedMemoryRef& ref, std::string* out) const;
+  /// Writes `bytes` at `ref`; `bytes` must fit in ref.byte_size.
+  std::optional<RequestError> write(const SharedMemoryRef& ref, const void* data, size_t bytes) const;
+
+ private:
+  struct Region;
+  std::shared_ptr<Region> find(const SharedMemoryRef& ref, std::optional<RequestError>* error) const;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Region>> regions_;
+};
+
+}  // namespace ingot::server
