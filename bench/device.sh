@@ -44,6 +44,12 @@ echo "node suite through fp16 CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/
 grep -E "^FAIL " "$OUT/conformance_cuda.log" | head -25
 echo "models through CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda.log"
 echo "models through fp16 CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$OUT/models_cuda_fp16.log"
+# `ingot serve` against `ingot run` on ResNet-50 fp16 (issue 8's figure), when asked: INGOT_SERVE_BENCH=1.
+if [ "${INGOT_SERVE_BENCH:-0}" = 1 ]; then
+  echo "== serve benchmark =="
+  python3 bench/serve_bench.py --ingot "$B/tools/ingot" --export resnet50 --backend cuda --fp16 --max-batch 128 \
+    --request-batch 16 --clients 8 --threads 4 --duration 15 --out "$OUT/serve" 2>&1 | tail -4
+fi
 # The benchmark against PyTorch (bench/harness.py), when asked: INGOT_BENCH=1 [INGOT_BENCH_MINUTES=N].
 if [ "${INGOT_BENCH:-0}" = 1 ]; then
   echo "== benchmark =="
