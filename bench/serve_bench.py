@@ -27,6 +27,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,6 +198,13 @@ def main():
     name = "model"
     repo = os.path.join(work, "repo")
     add_model(repo, name, onnx_path, config_text(name, ins, outs, a))
+    # The exporters write large weights beside the model (<model>.onnx.data), named in it.
+    import onnx
+    for t in onnx.load(onnx_path, load_external_data=False).graph.initializer:
+        for e in t.external_data:
+            if e.key == "location" and not os.path.exists(os.path.join(repo, name, "1", e.value)):
+                shutil.copy(os.path.join(os.path.dirname(os.path.abspath(onnx_path)), e.value),
+                            os.path.join(repo, name, "1", e.value))
     a.dynamic_shapes = ",".join(f"{n}:{'x'.join(str(v) for v in [a.max_batch] + d)}" for n, _, d in ins)
     t0 = time.time()
     server = Server(a.ingot, repo, startup_timeout=900)
