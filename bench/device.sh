@@ -48,7 +48,7 @@ echo "models through fp16 CUDA engines:"; grep -E "^(PASS|FAIL|UNSUPPORTED) " "$
 if [ "${INGOT_SERVE_BENCH:-0}" = 1 ]; then
   echo "== serve benchmark =="
   python3 bench/serve_bench.py --ingot "$B/tools/ingot" --export resnet50 --backend cuda --fp16 --max-batch 128 \
-    --request-batch 16 --clients 8 --threads 4 --duration 15 --out "$OUT/serve" 2>&1 | tail -4
+    --request-batch 16 --clients 8 --threads 4 --warmup 20 --duration 15 --out "$OUT/serve" 2>&1 | tail -4
 fi
 # The benchmark against PyTorch (bench/harness.py), when asked: INGOT_BENCH=1 [INGOT_BENCH_MINUTES=N].
 if [ "${INGOT_BENCH:-0}" = 1 ]; then

@@ -9,7 +9,8 @@
   2. `ingot serve` builds the engine (model.engine beside model.onnx) and serves it;
   3. --clients processes x --threads threads send infer requests of --request-batch items for
      --duration seconds, inputs and outputs through Triton's system shared-memory extension (each
-     process registers its own POSIX region; request bodies carry only JSON), so the server is
+     process registers its own POSIX region; request bodies carry only JSON) after --warmup seconds
+     of the same load (each batch size's first batch builds its cuDNN plans), so the server is
      measured, not Python's sockets; one answer per process is checked against onnxruntime (CPU
      backend) or for finiteness (cuda, fp16);
   4. `ingot run` on the engine the server built, at the max batch, with and without host<->device
@@ -70,7 +71,7 @@ def config_text(name, ins, outs, a):
             f'ingot {{ backend: "{a.backend}" fp16: {"true" if a.fp16 else "false"} }}\n')
 
 
-def client_process(index, port, model, ins, outs, a, deadline, queue):
+def client_process(index, port, model, ins, outs, a, measure_from, deadline, queue):
     """One load process: its own shared-memory region (inputs then outputs), --threads senders."""
     import http.client
     from multiprocessing import shared_memory
@@ -120,19 +121,25 @@ def client_process(index, port, model, ins, outs, a, deadline, queue):
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             body = request_body(t)
             path = f"/v2/models/{model}/infer"
-            while time.time() < deadline:
-                t0 = time.perf_counter()
-                c.request("POST", path, body, {"Content-Type": "application/json"})
-                r = c.getresponse()
-                data = r.read()
-                if r.status != 200:
-                    errors.append(f"{r.status} {data[:200]!r}")
-                    return
-                lat[t].append(time.perf_counter() - t0)
-                counts[t] += 1
-                if spans[t][0] is None:
-                    spans[t][0] = time.time() - lat[t][-1]
-                spans[t][1] = time.time()
+            try:
+                while time.time() < deadline:
+                    t0 = time.perf_counter()
+                    sent = time.time()
+                    c.request("POST", path, body, {"Content-Type": "application/json"})
+                    r = c.getresponse()
+                    data = r.read()
+                    if r.status != 200:
+                        errors.append(f"{r.status} {data[:200]!r}")
+                        return
+                    if sent < measure_from:
+                        continue  # warm-up: every batch size's plans get built (first use)
+                    lat[t].append(time.perf_counter() - t0)
+                    counts[t] += 1
+                    if spans[t][0] is None:
+                        spans[t][0] = sent
+                    spans[t][1] = time.time()
+            except Exception as e:  # noqa: BLE001 - counted as an error of the run
+                errors.append(f"{type(e).__name__}: {e}")
 
         threads = [threading.Thread(target=sender, args=(t,)) for t in range(a.threads)]
         for th in threads:
@@ -181,7 +188,9 @@ def main():
     ap.add_argument("--instances", type=int, default=2)
     ap.add_argument("--clients", type=int, default=8, help="client processes")
     ap.add_argument("--threads", type=int, default=4, help="concurrent requests per client process")
-    ap.add_argument("--duration", type=float, default=15.0)
+    ap.add_argument("--duration", type=float, default=15.0, help="measured seconds, after the warm-up")
+    ap.add_argument("--warmup", type=float, default=10.0,
+                    help="seconds of load before measuring (cuDNN plans are built on each batch size's first use)")
     ap.add_argument("--out", default=os.environ.get("OUT", "serve-bench-out"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -212,8 +221,10 @@ def main():
     results = {"config": vars(a).copy(), "errors": []}
     try:
         queue = mp.Queue()
-        deadline = time.time() + 2.0 + a.duration
-        procs = [mp.Process(target=client_process, args=(i, server.port, name, ins, outs, a, deadline, queue))
+        measure_from = time.time() + 2.0 + a.warmup
+        deadline = measure_from + a.duration
+        procs = [mp.Process(target=client_process,
+                            args=(i, server.port, name, ins, outs, a, measure_from, deadline, queue))
                  for i in range(a.clients)]
         for p in procs:
             p.start()
