@@ -28,6 +28,7 @@
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
 #include "quiet_logger.h"
+#include "ir_test_util.h"
 
 namespace ingot {
 namespace {
@@ -162,14 +163,7 @@ std::string with_weights(const std::string& head, const std::vector<std::pair<st
   return text + body + "}\n";
 }
 
-std::unique_ptr<ir::Graph> parsed(const std::string& text) {
-  auto g = ir::parse_text(text);
-  EXPECT_TRUE(g.ok()) << g.status().to_string();
-  if (!g.ok()) return nullptr;
-  Status st = ir::infer_graph(**g);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return std::move(*g);
-}
+std::unique_ptr<ir::Graph> parsed(const std::string& text) { return testing_util::parse_ir(text); }
 
 // The node lines of the text form (initializers and declarations left out).
 std::string node_lines(const ir::Graph& g) {

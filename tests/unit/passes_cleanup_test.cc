@@ -22,6 +22,7 @@
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "passes/pattern_util.h"
+#include "ir_test_util.h"
 
 namespace ingot::passes {
 namespace {
@@ -29,15 +30,7 @@ namespace {
 // `infer` is off for graphs with ops the registry does not know yet (random
 // ops).
 std::unique_ptr<ir::Graph> parse(const std::string &text, bool infer = true) {
-  auto g = ir::parse_text(text);
-  EXPECT_TRUE(g.ok()) << g.status().to_string();
-  if (!g.ok())
-    return nullptr;
-  if (!infer)
-    return std::move(g).value();
-  Status s = ir::infer_graph(**g);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return std::move(g).value();
+  return testing_util::parse_ir(text, infer);
 }
 
 // Text of `g` without initializers nobody reads: whether those are dropped

@@ -16,6 +16,7 @@
 #include "ir/text.h"
 #include "ir/verify.h"
 #include "passes/pass.h"
+#include "ir_test_util.h"
 
 namespace ingot::passes {
 std::unique_ptr<Pass> make_fold_batchnorm();
@@ -26,14 +27,7 @@ std::unique_ptr<Pass> make_narrow_attention_mask();
 
 namespace {
 
-std::unique_ptr<ir::Graph> parse(const std::string& text) {
-  auto g = ir::parse_text(text);
-  EXPECT_TRUE(g.ok()) << g.status().to_string();
-  if (!g.ok()) return nullptr;
-  Status s = ir::infer_graph(**g);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return std::move(*g);
-}
+std::unique_ptr<ir::Graph> parse(const std::string& text) { return testing_util::parse_ir(text); }
 
 // The text form without initializers nothing reads any more (the IR cannot drop them; the
 // dead-node pass's business).

@@ -20,6 +20,7 @@
 #include "ir/text.h"
 #include "onnx/importer.h"
 #include "passes/pass.h"
+#include "ir_test_util.h"
 
 namespace ingot::passes {
 
@@ -31,13 +32,7 @@ std::unique_ptr<Pass> make_recognize_softmax();
 namespace {
 
 std::unique_ptr<ir::Graph> typed(const std::string &text) {
-  auto g = ir::parse_text(text);
-  EXPECT_TRUE(g.ok()) << g.status().to_string();
-  if (!g.ok())
-    return nullptr;
-  Status s = ir::infer_graph(**g);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return std::move(g).value();
+  return testing_util::parse_ir(text);
 }
 
 /// Node op types in order, "domain::" prefixed outside ai.onnx.
