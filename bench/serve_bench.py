@@ -17,7 +17,8 @@
      copies (--streams 2);
   5. prints one table: server items/s, mean executed batch (nv_inference_count /
      nv_inference_exec_count), request latency p50/p99, `ingot run`'s items/s and the ratio of the
-     server to ingot run's best; writes serve_bench.json into --out.
+     server to ingot run's best, then where a request's time went (queue, compute input / infer /
+     output, from the server's metrics); writes serve_bench.json into --out.
 
   python3 bench/serve_bench.py --ingot build/tools/ingot --export resnet50 --backend cuda --fp16 \\
       --max-batch 128 --request-batch 16 --clients 8 --threads 4 --duration 15 --out "$OUT"
@@ -244,6 +245,10 @@ def main():
     items = requests * a.request_batch
     count = metrics.get(("nv_inference_count", name), 0.0)
     execs = metrics.get(("nv_inference_exec_count", name), 0.0)
+    served = metrics.get(("nv_inference_request_success", name), 0.0)
+    # Where a request's time went, per request, as Triton splits it (warm-up included).
+    split_ms = {k: metrics.get((f"nv_inference_{k}_duration_us", name), 0.0) / 1e3 / max(served, 1)
+                for k in ("request", "queue", "compute_input", "compute_infer", "compute_output")}
     rate = items / max(wall, 1e-9)
     # Correctness of one answer: onnxruntime on the CPU backend, finite values on the GPU (fp16).
     check = "not checked"
@@ -264,6 +269,7 @@ def main():
     best = max([v for v in (run_with, run_without) if v] or [0])
     results.update({"requests": requests, "items": items, "wall_s": wall, "server_items_per_s": rate,
                     "mean_batch": (count / execs) if execs else None, "answer_check": check,
+                    "per_request_ms": split_ms,
                     "latency_ms_p50": 1e3 * lat[len(lat) // 2] if lat else None,
                     "latency_ms_p99": 1e3 * lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else None,
                     "ingot_run_items_per_s": {"with_transfers": run_with, "no_transfers": run_without},
@@ -278,6 +284,7 @@ def main():
     print(f"{rate:15.0f} {mb:>10} {results['latency_ms_p50'] or 0:8.2f} {results['latency_ms_p99'] or 0:8.2f} "
           f"{fmt(run_with):>13} {fmt(run_without):>15} "
           f"{(results['ratio_to_ingot_run_best'] or 0):15.2f}  {check}")
+    print("per request (ms, warm-up included): " + ", ".join(f"{k} {v:.2f}" for k, v in split_ms.items()))
     print(f"({requests} requests of {a.request_batch} from {a.clients}x{a.threads} senders in {wall:.1f} s; "
           f"errors: {len(errors)}; serve_bench.json in {a.out})")
     return 1 if errors or requests == 0 or "DIFFERS" in check or "NOT" in check else 0

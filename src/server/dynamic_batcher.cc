@@ -45,11 +45,23 @@ struct DynamicBatcher::DeviceIo {
   std::vector<void*> inputs;
   std::vector<size_t> capacity;
   std::vector<std::string> host_outputs;
+  /// Recorded on the stream before the inputs' copies, before the engine, before the outputs'
+  /// copies and after them: the batch's device time split into input, infer and output.
+  cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
   ~DeviceIo() {
     for (void* p : inputs) {
       if (p) cudaFree(p);
     }
+    for (cudaEvent_t e : marks) {
+      if (e) cudaEventDestroy(e);
+    }
     if (stream) cudaStreamDestroy(stream);
+  }
+  /// Nanoseconds between marks a and b (0 when the events are missing).
+  int64_t between(int a, int b) const {
+    float ms = 0;
+    if (!marks[a] || !marks[b] || cudaEventElapsedTime(&ms, marks[a], marks[b]) != cudaSuccess) return 0;
+    return static_cast<int64_t>(ms * 1e6);
   }
   static Status check(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return Status::Ok();
@@ -95,6 +107,8 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
     if (cuda) {
       Status st = DeviceIo::check(cudaStreamCreateWithFlags(&b->device_io_.back()->stream, cudaStreamNonBlocking),
                                   "cudaStreamCreate");
+      for (cudaEvent_t& e : b->device_io_.back()->marks)
+        if (st.ok()) st = DeviceIo::check(cudaEventCreate(&e), "cudaEventCreate");
       if (!st.ok()) return st;
     }
 #endif
@@ -291,6 +305,9 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
   };
   // Gather: concatenate each input along the batch dim (rows are contiguous, so appending the
   // requests' packed data in order is the concatenation).
+#ifdef INGOT_WITH_CUDA
+  if (dev) cudaEventRecord(dev->marks[0], dev->stream);
+#endif
   for (size_t i = 0; i < signature_.inputs.size(); ++i) {
     const std::string& name = signature_.inputs[i].name;
     std::vector<int64_t> shape = batch.front()->request.inputs[i].shape;
@@ -321,12 +338,18 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
   }
   void* stream = nullptr;
 #ifdef INGOT_WITH_CUDA
-  if (dev) stream = dev->stream;
+  if (dev) {
+    stream = dev->stream;
+    cudaEventRecord(dev->marks[1], dev->stream);
+  }
 #endif
+  Clock::time_point inputs_done = Clock::now();
   Status st = ctx.enqueue(stream);
+  Clock::time_point infer_done = Clock::now();
 #ifdef INGOT_WITH_CUDA
   // Outputs come back to host memory before the split (context-held device buffers otherwise).
   if (dev && st.ok()) {
+    cudaEventRecord(dev->marks[2], dev->stream);
     dev->host_outputs.resize(signature_.outputs.size());
     for (size_t o = 0; o < signature_.outputs.size() && st.ok(); ++o) {
       const TensorSpec& out = signature_.outputs[o];
@@ -342,15 +365,25 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
                                            cudaMemcpyDeviceToHost, dev->stream),
                            "copying an output to the host");
     }
+    if (st.ok()) st = DeviceIo::check(cudaEventRecord(dev->marks[3], dev->stream), "cudaEventRecord");
     if (st.ok()) st = DeviceIo::check(cudaStreamSynchronize(dev->stream), "running the batch");
   }
 #endif
-  Clock::time_point end = Clock::now();
-  int64_t compute_ns = ns_between(start, end);
+  // Host engines: input = gather, infer = enqueue (it runs the engine). cuda engines: the stream's
+  // time per phase between its marks (gather and copies in, engine, copies out).
+  int64_t input_ns = ns_between(start, inputs_done), compute_ns = ns_between(inputs_done, infer_done),
+          output_ns = 0;
+#ifdef INGOT_WITH_CUDA
+  if (dev && st.ok()) {
+    input_ns = dev->between(0, 1);
+    compute_ns = dev->between(1, 2);
+    output_ns = dev->between(2, 3);
+  }
+#endif
   if (!st.ok())
     return fail_all(
         500, "model '" + signature_.name + "' failed on a batch of " + std::to_string(rows) + ": " + st.to_string());
-  stats_->batch_executed(rows, compute_ns);
+  Clock::time_point split_start = Clock::now();
   // Split: each request takes its rows of every output it asked for.
   std::vector<InferResult> results(batch.size());
   for (size_t o = 0; o < signature_.outputs.size(); ++o) {
@@ -386,9 +419,13 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
       offset += bytes;
     }
   }
+  output_ns += ns_between(split_start, Clock::now());
+  stats_->batch_executed(rows, input_ns, compute_ns, output_ns);
   for (size_t r = 0; r < batch.size(); ++r) {
     results[r].queue_ns = ns_between(batch[r]->enqueued, start);
+    results[r].input_ns = input_ns;
     results[r].compute_ns = compute_ns;
+    results[r].output_ns = output_ns;
     results[r].executed_batch_size = rows;
     batch[r]->state.store(kAnswered);
     batch[r]->promise.set_value(std::move(results[r]));

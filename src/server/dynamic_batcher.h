@@ -48,7 +48,11 @@ struct InferResult {
   std::optional<RequestError> error;
   std::vector<OwnedOutput> outputs;  ///< the requested outputs (all when none was named), model order
   int64_t queue_ns = 0;
-  int64_t compute_ns = 0;
+  /// The batch's execution split as Triton's statistics split it: gathering the inputs and
+  /// copying them to the device, running the engine, copying the outputs back and splitting them.
+  int64_t input_ns = 0;
+  int64_t compute_ns = 0;  ///< compute_infer
+  int64_t output_ns = 0;
   int64_t executed_batch_size = 0;  ///< size of the batch this request ran in
 };
 

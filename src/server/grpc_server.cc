@@ -229,7 +229,7 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
       for (int64_t d : o.shape) t->add_shape(d);
       r->add_raw_output_contents(std::move(o.data));
     }
-    m->stats->request_succeeded(ns(), result.queue_ns, result.compute_ns);
+    m->stats->request_succeeded(ns(), result.queue_ns, result.input_ns, result.compute_ns, result.output_ns);
     return grpc::Status::OK;
   }
 };

@@ -35,8 +35,12 @@ Metrics::Metrics()
                                                       "Cumulative inference request duration in microseconds")),
       queue_duration_us(family<prometheus::Counter>(*registry_, "nv_inference_queue_duration_us",
                                                     "Cumulative inference queuing duration in microseconds")),
+      compute_input_duration_us(family<prometheus::Counter>(*registry_, "nv_inference_compute_input_duration_us",
+                                                            "Cumulative compute input duration in microseconds")),
       compute_infer_duration_us(family<prometheus::Counter>(*registry_, "nv_inference_compute_infer_duration_us",
                                                             "Cumulative compute inference duration in microseconds")),
+      compute_output_duration_us(family<prometheus::Counter>(*registry_, "nv_inference_compute_output_duration_us",
+                                                             "Cumulative inference compute output duration in microseconds")),
       pending(family<prometheus::Gauge>(*registry_, "nv_inference_pending_request_count",
                                         "Instantaneous number of pending requests awaiting execution per-model")) {}
 
@@ -53,7 +57,9 @@ ModelStats::ModelStats(Metrics* metrics, const std::string& model, const std::st
   exec_count_ = &metrics->exec_count.Add(labels_);
   request_us_ = &metrics->request_duration_us.Add(labels_);
   queue_us_ = &metrics->queue_duration_us.Add(labels_);
+  input_us_ = &metrics->compute_input_duration_us.Add(labels_);
   compute_us_ = &metrics->compute_infer_duration_us.Add(labels_);
+  output_us_ = &metrics->compute_output_duration_us.Add(labels_);
   pending_ = &metrics->pending.Add(labels_);
 }
 
@@ -65,18 +71,23 @@ static int64_t now_ms() {
       .count();
 }
 
-void ModelStats::request_succeeded(int64_t total_ns, int64_t queue_ns, int64_t compute_ns) {
+void ModelStats::request_succeeded(int64_t total_ns, int64_t queue_ns, int64_t input_ns, int64_t compute_ns,
+                                   int64_t output_ns) {
   success_->Increment();
   request_us_->Increment(total_ns / 1000.0);
   queue_us_->Increment(queue_ns / 1000.0);
+  input_us_->Increment(input_ns / 1000.0);
   compute_us_->Increment(compute_ns / 1000.0);
+  output_us_->Increment(output_ns / 1000.0);
   std::lock_guard<std::mutex> lock(mu_);
   ++success_count_;
   success_ns_ += total_ns;
   ++queue_count_;
   queue_ns_ += queue_ns;
   ++compute_count_;
+  input_ns_ += input_ns;
   compute_ns_ += compute_ns;
+  output_ns_ += output_ns;
   last_inference_ms_ = now_ms();
 }
 
@@ -88,15 +99,17 @@ void ModelStats::request_failed(int64_t total_ns) {
   fail_ns_ += total_ns;
 }
 
-void ModelStats::batch_executed(int64_t batch_size, int64_t compute_ns) {
+void ModelStats::batch_executed(int64_t batch_size, int64_t input_ns, int64_t compute_ns, int64_t output_ns) {
   inference_count_->Increment(static_cast<double>(batch_size));
   exec_count_->Increment();
   std::lock_guard<std::mutex> lock(mu_);
   inference_count_total_ += batch_size;
   ++execution_count_;
-  auto& b = batch_stats_[batch_size];
-  ++b.first;
-  b.second += compute_ns;
+  BatchStat& b = batch_stats_[batch_size];
+  ++b.count;
+  b.input_ns += input_ns;
+  b.infer_ns += compute_ns;
+  b.output_ns += output_ns;
 }
 
 void ModelStats::pending_changed(int delta) { pending_->Increment(delta); }
@@ -106,8 +119,11 @@ std::string ModelStats::to_json(const std::string& model, const std::string& ver
   auto stat = [](int64_t count, int64_t ns) { return json{{"count", count}, {"ns", ns}}; };
   std::lock_guard<std::mutex> lock(mu_);
   json batches = json::array();
-  for (const auto& [size, cn] : batch_stats_) {
-    batches.push_back({{"batch_size", size}, {"compute_infer", stat(cn.first, cn.second)}});
+  for (const auto& [size, b] : batch_stats_) {
+    batches.push_back({{"batch_size", size},
+                       {"compute_input", stat(b.count, b.input_ns)},
+                       {"compute_infer", stat(b.count, b.infer_ns)},
+                       {"compute_output", stat(b.count, b.output_ns)}});
   }
   json j = {{"name", model},
             {"version", version},
@@ -118,7 +134,9 @@ std::string ModelStats::to_json(const std::string& model, const std::string& ver
              {{"success", stat(success_count_, success_ns_)},
               {"fail", stat(fail_count_, fail_ns_)},
               {"queue", stat(queue_count_, queue_ns_)},
-              {"compute_infer", stat(compute_count_, compute_ns_)}}},
+              {"compute_input", stat(compute_count_, input_ns_)},
+              {"compute_infer", stat(compute_count_, compute_ns_)},
+              {"compute_output", stat(compute_count_, output_ns_)}}},
             {"batch_stats", batches}};
   return j.dump();
 }

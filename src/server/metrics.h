@@ -35,7 +35,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& exec_count;
   prometheus::Family<prometheus::Counter>& request_duration_us;
   prometheus::Family<prometheus::Counter>& queue_duration_us;
+  prometheus::Family<prometheus::Counter>& compute_input_duration_us;
   prometheus::Family<prometheus::Counter>& compute_infer_duration_us;
+  prometheus::Family<prometheus::Counter>& compute_output_duration_us;
   prometheus::Family<prometheus::Gauge>& pending;
 };
 
@@ -47,11 +49,12 @@ class ModelStats {
   ModelStats(const ModelStats&) = delete;
   ModelStats& operator=(const ModelStats&) = delete;
 
-  /// A request answered successfully; durations in nanoseconds.
-  void request_succeeded(int64_t total_ns, int64_t queue_ns, int64_t compute_ns);
+  /// A request answered successfully; durations in nanoseconds (input: gather + copy to the
+  /// device, infer: the engine, output: copy back + split, of the batch it ran in).
+  void request_succeeded(int64_t total_ns, int64_t queue_ns, int64_t input_ns, int64_t compute_ns, int64_t output_ns);
   void request_failed(int64_t total_ns);
-  /// One execution of `batch_size` inferences that took `compute_ns`.
-  void batch_executed(int64_t batch_size, int64_t compute_ns);
+  /// One execution of `batch_size` inferences: its input, infer and output times.
+  void batch_executed(int64_t batch_size, int64_t input_ns, int64_t compute_ns, int64_t output_ns);
   void pending_changed(int delta);
 
   /// This version's entry of the statistics extension's "model_stats" array (JSON text).
@@ -60,14 +63,18 @@ class ModelStats {
  private:
   Metrics* metrics_;
   prometheus::Labels labels_;
-  prometheus::Counter *success_, *failure_, *inference_count_, *exec_count_, *request_us_, *queue_us_, *compute_us_;
+  prometheus::Counter *success_, *failure_, *inference_count_, *exec_count_, *request_us_, *queue_us_, *input_us_,
+      *compute_us_, *output_us_;
   prometheus::Gauge* pending_;
 
   mutable std::mutex mu_;
   int64_t success_count_ = 0, success_ns_ = 0, fail_count_ = 0, fail_ns_ = 0;
-  int64_t queue_count_ = 0, queue_ns_ = 0, compute_count_ = 0, compute_ns_ = 0;
+  int64_t queue_count_ = 0, queue_ns_ = 0, compute_count_ = 0, input_ns_ = 0, compute_ns_ = 0, output_ns_ = 0;
   int64_t inference_count_total_ = 0, execution_count_ = 0, last_inference_ms_ = 0;
-  std::map<int64_t, std::pair<int64_t, int64_t>> batch_stats_;  // size -> (count, compute ns)
+  struct BatchStat {
+    int64_t count = 0, input_ns = 0, infer_ns = 0, output_ns = 0;
+  };
+  std::map<int64_t, BatchStat> batch_stats_;  // by batch size
 };
 
 }  // namespace ingot::server

@@ -344,7 +344,8 @@ void Server::Impl::infer(const httplib::Request& req, httplib::Response& res) {
   } else {
     res.set_content(std::move(body), "application/json");
   }
-  model->stats->request_succeeded(ns_since(start), result.queue_ns, result.compute_ns);
+  model->stats->request_succeeded(ns_since(start), result.queue_ns, result.input_ns, result.compute_ns,
+                                  result.output_ns);
 }
 
 Server::Server(ServerOptions options, Logger& logger) : impl_(std::make_unique<Impl>(std::move(options), logger)) {}

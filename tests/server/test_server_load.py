@@ -11,6 +11,7 @@
   - SIGTERM with requests queued: every one is answered, then the server exits 0.
 Usage: test_server_load.py --ingot build/tools/ingot --models build/test-models"""
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -104,6 +105,14 @@ def main():
     print(f"load: {execs:.0f} executions of {count:.0f} inferences, mean executed batch {mean_batch:.2f} rows")
     check("mean executed batch size (nv_inference_count / nv_inference_exec_count) > 1", mean_batch > 1, mean_batch)
     check("nv_inference_pending_request_count is back to 0", m.get(("nv_inference_pending_request_count", "mlp")) == 0)
+    split = {k: m.get((f"nv_inference_compute_{k}_duration_us", "mlp"), 0) for k in ("input", "infer", "output")}
+    check("compute time split as Triton's: input, infer and output durations all counted",
+          all(v > 0 for v in split.values()), split)
+    status, _, body = Client(server.port).request("GET", "/v2/models/mlp/stats")
+    st = json.loads(body)["model_stats"][0]["inference_stats"] if status == 200 else {}
+    check("statistics extension: compute_input / compute_infer / compute_output",
+          all(st.get(k, {}).get("count", 0) == success and st[k]["ns"] > 0
+              for k in ("compute_input", "compute_infer", "compute_output")), st)
 
     # ---- overhead: a lone client, batch 1, against the engine's own execution time -------------
     # (mlp_direct has no dynamic_batching: a request runs as soon as it arrives.)
