@@ -238,15 +238,16 @@ void Server::Impl::routes() {
               auto key = body.is_object() ? body.find("key") : body.end();
               if (!body.is_object() || key == body.end() || !key->is_string())
                 return send_error(res, 400, "register needs a JSON body {\"key\": ..., \"offset\": ..., \"byte_size\": ...}");
-              auto num = [&](const char* f, uint64_t* v) {
+              // "offset" may be left out (0); "byte_size" may not.
+              auto num = [&](const char* f, bool required, uint64_t* v) {
                 auto it = body.find(f);
-                if (it == body.end()) return std::string(f) == "offset";
+                if (it == body.end()) return !required;
                 if (!it->is_number_unsigned()) return false;
                 *v = it->get<uint64_t>();
                 return true;
               };
               uint64_t offset = 0, byte_size = 0;
-              if (!num("offset", &offset) || !num("byte_size", &byte_size))
+              if (!num("offset", false, &offset) || !num("byte_size", true, &byte_size))
                 return send_error(res, 400, "register: offset and byte_size must be non-negative integers");
               if (auto e = shared_memory.register_region(req.matches[1].str(), key->get<std::string>(), offset, byte_size))
                 return send_error(res, e->http_status, e->message);

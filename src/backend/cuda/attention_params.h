@@ -18,6 +18,9 @@ namespace ingot::backend::cuda {
 bool attention_supports_node(const ir::Node& node, const std::vector<ir::TensorType>& in, int64_t* head_size,
                              FloatType* type);
 
+/// Whether the node is ingot::Attention {qkv_packed = 1} (Q, K, V side by side in input 0).
+bool attention_qkv_packed(const ir::Node& node);
+
 /// The Q/K/V input types as an unpacked node has them: for ingot::Attention {qkv_packed = 1},
 /// input 0's [B, S, 3*H*D] given as three [B, S, H*D] inputs; other nodes' types unchanged.
 std::vector<ir::TensorType> unpacked_attention_inputs(const ir::Node& node, const std::vector<ir::TensorType>& in);

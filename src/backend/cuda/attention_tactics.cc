@@ -74,8 +74,12 @@ int64_t static_head_size(const ir::Node& node, const std::vector<ir::TensorType>
 }  // namespace
 
 /// Everything but the kernel's own limits (type, head size).
+bool attention_qkv_packed(const ir::Node& node) {
+  return node.domain() == "ingot" && node.attrs().get_int("qkv_packed", 0) != 0;
+}
+
 std::vector<ir::TensorType> unpacked_attention_inputs(const ir::Node& node, const std::vector<ir::TensorType>& in) {
-  if (node.domain() != "ingot" || node.attrs().get_int("qkv_packed", 0) == 0 || in.empty()) return in;
+  if (!attention_qkv_packed(node) || in.empty()) return in;
   std::vector<ir::TensorType> out = in;
   out.resize(std::max<size_t>(out.size(), 3));
   ir::TensorType third = in[0];
@@ -237,8 +241,7 @@ Status make_qkv_params(const ir::Node& node, const StepIO& io, AttentionParams* 
 
 /// The kernel parameters for the current tensors, checking what shapes could get wrong.
 Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
-  const bool packed = node.domain() == "ingot" && node.attrs().get_int("qkv_packed", 0) != 0;
-  INGOT_RETURN_IF_ERROR(packed ? make_packed_qkv_params(node, io, p) : make_qkv_params(node, io, p));
+  INGOT_RETURN_IF_ERROR(attention_qkv_packed(node) ? make_packed_qkv_params(node, io, p) : make_qkv_params(node, io, p));
   const int64_t D = p->head_size;
   const Tensor* mask = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
   p->mask_kind = AttentionMask::kNone;

@@ -206,7 +206,7 @@ bool offered(const ir::Node& node, const std::vector<ir::TensorType>& packed_in)
   if (!attention_supports_node(node, packed_in, &d, &t)) return false;
   const std::vector<ir::TensorType> in = unpacked_attention_inputs(node, packed_in);
   // Packed Q/K/V rows are three heads-widths apart (the plan is built for the real strides).
-  const int64_t qkv_rows = node.attrs().get_int("qkv_packed", 0) != 0 ? 3 : 1;
+  const int64_t qkv_rows = attention_qkv_packed(node) ? 3 : 1;
   const ir::Shape& q = in[0].shape;
   const ir::Shape& kk = in[1].shape;
   auto dim = [](const ir::Shape& s, size_t i, int64_t guess) { return s[i].is_known() ? s[i].value() : guess; };
