@@ -156,6 +156,9 @@ def client_process(index, port, model, ins, outs, a, measure_from, deadline, que
         queue.put({"requests": sum(counts), "latency_s": [x for l in lat for x in l], "errors": errors,
                    "span": [min(starts), max(ends)] if starts else None,
                    "inputs": {k: v for k, v in tensors.items()} if index == 0 else None, "outputs": got})
+        # A new connection: the registering one sat idle past the server's keep-alive timeout.
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         conn.request("POST", f"/v2/systemsharedmemory/region/{region}/unregister", b"")
         conn.getresponse().read()
     finally:

@@ -287,6 +287,8 @@ Status ContextImpl::set_input_shape(const std::string& name, const std::vector<i
       return make_status(StatusCode::kOutOfRange, "input '", name, "' dim ", k, " = ", dims[k],
                          " is outside optimization profile ", profile_, ": allowed ", p->min[k], "..", p->max[k]);
   }
+  // The same dims again (a server's steady state): the shapes, views and any captured graph stand.
+  if (input_shape_set_[i] && input_shapes_[i] == dims) return Status::Ok();
   input_shapes_[i] = dims;
   input_shape_set_[i] = true;
   shapes_valid_ = false;

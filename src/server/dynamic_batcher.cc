@@ -38,20 +38,60 @@ struct DynamicBatcher::Pending {
   std::promise<InferResult> promise;
 };
 
-// A cuda instance: its stream and device input buffers (grown on demand, reused across batches).
+#ifdef INGOT_WITH_CUDA
+namespace {
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::Ok();
+  return Status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kInternal,
+                std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+/// A device or page-locked host buffer, grown on demand (growth frees the old one, which
+/// synchronizes the device: create() reserves the max batch up front where the shapes allow).
+struct CudaBuffer {
+  bool host = false;
+  void* data = nullptr;
+  size_t capacity = 0;
+  explicit CudaBuffer(bool on_host) : host(on_host) {}
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  ~CudaBuffer() { release(); }
+  void release() {
+    if (data) host ? cudaFreeHost(data) : cudaFree(data);
+    data = nullptr;
+    capacity = 0;
+  }
+  Status reserve(size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    if (capacity >= bytes) return Status::Ok();
+    release();
+    Status st = host ? cuda_status(cudaMallocHost(&data, bytes), "cudaMallocHost of a staging buffer")
+                     : cuda_status(cudaMalloc(&data, bytes), "cudaMalloc of an input/output buffer");
+    if (st.ok()) capacity = bytes;
+    else data = nullptr;
+    return st;
+  }
+  char* bytes() const { return static_cast<char*>(data); }
+};
+}  // namespace
+#endif
+
+// A cuda instance: its stream, device buffers for the batch's inputs and outputs (the engine
+// reads and writes them in place, so their addresses stay put and the context's views and plans
+// survive from batch to batch), and page-locked host buffers for the copies. A request's rows
+// are copied to the device straight from a pinned shared-memory region, or else staged through
+// the pinned buffer (pageable copies run at a seventh of the speed and synchronize the host).
 struct DynamicBatcher::DeviceIo {
 #ifdef INGOT_WITH_CUDA
   cudaStream_t stream = nullptr;
-  std::vector<void*> inputs;
-  std::vector<size_t> capacity;
-  std::vector<std::string> host_outputs;
+  std::vector<std::unique_ptr<CudaBuffer>> inputs, staging;     // per model input
+  std::vector<std::unique_ptr<CudaBuffer>> outputs, host_outputs;  // per model output
+  std::vector<bool> bind_output;  // the output's size follows from the batch: bound to outputs[o]
   /// Recorded on the stream before the inputs' copies, before the engine, before the outputs'
   /// copies and after them: the batch's device time split into input, infer and output.
   cudaEvent_t marks[4] = {nullptr, nullptr, nullptr, nullptr};
   ~DeviceIo() {
-    for (void* p : inputs) {
-      if (p) cudaFree(p);
-    }
+    if (stream) cudaStreamSynchronize(stream);
     for (cudaEvent_t e : marks) {
       if (e) cudaEventDestroy(e);
     }
@@ -63,19 +103,34 @@ struct DynamicBatcher::DeviceIo {
     if (!marks[a] || !marks[b] || cudaEventElapsedTime(&ms, marks[a], marks[b]) != cudaSuccess) return 0;
     return static_cast<int64_t>(ms * 1e6);
   }
-  static Status check(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return Status::Ok();
-    return Status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kInternal,
-                  std::string(what) + ": " + cudaGetErrorString(e));
-  }
-  Status reserve(size_t i, size_t bytes) {
-    if (inputs.size() <= i) inputs.resize(i + 1, nullptr), capacity.resize(i + 1, 0);
-    if (capacity[i] >= bytes) return Status::Ok();
-    if (inputs[i]) cudaFree(inputs[i]);
-    inputs[i] = nullptr;
-    capacity[i] = 0;
-    Status st = check(cudaMalloc(&inputs[i], bytes), "cudaMalloc of an input buffer");
-    if (st.ok()) capacity[i] = bytes;
+  /// Buffers for the signature, the fixed-size ones reserved for max_batch rows now.
+  Status init(const ModelSignature& sig, int64_t max_rows) {
+    Status st = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (cudaEvent_t& e : marks)
+      if (st.ok()) st = cuda_status(cudaEventCreate(&e), "cudaEventCreate");
+    // Bytes of max_rows rows, or 0 when a dim other than the batch dim is open.
+    auto max_bytes = [&](const TensorSpec& t) -> size_t {
+      int64_t n = element_count(t.dims);
+      return n < 0 ? 0 : static_cast<size_t>(n) * element_size(t.dtype) * static_cast<size_t>(max_rows);
+    };
+    for (const TensorSpec& t : sig.inputs) {
+      inputs.push_back(std::make_unique<CudaBuffer>(false));
+      staging.push_back(std::make_unique<CudaBuffer>(true));
+      if (size_t b = max_bytes(t); b && st.ok()) {
+        st = inputs.back()->reserve(b);
+        if (st.ok()) st = staging.back()->reserve(b);
+      }
+    }
+    for (const TensorSpec& t : sig.outputs) {
+      outputs.push_back(std::make_unique<CudaBuffer>(false));
+      host_outputs.push_back(std::make_unique<CudaBuffer>(true));
+      size_t b = max_bytes(t);
+      bind_output.push_back(b > 0);
+      if (b && st.ok()) {
+        st = outputs.back()->reserve(b);
+        if (st.ok()) st = host_outputs.back()->reserve(b);
+      }
+    }
     return st;
   }
 #endif
@@ -105,10 +160,8 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
     b->device_io_.push_back(std::make_unique<DeviceIo>());
 #ifdef INGOT_WITH_CUDA
     if (cuda) {
-      Status st = DeviceIo::check(cudaStreamCreateWithFlags(&b->device_io_.back()->stream, cudaStreamNonBlocking),
-                                  "cudaStreamCreate");
-      for (cudaEvent_t& e : b->device_io_.back()->marks)
-        if (st.ok()) st = DeviceIo::check(cudaEventCreate(&e), "cudaEventCreate");
+      int64_t rows = b->signature_.max_batch_size > 0 ? b->signature_.max_batch_size : 1;
+      Status st = b->device_io_.back()->init(b->signature_, rows);
       if (!st.ok()) return st;
     }
 #endif
@@ -311,26 +364,49 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
   for (size_t i = 0; i < signature_.inputs.size(); ++i) {
     const std::string& name = signature_.inputs[i].name;
     std::vector<int64_t> shape = batch.front()->request.inputs[i].shape;
-    std::string& buf = buffers[i];
-    buf.clear();
-    if (batch.size() > 1) {
-      for (const auto& p : batch) buf += p->request.inputs[i].data;
-    }
     if (batching) shape[0] = rows;
-    const std::string& src = batch.size() == 1 ? batch.front()->request.inputs[i].data : buf;
+    size_t total = 0;
+    for (const auto& p : batch) total += p->request.inputs[i].byte_size();
     Status st = ctx.set_input_shape(name, shape);
-    void* address = const_cast<char*>(src.data());
+    void* address = nullptr;
 #ifdef INGOT_WITH_CUDA
-    if (dev && st.ok()) {
-      st = dev->reserve(i, std::max<size_t>(src.size(), 1));
-      if (st.ok()) {
-        st = DeviceIo::check(
-            cudaMemcpyAsync(dev->inputs[i], src.data(), src.size(), cudaMemcpyHostToDevice, dev->stream),
-            "copying an input to the device");
+    if (dev) {
+      // Each request's rows go to their place in the device buffer: by DMA from a pinned region,
+      // or through the pinned staging buffer (free: the previous batch synchronized the stream).
+      CudaBuffer& staging = *dev->staging[i];
+      if (st.ok()) st = dev->inputs[i]->reserve(total);
+      size_t offset = 0;
+      for (size_t r = 0; r < batch.size() && st.ok(); ++r) {
+        const InferInput& in = batch[r]->request.inputs[i];
+        const size_t n = in.byte_size();
+        const char* from = in.bytes();
+        if (!in.external || !in.external->pinned) {
+          st = staging.reserve(total);
+          if (!st.ok()) break;
+          std::memcpy(staging.bytes() + offset, from, n);
+          from = staging.bytes() + offset;
+        }
+        if (n) {
+          st = cuda_status(cudaMemcpyAsync(dev->inputs[i]->bytes() + offset, from, n, cudaMemcpyHostToDevice,
+                                           dev->stream),
+                           "copying an input to the device");
+        }
+        offset += n;
       }
-      address = dev->inputs[i];
+      address = dev->inputs[i]->data;
     }
 #endif
+    if (!dev) {
+      if (batch.size() == 1) {
+        address = const_cast<char*>(batch.front()->request.inputs[i].bytes());
+      } else {
+        std::string& buf = buffers[i];
+        buf.clear();
+        buf.reserve(total);
+        for (const auto& p : batch) buf.append(p->request.inputs[i].bytes(), p->request.inputs[i].byte_size());
+        address = buf.data();
+      }
+    }
     if (st.ok()) st = ctx.set_tensor_address(name, address);
     if (!st.ok())
       return fail_all(st.code() == StatusCode::kOutOfMemory ? 503 : 400,
@@ -340,6 +416,19 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
 #ifdef INGOT_WITH_CUDA
   if (dev) {
     stream = dev->stream;
+    // Outputs whose size the batch settles are written straight into this instance's buffers.
+    Status st;
+    for (size_t o = 0; o < signature_.outputs.size() && st.ok(); ++o) {
+      if (!dev->bind_output[o]) continue;
+      const TensorSpec& out = signature_.outputs[o];
+      size_t bytes = static_cast<size_t>(element_count(out.dims)) * element_size(out.dtype) *
+                     static_cast<size_t>(batching ? rows : 1);
+      st = dev->outputs[o]->reserve(bytes);
+      if (st.ok()) st = ctx.set_tensor_address(out.name, dev->outputs[o]->data);
+    }
+    if (!st.ok())
+      return fail_all(st.code() == StatusCode::kOutOfMemory ? 503 : 500,
+                      "model '" + signature_.name + "': " + st.message());
     cudaEventRecord(dev->marks[1], dev->stream);
   }
 #endif
@@ -347,10 +436,9 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
   Status st = ctx.enqueue(stream);
   Clock::time_point infer_done = Clock::now();
 #ifdef INGOT_WITH_CUDA
-  // Outputs come back to host memory before the split (context-held device buffers otherwise).
+  // Outputs come back to pinned host memory before the split.
   if (dev && st.ok()) {
     cudaEventRecord(dev->marks[2], dev->stream);
-    dev->host_outputs.resize(signature_.outputs.size());
     for (size_t o = 0; o < signature_.outputs.size() && st.ok(); ++o) {
       const TensorSpec& out = signature_.outputs[o];
       auto shape = ctx.tensor_shape(out.name);
@@ -360,13 +448,15 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
         st = Status(StatusCode::kInternal, "output '" + out.name + "' unavailable after enqueue");
         break;
       }
-      dev->host_outputs[o].resize(static_cast<size_t>(count) * element_size(out.dtype));
-      st = DeviceIo::check(cudaMemcpyAsync(dev->host_outputs[o].data(), data, dev->host_outputs[o].size(),
-                                           cudaMemcpyDeviceToHost, dev->stream),
-                           "copying an output to the host");
+      size_t bytes = static_cast<size_t>(count) * element_size(out.dtype);
+      st = dev->host_outputs[o]->reserve(bytes);
+      if (st.ok() && bytes) {
+        st = cuda_status(cudaMemcpyAsync(dev->host_outputs[o]->data, data, bytes, cudaMemcpyDeviceToHost, dev->stream),
+                         "copying an output to the host");
+      }
     }
-    if (st.ok()) st = DeviceIo::check(cudaEventRecord(dev->marks[3], dev->stream), "cudaEventRecord");
-    if (st.ok()) st = DeviceIo::check(cudaStreamSynchronize(dev->stream), "running the batch");
+    if (st.ok()) st = cuda_status(cudaEventRecord(dev->marks[3], dev->stream), "cudaEventRecord");
+    if (st.ok()) st = cuda_status(cudaStreamSynchronize(dev->stream), "running the batch");
   }
 #endif
   // Host engines: input = gather, infer = enqueue (it runs the engine). cuda engines: the stream's
@@ -391,7 +481,7 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
     auto shape = ctx.tensor_shape(out.name);
     const char* data = static_cast<const char*>(ctx.tensor_address(out.name));
 #ifdef INGOT_WITH_CUDA
-    if (dev) data = dev->host_outputs[o].data();
+    if (dev) data = dev->host_outputs[o]->bytes();
 #endif
     if (!shape.ok() || !data)
       return fail_all(500, "model '" + signature_.name + "': output '" + out.name + "' unavailable");

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,14 +31,27 @@ struct SharedMemoryRef {
   uint64_t byte_size = 0;
 };
 
-/// One input tensor of a request; `data` holds the elements packed, little-endian (empty while
-/// they are still in the shared-memory region `shm` names; the server copies them in).
+/// Bytes an input reads in place from a registered shared-memory region instead of owning them.
+struct ExternalBytes {
+  const char* data = nullptr;
+  size_t size = 0;
+  bool pinned = false;                ///< page-locked (registered with CUDA): the device can DMA from it
+  std::shared_ptr<const void> hold;   ///< keeps the region mapped while the request is in flight
+};
+
+/// One input tensor of a request; `data` holds the elements packed, little-endian, unless they
+/// stay in the shared-memory region `shm` names: then the server points `external` at them
+/// (no copy) once it has looked the region up. Read them through bytes() / byte_size().
 struct InferInput {
   std::string name;
   DataType dtype = DataType::kUndefined;
   std::vector<int64_t> shape;
   std::string data;
   std::optional<SharedMemoryRef> shm;
+  std::optional<ExternalBytes> external;
+
+  const char* bytes() const { return external ? external->data : data.data(); }
+  size_t byte_size() const { return external ? external->size : data.size(); }
 };
 
 struct RequestedOutput {

@@ -311,7 +311,9 @@ void Server::Impl::infer(const httplib::Request& req, httplib::Response& res) {
   }
   for (InferInput& in : request.inputs) {
     if (!in.shm) continue;
-    if (auto e = shared_memory.read(*in.shm, &in.data)) return fail(e->http_status, "input '" + in.name + "': " + e->message);
+    ExternalBytes bytes;
+    if (auto e = shared_memory.view(*in.shm, &bytes)) return fail(e->http_status, "input '" + in.name + "': " + e->message);
+    in.external = std::move(bytes);
   }
   int64_t batch_size = 1;
   if (auto e = validate_request(request, model->signature, &batch_size)) return fail(e->http_status, e->message);

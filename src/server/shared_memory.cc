@@ -9,6 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
+#ifdef INGOT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace ingot::server {
 
 namespace {
@@ -22,10 +26,34 @@ struct SharedMemoryManager::Region {
   void* map = nullptr;      // page-aligned start of the mapping
   size_t map_size = 0;
   uint8_t* base = nullptr;  // info.offset inside the object
+  bool pinned = false;      // registered with CUDA (page-locked)
   ~Region() {
+#ifdef INGOT_WITH_CUDA
+    if (pinned) cudaHostUnregister(map);
+#endif
     if (map) munmap(map, map_size);
   }
 };
+
+namespace {
+/// Page-locks a mapping for DMA when a GPU is there; false (and no CUDA error left behind) when
+/// it cannot be, e.g. a CUDA build on a machine without a GPU or past the locked-memory limit.
+bool pin(void* map, size_t size) {
+#ifdef INGOT_WITH_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  if (cudaHostRegister(map, size, cudaHostRegisterDefault) == cudaSuccess) return true;
+  cudaGetLastError();
+#else
+  (void)map;
+  (void)size;
+#endif
+  return false;
+}
+}  // namespace
 
 SharedMemoryManager::SharedMemoryManager() = default;
 SharedMemoryManager::~SharedMemoryManager() = default;
@@ -61,6 +89,7 @@ std::optional<RequestError> SharedMemoryManager::register_region(const std::stri
     return bad("shared-memory region '" + name + "': cannot map key '" + key + "': " + std::strerror(map_errno));
   r->map = p;
   r->base = static_cast<uint8_t*>(p) + (offset - start);
+  r->pinned = pin(r->map, r->map_size);
   std::lock_guard<std::mutex> lock(mu_);
   if (!regions_.emplace(name, std::move(r)).second)
     return bad("shared-memory region '" + name + "' is already registered");
@@ -116,6 +145,17 @@ std::optional<RequestError> SharedMemoryManager::read(const SharedMemoryRef& ref
   std::shared_ptr<Region> r = find(ref, &error);
   if (!r) return error;
   out->assign(reinterpret_cast<const char*>(r->base + ref.offset), static_cast<size_t>(ref.byte_size));
+  return std::nullopt;
+}
+
+std::optional<RequestError> SharedMemoryManager::view(const SharedMemoryRef& ref, ExternalBytes* out) const {
+  std::optional<RequestError> error;
+  std::shared_ptr<Region> r = find(ref, &error);
+  if (!r) return error;
+  out->data = reinterpret_cast<const char*>(r->base + ref.offset);
+  out->size = static_cast<size_t>(ref.byte_size);
+  out->pinned = r->pinned;
+  out->hold = std::move(r);
   return std::nullopt;
 }
 

@@ -8,7 +8,11 @@
 // tens of GB/s of socket traffic.
 //
 // A region stays mapped (MAP_SHARED, read-write) from register to unregister; requests in flight
-// hold their own reference, so unregistering never unmaps memory a request is using.
+// hold their own reference, so unregistering never unmaps memory a request is using. Inputs are
+// read in place (view()), not copied. With a GPU present (CUDA builds) the mapping is also
+// page-locked with cudaHostRegister, so a cuda engine's batcher copies each request's rows
+// straight from the region to the device by DMA (53.8 GB/s on the H200 against 6.9 GB/s from
+// pageable memory); where pinning fails the region is still served, through a staging copy.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,8 @@ class SharedMemoryManager {
 
   /// Copies `ref` (offset and size inside the region) into `out`.
   std::optional<RequestError> read(const SharedMemoryRef& ref, std::string* out) const;
+  /// Points `out` at `ref`'s bytes in place, holding the region mapped for as long as `out` lives.
+  std::optional<RequestError> view(const SharedMemoryRef& ref, ExternalBytes* out) const;
   /// Writes `bytes` at `ref`; `bytes` must fit in ref.byte_size.
   std::optional<RequestError> write(const SharedMemoryRef& ref, const void* data, size_t bytes) const;
 

@@ -22,6 +22,10 @@
 #include "server/model_config.h"
 #include "server/shared_memory.h"
 
+#ifdef INGOT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace ingot::server {
 namespace {
 
@@ -235,6 +239,23 @@ TEST_F(SharedMemoryTest, RegisterReadWriteStatusUnregister) {
   EXPECT_TRUE(st.empty());
 }
 
+TEST_F(SharedMemoryTest, ViewReadsInPlaceAndHoldsTheMappingPastUnregister) {
+  SharedMemoryManager m;
+  ASSERT_FALSE(m.register_region("r", key_, 5000, 2000).has_value());
+  ExternalBytes v;
+  ASSERT_FALSE(m.view(SharedMemoryRef{"r", 16, 32}, &v).has_value());
+  ASSERT_EQ(v.size, 32u);
+  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(static_cast<uint8_t>(v.data[i]), mem_[5016 + i]) << i;
+  mem_[5016] = 0xAB;  // the client writes after the lookup: the view is the region, not a copy
+  EXPECT_EQ(static_cast<uint8_t>(v.data[0]), 0xAB);
+  ASSERT_FALSE(m.unregister("r").has_value());
+  // The view still reads mapped memory (AddressSanitizer / a segfault would say otherwise).
+  EXPECT_EQ(static_cast<uint8_t>(v.data[1]), mem_[5017]);
+  ExternalBytes none;
+  EXPECT_TRUE(m.view(SharedMemoryRef{"r", 0, 4}, &none).has_value());
+  EXPECT_TRUE(m.view(SharedMemoryRef{"r2", 0, 4}, &none).has_value());
+}
+
 ModelSignature mlp_signature() {
   return ModelSignature{
       "m", 8, {{"x", DataType::kFloat32, {3}}, {"k", DataType::kInt64, {-1}}}, {{"y", DataType::kFloat32, {3}}}};
@@ -355,8 +376,8 @@ class Quiet : public Logger {
   void log(Severity, const char*) noexcept override {}
 };
 
-// y = x + x with x: [batch, d] (d symbolic too), a CPU engine with batch in [1, 16], d in [1, 8].
-std::shared_ptr<Engine> doubling_engine() {
+// y = x + x with x: [batch, d] (d symbolic too), an engine with batch in [1, 16], d in [1, 8].
+std::shared_ptr<Engine> doubling_engine(BackendKind backend = BackendKind::kCpu) {
   ::onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -377,6 +398,7 @@ std::shared_ptr<Engine> doubling_engine() {
   std::string bytes = m.SerializeAsString();
   static Quiet quiet;
   BuilderConfig bc;
+  bc.backend = backend;
   OptimizationProfile p;
   p.set_dimensions("x", {1, 1}, {8, 4}, {16, 8});
   bc.profiles.push_back(p);
@@ -481,6 +503,37 @@ TEST_F(BatcherFixture, ConcurrentRequestsBatchAndSplitBackInOrder) {
   EXPECT_GT(batched, 3) << "no batch held more than one request";
 }
 
+TEST_F(BatcherFixture, InputsReadInPlaceBatchWithOwnedOnes) {
+  auto b = make(opts(20000));
+  ASSERT_TRUE(b);
+  constexpr int kThreads = 8;
+  // Odd requests read their rows from memory the request does not own (a shared-memory view).
+  std::vector<std::vector<float>> outside(kThreads);
+  std::vector<InferResult> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    InferRequest r = doubling_request(2, 4, 10.0f * t);
+    if (t % 2) {
+      InferInput& in = r.inputs[0];
+      outside[t].resize(in.data.size() / 4);
+      std::memcpy(outside[t].data(), in.data.data(), in.data.size());
+      in.data = "not these bytes";
+      in.external = ExternalBytes{reinterpret_cast<const char*>(outside[t].data()), outside[t].size() * 4, false, {}};
+    }
+    threads.emplace_back([&, t, r = std::move(r)]() mutable { results[t] = b->infer(std::move(r), 2); });
+  }
+  for (auto& th : threads) th.join();
+  int64_t batched = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_FALSE(results[t].error.has_value()) << results[t].error->message;
+    std::vector<float> y = floats(results[t].outputs[0].data);
+    ASSERT_EQ(y.size(), 8u);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], 2 * (10.0f * t + i)) << "request " << t << " element " << i;
+    batched = std::max(batched, results[t].executed_batch_size);
+  }
+  EXPECT_GT(batched, 2) << "no batch held more than one request";
+}
+
 TEST_F(BatcherFixture, FullQueueAnswers503AtOnce) {
   auto b = make(opts(300000, /*queue=*/2));  // a batch waits 300 ms: the queue fills
   ASSERT_TRUE(b);
@@ -538,6 +591,80 @@ TEST_F(BatcherFixture, FailingBatchFailsOnlyItsRequests) {
   EXPECT_NE(bad.error->message.find("x"), std::string::npos) << bad.error->message;
   InferResult good = b->infer(doubling_request(2, 4, 1), 2);
   EXPECT_FALSE(good.error.has_value()) << good.error->message;
+}
+
+// The cuda batcher (GPU machine; label gpu): inputs copied to the device straight from pinned
+// shared memory, through the staging buffer from pageable memory or from the request's own bytes,
+// with fixed-size outputs written into the instance's buffers (dims known) or left to the
+// context (dims open). Doubling is exact in fp32, so every answer must match to the bit.
+TEST(CudaBatcher, PinnedPageableAndOwnedInputsGiveExactAnswers) {
+#ifndef INGOT_WITH_CUDA
+  GTEST_SKIP() << "ingot is built without CUDA";
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device on this machine";
+  }
+  auto engine = doubling_engine(BackendKind::kCuda);
+  ASSERT_TRUE(engine);
+  ASSERT_EQ(engine->backend(), "cuda");
+  for (int64_t d : {4, -1}) {  // fixed width: bound outputs, reserved buffers; open: grown on demand
+    SCOPED_TRACE("signature width " + std::to_string(d));
+    Metrics metrics;
+    ModelStats stats(&metrics, "double", "1");
+    ModelSignature sig{"double", 16, {{"x", DataType::kFloat32, {d}}}, {{"y", DataType::kFloat32, {d}}}};
+    BatchingOptions o;
+    o.max_batch_size = 16;
+    o.dynamic = true;
+    o.max_queue_delay_us = 20000;
+    o.instances = 2;
+    o.gpus = {0, 0};
+    auto b = DynamicBatcher::create(engine, sig, o, &stats);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    constexpr int kThreads = 24;
+    const int64_t width = d > 0 ? d : 4;
+    float* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), kThreads * 3 * width * sizeof(float)), cudaSuccess);
+    std::vector<std::vector<float>> pageable(kThreads);
+    std::vector<InferResult> results(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      const int64_t rows = 1 + t % 3;
+      InferRequest r = doubling_request(rows, width, 1000.0f * t + 0.25f);
+      InferInput& in = r.inputs[0];
+      if (t % 3 == 1) {  // a pinned region
+        float* at = pinned + t * 3 * width;
+        std::memcpy(at, in.data.data(), in.data.size());
+        in.external = ExternalBytes{reinterpret_cast<const char*>(at), in.data.size(), true, {}};
+        in.data = "stale";
+      } else if (t % 3 == 2) {  // a region that could not be pinned
+        pageable[t].resize(in.data.size() / 4);
+        std::memcpy(pageable[t].data(), in.data.data(), in.data.size());
+        in.external = ExternalBytes{reinterpret_cast<const char*>(pageable[t].data()), in.data.size(), false, {}};
+        in.data = "stale";
+      }
+      threads.emplace_back([&, t, rows, r = std::move(r)]() mutable { results[t] = (*b)->infer(std::move(r), rows); });
+    }
+    for (auto& th : threads) th.join();
+    int64_t batched = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      const InferResult& r = results[t];
+      ASSERT_FALSE(r.error.has_value()) << r.error->message;
+      ASSERT_EQ(r.outputs.size(), 1u);
+      const int64_t rows = 1 + t % 3;
+      EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{rows, width}));
+      std::vector<float> y = floats(r.outputs[0].data);
+      ASSERT_EQ(y.size(), static_cast<size_t>(rows * width));
+      for (size_t i = 0; i < y.size(); ++i)
+        EXPECT_EQ(y[i], 2 * (1000.0f * t + 0.25f + i)) << "request " << t << " element " << i;
+      batched = std::max(batched, r.executed_batch_size);
+    }
+    EXPECT_GT(batched, 3) << "no batch held more than one request";
+    (*b)->stop();
+    cudaFreeHost(pinned);
+  }
+#endif
 }
 
 }  // namespace
