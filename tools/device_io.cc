@@ -50,8 +50,10 @@ Result<std::unique_ptr<IoBuffers>> IoBuffers::create(const Engine& engine, Execu
 IoBuffers::~IoBuffers() {
 #ifdef INGOT_WITH_CUDA
   if (stream_) cudaStreamSynchronize(as_stream(stream_));
-  for (auto& [name, b] : buffers_)
+  for (auto& [name, b] : buffers_) {
+    unpin(b);
     if (b.device) cudaFree(b.device);
+  }
   if (stream_) cudaStreamDestroy(as_stream(stream_));
 #endif
 }
@@ -80,6 +82,26 @@ Status IoBuffers::reserve(Buffer& b, size_t bytes) {
 #endif
 }
 
+void IoBuffers::pin(Buffer& b) {
+  unpin(b);
+#ifdef INGOT_WITH_CUDA
+  // Small tensors gain nothing, and their pages may be shared with others already registered.
+  constexpr size_t kMinPinned = 64 << 10;
+  if (!device_ || b.host.data.size() < kMinPinned) return;
+  if (cudaHostRegister(b.host.data.data(), b.host.data.size(), cudaHostRegisterDefault) == cudaSuccess)
+    b.pinned = b.host.data.data();
+  else
+    cudaGetLastError();  // stays pageable
+#endif
+}
+
+void IoBuffers::unpin(Buffer& b) {
+#ifdef INGOT_WITH_CUDA
+  if (b.pinned) cudaHostUnregister(b.pinned);
+#endif
+  b.pinned = nullptr;
+}
+
 Status IoBuffers::upload(const HostTensor& t) {
   if (device_ && t.dtype == DataType::kString)
     return Status(StatusCode::kInvalidArgument, "input '" + t.name + "': string tensors run on cpu engines only");
@@ -91,7 +113,9 @@ Status IoBuffers::upload(const HostTensor& t) {
     s = synchronize();
     if (!s.ok()) return s;
   }
+  unpin(b);
   b.host = t;
+  pin(b);
   s = reserve(b, t.data.size());
   if (!s.ok()) return s;
   if (!device_) {
@@ -127,7 +151,9 @@ Status IoBuffers::upload_all(const std::vector<HostTensor>& inputs) {
     }
     auto h = HostTensor::zeros(d.name, d.dtype, *shape);
     if (!h.ok()) return h.status();
+    unpin(b);
     b.host = std::move(h).value();
+    pin(b);
     s = reserve(b, b.host.data.size());
     if (!s.ok()) return s;
     s = ctx_.set_tensor_address(d.name, b.host.data.empty() ? nullptr : b.device);
@@ -164,7 +190,11 @@ Status IoBuffers::copy_out(const std::string& name, Buffer& b, bool wait) {
   if (b.host.name != name || b.host.dtype != dtype || b.host.shape != *shape) {
     auto h = HostTensor::zeros(name, dtype, *shape);
     if (!h.ok()) return h.status();
+    Status s = synchronize();  // enqueued copies may still write the old staging
+    if (!s.ok()) return s;
+    unpin(b);
     b.host = std::move(h).value();
+    pin(b);
   }
   const void* src = ctx_.tensor_address(name);
   if (!device_) {

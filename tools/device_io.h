@@ -55,8 +55,13 @@ class IoBuffers {
     size_t capacity = 0;
     size_t bytes = 0;
     HostTensor host;         // the input as given, or the output's staging
+    void* pinned = nullptr;  // host.data's bytes while page-locked (cudaHostRegister)
   };
   Status reserve(Buffer& b, size_t bytes);
+  /// Page-locks b.host's bytes, as trtexec's host buffers are: copies from pageable memory run at
+  /// a seventh of the speed on the H200 and block the host. Best effort: unpinned on failure.
+  void pin(Buffer& b);
+  void unpin(Buffer& b);
   Status copy_out(const std::string& name, Buffer& b, bool wait);
 
   const Engine& engine_;
