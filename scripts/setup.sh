@@ -20,6 +20,9 @@ $PY -m pip install -q --disable-pip-version-check -r requirements.txt
 # cudnn-frontend: the header-only C++ front end of cuDNN's graph API (convolution tactics with
 # fused epilogues). Only its headers are used: --no-deps skips its Python side's CUTLASS/TVM wheels.
 $PY -m pip install -q --disable-pip-version-check --no-deps nvidia-cudnn-frontend==1.32.0
+# CUTLASS 4.2: header-only C++ templates (the wheel ships include/ under cutlass_library/source);
+# the Hopper GEMM tactics with bias + exact Gelu epilogues. --no-deps: its Python side is not used.
+$PY -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0
 
 CUDA_FLAG=()
 if [ "${INGOT_CUDA:-}" = OFF ] || ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then

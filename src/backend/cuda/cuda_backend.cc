@@ -152,6 +152,13 @@ class HostFallbackTactic : public Tactic {
 class CudaBackend : public Backend {
  public:
   CudaBackend(int ordinal, std::string arch) : device_(ordinal, std::move(arch)) {
+#ifdef INGOT_WITH_CUTLASS
+    // First: the autotuner's width takes candidates in order, and these fused exact-Gelu GEMMs
+    // beat cuDNN's and cuBLASLt + Gelu pass at BERT's shapes (see cutlass_gemm_kernels.cu). At
+    // most two per node (fp16/bf16 FusedGemm matmuls, none or exact Gelu), so at the default width
+    // of 4 cuDNN's two (Gelu) or cuBLASLt's top two (bias only) are still timed.
+    families_.push_back(cutlass_gemm_family());
+#endif
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
     // Before cuBLASLt, whose top-k would fill the autotuner's width: it takes only the exact-Gelu
     // GEMMs that cuBLASLt runs in two passes.

@@ -51,5 +51,8 @@ TacticFamily cudnn_graph_conv_family();  // cudnn_graph_conv_tactics.cc: the sam
 TacticFamily cudnn_sdpa_family();        // cudnn_sdpa_tactics.cc: Attention through cuDNN's fused SDPA
 TacticFamily cudnn_matmul_family();      // cudnn_matmul_tactics.cc: FusedGemm with exact Gelu as one cuDNN graph
 #endif
+#ifdef INGOT_WITH_CUTLASS
+TacticFamily cutlass_gemm_family();      // cutlass_gemm_tactics.cc: FusedGemm with bias (+ exact Gelu) as one CUTLASS sm90 kernel
+#endif
 
 }  // namespace ingot::backend::cuda

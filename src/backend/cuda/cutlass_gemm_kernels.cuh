@@ -1,0 +1,143 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The one CUTLASS kernel template behind cutlass_gemm_kernels.h, included only by the
+// cutlass_gemm_kernels_*.cu files (each instantiates a few configs, so the files compile in
+// parallel). Built from CUTLASS's collective builders:
+//  - mainloop: sm90 TMA + GMMA, warp-specialized (cooperative or ping-pong), fp16 or bf16 A
+//    row-major (K-major), B row-major (N-major, the [K,N] weight as stored), fp32 accumulation, stages
+//    filling the shared memory the epilogue leaves;
+//  - epilogue: TMA warp-specialized with the fusion LinCombPerColBias(EltAct): alpha·acc + bias[n]
+//    (a row broadcast, read from global memory once per tile; a null bias pointer reads as zeros),
+//    then the activation, all in fp32, rounded once to the output type; no C operand (beta = 0, no C loads);
+//  - persistent data-parallel tile scheduler (no workspace).
+// cutlass::epilogue::thread::GELU<float> is 0.5·x·(1 + erff(x·(1/√2))) (activation.h), the exact
+// Gelu; GELU_taylor, the tanh form, is not used. The Gelu epilogue costs ~20 us at BERT's FFN1
+// (bias only 77 us, with Gelu 96 us); an erfc-based Gelu (Abramowitz-Stegun 7.1.26 with __expf and
+// __fdividef, as accurate at fp16) was tried in its place and gained only 1-4 %, so CUTLASS's own
+// functor stays.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cutlass_gemm_kernels.h"
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+
+namespace ingot::backend::cuda::cutlass_detail {
+
+struct Cooperative {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Pingpong {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
+template <class Element, CutlassEpilogue kEpilogue>
+struct Fusion;
+template <class Element>
+struct Fusion<Element, CutlassEpilogue::kBias> {
+  using Op = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, Element>;
+};
+template <class Element>
+struct Fusion<Element, CutlassEpilogue::kBiasGelu> {
+  using Op =
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<cutlass::epilogue::thread::GELU, Element, float, Element>;
+};
+
+template <class TileShape, class ClusterShape, class Schedule, class Element, CutlassEpilogue kEpilogue>
+struct GemmKernel {
+  using RowMajor = cutlass::layout::RowMajor;
+  static constexpr int kAlignment = 8;  // 16 bytes of fp16/bf16: what TMA needs
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, RowMajor, kAlignment,  // no C
+      Element, RowMajor, kAlignment, typename Schedule::Epilogue,
+      typename Fusion<Element, kEpilogue>::Op>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, RowMajor, kAlignment, Element, RowMajor, kAlignment,
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Schedule::Kernel>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static typename Gemm::Arguments arguments(const CutlassGemmProblem& p) {
+    using StrideA = typename Kernel::StrideA;  // (M, K, L): (lda, 1, batch)
+    using StrideB = typename Kernel::StrideB;  // (N, K, L): (1, ldb, batch)
+    using StrideD = typename Kernel::StrideD;  // (M, N, L): (ldd, 1, batch)
+    StrideA stride_a = cute::make_stride(p.lda, cute::Int<1>{}, int64_t(0));
+    StrideB stride_b = cute::make_stride(cute::Int<1>{}, p.ldb, int64_t(0));
+    StrideD stride_d = cute::make_stride(p.ldd, cute::Int<1>{}, int64_t(0));
+    cutlass::KernelHardwareInfo hw;
+    cudaGetDevice(&hw.device_id);
+    hw.sm_count = p.sm_count;
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {p.m, p.n, p.k, 1},
+        {static_cast<const Element*>(p.a), stride_a, static_cast<const Element*>(p.b), stride_b},
+        {{}, nullptr, stride_d, static_cast<Element*>(p.d), stride_d},
+        hw};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);
+    return args;
+  }
+
+  static bool can_implement(const CutlassGemmProblem& p) {
+    return Gemm::can_implement(arguments(p)) == cutlass::Status::kSuccess;
+  }
+
+  static size_t workspace_bytes(const CutlassGemmProblem& p) { return Gemm::get_workspace_size(arguments(p)); }
+
+  static CutlassGemmStatus run(const CutlassGemmProblem& p, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
+    typename Gemm::Arguments args = arguments(p);
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return CutlassGemmStatus::kCannotImplement;
+    if (Gemm::get_workspace_size(args) > workspace_bytes) return CutlassGemmStatus::kWorkspaceTooSmall;
+    // The adapter's initialize: workspace set-up (none here), the kernel parameters (TMA
+    // descriptors, on the host) and the dynamic shared-memory attribute; then one launch.
+    Gemm gemm;
+    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess)
+      return CutlassGemmStatus::kInitializeFailed;
+    if (gemm.run(stream) != cutlass::Status::kSuccess) return CutlassGemmStatus::kLaunchFailed;
+    return CutlassGemmStatus::kOk;
+  }
+
+  static KernelEntry entry() { return KernelEntry{&can_implement, &workspace_bytes, &run}; }
+};
+
+/// Every type and epilogue of one tile configuration.
+template <class TileShape, class ClusterShape, class Schedule>
+KernelEntry entry_for(CutlassGemmType type, CutlassEpilogue epilogue) {
+  using F16 = cutlass::half_t;
+  using BF16 = cutlass::bfloat16_t;
+  constexpr CutlassEpilogue kBias = CutlassEpilogue::kBias, kGelu = CutlassEpilogue::kBiasGelu;
+  const bool gelu = epilogue == kGelu;
+  if (epilogue != kBias && !gelu) return KernelEntry{};
+  switch (type) {
+    case CutlassGemmType::kFloat16:
+      return gelu ? GemmKernel<TileShape, ClusterShape, Schedule, F16, kGelu>::entry()
+                  : GemmKernel<TileShape, ClusterShape, Schedule, F16, kBias>::entry();
+    case CutlassGemmType::kBFloat16:
+      return gelu ? GemmKernel<TileShape, ClusterShape, Schedule, BF16, kGelu>::entry()
+                  : GemmKernel<TileShape, ClusterShape, Schedule, BF16, kBias>::entry();
+  }
+  return KernelEntry{};
+}
+
+}  // namespace ingot::backend::cuda::cutlass_detail
