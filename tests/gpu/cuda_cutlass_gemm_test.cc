@@ -389,7 +389,7 @@ TEST_F(CutlassGemm, EnqueueCapturesIntoCudaGraph) {
 // reference. Prints the choice at a small shape and at BERT-base FFN1 batch 64.
 TEST_F(CutlassGemm, BuilderOffersCutlassForFusedGemmGelu) {
   const int width = builder::candidates_for_level(builder::TuneOptions{}.optimization_level);
-  for (const Shape64& a : {Shape64{2, 96, 256}, Shape64{64, 128, 768}}) {
+  for (const Shape64& a : {Shape64{8, 128, 256}, Shape64{64, 128, 768}}) {
     const int64_t k = a.back(), n = 4 * k;
     const std::string text = gemm_graph(a, n, true, "Gelu");
     auto g = parse_graph(text);
@@ -532,12 +532,13 @@ struct SupportCase {
   bool supported;  // on a compute capability 9.0 device
 };
 
+// Shapes with M >= 1024: below that no cutlass config is offered (see the next test).
 TEST(CutlassGemmFamily, SupportsOnlyWhatTheKernelsRun) {
   const bool sm90 = not_sm90_reason().empty();
   auto graph = [](const std::string& inputs, const std::string& node) {
     return "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n" + inputs + "  %y = " + node + " @n\n  output %y\n}\n";
   };
-  const std::string abc = "  input %a: f16[2,16,64]\n  input %b: f16[64,32]\n  input %c: f16[32]\n";
+  const std::string abc = "  input %a: f16[2,512,64]\n  input %b: f16[64,32]\n  input %c: f16[32]\n";
   const std::string fg = "ingot::FusedGemm {kind=\"matmul\"";
   const std::vector<SupportCase> cases = {
       {graph(abc, fg + ", activation=\"Gelu\"}(%a, %b, %c)"), true},
@@ -550,30 +551,30 @@ TEST(CutlassGemmFamily, SupportsOnlyWhatTheKernelsRun) {
       {graph(abc, fg + ", activation=\"GeluTanh\"}(%a, %b, %c)"), false},
       {graph(abc, fg + ", activation=\"Relu\"}(%a, %b, %c)"), false},
       // A residual, whatever the order.
-      {graph(abc + "  input %r: f16[2,16,32]\n", fg + ", activation=\"Gelu\"}(%a, %b, %c, %r)"), false},
-      {graph(abc + "  input %r: f16[2,16,32]\n", fg + "}(%a, %b, _, %r)"), false},
+      {graph(abc + "  input %r: f16[2,512,32]\n", fg + ", activation=\"Gelu\"}(%a, %b, %c, %r)"), false},
+      {graph(abc + "  input %r: f16[2,512,32]\n", fg + "}(%a, %b, _, %r)"), false},
       // N or K not a multiple of 8.
-      {graph("  input %a: f16[16,64]\n  input %b: f16[64,36]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
-      {graph("  input %a: f16[16,60]\n  input %b: f16[60,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[64,36]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
+      {graph("  input %a: f16[1024,60]\n  input %b: f16[60,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
       // Other precisions.
-      {graph("  input %a: f32[16,64]\n  input %b: f32[64,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
-      {graph("  input %a: bf16[16,64]\n  input %b: bf16[64,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), true},
-      {graph("  input %a: bf16[16,64]\n  input %b: bf16[64,32]\n  input %c: f16[32]\n", fg + "}(%a, %b, %c)"), false},
-      {graph("  input %a: f16[16,64]\n  input %b: f16[64,32]\n  input %c: f32[32]\n", fg + "}(%a, %b, %c)"), false},
-      {graph("  input %a: f64[16,64]\n  input %b: f64[64,32]\n", fg + "}(%a, %b)"), false},
+      {graph("  input %a: f32[1024,64]\n  input %b: f32[64,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
+      {graph("  input %a: bf16[1024,64]\n  input %b: bf16[64,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), true},
+      {graph("  input %a: bf16[1024,64]\n  input %b: bf16[64,32]\n  input %c: f16[32]\n", fg + "}(%a, %b, %c)"), false},
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[64,32]\n  input %c: f32[32]\n", fg + "}(%a, %b, %c)"), false},
+      {graph("  input %a: f64[1024,64]\n  input %b: f64[64,32]\n", fg + "}(%a, %b)"), false},
       // Scales, transposes, Gemm rules, a bias that is not a vector over N, a batched weight.
       {graph(abc, fg + ", activation=\"Gelu\", alpha=0.5}(%a, %b, %c)"), false},
       {graph(abc, fg + ", activation=\"Gelu\", beta=2.0}(%a, %b, %c)"), false},
-      {graph("  input %a: f16[16,64]\n  input %b: f16[64,32]\n",
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[64,32]\n",
              "ingot::FusedGemm {kind=\"gemm\", activation=\"Gelu\"}(%a, %b)"),
        false},
-      {graph("  input %a: f16[16,64]\n  input %b: f16[32,64]\n", "ingot::FusedGemm {kind=\"gemm\", transB=1}(%a, %b)"),
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[32,64]\n", "ingot::FusedGemm {kind=\"gemm\", transB=1}(%a, %b)"),
        false},
-      {graph("  input %a: f16[16,64]\n  input %b: f16[64,32]\n  input %c: f16[16,32]\n", fg + "}(%a, %b, %c)"), false},
-      {graph("  input %a: f16[4,16,64]\n  input %b: f16[4,64,32]\n", fg + "}(%a, %b)"), false},
-      {graph("  input %a: f16[16,64]\n  input %b: f16[64,k]\n", fg + "}(%a, %b)"), false},
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[64,32]\n  input %c: f16[1024,32]\n", fg + "}(%a, %b, %c)"), false},
+      {graph("  input %a: f16[4,512,64]\n  input %b: f16[4,64,32]\n", fg + "}(%a, %b)"), false},
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[64,k]\n", fg + "}(%a, %b)"), false},
       // Not a FusedGemm.
-      {graph("  input %a: f16[16,64]\n  input %b: f16[64,32]\n", "MatMul(%a, %b)"), false},
+      {graph("  input %a: f16[1024,64]\n  input %b: f16[64,32]\n", "MatMul(%a, %b)"), false},
   };
   const auto names = tactic_names();
   for (const auto& c : cases) {
@@ -588,6 +589,25 @@ TEST(CutlassGemmFamily, SupportsOnlyWhatTheKernelsRun) {
     const auto cands = backend::cuda::cutlass_gemm_family().candidates(node, input_types(node));
     EXPECT_EQ(!cands.empty(), c.supported && sm90) << c.text;
     EXPECT_LE(cands.size(), 2u);
+  }
+}
+
+// A known M under 1024 (BERT at batch 1: M 128) gets no candidates, though the tactics would run
+// it: cuBLASLt and cuDNN are faster there. An open M still gets them.
+TEST(CutlassGemmFamily, NoCandidatesForFewKnownRows) {
+  const bool sm90 = not_sm90_reason().empty();
+  auto text = [](const std::string& a) {
+    return "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %a: f16[" + a +
+           "]\n  input %b: f16[768,3072]\n  input %c: f16[3072]\n"
+           "  %y = ingot::FusedGemm {kind=\"matmul\", activation=\"Gelu\"}(%a, %b, %c) @n\n  output %y\n}\n";
+  };
+  for (const auto& [a, offered] : std::vector<std::pair<std::string, bool>>{
+           {"1,128,768", false}, {"8,127,768", false}, {"8,128,768", true}, {"b,128,768", true}}) {
+    auto g = parse_graph(text(a));
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const ir::Node& node = *(*g)->nodes()[0];
+    for (const std::string& name : tactic_names()) EXPECT_EQ(make_tactic(name)->supports(node, input_types(node)), sm90);
+    EXPECT_EQ(!backend::cuda::cutlass_gemm_family().candidates(node, input_types(node)).empty(), offered && sm90) << a;
   }
 }
 
