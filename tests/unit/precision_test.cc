@@ -266,5 +266,72 @@ TEST(Precision, WeightsBeyondTheReducedRangeKeepTheirLayerInFp32) {
   EXPECT_EQ(bf->summary.reduced_precision_layers, 4);  // 1e6 fits bf16
 }
 
+// Embedding tables: Gather(table, ids) -> MatMul. The Gather reads the table converted to fp16
+// (no fp32 rows, no Cast after it); a Gather whose rows are an engine output, or feed an fp32
+// layer, keeps its fp32 table.
+std::string embedding_model() {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  auto io = [](::onnx::ValueInfoProto* vi, const char* name, int type, std::vector<int64_t> dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  io(g->add_input(), "ids", ::onnx::TensorProto::INT64, {2, 3});
+  io(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {2, 3, 8});
+  io(g->add_output(), "rows", ::onnx::TensorProto::FLOAT, {2, 3, 8});
+  auto init = [&](const char* name, std::vector<int64_t> dims, float scale) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(scale * std::sin(0.7f * static_cast<float>(i) + 0.3f));
+  };
+  init("table", {10, 8}, 1.0f);
+  init("table2", {10, 8}, 0.9f);  // not table's values, which CSE would merge
+  init("w", {8, 8}, 0.5f);
+  auto node = [&](const char* op, std::vector<const char*> in, const char* out, const char* name) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const char* i : in) n->add_input(i);
+    n->add_output(out);
+  };
+  node("Gather", {"table", "ids"}, "e", "embed");
+  node("MatMul", {"e", "w"}, "y", "proj");
+  node("Gather", {"table2", "ids"}, "rows", "embed_out");
+  return m.SerializeAsString();
+}
+
+TEST(Precision, EmbeddingGathersReadTheConvertedTable) {
+  Tensor ids = Tensor::zeros(DataType::kInt64, {2, 3}).value();
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.set_f64(i, static_cast<double>((3 * i + 1) % 10));
+  BuilderConfig fp32;
+  auto want = build_and_run(embedding_model(), fp32, {{"ids", ids}});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  BuilderConfig cfg;
+  cfg.fp16 = true;
+  auto got = build_and_run(embedding_model(), cfg, {{"ids", ids}});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  std::map<std::string, std::string> precision;
+  for (const LayerDesc& l : got->layers) precision[l.name] = l.precision;
+  EXPECT_EQ(precision["embed"], "f16") << "the Gather feeding the fp16 MatMul reads the fp16 table";
+  EXPECT_EQ(precision["embed_out"], "f32") << "rows that are an engine output keep fp32";
+  // One Cast: y back to fp32. None between the Gather and the MatMul.
+  EXPECT_EQ(count_op(got->layers, "Cast"), 1);
+  auto [err, cos] = error_and_cosine(got->outputs[0], want->outputs[0]);
+  EXPECT_LT(err, 5e-3);
+  EXPECT_GT(cos, 0.9999);
+  for (int64_t i = 0; i < want->outputs[1].numel(); ++i)
+    ASSERT_EQ(got->outputs[1].get_f64(i), want->outputs[1].get_f64(i)) << "fp32 rows, bit for bit, element " << i;
+}
+
 }  // namespace
 }  // namespace ingot
