@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "ingot/version.h"
 #include "server/grpc_service.grpc.pb.h"
@@ -96,14 +97,55 @@ bool pack_contents(const inference::InferTensorContents& c, DataType dtype, std:
   }
 }
 
+using ParameterMap = google::protobuf::Map<std::string, inference::InferParameter>;
+
+/// shared_memory_region / _byte_size / _offset of a tensor's parameters (none: *ref stays empty).
+std::optional<RequestError> shm_params(const ParameterMap& params, const std::string& where,
+                                       std::optional<SharedMemoryRef>* ref) {
+  auto bad = [&](const std::string& m) { return RequestError{400, where + ": " + m}; };
+  auto region = params.find("shared_memory_region");
+  if (region == params.end()) {
+    if (params.count("shared_memory_byte_size") || params.count("shared_memory_offset"))
+      return bad("shared_memory_byte_size/offset without shared_memory_region");
+    return std::nullopt;
+  }
+  if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam ||
+      region->second.string_param().empty())
+    return bad("shared_memory_region must be a region name (string_param)");
+  auto size = params.find("shared_memory_byte_size");
+  auto whole = [](const inference::InferParameter& v, uint64_t* n) {
+    if (v.parameter_choice_case() == inference::InferParameter::kInt64Param && v.int64_param() >= 0) {
+      *n = static_cast<uint64_t>(v.int64_param());
+      return true;
+    }
+    if (v.parameter_choice_case() == inference::InferParameter::kUint64Param) {
+      *n = v.uint64_param();
+      return true;
+    }
+    return false;
+  };
+  SharedMemoryRef r;
+  r.region = region->second.string_param();
+  if (size == params.end() || !whole(size->second, &r.byte_size))
+    return bad("shared_memory_region needs shared_memory_byte_size (a non-negative integer)");
+  if (auto off = params.find("shared_memory_offset"); off != params.end() && !whole(off->second, &r.offset))
+    return bad("shared_memory_offset must be a non-negative integer");
+  *ref = std::move(r);
+  return std::nullopt;
+}
+
 std::optional<RequestError> from_proto(const inference::ModelInferRequest& p, InferRequest* out) {
   auto bad = [](std::string m) { return RequestError{400, std::move(m)}; };
   out->id = p.id();
   if (p.inputs().empty()) return bad("the request has no inputs");
-  if (!p.raw_input_contents().empty() && p.raw_input_contents_size() != p.inputs_size()) {
+  // raw_input_contents holds one entry per input whose data is not in shared memory.
+  int in_body = 0;
+  for (const auto& t : p.inputs()) in_body += t.parameters().count("shared_memory_region") ? 0 : 1;
+  if (!p.raw_input_contents().empty() && p.raw_input_contents_size() != in_body) {
     return bad("raw_input_contents has " + std::to_string(p.raw_input_contents_size()) + " entries for " +
-               std::to_string(p.inputs_size()) + " inputs");
+               std::to_string(in_body) + " inputs not in shared memory");
   }
+  int raw_index = 0;
   if (auto t = p.parameters().find("timeout"); t != p.parameters().end()) {
     if (t->second.int64_param() > 0) out->timeout_us = t->second.int64_param();
   }
@@ -127,15 +169,23 @@ std::optional<RequestError> from_proto(const inference::ModelInferRequest& p, In
     if (count < 0 || (count > 0 && static_cast<uint64_t>(count) > UINT64_MAX / esize)) {
       return bad("input '" + in.name + "': shape " + dims_string(in.shape) + " has too many elements");
     }
-    if (!p.raw_input_contents().empty()) {
+    uint64_t want = static_cast<uint64_t>(count) * esize;
+    if (auto e = shm_params(t.parameters(), "input '" + in.name + "'", &in.shm)) return e;
+    if (in.shm) {
+      if (t.has_contents()) return bad("input '" + in.name + "': has shared_memory_region and also contents");
+      if (in.shm->byte_size != want) {
+        return bad("input '" + in.name + "': shared_memory_byte_size " + std::to_string(in.shm->byte_size) +
+                   " does not match shape " + dims_string(in.shape) + " of " + t.datatype() + " (" +
+                   std::to_string(want) + " bytes)");
+      }
+    } else if (!p.raw_input_contents().empty()) {
       if (t.has_contents()) return bad("input '" + in.name + "': both contents and raw_input_contents are given");
-      in.data = p.raw_input_contents(i);
+      in.data = p.raw_input_contents(raw_index++);
     } else {
       std::string why;
       if (!pack_contents(t.contents(), in.dtype, in.data, why)) return bad("input '" + in.name + "': " + why);
     }
-    uint64_t want = static_cast<uint64_t>(count) * esize;
-    if (in.data.size() != want) {
+    if (!in.shm && in.data.size() != want) {
       return bad("input '" + in.name + "': " + std::to_string(in.data.size()) + " bytes of data but shape " +
                  dims_string(in.shape) + " of " + t.datatype() + " needs " + std::to_string(want));
     }
@@ -144,15 +194,21 @@ std::optional<RequestError> from_proto(const inference::ModelInferRequest& p, In
     }
     out->inputs.push_back(std::move(in));
   }
-  for (const auto& o : p.outputs()) out->outputs.push_back(RequestedOutput{o.name(), true, std::nullopt});
+  for (const auto& o : p.outputs()) {
+    RequestedOutput r{o.name(), true, std::nullopt};
+    if (auto e = shm_params(o.parameters(), "output '" + o.name() + "'", &r.shm)) return e;
+    out->outputs.push_back(std::move(r));
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
 struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
-  Impl(ModelRepository& r, const std::atomic<bool>& d) : repository(r), draining(d) {}
+  Impl(ModelRepository& r, SharedMemoryManager& m, const std::atomic<bool>& d)
+      : repository(r), shared_memory(m), draining(d) {}
   ModelRepository& repository;
+  SharedMemoryManager& shared_memory;
   const std::atomic<bool>& draining;
   std::unique_ptr<grpc::Server> server;
   std::once_flag shutdown_once;
@@ -177,6 +233,7 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
                               inference::ServerMetadataResponse* r) override {
     r->set_name("ingot");
     r->set_version(ingot::version());
+    r->add_extensions("system_shared_memory");  // the extensions this endpoint serves
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
@@ -201,6 +258,30 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
     }
     return grpc::Status::OK;
   }
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
+                                        inference::SystemSharedMemoryStatusResponse* r) override {
+    std::vector<SharedMemoryRegionInfo> regions;
+    if (auto e = shared_memory.status(q->name(), &regions)) return to_grpc(*e);
+    for (const SharedMemoryRegionInfo& info : regions) {
+      auto& s = (*r->mutable_regions())[info.name];
+      s.set_name(info.name);
+      s.set_key(info.key);
+      s.set_offset(info.offset);
+      s.set_byte_size(info.byte_size);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*, const inference::SystemSharedMemoryRegisterRequest* q,
+                                          inference::SystemSharedMemoryRegisterResponse*) override {
+    if (auto e = shared_memory.register_region(q->name(), q->key(), q->offset(), q->byte_size())) return to_grpc(*e);
+    return grpc::Status::OK;
+  }
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+                                            const inference::SystemSharedMemoryUnregisterRequest* q,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override {
+    if (auto e = shared_memory.unregister(q->name())) return to_grpc(*e);
+    return grpc::Status::OK;
+  }
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,
                           inference::ModelInferResponse* r) override {
     Clock::time_point start = Clock::now();
@@ -215,27 +296,43 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
     };
     InferRequest request;
     if (auto pe = from_proto(*q, &request)) return fail(*pe);
+    if (auto se = shared_memory.attach_inputs(&request)) return fail(*se);
     int64_t batch = 1;
     if (auto ve = validate_request(request, m->signature, &batch)) return fail(*ve);
+    std::vector<RequestedOutput> requested = request.outputs;
     InferResult result = m->batcher->infer(std::move(request), batch);
     if (result.error) return fail(*result.error);
     r->set_model_name(m->name);
     r->set_model_version(m->version_str);
     r->set_id(q->id());
     for (OwnedOutput& o : result.outputs) {
+      std::optional<SharedMemoryRef> shm;
+      for (const RequestedOutput& want : requested)
+        if (want.name == o.name) shm = want.shm;
       auto* t = r->add_outputs();
       t->set_name(o.name);
       t->set_datatype(datatype_to_protocol(o.dtype));
       for (int64_t d : o.shape) t->add_shape(d);
-      r->add_raw_output_contents(std::move(o.data));
+      if (shm) {
+        if (auto we = shared_memory.write(*shm, o.data.data(), o.data.size()))
+          return fail(RequestError{we->http_status, "output '" + o.name + "': " + we->message});
+        (*t->mutable_parameters())["shared_memory_region"].set_string_param(shm->region);
+        (*t->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(o.data.size()));
+        if (shm->offset) (*t->mutable_parameters())["shared_memory_offset"].set_int64_param(static_cast<int64_t>(shm->offset));
+        // An empty entry keeps raw_output_contents[i] the i-th output's, as clients index it.
+        r->add_raw_output_contents();
+      } else {
+        r->add_raw_output_contents(std::move(o.data));
+      }
     }
     m->stats->request_succeeded(ns(), result.queue_ns, result.input_ns, result.compute_ns, result.output_ns);
     return grpc::Status::OK;
   }
 };
 
-GrpcServer::GrpcServer(ModelRepository& repository, const std::atomic<bool>& draining, size_t max_message_bytes)
-    : impl_(std::make_unique<Impl>(repository, draining)) {
+GrpcServer::GrpcServer(ModelRepository& repository, SharedMemoryManager& shared_memory,
+                       const std::atomic<bool>& draining, size_t max_message_bytes)
+    : impl_(std::make_unique<Impl>(repository, shared_memory, draining)) {
   max_message_bytes_ = max_message_bytes;
 }
 

@@ -1,8 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // The KServe v2 gRPC endpoint (inference.GRPCInferenceService: ServerLive, ServerReady,
-// ModelReady, ServerMetadata, ModelMetadata, ModelInfer with raw or typed tensor contents),
-// serving the same repository and batchers as the HTTP endpoint.
+// ModelReady, ServerMetadata, ModelMetadata, ModelInfer with raw or typed tensor contents, and
+// Triton's system shared-memory RPCs), serving the same repository, batchers and shared-memory
+// regions as the HTTP endpoint.
 #pragma once
 
 #include <atomic>
@@ -12,13 +13,16 @@
 
 #include "ingot/status.h"
 #include "server/model_repository.h"
+#include "server/shared_memory.h"
 
 namespace ingot::server {
 
 class GrpcServer {
  public:
-  /// `repository` and `draining` outlive the server; `draining` true answers UNAVAILABLE.
-  GrpcServer(ModelRepository& repository, const std::atomic<bool>& draining, size_t max_message_bytes);
+  /// `repository`, `shared_memory` and `draining` outlive the server; `draining` true answers
+  /// UNAVAILABLE.
+  GrpcServer(ModelRepository& repository, SharedMemoryManager& shared_memory, const std::atomic<bool>& draining,
+             size_t max_message_bytes);
   ~GrpcServer();
   /// Binds `address:port` (0 = any free port) and serves on gRPC's own threads.
   Status start(const std::string& address, int port);

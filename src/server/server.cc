@@ -309,12 +309,7 @@ void Server::Impl::infer(const httplib::Request& req, httplib::Response& res) {
   if (auto e = parse_infer_request(req.body.data(), req.body.size(), header_length, &request)) {
     return fail(e->http_status, "model '" + model->name + "': " + e->message);
   }
-  for (InferInput& in : request.inputs) {
-    if (!in.shm) continue;
-    ExternalBytes bytes;
-    if (auto e = shared_memory.view(*in.shm, &bytes)) return fail(e->http_status, "input '" + in.name + "': " + e->message);
-    in.external = std::move(bytes);
-  }
+  if (auto e = shared_memory.attach_inputs(&request)) return fail(e->http_status, e->message);
   int64_t batch_size = 1;
   if (auto e = validate_request(request, model->signature, &batch_size)) return fail(e->http_status, e->message);
   std::vector<RequestedOutput> requested = request.outputs;
@@ -378,7 +373,7 @@ Status Server::start() {
   }
 #ifdef INGOT_SERVER_WITH_GRPC
   if (s.options.grpc_port >= 0) {
-    s.grpc = std::make_unique<GrpcServer>(s.repository, s.draining, s.options.max_request_bytes);
+    s.grpc = std::make_unique<GrpcServer>(s.repository, s.shared_memory, s.draining, s.options.max_request_bytes);
     st = s.grpc->start(s.options.address, s.options.grpc_port);
     if (!st.ok()) return st;
     s.grpc_port = s.grpc->port();

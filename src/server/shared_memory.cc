@@ -171,4 +171,14 @@ std::optional<RequestError> SharedMemoryManager::write(const SharedMemoryRef& re
   return std::nullopt;
 }
 
+std::optional<RequestError> SharedMemoryManager::attach_inputs(InferRequest* request) const {
+  for (InferInput& in : request->inputs) {
+    if (!in.shm) continue;
+    ExternalBytes bytes;
+    if (auto e = view(*in.shm, &bytes)) return RequestError{e->http_status, "input '" + in.name + "': " + e->message};
+    in.external = std::move(bytes);
+  }
+  return std::nullopt;
+}
+
 }  // namespace ingot::server

@@ -54,6 +54,10 @@ class SharedMemoryManager {
   /// Writes `bytes` at `ref`; `bytes` must fit in ref.byte_size.
   std::optional<RequestError> write(const SharedMemoryRef& ref, const void* data, size_t bytes) const;
 
+  /// The protocol-independent half of an infer request (HTTP and gRPC): every input that names a
+  /// region reads it in place (view()); errors (400) name the input.
+  std::optional<RequestError> attach_inputs(InferRequest* request) const;
+
  private:
   struct Region;
   std::shared_ptr<Region> find(const SharedMemoryRef& ref, std::optional<RequestError>* error) const;

@@ -268,7 +268,7 @@ def main():
               gc.is_server_live() and gc.is_server_ready() and gc.is_model_ready("mlp") and
               not gc.is_model_ready("zzz"))
         sm = gc.get_server_metadata()
-        check("gRPC: server metadata", sm.name == "ingot", sm)
+        check("gRPC: server metadata", sm.name == "ingot" and "system_shared_memory" in sm.extensions, sm)
         md = gc.get_model_metadata("mlp")
         check("gRPC: model metadata", md.platform == "ingot_cpu" and list(md.inputs[0].shape) == [-1, 8] and
               list(md.versions) == ["1", "3"], md)
@@ -304,6 +304,70 @@ def main():
         except grpc.RpcError as e:
             check("gRPC: typed contents longer than the shape are refused",
                   e.code() == grpc.StatusCode.INVALID_ARGUMENT and "needs 96" in e.details(), e.details())
+
+        # System shared memory over gRPC, through tritonclient's own calls: x read from the region,
+        # probs written into it; a second region (another client's) sees nothing of it.
+        from multiprocessing import shared_memory
+        gshm = shared_memory.SharedMemory(create=True, size=x.nbytes + want.nbytes)
+        try:
+            gregion = np.ndarray((gshm.size,), dtype=np.uint8, buffer=gshm.buf)
+            gregion[:x.nbytes] = np.frombuffer(x.tobytes(), dtype=np.uint8)
+            gregion[x.nbytes:] = 0
+            gc.register_system_shared_memory("gio", "/" + gshm.name, gshm.size)
+            st = gc.get_system_shared_memory_status()
+            check("gRPC shared memory: register, status lists it",
+                  "gio" in st.regions and st.regions["gio"].key == "/" + gshm.name and
+                  st.regions["gio"].byte_size == gshm.size, st)
+            i = tg.InferInput("x", list(x.shape), "FP32")
+            i.set_shared_memory("gio", x.nbytes)
+            o = tg.InferRequestedOutput("probs")
+            o.set_shared_memory("gio", want.nbytes, offset=x.nbytes)
+            r = gc.infer("mlp", [i], outputs=[o])
+            got = np.frombuffer(bytes(gregion[x.nbytes:]), dtype=np.float32).reshape(want.shape)
+            out_params = r.get_output("probs").parameters
+            check("gRPC shared memory: infer reads x from the region and writes probs into it, equal to onnxruntime",
+                  np.allclose(got, want, rtol=1e-5, atol=1e-6) and
+                  out_params["shared_memory_region"].string_param == "gio", (got, r.get_response()))
+            # A shared-memory input beside one sent in raw_input_contents.
+            a2 = np.arange(8, dtype=np.float32).reshape(2, 4)
+            gregion[:a2.nbytes] = np.frombuffer(a2.tobytes(), dtype=np.uint8)
+            ia = tg.InferInput("a", [2, 4], "FP32")
+            ia.set_shared_memory("gio", a2.nbytes)
+            ib = tg.InferInput("b", [2, 4], "FP32")
+            ib.set_data_from_numpy(a2 * 3)
+            r = gc.infer("add2", [ib, ia])
+            check("gRPC shared memory: mixed with raw_input_contents", np.array_equal(r.as_numpy("sum"), a2 * 4),
+                  r.get_response())
+            i.set_shared_memory("nope", x.nbytes)
+            try:
+                gc.infer("mlp", [i])
+                check("gRPC shared memory: an unknown region is INVALID_ARGUMENT, named", False)
+            except tg.InferenceServerException as e:
+                check("gRPC shared memory: an unknown region is INVALID_ARGUMENT, named",
+                      "'nope'" in str(e) and "INVALID_ARGUMENT" in str(e.status()), e)
+            i.set_shared_memory("gio", x.nbytes, offset=want.nbytes + 8)
+            try:
+                gc.infer("mlp", [i])
+                check("gRPC shared memory: a slice past the region is INVALID_ARGUMENT", False)
+            except tg.InferenceServerException as e:
+                check("gRPC shared memory: a slice past the region is INVALID_ARGUMENT", "exceeds" in str(e), e)
+            i.set_shared_memory("gio", x.nbytes - 4)
+            try:
+                gc.infer("mlp", [i])
+                check("gRPC shared memory: a byte size disagreeing with the shape is refused", False)
+            except tg.InferenceServerException as e:
+                check("gRPC shared memory: a byte size disagreeing with the shape is refused",
+                      "does not match shape" in str(e), e)
+            try:
+                gc.register_system_shared_memory("gio", "/" + gshm.name, 8)
+                check("gRPC shared memory: a name registered twice is refused", False)
+            except tg.InferenceServerException as e:
+                check("gRPC shared memory: a name registered twice is refused", "already registered" in str(e), e)
+            gc.unregister_system_shared_memory("gio")
+            check("gRPC shared memory: unregister", len(gc.get_system_shared_memory_status().regions) == 0)
+        finally:
+            gshm.close()
+            gshm.unlink()
 
     rc = server.stop()
     check("SIGTERM: exit 0", rc == 0, (rc, server.output()[-2000:]))
