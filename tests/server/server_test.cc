@@ -420,6 +420,16 @@ InferRequest doubling_request(int64_t rows, int64_t d, float base) {
   return r;
 }
 
+// Request t's answer from the doubling engine: one output of rows x d, element i = 2 (base + i).
+void expect_doubled(const InferResult& r, int64_t rows, int64_t d, float base, int t) {
+  ASSERT_FALSE(r.error.has_value()) << r.error->message;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{rows, d}));
+  std::vector<float> y = floats(r.outputs[0].data);
+  ASSERT_EQ(y.size(), static_cast<size_t>(rows * d));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], 2 * (base + i)) << "request " << t << " element " << i;
+}
+
 struct BatcherFixture : ::testing::Test {
   Metrics metrics;
   std::unique_ptr<ModelStats> stats;
@@ -490,15 +500,8 @@ TEST_F(BatcherFixture, ConcurrentRequestsBatchAndSplitBackInOrder) {
   for (auto& th : threads) th.join();
   int64_t batched = 0;
   for (int t = 0; t < kThreads; ++t) {
-    const InferResult& r = results[t];
-    ASSERT_FALSE(r.error.has_value()) << r.error->message;
-    ASSERT_EQ(r.outputs.size(), 1u);
-    int64_t rows = 1 + t % 3, d = t % 2 ? 3 : 4;
-    EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{rows, d}));
-    std::vector<float> y = floats(r.outputs[0].data);
-    ASSERT_EQ(y.size(), static_cast<size_t>(rows * d));
-    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], 2 * (100.0f * t + i)) << "request " << t << " element " << i;
-    batched = std::max(batched, r.executed_batch_size);
+    expect_doubled(results[t], 1 + t % 3, t % 2 ? 3 : 4, 100.0f * t, t);
+    batched = std::max(batched, results[t].executed_batch_size);
   }
   EXPECT_GT(batched, 3) << "no batch held more than one request";
 }
@@ -525,10 +528,7 @@ TEST_F(BatcherFixture, InputsReadInPlaceBatchWithOwnedOnes) {
   for (auto& th : threads) th.join();
   int64_t batched = 0;
   for (int t = 0; t < kThreads; ++t) {
-    ASSERT_FALSE(results[t].error.has_value()) << results[t].error->message;
-    std::vector<float> y = floats(results[t].outputs[0].data);
-    ASSERT_EQ(y.size(), 8u);
-    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], 2 * (10.0f * t + i)) << "request " << t << " element " << i;
+    expect_doubled(results[t], 2, 4, 10.0f * t, t);
     batched = std::max(batched, results[t].executed_batch_size);
   }
   EXPECT_GT(batched, 2) << "no batch held more than one request";
@@ -649,16 +649,8 @@ TEST(CudaBatcher, PinnedPageableAndOwnedInputsGiveExactAnswers) {
     for (auto& th : threads) th.join();
     int64_t batched = 0;
     for (int t = 0; t < kThreads; ++t) {
-      const InferResult& r = results[t];
-      ASSERT_FALSE(r.error.has_value()) << r.error->message;
-      ASSERT_EQ(r.outputs.size(), 1u);
-      const int64_t rows = 1 + t % 3;
-      EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{rows, width}));
-      std::vector<float> y = floats(r.outputs[0].data);
-      ASSERT_EQ(y.size(), static_cast<size_t>(rows * width));
-      for (size_t i = 0; i < y.size(); ++i)
-        EXPECT_EQ(y[i], 2 * (1000.0f * t + 0.25f + i)) << "request " << t << " element " << i;
-      batched = std::max(batched, r.executed_batch_size);
+      expect_doubled(results[t], 1 + t % 3, width, 1000.0f * t + 0.25f, t);
+      batched = std::max(batched, results[t].executed_batch_size);
     }
     EXPECT_GT(batched, 3) << "no batch held more than one request";
     (*b)->stop();

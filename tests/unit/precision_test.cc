@@ -153,21 +153,26 @@ TEST(PrecisionModels, Fp16AndBf16EnginesOfTheTestModelsMatchTheInterpreter) {
   EXPECT_GE(checked, 8) << "expected the test and optimizer models with their data";
 }
 
-// y = (x · W1 [mm1] → Relu [act]) · W2 [mm2] + big [add_big], with W1 shared by a fp32 path.
-std::string small_model(float big) {
+// A small ONNX model written in code: typed inputs and outputs, sin-pattern fp32 weights, nodes.
+struct OnnxModel {
   ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  auto io = [](::onnx::ValueInfoProto* vi, const char* name, std::vector<int64_t> dims) {
+  ::onnx::GraphProto* g = nullptr;
+  OnnxModel() {
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    g = m.mutable_graph();
+  }
+  static void io(::onnx::ValueInfoProto* vi, const char* name, int type, std::vector<int64_t> dims) {
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->set_elem_type(type);
     for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  io(g->add_input(), "x", {4, 8});
-  io(g->add_output(), "y", {4, 8});
-  auto init = [&](const char* name, std::vector<int64_t> dims, float scale) {
+  }
+  void input(const char* name, std::vector<int64_t> dims, int type = ::onnx::TensorProto::FLOAT) {
+    io(g->add_input(), name, type, std::move(dims));
+  }
+  void output(const char* name, std::vector<int64_t> dims) { io(g->add_output(), name, ::onnx::TensorProto::FLOAT, dims); }
+  void weight(const char* name, std::vector<int64_t> dims, float scale) {
     auto* t = g->add_initializer();
     t->set_name(name);
     t->set_data_type(::onnx::TensorProto::FLOAT);
@@ -177,22 +182,30 @@ std::string small_model(float big) {
       n *= d;
     }
     for (int64_t i = 0; i < n; ++i) t->add_float_data(scale * std::sin(0.7f * static_cast<float>(i) + 0.3f));
-  };
-  init("w1", {8, 8}, 0.5f);
-  init("w2", {8, 8}, 0.5f);
-  init("big", {8}, big);
-  auto node = [&](const char* op, std::vector<const char*> in, const char* out, const char* name) {
+  }
+  void node(const char* op, std::vector<const char*> in, const char* out, const char* name) {
     auto* n = g->add_node();
     n->set_op_type(op);
     n->set_name(name);
     for (const char* i : in) n->add_input(i);
     n->add_output(out);
-  };
-  node("MatMul", {"x", "w1"}, "h", "mm1");
-  node("Relu", {"h"}, "hr", "act");
-  node("MatMul", {"hr", "w2"}, "o", "mm2");
-  node("Add", {"o", "big"}, "y", "add_big");
-  return m.SerializeAsString();
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+};
+
+// y = (x · W1 [mm1] → Relu [act]) · W2 [mm2] + big [add_big], with W1 shared by a fp32 path.
+std::string small_model(float big) {
+  OnnxModel m;
+  m.input("x", {4, 8});
+  m.output("y", {4, 8});
+  m.weight("w1", {8, 8}, 0.5f);
+  m.weight("w2", {8, 8}, 0.5f);
+  m.weight("big", {8}, big);
+  m.node("MatMul", {"x", "w1"}, "h", "mm1");
+  m.node("Relu", {"h"}, "hr", "act");
+  m.node("MatMul", {"hr", "w2"}, "o", "mm2");
+  m.node("Add", {"o", "big"}, "y", "add_big");
+  return m.bytes();
 }
 
 std::map<std::string, Tensor> small_feeds() {
@@ -270,44 +283,17 @@ TEST(Precision, WeightsBeyondTheReducedRangeKeepTheirLayerInFp32) {
 // (no fp32 rows, no Cast after it); a Gather whose rows are an engine output, or feed an fp32
 // layer, keeps its fp32 table.
 std::string embedding_model() {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  auto io = [](::onnx::ValueInfoProto* vi, const char* name, int type, std::vector<int64_t> dims) {
-    vi->set_name(name);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  io(g->add_input(), "ids", ::onnx::TensorProto::INT64, {2, 3});
-  io(g->add_output(), "y", ::onnx::TensorProto::FLOAT, {2, 3, 8});
-  io(g->add_output(), "rows", ::onnx::TensorProto::FLOAT, {2, 3, 8});
-  auto init = [&](const char* name, std::vector<int64_t> dims, float scale) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::FLOAT);
-    int64_t n = 1;
-    for (int64_t d : dims) {
-      t->add_dims(d);
-      n *= d;
-    }
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(scale * std::sin(0.7f * static_cast<float>(i) + 0.3f));
-  };
-  init("table", {10, 8}, 1.0f);
-  init("table2", {10, 8}, 0.9f);  // not table's values, which CSE would merge
-  init("w", {8, 8}, 0.5f);
-  auto node = [&](const char* op, std::vector<const char*> in, const char* out, const char* name) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(name);
-    for (const char* i : in) n->add_input(i);
-    n->add_output(out);
-  };
-  node("Gather", {"table", "ids"}, "e", "embed");
-  node("MatMul", {"e", "w"}, "y", "proj");
-  node("Gather", {"table2", "ids"}, "rows", "embed_out");
-  return m.SerializeAsString();
+  OnnxModel m;
+  m.input("ids", {2, 3}, ::onnx::TensorProto::INT64);
+  m.output("y", {2, 3, 8});
+  m.output("rows", {2, 3, 8});
+  m.weight("table", {10, 8}, 1.0f);
+  m.weight("table2", {10, 8}, 0.9f);  // not table's values, which CSE would merge
+  m.weight("w", {8, 8}, 0.5f);
+  m.node("Gather", {"table", "ids"}, "e", "embed");
+  m.node("MatMul", {"e", "w"}, "y", "proj");
+  m.node("Gather", {"table2", "ids"}, "rows", "embed_out");
+  return m.bytes();
 }
 
 TEST(Precision, EmbeddingGathersReadTheConvertedTable) {
