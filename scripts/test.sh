@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every CPU test: unit tests, the ONNX node conformance suite (on the interpreter and
 # through engines), whole models against onnxruntime, the CLI end to end, the install /
-# find_package check, and 60 s each of fuzzing the ONNX importer, the engine loader and the
-# server's infer-request parser.
+# find_package check, and 60 s each of fuzzing the ONNX importer, the engine loader, the
+# server's infer-request parser and its gRPC request conversion.
 # GPU tests (ctest label "gpu") skip themselves without a GPU.
 # Usage: scripts/test.sh        (expects scripts/setup.sh to have built ./build)
 set -euo pipefail
@@ -15,7 +15,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request
 
 # Fuzzing: seed corpus = the ONNX node conformance models.
 python3 tests/conformance/generate_node_data.py -o build-fuzz/onnx-node-tests >/dev/null
@@ -84,5 +84,48 @@ fi
 tail -n 6 build-fuzz/request.log
 echo "fuzz: infer request parser, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/request.log)"
 grep -m 5 'runtime error' build-fuzz/request.log || true
+
+# The gRPC endpoint's request conversion: seeds are serialized ModelInferRequests (raw, typed and
+# shared-memory inputs), written with tritonclient's generated messages.
+gcorpus=build-fuzz/grpc-corpus
+rm -rf "$gcorpus" && mkdir -p "$gcorpus"
+python3 - "$gcorpus" <<'PY'
+import os, struct, sys
+from tritonclient.grpc import service_pb2 as pb
+d = sys.argv[1]
+raw = pb.ModelInferRequest(model_name="m", id="raw")
+raw.inputs.add(name="x", datatype="FP32", shape=[1, 2])
+raw.inputs.add(name="k", datatype="INT64", shape=[1, 2])
+raw.raw_input_contents.extend([struct.pack("<2f", 1, 2), struct.pack("<2q", 3, -4)])
+raw.outputs.add(name="y")
+typed = pb.ModelInferRequest(model_name="m")
+t = typed.inputs.add(name="x", datatype="FP32", shape=[2, 1])
+t.contents.fp32_contents.extend([0.5, -1.5])
+b = typed.inputs.add(name="b", datatype="BOOL", shape=[2])
+b.contents.bool_contents.extend([True, False])
+typed.parameters["timeout"].int64_param = 100
+shm = pb.ModelInferRequest(model_name="m")
+s = shm.inputs.add(name="x", datatype="FP16", shape=[1, 4])
+s.parameters["shared_memory_region"].string_param = "r"
+s.parameters["shared_memory_byte_size"].int64_param = 8
+s.parameters["shared_memory_offset"].int64_param = 16
+k = shm.inputs.add(name="k", datatype="INT64", shape=[1, 2])
+shm.raw_input_contents.append(struct.pack("<2q", 1, 2))
+o = shm.outputs.add(name="y")
+o.parameters["shared_memory_region"].string_param = "r"
+o.parameters["shared_memory_byte_size"].uint64_param = 64
+for name, m in {"raw": raw, "typed": typed, "shm": shm}.items():
+    open(os.path.join(d, name), "wb").write(m.SerializeToString())
+PY
+echo "fuzz: grpc request conversion, $(ls "$gcorpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
+if ! build-fuzz/tests/fuzz/fuzz_grpc_request "$gcorpus" -max_total_time="$FUZZ_SECONDS" -max_len=16384 \
+  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/grpc.log 2>&1; then
+  tail -n 60 build-fuzz/grpc.log
+  echo "fuzz: the grpc-request fuzzer found a crash or memory error (input saved under build-fuzz/)"
+  exit 1
+fi
+tail -n 6 build-fuzz/grpc.log
+echo "fuzz: grpc request conversion, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/grpc.log)"
+grep -m 5 'runtime error' build-fuzz/grpc.log || true
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"
