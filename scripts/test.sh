@@ -17,6 +17,22 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_CO
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
 cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request
 
+# run_fuzzer TARGET CORPUS MAX_LEN LOG WHAT: FUZZ_SECONDS of libFuzzer on TARGET; a crash or memory
+# error fails the run (the input is saved under build-fuzz/), UBSan reports are counted.
+export UBSAN_OPTIONS=halt_on_error=0:print_stacktrace=1
+run_fuzzer() {
+  local target=$1 corpus=$2 max_len=$3 log=$4 what=$5
+  if ! "build-fuzz/tests/fuzz/$target" "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len="$max_len" \
+    -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > "$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "fuzz: the $what fuzzer found a crash or memory error (input saved under build-fuzz/)"
+    exit 1
+  fi
+  tail -n 6 "$log"
+  echo "fuzz: $what, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' "$log")"
+  grep -m 5 'runtime error' "$log" || true
+}
+
 # Fuzzing: seed corpus = the ONNX node conformance models.
 python3 tests/conformance/generate_node_data.py -o build-fuzz/onnx-node-tests >/dev/null
 corpus=build-fuzz/corpus
@@ -26,31 +42,14 @@ for m in build-fuzz/onnx-node-tests/node/*/model.onnx tests/fuzz/regressions/imp
   cp "$m" "$corpus/seed_$i.onnx"; i=$((i + 1))
 done
 echo "fuzz: $i seed models, ${FUZZ_SECONDS}s"
-export UBSAN_OPTIONS=halt_on_error=0:print_stacktrace=1
-if ! build-fuzz/tests/fuzz/fuzz_onnx_importer "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=65536 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/importer.log 2>&1; then
-  tail -n 60 build-fuzz/importer.log
-  echo "fuzz: the importer fuzzer found a crash or memory error (input saved under build-fuzz/)"
-  exit 1
-fi
-tail -n 6 build-fuzz/importer.log
-echo "fuzz: importer, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/importer.log)"
-grep -m 5 'runtime error' build-fuzz/importer.log || true
+run_fuzzer fuzz_onnx_importer "$corpus" 65536 build-fuzz/importer.log "importer"
 
 # The engine loader: seeds are small engines written by the unit tests.
 ecorpus=build-fuzz/engine-corpus
 rm -rf "$ecorpus" && mkdir -p "$ecorpus"
 INGOT_ENGINE_SEEDS_DIR="$ecorpus" build/tests/ingot_unit_tests --gtest_filter=EngineFormat.WriteFuzzSeeds >/dev/null
 echo "fuzz: engine loader, $(ls "$ecorpus" | wc -l) seed engines, ${FUZZ_SECONDS}s"
-if ! build-fuzz/tests/fuzz/fuzz_engine_loader "$ecorpus" -max_total_time="$FUZZ_SECONDS" -max_len=262144 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/engine.log 2>&1; then
-  tail -n 60 build-fuzz/engine.log
-  echo "fuzz: the engine-loader fuzzer found a crash or memory error (input saved under build-fuzz/)"
-  exit 1
-fi
-tail -n 6 build-fuzz/engine.log
-echo "fuzz: engine loader, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/engine.log)"
-grep -m 5 'runtime error' build-fuzz/engine.log || true
+run_fuzzer fuzz_engine_loader "$ecorpus" 262144 build-fuzz/engine.log "engine loader"
 
 # The KServe v2 request parser of `ingot serve`: seeds are small JSON and binary-tensor requests.
 rcorpus=build-fuzz/request-corpus
@@ -75,15 +74,7 @@ open(os.path.join(d, "binary"), "wb").write(b"\x80" + struct.pack("<H", len(head
 PY
 cp tests/fuzz/regressions/request_* "$rcorpus/" 2>/dev/null || true
 echo "fuzz: infer request parser, $(ls "$rcorpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
-if ! build-fuzz/tests/fuzz/fuzz_infer_request "$rcorpus" -max_total_time="$FUZZ_SECONDS" -max_len=16384 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/request.log 2>&1; then
-  tail -n 60 build-fuzz/request.log
-  echo "fuzz: the infer-request fuzzer found a crash or memory error (input saved under build-fuzz/)"
-  exit 1
-fi
-tail -n 6 build-fuzz/request.log
-echo "fuzz: infer request parser, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/request.log)"
-grep -m 5 'runtime error' build-fuzz/request.log || true
+run_fuzzer fuzz_infer_request "$rcorpus" 16384 build-fuzz/request.log "infer request parser"
 
 # The gRPC endpoint's request conversion: seeds are serialized ModelInferRequests (raw, typed and
 # shared-memory inputs), written with tritonclient's generated messages.
@@ -118,14 +109,6 @@ for name, m in {"raw": raw, "typed": typed, "shm": shm}.items():
     open(os.path.join(d, name), "wb").write(m.SerializeToString())
 PY
 echo "fuzz: grpc request conversion, $(ls "$gcorpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
-if ! build-fuzz/tests/fuzz/fuzz_grpc_request "$gcorpus" -max_total_time="$FUZZ_SECONDS" -max_len=16384 \
-  -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/grpc.log 2>&1; then
-  tail -n 60 build-fuzz/grpc.log
-  echo "fuzz: the grpc-request fuzzer found a crash or memory error (input saved under build-fuzz/)"
-  exit 1
-fi
-tail -n 6 build-fuzz/grpc.log
-echo "fuzz: grpc request conversion, no crash or memory error in ${FUZZ_SECONDS}s; undefined-behaviour reports: $(grep -c 'runtime error' build-fuzz/grpc.log)"
-grep -m 5 'runtime error' build-fuzz/grpc.log || true
+run_fuzzer fuzz_grpc_request "$gcorpus" 16384 build-fuzz/grpc.log "grpc request conversion"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

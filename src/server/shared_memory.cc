@@ -140,14 +140,6 @@ std::shared_ptr<SharedMemoryManager::Region> SharedMemoryManager::find(const Sha
   return r;
 }
 
-std::optional<RequestError> SharedMemoryManager::read(const SharedMemoryRef& ref, std::string* out) const {
-  std::optional<RequestError> error;
-  std::shared_ptr<Region> r = find(ref, &error);
-  if (!r) return error;
-  out->assign(reinterpret_cast<const char*>(r->base + ref.offset), static_cast<size_t>(ref.byte_size));
-  return std::nullopt;
-}
-
 std::optional<RequestError> SharedMemoryManager::view(const SharedMemoryRef& ref, ExternalBytes* out) const {
   std::optional<RequestError> error;
   std::shared_ptr<Region> r = find(ref, &error);

@@ -47,9 +47,8 @@ class SharedMemoryManager {
   /// The regions named `name` (all when empty); unknown names are an error (400).
   std::optional<RequestError> status(const std::string& name, std::vector<SharedMemoryRegionInfo>* out) const;
 
-  /// Copies `ref` (offset and size inside the region) into `out`.
-  std::optional<RequestError> read(const SharedMemoryRef& ref, std::string* out) const;
-  /// Points `out` at `ref`'s bytes in place, holding the region mapped for as long as `out` lives.
+  /// Points `out` at `ref`'s bytes (offset and size inside the region) in place, holding the
+  /// region mapped for as long as `out` lives.
   std::optional<RequestError> view(const SharedMemoryRef& ref, ExternalBytes* out) const;
   /// Writes `bytes` at `ref`; `bytes` must fit in ref.byte_size.
   std::optional<RequestError> write(const SharedMemoryRef& ref, const void* data, size_t bytes) const;

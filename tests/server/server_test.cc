@@ -201,10 +201,10 @@ TEST_F(SharedMemoryTest, RegisterReadWriteStatusUnregister) {
   SharedMemoryManager m;
   // Offset 5000: not page-aligned, in the object's second page.
   ASSERT_FALSE(m.register_region("r", key_, 5000, 2000).has_value());
-  std::string got;
-  ASSERT_FALSE(m.read(SharedMemoryRef{"r", 10, 8}, &got).has_value());
-  ASSERT_EQ(got.size(), 8u);
-  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(static_cast<uint8_t>(got[i]), mem_[5010 + i]) << i;
+  ExternalBytes got;
+  ASSERT_FALSE(m.view(SharedMemoryRef{"r", 10, 8}, &got).has_value());
+  ASSERT_EQ(got.size, 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(static_cast<uint8_t>(got.data[i]), mem_[5010 + i]) << i;
   const char out[4] = {'a', 'b', 'c', 'd'};
   ASSERT_FALSE(m.write(SharedMemoryRef{"r", 1996, 4}, out, 4).has_value());
   EXPECT_EQ(std::memcmp(mem_ + 5000 + 1996, out, 4), 0);  // the client sees it in its own mapping
@@ -219,9 +219,9 @@ TEST_F(SharedMemoryTest, RegisterReadWriteStatusUnregister) {
   auto words = [](const std::optional<RequestError>& e, const std::string& w) {
     return e.has_value() && e->http_status == 400 && e->message.find(w) != std::string::npos;
   };
-  EXPECT_TRUE(words(m.read(SharedMemoryRef{"r", 1997, 4}, &got), "exceeds its 2000 bytes"));
+  EXPECT_TRUE(words(m.view(SharedMemoryRef{"r", 1997, 4}, &got), "exceeds its 2000 bytes"));
   EXPECT_TRUE(words(m.write(SharedMemoryRef{"r", 0, 2}, out, 4), "needs 4 bytes"));
-  EXPECT_TRUE(words(m.read(SharedMemoryRef{"nope", 0, 4}, &got), "no shared-memory region 'nope'"));
+  EXPECT_TRUE(words(m.view(SharedMemoryRef{"nope", 0, 4}, &got), "no shared-memory region 'nope'"));
   EXPECT_TRUE(words(m.register_region("r", key_, 0, 8), "already registered"));
   EXPECT_TRUE(words(m.register_region("big", key_, 4096, kBytes), "exceeds key"));
   EXPECT_TRUE(words(m.register_region("gone", "/ingot_no_such_key", 0, 8), "cannot open key"));
