@@ -2,7 +2,8 @@
 //
 // The CUTLASS GEMM tactics (ingot::FusedGemm, fp16/bf16, bias and exact Gelu in the epilogue)
 // against the CPU reference: every config on BERT-like and odd shapes (M not a multiple of any
-// tile, leading batch dims), random non-zero data, with and without bias and Gelu. Large problems
+// tile, leading batch dims), random non-zero data, with and without bias and Gelu, and with a
+// random non-zero residual (bias + residual, no activation) on the configs that compile it. Large problems
 // are checked on a sample of rows (the first tile, rows across tile boundaries, the middle, the
 // last partial tile) so the reference stays quick; every element is checked for NaN (the
 // output starts poisoned). Exact Gelu is told apart from the tanh form on inputs that make the
@@ -77,17 +78,35 @@ std::string dims_text(const Shape64& s) {
   return os.str();
 }
 
-// One FusedGemm (kind matmul) node: A `a`, weight [K, N], optional bias [N]; `attrs` extra.
+// One FusedGemm (kind matmul) node: A `a`, weight [K, N], optional bias [N], optional residual
+// %r of Y's shape (input 3); `attrs` extra.
 std::string gemm_graph(const Shape64& a, int64_t n, bool bias, const std::string& act, const std::string& dtype = "f16",
-                       const std::string& attrs = "") {
+                       const std::string& attrs = "", bool residual = false) {
   const int64_t k = a.back();
+  Shape64 y = a;
+  y.back() = n;
   std::ostringstream os;
   os << "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n";
   os << "  input %a: " << dtype << dims_text(a) << "\n  input %w: " << dtype << "[" << k << "," << n << "]\n";
   if (bias) os << "  input %c: " << dtype << "[" << n << "]\n";
+  if (residual) os << "  input %r: " << dtype << dims_text(y) << "\n";
   os << "  %y = ingot::FusedGemm {kind=\"matmul\"" << (act.empty() ? "" : ", activation=\"" + act + "\"") << attrs
-     << "}(%a, %w" << (bias ? ", %c" : "") << ") @ffn\n  output %y\n}\n";
+     << "}(%a, %w" << (bias ? ", %c" : "") << (residual ? (bias ? ", %r" : ", _, %r") : "")
+     << ") @ffn\n  output %y\n}\n";
   return os.str();
+}
+
+bool has_residual_kernel(int config) {
+  return backend::cuda::cutlass_gemm_has_kernel(config, backend::cuda::CutlassEpilogue::kBiasResidual,
+                                                backend::cuda::CutlassGemmType::kFloat16);
+}
+
+// The tactics of the configs that compile the residual epilogue.
+std::vector<std::string> residual_tactic_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < backend::cuda::cutlass_gemm_config_count(); ++i)
+    if (has_residual_kernel(i)) names.push_back(std::string(kPrefix) + backend::cuda::cutlass_gemm_config(i)->name);
+  return names;
 }
 
 // Rows of the [M, N] result to compare: every row for small M; else the first rows, rows across
@@ -148,19 +167,35 @@ Tensor gather_rows(const Tensor& t, int64_t cols, const std::vector<int64_t>& ro
 }
 
 struct DeviceCase {
-  std::vector<Tensor> host;  // a, w, [bias]
+  std::vector<Tensor> host;  // a, w, [bias], [residual] (an undefined bias before a residual: none)
   std::vector<Tensor> dev;
+  // The step's inputs: null where the tensor is undefined (an omitted bias).
+  std::vector<const Tensor*> io_inputs() const {
+    std::vector<const Tensor*> in;
+    for (const Tensor& t : dev) in.push_back(t.defined() ? &t : nullptr);
+    return in;
+  }
 };
 
-// Uniform [-1, 1] activations, weights scaled by 1/sqrt(K), bias in [-1, 1]; none zero.
-DeviceCase make_case(const Shape64& a, int64_t n, bool bias, std::mt19937& rng, DataType dt = DataType::kFloat16) {
+// Uniform [-1, 1] activations, weights scaled by 1/sqrt(K), bias in [-1, 1], residual (of Y's
+// shape) in [-1, 1]; none zero.
+DeviceCase make_case(const Shape64& a, int64_t n, bool bias, std::mt19937& rng, DataType dt = DataType::kFloat16,
+                     bool residual = false) {
   const int64_t k = a.back();
   const double s = 1.0 / std::sqrt(static_cast<double>(k));
   DeviceCase c;
   c.host.push_back(random_tensor(dt, a, rng, -1.0, 1.0, true, 1e-3));
   c.host.push_back(random_tensor(dt, {k, n}, rng, -s, s, true, 1e-3 * s));
-  if (bias) c.host.push_back(random_tensor(dt, {n}, rng, -1.0, 1.0, true, 1e-3));
-  for (const Tensor& h : c.host) c.dev.push_back(upload(h).value());
+  if (bias)
+    c.host.push_back(random_tensor(dt, {n}, rng, -1.0, 1.0, true, 1e-3));
+  else if (residual)
+    c.host.emplace_back();
+  if (residual) {
+    Shape64 y = a;
+    y.back() = n;
+    c.host.push_back(random_tensor(dt, y, rng, -1.0, 1.0, true, 1e-3));
+  }
+  for (const Tensor& h : c.host) c.dev.push_back(h.defined() ? upload(h).value() : Tensor());
   return c;
 }
 
@@ -172,10 +207,8 @@ Result<Tensor> run_on(const backend::Tactic& tactic, const ir::Node& node, Devic
   std::vector<Shape64> shapes;
   backend::StepIO io;
   io.node = &node;
-  for (const Tensor& t : c.dev) {
-    io.inputs.push_back(&t);
-    shapes.push_back(t.shape());
-  }
+  io.inputs = c.io_inputs();
+  for (const Tensor& t : c.dev) shapes.push_back(t.defined() ? t.shape() : Shape64{});
   io.outputs = &outs;
   DeviceBuffer ws(tactic.workspace_bytes(node, shapes));
   io.workspace = ws.get();
@@ -240,6 +273,67 @@ TEST_F(CutlassGemm, EveryConfigMatchesTheReference) {
           EXPECT_EQ(nans, 0) << name << ": unwritten (NaN) elements";
           EXPECT_TRUE(close_to(gather_rows(*got, cs.n, rows), (*want)[0])) << name;
         }
+      }
+    }
+  }
+}
+
+// Bias + residual, no activation (BERT's attention-output projection and FFN2), fp16 and bf16,
+// with and without bias, on every config that compiles the residual epilogue, against the reference
+// (act(y + bias + R) with no activation, in double, rounded once) on sampled rows; the residual is
+// random and non-zero. The other configs refuse the node.
+TEST_F(CutlassGemm, ResidualMatchesTheReference) {
+  struct Case {
+    Shape64 a;
+    int64_t n;
+  };
+  const Case cases[] = {
+      {{77, 768}, 768},        // M below every tile height
+      {{2, 64, 768}, 3072},    // M 128, leading batch dims
+      {{1000, 3072}, 768},     // M not a multiple of a tile, K 3072
+      {{64, 128, 768}, 768},   // BERT-base attention output at batch 64 (M 8192)
+      {{64, 128, 3072}, 768},  // FFN2
+      {{3, 5, 40}, 24},        // K and N below one tile
+      {{1, 8}, 8},             // one row
+  };
+  const auto names = residual_tactic_names();
+  ASSERT_FALSE(names.empty()) << "no config compiles the residual epilogue";
+  for (const Case& cs : cases) {
+    const int64_t k = cs.a.back();
+    int64_t m = 1;
+    for (size_t i = 0; i + 1 < cs.a.size(); ++i) m *= cs.a[i];
+    const std::vector<int64_t> rows = rows_to_check(m);
+    Shape64 y_shape = cs.a;
+    y_shape.back() = cs.n;
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool bias = variant % 2 == 0;
+      const DataType dt = variant < 2 ? DataType::kFloat16 : DataType::kBFloat16;
+      const std::string type = dt == DataType::kFloat16 ? "f16" : "bf16";
+      DeviceCase c = make_case(cs.a, cs.n, bias, rng_, dt, true);
+      std::vector<Tensor> ref_in = {gather_rows(c.host[0], k, rows), c.host[1], c.host[2],
+                                    gather_rows(c.host[3], cs.n, rows)};
+      const std::string what =
+          type + " A " + dims_text(cs.a) + " N " + std::to_string(cs.n) + (bias ? " bias" : "") + " residual";
+      SCOPED_TRACE(what);
+      auto g = parse_graph(gemm_graph(cs.a, cs.n, bias, "", type, "", true));
+      ASSERT_TRUE(g.ok()) << g.status().to_string();
+      auto gs = parse_graph(gemm_graph({static_cast<int64_t>(rows.size()), k}, cs.n, bias, "", type, "", true));
+      ASSERT_TRUE(gs.ok()) << gs.status().to_string();
+      const ir::Node& node = *(*g)->nodes()[0];
+      auto want = run_reference(*(*gs)->nodes()[0], ref_in);
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      for (const std::string& name : tactic_names()) {
+        auto tactic = make_tactic(name);
+        ASSERT_NE(tactic, nullptr) << name;
+        const bool compiled = std::find(names.begin(), names.end(), name) != names.end();
+        ASSERT_EQ(tactic->supports(node, input_types(node)), compiled) << name;
+        if (!compiled) continue;
+        auto got = run_on(*tactic, node, c, y_shape);
+        ASSERT_TRUE(got.ok()) << name << ": " << got.status().to_string();
+        int64_t nans = 0;
+        for (int64_t i = 0; i < got->numel(); ++i) nans += std::isnan(got->get_f64(i)) ? 1 : 0;
+        EXPECT_EQ(nans, 0) << name << ": unwritten (NaN) elements";
+        EXPECT_TRUE(close_to(gather_rows(*got, cs.n, rows), (*want)[0])) << name;
       }
     }
   }
@@ -343,6 +437,26 @@ TEST_F(CutlassGemm, RefusesMisalignedPointers) {
     EXPECT_FALSE(st.ok()) << "operand " << which;
     EXPECT_NE(st.to_string().find("16-byte"), std::string::npos) << st.to_string();
     EXPECT_NE(st.to_string().find("ffn"), std::string::npos) << st.to_string();
+  }
+  // A residual two bytes past an aligned address.
+  auto gr = parse_graph(gemm_graph({64, 64}, 64, true, "", "f16", "", true));
+  ASSERT_TRUE(gr.ok()) << gr.status().to_string();
+  const ir::Node& rnode = *(*gr)->nodes()[0];
+  DeviceCase rc = make_case({64, 64}, 64, true, rng_, DataType::kFloat16, true);
+  auto r = device_alloc(DataType::kFloat16, {64 * 64 + 8});
+  ASSERT_TRUE(r.ok());
+  for (const std::string& name : residual_tactic_names()) {
+    std::vector<Tensor> ins = rc.dev;
+    ins[3] = Tensor::borrow(DataType::kFloat16, {64, 64}, static_cast<const uint8_t*>(r->raw()) + 2, nullptr);
+    std::vector<Tensor> outs = {Tensor::borrow(DataType::kFloat16, {64, 64}, y->raw(), nullptr)};
+    backend::StepIO io;
+    io.node = &rnode;
+    for (const Tensor& i : ins) io.inputs.push_back(&i);
+    io.outputs = &outs;
+    Status st = make_tactic(name)->enqueue(io);
+    EXPECT_FALSE(st.ok()) << name;
+    EXPECT_NE(st.to_string().find("residual"), std::string::npos) << st.to_string();
+    EXPECT_NE(st.to_string().find("16-byte"), std::string::npos) << st.to_string();
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
@@ -452,34 +566,47 @@ TEST_F(CutlassGemm, BuilderOffersCutlassForFusedGemmGelu) {
 // Not a pass/fail check: the median time of every config (fp16, bias + exact Gelu, and bias
 // only) at BERT-base shapes, next to cuBLASLt (bias epilogue, plus its Gelu pass for Gelu), and
 // the config the family ranks first, so the GPU log shows which configs earn their compile time.
+// With a residual (FFN2 and the attention output at batch 64, bias + residual, no activation):
+// the configs that compile that epilogue, next to cuBLASLt with the residual as its C (beta 1).
 TEST_F(CutlassGemm, TimesBertShapes) {
   struct Shape3 {
     int64_t m, n, k;
     const char* label;
+    bool residual;
   };
-  const Shape3 shapes[] = {{8192, 3072, 768, "FFN1 b64"}, {8192, 768, 3072, "FFN2 b64"}, {128, 3072, 768, "FFN1 b1"}};
+  const Shape3 shapes[] = {{8192, 3072, 768, "FFN1 b64", false},
+                           {8192, 768, 3072, "FFN2 b64", false},
+                           {128, 3072, 768, "FFN1 b1", false},
+                           {8192, 768, 3072, "FFN2 b64", true},
+                           {8192, 768, 768, "Oproj b64", true}};
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   for (const Shape3& s : shapes) {
-    DeviceCase c = make_case({s.m, s.k}, s.n, true, rng_);
+    DeviceCase c = make_case({s.m, s.k}, s.n, true, rng_, DataType::kFloat16, s.residual);
     auto y = device_alloc(DataType::kFloat16, {s.m, s.n});
     ASSERT_TRUE(y.ok());
     std::vector<Tensor> outs = {*y};
     const double tflop = 2.0 * s.m * s.n * s.k / 1e12;
-    for (const std::string act : {"Gelu", ""}) {
-      auto g = parse_graph(gemm_graph({s.m, s.k}, s.n, true, act));
+    std::vector<std::string> acts = {"Gelu", ""};
+    if (s.residual) acts = {""};  // residual + Gelu is not taken
+    for (const std::string& act : acts) {
+      auto g = parse_graph(gemm_graph({s.m, s.k}, s.n, true, act, "f16", "", s.residual));
       ASSERT_TRUE(g.ok()) << g.status().to_string();
       const ir::Node& node = *(*g)->nodes()[0];
       std::vector<std::unique_ptr<backend::Tactic>> tactics;
-      for (const std::string& name : tactic_names()) tactics.push_back(make_tactic(name));
+      for (const std::string& name : s.residual ? residual_tactic_names() : tactic_names())
+        tactics.push_back(make_tactic(name));
       tactics.push_back(backend::cuda::cublaslt_family().create("cuda.cublaslt.0", {}));
       auto ranked = backend::cuda::cutlass_gemm_family().candidates(node, input_types(node));
+      std::vector<Shape64> shapes_in = {{s.m, s.k}, {s.k, s.n}, {s.n}};
+      if (s.residual) shapes_in.push_back({s.m, s.n});
       for (const auto& t : tactics) {
+        if (s.residual) ASSERT_TRUE(t->supports(node, input_types(node))) << t->name() << " with a residual";
         ASSERT_TRUE(t->prepare(node).ok()) << t->name();
-        DeviceBuffer ws(std::max<uint64_t>(t->workspace_bytes(node, {{s.m, s.k}, {s.k, s.n}, {s.n}}), 1));
+        DeviceBuffer ws(std::max<uint64_t>(t->workspace_bytes(node, shapes_in), 1));
         backend::StepIO io;
         io.node = &node;
-        for (const Tensor& d : c.dev) io.inputs.push_back(&d);
+        io.inputs = c.io_inputs();
         io.outputs = &outs;
         io.stream = stream;
         io.workspace = ws.get();
@@ -493,10 +620,10 @@ TEST_F(CutlassGemm, TimesBertShapes) {
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kHostRuns;
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         const bool first = !ranked.empty() && ranked[0]->name() == t->name();
-        std::printf("[timing] %-8s M %5lld N %4lld K %4lld %-5s %-42s %8.1f us %6.0f TFLOP/s  host %5.1f us%s\n",
+        const char* epilogue = s.residual ? "bias+res" : act.empty() ? "bias" : "Gelu";
+        std::printf("[timing] %-9s M %5lld N %4lld K %4lld %-9s %-42s %8.1f us %6.0f TFLOP/s  host %5.1f us%s\n",
                     s.label, static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k),
-                    act.empty() ? "bias" : "Gelu", t->name().c_str(), *us, tflop / (*us * 1e-6), host_us,
-                    first ? "  (ranked first)" : "");
+                    epilogue, t->name().c_str(), *us, tflop / (*us * 1e-6), host_us, first ? "  (ranked first)" : "");
       }
     }
   }
@@ -529,7 +656,8 @@ TEST(CutlassGemmFamily, NamesAndParamsRoundTrip) {
 
 struct SupportCase {
   std::string text;
-  bool supported;  // on a compute capability 9.0 device
+  bool supported;                      // on a compute capability 9.0 device
+  bool residual_configs_only = false;  // supported by the configs that compile the residual epilogue only
 };
 
 // Shapes with M >= 1024: below that no cutlass config is offered (see the next test).
@@ -550,9 +678,27 @@ TEST(CutlassGemmFamily, SupportsOnlyWhatTheKernelsRun) {
       // The tanh Gelu and the other activations: refused.
       {graph(abc, fg + ", activation=\"GeluTanh\"}(%a, %b, %c)"), false},
       {graph(abc, fg + ", activation=\"Relu\"}(%a, %b, %c)"), false},
-      // A residual, whatever the order.
+      // A residual of Y's shape and type without an activation: on the configs that compile it.
+      {graph(abc + "  input %r: f16[2,512,32]\n", fg + "}(%a, %b, %c, %r)"), true, true},
+      {graph(abc + "  input %r: f16[2,512,32]\n", fg + "}(%a, %b, _, %r)"), true, true},
+      {graph(abc + "  input %r: f16[2,512,32]\n", fg + ", residual_before_activation=0}(%a, %b, %c, %r)"), true, true},
+      {graph("  input %a: f16[n,seq,64]\n  input %b: f16[64,32]\n  input %r: f16[n,seq,32]\n", fg + "}(%a, %b, _, %r)"),
+       true, true},
+      {graph("  input %a: bf16[1024,64]\n  input %b: bf16[64,32]\n  input %c: bf16[32]\n  input %r: bf16[1024,32]\n",
+             fg + "}(%a, %b, %c, %r)"),
+       true, true},
+      // A residual with Gelu, whatever the order; of another shape or type; one that may differ.
       {graph(abc + "  input %r: f16[2,512,32]\n", fg + ", activation=\"Gelu\"}(%a, %b, %c, %r)"), false},
-      {graph(abc + "  input %r: f16[2,512,32]\n", fg + "}(%a, %b, _, %r)"), false},
+      {graph(abc + "  input %r: f16[2,512,32]\n",
+             fg + ", activation=\"Gelu\", residual_before_activation=0}(%a, %b, %c, %r)"),
+       false},
+      {graph(abc + "  input %r: f16[1,512,32]\n", fg + "}(%a, %b, %c, %r)"), false},   // broadcast over batch
+      {graph(abc + "  input %r: f16[2,512,1]\n", fg + "}(%a, %b, %c, %r)"), false},    // broadcast over N
+      {graph(abc + "  input %r: f16[512,32]\n", fg + "}(%a, %b, %c, %r)"), false},     // lower rank
+      {graph(abc + "  input %r: bf16[2,512,32]\n", fg + "}(%a, %b, %c, %r)"), false},  // another type
+      {graph(abc + "  input %r: f32[2,512,32]\n", fg + "}(%a, %b, %c, %r)"), false},
+      {graph("  input %a: f16[n,seq,64]\n  input %b: f16[64,32]\n  input %r: f16[m,seq,32]\n", fg + "}(%a, %b, _, %r)"),
+       false},
       // N or K not a multiple of 8.
       {graph("  input %a: f16[1024,64]\n  input %b: f16[64,36]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
       {graph("  input %a: f16[1024,60]\n  input %b: f16[60,32]\n", fg + ", activation=\"Gelu\"}(%a, %b)"), false},
@@ -584,12 +730,43 @@ TEST(CutlassGemmFamily, SupportsOnlyWhatTheKernelsRun) {
       continue;
     }
     const ir::Node& node = *(*g)->nodes()[0];
-    for (const std::string& name : names)
-      EXPECT_EQ(make_tactic(name)->supports(node, input_types(node)), c.supported && sm90) << name << "\n" << c.text;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const bool compiled = !c.residual_configs_only || has_residual_kernel(static_cast<int>(i));
+      EXPECT_EQ(make_tactic(names[i])->supports(node, input_types(node)), c.supported && compiled && sm90)
+          << names[i] << "\n"
+          << c.text;
+    }
     const auto cands = backend::cuda::cutlass_gemm_family().candidates(node, input_types(node));
     EXPECT_EQ(!cands.empty(), c.supported && sm90) << c.text;
     EXPECT_LE(cands.size(), 2u);
   }
+}
+
+// The residual epilogue is compiled for the 128x256 cooperative and 128x128 ping-pong configs, fp16
+// and bf16; bias and Gelu for every config. Tactic names and params do not name the epilogue, so
+// an engine written before keeps loading: params {1, config index} as before.
+TEST(CutlassGemmFamily, ResidualKernelsOfTwoConfigs) {
+  using backend::cuda::CutlassEpilogue;
+  using backend::cuda::CutlassGemmType;
+  std::vector<std::string> with_residual;
+  for (int i = 0; i < backend::cuda::cutlass_gemm_config_count(); ++i) {
+    const std::string name = backend::cuda::cutlass_gemm_config(i)->name;
+    for (CutlassGemmType t : {CutlassGemmType::kFloat16, CutlassGemmType::kBFloat16}) {
+      EXPECT_TRUE(backend::cuda::cutlass_gemm_has_kernel(i, CutlassEpilogue::kBias, t)) << name;
+      EXPECT_TRUE(backend::cuda::cutlass_gemm_has_kernel(i, CutlassEpilogue::kBiasGelu, t)) << name;
+      EXPECT_EQ(backend::cuda::cutlass_gemm_has_kernel(i, CutlassEpilogue::kBiasResidual, t),
+                backend::cuda::cutlass_gemm_has_kernel(i, CutlassEpilogue::kBiasResidual, CutlassGemmType::kFloat16))
+          << name;
+    }
+    if (has_residual_kernel(i)) with_residual.push_back(name);
+    auto t = backend::cuda::cutlass_gemm_family().create(std::string(kPrefix) + name, {1, static_cast<uint8_t>(i)});
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->serialize(), (std::vector<uint8_t>{1, static_cast<uint8_t>(i)})) << name;
+  }
+  EXPECT_EQ(with_residual, (std::vector<std::string>{"128x256x64_coop_c1x1", "128x128x64_pingpong_c1x1"}));
+  EXPECT_FALSE(backend::cuda::cutlass_gemm_has_kernel(-1, CutlassEpilogue::kBiasResidual, CutlassGemmType::kFloat16));
+  EXPECT_FALSE(backend::cuda::cutlass_gemm_has_kernel(backend::cuda::cutlass_gemm_config_count(),
+                                                      CutlassEpilogue::kBias, CutlassGemmType::kFloat16));
 }
 
 // A known M under 1024 (BERT at batch 1: M 128) gets no candidates, though the tactics would run

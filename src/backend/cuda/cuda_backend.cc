@@ -155,8 +155,9 @@ class CudaBackend : public Backend {
 #ifdef INGOT_WITH_CUTLASS
     // First: the autotuner's width takes candidates in order, and these fused exact-Gelu GEMMs
     // beat cuDNN's and cuBLASLt + Gelu pass at BERT's shapes (see cutlass_gemm_kernels.cu). At
-    // most two per node (fp16/bf16 FusedGemm matmuls, none or exact Gelu), so at the default width
-    // of 4 cuDNN's two (Gelu) or cuBLASLt's top two (bias only) are still timed.
+    // most two per node (fp16/bf16 FusedGemm matmuls, none or exact Gelu, or bias + residual
+    // without an activation), so at the default width of 4 cuDNN's two (Gelu) or cuBLASLt's top
+    // two (bias only, bias + residual) are still timed.
     families_.push_back(cutlass_gemm_family());
 #endif
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)

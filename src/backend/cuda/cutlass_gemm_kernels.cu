@@ -14,7 +14,8 @@ using cutlass_detail::KernelEntry;
 
 struct TableRow {
   CutlassGemmConfig config;
-  KernelEntry (*entry)(CutlassGemmType, CutlassEpilogue);
+  KernelEntry (*entry)(CutlassGemmType, CutlassEpilogue);  // kBias and kBiasGelu
+  KernelEntry (*residual)(CutlassGemmType) = nullptr;      // kBiasResidual, where compiled
 };
 
 // Measured on an H200 (CutlassGemm.TimesBertShapes), fp16, us with bias + Gelu / bias only:
@@ -28,19 +29,31 @@ struct TableRow {
 // 128x128 cooperative, 64x256 and 128x64 ping-pong, 2x1 ping-pong: none beat the best of these four
 // by more than 6 % on those shapes or at 8192x2304x768 and 8192x768x768 (BERT's QKV and attention
 // output). The speeds are the FFN1 timings over (waves x tile area). Order breaks ranking ties.
+// The residual epilogue (bias + residual, no activation; cutlass_gemm_kernels_residual.cu) is
+// compiled for the 128x256 cooperative and 128x128 ping-pong configs only, ranked by speed_bias
+// (not yet timed with the residual: the C loads cost more shared memory and bandwidth).
 const TableRow kTable[] = {
-    {{"128x256x64_coop_c1x1", 128, 256, 64, 1, 1, true, 1.0f, 1.0f}, &cutlass_detail::entry_128x256x64_coop_c1x1},
+    {{"128x256x64_coop_c1x1", 128, 256, 64, 1, 1, true, 1.0f, 1.0f},
+     &cutlass_detail::entry_128x256x64_coop_c1x1,
+     &cutlass_detail::residual_entry_128x256x64_coop_c1x1},
     {{"256x128x64_coop_c2x1", 256, 128, 64, 2, 1, true, 1.04f, 0.96f}, &cutlass_detail::entry_256x128x64_coop_c2x1},
     {{"128x128x64_pingpong_c1x1", 128, 128, 64, 1, 1, false, 1.17f, 0.91f},
-     &cutlass_detail::entry_128x128x64_pingpong_c1x1},
+     &cutlass_detail::entry_128x128x64_pingpong_c1x1,
+     &cutlass_detail::residual_entry_128x128x64_pingpong_c1x1},
     {{"64x128x64_pingpong_c1x1", 64, 128, 64, 1, 1, false, 0.77f, 0.88f},
      &cutlass_detail::entry_64x128x64_pingpong_c1x1},
 };
 constexpr int kCount = static_cast<int>(sizeof(kTable) / sizeof(kTable[0]));
 
-KernelEntry entry(int config, CutlassEpilogue epilogue, const CutlassGemmProblem& p) {
+KernelEntry entry(int config, CutlassEpilogue epilogue, CutlassGemmType type) {
   if (config < 0 || config >= kCount) return KernelEntry{};
-  return kTable[config].entry(p.type, epilogue);
+  if (epilogue == CutlassEpilogue::kBiasResidual)
+    return kTable[config].residual ? kTable[config].residual(type) : KernelEntry{};
+  return kTable[config].entry(type, epilogue);
+}
+
+KernelEntry entry(int config, CutlassEpilogue epilogue, const CutlassGemmProblem& p) {
+  return entry(config, epilogue, p.type);
 }
 
 }  // namespace
@@ -73,6 +86,10 @@ const char* cutlass_gemm_status_name(CutlassGemmStatus status) {
       return "launch failed";
   }
   return "unknown status";
+}
+
+bool cutlass_gemm_has_kernel(int config, CutlassEpilogue epilogue, CutlassGemmType type) {
+  return entry(config, epilogue, type).run != nullptr;
 }
 
 bool cutlass_gemm_can_implement(int config, CutlassEpilogue epilogue, const CutlassGemmProblem& p) {

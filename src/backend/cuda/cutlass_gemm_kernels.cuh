@@ -8,7 +8,10 @@
 //    filling the shared memory the epilogue leaves;
 //  - epilogue: TMA warp-specialized with the fusion LinCombPerColBias(EltAct): alpha·acc + bias[n]
 //    (a row broadcast, read from global memory once per tile; a null bias pointer reads as zeros),
-//    then the activation, all in fp32, rounded once to the output type; no C operand (beta = 0, no C loads);
+//    then the activation, all in fp32, rounded once to the output type; no C operand (beta = 0, no C loads)
+//    except for kBiasResidual: LinCombPerColBias with C (the residual, D's type, row-major, TMA-loaded)
+//    and beta 1, beta·C + (alpha·acc + bias) in fp32 (sm90_callbacks_tma_warpspecialized.hpp's
+//    Sm90LinCombPerColBias), rounded once; only residual_entry_for instantiates it;
 //  - persistent data-parallel tile scheduler (no workspace).
 // cutlass::epilogue::thread::GELU<float> is 0.5·x·(1 + erff(x·(1/√2))) (activation.h), the exact
 // Gelu; GELU_taylor, the tanh form, is not used. The Gelu epilogue costs ~20 us at BERT's FFN1
@@ -18,6 +21,8 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <type_traits>
 
 #include "backend/cuda/cutlass_gemm_kernels.h"
 #include "cute/tensor.hpp"
@@ -48,6 +53,11 @@ template <class Element>
 struct Fusion<Element, CutlassEpilogue::kBias> {
   using Op = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, Element>;
 };
+// The same fusion as kBias; the C operand (ElementC below) and beta 1 make it add the residual.
+template <class Element>
+struct Fusion<Element, CutlassEpilogue::kBiasResidual> {
+  using Op = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, Element>;
+};
 template <class Element>
 struct Fusion<Element, CutlassEpilogue::kBiasGelu> {
   using Op =
@@ -58,12 +68,14 @@ template <class TileShape, class ClusterShape, class Schedule, class Element, Cu
 struct GemmKernel {
   using RowMajor = cutlass::layout::RowMajor;
   static constexpr int kAlignment = 8;  // 16 bytes of fp16/bf16: what TMA needs
+  static constexpr bool kResidual = kEpilogue == CutlassEpilogue::kBiasResidual;
+  // The C operand: the residual for kBiasResidual, else none (void: no C loads, no C shared memory).
+  using ElementC = std::conditional_t<kResidual, Element, void>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, RowMajor, kAlignment,  // no C
-      Element, RowMajor, kAlignment, typename Schedule::Epilogue,
-      typename Fusion<Element, kEpilogue>::Op>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, RowMajor, kAlignment, Element, RowMajor,
+      kAlignment, typename Schedule::Epilogue, typename Fusion<Element, kEpilogue>::Op>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, RowMajor, kAlignment, Element, RowMajor, kAlignment,
@@ -94,6 +106,12 @@ struct GemmKernel {
         hw};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
+    if constexpr (kResidual) {
+      using StrideC = typename Kernel::StrideC;  // (M, N, L): (ldc, 1, batch)
+      args.epilogue.ptr_C = static_cast<const Element*>(p.c);
+      args.epilogue.dC = StrideC(cute::make_stride(p.ldc, cute::Int<1>{}, int64_t(0)));
+      args.epilogue.thread.beta = 1.0f;  // D = 1·C + (1·acc + bias)
+    }
     args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);
     return args;
   }
@@ -136,6 +154,20 @@ KernelEntry entry_for(CutlassGemmType type, CutlassEpilogue epilogue) {
     case CutlassGemmType::kBFloat16:
       return gelu ? GemmKernel<TileShape, ClusterShape, Schedule, BF16, kGelu>::entry()
                   : GemmKernel<TileShape, ClusterShape, Schedule, BF16, kBias>::entry();
+  }
+  return KernelEntry{};
+}
+
+/// The kBiasResidual kernels of one tile configuration (instantiated only where asked for:
+/// the C operand's loads and shared memory make another kernel per type).
+template <class TileShape, class ClusterShape, class Schedule>
+KernelEntry residual_entry_for(CutlassGemmType type) {
+  constexpr CutlassEpilogue kRes = CutlassEpilogue::kBiasResidual;
+  switch (type) {
+    case CutlassGemmType::kFloat16:
+      return GemmKernel<TileShape, ClusterShape, Schedule, cutlass::half_t, kRes>::entry();
+    case CutlassGemmType::kBFloat16:
+      return GemmKernel<TileShape, ClusterShape, Schedule, cutlass::bfloat16_t, kRes>::entry();
   }
   return KernelEntry{};
 }

@@ -5,6 +5,7 @@
 // pay for CUTLASS's templates (the kernel template is cutlass_gemm_kernels.cuh).
 //
 //   D[M,N] = act(A[M,K] · B[K,N] + bias[N])      fp16 or bf16 A, B, bias, D; fp32 accumulate and epilogue
+//   D[M,N] = A[M,K] · B[K,N] + bias[N] + C[M,N]  (kBiasResidual: C a residual of D's type, no activation)
 //
 // A, B and D are row-major (B is a weight as ONNX stores it, [K,N], so CUTLASS reads it N-major);
 // bias may be null (no bias: CUTLASS's row broadcast then reads zeros, not memory). Every kernel
@@ -41,21 +42,25 @@ int cutlass_gemm_config_index(const char* name);
 enum class CutlassEpilogue : uint8_t {
   kBias = 0,      ///< D = acc + bias
   kBiasGelu = 1,  ///< D = Gelu(acc + bias), the exact form 0.5·x·(1 + erf(x/√2)) in fp32
+  /// D = (acc + bias) + C with C the residual [M,N] (CUTLASS's source operand, beta 1), all in
+  /// fp32 and rounded once. Compiled for a few configs only (cutlass_gemm_has_kernel).
+  kBiasResidual = 2,
 };
 
-/// The element type of A, B, bias and D (one for all four).
+/// The element type of A, B, bias, C and D (one for all).
 enum class CutlassGemmType : uint8_t { kFloat16 = 0, kBFloat16 = 1 };
 
 /// One GEMM. Leading dimensions count elements; pointers are device pointers, 16-byte aligned,
-/// and lda, ldb, ldd multiples of 8.
+/// and lda, ldb, ldc, ldd multiples of 8.
 struct CutlassGemmProblem {
   CutlassGemmType type = CutlassGemmType::kFloat16;
   int m = 0, n = 0, k = 0;
   const void* a = nullptr;     ///< [M,K], row stride lda
   const void* b = nullptr;     ///< [K,N], row stride ldb
   const void* bias = nullptr;  ///< [N], or nullptr for none
+  const void* c = nullptr;     ///< [M,N], row stride ldc: the residual, read by kBiasResidual only
   void* d = nullptr;           ///< [M,N], row stride ldd
-  int64_t lda = 0, ldb = 0, ldd = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   int sm_count = 0;  ///< SMs the persistent grid spans; 0: CUTLASS asks the current device
 };
 
@@ -68,6 +73,10 @@ enum class CutlassGemmStatus : uint8_t {
   kLaunchFailed,       ///< the launch failed (cudaGetLastError has the reason)
 };
 const char* cutlass_gemm_status_name(CutlassGemmStatus status);
+
+/// Whether `config` has a kernel compiled for `epilogue` and `type` (host only, no device query;
+/// kBiasResidual exists for a few configs only).
+bool cutlass_gemm_has_kernel(int config, CutlassEpilogue epilogue, CutlassGemmType type);
 
 /// Whether CUTLASS's can_implement takes the problem (sizes and alignments; no device work).
 bool cutlass_gemm_can_implement(int config, CutlassEpilogue epilogue, const CutlassGemmProblem& p);
@@ -96,6 +105,9 @@ KernelEntry entry_128x256x64_coop_c1x1(CutlassGemmType type, CutlassEpilogue epi
 KernelEntry entry_256x128x64_coop_c2x1(CutlassGemmType type, CutlassEpilogue epilogue);      // _coop.cu
 KernelEntry entry_128x128x64_pingpong_c1x1(CutlassGemmType type, CutlassEpilogue epilogue);  // _pingpong.cu
 KernelEntry entry_64x128x64_pingpong_c1x1(CutlassGemmType type, CutlassEpilogue epilogue);   // _pingpong.cu
+// The kBiasResidual kernels, only for the configs that have one (_residual.cu).
+KernelEntry residual_entry_128x256x64_coop_c1x1(CutlassGemmType type);
+KernelEntry residual_entry_128x128x64_pingpong_c1x1(CutlassGemmType type);
 
 }  // namespace cutlass_detail
 

@@ -6,21 +6,30 @@
 // M 8192 N 3072 K 768: ~74 us GEMM + ~45 us Gelu); here the epilogue computes
 // 0.5·x·(1 + erf(x/√2)) in fp32 on the accumulator before the one fp16/bf16 store (96 us there on
 // an H200, against 117-122 us for cuBLASLt + Gelu pass and 106-119 us for cuDNN's fused plans). The
-// bias-only kernels (activation "") are offered too, for the autotuner to time against cuBLASLt.
+// bias-only kernels (activation "") are offered too, for the autotuner to time against cuBLASLt,
+// and, for two configs (128x256x64_coop_c1x1, 128x128x64_pingpong_c1x1), bias + residual without
+// an activation (BERT's attention-output projection and FFN2): the residual is CUTLASS's C operand
+// with beta 1, D = (acc + bias) + R in fp32, rounded once, as the reference's act(y + bias + R)
+// with no activation.
 //
 // "cuda.cutlass.gemm.<config>" runs one tile configuration (cutlass_gemm_config names it, e.g.
-// 128x256x64_coop_c1x1) with the epilogue the node asks for. The family offers at most
-// kMaxCandidates of them per node, ranked by a wave-count estimate at the node's shapes (unknown
-// dims taken as kGuessDim) and each config's measured speed, so that cuDNN's and cuBLASLt's
-// candidates stay inside the autotuner's width.
+// 128x256x64_coop_c1x1) with the epilogue the node asks for: the name and the params do not
+// name the epilogue, so engines written before the residual kernels existed load as they were.
+// The family offers at most kMaxCandidates of them per node, ranked by a wave-count estimate at
+// the node's shapes (unknown dims taken as kGuessDim) and each config's measured speed, so that
+// cuDNN's and cuBLASLt's candidates stay inside the autotuner's width.
 //
 // Taken: domain ingot, FusedGemm, kind "matmul", alpha 1, no transA/transB, activation "" or
-// "Gelu" (the erf form; "GeluTanh" and the others are refused), no residual; fp16 or bf16 A
-// [..., M, K] (leading dims folded into M), a concrete 2-D B [K, N], an optional bias of N values
-// (beta 1) and Y, all of A's type; K and N multiples of 8 (16-byte rows, as TMA needs), M, N, K
-// within int32; and a compute capability 9.0 device (the kernels are sm90a). Pointers must be
-// 16-byte aligned: enqueue checks and refuses others (the memory planner aligns to 256 bytes; a
-// view into the middle of a buffer might not be).
+// "Gelu" (the erf form; "GeluTanh" and the others are refused); fp16 or bf16 A [..., M, K]
+// (leading dims folded into M), a concrete 2-D B [K, N], an optional bias of N values (beta 1),
+// an optional residual (input 3) and Y, all of A's type. The residual is taken only with
+// activation "" (with Gelu it is refused, in either order), only of Y's shape [..., M, N] (each
+// leading dim the same known size or symbol as A's, then N: contiguous, row stride N, no
+// broadcast) and only by the configs that compile that epilogue (128x256x64_coop_c1x1,
+// 128x128x64_pingpong_c1x1). K and N multiples of 8 (16-byte rows, as TMA needs), M, N, K within
+// int32; and a compute capability 9.0 device (the kernels are sm90a). Pointers (the residual's
+// too) must be 16-byte aligned: enqueue checks and refuses others (the memory planner aligns to
+// 256 bytes; a view into the middle of a buffer might not be).
 #ifdef INGOT_WITH_CUTLASS
 
 #include <cuda_runtime_api.h>
@@ -84,12 +93,14 @@ DeviceInfo current_device() {
   return info;
 }
 
-// The epilogue the node's activation maps to; false for every activation but none and exact Gelu.
+// The epilogue the node's activation and residual (input 3) map to; false for every activation
+// but none and exact Gelu, and for a residual with an activation.
 bool epilogue_of(const ir::Node& node, CutlassEpilogue* epilogue) {
   const std::string act = node.attrs().get_string("activation", "");
+  const bool residual = node.input(3) != nullptr;
   if (act.empty())
-    *epilogue = CutlassEpilogue::kBias;
-  else if (act == "Gelu")
+    *epilogue = residual ? CutlassEpilogue::kBiasResidual : CutlassEpilogue::kBias;
+  else if (act == "Gelu" && !residual)
     *epilogue = CutlassEpilogue::kBiasGelu;  // "GeluTanh" is the tanh form: refused
   else
     return false;
@@ -113,14 +124,19 @@ bool has_input(const ir::Node& node, const std::vector<ir::TensorType>& in, size
   return i < in.size() && node.input(i) != nullptr && in[i].dtype != DataType::kUndefined;
 }
 
+// Equal over every binding: the same known size or the same symbol (two unknowns may differ).
+bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is_symbol()) && a == b; }
+
 /// What the node must be for these tactics (types and shapes from the builder; any device).
 bool takes(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassEpilogue* epilogue) {
   if (node.domain() != "ingot" || node.op_type() != "FusedGemm") return false;
   const ir::Attributes& a = node.attrs();
   if (a.get_string("kind", "gemm") != "matmul" || !epilogue_of(node, epilogue)) return false;
   if (a.get_float("alpha", 1.0f) != 1.0f || a.get_int("transA", 0) != 0 || a.get_int("transB", 0) != 0) return false;
-  if (in.size() < 2 || in.size() > 4 || has_input(node, in, 3)) return false;  // no residual
+  if (in.size() < 2 || in.size() > 4) return false;
   const bool bias = has_input(node, in, 2);
+  const bool residual = *epilogue == CutlassEpilogue::kBiasResidual;
+  if (residual != has_input(node, in, 3)) return false;  // a residual without its type
   if (bias && a.get_float("beta", 1.0f) != 1.0f) return false;
   const ir::Value* y = node.output(0);
   const DataType t = in[0].dtype;
@@ -136,6 +152,20 @@ bool takes(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassE
     if (c.dtype != t || !c.shape.is_concrete() || c.shape.rank() == 0 || c.shape[c.shape.rank() - 1].value() != n ||
         shape_numel(c.shape.concrete()) != n)
       return false;
+  }
+  if (residual) {  // Y's shape: A's leading dims, then N (row-major [M, N], ldc N)
+    const ir::TensorType& r = in[3];
+    if (r.dtype != t || !r.shape.rank_known() || r.shape.rank() != x.rank()) return false;
+    for (size_t i = 0; i + 1 < x.rank(); ++i)
+      if (!same_dim(r.shape[i], x[i])) return false;
+    const ir::Dim& rn = r.shape[r.shape.rank() - 1];
+    if (!rn.is_known() || rn.value() != n) return false;
+    const ir::Shape& ys = y->shape();
+    if (ys.rank_known()) {  // as inferred (the same, unless a pass left Y's shape stale)
+      if (ys.rank() != r.shape.rank()) return false;
+      for (size_t i = 0; i < ys.rank(); ++i)
+        if (ys[i].is_known() && r.shape[i].is_known() && ys[i].value() != r.shape[i].value()) return false;
+    }
   }
   return true;
 }
@@ -166,6 +196,7 @@ CutlassGemmProblem problem_of(CutlassGemmType type, int64_t m, int64_t n, int64_
   p.k = static_cast<int>(k);
   p.lda = k;
   p.ldb = n;
+  p.ldc = n;  // the residual, where there is one: Y's shape, contiguous
   p.ldd = n;
   p.sm_count = sm_count;
   return p;
@@ -194,10 +225,11 @@ class CutlassGemmTactic final : public Tactic {
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
     CutlassEpilogue epilogue = CutlassEpilogue::kBias;
     if (!takes(node, in, &epilogue)) return false;
-    const DeviceInfo dev = current_device();
-    if (dev.cc != 90) return false;
     CutlassGemmType type = CutlassGemmType::kFloat16;
     gemm_type(in[0].dtype, &type);
+    if (!cutlass_gemm_has_kernel(config_, epilogue, type)) return false;  // residual: two configs only
+    const DeviceInfo dev = current_device();
+    if (dev.cc != 90) return false;
     const CutlassGemmProblem p =
         problem_of(type, guessed_m(in[0].shape), in[1].shape[1].value(), in[1].shape[0].value(), dev.sm_count);
     return cutlass_gemm_can_implement(config_, epilogue, p);
@@ -221,12 +253,14 @@ class CutlassGemmTactic final : public Tactic {
     const ir::Node& node = *io.node;
     CutlassEpilogue epilogue = CutlassEpilogue::kBias;
     if (!epilogue_of(node, &epilogue))
-      return invalid_argument(node.describe(), ": activation '", node.attrs().get_string("activation", ""),
-                              "' is not one ", name(), " runs");
+      return invalid_argument(node.describe(), ": activation '", node.attrs().get_string("activation", ""), "'",
+                              node.input(3) ? " with a residual" : "", " is not one ", name(), " runs");
     if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
       return internal_error(node.describe(), ": A, B and Y must be given");
-    if (io.inputs.size() > 3 && io.inputs[3])
-      return invalid_argument(node.describe(), ": ", name(), " takes no residual");
+    const bool has_residual = epilogue == CutlassEpilogue::kBiasResidual;
+    const Tensor* residual = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
+    if (has_residual != (residual != nullptr))
+      return internal_error(node.describe(), ": the residual ", has_residual ? "is missing" : "is not in the node");
     const Tensor& a = *io.inputs[0];
     const Tensor& b = *io.inputs[1];
     const Tensor* bias = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
@@ -242,12 +276,20 @@ class CutlassGemmTactic final : public Tactic {
     const int64_t m = k > 0 ? a.numel() / k : 0;
     if (y.numel() != m * n)
       return invalid_argument(node.describe(), ": Y ", shape_to_string(y.shape()), " is not [", m, ", ", n, "]");
+    if (residual && (residual->dtype() != a.dtype() || residual->shape() != y.shape()))
+      return invalid_argument(node.describe(), ": residual ", data_type_name(residual->dtype()),
+                              shape_to_string(residual->shape()), " is not Y's ", data_type_name(y.dtype()),
+                              shape_to_string(y.shape()), ", which ", name(), " needs");
     if (m == 0 || n == 0) return Status::Ok();
     if (k % 8 != 0 || n % 8 != 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
       return unsupported(node.describe(), ": ", name(), " needs K and N multiples of 8 and M, N, K within int32 (M ", m,
                          ", N ", n, ", K ", k, ")");
-    const std::array<std::pair<const char*, const void*>, 4> ptrs = {
-        {{"A", a.raw()}, {"B", b.raw()}, {"bias", bias ? bias->raw() : nullptr}, {"Y", y.raw()}}};
+    const std::array<std::pair<const char*, const void*>, 5> ptrs = {
+        {{"A", a.raw()},
+         {"B", b.raw()},
+         {"bias", bias ? bias->raw() : nullptr},
+         {"residual", residual ? residual->raw() : nullptr},
+         {"Y", y.raw()}}};
     for (const auto& [what, p] : ptrs)
       if (!aligned16(p))
         return invalid_argument(node.describe(), ": ", what, " at ", p, " is not 16-byte aligned, which ", name(),
@@ -256,6 +298,7 @@ class CutlassGemmTactic final : public Tactic {
     p.a = a.raw();
     p.b = b.raw();
     p.bias = bias ? bias->raw() : nullptr;
+    p.c = residual ? residual->raw() : nullptr;
     p.d = y.mutable_raw();
     const size_t ws = cutlass_gemm_workspace_bytes(config_, epilogue, p);
     if (ws > 0 && !io.workspace)
@@ -281,7 +324,7 @@ class CutlassGemmTactic final : public Tactic {
 std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& in) {
   std::vector<std::unique_ptr<Tactic>> out;
   CutlassEpilogue epilogue = CutlassEpilogue::kBias;
-  if (!takes(node, in, &epilogue)) return out;
+  if (!takes(node, in, &epilogue)) return out;  // then only the configs with that epilogue can_implement
   const DeviceInfo dev = current_device();
   if (dev.cc != 90) return out;
   const int64_t m = guessed_m(in[0].shape), n = in[1].shape[1].value(), k = in[1].shape[0].value();
