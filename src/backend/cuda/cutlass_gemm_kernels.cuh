@@ -13,11 +13,12 @@
 //    and beta 1, beta·C + (alpha·acc + bias) in fp32 (sm90_callbacks_tma_warpspecialized.hpp's
 //    Sm90LinCombPerColBias), rounded once; only residual_entry_for instantiates it;
 //  - persistent data-parallel tile scheduler (no workspace).
-// cutlass::epilogue::thread::GELU<float> is 0.5·x·(1 + erff(x·(1/√2))) (activation.h), the exact
-// Gelu; GELU_taylor, the tanh form, is not used. The Gelu epilogue costs ~20 us at BERT's FFN1
-// (bias only 77 us, with Gelu 96 us); an erfc-based Gelu (Abramowitz-Stegun 7.1.26 with __expf and
-// __fdividef, as accurate at fp16) was tried in its place and gained only 1-4 %, so CUTLASS's own
-// functor stays.
+// The Gelu is ExactGelu below: exact_gelu.h's branch-free 0.5·x·(1 + erf(x/√2)) (an erfc fit
+// accurate to ~4e-6 relative where fp16 can see it). CUTLASS's own GELU<float> calls CUDA's erff,
+// whose two polynomial branches become ~25 instructions of selects and multiply-adds per element;
+// with it the exact-Gelu epilogue cost ~20 us over bias-only at BERT's FFN1 (77 -> 96 us, 128x256
+// cooperative) and ~40 us in the ping-pong config (66 -> 106 us). GELU_taylor, the tanh form, is
+// not used: the model asks for erf.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,6 +26,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cutlass_gemm_kernels.h"
+#include "backend/cuda/exact_gelu.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -38,13 +40,35 @@
 
 namespace ingot::backend::cuda::cutlass_detail {
 
+// GeluTile: the epilogue subtile of the Gelu kernels (bias-only and residual ones keep CUTLASS's
+// choice, 128x32 cooperative and 64x32 ping-pong). At BERT's FFN1 (bench/cutlass_epilogue_probe.cu,
+// H200) wider subtiles cut the exact-Gelu epilogue's cost: 128x256 cooperative 76.7 -> 75.7 us with
+// 128x64, 128x128 ping-pong 74.7 -> 72.3 us with 64x128 (ping-pong subtiles are one warp group's 64
+// rows); bias-only, 64x128 changed nothing (59.1 -> 58.8 us). Every config's tile N is a multiple of both.
 struct Cooperative {
   using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  using GeluTile = cute::Shape<cute::Int<128>, cute::Int<64>>;
 };
 struct Pingpong {
   using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+  using GeluTile = cute::Shape<cute::Int<64>, cute::Int<128>>;
+};
+
+/// The exact Gelu as a CUTLASS activation: Sm90Compute applies it to Array<float, N> fragments.
+template <class T>
+struct ExactGelu {
+  CUTLASS_HOST_DEVICE T operator()(T const& x) const { return T(exact_gelu(static_cast<float>(x))); }
+};
+template <class T, int N>
+struct ExactGelu<cutlass::Array<T, N>> {
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x) const {
+    cutlass::Array<T, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = T(exact_gelu(static_cast<float>(x[i])));
+    return y;
+  }
 };
 
 template <class Element, CutlassEpilogue kEpilogue>
@@ -61,10 +85,18 @@ struct Fusion<Element, CutlassEpilogue::kBiasResidual> {
 template <class Element>
 struct Fusion<Element, CutlassEpilogue::kBiasGelu> {
   using Op =
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<cutlass::epilogue::thread::GELU, Element, float, Element>;
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ExactGelu, Element, float, Element>;
 };
 
-template <class TileShape, class ClusterShape, class Schedule, class Element, CutlassEpilogue kEpilogue>
+template <class Schedule, CutlassEpilogue kEpilogue>
+using DefaultEpilogueTile = std::conditional_t<kEpilogue == CutlassEpilogue::kBiasGelu, typename Schedule::GeluTile,
+                                               cutlass::epilogue::collective::EpilogueTileAuto>;
+
+// FusionOp and EpilogueTile are for probes (bench/cutlass_epilogue_probe.cu); the library uses
+// the defaults.
+template <class TileShape, class ClusterShape, class Schedule, class Element, CutlassEpilogue kEpilogue,
+          class FusionOp = typename Fusion<Element, kEpilogue>::Op,
+          class EpilogueTile = DefaultEpilogueTile<Schedule, kEpilogue>>
 struct GemmKernel {
   using RowMajor = cutlass::layout::RowMajor;
   static constexpr int kAlignment = 8;  // 16 bytes of fp16/bf16: what TMA needs
@@ -73,9 +105,8 @@ struct GemmKernel {
   using ElementC = std::conditional_t<kResidual, Element, void>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, RowMajor, kAlignment, Element, RowMajor,
-      kAlignment, typename Schedule::Epilogue, typename Fusion<Element, kEpilogue>::Op>::CollectiveOp;
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape, EpilogueTile, float, float,
+      ElementC, RowMajor, kAlignment, Element, RowMajor, kAlignment, typename Schedule::Epilogue, FusionOp>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, RowMajor, kAlignment, Element, RowMajor, kAlignment,

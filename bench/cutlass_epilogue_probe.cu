@@ -1,0 +1,159 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// What the Gelu in the CUTLASS GEMM epilogue costs, and which tiles suit BERT-base's GEMMs at
+// batch 64 (fp16, + bias): FFN1 ([8192,768] x [768,3072]) with CUTLASS's GELU (CUDA's erff) and
+// ingot's ExactGelu (exact_gelu.h) against bias only, and the attention output projection and
+// FFN2 (N = 768) bias only, through the library's configs and a few others (128x192 tiles, a
+// Gelu kernel without bias). (Session 6's first probes also timed GELU_taylor, the tanh form, as
+// a cheap activation, and CUTLASS's own epilogue subtiles: see bench/RESULTS.md.) Prints
+// us per GEMM (median of 7 trials of 20 back-to-back launches, CUDA events) and, for each Gelu
+// variant, the largest difference from the erff kernel's output in fp16 units of the last place.
+// (-DNDEBUG matters: CUTLASS's device asserts are calls, and a call serializes the wgmma pipeline.)
+// Not built by CMake (it instantiates ten kernels only to measure them); on a 90a-capable nvcc:
+//   nvcc -O3 -DNDEBUG -std=c++17 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a -Isrc \
+//     -I$(python3 -c 'import cutlass_library,os;print(os.path.dirname(cutlass_library.__file__))')/source/include \
+//     bench/cutlass_epilogue_probe.cu -o build/cutlass_epilogue_probe
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cutlass_gemm_kernels.cuh"
+
+using namespace ingot::backend::cuda;
+using namespace ingot::backend::cuda::cutlass_detail;
+using cute::Int;
+using cute::Shape;
+using F16 = cutlass::half_t;
+template <template <class> class Act>
+using GeluOp = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, F16, float, F16>;
+using Coop = Shape<Int<128>, Int<256>, Int<64>>;
+using PP = Shape<Int<128>, Int<128>, Int<64>>;
+using C1 = Shape<Int<1>, Int<1>, Int<1>>;
+constexpr CutlassEpilogue kB = CutlassEpilogue::kBias, kG = CutlassEpilogue::kBiasGelu;
+
+#define CHECK(x)                                                                \
+  do {                                                                          \
+    cudaError_t e = (x);                                                        \
+    if (e != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+struct Variant {
+  const char* config;
+  const char* what;
+  KernelEntry e;
+  bool gelu;
+  bool no_bias = false;
+};
+
+struct Problem {
+  const char* label;
+  int m, n, k;
+  bool gelu;
+};
+
+int main() {
+  const Problem problems[] = {{"FFN1 b64", 8192, 3072, 768, true},
+                              {"Oproj b64", 8192, 768, 768, false},
+                              {"FFN2 b64", 8192, 768, 3072, false}};
+  const int kMaxM = 8192, kMaxN = 3072, kMaxK = 3072;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<__half> a(size_t(kMaxM) * kMaxK), b(size_t(kMaxK) * kMaxN), bias(kMaxN);
+  for (auto& v : a) v = __float2half(u(rng));
+  for (auto& v : bias) v = __float2half(u(rng));
+  void *da, *db, *dbias, *dd, *dref, *ws;
+  CHECK(cudaMalloc(&da, a.size() * 2));
+  CHECK(cudaMalloc(&db, b.size() * 2));
+  CHECK(cudaMalloc(&dbias, bias.size() * 2));
+  CHECK(cudaMalloc(&dd, size_t(kMaxM) * kMaxN * 2));
+  CHECK(cudaMalloc(&dref, size_t(kMaxM) * kMaxN * 2));
+  CHECK(cudaMalloc(&ws, 1 << 20));
+  CHECK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dbias, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice));
+  int dev = 0, sms = 0;
+  CHECK(cudaGetDevice(&dev));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+
+  using E128x64 = Shape<Int<128>, Int<64>>;
+  using E64x64 = Shape<Int<64>, Int<64>>;
+  using PP192 = Shape<Int<128>, Int<192>, Int<64>>;
+  using Coop192 = Shape<Int<128>, Int<192>, Int<64>>;
+  const Variant vs[] = {
+      {"128x256 coop", "bias only", GemmKernel<Coop, C1, Cooperative, F16, kB>::entry(), false},
+      {"128x256 coop", "GELU (erff)", GemmKernel<Coop, C1, Cooperative, F16, kG, GeluOp<cutlass::epilogue::thread::GELU>>::entry(), true},
+      {"128x256 coop", "ExactGelu (128x64 epi)", GemmKernel<Coop, C1, Cooperative, F16, kG>::entry(), true},
+      {"128x192 coop", "bias only", GemmKernel<Coop192, C1, Cooperative, F16, kB>::entry(), false},
+      {"128x192 coop", "ExactGelu (128x64 epi)", GemmKernel<Coop192, C1, Cooperative, F16, kG>::entry(), true},
+      {"128x128 pingpong", "bias only", GemmKernel<PP, C1, Pingpong, F16, kB>::entry(), false},
+      {"128x128 pingpong", "ExactGelu (64x128 epi)", GemmKernel<PP, C1, Pingpong, F16, kG>::entry(), true},
+      {"128x128 pingpong", "ExactGelu, no bias", GemmKernel<PP, C1, Pingpong, F16, kG>::entry(), true, true},
+      {"128x192 pingpong", "bias only", GemmKernel<PP192, C1, Pingpong, F16, kB>::entry(), false},
+      {"128x192 pingpong", "ExactGelu (64x64 epi)", GemmKernel<PP192, C1, Pingpong, F16, kG, GeluOp<ExactGelu>, E64x64>::entry(), true},
+  };
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<__half> ref(size_t(kMaxM) * kMaxN), got(size_t(kMaxM) * kMaxN);
+  std::printf("%-10s %-18s %-24s %9s %9s %14s\n", "shape", "config", "epilogue", "us", "TFLOP/s", "max diff (ulp)");
+  for (const Problem& pr : problems) {
+    const int m = pr.m, n = pr.n, k = pr.k;
+    const float s = 1.f / std::sqrt(float(k));
+    for (size_t i = 0; i < size_t(k) * n; ++i) b[i] = __float2half(u(rng) * s * 2.f);  // outputs ~ N(0, ~0.7)
+    CHECK(cudaMemcpy(db, b.data(), size_t(k) * n * 2, cudaMemcpyHostToDevice));
+    CutlassGemmProblem p;
+    p.m = m, p.n = n, p.k = k, p.a = da, p.b = db, p.lda = k, p.ldb = n, p.ldd = n, p.sm_count = sms;
+    const double tflop = 2.0 * m * n * k / 1e12;
+    for (const Variant& v : vs) {
+      if (v.gelu != pr.gelu) continue;
+      const bool is_ref = v.gelu && std::string(v.what) == "GELU (erff)";
+      p.d = is_ref ? dref : dd;
+      p.bias = v.no_bias ? nullptr : dbias;
+      if (!v.e.can_implement(p)) {
+        std::printf("%-10s %-18s %-24s cannot implement\n", pr.label, v.config, v.what);
+        continue;
+      }
+      bool ok = true;
+      for (int i = 0; i < 10 && ok; ++i) ok = v.e.run(p, ws, 1 << 20, st) == CutlassGemmStatus::kOk;
+      if (!ok) {
+        std::printf("%-10s %-18s %-24s run failed\n", pr.label, v.config, v.what);
+        continue;
+      }
+      std::vector<float> trials;
+      for (int t = 0; t < 7; ++t) {
+        CHECK(cudaEventRecord(e0, st));
+        for (int i = 0; i < 20; ++i) v.e.run(p, ws, 1 << 20, st);
+        CHECK(cudaEventRecord(e1, st));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        trials.push_back(ms * 1000.f / 20.f);
+      }
+      std::sort(trials.begin(), trials.end());
+      const float us = trials[3];
+      char diff[32] = "-";
+      if (v.gelu && !is_ref && !v.no_bias) {
+        CHECK(cudaMemcpy(ref.data(), dref, size_t(m) * n * 2, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(got.data(), dd, size_t(m) * n * 2, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (size_t i = 0; i < size_t(m) * n; ++i) {
+          const float r = __half2float(ref[i]), g = __half2float(got[i]);
+          const float ulp = std::max(std::ldexp(1.0f, std::ilogb(std::max(std::fabs(r), 6.1e-5f)) - 10), 5.96e-8f);
+          worst = std::max(worst, double(std::fabs(g - r) / ulp));
+        }
+        std::snprintf(diff, sizeof diff, "%.1f", worst);
+      }
+      std::printf("%-10s %-18s %-24s %9.1f %9.0f %14s\n", pr.label, v.config, v.what, us, tflop / (us * 1e-6), diff);
+    }
+  }
+  return 0;
+}
