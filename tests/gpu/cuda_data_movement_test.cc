@@ -130,6 +130,13 @@ TEST_F(CudaDataMovementTest, Gather) {
       check_dm(13, {input(t, {3, 9, 5}), input(indices(it, {4}, 9))}, "Gather {axis=1}", "gather");
       check_dm(13, {input(t, {3, 4, 5}), input(indices(it, {2, 3}, 5))}, "Gather {axis=-1}", "gather");
       check_dm(13, {input(t, {3, 9, 5}), input(indices(it, {}, 9))}, "Gather {axis=1}", "gather");  // scalar index
+      // Rows of 64 bytes or more take the row kernel, in words of 16, 8, 4, 2 or 1 bytes as the
+      // row's byte count allows (which width depends on the type: each shape covers several).
+      check_dm(13, {input(t, {40, 96}), input(indices(it, {3, 11}, 40))}, "Gather", "gather");
+      check_dm(13, {input(t, {20, 100}), input(indices(it, {9}, 20))}, "Gather", "gather");
+      check_dm(13, {input(t, {30, 37}), input(indices(it, {2, 5}, 30))}, "Gather", "gather");
+      check_dm(13, {input(t, {3, 9, 65}), input(indices(it, {4}, 9))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {300, 768}), input(indices(it, {4, 128}, 300))}, "Gather", "gather");  // BERT's rows
     }
   }
 }
