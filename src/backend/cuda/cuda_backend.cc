@@ -14,7 +14,6 @@
 #include "backend/cpu/executor.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
-#include "backend/cuda/timing_kernels.h"
 #include "backend/device.h"
 
 namespace ingot::backend::cuda {
@@ -217,17 +216,6 @@ class CudaBackend : public Backend {
       ios[k % ios.size()].stream = stream;
       st = tactic.enqueue(ios[k % ios.size()]);
     }
-    // The timed runs queue up behind a device-side wait of ~kHostBudgetMs per run (at most
-    // kMaxWaitMs), so the GPU runs them back to back and each interval is device time, as a CUDA
-    // graph replays it: a tactic with a costly host enqueue (cuDNN's execute, CUTLASS's TMA
-    // descriptors, ~10 us) would otherwise be charged its host time on small problems, where the
-    // GPU waits for the host. Tactics that synchronize with the host cannot queue up: no wait.
-    if (st.ok() && tactic.capturable()) {
-      constexpr double kHostBudgetMs = 0.05, kMaxWaitMs = 2.0;
-      const double wait_ms = std::min(kMaxWaitMs, kHostBudgetMs * runs);
-      const int64_t cycles = static_cast<int64_t>(wait_ms * sm_clock_khz());
-      if (launch_spin_wait(cycles, stream) != cudaSuccess) st = internal_error("spin wait launch failed");
-    }
     if (st.ok() && cudaEventRecord(events[0], stream) != cudaSuccess) st = internal_error("cudaEventRecord failed");
     for (int i = 0; st.ok() && i < runs; ++i, ++k) {
       ios[k % ios.size()].stream = stream;
@@ -260,17 +248,6 @@ class CudaBackend : public Backend {
   }
 
  private:
-  // The SM clock in kHz (cycles per ms), as the device reports it (its boost clock).
-  static int64_t sm_clock_khz() {
-    static const int64_t khz = [] {
-      int dev = 0, rate = 0;
-      cudaGetDevice(&dev);
-      if (cudaDeviceGetAttribute(&rate, cudaDevAttrClockRate, dev) != cudaSuccess || rate <= 0) rate = 2000000;
-      return static_cast<int64_t>(rate);
-    }();
-    return khz;
-  }
-
   mutable CudaDevice device_;
   std::vector<TacticFamily> families_;
 };
