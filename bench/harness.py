@@ -489,7 +489,8 @@ class Harness:
                       "--opt-shapes", ",".join(f"{n}:{dims(opt)}" for n in names_in),
                       "--max-shapes", ",".join(f"{n}:{dims(hi)}" for n in names_in)]
         if self.a.ingot_backend == "cuda":
-            backend_args = ["--backend", "cuda", "--fp16", "--timing-cache", os.path.join(self.work, "timing.cache")]
+            backend_args = ["--backend", "cuda", "--fp16", "--timing-cache", os.path.join(self.work, "timing.cache"),
+                            "--tactic-timing", self.a.tactic_timing]
         else:  # a dry run of the plumbing on a CPU machine
             backend_args = ["--backend", "cpu"]
         t = time.monotonic()
@@ -873,6 +874,9 @@ def parser():
     ap.add_argument("--no-profile", dest="profile", action="store_false",
                     help="skip the per-step ingot profile (top-5 steps, timing chart)")
     ap.add_argument("--warm-build", action="store_true", help="rebuild with the warm timing cache, timed")
+    ap.add_argument("--tactic-timing", choices=["stream", "device"], default="stream",
+                    help="ingot build --tactic-timing: what tactic timings count (device: GPU time alone, "
+                         "for the CUDA-graph replays the ratios use)")
     ap.add_argument("--build-cap-s", type=float, default=120,
                     help="longest one ingot build may take (issue 7 asks for <= 60 s)")
     ap.add_argument("--ingot-backend", choices=["cuda", "cpu"], default="cuda",

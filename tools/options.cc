@@ -197,6 +197,13 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
     config.conv_layout = v;
   } else if (a == "--timing-cache") {
     if (!value(config.timing_cache_file)) return BuildFlag::kError;
+  } else if (a == "--tactic-timing") {
+    if (!value(v)) return BuildFlag::kError;
+    if (v != "stream" && v != "device") {
+      err = "--tactic-timing must be stream or device, got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    config.tactic_timing = v;
   } else {
     return BuildFlag::kNotMine;
   }
@@ -216,7 +223,11 @@ std::string build_flags_help() {
          "                              on a backend with an NHWC tactic (Transposes only at region edges)\n"
          "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
          "  --dump-ir DIR               write the IR after every pass\n"
-         "  --timing-cache FILE         tactic timings to read and update (shared across builds)\n";
+         "  --timing-cache FILE         tactic timings to read and update (shared across builds)\n"
+         "  --tactic-timing stream|device  what tactic timings count: stream (default) = between\n"
+         "                              back-to-back enqueues, host cost included (engines run without\n"
+         "                              CUDA graphs); device = GPU time alone (engines replayed from\n"
+         "                              CUDA graphs, as ingot run --cuda-graph does)\n";
 }
 
 }  // namespace ingot::tools

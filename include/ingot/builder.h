@@ -49,6 +49,10 @@ struct BuilderConfig {
   uint64_t workspace_bytes = 1ull << 30;  ///< largest scratch a step may use
   int optimization_level = 3;  ///< 0..5: more tactics timed at higher levels
   std::string timing_cache_file;          ///< read and updated when set (CUDA)
+  /// What tactic timings count (CUDA): "stream" (default), the time between back-to-back enqueues,
+  /// host cost included where it outlasts the kernels (for engines run without CUDA graphs);
+  /// "device", device time alone (for engines replayed from CUDA graphs, as TensorRT times).
+  std::string tactic_timing = "stream";
   std::vector<OptimizationProfile> profiles;
   std::vector<std::string> disabled_passes;  ///< optimizer passes to skip, by name
   std::string dump_ir_dir;     ///< write the IR after every pass into this folder

@@ -52,6 +52,10 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.tune.optimization_level = config.optimization_level;
   opt.tune.workspace_limit = config.workspace_bytes;
   opt.tune.tf32 = config.tf32;
+  if (config.tactic_timing == "device")
+    opt.tune.timing = backend::TimingMode::kDevice;
+  else if (config.tactic_timing != "stream")
+    return invalid_argument("tactic timing must be stream or device, got '", config.tactic_timing, "'");
   opt.timing_cache_file = config.timing_cache_file;
   opt.progress = config.progress;
   opt.conv_layout = config.conv_layout;

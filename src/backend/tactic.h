@@ -64,6 +64,12 @@ class Tactic {
 
 class Device;
 
+/// What a tactic timing counts. kStream: the time between back-to-back enqueues on a stream, so
+/// a tactic whose host enqueue outlasts its kernels is charged its host time (what a loop of
+/// enqueues without a CUDA graph sees). kDevice: device time alone, the runs queued behind a
+/// device-side wait first (what a CUDA graph replay sees), as TensorRT times tactics.
+enum class TimingMode { kStream = 0, kDevice = 1 };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -78,9 +84,11 @@ class Backend {
                                                          const std::vector<uint8_t>& params) const = 0;
   /// Times `tactic` for the autotuner: `runs` enqueues after `warmup`, each on the next of the
   /// `ios` sets in turn (several copies of the inputs, so small cases are not served from L2);
-  /// returns the median milliseconds. kUnsupported when this backend does not time tactics (the
-  /// CPU backend offers one candidate per node).
-  virtual Result<double> time_enqueue(const Tactic& tactic, std::vector<StepIO>& ios, int warmup, int runs) const {
+  /// returns the median milliseconds per enqueue as `mode` counts them. kUnsupported when this
+  /// backend does not time tactics (the CPU backend offers one candidate per node).
+  virtual Result<double> time_enqueue(const Tactic& tactic, std::vector<StepIO>& ios, int warmup, int runs,
+                                      TimingMode mode) const {
+    (void)mode;
     return unsupported("the ", name(), " backend does not time tactics");
   }
 };

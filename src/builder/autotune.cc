@@ -318,7 +318,7 @@ Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
         continue;
       }
       if (std::isfinite(best_ms)) {
-        auto once = be.time_enqueue(*cands[i], ios, 1, 1);
+        auto once = be.time_enqueue(*cands[i], ios, 1, 1, options.timing);
         if (!once.ok()) {
           ++stats.failed;
           continue;
@@ -332,7 +332,7 @@ Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
           continue;
         }
       }
-      auto t = be.time_enqueue(*cands[i], ios, 3, runs);
+      auto t = be.time_enqueue(*cands[i], ios, 3, runs, options.timing);
       if (t.status().code() == StatusCode::kUnsupported && i == 0) return 0;
       if (!t.ok()) {
         ++stats.failed;

@@ -48,6 +48,9 @@ struct TuneOptions {
   uint64_t workspace_limit = 1ull << 30;
   bool tf32 = false;
   bool time_single = false;  ///< time a lone candidate too (the layout choice compares times)
+  /// What a timing counts (backend::TimingMode); part of the timing-cache key, through the
+  /// builder's identity string, so the two kinds of timings never mix.
+  backend::TimingMode timing = backend::TimingMode::kStream;
 };
 
 struct TuneStats {

@@ -169,6 +169,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   }
   std::string identity = be->name() + " " + be->device().arch();
   for (const auto& [lib, ver] : be->device().library_versions()) identity += " " + lib + "=" + ver;
+  if (options.tune.timing == backend::TimingMode::kDevice) identity += " timing=device";  // never mixed with stream timings
   LayoutTiming layout_timing{&cache, &options.tune, identity, &rep.tune};
   INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
   if (rep.layout.nchw_ms >= 0) {

@@ -128,6 +128,8 @@ def main():
              "rebuild the engine with this ingot"),
             ("bad layer precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--layer-precisions", "fc1:fp8"],
              "expects LAYER:fp32|fp16|bf16"),
+            ("bad tactic timing", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--tactic-timing", "wall"],
+             "--tactic-timing must be stream or device, got 'wall'"),
             ("layer precision naming no layer", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--shapes",
                                                  "x:2x8", "--layer-precisions", "no_such_layer:fp32"],
              "'no_such_layer', which is no layer"),

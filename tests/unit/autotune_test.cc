@@ -89,8 +89,9 @@ class FakeBackend : public backend::Backend {
   Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n, const std::vector<uint8_t>&) const override {
     return unsupported(n);
   }
-  Result<double> time_enqueue(const backend::Tactic& t, std::vector<backend::StepIO>& ios, int warmup,
-                              int runs) const override {
+  Result<double> time_enqueue(const backend::Tactic& t, std::vector<backend::StepIO>& ios, int warmup, int runs,
+                              backend::TimingMode mode) const override {
+    modes_seen.push_back(mode);
     // A single run (runs == 1) is the autotuner's first look at a candidate; full measurements
     // are counted apart.
     ++(runs == 1 ? single_runs : timings);
@@ -104,6 +105,7 @@ class FakeBackend : public backend::Backend {
   mutable int timings = 0;
   mutable int single_runs = 0;
   mutable size_t sets_seen = 0;
+  mutable std::vector<backend::TimingMode> modes_seen;
 };
 
 std::unique_ptr<ir::Graph> matmul_graph() {
@@ -170,6 +172,23 @@ TEST_F(Autotune, KeepsTheFastestAndAWarmCacheDecidesWithoutTiming) {
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(*best, 2u);
   EXPECT_EQ(be.timings, 6);
+}
+
+// TuneOptions::timing reaches every measurement: stream timing by default, device timing when asked.
+TEST_F(Autotune, TimingModeReachesTheBackend) {
+  auto cands = fakes({0.30, 0.10, 0.20});
+  ASSERT_TRUE(builder::choose_tactic(be, mm, cands, key, in, out, opt, cache, stats).ok());
+  ASSERT_FALSE(be.modes_seen.empty());
+  for (backend::TimingMode m : be.modes_seen) EXPECT_EQ(m, backend::TimingMode::kStream);
+  be.modes_seen.clear();
+  builder::TimingCache fresh;
+  opt.timing = backend::TimingMode::kDevice;
+  auto again = fakes({0.30, 0.10, 0.20});
+  auto best = builder::choose_tactic(be, mm, again, key, in, out, opt, fresh, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, 1u);
+  ASSERT_EQ(be.modes_seen.size(), 5u);  // the first timed in full; the others one look, then in full
+  for (backend::TimingMode m : be.modes_seen) EXPECT_EQ(m, backend::TimingMode::kDevice);
 }
 
 // After the first full measurement, each candidate runs once first; one more than 4x slower than
