@@ -14,6 +14,7 @@
 #include "backend/cpu/executor.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/timing_kernels.h"
 #include "backend/device.h"
 
@@ -227,7 +228,8 @@ class CudaBackend : public Backend {
     if (st.ok() && mode == TimingMode::kDevice && tactic.capturable()) {
       constexpr double kHostBudgetMs = 0.05, kMaxWaitMs = 2.0;
       const double wait_ms = std::min(kMaxWaitMs, kHostBudgetMs * runs);
-      const int64_t cycles = static_cast<int64_t>(wait_ms * sm_clock_khz());
+      const int clock_khz = current_device_info().clock_khz;
+      const int64_t cycles = static_cast<int64_t>(wait_ms * (clock_khz > 0 ? clock_khz : 2000000));
       if (launch_spin_wait(cycles, stream) != cudaSuccess) st = internal_error("spin wait launch failed");
     }
     if (st.ok() && cudaEventRecord(events[0], stream) != cudaSuccess) st = internal_error("cudaEventRecord failed");
@@ -262,17 +264,6 @@ class CudaBackend : public Backend {
   }
 
  private:
-  // The SM clock in kHz (cycles per ms), as the device reports it (its boost clock).
-  static int64_t sm_clock_khz() {
-    static const int64_t khz = [] {
-      int dev = 0, rate = 0;
-      cudaGetDevice(&dev);
-      if (cudaDeviceGetAttribute(&rate, cudaDevAttrClockRate, dev) != cudaSuccess || rate <= 0) rate = 2000000;
-      return static_cast<int64_t>(rate);
-    }();
-    return khz;
-  }
-
   mutable CudaDevice device_;
   std::vector<TacticFamily> families_;
 };

@@ -36,7 +36,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -47,6 +46,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
 #include "backend/cuda/cutlass_gemm_kernels.h"
+#include "backend/cuda/device_info.h"
 
 namespace ingot::backend::cuda {
 
@@ -58,40 +58,6 @@ constexpr const char* kPrefix = "cuda.cutlass.gemm.";
 constexpr int kMaxCandidates = 2;
 constexpr int64_t kGuessDim = 128;
 constexpr uint8_t kParamsVersion = 1;
-
-// The current device's compute capability (major·10 + minor; 0 without a usable device) and SM
-// count, asked once per device and kept for the process.
-struct DeviceInfo {
-  int cc = 0;
-  int sm_count = 0;
-};
-
-DeviceInfo current_device() {
-  constexpr int kMaxDevices = 64;
-  // Per device: 0 not asked yet, else 1 + (cc << 20 | sm_count) (cc 0 when the query failed).
-  static std::array<std::atomic<int64_t>, kMaxDevices> cache{};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    cudaGetLastError();  // not a launch failure: keep it away from the next launch check
-    return {};
-  }
-  int64_t v = cache[static_cast<size_t>(dev)].load(std::memory_order_acquire);
-  if (v == 0) {
-    int major = 0, minor = 0, sms = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      major = minor = sms = 0;
-    }
-    v = 1 + ((static_cast<int64_t>(major * 10 + minor) << 20) | sms);
-    cache[static_cast<size_t>(dev)].store(v, std::memory_order_release);
-  }
-  DeviceInfo info;
-  info.cc = static_cast<int>((v - 1) >> 20);
-  info.sm_count = static_cast<int>((v - 1) & ((1 << 20) - 1));
-  return info;
-}
 
 // The epilogue the node's activation and residual (input 3) map to; false for every activation
 // but none and exact Gelu, and for a residual with an activation.
@@ -228,7 +194,7 @@ class CutlassGemmTactic final : public Tactic {
     CutlassGemmType type = CutlassGemmType::kFloat16;
     gemm_type(in[0].dtype, &type);
     if (!cutlass_gemm_has_kernel(config_, epilogue, type)) return false;  // residual: two configs only
-    const DeviceInfo dev = current_device();
+    const DeviceInfo dev = current_device_info();
     if (dev.cc != 90) return false;
     const CutlassGemmProblem p =
         problem_of(type, guessed_m(in[0].shape), in[1].shape[1].value(), in[1].shape[0].value(), dev.sm_count);
@@ -245,7 +211,7 @@ class CutlassGemmTactic final : public Tactic {
     const int64_t k = shapes[1][0], n = shapes[1][1];
     if (k <= 0 || n <= 0 || k > INT_MAX || n > INT_MAX) return 0;
     const int64_t m = std::min<int64_t>(shape_numel(shapes[0]) / k, INT_MAX);
-    return cutlass_gemm_workspace_bytes(config_, epilogue, problem_of(type, m, n, k, current_device().sm_count));
+    return cutlass_gemm_workspace_bytes(config_, epilogue, problem_of(type, m, n, k, current_device_info().sm_count));
   }
 
   Status enqueue(StepIO& io) const override {
@@ -294,7 +260,7 @@ class CutlassGemmTactic final : public Tactic {
       if (!aligned16(p))
         return invalid_argument(node.describe(), ": ", what, " at ", p, " is not 16-byte aligned, which ", name(),
                                 " (TMA) needs");
-    CutlassGemmProblem p = problem_of(type, m, n, k, current_device().sm_count);
+    CutlassGemmProblem p = problem_of(type, m, n, k, current_device_info().sm_count);
     p.a = a.raw();
     p.b = b.raw();
     p.bias = bias ? bias->raw() : nullptr;
@@ -325,7 +291,7 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   std::vector<std::unique_ptr<Tactic>> out;
   CutlassEpilogue epilogue = CutlassEpilogue::kBias;
   if (!takes(node, in, &epilogue)) return out;  // then only the configs with that epilogue can_implement
-  const DeviceInfo dev = current_device();
+  const DeviceInfo dev = current_device_info();
   if (dev.cc != 90) return out;
   const int64_t m = guessed_m(in[0].shape), n = in[1].shape[1].value(), k = in[1].shape[0].value();
   // Few rows: a handful of persistent CTAs stream the whole weight (M 128, N 2304 -> 18 tiles of
