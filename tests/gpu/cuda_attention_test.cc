@@ -199,12 +199,19 @@ class CudaAttentionTest : public CudaTest {
     EXPECT_TRUE(all_close(to_f32((*got)[0]), (*want)[0], attention_tolerance(t)));
   }
 
-  /// The flash kernel where it applies (as first candidate), the generic one for every type.
+  /// The short-sequence kernel where it applies (as first candidate; head sizes 32 and 64, up to
+  /// 128 keys), the flash kernel where it applies, the generic one for every type.
   void check_all_types(const Case& c) {
     for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
       const bool flash = t != DataType::kFloat32 && (c.head_size == 32 || c.head_size == 64 || c.head_size == 80 ||
                                                      c.head_size == 96 || c.head_size == 128);
-      check(c, t, flash ? "cuda.attention.flash" : "cuda.attention.generic", true);
+      const bool short_offered = flash && (c.head_size == 32 || c.head_size == 64) && c.kv_len <= 128;
+      check(c, t,
+            short_offered ? "cuda.attention.flash_short"
+            : flash       ? "cuda.attention.flash"
+                          : "cuda.attention.generic",
+            true);
+      if (short_offered) check(c, t, "cuda.attention.flash", false);
       if (flash) check(c, t, "cuda.attention.generic", false);
     }
   }
@@ -525,7 +532,8 @@ TEST_F(CudaAttentionTest, TimingBertBase) {
       auto y = device_alloc(DataType::kFloat16, c.q_shape());
       ASSERT_TRUE(y.ok());
       std::vector<Tensor> outs = {*y};
-      for (const char* name : {"cuda.attention.flash", "cuda.attention.generic", "cuda.cudnn.sdpa"}) {
+      for (const char* name :
+           {"cuda.attention.flash_short", "cuda.attention.flash", "cuda.attention.generic", "cuda.cudnn.sdpa"}) {
         auto tactic = create_any(name);
         if (!tactic) continue;  // built without cudnn-frontend
         if (!tactic->supports(node, input_types(node))) continue;
@@ -622,10 +630,12 @@ class CudaAttentionFamilyTest : public CudaAttentionTest {
 
 TEST_F(CudaAttentionFamilyTest, ChoosesFlashForHalfTypesAndKnownHeadSizes) {
   using V = std::vector<std::string>;
+  const V all = {"cuda.attention.flash_short", "cuda.attention.flash", "cuda.attention.generic"};
   const V both = {"cuda.attention.flash", "cuda.attention.generic"};
   const V generic = {"cuda.attention.generic"};
-  EXPECT_EQ(candidates(graph_text(make_case(4, 1, 12, 12, 128, 128, 64), DataType::kFloat16)), both);
-  EXPECT_EQ(candidates(graph_text(make_case(3, 1, 12, 4, 128, 128, 128), DataType::kBFloat16)), both);
+  EXPECT_EQ(candidates(graph_text(make_case(4, 1, 12, 12, 128, 128, 64), DataType::kFloat16)), all);
+  EXPECT_EQ(candidates(graph_text(make_case(4, 1, 12, 12, 128, 129, 64), DataType::kFloat16)), both);  // 129 keys
+  EXPECT_EQ(candidates(graph_text(make_case(3, 1, 12, 4, 128, 128, 128), DataType::kBFloat16)), both);  // D 128
   EXPECT_EQ(candidates(graph_text(make_case(4, 1, 12, 12, 128, 128, 64), DataType::kFloat32)), generic);
   EXPECT_EQ(candidates(graph_text(make_case(4, 1, 2, 2, 8, 8, 48), DataType::kFloat16)), generic);
   EXPECT_EQ(candidates(graph_text(make_case(4, 1, 2, 2, 8, 8, 256), DataType::kFloat16)), V{});
@@ -633,7 +643,7 @@ TEST_F(CudaAttentionFamilyTest, ChoosesFlashForHalfTypesAndKnownHeadSizes) {
   const std::string sym =
       "graph g {\n  opset \"ingot\" 1\n  input %q: f16[b,12,s,64]\n  input %k: f16[b,12,t,64]\n"
       "  input %v: f16[b,12,t,64]\n  %y = ingot::Attention(%q, %k, %v) @a\n  output %y\n}\n";
-  EXPECT_EQ(candidates(sym), both);
+  EXPECT_EQ(candidates(sym), all);  // an unknown key count: flash_short falls back past 128
   const std::string unknown_d =
       "graph g {\n  opset \"ingot\" 1\n  input %q: f16[b,12,s,d]\n  input %k: f16[b,12,t,d]\n"
       "  input %v: f16[b,12,t,d]\n  %y = ingot::Attention(%q, %k, %v) @a\n  output %y\n}\n";
@@ -668,7 +678,7 @@ TEST_F(CudaAttentionFamilyTest, RefusesWhatTheKernelsCannotDo) {
 TEST_F(CudaAttentionFamilyTest, CreateRebuildsTacticsByName) {
   auto f = attention_family();
   EXPECT_EQ(f.name, "attention");
-  for (const std::string name : {"cuda.attention.flash", "cuda.attention.generic"}) {
+  for (const std::string name : {"cuda.attention.flash_short", "cuda.attention.flash", "cuda.attention.generic"}) {
     auto t = f.create(name, {});
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(t->name(), name);

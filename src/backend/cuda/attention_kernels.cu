@@ -468,6 +468,243 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Short-sequence kernel: every key of the head at once (kv_len <= kShortKeys), so K and V are
+// staged once per CTA, the scores of all keys sit in registers and the softmax is one pass with
+// no rescaling; V's loads overlap Q K^T. A mask that does not depend on the query row (none, or
+// strides 0 over rows: BERT's [B, 1, 1, S] padding mask) and no causal masking: the CTA stages
+// the row once in shared memory (scaled, with a bitmask of the hidden keys), so each thread reads
+// its 32 columns from there; other masks go through init_scores, element by element, as in the
+// flash kernel. Same register layout, same handling of hidden rows, keys and infinities.
+
+constexpr int kShortKeys = 128;
+
+/// Whether the mask (with causal masking off) is the same for every query row of a head.
+__device__ __forceinline__ bool row_independent_mask(const AttentionParams& p) {
+  return !p.causal && (p.mask_kind == AttentionMask::kNone || p.mask_stride[2] == 0);
+}
+
+template <class T, int kD, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionParams p) {
+  constexpr int kStride = kD + 8;
+  constexpr int kKSteps = kD / 16;
+  constexpr int kDTiles = kD / 8;
+  constexpr int kKeyTiles = kShortKeys / 8;  // 16 tiles of 8 keys
+  constexpr int kThreads = kWarps * 32;
+  __shared__ __align__(16) T ks[kShortKeys * kStride];
+  __shared__ __align__(16) T vs[kShortKeys * kStride];
+  __shared__ __align__(16) float bias_s[kShortKeys];  // row-independent mask / scale; 0 where hidden
+  __shared__ uint32_t hidden_s[kShortKeys / 32];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t b = blockIdx.x / p.q_heads, h = blockIdx.x % p.q_heads;
+  const int64_t kvh = h / (p.q_heads / p.kv_heads);
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.y) * (kWarps * 16);
+  const int64_t row0 = tile0 + warp * 16 + g, row1 = row0 + 8;
+  const T* qp = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
+  const T* kp = static_cast<const T*>(p.k) + b * p.k_stride[0] + kvh * p.k_stride[1];
+  const T* vp = static_cast<const T*>(p.v) + b * p.v_stride[0] + kvh * p.v_stride[1];
+
+  int64_t tile_last = tile0 + kWarps * 16 - 1;
+  if (tile_last >= p.q_len) tile_last = p.q_len - 1;
+  const int64_t n_keys = visible_keys(p, tile_last);  // <= kv_len <= kShortKeys; uniform over the CTA
+  const float inv_scale = 1.0f / p.scale;
+
+  // K (one commit group), then V (another): Q K^T waits for K only.
+  load_kv_tile<T, kD, kThreads>(ks, kp, p.k_stride[2], 0, p.kv_len);
+  load_kv_tile<T, kD, kThreads>(ks + kFlashKeys * kStride, kp, p.k_stride[2], kFlashKeys, p.kv_len);
+  cp_async_commit();
+  load_kv_tile<T, kD, kThreads>(vs, vp, p.v_stride[2], 0, p.kv_len);
+  load_kv_tile<T, kD, kThreads>(vs + kFlashKeys * kStride, vp, p.v_stride[2], kFlashKeys, p.kv_len);
+  cp_async_commit();
+
+  const bool shared_row = row_independent_mask(p);
+  if (shared_row) {  // the mask row of (b, h), once per CTA: kShortKeys = 32 * 4 columns
+    const int64_t mrow = mask_row(p, b, h, 0);
+    for (int j = threadIdx.x; j < kShortKeys; j += kThreads) {
+      bool visible = j < n_keys;
+      float v = 0.0f;
+      if (visible && p.mask_kind != AttentionMask::kNone) {
+        const int64_t idx = mrow + j * p.mask_stride[3];
+        const float bias = p.mask_kind == AttentionMask::kBool
+                               ? (static_cast<const uint8_t*>(p.mask)[idx] ? 0.0f : -INFINITY)
+                               : load_float(p.mask, p.mask_type, idx);
+        visible = bias != -INFINITY;
+        if (visible) v = fmaxf(bias * inv_scale, -FLT_MAX);  // a huge finite bias stays finite
+      }
+      bias_s[j] = v;
+      const uint32_t hid = __ballot_sync(0xffffffffu, !visible);
+      if (lane == 0) hidden_s[j >> 5] = hid;
+    }
+  }
+
+  // Q fragments (A operand, row-major 16 x kD), zero for rows past q_len.
+  uint32_t qf[kKSteps][4];
+  {
+    const uint32_t* q0 = row0 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row0 * p.q_stride[2]) : nullptr;
+    const uint32_t* q1 = row1 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row1 * p.q_stride[2]) : nullptr;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const int w = kk * 8 + t;
+      qf[kk][0] = q0 ? q0[w] : 0u;
+      qf[kk][1] = q1 ? q1[w] : 0u;
+      qf[kk][2] = q0 ? q0[w + 4] : 0u;
+      qf[kk][3] = q1 ? q1[w + 4] : 0u;
+    }
+  }
+
+  cp_async_wait<1>();  // K has landed (this thread's copies)
+  __syncthreads();     // everyone's K copies, and bias_s / hidden_s
+
+  // The scores' start values (mask / scale, 0 where hidden) and the hidden bits, nt * 4 + e.
+  float s[kKeyTiles][4];
+  uint64_t hidden = 0;
+  if (shared_row) {
+    const bool rows_out[2] = {row0 >= p.q_len, row1 >= p.q_len};
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt) {
+      const int col = nt * 8 + 2 * t;
+      const float2 bv = *reinterpret_cast<const float2*>(bias_s + col);
+      const uint32_t word = hidden_s[col >> 5];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = col + (e & 1);
+        const bool hid = rows_out[e >> 1] || ((word >> (c & 31)) & 1u);
+        s[nt][e] = hid ? 0.0f : ((e & 1) ? bv.y : bv.x);
+        if (hid) hidden |= uint64_t(1) << (nt * 4 + e);
+      }
+    }
+  } else {
+    const int64_t mrow0 = mask_row(p, b, h, row0), mrow1 = mask_row(p, b, h, row1);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float part[kFlashKeys / 8][4];
+      const int64_t col0 = half * kFlashKeys + 2 * t;
+      uint32_t bits;
+      switch (p.mask_kind) {
+        case AttentionMask::kNone:
+          bits = init_scores<void>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+          break;
+        case AttentionMask::kBool:
+          bits = init_scores<uint8_t>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+          break;
+        default:
+          if (p.mask_type == FloatType::kF16)
+            bits = init_scores<__half>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+          else if (p.mask_type == FloatType::kBF16)
+            bits = init_scores<__nv_bfloat16>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+          else
+            bits = init_scores<float>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+      }
+#pragma unroll
+      for (int nt = 0; nt < kFlashKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[half * (kFlashKeys / 8) + nt][e] = part[nt][e];
+      hidden |= static_cast<uint64_t>(bits) << (half * 32);
+    }
+  }
+
+  // S += Q K^T for this warp's 16 rows and all kShortKeys keys.
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+    for (int np = 0; np < kKeyTiles / 2; ++np) {
+      uint32_t kb[4];
+      ldmatrix_x4(kb, ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
+      mma_16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
+      mma_16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+    }
+  }
+
+  // One-pass softmax: scale, hide, the rows' max and the exponentials.
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nt][e] = (hidden >> (nt * 4 + e)) & 1u ? -INFINITY : s[nt][e] * p.scale;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+    }
+  }
+  float shift[2], l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+  }
+  uint32_t pf[kKeyTiles / 2][4];  // P as the A operand, one 16-key step per entry
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt) {
+    const float p0 = __expf(s[nt][0] - shift[0]), p1 = __expf(s[nt][1] - shift[0]);
+    const float p2 = __expf(s[nt][2] - shift[1]), p3 = __expf(s[nt][3] - shift[1]);
+    l[0] += p0 + p1;
+    l[1] += p2 + p3;
+    pf[nt / 2][(nt & 1) * 2 + 0] = pack2<T>(p0, p1);
+    pf[nt / 2][(nt & 1) * 2 + 1] = pack2<T>(p2, p3);
+  }
+
+  cp_async_wait<0>();  // V
+  __syncthreads();
+
+  // O = P V.
+  float o[kDTiles][4];
+#pragma unroll
+  for (int dt = 0; dt < kDTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
+#pragma unroll
+    for (int dp = 0; dp < kDTiles / 2; ++dp) {
+      uint32_t vb[4];
+      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4_trans(vb, vs + key * kStride + dp * 16 + (lane >> 4) * 8);
+      mma_16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
+      mma_16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
+    }
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+  T* yp = static_cast<T*>(p.y) + b * p.y_stride[0] + h * p.y_stride[1];
+  uint32_t* y0 = row0 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row0 * p.y_stride[2]) : nullptr;
+  uint32_t* y1 = row1 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row1 * p.y_stride[2]) : nullptr;
+#pragma unroll
+  for (int dt = 0; dt < kDTiles; ++dt) {
+    if (y0) y0[dt * 4 + t] = pack2<T>(o[dt][0] * inv[0], o[dt][1] * inv[0]);
+    if (y1) y1[dt * 4 + t] = pack2<T>(o[dt][2] * inv[1], o[dt][3] * inv[1]);
+  }
+}
+
+template <class T, int kD>
+cudaError_t launch_short_dim(const AttentionParams& p, int sm_count, cudaStream_t stream) {
+  // 64-row tiles when they fill the GPU, else 16-row ones (4x the CTAs), as the flash kernel.
+  const int64_t ctas64 = p.batch * p.q_heads * ((p.q_len + 63) / 64);
+  const int warps = ctas64 >= static_cast<int64_t>(sm_count) ? 4 : 1;
+  const int64_t tiles = (p.q_len + warps * 16 - 1) / (warps * 16);
+  if (tiles > 65535) return cudaErrorInvalidConfiguration;
+  const dim3 grid(static_cast<unsigned>(p.batch * p.q_heads), static_cast<unsigned>(tiles));
+  if (warps == 4)
+    attention_short_kernel<T, kD, 4><<<grid, 128, 0, stream>>>(p);
+  else
+    attention_short_kernel<T, kD, 1><<<grid, 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_short_type(const AttentionParams& p, int sm_count, cudaStream_t stream) {
+  switch (p.head_size) {
+    case 32: return launch_short_dim<T, 32>(p, sm_count, stream);
+    case 64: return launch_short_dim<T, 64>(p, sm_count, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 bool valid_geometry(const AttentionParams& p) {
   return p.q_heads > 0 && p.kv_heads > 0 && p.q_heads % p.kv_heads == 0 && p.batch * p.q_heads <= 0x7fffffff;
 }
@@ -524,6 +761,17 @@ cudaError_t launch_attention_flash(const AttentionParams& p, int sm_count, cudaS
   if (p.batch == 0 || p.q_len == 0) return cudaSuccess;
   if (p.type == FloatType::kF16) return launch_flash_type<__half>(p, sm_count, stream);
   return launch_flash_type<__nv_bfloat16>(p, sm_count, stream);
+}
+
+bool attention_short_can_run(const AttentionParams& p) {
+  return attention_flash_can_run(p) && (p.head_size == 32 || p.head_size == 64) && p.kv_len <= kShortKeys;
+}
+
+cudaError_t launch_attention_short(const AttentionParams& p, int sm_count, cudaStream_t stream) {
+  if (!attention_short_can_run(p) || !valid_geometry(p)) return cudaErrorInvalidValue;
+  if (p.batch == 0 || p.q_len == 0) return cudaSuccess;
+  if (p.type == FloatType::kF16) return launch_short_type<__half>(p, sm_count, stream);
+  return launch_short_type<__nv_bfloat16>(p, sm_count, stream);
 }
 
 cudaError_t launch_attention_generic(const AttentionParams& p, cudaStream_t stream) {

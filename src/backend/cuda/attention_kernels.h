@@ -6,7 +6,8 @@
 // compiles with the host compiler; every launcher enqueues on `stream`, never synchronizes, and
 // returns cudaGetLastError() after its launch.
 //
-// Two kernels:
+// Three kernels:
+//  - short (kv_len <= 128, head sizes 32/64): the flash kernel's layout with every key at once;
 //  - flash: fp16/bf16, head sizes 32/64/80/96/128; one CTA per (batch, head, 16- or 64-query
 //    tile), K/V tiles of 64 keys staged in shared memory with cp.async, Q K^T and P V on tensor
 //    cores (mma.sync m16n8k16, fp32 accumulation), online softmax in fp32 registers;
@@ -62,6 +63,13 @@ constexpr int64_t kAttentionGenericMaxHeadSize = 128;
 /// The flash kernel; `sm_count` picks the query tile (64 rows when that fills the GPU, else 16).
 /// Requires attention_flash_can_run(p).
 cudaError_t launch_attention_flash(const AttentionParams& p, int sm_count, cudaStream_t stream);
+/// Whether the short-sequence kernel can run these tensors: what the flash kernel can, with head
+/// size 32 or 64 and at most 128 keys (all of them staged at once).
+bool attention_short_can_run(const AttentionParams& p);
+/// The short-sequence kernel (one pass over all keys; row-independent masks staged once per CTA).
+/// Requires attention_short_can_run(p).
+cudaError_t launch_attention_short(const AttentionParams& p, int sm_count, cudaStream_t stream);
+
 /// The generic kernel; requires head_size <= kAttentionGenericMaxHeadSize.
 cudaError_t launch_attention_generic(const AttentionParams& p, cudaStream_t stream);
 

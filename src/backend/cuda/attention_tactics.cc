@@ -25,6 +25,7 @@
 namespace ingot::backend::cuda {
 namespace {
 
+constexpr char kShortName[] = "cuda.attention.flash_short";
 constexpr char kFlashName[] = "cuda.attention.flash";
 constexpr char kGenericName[] = "cuda.attention.generic";
 
@@ -283,17 +284,35 @@ Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionPa
 
 namespace {
 
+// kShort runs the short-sequence kernel where K has at most 128 keys (else the flash kernel);
+// kFlash the flash kernel; both the generic one where the tensors' alignment rules them out.
+enum class AttentionKind { kShort, kFlash, kGeneric };
+
 class AttentionTactic final : public Tactic {
  public:
-  explicit AttentionTactic(bool flash) : flash_(flash) {}
+  explicit AttentionTactic(AttentionKind kind) : kind_(kind) {}
 
-  std::string name() const override { return flash_ ? kFlashName : kGenericName; }
+  std::string name() const override {
+    return kind_ == AttentionKind::kShort ? kShortName : kind_ == AttentionKind::kFlash ? kFlashName : kGenericName;
+  }
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
     int64_t d = 0;
     FloatType t;
     if (!attention_supports_node(node, in, &d, &t)) return false;
-    return flash_ ? attention_flash_supports(t, d) : d <= kAttentionGenericMaxHeadSize;
+    switch (kind_) {
+      case AttentionKind::kShort: {
+        if (!attention_flash_supports(t, d) || (d != 32 && d != 64)) return false;
+        // Offered unless K is known to be longer than the kernel takes.
+        const std::vector<ir::TensorType> u = unpacked_attention_inputs(node, in);
+        if (u.size() < 2 || !u[1].shape.rank_known() || u[1].shape.rank() < 2) return true;
+        const ir::Dim& keys = u[1].shape[u[1].shape.rank() - 2];
+        return !keys.is_known() || keys.value() <= 128;
+      }
+      case AttentionKind::kFlash: return attention_flash_supports(t, d);
+      case AttentionKind::kGeneric: return d <= kAttentionGenericMaxHeadSize;
+    }
+    return false;
   }
 
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
@@ -306,11 +325,12 @@ class AttentionTactic final : public Tactic {
     if ((*io.outputs)[0].numel() == 0) return Status::Ok();
     auto stream = static_cast<cudaStream_t>(io.stream);
     cudaError_t err;
-    if (flash_ && attention_flash_can_run(p)) {
+    if (kind_ != AttentionKind::kGeneric && attention_flash_can_run(p)) {
       int dev = 0, sms = 0;
       INGOT_CUDA_CHECK(cudaGetDevice(&dev));
       INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-      err = launch_attention_flash(p, sms, stream);
+      err = kind_ == AttentionKind::kShort && attention_short_can_run(p) ? launch_attention_short(p, sms, stream)
+                                                                          : launch_attention_flash(p, sms, stream);
     } else {
       if (p.head_size > kAttentionGenericMaxHeadSize)
         return invalid_argument(node.describe(), ": head size ", p.head_size, " above ",
@@ -324,7 +344,7 @@ class AttentionTactic final : public Tactic {
   }
 
  private:
-  bool flash_;
+  AttentionKind kind_;
 };
 
 }  // namespace
@@ -335,15 +355,17 @@ TacticFamily attention_family() {
   f.candidates = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
     std::vector<std::unique_ptr<Tactic>> out;
     if (!is_attention(node)) return out;
-    for (bool flash : {true, false}) {  // best first: the builder keeps the first supported one
-      auto t = std::make_unique<AttentionTactic>(flash);
+    // Best first: the builder keeps the first supported one when it does not time them.
+    for (AttentionKind kind : {AttentionKind::kShort, AttentionKind::kFlash, AttentionKind::kGeneric}) {
+      auto t = std::make_unique<AttentionTactic>(kind);
       if (t->supports(node, inputs)) out.push_back(std::move(t));
     }
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>&) -> std::unique_ptr<Tactic> {
-    if (name == kFlashName) return std::make_unique<AttentionTactic>(true);
-    if (name == kGenericName) return std::make_unique<AttentionTactic>(false);
+    if (name == kShortName) return std::make_unique<AttentionTactic>(AttentionKind::kShort);
+    if (name == kFlashName) return std::make_unique<AttentionTactic>(AttentionKind::kFlash);
+    if (name == kGenericName) return std::make_unique<AttentionTactic>(AttentionKind::kGeneric);
     return nullptr;
   };
   return f;
