@@ -275,6 +275,83 @@ __device__ __forceinline__ uint32_t init_scores(float (&s)[kFlashKeys / 8][4], c
   return hidden;
 }
 
+// Pieces both tensor-core kernels (flash, short) share; one warp's 16 query rows: g = lane / 4
+// and t = lane % 4 as above, rows row0 = tile row + g and row1 = row0 + 8.
+
+/// Q fragments (A operand, row-major 16 x kD) of rows row0 and row1, zero past q_len.
+template <class T, int kD>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[kD / 16][4], const T* qp, const AttentionParams& p,
+                                                 int64_t row0, int64_t row1, int t) {
+  const uint32_t* q0 = row0 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row0 * p.q_stride[2]) : nullptr;
+  const uint32_t* q1 = row1 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row1 * p.q_stride[2]) : nullptr;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int w = kk * 8 + t;  // 32-bit word index of columns 16 kk + 2t, +1
+    qf[kk][0] = q0 ? q0[w] : 0u;
+    qf[kk][1] = q1 ? q1[w] : 0u;
+    qf[kk][2] = q0 ? q0[w + 4] : 0u;
+    qf[kk][3] = q1 ? q1[w + 4] : 0u;
+  }
+}
+
+/// S += Q K^T over kKeyTiles 8-key tiles of K staged at `kt` (row stride kD + 8).
+template <class T, int kD, int kKeyTiles>
+__device__ __forceinline__ void add_qk(float (&s)[kKeyTiles][4], const uint32_t (&qf)[kD / 16][4], const T* kt,
+                                       int lane) {
+  constexpr int kStride = kD + 8;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+#pragma unroll
+    for (int np = 0; np < kKeyTiles / 2; ++np) {
+      // Matrices: keys +0..7 / +8..15 (lane bit 4) x dims +0..7 / +8..15 (lane bit 3).
+      uint32_t kb[4];
+      ldmatrix_x4(kb, kt + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
+      mma_16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
+      mma_16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+    }
+  }
+}
+
+/// O += P V over kKeySteps 16-key steps of V staged at `vt` (row stride kD + 8).
+template <class T, int kD, int kKeySteps>
+__device__ __forceinline__ void add_pv(float (&o)[kD / 8][4], const uint32_t (&pf)[kKeySteps][4], const T* vt,
+                                       int lane) {
+  constexpr int kStride = kD + 8;
+#pragma unroll
+  for (int kk = 0; kk < kKeySteps; ++kk) {
+#pragma unroll
+    for (int dp = 0; dp < kD / 16; ++dp) {
+      // Transposed matrices: keys +0..7 / +8..15 (lane bit 3) x dims +0..7 / +8..15 (lane bit 4).
+      uint32_t vb[4];
+      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4_trans(vb, vt + key * kStride + dp * 16 + (lane >> 4) * 8);
+      mma_16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
+      mma_16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
+    }
+  }
+}
+
+/// Y rows row0 and row1 (those below q_len) = O / l, with l the partial row sums of the quad.
+template <class T, int kD>
+__device__ __forceinline__ void store_rows(const float (&o)[kD / 8][4], float (&l)[2], const AttentionParams& p,
+                                           int64_t b, int64_t h, int64_t row0, int64_t row1, int t) {
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+  T* yp = static_cast<T*>(p.y) + b * p.y_stride[0] + h * p.y_stride[1];
+  uint32_t* y0 = row0 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row0 * p.y_stride[2]) : nullptr;
+  uint32_t* y1 = row1 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row1 * p.y_stride[2]) : nullptr;
+#pragma unroll
+  for (int dt = 0; dt < kD / 8; ++dt) {
+    if (y0) y0[dt * 4 + t] = pack2<T>(o[dt][0] * inv[0], o[dt][1] * inv[0]);
+    if (y1) y1[dt * 4 + t] = pack2<T>(o[dt][2] * inv[1], o[dt][3] * inv[1]);
+  }
+}
+
 /// K/V tiles in flight: two when both buffers of both fit in the 48 KB of static shared
 /// memory (head sizes up to 80), so the next tile loads while this one is computed; one
 /// otherwise (V still arrives while the scores of its tile are computed).
@@ -318,20 +395,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
     }
   }
 
-  // Q fragments (A operand, row-major 16 x kD), zero for rows past q_len.
   uint32_t qf[kKSteps][4];
-  {
-    const uint32_t* q0 = row0 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row0 * p.q_stride[2]) : nullptr;
-    const uint32_t* q1 = row1 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row1 * p.q_stride[2]) : nullptr;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      const int w = kk * 8 + t;  // 32-bit word index of columns 16 kk + 2t, +1
-      qf[kk][0] = q0 ? q0[w] : 0u;
-      qf[kk][1] = q1 ? q1[w] : 0u;
-      qf[kk][2] = q0 ? q0[w + 4] : 0u;
-      qf[kk][3] = q1 ? q1[w + 4] : 0u;
-    }
-  }
+  load_q_fragments<T, kD>(qf, qp, p, row0, row1, t);
 
   float o[kDTiles][4];
 #pragma unroll
@@ -380,18 +445,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
     __syncthreads();
 
     // S += Q K^T for this warp's 16 rows and the tile's 64 keys.
-    const T* kt = ks[buf];
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-      for (int np = 0; np < kKeyTiles / 2; ++np) {
-        // Matrices: keys +0..7 / +8..15 (lane bit 4) x dims +0..7 / +8..15 (lane bit 3).
-        uint32_t kb[4];
-        ldmatrix_x4(kb, kt + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
-        mma_16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
-      }
-    }
+    add_qk<T, kD, kKeyTiles>(s, qf, ks[buf], lane);
 
     // Scale, hide, and the online softmax update.
     float mx[2] = {m[0], m[1]};
@@ -434,38 +488,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
       __syncthreads();
     }
     // O += P V.
-    const T* vt = vs[buf];
-#pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
-#pragma unroll
-      for (int dp = 0; dp < kDTiles / 2; ++dp) {
-        // Transposed matrices: keys +0..7 / +8..15 (lane bit 3) x dims +0..7 / +8..15 (lane bit 4).
-        uint32_t vb[4];
-        const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4_trans(vb, vt + key * kStride + dp * 16 + (lane >> 4) * 8);
-        mma_16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
-        mma_16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
-      }
-    }
+    add_pv<T, kD, kKeyTiles / 2>(o, pf, vs[buf], lane);
     __syncthreads();  // every warp is done with this tile's buffers before they are refilled
   }
 
   // Row sums: the four threads of a quad hold partial sums of the same two rows.
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-  }
-  T* yp = static_cast<T*>(p.y) + b * p.y_stride[0] + h * p.y_stride[1];
-  uint32_t* y0 = row0 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row0 * p.y_stride[2]) : nullptr;
-  uint32_t* y1 = row1 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row1 * p.y_stride[2]) : nullptr;
-#pragma unroll
-  for (int dt = 0; dt < kDTiles; ++dt) {
-    if (y0) y0[dt * 4 + t] = pack2<T>(o[dt][0] * inv[0], o[dt][1] * inv[0]);
-    if (y1) y1[dt * 4 + t] = pack2<T>(o[dt][2] * inv[1], o[dt][3] * inv[1]);
-  }
+  store_rows<T, kD>(o, l, p, b, h, row0, row1, t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -539,20 +567,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
     }
   }
 
-  // Q fragments (A operand, row-major 16 x kD), zero for rows past q_len.
   uint32_t qf[kKSteps][4];
-  {
-    const uint32_t* q0 = row0 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row0 * p.q_stride[2]) : nullptr;
-    const uint32_t* q1 = row1 < p.q_len ? reinterpret_cast<const uint32_t*>(qp + row1 * p.q_stride[2]) : nullptr;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      const int w = kk * 8 + t;
-      qf[kk][0] = q0 ? q0[w] : 0u;
-      qf[kk][1] = q1 ? q1[w] : 0u;
-      qf[kk][2] = q0 ? q0[w + 4] : 0u;
-      qf[kk][3] = q1 ? q1[w + 4] : 0u;
-    }
-  }
+  load_q_fragments<T, kD>(qf, qp, p, row0, row1, t);
 
   cp_async_wait<1>();  // K has landed (this thread's copies)
   __syncthreads();     // everyone's K copies, and bias_s / hidden_s
@@ -606,16 +622,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   }
 
   // S += Q K^T for this warp's 16 rows and all kShortKeys keys.
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-    for (int np = 0; np < kKeyTiles / 2; ++np) {
-      uint32_t kb[4];
-      ldmatrix_x4(kb, ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
-      mma_16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
-      mma_16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
-    }
-  }
+  add_qk<T, kD, kKeyTiles>(s, qf, ks, lane);
 
   // One-pass softmax: scale, hide, the rows' max and the exponentials.
   float mx[2] = {-INFINITY, -INFINITY};
@@ -652,33 +659,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   float o[kDTiles][4];
 #pragma unroll
   for (int dt = 0; dt < kDTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
-#pragma unroll
-    for (int dp = 0; dp < kDTiles / 2; ++dp) {
-      uint32_t vb[4];
-      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      ldmatrix_x4_trans(vb, vs + key * kStride + dp * 16 + (lane >> 4) * 8);
-      mma_16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
-      mma_16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
-    }
-  }
+  add_pv<T, kD, kKeyTiles / 2>(o, pf, vs, lane);
 
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-  }
-  T* yp = static_cast<T*>(p.y) + b * p.y_stride[0] + h * p.y_stride[1];
-  uint32_t* y0 = row0 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row0 * p.y_stride[2]) : nullptr;
-  uint32_t* y1 = row1 < p.q_len ? reinterpret_cast<uint32_t*>(yp + row1 * p.y_stride[2]) : nullptr;
-#pragma unroll
-  for (int dt = 0; dt < kDTiles; ++dt) {
-    if (y0) y0[dt * 4 + t] = pack2<T>(o[dt][0] * inv[0], o[dt][1] * inv[0]);
-    if (y1) y1[dt * 4 + t] = pack2<T>(o[dt][2] * inv[1], o[dt][3] * inv[1]);
-  }
+  store_rows<T, kD>(o, l, p, b, h, row0, row1, t);
 }
 
 template <class T, int kD>
