@@ -275,8 +275,50 @@ __device__ __forceinline__ uint32_t init_scores(float (&s)[kFlashKeys / 8][4], c
   return hidden;
 }
 
+/// init_scores for the mask's element type (none, bool, or an additive mask of any float type).
+__device__ __forceinline__ uint32_t init_scores_any(float (&s)[kFlashKeys / 8][4], const AttentionParams& p,
+                                                    int64_t row0, int64_t row1, int64_t mrow0, int64_t mrow1,
+                                                    int64_t col0, int64_t n_keys, float inv_scale) {
+  switch (p.mask_kind) {
+    case AttentionMask::kNone: return init_scores<void>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+    case AttentionMask::kBool: return init_scores<uint8_t>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+    default:
+      if (p.mask_type == FloatType::kF16)
+        return init_scores<__half>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+      if (p.mask_type == FloatType::kBF16)
+        return init_scores<__nv_bfloat16>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+      return init_scores<float>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
+  }
+}
+
 // Pieces both tensor-core kernels (flash, short) share; one warp's 16 query rows: g = lane / 4
 // and t = lane % 4 as above, rows row0 = tile row + g and row1 = row0 + 8.
+
+/// One CTA's head and query tile (kWarps x 16 rows) and one thread's place in it.
+template <class T, int kWarps>
+struct TileGeometry {
+  int lane, t;
+  int64_t b, h, row0, row1;
+  const T *qp, *kp, *vp;
+  int64_t n_keys;  ///< keys visible to some row of the tile (uniform over the CTA)
+  __device__ __forceinline__ explicit TileGeometry(const AttentionParams& p) {
+    const int warp = threadIdx.x >> 5;
+    lane = threadIdx.x & 31;
+    t = lane & 3;
+    b = blockIdx.x / p.q_heads;
+    h = blockIdx.x % p.q_heads;
+    const int64_t kvh = h / (p.q_heads / p.kv_heads);
+    const int64_t tile0 = static_cast<int64_t>(blockIdx.y) * (kWarps * 16);
+    row0 = tile0 + warp * 16 + (lane >> 2);
+    row1 = row0 + 8;
+    qp = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
+    kp = static_cast<const T*>(p.k) + b * p.k_stride[0] + kvh * p.k_stride[1];
+    vp = static_cast<const T*>(p.v) + b * p.v_stride[0] + kvh * p.v_stride[1];
+    int64_t tile_last = tile0 + kWarps * 16 - 1;
+    if (tile_last >= p.q_len) tile_last = p.q_len - 1;
+    n_keys = visible_keys(p, tile_last);
+  }
+};
 
 /// Q fragments (A operand, row-major 16 x kD) of rows row0 and row1, zero past q_len.
 template <class T, int kD>
@@ -309,6 +351,22 @@ __device__ __forceinline__ void add_qk(float (&s)[kKeyTiles][4], const uint32_t 
       mma_16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
       mma_16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
     }
+  }
+}
+
+/// P = exp(S - shift) per row, added into the row sums l and packed as P V's A operand (one
+/// 16-key step per entry of pf).
+template <class T, int kKeyTiles>
+__device__ __forceinline__ void exp_and_pack(const float (&s)[kKeyTiles][4], const float (&shift)[2], float (&l)[2],
+                                             uint32_t (&pf)[kKeyTiles / 2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt) {
+    const float p0 = __expf(s[nt][0] - shift[0]), p1 = __expf(s[nt][1] - shift[0]);
+    const float p2 = __expf(s[nt][2] - shift[1]), p3 = __expf(s[nt][3] - shift[1]);
+    l[0] += p0 + p1;
+    l[1] += p2 + p3;
+    pf[nt / 2][(nt & 1) * 2 + 0] = pack2<T>(p0, p1);
+    pf[nt / 2][(nt & 1) * 2 + 1] = pack2<T>(p2, p3);
   }
 }
 
@@ -371,19 +429,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
   __shared__ __align__(16) T ks[kStages][kFlashKeys * kStride];
   __shared__ __align__(16) T vs[kStages][kFlashKeys * kStride];
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t b = blockIdx.x / p.q_heads, h = blockIdx.x % p.q_heads;
-  const int64_t kvh = h / (p.q_heads / p.kv_heads);
-  const int64_t tile0 = static_cast<int64_t>(blockIdx.y) * (kWarps * 16);
-  const int64_t row0 = tile0 + warp * 16 + g, row1 = row0 + 8;
-  const T* qp = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
-  const T* kp = static_cast<const T*>(p.k) + b * p.k_stride[0] + kvh * p.k_stride[1];
-  const T* vp = static_cast<const T*>(p.v) + b * p.v_stride[0] + kvh * p.v_stride[1];
-
-  int64_t tile_last = tile0 + kWarps * 16 - 1;
-  if (tile_last >= p.q_len) tile_last = p.q_len - 1;
-  const int64_t n_keys = visible_keys(p, tile_last);  // uniform over the CTA: barriers below
+  const TileGeometry<T, kWarps> tg(p);
+  const int lane = tg.lane, t = tg.t;
+  const int64_t b = tg.b, h = tg.h, row0 = tg.row0, row1 = tg.row1;
+  const T *qp = tg.qp, *kp = tg.kp, *vp = tg.vp;
+  const int64_t n_keys = tg.n_keys;  // uniform over the CTA: barriers below
   const int64_t mrow0 = mask_row(p, b, h, row0), mrow1 = mask_row(p, b, h, row1);
   const float inv_scale = 1.0f / p.scale;
 
@@ -427,21 +477,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
     float s[kKeyTiles][4];
     uint32_t hidden;
     const int64_t col0 = n0 + 2 * t;
-    switch (p.mask_kind) {
-      case AttentionMask::kNone:
-        hidden = init_scores<void>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-        break;
-      case AttentionMask::kBool:
-        hidden = init_scores<uint8_t>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-        break;
-      default:
-        if (p.mask_type == FloatType::kF16)
-          hidden = init_scores<__half>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-        else if (p.mask_type == FloatType::kBF16)
-          hidden = init_scores<__nv_bfloat16>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-        else
-          hidden = init_scores<float>(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-    }
+    hidden = init_scores_any(s, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
     __syncthreads();
 
     // S += Q K^T for this warp's 16 rows and the tile's 64 keys.
@@ -473,15 +509,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
       }
     }
     uint32_t pf[kKeyTiles / 2][4];  // P as the A operand, one 16-key step per entry
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-      const float p0 = __expf(s[nt][0] - shift[0]), p1 = __expf(s[nt][1] - shift[0]);
-      const float p2 = __expf(s[nt][2] - shift[1]), p3 = __expf(s[nt][3] - shift[1]);
-      l[0] += p0 + p1;
-      l[1] += p2 + p3;
-      pf[nt / 2][(nt & 1) * 2 + 0] = pack2<T>(p0, p1);
-      pf[nt / 2][(nt & 1) * 2 + 1] = pack2<T>(p2, p3);
-    }
+    exp_and_pack<T, kKeyTiles>(s, shift, l, pf);
 
     if constexpr (kStages == 1) {
       cp_async_wait<0>();
@@ -524,19 +552,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   __shared__ __align__(16) float bias_s[kShortKeys];  // row-independent mask / scale; 0 where hidden
   __shared__ uint32_t hidden_s[kShortKeys / 32];
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t b = blockIdx.x / p.q_heads, h = blockIdx.x % p.q_heads;
-  const int64_t kvh = h / (p.q_heads / p.kv_heads);
-  const int64_t tile0 = static_cast<int64_t>(blockIdx.y) * (kWarps * 16);
-  const int64_t row0 = tile0 + warp * 16 + g, row1 = row0 + 8;
-  const T* qp = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
-  const T* kp = static_cast<const T*>(p.k) + b * p.k_stride[0] + kvh * p.k_stride[1];
-  const T* vp = static_cast<const T*>(p.v) + b * p.v_stride[0] + kvh * p.v_stride[1];
-
-  int64_t tile_last = tile0 + kWarps * 16 - 1;
-  if (tile_last >= p.q_len) tile_last = p.q_len - 1;
-  const int64_t n_keys = visible_keys(p, tile_last);  // <= kv_len <= kShortKeys; uniform over the CTA
+  const TileGeometry<T, kWarps> tg(p);
+  const int lane = tg.lane, t = tg.t;
+  const int64_t b = tg.b, h = tg.h, row0 = tg.row0, row1 = tg.row1;
+  const T *qp = tg.qp, *kp = tg.kp, *vp = tg.vp;
+  const int64_t n_keys = tg.n_keys;  // <= kv_len <= kShortKeys; uniform over the CTA
   const float inv_scale = 1.0f / p.scale;
 
   // K (one commit group), then V (another): Q K^T waits for K only.
@@ -597,22 +617,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
     for (int half = 0; half < 2; ++half) {
       float part[kFlashKeys / 8][4];
       const int64_t col0 = half * kFlashKeys + 2 * t;
-      uint32_t bits;
-      switch (p.mask_kind) {
-        case AttentionMask::kNone:
-          bits = init_scores<void>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-          break;
-        case AttentionMask::kBool:
-          bits = init_scores<uint8_t>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-          break;
-        default:
-          if (p.mask_type == FloatType::kF16)
-            bits = init_scores<__half>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-          else if (p.mask_type == FloatType::kBF16)
-            bits = init_scores<__nv_bfloat16>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-          else
-            bits = init_scores<float>(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
-      }
+      const uint32_t bits = init_scores_any(part, p, row0, row1, mrow0, mrow1, col0, n_keys, inv_scale);
 #pragma unroll
       for (int nt = 0; nt < kFlashKeys / 8; ++nt)
 #pragma unroll
@@ -642,15 +647,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
     shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
   }
   uint32_t pf[kKeyTiles / 2][4];  // P as the A operand, one 16-key step per entry
-#pragma unroll
-  for (int nt = 0; nt < kKeyTiles; ++nt) {
-    const float p0 = __expf(s[nt][0] - shift[0]), p1 = __expf(s[nt][1] - shift[0]);
-    const float p2 = __expf(s[nt][2] - shift[1]), p3 = __expf(s[nt][3] - shift[1]);
-    l[0] += p0 + p1;
-    l[1] += p2 + p3;
-    pf[nt / 2][(nt & 1) * 2 + 0] = pack2<T>(p0, p1);
-    pf[nt / 2][(nt & 1) * 2 + 1] = pack2<T>(p2, p3);
-  }
+  exp_and_pack<T, kKeyTiles>(s, shift, l, pf);
 
   cp_async_wait<0>();  // V
   __syncthreads();
