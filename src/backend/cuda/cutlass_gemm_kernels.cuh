@@ -6,12 +6,13 @@
 //  - mainloop: sm90 TMA + GMMA, warp-specialized (cooperative or ping-pong), fp16 or bf16 A
 //    row-major (K-major), B row-major (N-major, the [K,N] weight as stored), fp32 accumulation, stages
 //    filling the shared memory the epilogue leaves;
-//  - epilogue: TMA warp-specialized with the fusion LinCombPerColBias(EltAct): alpha·acc + bias[n]
-//    (a row broadcast, read from global memory once per tile; a null bias pointer reads as zeros),
-//    then the activation, all in fp32, rounded once to the output type; no C operand (beta = 0, no C loads)
-//    except for kBiasResidual: LinCombPerColBias with C (the residual, D's type, row-major, TMA-loaded)
-//    and beta 1, beta·C + (alpha·acc + bias) in fp32 (sm90_callbacks_tma_warpspecialized.hpp's
-//    Sm90LinCombPerColBias), rounded once; only residual_entry_for instantiates it;
+//  - epilogue: TMA warp-specialized; kBias and kBiasGelu with epilogue visitor trees of our own
+//    (Fusion below): acc + bias[n] (a row broadcast, read from global memory once per tile; a null
+//    bias pointer reads as zeros), then the activation, all in fp32, rounded once to the output
+//    type; no C operand (no C loads). kBiasResidual: LinCombPerColBias with C (the residual, D's
+//    type, row-major, TMA-loaded) and beta 1, beta·C + (alpha·acc + bias) in fp32
+//    (sm90_callbacks_tma_warpspecialized.hpp's Sm90LinCombPerColBias), rounded once; only
+//    residual_entry_for instantiates it;
 //  - persistent data-parallel tile scheduler (no workspace).
 // The Gelu is ExactGelu below: exact_gelu.h's branch-free 0.5·x·(1 + erf(x/√2)) (an erfc fit
 // accurate to ~9e-6 relative where fp16 can see it). CUTLASS's own GELU<float> calls CUDA's erff,
@@ -71,22 +72,55 @@ struct ExactGelu<cutlass::Array<T, N>> {
   }
 };
 
-template <class Element, CutlassEpilogue kEpilogue>
+// The epilogues as CUTLASS fusions. kBias and kBiasGelu are epilogue visitor trees of our own:
+// acc + bias[n] (one fp32 add), then the Gelu, rounded once to the output type. CUTLASS's
+// LinCombPerColBias(EltAct) computes beta·C + (alpha·acc + bias) with runtime alpha and beta, so
+// without a C operand it still spends a multiply-add per element on beta·0 (each instruction per
+// element costs ~0.75 us at BERT's FFN1, bench/RESULTS.md). kBiasResidual keeps LinCombPerColBias
+// with C and beta 1 (its two multiply-adds are the two adds the residual needs anyway).
+namespace evt = cutlass::epilogue::fusion;
+template <class Element, class TileShape>
+using BiasBroadcast = evt::Sm90RowBroadcast<0, TileShape, Element, float, cute::Stride<cute::_0, cute::_1, int64_t>,
+                                            128 / cutlass::sizeof_bits<Element>::value>;
+template <class Out, class Element, class TileShape>
+using AccPlusBias = evt::Sm90EVT<evt::Sm90Compute<cutlass::plus, Out, float, cutlass::FloatRoundStyle::round_to_nearest>,
+                                 evt::Sm90AccFetch, BiasBroadcast<Element, TileShape>>;
+
+template <class Element, CutlassEpilogue kEpilogue, class TileShape>
 struct Fusion;
-template <class Element>
-struct Fusion<Element, CutlassEpilogue::kBias> {
+template <class Element, class TileShape>
+struct Fusion<Element, CutlassEpilogue::kBias, TileShape> {
+  using Op = AccPlusBias<Element, Element, TileShape>;
+};
+// The C operand (ElementC below) and beta 1 make it add the residual.
+template <class Element, class TileShape>
+struct Fusion<Element, CutlassEpilogue::kBiasResidual, TileShape> {
   using Op = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, Element>;
 };
-// The same fusion as kBias; the C operand (ElementC below) and beta 1 make it add the residual.
-template <class Element>
-struct Fusion<Element, CutlassEpilogue::kBiasResidual> {
-  using Op = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, Element>;
+template <class Element, class TileShape>
+struct Fusion<Element, CutlassEpilogue::kBiasGelu, TileShape> {
+  using Op = evt::Sm90EVT<evt::Sm90Compute<ExactGelu, Element, float, cutlass::FloatRoundStyle::round_to_nearest>,
+                          AccPlusBias<float, Element, TileShape>>;
 };
-template <class Element>
-struct Fusion<Element, CutlassEpilogue::kBiasGelu> {
-  using Op =
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ExactGelu, Element, float, Element>;
-};
+
+/// The epilogue arguments of a fusion: the visitor trees above take {children..., node} per
+/// node (the bias broadcast: pointer, value for a null pointer, stride); CUTLASS's fusion
+/// operations (kBiasResidual, and the probes' LinCombPerColBias variants) take alpha, beta, bias.
+template <class FusionOp, class Element, class TileShape, class Thread>
+void set_epilogue_thread(Thread& thread, const CutlassGemmProblem& p, bool residual) {
+  const Element* bias = static_cast<const Element*>(p.bias);
+  if constexpr (std::is_base_of_v<evt::FusionOperation, FusionOp>) {
+    thread.alpha = 1.0f;
+    thread.beta = residual ? 1.0f : 0.0f;  // D = 1·C + (1·acc + bias) with a C operand
+    thread.bias_ptr = bias;
+  } else if constexpr (std::is_same_v<FusionOp, AccPlusBias<Element, Element, TileShape>>) {
+    thread = {{}, {bias, Element(0), {}}, {}};  // plus(acc, bias)
+  } else {
+    static_assert(std::is_same_v<FusionOp, typename Fusion<Element, CutlassEpilogue::kBiasGelu, TileShape>::Op>,
+                  "an epilogue visitor tree without arguments here");
+    thread = {{{}, {bias, Element(0), {}}, {}}, {}};  // gelu(plus(acc, bias))
+  }
+}
 
 template <class Schedule, CutlassEpilogue kEpilogue>
 using DefaultEpilogueTile = std::conditional_t<kEpilogue == CutlassEpilogue::kBiasGelu, typename Schedule::GeluTile,
@@ -95,7 +129,7 @@ using DefaultEpilogueTile = std::conditional_t<kEpilogue == CutlassEpilogue::kBi
 // FusionOp and EpilogueTile are for probes (bench/cutlass_epilogue_probe.cu); the library uses
 // the defaults.
 template <class TileShape, class ClusterShape, class Schedule, class Element, CutlassEpilogue kEpilogue,
-          class FusionOp = typename Fusion<Element, kEpilogue>::Op,
+          class FusionOp = typename Fusion<Element, kEpilogue, TileShape>::Op,
           class EpilogueTile = DefaultEpilogueTile<Schedule, kEpilogue>>
 struct GemmKernel {
   using RowMajor = cutlass::layout::RowMajor;
@@ -135,15 +169,12 @@ struct GemmKernel {
         {static_cast<const Element*>(p.a), stride_a, static_cast<const Element*>(p.b), stride_b},
         {{}, nullptr, stride_d, static_cast<Element*>(p.d), stride_d},
         hw};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
+    set_epilogue_thread<FusionOp, Element, TileShape>(args.epilogue.thread, p, kResidual);
     if constexpr (kResidual) {
       using StrideC = typename Kernel::StrideC;  // (M, N, L): (ldc, 1, batch)
       args.epilogue.ptr_C = static_cast<const Element*>(p.c);
       args.epilogue.dC = StrideC(cute::make_stride(p.ldc, cute::Int<1>{}, int64_t(0)));
-      args.epilogue.thread.beta = 1.0f;  // D = 1·C + (1·acc + bias)
     }
-    args.epilogue.thread.bias_ptr = static_cast<const Element*>(p.bias);
     return args;
   }
 
