@@ -105,9 +105,11 @@ KernelEntry entry_128x256x64_coop_c1x1(CutlassGemmType type, CutlassEpilogue epi
 KernelEntry entry_256x128x64_coop_c2x1(CutlassGemmType type, CutlassEpilogue epilogue);      // _coop.cu
 KernelEntry entry_128x128x64_pingpong_c1x1(CutlassGemmType type, CutlassEpilogue epilogue);  // _pingpong.cu
 KernelEntry entry_64x128x64_pingpong_c1x1(CutlassGemmType type, CutlassEpilogue epilogue);   // _pingpong.cu
+KernelEntry entry_128x192x64_pingpong_c1x1(CutlassGemmType type, CutlassEpilogue epilogue);  // _pingpong192.cu, bias only
 // The kBiasResidual kernels, only for the configs that have one (_residual.cu).
 KernelEntry residual_entry_128x256x64_coop_c1x1(CutlassGemmType type);
 KernelEntry residual_entry_128x128x64_pingpong_c1x1(CutlassGemmType type);
+KernelEntry residual_entry_128x192x64_pingpong_c1x1(CutlassGemmType type);  // _pingpong192.cu
 
 }  // namespace cutlass_detail
 

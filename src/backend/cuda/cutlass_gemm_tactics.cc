@@ -7,7 +7,8 @@
 // 0.5·x·(1 + erf(x/√2)) in fp32 on the accumulator before the one fp16/bf16 store (96 us there on
 // an H200, against 117-122 us for cuBLASLt + Gelu pass and 106-119 us for cuDNN's fused plans). The
 // bias-only kernels (activation "") are offered too, for the autotuner to time against cuBLASLt,
-// and, for two configs (128x256x64_coop_c1x1, 128x128x64_pingpong_c1x1), bias + residual without
+// and, for three configs (128x256x64_coop_c1x1, 128x128x64_pingpong_c1x1 and 128x192x64_pingpong_c1x1,
+// which has no Gelu kernel), bias + residual without
 // an activation (BERT's attention-output projection and FFN2): the residual is CUTLASS's C operand
 // with beta 1, D = (acc + bias) + R in fp32, rounded once, as the reference's act(y + bias + R)
 // with no activation.
@@ -25,8 +26,7 @@
 // an optional residual (input 3) and Y, all of A's type. The residual is taken only with
 // activation "" (with Gelu it is refused, in either order), only of Y's shape [..., M, N] (each
 // leading dim the same known size or symbol as A's, then N: contiguous, row stride N, no
-// broadcast) and only by the configs that compile that epilogue (128x256x64_coop_c1x1,
-// 128x128x64_pingpong_c1x1). K and N multiples of 8 (16-byte rows, as TMA needs), M, N, K within
+// broadcast) and only by the configs that compile that epilogue (see above); Gelu likewise. K and N multiples of 8 (16-byte rows, as TMA needs), M, N, K within
 // int32; and a compute capability 9.0 device (the kernels are sm90a). Pointers (the residual's
 // too) must be 16-byte aligned: enqueue checks and refuses others (the memory planner aligns to
 // 256 bytes; a view into the middle of a buffer might not be).
@@ -193,7 +193,7 @@ class CutlassGemmTactic final : public Tactic {
     if (!takes(node, in, &epilogue)) return false;
     CutlassGemmType type = CutlassGemmType::kFloat16;
     gemm_type(in[0].dtype, &type);
-    if (!cutlass_gemm_has_kernel(config_, epilogue, type)) return false;  // residual: two configs only
+    if (!cutlass_gemm_has_kernel(config_, epilogue, type)) return false;  // residual, Gelu: not every config
     const DeviceInfo dev = current_device_info();
     if (dev.cc != 90) return false;
     const CutlassGemmProblem p =
