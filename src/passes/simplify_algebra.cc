@@ -20,6 +20,16 @@
 //   channel (Conv:
 //     axis 1) or per column (Gemm/MatMul: last axis) → the weights (and bias)
 //     scaled instead.
+//   - Gather(W, Expand(c, s)) on axis 0, W and c constant → Expand(Gather(W, c),
+//   Concat(s, W's trailing dims)): the inner Gather folds to c's few rows (BERT's
+//   token-type embedding gathers [B, 128, 768] rows of a [2, 768] table by an
+//   expanded constant [1, 128]);
+//   - Gather(W, C) likewise where C is a constant index tensor that repeats
+//   along some axes (such an Expand folded for a fixed batch): C's one slice
+//   gathered, then expanded;
+//   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
+//   ...) → y, where the op's output shape stays the same: the op broadcasts y
+//   itself, and no full-size copy is made.
 // Refuses (with a note for the Mul/Div fold, which users ask about):
 //   - rewrites whose inner node has other readers or is a graph output (work
 //   would be
@@ -456,6 +466,154 @@ Result<bool> fold_scale_into_weights(ir::Graph &g, ir::Node *n,
   return true;
 }
 
+// Gather(W, Expand(c, s)) -> Expand(Gather(W, c), Concat(s, W.shape[1:])), W and c constant,
+// axis 0. Expand's output is broadcast(c.shape, s); the rows Gather(W, c) have c.shape + W's
+// trailing dims, which broadcast against s + the same trailing dims to the original shape.
+Result<bool> gather_through_expand(ir::Graph &g, ir::Node *n) {
+  ir::Value *w = n->input(0), *idx = n->input(1);
+  if (!w || !idx || !w->initializer() || n->attrs().get_int("axis", 0) != 0)
+    return false;
+  ir::Node *e = idx->producer();
+  if (!is_op(e, "Expand") || !e->input(0) || !e->input(1))
+    return false;
+  ir::Value *c = e->input(0), *s = e->input(1);
+  if (!constant_value(c) || !w->shape().is_concrete() || w->shape().rank() < 1 ||
+      !c->shape().rank_known() || !s->shape().rank_known() ||
+      s->shape().rank() != 1 || !n->output(0)->shape().rank_known())
+    return false;
+  const Shape64 wd = w->shape().concrete();
+  std::vector<ir::Dim> rows_dims = c->shape().dims();
+  std::vector<int64_t> tail(wd.begin() + 1, wd.end());
+  for (int64_t d : tail)
+    rows_dims.push_back(d);
+  ir::Value *rows = g.add_value(
+      unique_value_name(g, n->output(0)->name() + "/rows"), w->dtype(),
+      ir::Shape(rows_dims));
+  g.add_node("Gather", {w, c}, {rows}, {}, n->name() + "/rows");
+  ir::Value *tail_v = g.add_initializer(
+      unique_value_name(g, n->name() + "/row_dims"),
+      Tensor::from_vector(DataType::kInt64,
+                          {static_cast<int64_t>(tail.size())}, tail));
+  const ir::Dim s_len = s->shape()[0];
+  ir::Value *shape2 = g.add_value(
+      unique_value_name(g, n->name() + "/expand_shape"), DataType::kInt64,
+      ir::Shape({s_len.is_known()
+                     ? ir::Dim(s_len.value() + static_cast<int64_t>(tail.size()))
+                     : ir::Dim::unknown()}));
+  ir::Attributes axis0;
+  axis0.set_int("axis", 0);
+  g.add_node("Concat", {s, tail_v}, {shape2}, std::move(axis0),
+             n->name() + "/expand_shape");
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Expand", {rows, shape2}));
+  return true;
+}
+
+// Gather(W, C), W and C constant, axis 0, C repeating itself along some axes (an index
+// tensor that an Expand made, folded for a fixed batch) -> Expand(Gather(W, C'), shape), C'
+// holding one slice along each such axis: the inner Gather folds to C''s few rows.
+Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
+  ir::Value *w = n->input(0), *idx = n->input(1);
+  if (!w || !idx || !w->initializer() || n->attrs().get_int("axis", 0) != 0 ||
+      !w->shape().is_concrete() || w->shape().rank() < 1 ||
+      !idx->shape().is_concrete() || idx->shape().rank() < 1)
+    return false;
+  const Shape64 d = idx->shape().concrete();
+  if (shape_numel(d) < 2 || shape_numel(d) > (1 << 20))
+    return false;
+  std::optional<Tensor> t = constant_value(idx);
+  if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32))
+    return false;
+  // Row-major strides of C; an axis repeats when every element equals its slice-0 twin.
+  std::vector<int64_t> stride(d.size(), 1);
+  for (size_t a = d.size() - 1; a > 0; --a)
+    stride[a - 1] = stride[a] * d[a];
+  Shape64 small = d;
+  for (size_t a = 0; a < d.size(); ++a) {
+    if (d[a] < 2)
+      continue;
+    bool repeats = true;
+    for (int64_t i = 0; i < t->numel() && repeats; ++i) {
+      const int64_t k = (i / stride[a]) % d[a];
+      repeats = k == 0 || t->get_i64(i) == t->get_i64(i - k * stride[a]);
+    }
+    if (repeats)
+      small[a] = 1;
+  }
+  if (small == d)
+    return false;
+  Tensor reduced = Tensor::zeros(t->dtype(), small).value();
+  std::vector<int64_t> small_stride(small.size(), 1);
+  for (size_t a = small.size() - 1; a > 0; --a)
+    small_stride[a - 1] = small_stride[a] * small[a];
+  for (int64_t j = 0; j < reduced.numel(); ++j) {
+    int64_t src = 0;  // the same multi-index in C (every reduced axis at 0)
+    for (size_t a = 0; a < small.size(); ++a)
+      src += ((j / small_stride[a]) % small[a]) * stride[a];
+    reduced.set_i64(j, t->get_i64(src));
+  }
+  const Shape64 wd = w->shape().concrete();
+  Shape64 rows_dims = small, out_dims = d;
+  for (size_t a = 1; a < wd.size(); ++a) {
+    rows_dims.push_back(wd[a]);
+    out_dims.push_back(wd[a]);
+  }
+  ir::Value *c = g.add_initializer(unique_value_name(g, idx->name() + "/slice"), reduced);
+  ir::Value *rows = g.add_value(unique_value_name(g, n->output(0)->name() + "/rows"), w->dtype(),
+                                ir::Shape::from_concrete(rows_dims));
+  g.add_node("Gather", {w, c}, {rows}, {}, n->name() + "/rows");
+  ir::Value *shape = g.add_initializer(
+      unique_value_name(g, n->name() + "/expand_shape"),
+      Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(out_dims.size())}, out_dims));
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Expand", {rows, shape}));
+  return true;
+}
+
+bool broadcasting_op(const ir::Node *n) {
+  static const std::set<std::string> kOps = {
+      "Add",  "Sub",     "Mul",  "Div",  "Pow",           "Max",
+      "Min",  "Where",   "And",  "Or",   "Xor",           "Equal",
+      "Less", "Greater", "Sum",  "Mean", "LessOrEqual",   "GreaterOrEqual",
+      "PRelu"};
+  return n && n->domain().empty() && kOps.count(n->op_type()) > 0;
+}
+
+// An Expand(y, s) operand of a broadcasting op -> y, where the op's output shape is unchanged.
+Result<bool> drop_expanded_operands(ir::Graph &g, ir::Node *n) {
+  const ir::Value *out = n->output(0);
+  if (!out || !out->shape().rank_known() || n->outputs().size() != 1)
+    return false;
+  bool changed = false;
+  for (size_t i = 0; i < n->inputs().size(); ++i) {
+    ir::Value *in = n->input(i);
+    ir::Node *e = in ? in->producer() : nullptr;
+    if (!is_op(e, "Expand") || !e->input(0) || !e->input(0)->shape().rank_known() ||
+        e->input(0)->dtype() != in->dtype())
+      continue;
+    if (n->op_type() == "PRelu" && i != 0)
+      continue;  // PRelu broadcasts its slope to X only
+    ir::Shape b = e->input(0)->shape();
+    bool ok = true;
+    for (size_t j = 0; j < n->inputs().size() && ok; ++j) {
+      if (j == i)
+        continue;
+      const ir::Value *o = n->input(j);
+      if (!o || !o->shape().rank_known()) {
+        ok = false;
+        break;
+      }
+      Result<ir::Shape> r = ir::broadcast_shapes(b, o->shape());
+      ok = r.ok();
+      if (ok)
+        b = *r;
+    }
+    if (!ok || !(b == out->shape()))
+      continue;
+    n->set_input(i, e->input(0));  // the Expand goes as dead once nothing reads it
+    changed = true;
+  }
+  return changed;
+}
+
 class SimplifyAlgebra : public Pass {
 public:
   const char *name() const override { return kName; }
@@ -497,7 +655,15 @@ public:
         r = fold_scale_into_weights(g, n, ctx);
         if (r.ok() && *r)
           removed.insert(n);
+      } else if (is_op(n, "Gather")) {
+        r = gather_through_expand(g, n);
+        if (r.ok() && !*r)
+          r = gather_of_repeating_constant(g, n);
+        if (r.ok() && *r)
+          removed.insert(n);
       }
+      if (r.ok() && !*r && !removed.count(n) && broadcasting_op(n))
+        r = drop_expanded_operands(g, n);
       if (!r.ok())
         return r.status();
       changed |= *r;

@@ -598,6 +598,111 @@ TEST(PassesCleanup, SimplifyAlgebraMergesAddSubConstantChains) {
   expect_same_outputs(before, *g);
 }
 
+// BERT's token-type embedding: a [2, 3] table gathered by a constant [1, 4] index row expanded
+// over the batch. The Gather moves inside the Expand (a 4-row gather of constants, which
+// fold_constants folds), and the Add broadcasts the rows itself, so no [b, 4, 3] tensor is
+// gathered or expanded.
+TEST(PassesCleanup, SimplifyAlgebraGathersConstantRowsBeforeExpanding) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %ids: i64[b,4]
+    input %x: f32[b,4,3]
+    init %w: f32[2,3] = [0.5, -1, 2, 3, -0.25, 4]
+    init %c: i64[1,4] = [0, 1, 1, 0]
+    %s = Shape(%ids)
+    %e = Expand(%c, %s)
+    %t = Gather(%w, %e) @tt
+    %y = Add(%x, %t) @add
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  const ir::Node *add = nullptr;
+  for (const auto &n : g->nodes()) {
+    EXPECT_NE(n->op_type(), "Expand") << "the Add broadcasts the rows itself";
+    if (n->op_type() == "Add")
+      add = n.get();
+  }
+  ASSERT_NE(add, nullptr);
+  const ir::Node *rows = add->input(1)->producer();
+  ASSERT_NE(rows, nullptr);
+  EXPECT_EQ(rows->op_type(), "Gather");
+  EXPECT_EQ(rows->input(1)->name(), "c");
+  EXPECT_EQ(add->input(1)->shape().to_string(), "[1,4,3]");
+  expect_same_outputs(before, *g);
+
+  // Without the Add (the gathered rows are an output) the Expand stays, after the rows.
+  const std::string as_output = R"(graph g {
+    opset "" 17
+    input %ids: i64[b,4]
+    init %w: f32[2,3] = [0.5, -1, 2, 3, -0.25, 4]
+    init %c: i64[1,4] = [0, 1, 1, 0]
+    %s = Shape(%ids)
+    %e = Expand(%c, %s)
+    %t = Gather(%w, %e) @tt
+    output %t
+  })";
+  PassContext ctx2;
+  auto g2 = run_pass(*pass, as_output, ctx2, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g2);
+  ASSERT_EQ(g2->outputs()[0]->name(), "t");
+  EXPECT_EQ(g2->outputs()[0]->producer()->op_type(), "Expand");
+  EXPECT_EQ(g2->outputs()[0]->shape().to_string(), "[b,4,3]");
+  expect_same_outputs(as_output, *g2);
+
+  // A fixed batch: the Expand was folded into a constant [2, 4] index tensor, equal along axis
+  // 0. One row of it is gathered, and the Add broadcasts it.
+  const std::string folded = R"(graph g {
+    opset "" 17
+    input %x: f32[2,4,3]
+    init %w: f32[2,3] = [0.5, -1, 2, 3, -0.25, 4]
+    init %c: i64[2,4] = [0, 1, 1, 0, 0, 1, 1, 0]
+    %t = Gather(%w, %c) @tt
+    %y = Add(%x, %t) @add
+    output %y
+  })";
+  PassContext ctx3;
+  auto g3 = run_pass(*pass, folded, ctx3, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g3);
+  const ir::Node *add3 = g3->outputs()[0]->producer();
+  ASSERT_NE(add3, nullptr);
+  EXPECT_EQ(add3->input(1)->shape().to_string(), "[1,4,3]");
+  ASSERT_NE(add3->input(1)->producer(), nullptr);
+  EXPECT_EQ(add3->input(1)->producer()->input(1)->shape().to_string(), "[1,4]");
+  expect_same_outputs(folded, *g3);
+}
+
+// An Expand operand stays where dropping it would change the op's output shape, or where the
+// indices are not a constant (a gather of data rows per input index; the table has a row for
+// every index the test's random inputs hold, 1..7).
+TEST(PassesCleanup, SimplifyAlgebraKeepsExpandsThatWiden) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %y: f32[1,3]
+    input %z: f32[1,3]
+    input %ids: i64[1,4]
+    init %w: f32[8,3] = [0.5, -1, 2, 3, -0.25, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+    init %s: i64[2] = [5, 3]
+    init %s2: i64[2] = [2, 4]
+    %e = Expand(%y, %s)
+    %sum = Add(%e, %z) @widen
+    %ei = Expand(%ids, %s2)
+    %rows = Gather(%w, %ei) @per_input
+    init %k: i64[2,2] = [0, 1, 1, 0]
+    %rows2 = Gather(%w, %k) @no_repeat
+    output %sum
+    output %rows
+    output %rows2
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, false);
+  ASSERT_TRUE(g);
+  expect_same_outputs(before, *g);
+}
+
 TEST(PassesCleanup, SimplifyAlgebraFoldsPerChannelScalesIntoConv) {
   const std::string before = R"(graph g {
     opset "" 17
