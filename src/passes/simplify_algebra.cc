@@ -27,6 +27,7 @@
 //   - Gather(W, C) likewise where C is a constant index tensor that repeats
 //   along some axes (such an Expand folded for a fixed batch): C's one slice
 //   gathered, then expanded;
+//   - GatherND(X, I) whose constant I lists X's elements in order → Reshape;
 //   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
 //   ...) → y, where the op's output shape stays the same: the op broadcasts y
 //   itself, and no full-size copy is made.
@@ -568,6 +569,44 @@ Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
   return true;
 }
 
+// GatherND(X, I) with a constant I that lists every element of X in row-major order (batch_dims
+// 0, full-rank index tuples) -> Reshape(X, I.shape[:-1]): the dynamo export of BERT's
+// attention_mask[:, None, None, :] builds such an I (Range, Expand, Concat, folded for a fixed
+// batch), and the Reshape is free where the GatherND was a copy kernel.
+Result<bool> gather_nd_identity(ir::Graph &g, ir::Node *n) {
+  ir::Value *x = n->input(0), *idx = n->input(1);
+  if (!x || !idx || n->attrs().get_int("batch_dims", 0) != 0 || !x->shape().is_concrete() ||
+      !idx->shape().is_concrete() || idx->shape().rank() < 1)
+    return false;
+  const Shape64 xd = x->shape().concrete(), id = idx->shape().concrete();
+  const int64_t r = id.back();
+  if (r != static_cast<int64_t>(xd.size()) || r == 0 || shape_numel(id) / r != shape_numel(xd) ||
+      shape_numel(id) > (1 << 22))
+    return false;
+  std::optional<Tensor> t = constant_value(idx);
+  if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32))
+    return false;
+  for (int64_t p = 0, total = shape_numel(xd); p < total; ++p) {
+    int64_t linear = 0;
+    for (int64_t a = 0; a < r; ++a) {
+      int64_t v = t->get_i64(p * r + a);
+      if (v < 0)
+        v += xd[a];  // negative indices count from the end
+      if (v < 0 || v >= xd[a])
+        return false;
+      linear = linear * xd[a] + v;
+    }
+    if (linear != p)
+      return false;
+  }
+  const Shape64 out(id.begin(), id.end() - 1);
+  ir::Value *shape = g.add_initializer(
+      unique_value_name(g, n->name() + "/shape"),
+      Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(out.size())}, out));
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Reshape", {x, shape}));
+  return true;
+}
+
 bool broadcasting_op(const ir::Node *n) {
   static const std::set<std::string> kOps = {
       "Add",  "Sub",     "Mul",  "Div",  "Pow",           "Max",
@@ -653,6 +692,10 @@ public:
           removed.insert(n);
       } else if (is_op(n, "Mul") || is_op(n, "Div")) {
         r = fold_scale_into_weights(g, n, ctx);
+        if (r.ok() && *r)
+          removed.insert(n);
+      } else if (is_op(n, "GatherND")) {
+        r = gather_nd_identity(g, n);
         if (r.ok() && *r)
           removed.insert(n);
       } else if (is_op(n, "Gather")) {

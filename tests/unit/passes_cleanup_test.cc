@@ -703,6 +703,48 @@ TEST(PassesCleanup, SimplifyAlgebraKeepsExpandsThatWiden) {
   expect_same_outputs(before, *g);
 }
 
+// GatherND with constant indices that list the data's elements in order (BERT's dynamo export
+// of mask[:, None, None, :]) is a Reshape; indices out of order, repeated or partial are not.
+TEST(PassesCleanup, SimplifyAlgebraTurnsAnIdentityGatherNDIntoAReshape) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %m: f32[2,3]
+    init %i: i64[2,1,3,2] = [0, 0, 0, 1, 0, 2, 1, 0, 1, -2, 1, 2]
+    %y = GatherND(%m, %i) @nd
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->outputs()[0]->producer()->op_type(), "Reshape");
+  EXPECT_EQ(g->outputs()[0]->shape().to_string(), "[2,1,3]");
+  expect_same_outputs(before, *g);
+
+  for (const std::string idx : {"[0, 0, 0, 2, 0, 1, 1, 0, 1, 1, 1, 2]",    // out of order
+                                "[0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 1]"}) {  // a repeat
+    const std::string other = R"(graph g {
+      opset "" 17
+      input %m: f32[2,3]
+      init %i: i64[2,1,3,2] = )" + idx + R"(
+      %y = GatherND(%m, %i) @nd
+      output %y
+    })";
+    PassContext c2;
+    auto g2 = run_pass(*pass, other, c2, false);
+    ASSERT_TRUE(g2) << idx;
+  }
+  const std::string rows = R"(graph g {
+    opset "" 17
+    input %m: f32[2,3]
+    init %i: i64[2,1] = [0, 1]
+    %y = GatherND(%m, %i) @rows
+    output %y
+  })";
+  PassContext c3;
+  ASSERT_TRUE(run_pass(*pass, rows, c3, false));  // whole rows: a copy, but not full-rank tuples
+}
+
 TEST(PassesCleanup, SimplifyAlgebraFoldsPerChannelScalesIntoConv) {
   const std::string before = R"(graph g {
     opset "" 17
