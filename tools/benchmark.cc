@@ -328,9 +328,29 @@ double peak_flops(const PeakRates &p, const std::string &precision) {
   return 0;
 }
 
+// A tensor's known shape and type; for weights the builder rewrote (its precision pass
+// names a converted weight "<w>/f16" or "/bf16", its layout pass a channels-last conv weight
+// "<w>/krsc"), those of the model's weight they came from: a conv's multiply-adds per output
+// channel and its element count do not change with the layout. (Without this, FusedConv steps
+// of fp16 or channels-last engines had no FLOPs in the profile.)
 const KnownTensor *find(const KnownTensors &k, const std::string &name) {
-  auto it = k.find(name);
-  return it == k.end() ? nullptr : &it->second;
+  std::string n = name;
+  for (;;) {
+    auto it = k.find(n);
+    if (it != k.end())
+      return &it->second;
+    bool stripped = false;
+    for (const char *suffix : {"/krsc", "/f16", "/bf16"}) {
+      const size_t len = std::char_traits<char>::length(suffix);
+      if (n.size() > len && n.compare(n.size() - len, len, suffix) == 0) {
+        n.resize(n.size() - len);
+        stripped = true;
+        break;
+      }
+    }
+    if (!stripped)
+      return nullptr;
+  }
 }
 
 std::string base_op(const std::string &op) {

@@ -173,6 +173,15 @@ def main():
         stem = next((l for l in p["layers"] if l["name"] == "stem/conv"), {})
         check(".engine --onnx MODEL: Conv FLOPs from the model's weight shapes", stem.get("flops") == want,
               f"{stem}\n{out}{err}")
+        # An fp16 engine: the builder renames the weights it converts ("/f16") and lays out for
+        # channels-last convs ("/krsc"); the FLOPs still come from the model's weights.
+        eng16 = os.path.join(tmp, "cnn_fp16.engine")
+        rc, out, err = run(ingot, "build", cnn, "-o", eng16, "--fp16")
+        rc, out, err = run(ingot, "run", eng16, "--export-profile", prof, "--onnx", cnn)
+        p = json.load(open(prof)) if rc == 0 else {"layers": []}
+        stem = next((l for l in p["layers"] if l["name"] == "stem/conv"), {})
+        check(".engine (fp16) --onnx MODEL: Conv FLOPs through the converted weights' names",
+              stem.get("flops") == want, f"{stem}\n{out}{err}")
         for bad, expect in ((["--onnx", os.path.join(tmp, "no.onnx")], "cannot open"), (["--onnx"], "needs a value")):
             rc, out, err = run(ingot, "run", eng, *bad)
             check(f"--onnx error: {' '.join(bad[:1])} {expect}", rc == 2 and expect in err
