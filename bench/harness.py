@@ -55,9 +55,10 @@ BERT_VOCAB = 30522
 # Rough stage costs in seconds, to decide what still fits in the budget (a stage that would not
 # fit is skipped, not started). Seen on the H200 (2026-12-01): exports 10-12 s, cold builds 10-21 s,
 # the torch stage with torch.compile reduce-overhead 15-24 s per batch; compile was 120 here until
-# then, which skipped BERT's torch.compile with 107-120 s still left.
+# then, which skipped BERT's torch.compile with 107-120 s still left. torch.compile max-autotune
+# took 78.5 s for BERT b1 (session 7); 300 here skipped its b64 row with 217 s left.
 COST = {"export": 60, "build": 60, "ingot_run": 15, "accuracy": 20, "torch": 20, "compile": 45,
-        "max_autotune": 300}
+        "max_autotune": 150}
 
 
 class Budget:
