@@ -772,6 +772,41 @@ class Harness:
         torch.backends.cudnn.benchmark = not self.a.no_cudnn_benchmark
         rc, out, _ = self.ingot("version", "--version", cap=30)
         self.results["ingot_version"] = out.strip() if rc == 0 else f"? (rc {rc})"
+        sampler = self.start_gpu_sampler()
+        try:
+            self.run_models()
+        finally:
+            if sampler:
+                sampler.terminate()
+                sampler.wait()
+        self.save()
+        print()
+        print(text_table(self.results))
+        print(f"\n(wall {time.monotonic() - self.t0:.0f} s; bench.json, bench.md, logs/ in {self.out})")
+        if not self.a.keep_work and not self.a.work:
+            shutil.rmtree(self.work, ignore_errors=True)
+        return 0
+
+    def start_gpu_sampler(self):
+        """nvidia-smi sampling SM clock, power, temperature and throttle reasons every 250 ms into
+        logs/gpu_clocks.csv for the whole run (session 7 saw BERT b64 at 3.15 ms replayed back to back
+        against 2.96 ms with idle gaps between queries: this is the record to tell whether clocks drop
+        under sustained load). None where there is no nvidia-smi."""
+        if not shutil.which("nvidia-smi"):
+            return None
+        path = os.path.join(self.logs, "gpu_clocks.csv")
+        with open(path, "w") as f:
+            f.write(f"# sampling from {datetime.datetime.now(datetime.timezone.utc):%Y/%m/%d %H:%M:%S} UTC, "
+                    f"harness log time {time.monotonic() - self.t0:.1f} s\n")
+        try:
+            return subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
+                 "clocks_throttle_reasons.active", "--format=csv", "-lms", "250"],
+                stdout=open(path, "a"), stderr=subprocess.DEVNULL)
+        except OSError:
+            return None
+
+    def run_models(self):
         for name in self.a.models.split(","):
             if name not in MODELS:
                 self.results["notes"].append(f"unknown model '{name}' skipped (known: {', '.join(MODELS)})")
@@ -786,13 +821,6 @@ class Harness:
                 with open(os.path.join(self.logs, f"{name}_error.log"), "a") as f:
                     f.write(traceback.format_exc())
             self.save()
-        self.save()
-        print()
-        print(text_table(self.results))
-        print(f"\n(wall {time.monotonic() - self.t0:.0f} s; bench.json, bench.md, logs/ in {self.out})")
-        if not self.a.keep_work and not self.a.work:
-            shutil.rmtree(self.work, ignore_errors=True)
-        return 0
 
 
 def as_tuple(outputs):
