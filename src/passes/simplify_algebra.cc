@@ -611,8 +611,7 @@ bool broadcasting_op(const ir::Node *n) {
   static const std::set<std::string> kOps = {
       "Add",  "Sub",     "Mul",  "Div",  "Pow",           "Max",
       "Min",  "Where",   "And",  "Or",   "Xor",           "Equal",
-      "Less", "Greater", "Sum",  "Mean", "LessOrEqual",   "GreaterOrEqual",
-      "PRelu"};
+      "Less", "Greater", "Sum",  "Mean", "LessOrEqual",   "GreaterOrEqual"};
   return n && n->domain().empty() && kOps.count(n->op_type()) > 0;
 }
 
@@ -628,8 +627,6 @@ Result<bool> drop_expanded_operands(ir::Graph &g, ir::Node *n) {
     if (!is_op(e, "Expand") || !e->input(0) || !e->input(0)->shape().rank_known() ||
         e->input(0)->dtype() != in->dtype())
       continue;
-    if (n->op_type() == "PRelu" && i != 0)
-      continue;  // PRelu broadcasts its slope to X only
     ir::Shape b = e->input(0)->shape();
     bool ok = true;
     for (size_t j = 0; j < n->inputs().size() && ok; ++j) {
