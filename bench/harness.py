@@ -491,7 +491,7 @@ class Harness:
                       "--max-shapes", ",".join(f"{n}:{dims(hi)}" for n in names_in)]
         if self.a.ingot_backend == "cuda":
             backend_args = ["--backend", "cuda", "--fp16", "--timing-cache", os.path.join(self.work, "timing.cache"),
-                            "--tactic-timing", self.a.tactic_timing]
+                            "--tactic-timing", self.a.tactic_timing] + (["--reduced-io"] if self.a.reduced_io else [])
         else:  # a dry run of the plumbing on a CPU machine
             backend_args = ["--backend", "cpu"]
         t = time.monotonic()
@@ -509,7 +509,10 @@ class Harness:
         import numpy as np
         for n, t in zip(MODELS[name][1], tensors):
             f = os.path.join(self.work, f"{name}_b{batch}_{n}.npy")
-            np.save(f, t.numpy() if hasattr(t, "numpy") else np.asarray(t))
+            a = t.numpy() if hasattr(t, "numpy") else np.asarray(t)
+            if self.a.reduced_io and a.dtype == np.float32 and self.a.ingot_backend == "cuda":
+                a = a.astype(np.float16)  # --reduced-io engines take fp16 inputs, as the fp16 torch module
+            np.save(f, a)
             files.append(f"{n}:{f}")
         return ",".join(files)
 
@@ -903,6 +906,9 @@ def parser():
     ap.add_argument("--no-profile", dest="profile", action="store_false",
                     help="skip the per-step ingot profile (top-5 steps, timing chart)")
     ap.add_argument("--warm-build", action="store_true", help="rebuild with the warm timing cache, timed")
+    ap.add_argument("--reduced-io", action="store_true",
+                    help="ingot build --reduced-io: fp16 engine inputs and outputs, as the fp16 PyTorch "
+                         "module takes and gives (default: the model's fp32 I/O, cast at the engine's edges)")
     ap.add_argument("--tactic-timing", choices=["stream", "device"], default="stream",
                     help="ingot build --tactic-timing: what tactic timings count (device: GPU time alone, "
                          "for the CUDA-graph replays the ratios use)")

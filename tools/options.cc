@@ -150,6 +150,7 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
   else if (a == "--tf32") config.tf32 = true;
   else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
   else if (a == "--strict-types") config.strict_types = true;
+  else if (a == "--reduced-io") config.reduced_io = true;
   else if (a == "--layer-precisions") {
     if (!value(v)) return BuildFlag::kError;
     std::istringstream ss(v);
@@ -214,6 +215,8 @@ std::string build_flags_help() {
   return "  --fp16 --bf16 --tf32 --best allow reduced precision: layers with a fast fp16/bf16 tactic\n"
          "                              compute in it (engine inputs and outputs keep their types);\n"
          "                              --tf32 lets fp32 GEMMs/convs use TF32; --best allows all three\n"
+         "  --reduced-io                with --fp16/--bf16: fp32 inputs and float outputs of the engine\n"
+         "                              take that type (no Casts at its edges; fp16 with --best)\n"
          "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
          "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
          "  --workspace MiB             largest scratch per layer\n"

@@ -43,6 +43,10 @@ struct BuilderConfig {
   bool bf16 = false;           ///< allow bf16 tactics (CUDA)
   bool tf32 = false;           ///< allow TF32 math in fp32 GEMM/conv (CUDA)
   bool strict_types = false;   ///< a layer that cannot run in the allowed reduced precision is an error
+  /// With fp16 or bf16: the engine's fp32 inputs and float outputs take that type (fp16 when both
+  /// are allowed), so no Casts run at its edges and callers pass and receive it, as trtexec's
+  /// --inputIOFormats/--outputIOFormats=fp16 do. Off: engine inputs and outputs keep the model's types.
+  bool reduced_io = false;
   /// Per-layer precision, by node name (or the name of a model node a fused layer absorbed):
   /// "fp32" keeps a layer in fp32, "fp16"/"bf16" forces it (an error when no tactic has it).
   std::map<std::string, std::string> layer_precisions;

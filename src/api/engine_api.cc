@@ -49,6 +49,9 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.optimize = config.optimization_level > 0;
   opt.precision.reduced = config.fp16 ? DataType::kFloat16 : config.bf16 ? DataType::kBFloat16 : DataType::kUndefined;
   opt.precision.strict = config.strict_types;
+  opt.precision.reduced_io = config.reduced_io;
+  if (config.reduced_io && !config.fp16 && !config.bf16)
+    return invalid_argument("reduced-precision inputs and outputs (--reduced-io) need --fp16 or --bf16");
   opt.tune.optimization_level = config.optimization_level;
   opt.tune.workspace_limit = config.workspace_bytes;
   opt.tune.tf32 = config.tf32;

@@ -216,7 +216,12 @@ class Lowering {
       }
       if (!exists) return invalid_argument("a layer precision names '", name, "', which is no layer of the model");
     }
-    if (plan_.empty()) return Status::Ok();
+    // Reduced I/O: fp32 graph inputs arrive in the reduced type. Reduced readers take them as they
+    // are; readers that stay fp32 get a Cast up below, as every reduced value's fp32 readers do.
+    if (o_.reduced_io)
+      for (ir::Value* in : g_.inputs())
+        if (!in->initializer() && in->dtype() == DataType::kFloat32) low_[in] = o_.reduced;
+    if (plan_.empty() && low_.empty()) return Status::Ok();
 
     // 2. Rewrite: values, weights, casts at the boundaries, Pointwise bodies.
     std::vector<ir::Node*> lowered;
@@ -245,6 +250,7 @@ class Lowering {
         if (!reads_reduced) fp32_uses.push_back({user, idx});
       }
       bool is_output = std::count(g_.outputs().begin(), g_.outputs().end(), v) > 0;
+      if (is_output && o_.reduced_io && t == o_.reduced) is_output = false;  // it stays the output
       if (fp32_uses.empty() && !is_output) continue;
       ir::Value* back = g_.add_value(unique_name(v->name() + "/fp32"), DataType::kFloat32, v->shape());
       add_cast(v, back, DataType::kFloat32);
@@ -259,6 +265,22 @@ class Lowering {
         g_.rename_value(v, unique_name(name + "/" + short_name(t)));
         g_.rename_value(back, name);
       }
+    }
+    // Reduced I/O: the float outputs still fp32 (their producers stayed fp32, or computed in
+    // another reduced type) are cast to the reduced type; the cast takes the output's name.
+    if (o_.reduced_io) {
+      std::vector<ir::Value*> outs = g_.outputs();
+      for (ir::Value*& o : outs) {
+        if (o->dtype() != DataType::kFloat32) continue;
+        ir::Value* r = g_.add_value(unique_name(o->name() + "/" + short_name(o_.reduced)), o_.reduced, o->shape());
+        add_cast(o, r, o_.reduced);
+        const std::string name = o->name();
+        g_.rename_value(o, unique_name(name + "/fp32"));
+        g_.rename_value(r, name);
+        low_[r] = o_.reduced;
+        o = r;
+      }
+      g_.set_outputs(outs);
     }
     for (const auto& [n, d] : plan_) {
       (void)d;
@@ -415,6 +437,8 @@ class Lowering {
 Status lower_precision(ir::Graph& g, const backend::Backend& be, const PrecisionOptions& options,
                        PrecisionReport* report) {
   PrecisionReport local;
+  if (options.reduced_io && options.reduced == DataType::kUndefined)
+    return invalid_argument("reduced-precision inputs and outputs need a reduced precision (fp16 or bf16)");
   if (options.reduced == DataType::kUndefined && options.forced.empty()) return Status::Ok();
   if (options.reduced != DataType::kUndefined && options.reduced != DataType::kFloat16 &&
       options.reduced != DataType::kBFloat16)

@@ -32,6 +32,9 @@ struct PrecisionOptions {
   DataType reduced = DataType::kUndefined;  ///< kFloat16 or kBFloat16; kUndefined: no lowering
   bool strict = false;                      ///< a compute layer without a reduced tactic is an error
   std::map<std::string, DataType> forced;   ///< node or origin name -> kFloat32 / kFloat16 / kBFloat16
+  /// fp32 graph inputs and float outputs take the reduced type: no Casts at the engine's edges
+  /// (callers pass and receive fp16/bf16). Needs `reduced`.
+  bool reduced_io = false;
 };
 
 struct PrecisionReport {

@@ -69,6 +69,14 @@ def main():
         check("second build reuses the cache", rc == 0 and "timing-cache hits" in out, out + err)
         rc, out, err = run(ingot, "compare", cnn, "--engine", eng, "--atol", "2e-2", "--rtol", "2e-2")
         check("fp16 cpu engine within fp16 tolerance of the reference", rc == 0 and "PASS" in out, out + err)
+        # --reduced-io: the engine takes and gives fp16 (no Casts at its edges), and runs.
+        eng_io = os.path.join(tmp, "mlp16io.engine")
+        rc, out, err = run(ingot, "build", mlp, "-o", eng_io, "--fp16", "--reduced-io", "--shapes", "x:2x8")
+        rc2, out2, err2 = run(ingot, "inspect", eng_io)
+        check("build --fp16 --reduced-io: f16 input and output, no Cast step", rc == 0 and rc2 == 0
+              and "x  f16[2,8]" in out2 and "probs  f16[2,4]" in out2 and " Cast " not in out2, out + err + out2 + err2)
+        rc, out, err = run(ingot, "run", eng_io)
+        check("run a --reduced-io engine on random fp16 inputs", rc == 0 and "probs  f16[2,4]" in out, out + err)
 
         # Two optimization profiles in one engine; ingot run picks one with --profile-index.
         two = os.path.join(tmp, "two_profiles.engine")
@@ -128,6 +136,8 @@ def main():
              "rebuild the engine with this ingot"),
             ("bad layer precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--layer-precisions", "fc1:fp8"],
              "expects LAYER:fp32|fp16|bf16"),
+            ("--reduced-io without a reduced precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"),
+                                                          "--reduced-io"], "need --fp16 or --bf16"),
             ("bad tactic timing", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--tactic-timing", "wall"],
              "--tactic-timing must be stream or device, got 'wall'"),
             ("layer precision naming no layer", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--shapes",

@@ -259,6 +259,55 @@ TEST(Precision, ForcedLayerPrecisionsAreHonouredAndNamesChecked) {
   EXPECT_NE(bad.status().message().find("fp8"), std::string::npos) << bad.status().message();
 }
 
+// --reduced-io: the fp32 input and output take the reduced type, so no Cast runs at the edges;
+// the outputs are those of the default fp16 engine (which casts at its edges) to fp16 rounding.
+// A layer kept in fp32 next to the input or output gets the Casts instead, and the I/O stays
+// reduced. Without --fp16/--bf16 the flag is an error.
+TEST(Precision, ReducedIoEnginesTakeAndGiveTheReducedType) {
+  const std::string bytes = small_model(0.25f);
+  BuilderConfig cfg;
+  cfg.fp16 = true;
+  cfg.disabled_passes = {"fuse_conv_gemm", "fuse_pointwise"};  // keep one layer per node
+  auto edges = build_and_run(bytes, cfg, small_feeds());
+  ASSERT_TRUE(edges.ok()) << edges.status().to_string();
+
+  std::map<std::string, Tensor> feeds16;
+  for (const auto& [name, t] : small_feeds()) {
+    Tensor h = Tensor::zeros(DataType::kFloat16, t.shape()).value();
+    for (int64_t i = 0; i < t.numel(); ++i) h.set_f64(i, t.get_f64(i));
+    feeds16[name] = h;
+  }
+  cfg.reduced_io = true;
+  auto io = build_and_run(bytes, cfg, feeds16);
+  ASSERT_TRUE(io.ok()) << io.status().to_string();
+  for (const IoTensorDesc& d : io->io) EXPECT_EQ(d.dtype, DataType::kFloat16) << d.name;
+  EXPECT_EQ(count_op(io->layers, "Cast"), 0);
+  EXPECT_EQ(io->summary.reduced_precision_layers, edges->summary.reduced_precision_layers);
+  ASSERT_EQ(io->outputs.size(), 1u);
+  EXPECT_EQ(io->outputs[0].dtype(), DataType::kFloat16);
+  auto [err, cos] = error_and_cosine(io->outputs[0], edges->outputs[0]);
+  EXPECT_LT(err, 1e-3);  // the same fp16 math; the output rounded to fp16 once more
+  EXPECT_GT(cos, 0.99999);
+
+  // mm1 (reads x) and add_big (writes y) kept in fp32: Casts up from x and down to y.
+  cfg.layer_precisions = {{"mm1", "fp32"}, {"add_big", "fp32"}};
+  auto kept = build_and_run(bytes, cfg, feeds16);
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  for (const IoTensorDesc& d : kept->io) EXPECT_EQ(d.dtype, DataType::kFloat16) << d.name;
+  EXPECT_EQ(kept->io.size(), 2u);
+  for (const IoTensorDesc& d : kept->io) EXPECT_TRUE(d.name == "x" || d.name == "y") << d.name;
+  EXPECT_EQ(count_op(kept->layers, "Cast"), 4);  // x up; mm1's output down; o up; y down
+  auto [err2, cos2] = error_and_cosine(kept->outputs[0], edges->outputs[0]);
+  EXPECT_LT(err2, 2e-2);
+  EXPECT_GT(cos2, 0.999);
+
+  BuilderConfig no_reduced;
+  no_reduced.reduced_io = true;
+  auto bad = build_and_run(bytes, no_reduced, small_feeds());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--fp16"), std::string::npos) << bad.status().message();
+}
+
 TEST(Precision, WeightsBeyondTheReducedRangeKeepTheirLayerInFp32) {
   std::string bytes = small_model(1e6f);  // 1e6 overflows fp16 (max 65504), not bf16
   BuilderConfig cfg;
