@@ -97,11 +97,19 @@ template <class Element, class TileShape>
 struct Fusion<Element, CutlassEpilogue::kBiasResidual, TileShape> {
   using Op = cutlass::epilogue::fusion::LinCombPerColBias<Element, float, Element>;
 };
+/// act(acc + bias): the Gelu kernels' tree (and the probes' other activations).
+template <template <class> class Act, class Element, class TileShape>
+using ActOfAccPlusBias = evt::Sm90EVT<evt::Sm90Compute<Act, Element, float, cutlass::FloatRoundStyle::round_to_nearest>,
+                                      AccPlusBias<float, Element, TileShape>>;
 template <class Element, class TileShape>
 struct Fusion<Element, CutlassEpilogue::kBiasGelu, TileShape> {
-  using Op = evt::Sm90EVT<evt::Sm90Compute<ExactGelu, Element, float, cutlass::FloatRoundStyle::round_to_nearest>,
-                          AccPlusBias<float, Element, TileShape>>;
+  using Op = ActOfAccPlusBias<ExactGelu, Element, TileShape>;
 };
+/// Whether a visitor tree is one node over one child (ActOfAccPlusBias); AccPlusBias has two.
+template <class Op>
+struct IsActTree : std::false_type {};
+template <class Node, class Child>
+struct IsActTree<evt::Sm90TreeVisitor<Node, Child>> : std::true_type {};
 
 /// The epilogue arguments of a fusion: the visitor trees above take {children..., node} per
 /// node (the bias broadcast: pointer, value for a null pointer, stride); CUTLASS's fusion
@@ -116,9 +124,8 @@ void set_epilogue_thread(Thread& thread, const CutlassGemmProblem& p, bool resid
   } else if constexpr (std::is_same_v<FusionOp, AccPlusBias<Element, Element, TileShape>>) {
     thread = {{}, {bias, Element(0), {}}, {}};  // plus(acc, bias)
   } else {
-    static_assert(std::is_same_v<FusionOp, typename Fusion<Element, CutlassEpilogue::kBiasGelu, TileShape>::Op>,
-                  "an epilogue visitor tree without arguments here");
-    thread = {{{}, {bias, Element(0), {}}, {}}, {}};  // gelu(plus(acc, bias))
+    static_assert(IsActTree<FusionOp>::value, "an epilogue visitor tree without arguments here");
+    thread = {{{}, {bias, Element(0), {}}, {}}, {}};  // act(plus(acc, bias))
   }
 }
 
