@@ -117,6 +117,35 @@ def main():
         run(ingot, "run", mlp, "--shapes", "x:3x8", "--save-outputs", cpu_dir)
         same_outputs("mlp.onnx --backend cuda", cpu_dir, gpu_dir)
 
+        # --fp16 --reduced-io: fp16 input and output on the GPU, no Cast steps, the fp16 outputs
+        # within fp16 tolerance of the fp32-I/O fp16 engine's on the same (fp16-exact) inputs.
+        e_io, e_16 = os.path.join(tmp, "cnn_io16.engine"), os.path.join(tmp, "cnn_16.engine")
+        rc, out, err = run(ingot, "build", cnn, "--backend", "cuda", "--fp16", "--reduced-io", "-o", e_io)
+        rc2, out2, err2 = run(ingot, "build", cnn, "--backend", "cuda", "--fp16", "-o", e_16)
+        rc3, insp, err3 = run(ingot, "inspect", e_io)
+        check("build cnn --fp16 --reduced-io --backend cuda: f16 I/O, no Cast step",
+              rc == 0 and rc2 == 0 and rc3 == 0 and " Cast " not in insp and "f16[" in insp.split("outputs:")[0],
+              out + err + err2 + insp)
+        x16 = np.random.default_rng(3).standard_normal((2, 3, 32, 32)).astype(np.float16)
+        inp_name = "input"  # cnn_small's one input, [2, 3, 32, 32]
+        f16_in, f32_in = os.path.join(tmp, "x16.npy"), os.path.join(tmp, "x32.npy")
+        np.save(f16_in, x16)
+        np.save(f32_in, x16.astype(np.float32))
+        d_io, d_16 = os.path.join(tmp, "out_io16"), os.path.join(tmp, "out_16")
+        os.makedirs(d_io)
+        os.makedirs(d_16)
+        rc, out, err = run(ingot, "run", e_io, "--load-inputs", f"{inp_name}:{f16_in}", "--save-outputs", d_io)
+        rc2, out2, err2 = run(ingot, "run", e_16, "--load-inputs", f"{inp_name}:{f32_in}", "--save-outputs", d_16)
+        ok, detail = rc == 0 and rc2 == 0, out + err + out2 + err2
+        for f in sorted(os.listdir(d_16)) if ok else []:
+            a16 = np.load(os.path.join(d_io, f)) if os.path.exists(os.path.join(d_io, f)) else None
+            b32 = np.load(os.path.join(d_16, f))
+            good = a16 is not None and a16.dtype == np.float16 and a16.shape == b32.shape and np.allclose(
+                a16.astype(np.float32), b32, rtol=2e-3, atol=2e-3)
+            ok &= good
+            detail += f"\n{f}: {None if a16 is None else (a16.dtype, a16.shape)} vs {b32.dtype, b32.shape}"
+        check("cnn --reduced-io on cuda: fp16 outputs match the fp32-I/O fp16 engine's", ok, detail)
+
         rc, out, err = run(ingot, "run", engines["cnn_small"], "--no-data-transfers", "--iterations", "5")
         check("--no-data-transfers: H2D/D2H skipped, throughput from GPU compute",
               rc == 0 and "H2D Latency: skipped" in out and "D2H Latency: skipped" in out
