@@ -797,15 +797,15 @@ class Harness:
         under sustained load). None where there is no nvidia-smi."""
         if not shutil.which("nvidia-smi"):
             return None
-        path = os.path.join(self.logs, "gpu_clocks.csv")
-        with open(path, "w") as f:
-            f.write(f"# sampling from {datetime.datetime.now(datetime.timezone.utc):%Y/%m/%d %H:%M:%S} UTC, "
-                    f"harness log time {time.monotonic() - self.t0:.1f} s\n")
         try:
-            return subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
-                 "clocks_throttle_reasons.active", "--format=csv", "-lms", "250"],
-                stdout=open(path, "a"), stderr=subprocess.DEVNULL)
+            with open(os.path.join(self.logs, "gpu_clocks.csv"), "w") as log:  # the child keeps its own descriptor
+                log.write(f"# sampling from {datetime.datetime.now(datetime.timezone.utc):%Y/%m/%d %H:%M:%S} UTC, "
+                          f"harness log time {time.monotonic() - self.t0:.1f} s\n")
+                log.flush()
+                return subprocess.Popen(
+                    ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
+                     "clocks_throttle_reasons.active", "--format=csv", "-lms", "250"],
+                    stdout=log, stderr=subprocess.DEVNULL)
         except OSError:
             return None
 

@@ -467,6 +467,25 @@ Result<bool> fold_scale_into_weights(ir::Graph &g, ir::Node *n,
   return true;
 }
 
+// Replaces Gather `n` (of table w, axis 0) by Expand(Gather(w, c), shape): the rows of the few
+// indices c, broadcast to n's output; rows_dims are c's dims (known or not) then w's trailing dims.
+Status expand_gathered_rows(ir::Graph &g, ir::Node *n, ir::Value *w, ir::Value *c,
+                            std::vector<ir::Dim> rows_dims, ir::Value *shape) {
+  ir::Value *rows = g.add_value(
+      unique_value_name(g, n->output(0)->name() + "/rows"), w->dtype(),
+      ir::Shape(std::move(rows_dims)));
+  g.add_node("Gather", {w, c}, {rows}, {}, n->name() + "/rows");
+  return replace_with_node(g, n, "Expand", {rows, shape});
+}
+
+// Row-major element strides of dims d.
+std::vector<int64_t> row_major_strides(const Shape64 &d) {
+  std::vector<int64_t> stride(d.size(), 1);
+  for (size_t a = d.size(); a-- > 1;)
+    stride[a - 1] = stride[a] * d[a];
+  return stride;
+}
+
 // Gather(W, Expand(c, s)) -> Expand(Gather(W, c), Concat(s, W.shape[1:])), W and c constant,
 // axis 0. Expand's output is broadcast(c.shape, s); the rows Gather(W, c) have c.shape + W's
 // trailing dims, which broadcast against s + the same trailing dims to the original shape.
@@ -487,10 +506,6 @@ Result<bool> gather_through_expand(ir::Graph &g, ir::Node *n) {
   std::vector<int64_t> tail(wd.begin() + 1, wd.end());
   for (int64_t d : tail)
     rows_dims.push_back(d);
-  ir::Value *rows = g.add_value(
-      unique_value_name(g, n->output(0)->name() + "/rows"), w->dtype(),
-      ir::Shape(rows_dims));
-  g.add_node("Gather", {w, c}, {rows}, {}, n->name() + "/rows");
   ir::Value *tail_v = g.add_initializer(
       unique_value_name(g, n->name() + "/row_dims"),
       Tensor::from_vector(DataType::kInt64,
@@ -505,7 +520,7 @@ Result<bool> gather_through_expand(ir::Graph &g, ir::Node *n) {
   axis0.set_int("axis", 0);
   g.add_node("Concat", {s, tail_v}, {shape2}, std::move(axis0),
              n->name() + "/expand_shape");
-  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Expand", {rows, shape2}));
+  INGOT_RETURN_IF_ERROR(expand_gathered_rows(g, n, w, c, std::move(rows_dims), shape2));
   return true;
 }
 
@@ -524,10 +539,8 @@ Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
   std::optional<Tensor> t = constant_value(idx);
   if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32))
     return false;
-  // Row-major strides of C; an axis repeats when every element equals its slice-0 twin.
-  std::vector<int64_t> stride(d.size(), 1);
-  for (size_t a = d.size() - 1; a > 0; --a)
-    stride[a - 1] = stride[a] * d[a];
+  // An axis repeats when every element of C equals its slice-0 twin.
+  const std::vector<int64_t> stride = row_major_strides(d);
   Shape64 small = d;
   for (size_t a = 0; a < d.size(); ++a) {
     if (d[a] < 2)
@@ -543,9 +556,7 @@ Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
   if (small == d)
     return false;
   Tensor reduced = Tensor::zeros(t->dtype(), small).value();
-  std::vector<int64_t> small_stride(small.size(), 1);
-  for (size_t a = small.size() - 1; a > 0; --a)
-    small_stride[a - 1] = small_stride[a] * small[a];
+  const std::vector<int64_t> small_stride = row_major_strides(small);
   for (int64_t j = 0; j < reduced.numel(); ++j) {
     int64_t src = 0;  // the same multi-index in C (every reduced axis at 0)
     for (size_t a = 0; a < small.size(); ++a)
@@ -559,13 +570,11 @@ Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
     out_dims.push_back(wd[a]);
   }
   ir::Value *c = g.add_initializer(unique_value_name(g, idx->name() + "/slice"), reduced);
-  ir::Value *rows = g.add_value(unique_value_name(g, n->output(0)->name() + "/rows"), w->dtype(),
-                                ir::Shape::from_concrete(rows_dims));
-  g.add_node("Gather", {w, c}, {rows}, {}, n->name() + "/rows");
   ir::Value *shape = g.add_initializer(
       unique_value_name(g, n->name() + "/expand_shape"),
       Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(out_dims.size())}, out_dims));
-  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Expand", {rows, shape}));
+  INGOT_RETURN_IF_ERROR(
+      expand_gathered_rows(g, n, w, c, ir::Shape::from_concrete(rows_dims).dims(), shape));
   return true;
 }
 

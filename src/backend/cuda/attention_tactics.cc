@@ -21,6 +21,7 @@
 #include "backend/cuda/attention_params.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_tactics.h"
+#include "backend/cuda/device_info.h"
 
 namespace ingot::backend::cuda {
 namespace {
@@ -326,9 +327,8 @@ class AttentionTactic final : public Tactic {
     auto stream = static_cast<cudaStream_t>(io.stream);
     cudaError_t err;
     if (kind_ != AttentionKind::kGeneric && attention_flash_can_run(p)) {
-      int dev = 0, sms = 0;
-      INGOT_CUDA_CHECK(cudaGetDevice(&dev));
-      INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+      const int sms = current_device_info().sm_count;  // cached per device, not asked per enqueue
+      if (sms <= 0) return internal_error(node.describe(), ": ", name(), ": no usable CUDA device");
       err = kind_ == AttentionKind::kShort && attention_short_can_run(p) ? launch_attention_short(p, sms, stream)
                                                                           : launch_attention_flash(p, sms, stream);
     } else {
