@@ -191,6 +191,10 @@ const std::vector<ShapePair> kBinaryShapes = {
     {{2, 3, 4}, {4}},           {{2, 1, 4}, {3, 1}},      {{4, 0, 3}, {3}},       {{2, 3, 4, 5}, {1, 3, 1, 1}},
     {{}, {5}},                  {{5}, {}},                {{}, {}},               {{1, 9}, {9}},
     {{2, 1, 3, 1, 2, 3}, {1, 4, 1, 5, 1, 1}},             {{8, 1, 33}, {1, 17, 1}}, {{3, 1}, {1, 1}},
+    // Row broadcasts (the packed path where every period is a whole number of 16-byte packs):
+    // BERT's [B, S, H] + [1, S, H], a row vector either side, and periods that are not.
+    {{4, 16, 96}, {1, 16, 96}}, {{1, 40}, {6, 40}},         {{5, 3, 64}, {64}},     {{6, 2, 12}, {1, 2, 12}},
+    {{3, 1, 8}, {1, 4, 8}},
 };
 
 /// Random numpy-broadcastable shapes: rank 0..6, dims 0..6, each side sometimes 1.

@@ -106,6 +106,26 @@ __global__ void binary_broadcast_kernel(BinaryOp op, const T* a, const T* b, T* 
   }
 }
 
+// Both operands y-contiguous over a trailing block of y's dims and broadcast over the dims before
+// it ("rows": BERT's embeddings + a [1, S, H] constant), in 16-byte packs: operand k's pack v is
+// v % period_k (period_k packs; v itself where the operand is as large as y).
+template <class T>
+__global__ void binary_rows_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t nvec, int64_t pa,
+                                   int64_t pb) {
+  constexpr int N = 16 / sizeof(T);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const auto* av = reinterpret_cast<const Pack<T, N>*>(a);
+  const auto* bv = reinterpret_cast<const Pack<T, N>*>(b);
+  auto* yv = reinterpret_cast<Pack<T, N>*>(y);
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    const Pack<T, N> pa_v = av[v < pa ? v : v % pa], pb_v = bv[v < pb ? v : v % pb];
+    Pack<T, N> r;
+#pragma unroll
+    for (int k = 0; k < N; ++k) r.v[k] = from_f32<T>(apply_binary(op, to_f32(pa_v.v[k]), to_f32(pb_v.v[k])));
+    yv[v] = r;
+  }
+}
+
 template <class T>
 __global__ void where_kernel(const uint8_t* c, const T* x, const T* z, T* y, int64_t n, BroadcastDesc d) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -214,11 +234,32 @@ cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, co
   return cudaGetLastError();
 }
 
+int64_t broadcast_row_period(const BroadcastDesc& d, int k) {
+  int64_t period = 1;
+  int dim = d.rank - 1;
+  for (; dim >= 0; --dim) {  // the trailing block laid out as y's
+    if (d.dims[dim] == 1) continue;
+    if (d.strides[k][dim] != period) break;
+    period *= d.dims[dim];
+  }
+  for (; dim >= 0; --dim)  // every dim before it broadcast
+    if (d.dims[dim] != 1 && d.strides[k][dim] != 0) return 0;
+  return period;
+}
+
 cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
                           const BroadcastDesc& desc, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
+  const int64_t pa = broadcast_row_period(desc, 0), pb = broadcast_row_period(desc, 1);
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    constexpr int64_t N = 16 / sizeof(T);
+    if (pa > 0 && pb > 0 && pa % N == 0 && pb % N == 0 && n % N == 0 && ew::aligned16(a) && ew::aligned16(b) &&
+        ew::aligned16(y)) {
+      ew::binary_rows_kernel<T><<<ew::grid_for(n / N), ew::kThreads, 0, stream>>>(
+          op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n / N, pa / N, pb / N);
+      return;
+    }
     ew::binary_broadcast_kernel<T><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
         op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n, desc);
   });
