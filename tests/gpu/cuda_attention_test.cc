@@ -285,6 +285,29 @@ TEST_F(CudaAttentionTest, LargeGrids) {
   check_all_types(make_case(4, 18, 16, 16, 129, 64, 128));
 }
 
+// Heads enough (>= 2 per SM) for flash_short's persistent form, which each CTA runs over a run of
+// heads with the next head's K and V loading: masks shared by every row (none, additive, bool),
+// partial query tiles, fewer than 128 keys, grouped K/V heads, head sizes 64 and 32.
+TEST_F(CudaAttentionTest, ShortKernelOverManyHeads) {
+  Case bert = make_case(3, 30, 12, 12, 128, 128, 64);
+  bert.mask = MaskKind::kAdditive;
+  bert.mask_shape = {30, 1, 1, 128};
+  bert.scale = 0.125f;
+  check_all_types(bert);
+  Case packed = bert;
+  packed.packed = true;
+  check_all_types(packed);
+  check_all_types(make_case(4, 30, 12, 12, 70, 128, 32));  // no mask, 2 tiles, the last partial
+  Case gqa = make_case(4, 25, 12, 4, 200, 97, 64);         // 4 query tiles, 97 keys, 3 heads per K/V
+  gqa.mask = MaskKind::kBool;
+  gqa.mask_shape = {25, 1, 1, 97};
+  check_all_types(gqa);
+  Case one_head_mask = make_case(4, 300, 1, 1, 64, 128, 64);  // a [B, 1, 1, S] mask, 300 heads
+  one_head_mask.mask = MaskKind::kAdditive;
+  one_head_mask.mask_shape = {300, 1, 1, 128};
+  check_all_types(one_head_mask);
+}
+
 TEST_F(CudaAttentionTest, OddLengthsNoMask) {
   check_all_types(make_case(4, 1, 2, 2, 1, 7, 64));
   check_all_types(make_case(4, 2, 3, 3, 77, 130, 32));

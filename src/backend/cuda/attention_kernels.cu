@@ -536,8 +536,82 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionP
 constexpr int kShortKeys = 128;
 
 /// Whether the mask (with causal masking off) is the same for every query row of a head.
-__device__ __forceinline__ bool row_independent_mask(const AttentionParams& p) {
+__host__ __device__ __forceinline__ bool row_independent_mask(const AttentionParams& p) {
   return !p.causal && (p.mask_kind == AttentionMask::kNone || p.mask_stride[2] == 0);
+}
+
+/// Stages the row-independent mask row of head (b, h) in shared memory: bias_s[j] = mask / scale
+/// (0 where hidden), hidden_s = a bitmask of the hidden keys (j >= n_keys, or a -inf / false mask
+/// entry). Every thread of the CTA takes part (ballots over full warps); kThreads divides
+/// kShortKeys or is a multiple of it.
+template <int kThreads>
+__device__ __forceinline__ void stage_mask_row(const AttentionParams& p, int64_t b, int64_t h, int64_t n_keys,
+                                               float inv_scale, float* bias_s, uint32_t* hidden_s) {
+  const int64_t mrow = mask_row(p, b, h, 0);
+  for (int j = threadIdx.x; j < kShortKeys; j += kThreads) {
+    bool visible = j < n_keys;
+    float v = 0.0f;
+    if (visible && p.mask_kind != AttentionMask::kNone) {
+      const int64_t idx = mrow + j * p.mask_stride[3];
+      const float bias = p.mask_kind == AttentionMask::kBool
+                             ? (static_cast<const uint8_t*>(p.mask)[idx] ? 0.0f : -INFINITY)
+                             : load_float(p.mask, p.mask_type, idx);
+      visible = bias != -INFINITY;
+      if (visible) v = fmaxf(bias * inv_scale, -FLT_MAX);  // a huge finite bias stays finite
+    }
+    bias_s[j] = v;
+    const uint32_t hid = __ballot_sync(0xffffffffu, !visible);
+    if ((threadIdx.x & 31) == 0) hidden_s[j >> 5] = hid;
+  }
+}
+
+/// The scores' start values of rows row0 / row1 from a staged mask row (mask / scale, 0 where
+/// hidden) and their hidden bits, nt * 4 + e (rows past q_len hidden whole).
+template <int kKeyTiles>
+__device__ __forceinline__ uint64_t scores_from_row(float (&s)[kKeyTiles][4], const float* bias_s,
+                                                    const uint32_t* hidden_s, bool row0_out, bool row1_out,
+                                                    int t) {
+  const bool rows_out[2] = {row0_out, row1_out};
+  uint64_t hidden = 0;
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt) {
+    const int col = nt * 8 + 2 * t;
+    const float2 bv = *reinterpret_cast<const float2*>(bias_s + col);
+    const uint32_t word = hidden_s[col >> 5];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = col + (e & 1);
+      const bool hid = rows_out[e >> 1] || ((word >> (c & 31)) & 1u);
+      s[nt][e] = hid ? 0.0f : ((e & 1) ? bv.y : bv.x);
+      if (hid) hidden |= uint64_t(1) << (nt * 4 + e);
+    }
+  }
+  return hidden;
+}
+
+/// The one-pass softmax of the short kernels: scale, hide, the rows' max, then P = exp(S - max)
+/// packed as P V's A operand, with the quad's partial row sums in l.
+template <class T, int kKeyTiles>
+__device__ __forceinline__ void one_pass_softmax(float (&s)[kKeyTiles][4], uint64_t hidden, float scale,
+                                                 float (&l)[2], uint32_t (&pf)[kKeyTiles / 2][4]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nt][e] = (hidden >> (nt * 4 + e)) & 1u ? -INFINITY : s[nt][e] * scale;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+    }
+  }
+  float shift[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+    l[r] = 0.0f;
+  }
+  exp_and_pack<T, kKeyTiles>(s, shift, l, pf);
 }
 
 template <class T, int kD, int kWarps>
@@ -568,24 +642,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   cp_async_commit();
 
   const bool shared_row = row_independent_mask(p);
-  if (shared_row) {  // the mask row of (b, h), once per CTA: kShortKeys = 32 * 4 columns
-    const int64_t mrow = mask_row(p, b, h, 0);
-    for (int j = threadIdx.x; j < kShortKeys; j += kThreads) {
-      bool visible = j < n_keys;
-      float v = 0.0f;
-      if (visible && p.mask_kind != AttentionMask::kNone) {
-        const int64_t idx = mrow + j * p.mask_stride[3];
-        const float bias = p.mask_kind == AttentionMask::kBool
-                               ? (static_cast<const uint8_t*>(p.mask)[idx] ? 0.0f : -INFINITY)
-                               : load_float(p.mask, p.mask_type, idx);
-        visible = bias != -INFINITY;
-        if (visible) v = fmaxf(bias * inv_scale, -FLT_MAX);  // a huge finite bias stays finite
-      }
-      bias_s[j] = v;
-      const uint32_t hid = __ballot_sync(0xffffffffu, !visible);
-      if (lane == 0) hidden_s[j >> 5] = hid;
-    }
-  }
+  // The mask row of (b, h), once per CTA: kShortKeys = 32 * 4 columns.
+  if (shared_row) stage_mask_row<kThreads>(p, b, h, n_keys, inv_scale, bias_s, hidden_s);
 
   uint32_t qf[kKSteps][4];
   load_q_fragments<T, kD>(qf, qp, p, row0, row1, t);
@@ -597,20 +655,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   float s[kKeyTiles][4];
   uint64_t hidden = 0;
   if (shared_row) {
-    const bool rows_out[2] = {row0 >= p.q_len, row1 >= p.q_len};
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-      const int col = nt * 8 + 2 * t;
-      const float2 bv = *reinterpret_cast<const float2*>(bias_s + col);
-      const uint32_t word = hidden_s[col >> 5];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = col + (e & 1);
-        const bool hid = rows_out[e >> 1] || ((word >> (c & 31)) & 1u);
-        s[nt][e] = hid ? 0.0f : ((e & 1) ? bv.y : bv.x);
-        if (hid) hidden |= uint64_t(1) << (nt * 4 + e);
-      }
-    }
+    hidden = scores_from_row<kKeyTiles>(s, bias_s, hidden_s, row0 >= p.q_len, row1 >= p.q_len, t);
   } else {
     const int64_t mrow0 = mask_row(p, b, h, row0), mrow1 = mask_row(p, b, h, row1);
 #pragma unroll
@@ -629,25 +674,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   // S += Q K^T for this warp's 16 rows and all kShortKeys keys.
   add_qk<T, kD, kKeyTiles>(s, qf, ks, lane);
 
-  // One-pass softmax: scale, hide, the rows' max and the exponentials.
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int nt = 0; nt < kKeyTiles; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[nt][e] = (hidden >> (nt * 4 + e)) & 1u ? -INFINITY : s[nt][e] * p.scale;
-      mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
-    }
-  }
-  float shift[2], l[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    shift[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-  }
+  float l[2];
   uint32_t pf[kKeyTiles / 2][4];  // P as the A operand, one 16-key step per entry
-  exp_and_pack<T, kKeyTiles>(s, shift, l, pf);
+  one_pass_softmax<T, kKeyTiles>(s, hidden, p.scale, l, pf);
 
   cp_async_wait<0>();  // V
   __syncthreads();
@@ -661,8 +690,111 @@ __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionP
   store_rows<T, kD>(o, l, p, b, h, row0, row1, t);
 }
 
+// Persistent form of the short kernel for row-independent masks (BERT's [B, 1, 1, S] padding
+// mask; no causal masking) when there are heads enough to fill the GPU: each CTA takes a run of
+// consecutive heads, stages a head's K and V once for all its 64-query tiles (the per-tile kernel
+// loads them once per tile), and loads the next head's K and V into the other buffer while it
+// computes this one's. Dynamic shared memory: two K/V buffers (73.7 KB at head size 64).
+template <class T, int kD>
+constexpr int short_heads_smem_bytes() {
+  return 2 * 2 * kShortKeys * (kD + 8) * static_cast<int>(sizeof(T)) + kShortKeys * 4 + kShortKeys / 8;
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(128) attention_short_heads_kernel(AttentionParams p, int64_t heads_per_cta) {
+  constexpr int kStride = kD + 8;
+  constexpr int kKSteps = kD / 16;
+  constexpr int kDTiles = kD / 8;
+  constexpr int kKeyTiles = kShortKeys / 8;
+  constexpr int kThreads = 128;
+  constexpr int kHead = kShortKeys * kStride;  // one K or V head in shared memory, elements
+  extern __shared__ __align__(16) unsigned char short_heads_smem[];
+  T* kv = reinterpret_cast<T*>(short_heads_smem);  // [buffer 0: K, V][buffer 1: K, V]
+  float* bias_s = reinterpret_cast<float*>(kv + 4 * kHead);
+  uint32_t* hidden_s = reinterpret_cast<uint32_t*>(bias_s + kShortKeys);
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
+  const int64_t heads = p.batch * p.q_heads;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * heads_per_cta;
+  const int64_t last = first + heads_per_cta < heads ? first + heads_per_cta : heads;
+  const int64_t n_keys = visible_keys(p, p.q_len - 1);  // no causal masking: the same for every row
+  const int64_t n_tiles = (p.q_len + 63) / 64;
+  const float inv_scale = 1.0f / p.scale;
+  const int64_t group = p.q_heads / p.kv_heads;
+
+  auto stage = [&](int buf, int64_t bh) {
+    const int64_t b = bh / p.q_heads, kvh = (bh % p.q_heads) / group;
+    const T* kp = static_cast<const T*>(p.k) + b * p.k_stride[0] + kvh * p.k_stride[1];
+    const T* vp = static_cast<const T*>(p.v) + b * p.v_stride[0] + kvh * p.v_stride[1];
+    T* ks = kv + buf * 2 * kHead;
+    load_kv_tile<T, kD, kThreads>(ks, kp, p.k_stride[2], 0, p.kv_len);
+    load_kv_tile<T, kD, kThreads>(ks + kFlashKeys * kStride, kp, p.k_stride[2], kFlashKeys, p.kv_len);
+    load_kv_tile<T, kD, kThreads>(ks + kHead, vp, p.v_stride[2], 0, p.kv_len);
+    load_kv_tile<T, kD, kThreads>(ks + kHead + kFlashKeys * kStride, vp, p.v_stride[2], kFlashKeys, p.kv_len);
+    cp_async_commit();
+  };
+
+  if (first >= last) return;  // uniform over the CTA
+  stage(0, first);
+  for (int64_t bh = first; bh < last; ++bh) {
+    const int buf = static_cast<int>((bh - first) & 1);
+    if (bh + 1 < last) {
+      stage(buf ^ 1, bh + 1);  // its buffer was released by the barrier ending the last head
+      cp_async_wait<1>();      // this head's K and V have landed (this thread's copies)
+    } else {
+      cp_async_wait<0>();
+    }
+    const int64_t b = bh / p.q_heads, h = bh % p.q_heads;
+    stage_mask_row<kThreads>(p, b, h, n_keys, inv_scale, bias_s, hidden_s);
+    __syncthreads();  // everyone's K/V copies, bias_s and hidden_s
+    const T* ks = kv + buf * 2 * kHead;
+    const T* vs = ks + kHead;
+    const T* qp = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
+    for (int64_t tile = 0; tile < n_tiles; ++tile) {
+      const int64_t row0 = tile * 64 + warp * 16 + (lane >> 2), row1 = row0 + 8;
+      uint32_t qf[kKSteps][4];
+      load_q_fragments<T, kD>(qf, qp, p, row0, row1, t);
+      float s[kKeyTiles][4];
+      const uint64_t hidden =
+          scores_from_row<kKeyTiles>(s, bias_s, hidden_s, row0 >= p.q_len, row1 >= p.q_len, t);
+      add_qk<T, kD, kKeyTiles>(s, qf, ks, lane);
+      float l[2];
+      uint32_t pf[kKeyTiles / 2][4];
+      one_pass_softmax<T, kKeyTiles>(s, hidden, p.scale, l, pf);
+      float o[kDTiles][4];
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+      add_pv<T, kD, kKeyTiles / 2>(o, pf, vs, lane);
+      store_rows<T, kD>(o, l, p, b, h, row0, row1, t);
+    }
+    __syncthreads();  // this buffer and the mask row are free for the next heads
+  }
+}
+
+template <class T, int kD>
+cudaError_t launch_short_heads(const AttentionParams& p, int sm_count, cudaStream_t stream) {
+  constexpr int kSmem = short_heads_smem_bytes<T, kD>();
+  // Per launch, not once: the attribute belongs to the current device.
+  cudaError_t err = cudaFuncSetAttribute(attention_short_heads_kernel<T, kD>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  int per_sm = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_short_heads_kernel<T, kD>, 128, kSmem);
+  if (err != cudaSuccess) return err;
+  const int64_t heads = p.batch * p.q_heads;
+  const int64_t slots = static_cast<int64_t>(sm_count) * (per_sm > 0 ? per_sm : 1);
+  const int64_t per_cta = (heads + slots - 1) / slots;
+  const int64_t grid = (heads + per_cta - 1) / per_cta;
+  if (grid > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  attention_short_heads_kernel<T, kD><<<static_cast<unsigned>(grid), 128, kSmem, stream>>>(p, per_cta);
+  return cudaGetLastError();
+}
+
 template <class T, int kD>
 cudaError_t launch_short_dim(const AttentionParams& p, int sm_count, cudaStream_t stream) {
+  // Heads enough to fill the GPU and a mask shared by every row: the persistent kernel.
+  if (row_independent_mask(p) && p.batch * p.q_heads >= 2 * static_cast<int64_t>(sm_count))
+    return launch_short_heads<T, kD>(p, sm_count, stream);
   // 64-row tiles when they fill the GPU, else 16-row ones (4x the CTAs), as the flash kernel.
   const int64_t ctas64 = p.batch * p.q_heads * ((p.q_len + 63) / 64);
   const int warps = ctas64 >= static_cast<int64_t>(sm_count) ? 4 : 1;
