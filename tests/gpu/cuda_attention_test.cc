@@ -229,21 +229,22 @@ Case make_case(int rank, int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t
   return c;
 }
 
-TEST_F(CudaAttentionTest, BertShapedPaddingMask3D) {
-  Case c = make_case(3, 2, 12, 12, 128, 128, 64);
+// BERT-base's attention at sequence 128: 12 heads of 64, [B, S, H*D] inputs (packed: Q, K and V in
+// one [B, S, 3*H*D] tensor), the padding mask as an additive [B, 1, 1, S] bias, scale 1/8.
+Case bert_case(int64_t batch, bool packed) {
+  Case c = make_case(3, batch, 12, 12, 128, 128, 64);
+  c.packed = packed;
   c.mask = MaskKind::kAdditive;
-  c.mask_shape = {2, 1, 1, 128};
+  c.mask_shape = {batch, 1, 1, 128};
   c.scale = 0.125f;
-  check_all_types(c);
+  return c;
 }
+
+TEST_F(CudaAttentionTest, BertShapedPaddingMask3D) { check_all_types(bert_case(2, false)); }
 
 // Q, K and V read in place from one projection's [B, S, 3*H*D] output (fuse_qkv_projection).
 TEST_F(CudaAttentionTest, PackedQkv) {
-  Case bert = make_case(3, 2, 12, 12, 128, 128, 64);
-  bert.packed = true;
-  bert.mask = MaskKind::kAdditive;
-  bert.mask_shape = {2, 1, 1, 128};
-  bert.scale = 0.125f;
+  const Case bert = bert_case(2, true);
   check_all_types(bert);
   Case odd = make_case(3, 3, 3, 3, 77, 77, 32);
   odd.packed = true;
@@ -272,10 +273,8 @@ TEST_F(CudaAttentionTest, LargeGrids) {
   c.mask_shape = {22, 1, 1, 100};
   c.scale = 0.125f;
   check_all_types(c);
-  Case packed = make_case(3, 22, 12, 12, 128, 128, 64);
-  packed.packed = true;
-  packed.mask = MaskKind::kAdditive;
-  packed.mask_shape = {22, 1, 1, 128};
+  Case packed = bert_case(22, true);
+  packed.scale = 0;  // the default scale, 1/sqrt(D): no attribute
   check_all_types(packed);
   Case gqa = make_case(4, 12, 24, 8, 200, 200, 32);
   gqa.causal = true;
@@ -289,14 +288,8 @@ TEST_F(CudaAttentionTest, LargeGrids) {
 // heads with the next head's K and V loading: masks shared by every row (none, additive, bool),
 // partial query tiles, fewer than 128 keys, grouped K/V heads, head sizes 64 and 32.
 TEST_F(CudaAttentionTest, ShortKernelOverManyHeads) {
-  Case bert = make_case(3, 30, 12, 12, 128, 128, 64);
-  bert.mask = MaskKind::kAdditive;
-  bert.mask_shape = {30, 1, 1, 128};
-  bert.scale = 0.125f;
-  check_all_types(bert);
-  Case packed = bert;
-  packed.packed = true;
-  check_all_types(packed);
+  check_all_types(bert_case(30, false));
+  check_all_types(bert_case(30, true));
   check_all_types(make_case(4, 30, 12, 12, 70, 128, 32));  // no mask, 2 tiles, the last partial
   Case gqa = make_case(4, 25, 12, 4, 200, 97, 64);         // 4 query tiles, 97 keys, 3 heads per K/V
   gqa.mask = MaskKind::kBool;
@@ -533,13 +526,12 @@ TEST_F(CudaAttentionTest, TimingBertBase) {
     // a [B, 1, 1, S] additive mask), the same unpacked, and 4-D without a mask.
     for (int form = 0; form < 3; ++form) {
       const bool bert_form = form < 2;
-      Case c = make_case(bert_form ? 3 : 4, batch, 12, 12, 128, 128, 64);
-      c.packed = form == 0;
-      if (bert_form) {
-        c.mask = MaskKind::kAdditive;
-        c.mask_shape = {batch, 1, 1, 128};
+      Case c = bert_case(batch, form == 0);
+      if (!bert_form) {
+        c.rank = 4;
+        c.mask = MaskKind::kNone;
+        c.mask_shape.clear();
       }
-      c.scale = 0.125f;
       auto g = parse_graph(graph_text(c, DataType::kFloat16));
       ASSERT_TRUE(g.ok());
       const ir::Node& node = *(*g)->nodes()[0];
@@ -604,10 +596,7 @@ TEST_F(CudaAttentionTest, TimingBertBase) {
 // cuDNN's fused SDPA (another tactic for the same nodes, timed against ours by the builder)
 // against the reference, where cuDNN offers a plan; BERT's form must be offered.
 TEST_F(CudaAttentionTest, CudnnSdpaMatchesTheReference) {
-  Case bert = make_case(3, 2, 12, 12, 128, 128, 64);
-  bert.mask = MaskKind::kAdditive;
-  bert.mask_shape = {2, 1, 1, 128};
-  bert.scale = 0.125f;
+  const Case bert = bert_case(2, false);
   Case causal = make_case(4, 1, 2, 2, 130, 130, 64);
   causal.causal = true;
   Case masked = make_case(4, 2, 4, 2, 65, 70, 64);  // GQA, a full mask
