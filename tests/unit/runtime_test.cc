@@ -5,6 +5,7 @@
 // threads, and the errors a user meets (profile violations, bad bindings, corrupted engines).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -157,6 +158,57 @@ TEST(Runtime, DynamicBatchTwoContextsTwoThreadsMatchTheInterpreter) {
   t2.join();
   EXPECT_TRUE(ok1);
   EXPECT_TRUE(ok2);
+}
+
+// A profiler hears of every step once per run, in order, under the engine's layer names, with
+// times that fit in the run's wall time; profiling changes no output.
+TEST(Runtime, ProfilerReportsEveryStepInOrder) {
+  if (models_dir().empty()) GTEST_SKIP() << "INGOT_TEST_MODELS not set (ctest sets it to the generated models)";
+  std::string path = models_dir() + "/cnn_small/model.onnx";
+  Quiet quiet;
+  auto bytes = Builder(quiet).build_serialized(path, BuilderConfig());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto engine = Runtime(quiet).deserialize(bytes->data(), bytes->size());
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::map<std::string, Tensor> feeds;
+  for (const IoTensorDesc& d : (*engine)->io_tensors()) {
+    if (!d.is_input) continue;
+    Shape64 shape = d.shape;
+    for (int64_t& x : shape) x = x < 0 ? 2 : x;
+    feeds[d.name] = random_tensor(d.dtype, shape, 7);
+  }
+  auto plain = (*engine)->create_execution_context();
+  auto profiled = (*engine)->create_execution_context();
+  ASSERT_TRUE(plain.ok() && profiled.ok());
+  const auto want = run_engine(**plain, **engine, feeds);
+
+  struct Recorder : Profiler {
+    std::vector<int> steps;
+    std::vector<std::string> names;
+    double total_ms = 0;
+    void report_layer_time(int step, const char* name, float ms) noexcept override {
+      steps.push_back(step);
+      names.push_back(name);
+      total_ms += ms;
+      if (!(ms >= 0)) total_ms = -1e9;  // negative or NaN
+    }
+  } rec;
+  (*profiled)->set_profiler(&rec);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> got;
+  for (int run = 0; run < 2; ++run) got = run_engine(**profiled, **engine, feeds);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const auto& layers = (*engine)->layers();
+  ASSERT_GT(layers.size(), 2u);
+  ASSERT_EQ(rec.steps.size(), 2 * layers.size());
+  for (size_t i = 0; i < rec.steps.size(); ++i) {
+    EXPECT_EQ(rec.steps[i], static_cast<int>(i % layers.size()));
+    EXPECT_EQ(rec.names[i], layers[i % layers.size()].name);
+  }
+  EXPECT_GE(rec.total_ms, 0.0) << "a negative or NaN step time";
+  EXPECT_LE(rec.total_ms, wall_ms) << "steps timed longer than the runs took";
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i;
 }
 
 TEST(Runtime, ProfileViolationsAndBadBindingsAreClearErrors) {
