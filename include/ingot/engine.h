@@ -46,8 +46,9 @@ struct MemoryFigures {
 class ExecutionContext;
 
 /// Receives per-layer timings while a context with a profiler runs (like TensorRT's IProfiler).
-/// Called on the enqueueing thread after each step; CPU engines report wall time, GPU engines
-/// the time between CUDA events around the step.
+/// Called on the enqueueing thread after each step with the host's wall time from just before
+/// the step's enqueue to the end of a synchronize after it: on GPU engines that includes the
+/// host's enqueue cost and the synchronization's latency (~10 us), not the GPU's time alone.
 class Profiler {
  public:
   virtual ~Profiler() = default;
