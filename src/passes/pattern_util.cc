@@ -10,6 +10,22 @@
 
 namespace ingot::passes {
 
+Result<bool> match_at_anchors(ir::Graph &g, const std::function<bool(const ir::Node &)> &is_anchor,
+                              const std::function<Result<bool>(ir::Node *, std::set<const ir::Node *> *)> &match) {
+  std::vector<ir::Node *> anchors;
+  for (const auto &n : g.nodes())
+    if (is_anchor(*n)) anchors.push_back(n.get());
+  std::set<const ir::Node *> removed;
+  bool changed = false;
+  for (ir::Node *a : anchors) {
+    if (removed.count(a) != 0) continue;
+    INGOT_ASSIGN_OR_RETURN(bool did, match(a, &removed));
+    changed = changed || did;
+  }
+  if (changed) INGOT_RETURN_IF_ERROR(g.topological_sort());
+  return changed;
+}
+
 bool is_graph_output(const ir::Graph &g, const ir::Value *v) {
   return std::find(g.outputs().begin(), g.outputs().end(), v) !=
          g.outputs().end();

@@ -12,7 +12,9 @@
 // on backend/cpu (as constant folding does anyway).
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,13 @@
 #include "ir/graph.h"
 
 namespace ingot::passes {
+
+/// The recognize_* passes' driver: tries `match` at every node of `g` that `is_anchor` picks (collected
+/// in graph order before any rewrite), skipping anchors that an earlier match removed (`match` adds
+/// the nodes it deletes to the set), and re-sorts the graph when any match rewrote it. Returns
+/// whether one did.
+Result<bool> match_at_anchors(ir::Graph &g, const std::function<bool(const ir::Node &)> &is_anchor,
+                              const std::function<Result<bool>(ir::Node *, std::set<const ir::Node *> *)> &match);
 
 /// True when `v` is one of `g`'s outputs.
 bool is_graph_output(const ir::Graph &g, const ir::Value *v);

@@ -131,22 +131,9 @@ public:
   const char *name() const override { return "recognize_attention"; }
 
   Result<bool> run(Graph &g, PassContext &ctx) override {
-    std::vector<Node *> softmaxes;
-    for (const auto &n : g.nodes())
-      if (n->op_type() == "Softmax" && n->domain().empty())
-        softmaxes.push_back(n.get());
-    std::set<const Node *> removed;
-    bool changed = false;
-    for (Node *sm : softmaxes) {
-      if (removed.count(sm) != 0)
-        continue;
-      INGOT_ASSIGN_OR_RETURN(bool did, try_match(g, ctx, sm, &removed));
-      changed = changed || did;
-    }
-    if (changed) {
-      INGOT_RETURN_IF_ERROR(g.topological_sort());
-    }
-    return changed;
+    return match_at_anchors(
+        g, [](const Node &n) { return n.op_type() == "Softmax" && n.domain().empty(); },
+        [&](Node *a, std::set<const Node *> *removed) { return try_match(g, ctx, a, removed); });
   }
 
 private:
@@ -196,20 +183,37 @@ private:
     layout.insert(layout.end(), {merge_tr, merge_rs});
     nodes.insert(nodes.end(), layout.begin(), layout.end());
 
-    Value *out = merge_rs->output(0);
-    Value *fused_out =
-        g.add_value(unique_value_name(g, out->name() + ".fused", "."),
-                    out->dtype(), out->shape());
+    ir::Attributes attrs = attention_attrs(scale);
+    attrs.set_int("q_num_heads", hq);
+    attrs.set_int("kv_num_heads", hq);
+    INGOT_RETURN_IF_ERROR(replace_with_attention(g, sm, nodes, merge_rs->output(0),
+                                                 {q3, k3, v3}, mask,
+                                                 std::move(attrs), removed));
+    return true;
+  }
+
+  static ir::Attributes attention_attrs(double scale) {
     ir::Attributes attrs;
     attrs.set_float("scale", static_cast<float>(scale));
     attrs.set_int("is_causal", 0);
-    attrs.set_int("q_num_heads", hq);
-    attrs.set_int("kv_num_heads", hq);
-    std::vector<Value *> ins = {q3, k3, v3};
+    return attrs;
+  }
+
+  /// One Attention node (ingot domain, named after the Softmax) reading `qkv`
+  /// and `mask` (when there is one) in place of the matched `nodes`, whose
+  /// result `out` it replaces and whose name it takes over; the nodes go.
+  static Status replace_with_attention(Graph &g, const Node *sm,
+                                       const std::vector<Node *> &nodes,
+                                       Value *out, std::vector<Value *> qkv,
+                                       Value *mask, ir::Attributes attrs,
+                                       std::set<const Node *> *removed) {
+    Value *fused_out =
+        g.add_value(unique_value_name(g, out->name() + ".fused", "."),
+                    out->dtype(), out->shape());
     if (mask != nullptr)
-      ins.push_back(mask);
+      qkv.push_back(mask);
     Node *fused =
-        g.add_node("Attention", ins, {fused_out}, std::move(attrs),
+        g.add_node("Attention", qkv, {fused_out}, std::move(attrs),
                    sm->name().empty() ? "Attention" : sm->name() + "/Attention",
                    kIngotDomain);
     for (Node *d : nodes)
@@ -220,7 +224,7 @@ private:
     INGOT_RETURN_IF_ERROR(
         remove_nodes_consumers_first(g, nodes, "recognize_attention"));
     take_over_name(g, out, fused_out);
-    return true;
+    return Status::Ok();
   }
 
   Result<bool> refuse(PassContext &ctx, const Node *sm,
@@ -363,33 +367,14 @@ private:
     if (kt_tr != nullptr)
       k_node->absorb_origins(*kt_tr);
 
-    Value *out = pv->output(0);
-    Value *fused_out = g.add_value(unique_value_name(g, out->name() + ".fused", "."),
-                                   out->dtype(), out->shape());
-    ir::Attributes attrs;
-    attrs.set_float("scale", static_cast<float>(scale));
-    attrs.set_int("is_causal", 0);
-    std::vector<Value *> ins = {q, k, v};
-    if (mask != nullptr)
-      ins.push_back(mask);
-    Node *fused =
-        g.add_node("Attention", ins, {fused_out}, std::move(attrs),
-                   sm->name().empty() ? "Attention" : sm->name() + "/Attention",
-                   kIngotDomain);
-    for (Node *d : nodes)
-      fused->absorb_origins(*d);
-
-    g.replace_all_uses(out, fused_out);
-    for (Node *d : nodes)
-      removed->insert(d);
-    INGOT_RETURN_IF_ERROR(
-        remove_nodes_consumers_first(g, nodes, "recognize_attention"));
+    INGOT_RETURN_IF_ERROR(replace_with_attention(g, sm, nodes, pv->output(0),
+                                                 {q, k, v}, mask,
+                                                 attention_attrs(scale), removed));
     // The old K^T Transpose goes when nothing else reads it.
     if (kt_tr != nullptr && kt->uses().empty() && !is_graph_output(g, kt)) {
       removed->insert(kt_tr);
       INGOT_RETURN_IF_ERROR(g.remove_node(kt_tr));
     }
-    take_over_name(g, out, fused_out);
     return true;
   }
 };

@@ -120,24 +120,14 @@ public:
   const char *name() const override { return "recognize_gelu_silu"; }
 
   Result<bool> run(Graph &g, PassContext &ctx) override {
-    std::vector<Node *> anchors;
-    for (const auto &n : g.nodes())
-      if (n->domain().empty() &&
-          (n->op_type() == "Erf" || n->op_type() == "Tanh" ||
-           n->op_type() == "Sigmoid" || n->op_type() == "HardSigmoid"))
-        anchors.push_back(n.get());
-    std::set<const Node *> removed;
-    bool changed = false;
-    for (Node *a : anchors) {
-      if (removed.count(a) != 0)
-        continue;
-      INGOT_ASSIGN_OR_RETURN(bool did, try_match(g, ctx, a, &removed));
-      changed = changed || did;
-    }
-    if (changed) {
-      INGOT_RETURN_IF_ERROR(g.topological_sort());
-    }
-    return changed;
+    return match_at_anchors(
+        g,
+        [](const Node &n) {
+          const std::string &op = n.op_type();
+          return n.domain().empty() && (op == "Erf" || op == "Tanh" ||
+                                        op == "Sigmoid" || op == "HardSigmoid");
+        },
+        [&](Node *a, std::set<const Node *> *removed) { return try_match(g, ctx, a, removed); });
   }
 
 private:

@@ -106,22 +106,9 @@ public:
   const char *name() const override { return "recognize_layernorm"; }
 
   Result<bool> run(Graph &g, PassContext &ctx) override {
-    std::vector<Node *> sqrts;
-    for (const auto &n : g.nodes())
-      if (n->op_type() == "Sqrt" && n->domain().empty())
-        sqrts.push_back(n.get());
-    std::set<const Node *> removed;
-    bool changed = false;
-    for (Node *sq : sqrts) {
-      if (removed.count(sq) != 0)
-        continue;
-      INGOT_ASSIGN_OR_RETURN(bool did, try_match(g, ctx, sq, &removed));
-      changed = changed || did;
-    }
-    if (changed) {
-      INGOT_RETURN_IF_ERROR(g.topological_sort());
-    }
-    return changed;
+    return match_at_anchors(
+        g, [](const Node &n) { return n.op_type() == "Sqrt" && n.domain().empty(); },
+        [&](Node *a, std::set<const Node *> *removed) { return try_match(g, ctx, a, removed); });
   }
 
 private:

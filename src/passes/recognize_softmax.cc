@@ -80,17 +80,9 @@ class RecognizeSoftmax : public Pass {
   const char* name() const override { return kName; }
 
   Result<bool> run(Graph& g, PassContext& ctx) override {
-    std::vector<Node*> exps;
-    for (const auto& n : g.nodes())
-      if (n->domain().empty() && n->op_type() == "Exp") exps.push_back(n.get());
-    std::set<const Node*> removed;
-    bool changed = false;
-    for (Node* e : exps) {
-      if (removed.count(e) != 0) continue;
-      INGOT_ASSIGN_OR_RETURN(bool did, try_match(g, ctx, e, &removed));
-      changed = changed || did;
-    }
-    return changed;
+    return match_at_anchors(
+        g, [](const Node& n) { return n.domain().empty() && n.op_type() == "Exp"; },
+        [&](Node* a, std::set<const Node*>* removed) { return try_match(g, ctx, a, removed); });
   }
 
  private:
