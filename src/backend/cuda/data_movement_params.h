@@ -12,12 +12,7 @@
 
 #include "backend/cuda/data_movement_kernels.h"
 #include "backend/tactic.h"
-
-namespace ingot::ir {
-// src/ir/ops/tensor.cc: ONNX's clamping of one Slice axis (start, end, count of taken elements).
-void tensor_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* s, int64_t* e,
-                        int64_t* count);
-}  // namespace ingot::ir
+#include "ir/ops/tensor_shared.h"  // ir::tensor_slice_range
 
 namespace ingot::backend::cuda::dm {
 

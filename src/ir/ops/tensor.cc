@@ -9,24 +9,9 @@
 #include <set>
 
 #include "ir/ops/all_ops.h"
+#include "ir/ops/tensor_shared.h"
 
 namespace ingot::ir {
-
-// Helpers shared by the tensor*.cc files (declared in each user; the family has no header).
-std::optional<std::vector<int64_t>> tensor_known_ints(const InferenceContext& c, size_t i);
-Tensor tensor_i64_value(const std::vector<int64_t>& v, bool scalar);
-std::optional<std::vector<int64_t>> tensor_axes_arg(const InferenceContext& c, size_t input, const char* attr,
-                                                    bool* present);
-Result<std::vector<int64_t>> tensor_split_sizes(int64_t dim, int64_t opset, bool has_split,
-                                                const std::vector<int64_t>& split, int64_t num_outputs,
-                                                bool uneven);
-void tensor_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* s, int64_t* e,
-                        int64_t* count);
-Status tensor_slice_params(const InferenceContext* c, int64_t opset, const Attributes& attrs,
-                           const std::vector<const Tensor*>& in, int64_t rank, std::vector<int64_t>* starts,
-                           std::vector<int64_t>* ends, std::vector<int64_t>* axes, std::vector<int64_t>* steps,
-                           bool* known);
-void register_tensor_index_ops(OpRegistry& r);
 
 std::optional<std::vector<int64_t>> tensor_known_ints(const InferenceContext& c, size_t i) {
   if (!c.has_input(i)) return std::nullopt;

@@ -6,12 +6,10 @@
 #include <optional>
 
 #include "ir/ops/all_ops.h"
+#include "ir/ops/tensor_shared.h"
 
 namespace ingot::ir {
 
-std::optional<std::vector<int64_t>> tensor_known_ints(const InferenceContext& c, size_t i);
-Tensor tensor_i64_value(const std::vector<int64_t>& v, bool scalar);
-std::optional<std::vector<Dim>> tensor_shape_source(const InferenceContext& c, size_t i);
 
 namespace {
 

@@ -11,18 +11,7 @@
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/kernels/all_kernels.h"
 #include "ir/op_registry.h"
-
-namespace ingot::ir {
-Result<std::vector<int64_t>> tensor_split_sizes(int64_t dim, int64_t opset, bool has_split,
-                                                const std::vector<int64_t>& split, int64_t num_outputs,
-                                                bool uneven);
-void tensor_slice_range(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* s, int64_t* e,
-                        int64_t* count);
-Status tensor_slice_params(const InferenceContext* c, int64_t opset, const Attributes& attrs,
-                           const std::vector<const Tensor*>& in, int64_t rank, std::vector<int64_t>* starts,
-                           std::vector<int64_t>* ends, std::vector<int64_t>* axes, std::vector<int64_t>* steps,
-                           bool* known);
-}  // namespace ingot::ir
+#include "ir/ops/tensor_shared.h"
 
 namespace ingot::cpu {
 
