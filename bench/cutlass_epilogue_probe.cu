@@ -9,6 +9,10 @@
 // us per GEMM (median of 7 trials of 20 back-to-back launches, CUDA events) and, for each Gelu
 // variant, the largest difference from the erff kernel's output in fp16 units of the last place.
 // (-DNDEBUG matters: CUTLASS's device asserts are calls, and a call serializes the wgmma pipeline.)
+// Usage: cutlass_epilogue_probe [launches per trial, default 20]. With many (e.g. 2000: ~1 s per
+// variant) the GEMMs run long enough to reach the GPU's sustained power-capped clocks; each row
+// ends with its UTC start and end time, to line up with an `nvidia-smi --query-gpu=timestamp,
+// clocks.sm,power.draw,clocks_event_reasons.active --format=csv -lms 50` log of the same run.
 // Not built by CMake (it instantiates ten kernels only to measure them); on a 90a-capable nvcc:
 //   nvcc -O3 -DNDEBUG -std=c++17 --expt-relaxed-constexpr -gencode arch=compute_90a,code=sm_90a -Isrc \
 //     -I$(python3 -c 'import cutlass_library,os;print(os.path.dirname(cutlass_library.__file__))')/source/include \
@@ -17,9 +21,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cutlass_gemm_kernels.cuh"
@@ -102,7 +110,21 @@ struct Problem {
   bool gelu;
 };
 
-int main() {
+// "HH:MM:SS.mmm" UTC, as nvidia-smi's timestamp column writes it.
+static std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+int main(int argc, char** argv) {
+  const int launches = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
   const Problem problems[] = {{"FFN1 b64", 8192, 3072, 768, true},
                               {"Oproj b64", 8192, 768, 768, false},
                               {"FFN2 b64", 8192, 768, 3072, false}};
@@ -141,6 +163,9 @@ int main() {
       {"128x256 coop", "ExactGelu (128x64 epi)", GemmKernel<Coop, C1, Cooperative, F16, kG>::entry(), true},
       {"128x128 pingpong", "bias only", GemmKernel<PP, C1, Pingpong, F16, kB>::entry(), false},
       {"128x128 pingpong", "bias only, LinComb", GemmKernel<PP, C1, Pingpong, F16, kB, BiasLinComb>::entry(), false},
+      // Bias only at FFN1's shape (listed with the Gelu rows, not compared with the erff output):
+      // the baseline the activations' cost is read against, in the same run.
+      {"128x128 pingpong", "bias only (FFN1)", GemmKernel<PP, C1, Pingpong, F16, kB>::entry(), true, false, false},
       {"128x128 pingpong", "ExactGelu (64x128 epi)", GemmKernel<PP, C1, Pingpong, F16, kG>::entry(), true},
       {"128x128 pingpong", "ExactGelu, LinComb", GemmKernel<PP, C1, Pingpong, F16, kG, GeluOp<ExactGelu>>::entry(), true},
       {"128x128 pingpong", "ExactGelu, no bias", GemmKernel<PP, C1, Pingpong, F16, kG>::entry(), true, true},
@@ -155,7 +180,9 @@ int main() {
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   std::vector<__half> ref(size_t(kMaxM) * kMaxN), got(size_t(kMaxM) * kMaxN);
-  std::printf("%-10s %-18s %-24s %9s %9s %14s\n", "shape", "config", "epilogue", "us", "TFLOP/s", "max diff (ulp)");
+  std::printf("launches per trial: %d (7 trials, median)\n", launches);
+  std::printf("%-10s %-18s %-24s %9s %9s %14s  %s\n", "shape", "config", "epilogue", "us", "TFLOP/s", "max diff (ulp)",
+              "UTC start-end");
   for (const Problem& pr : problems) {
     const int m = pr.m, n = pr.n, k = pr.k;
     const float s = 1.f / std::sqrt(float(k));
@@ -180,15 +207,17 @@ int main() {
         continue;
       }
       std::vector<float> trials;
+      const std::string started = utc_now();
       for (int t = 0; t < 7; ++t) {
         CHECK(cudaEventRecord(e0, st));
-        for (int i = 0; i < 20; ++i) v.e.run(p, ws, 1 << 20, st);
+        for (int i = 0; i < launches; ++i) v.e.run(p, ws, 1 << 20, st);
         CHECK(cudaEventRecord(e1, st));
         CHECK(cudaEventSynchronize(e1));
         float ms = 0;
         CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        trials.push_back(ms * 1000.f / 20.f);
+        trials.push_back(ms * 1000.f / float(launches));
       }
+      const std::string ended = utc_now();
       std::sort(trials.begin(), trials.end());
       const float us = trials[3];
       char diff[32] = "-";
@@ -203,7 +232,8 @@ int main() {
         }
         std::snprintf(diff, sizeof diff, "%.1f", worst);
       }
-      std::printf("%-10s %-18s %-24s %9.1f %9.0f %14s\n", pr.label, v.config, v.what, us, tflop / (us * 1e-6), diff);
+      std::printf("%-10s %-18s %-24s %9.1f %9.0f %14s  %s-%s\n", pr.label, v.config, v.what, us, tflop / (us * 1e-6),
+                  diff, started.c_str(), ended.c_str());
     }
   }
   return 0;
