@@ -214,14 +214,15 @@ def markdown(results):
             continue
         out += ["", f"Five most expensive ingot steps, {key} (of {prof.get('total_ms', 0):.3f} ms summed over "
                     f"{prof.get('steps', 0)} steps):", "",
-                "| step | op | name | tactic | prec | ms | % | TFLOP/s | GB/s | roofline % |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "| step | op | name | tactic | prec | ms | host ms | % | TFLOP/s | GB/s | roofline % |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for l in layers:
             def num(k, d=2):
                 v = l.get(k)
                 return f"{v:.{d}f}" if isinstance(v, (int, float)) else "-"
             out.append(f"| {l.get('step')} | {l.get('op')} | {l.get('name')} | {l.get('tactic')} | "
-                       f"{l.get('precision', '-')} | {num('medianMs', 4)} | {num('percent', 1)} | {num('tflops')} | "
+                       f"{l.get('precision', '-')} | {num('medianMs', 4)} | {num('enqueueMs', 4)} | "
+                       f"{num('percent', 1)} | {num('tflops')} | "
                        f"{num('gbps', 0)} | {num('rooflinePercent', 1)} |")
     return "\n".join(out) + "\n"
 

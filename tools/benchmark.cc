@@ -256,15 +256,20 @@ private:
 
 class LayerTimes : public Profiler {
 public:
-  explicit LayerTimes(size_t layers) : times_(layers) {}
+  explicit LayerTimes(size_t layers) : times_(layers), enqueue_times_(layers) {}
   void report_layer_time(int index, const char *, float ms) noexcept override {
     if (index >= 0 && static_cast<size_t>(index) < times_.size())
       times_[index].push_back(ms);
   }
+  void report_layer_enqueue_time(int index, const char *, float ms) noexcept override {
+    if (index >= 0 && static_cast<size_t>(index) < enqueue_times_.size())
+      enqueue_times_[index].push_back(ms);
+  }
   const std::vector<std::vector<double>> &times() const { return times_; }
+  const std::vector<std::vector<double>> &enqueue_times() const { return enqueue_times_; }
 
 private:
-  std::vector<std::vector<double>> times_;
+  std::vector<std::vector<double>> times_, enqueue_times_;
 };
 
 // ---- per-layer figures
@@ -274,6 +279,7 @@ struct LayerRow {
   int index = 0;
   const LayerDesc *layer = nullptr;
   double median_ms = 0, percent = 0;
+  double enqueue_ms = -1;        // median host time in the step's enqueue; -1: not reported
   double flops = -1, bytes = -1; // -1: unknown
   std::string precision;         // "f16", "tf32", ...; "-" when unknown
   double floor_ms = -1;          // roofline time floor; -1: unknown (CPU engines)
@@ -531,6 +537,8 @@ std::vector<LayerRow> layer_rows(const Engine &engine, const LayerTimes &prof,
     r.index = static_cast<int>(i);
     r.layer = &engine.layers()[i];
     r.median_ms = median(prof.times()[i]);
+    if (!prof.enqueue_times()[i].empty())
+      r.enqueue_ms = median(prof.enqueue_times()[i]);
     r.flops = layer_flops(*r.layer, known);
     r.precision = layer_precision(*r.layer, known);
     r.bytes = layer_bytes(*r.layer, known, r.precision);
@@ -572,7 +580,7 @@ void print_profile(const std::vector<LayerRow> &rows,
   os << std::left << std::setw(5) << "step" << std::setw(op_w) << "op"
      << std::setw(name_w) << "name" << std::setw(7) << "fused"
      << std::setw(tactic_w) << "tactic" << std::setw(6) << "prec" << std::setw(7) << "layout"
-     << std::right << std::setw(10) << "ms" << std::setw(8) << "%"
+     << std::right << std::setw(10) << "ms" << std::setw(10) << "host ms" << std::setw(8) << "%"
      << std::setw(12) << "FLOPs" << std::setw(12) << "bytes" << std::setw(10)
      << "TFLOP/s" << std::setw(9) << "GB/s" << std::setw(9) << "roofl%"
      << "\n";
@@ -583,7 +591,8 @@ void print_profile(const std::vector<LayerRow> &rows,
     os << std::left << std::setw(5) << r.index << std::setw(op_w) << l.op
        << std::setw(name_w) << l.name << std::setw(7) << l.origins.size()
        << std::setw(tactic_w) << l.tactic << std::setw(6) << r.precision
-       << std::setw(7) << (l.layout.empty() ? "-" : l.layout) << std::right << std::setw(10) << fmt(r.median_ms, 4) << std::setw(8)
+       << std::setw(7) << (l.layout.empty() ? "-" : l.layout) << std::right << std::setw(10) << fmt(r.median_ms, 4) << std::setw(10)
+       << (r.enqueue_ms < 0 ? "-" : fmt(r.enqueue_ms, 4)) << std::setw(8)
        << fmt(r.percent, 2) << std::setw(12)
        << (r.flops < 0 ? "-" : fmt(r.flops, 0)) << std::setw(12)
        << (r.bytes < 0 ? "-" : fmt(r.bytes, 0)) << std::setw(10)
@@ -601,6 +610,10 @@ void print_profile(const std::vector<LayerRow> &rows,
   os << "total " << fmt(total, 4) << " ms over " << rows.size() << " steps, "
      << fmt(flops, 0)
      << " FLOPs counted (Conv/MatMul/Gemm and their fused forms)\n";
+  os << "ms: host wall time from the step's enqueue to the end of a synchronize after it; host ms: "
+     << (basis.gpu ? "the enqueue call alone (a step whose host ms is most of its ms is host-bound "
+                     "without a CUDA graph)\n"
+                   : "the enqueue call alone (on the CPU: the step's execution)\n");
   if (!basis.peaks) {
     os << "roofline: -" << (basis.why_none.empty() ? "" : " (" + basis.why_none + ")")
        << "\n";
@@ -646,6 +659,7 @@ Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
     for (size_t o = 0; o < l.origins.size(); ++o)
       ss << (o ? ", " : "") << "\"" << json_escape(l.origins[o]) << "\"";
     ss << "], \"medianMs\": " << json_num(r.median_ms)
+       << ", \"enqueueMs\": " << json_num(r.enqueue_ms)
        << ", \"percent\": " << json_num(r.percent)
        << ", \"flops\": " << json_num(r.flops)
        << ", \"bytes\": " << json_num(r.bytes) << ", \"gflops\": "

@@ -53,6 +53,12 @@ class Profiler {
  public:
   virtual ~Profiler() = default;
   virtual void report_layer_time(int layer_index, const char* layer_name, float milliseconds) noexcept = 0;
+  /// The host's time inside the step's enqueue call alone (argument setup, library calls, launches),
+  /// reported just before report_layer_time: beside the step's time, it shows which steps are
+  /// host-bound when queries run without a CUDA graph. Ignored unless overridden.
+  virtual void report_layer_enqueue_time(int layer_index, const char* layer_name, float milliseconds) noexcept {
+    (void)layer_index, (void)layer_name, (void)milliseconds;
+  }
 };
 
 /// Sees every tensor a step produces (for per-layer accuracy comparison). `data` is host

@@ -609,13 +609,17 @@ Status ContextImpl::run_steps(void* stream) {
       INGOT_RETURN_IF_ERROR(settle_outputs(*sio.node, sio.inputs, outs));
     }
     sio.stream = stream;
-    auto t0 = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = profiler_ ? Clock::now() : Clock::time_point();
     Status st = engine_->tactics()[s]->enqueue(sio);
     if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());
     if (profiler_) {
+      const char* name = engine_->layers()[s].name.c_str();
+      profiler_->report_layer_enqueue_time(static_cast<int>(s), name,
+                                           std::chrono::duration<float, std::milli>(Clock::now() - t0).count());
       INGOT_RETURN_IF_ERROR(engine_->device().synchronize(stream));
-      float ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      profiler_->report_layer_time(static_cast<int>(s), engine_->layers()[s].name.c_str(), ms);
+      float ms = std::chrono::duration<float, std::milli>(Clock::now() - t0).count();
+      profiler_->report_layer_time(static_cast<int>(s), name, ms);
     }
     if (step_dynamic_[s])
       for (size_t o = 0; o < outs.size(); ++o)

@@ -47,7 +47,7 @@ def profile_rows(out):
         f = line.split()
         if not f or not f[0].isdigit():
             break
-        # step op name fused tactic prec layout ms % FLOPs bytes TFLOP/s GB/s roofline%
+        # step op name fused tactic prec layout ms host-ms % FLOPs bytes TFLOP/s GB/s roofline%
         rows.append((int(f[0]), f[1], float(f[-6])))
     return rows
 
@@ -109,7 +109,7 @@ def main():
                   rc == 0 and len(steps) > 0 and [r[0] for r in rows] == list(range(len(steps)))
                   and [r[1] for r in rows] == steps, f"verbose {steps}\nprofile {rows}\n{out}{err}")
             check(f"{name}: --dump-profile has precision, TFLOP/s and roofline columns (roofline '-' on CPU)",
-                  rc == 0 and re.search(r"prec\s+layout\s+ms\s+%\s+FLOPs\s+bytes\s+TFLOP/s\s+GB/s\s+roofl%", out)
+                  rc == 0 and re.search(r"prec\s+layout\s+ms\s+host ms\s+%\s+FLOPs\s+bytes\s+TFLOP/s\s+GB/s\s+roofl%", out)
                   and "roofline: - (CPU engine)" in out, out)
             total = sum(r[2] for r in rows)
             check(f"{name}: per-layer percentages sum to ~100", abs(total - 100) < 0.5, f"sum {total}")
@@ -150,6 +150,10 @@ def main():
               str(p["layers"][:2]))
         check("--export-profile: percentages sum to ~100",
               abs(sum(l["percent"] for l in p["layers"]) - 100) < 1e-3, str(p["layers"]))
+        # On the CPU a step's enqueue is its execution: the enqueue time is there and within the step's.
+        check("--export-profile: every step's host enqueue time, at most its time",
+              p["layers"] and all(l["enqueueMs"] is not None and 0 <= l["enqueueMs"] <= l["medianMs"]
+                                  for l in p["layers"]), str(p["layers"][:2]))
 
         # mlp at batch 5: the first matmul is x[5,8] @ w1 -> 2*5*w1.shape[0]*w1.shape[1].
         rc, out, err = run(ingot, "run", mlp, "--shapes", "x:5x8", "--export-profile", prof)

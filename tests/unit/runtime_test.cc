@@ -161,7 +161,8 @@ TEST(Runtime, DynamicBatchTwoContextsTwoThreadsMatchTheInterpreter) {
 }
 
 // A profiler hears of every step once per run, in order, under the engine's layer names, with
-// times that fit in the run's wall time; profiling changes no output.
+// times that fit in the run's wall time, each after the step's enqueue time; profiling changes no
+// output.
 TEST(Runtime, ProfilerReportsEveryStepInOrder) {
   if (models_dir().empty()) GTEST_SKIP() << "INGOT_TEST_MODELS not set (ctest sets it to the generated models)";
   std::string path = models_dir() + "/cnn_small/model.onnx";
@@ -183,14 +184,24 @@ TEST(Runtime, ProfilerReportsEveryStepInOrder) {
   const auto want = run_engine(**plain, **engine, feeds);
 
   struct Recorder : Profiler {
-    std::vector<int> steps;
+    std::vector<int> steps, enqueued;
     std::vector<std::string> names;
     double total_ms = 0;
+    bool enqueue_within_step = true;
+    float last_enqueue_ms = -1;
+    void report_layer_enqueue_time(int step, const char*, float ms) noexcept override {
+      enqueued.push_back(step);
+      last_enqueue_ms = ms;
+    }
     void report_layer_time(int step, const char* name, float ms) noexcept override {
       steps.push_back(step);
       names.push_back(name);
       total_ms += ms;
       if (!(ms >= 0)) total_ms = -1e9;  // negative or NaN
+      // Reported just before, for the same step: the enqueue alone, within the step's time.
+      if (enqueued.size() != steps.size() || enqueued.back() != step || !(last_enqueue_ms >= 0) ||
+          last_enqueue_ms > ms)
+        enqueue_within_step = false;
     }
   } rec;
   (*profiled)->set_profiler(&rec);
@@ -206,6 +217,7 @@ TEST(Runtime, ProfilerReportsEveryStepInOrder) {
     EXPECT_EQ(rec.names[i], layers[i % layers.size()].name);
   }
   EXPECT_GE(rec.total_ms, 0.0) << "a negative or NaN step time";
+  EXPECT_TRUE(rec.enqueue_within_step) << "an enqueue time missing, late, or longer than its step";
   EXPECT_LE(rec.total_ms, wall_ms) << "steps timed longer than the runs took";
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i;
