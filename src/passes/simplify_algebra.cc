@@ -478,14 +478,6 @@ Status expand_gathered_rows(ir::Graph &g, ir::Node *n, ir::Value *w, ir::Value *
   return replace_with_node(g, n, "Expand", {rows, shape});
 }
 
-// Row-major element strides of dims d.
-std::vector<int64_t> row_major_strides(const Shape64 &d) {
-  std::vector<int64_t> stride(d.size(), 1);
-  for (size_t a = d.size(); a-- > 1;)
-    stride[a - 1] = stride[a] * d[a];
-  return stride;
-}
-
 // Gather(W, Expand(c, s)) -> Expand(Gather(W, c), Concat(s, W.shape[1:])), W and c constant,
 // axis 0. Expand's output is broadcast(c.shape, s); the rows Gather(W, c) have c.shape + W's
 // trailing dims, which broadcast against s + the same trailing dims to the original shape.
@@ -540,7 +532,7 @@ Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
   if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32))
     return false;
   // An axis repeats when every element of C equals its slice-0 twin.
-  const std::vector<int64_t> stride = row_major_strides(d);
+  const Shape64 stride = shape_strides(d);
   Shape64 small = d;
   for (size_t a = 0; a < d.size(); ++a) {
     if (d[a] < 2)
@@ -556,7 +548,7 @@ Result<bool> gather_of_repeating_constant(ir::Graph &g, ir::Node *n) {
   if (small == d)
     return false;
   Tensor reduced = Tensor::zeros(t->dtype(), small).value();
-  const std::vector<int64_t> small_stride = row_major_strides(small);
+  const Shape64 small_stride = shape_strides(small);
   for (int64_t j = 0; j < reduced.numel(); ++j) {
     int64_t src = 0;  // the same multi-index in C (every reduced axis at 0)
     for (size_t a = 0; a < small.size(); ++a)

@@ -7,11 +7,11 @@
 // 0.5·x·(1 + erf(x/√2)) in fp32 on the accumulator before the one fp16/bf16 store (96 us there on
 // an H200, against 117-122 us for cuBLASLt + Gelu pass and 106-119 us for cuDNN's fused plans). The
 // bias-only kernels (activation "") are offered too, for the autotuner to time against cuBLASLt,
-// and, for three configs (128x256x64_coop_c1x1, 128x128x64_pingpong_c1x1 and 128x192x64_pingpong_c1x1,
-// which has no Gelu kernel), bias + residual without
-// an activation (BERT's attention-output projection and FFN2): the residual is CUTLASS's C operand
-// with beta 1, D = (acc + bias) + R in fp32, rounded once, as the reference's act(y + bias + R)
-// with no activation.
+// and, for three configs (128x256x64_coop_c1x1, 128x128x64_pingpong_c1x1 and
+// 128x192x64_pingpong_c1x1, which has no Gelu kernel), bias + residual without an activation
+// (BERT's attention-output projection and FFN2): the residual is CUTLASS's C operand with beta 1,
+// D = (acc + bias) + R in fp32, rounded once, as the reference's act(y + bias + R) with no
+// activation.
 //
 // "cuda.cutlass.gemm.<config>" runs one tile configuration (cutlass_gemm_config names it, e.g.
 // 128x256x64_coop_c1x1) with the epilogue the node asks for: the name and the params do not
@@ -26,8 +26,9 @@
 // an optional residual (input 3) and Y, all of A's type. The residual is taken only with
 // activation "" (with Gelu it is refused, in either order), only of Y's shape [..., M, N] (each
 // leading dim the same known size or symbol as A's, then N: contiguous, row stride N, no
-// broadcast) and only by the configs that compile that epilogue (see above); Gelu likewise. K and N multiples of 8 (16-byte rows, as TMA needs), M, N, K within
-// int32; and a compute capability 9.0 device (the kernels are sm90a). Pointers (the residual's
+// broadcast) and only by the configs that compile that epilogue (see above); Gelu likewise. K
+// and N multiples of 8 (16-byte rows, as TMA needs), M, N, K within int32; and a compute
+// capability 9.0 device (the kernels are sm90a). Pointers (the residual's
 // too) must be 16-byte aligned: enqueue checks and refuses others (the memory planner aligns to
 // 256 bytes; a view into the middle of a buffer might not be).
 #ifdef INGOT_WITH_CUTLASS

@@ -234,6 +234,10 @@ cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, co
   return cudaGetLastError();
 }
 
+namespace {
+// Operand k's period along y's flat index when it is laid out as y over a trailing block of dims
+// and broadcast (stride 0) over every dim before it: the block's size (n for an operand as large
+// as y); 0 otherwise.
 int64_t broadcast_row_period(const BroadcastDesc& d, int k) {
   int64_t period = 1;
   int dim = d.rank - 1;
@@ -246,6 +250,7 @@ int64_t broadcast_row_period(const BroadcastDesc& d, int k) {
     if (d.dims[dim] != 1 && d.strides[k][dim] != 0) return 0;
   return period;
 }
+}  // namespace
 
 cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
                           const BroadcastDesc& desc, cudaStream_t stream) {

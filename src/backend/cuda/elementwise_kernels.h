@@ -78,10 +78,6 @@ struct BroadcastDesc {
 /// modulo per pack; other broadcasts index element by element.
 cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
                           const BroadcastDesc& desc, cudaStream_t stream);
-/// Operand k's period along y's flat index when it is laid out as y over a trailing block of
-/// dims and broadcast (stride 0) over every dim before it: the block's size (n for an operand as
-/// large as y); 0 otherwise.
-int64_t broadcast_row_period(const BroadcastDesc& desc, int k);
 /// y = a op b, all three contiguous with n elements (the vectorized path).
 cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
                                      cudaStream_t stream);
