@@ -10,8 +10,10 @@
 // 16 query rows; a thread holds rows g and g + 8, columns 2t and 2t + 1 of every 8-wide tile of
 // S (keys) and O (head dims). The S accumulator of two neighbouring key tiles is exactly the A
 // operand of P V, so P never leaves registers.
+#include <array>
 #include <cfloat>
 #include <cmath>
+#include <mutex>
 #include <type_traits>
 
 #include "backend/cuda/attention_kernels.h"
@@ -771,15 +773,40 @@ __global__ void __launch_bounds__(128) attention_short_heads_kernel(AttentionPar
   }
 }
 
+// CTAs of the persistent kernel per SM on the current device, once its dynamic shared-memory
+// attribute is set there: both asked once per device (the attribute belongs to a device), not per
+// enqueue. 0 with *err set when the device refuses.
+template <class T, int kD>
+int short_heads_ctas_per_sm(cudaError_t* err) {
+  constexpr int kMaxDevices = 64;
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<int, kMaxDevices> per_sm{};
+  static std::array<cudaError_t, kMaxDevices> status{};
+  int dev = 0;
+  *err = cudaGetDevice(&dev);
+  if (*err != cudaSuccess) return 0;
+  if (dev < 0 || dev >= kMaxDevices) {
+    *err = cudaErrorInvalidDevice;
+    return 0;
+  }
+  const size_t d = static_cast<size_t>(dev);
+  std::call_once(once[d], [d] {
+    constexpr int kSmem = short_heads_smem_bytes<T, kD>();
+    status[d] = cudaFuncSetAttribute(attention_short_heads_kernel<T, kD>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (status[d] == cudaSuccess)
+      status[d] = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm[d], attention_short_heads_kernel<T, kD>,
+                                                                128, kSmem);
+  });
+  *err = status[d];
+  return *err == cudaSuccess ? per_sm[d] : 0;
+}
+
 template <class T, int kD>
 cudaError_t launch_short_heads(const AttentionParams& p, int sm_count, cudaStream_t stream) {
   constexpr int kSmem = short_heads_smem_bytes<T, kD>();
-  // Per launch, not once: the attribute belongs to the current device.
-  cudaError_t err = cudaFuncSetAttribute(attention_short_heads_kernel<T, kD>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (err != cudaSuccess) return err;
-  int per_sm = 0;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_short_heads_kernel<T, kD>, 128, kSmem);
+  cudaError_t err = cudaSuccess;
+  const int per_sm = short_heads_ctas_per_sm<T, kD>(&err);
   if (err != cudaSuccess) return err;
   const int64_t heads = p.batch * p.q_heads;
   const int64_t slots = static_cast<int64_t>(sm_count) * (per_sm > 0 ? per_sm : 1);
