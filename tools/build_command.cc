@@ -189,6 +189,14 @@ int build_command(const std::vector<std::string>& args) {
   if (summary.channels_last_convs)
     std::cout << "  channels-last    " << summary.channels_last_convs << " convolutions, " << summary.layout_reformats
               << " transpose layers at NCHW boundaries\n";
+  if (summary.split_fusions)
+    std::cout << "  split fusions    " << summary.split_fusions
+              << " fused layers split into GPU steps (no fused kernel for their epilogue)\n";
+  if (config.backend != BackendKind::kCpu) {
+    std::cout << "  host fallback    " << summary.host_steps.size() << " steps"
+              << (summary.host_steps.empty() ? "" : " (CPU round trips, no CUDA graph):") << "\n";
+    for (const std::string& h : summary.host_steps) std::cout << "    " << h << "\n";
+  }
   std::cout
             << "  tactics timed    " << summary.tactics_timed
             << (summary.tactics_cut_short ? " (" + std::to_string(summary.tactics_cut_short) + " cut short after one run)"

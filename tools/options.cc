@@ -151,6 +151,7 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
   else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
   else if (a == "--strict-types") config.strict_types = true;
   else if (a == "--reduced-io") config.reduced_io = true;
+  else if (a == "--no-host-fallback") config.allow_host_fallback = false;
   else if (a == "--layer-precisions") {
     if (!value(v)) return BuildFlag::kError;
     std::istringstream ss(v);
@@ -218,6 +219,7 @@ std::string build_flags_help() {
          "  --reduced-io                with --fp16/--bf16: fp32 inputs and float outputs of the engine\n"
          "                              take that type (no Casts at its edges; fp16 with --best)\n"
          "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
+         "  --no-host-fallback          fail, naming each, when a layer would run on the CPU in a GPU engine\n"
          "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
          "  --workspace MiB             largest scratch per layer\n"
          "  --opt-level N               0 = no graph optimization and no tuning; 1 first tactic; 2..5 time\n"

@@ -50,6 +50,11 @@ struct BuilderConfig {
   /// Per-layer precision, by node name (or the name of a model node a fused layer absorbed):
   /// "fp32" keeps a layer in fp32, "fp16"/"bf16" forces it (an error when no tactic has it).
   std::map<std::string, std::string> layer_precisions;
+  /// On a GPU backend, a layer no GPU kernel takes runs on the host fallback (copies to and from
+  /// the CPU reference kernel, a synchronize, no CUDA graph) and the build warns, naming each.
+  /// false makes that an error listing every such layer (op, node, opset, why), like TensorRT's
+  /// refusal of a layer it has no implementation for.
+  bool allow_host_fallback = true;
   uint64_t workspace_bytes = 1ull << 30;  ///< largest scratch a step may use
   int optimization_level = 3;  ///< 0..5: more tactics timed at higher levels
   std::string timing_cache_file;          ///< read and updated when set (CUDA)
@@ -87,6 +92,9 @@ struct BuildSummary {
   int precision_casts = 0;           ///< Cast layers inserted where fp32 meets fp16/bf16
   int channels_last_convs = 0;       ///< convolutions running NHWC
   int layout_reformats = 0;          ///< Transpose layers left where NHWC regions meet NCHW ops
+  int split_fusions = 0;             ///< fused layers split back into GPU steps (no fused GPU kernel)
+  /// Steps on the host fallback, "<op> '<node>' (<domain> opset N): why" each.
+  std::vector<std::string> host_steps;
   std::vector<std::string> notes;  ///< pass refusals and other remarks
 };
 

@@ -62,6 +62,7 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.timing_cache_file = config.timing_cache_file;
   opt.progress = config.progress;
   opt.conv_layout = config.conv_layout;
+  opt.allow_host_fallback = config.allow_host_fallback;
   for (const auto& [layer, prec] : config.layer_precisions) {
     DataType t = prec == "fp32" ? DataType::kFloat32 : prec == "fp16" ? DataType::kFloat16
                  : prec == "bf16" ? DataType::kBFloat16 : DataType::kUndefined;
@@ -82,10 +83,9 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
                                    ") has a size only known at run time: it is allocated per run, and engines "
                                    "with such values cannot be captured into CUDA graphs").c_str());
     }
-  for (const builder::Step& s : plan.steps)
-    if (s.tactic == "cuda.host_fallback")
-      logger.log(Severity::kWarning, ("no CUDA tactic for " + s.node->describe() +
-                                      ": it runs on the CPU with copies around it (no CUDA graph capture)").c_str());
+  for (const std::string& h : report.host_steps)
+    logger.log(Severity::kWarning, ("host fallback: " + h +
+                                    "; it runs on the CPU with copies around it (no CUDA graph capture)").c_str());
   INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, engine::write_engine(plan, id));
   if (summary) {
     summary->steps = static_cast<int>(plan.steps.size());
@@ -105,6 +105,8 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->precision_casts = report.precision.casts;
     summary->channels_last_convs = report.layout.channels_last_convs;
     summary->layout_reformats = report.layout.reformats;
+    summary->split_fusions = report.split.split;
+    summary->host_steps = report.host_steps;
   }
   return bytes;
 }

@@ -51,6 +51,10 @@ class Tactic {
   /// Whether enqueue may be recorded into a CUDA graph: no host synchronization, no host
   /// reads of device data, the same launches every time for the same shapes and pointers.
   virtual bool capturable() const { return true; }
+  /// Whether this is the backend's catch-all that runs a node on the host (the CUDA backend's
+  /// host fallback: copies, a reference kernel, a synchronize). The builder splits fused nodes
+  /// rather than choose it, and names (or, when told, refuses) every step left on it.
+  virtual bool is_host_fallback() const { return false; }
   /// Whether enqueue can size outputs the plan could not (data-dependent shapes: the output
   /// view is undefined and the tactic allocates it through StepIO::allocate_output).
   virtual bool handles_dynamic_outputs() const { return false; }

@@ -11,7 +11,9 @@
 #include "backend/tactic.h"
 #include "builder/memory_planner.h"
 #include "builder/shape_propagation.h"
+#include "builder/split_fusions.h"
 #include "ir/op_registry.h"
+#include "passes/passes.h"
 
 namespace ingot::builder {
 
@@ -97,6 +99,18 @@ std::map<const ir::Value*, Shape64> profile_shapes(const ir::Graph& g, const Pro
   return m;
 }
 
+// "<op> '<node>' (opset N): <why>" for a step left on the host fallback.
+std::string describe_host_step(const ir::Node& n, const backend::Backend& be) {
+  const int64_t opset = n.owner() ? n.owner()->opset(n.domain()) : 0;
+  std::string d = n.op_type() + " '" + n.name() + "' (" + (n.domain().empty() ? "ai.onnx" : n.domain()) +
+                  " opset " + std::to_string(opset) + "): no " + be.name() + " tactic takes it with inputs";
+  for (const ir::Value* v : n.inputs())
+    d += v ? " " + std::string(data_type_name(v->dtype())) + v->shape().to_string() : std::string(" -");
+  const std::string act = n.attrs().get_string("activation", "");
+  if (!act.empty()) d += ", activation " + act;
+  return d;
+}
+
 }  // namespace
 
 Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::shared_ptr<const void>> storage,
@@ -171,7 +185,18 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   for (const auto& [lib, ver] : be->device().library_versions()) identity += " " + lib + "=" + ver;
   if (options.tune.timing == backend::TimingMode::kDevice) identity += " timing=device";  // never mixed with stream timings
   LayoutTiming layout_timing{&cache, &options.tune, identity, &rep.tune};
+  // Fused layers the backend would run only on the host go back to GPU steps, before the layout
+  // pass so their convolutions can still go channels-last with the split-out ops.
+  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split));
+  rep.notes.insert(rep.notes.end(), rep.split.notes.begin(), rep.split.notes.end());
   INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
+  if ((rep.split.split > 0 || rep.layout.channels_last_convs > 0) && options.optimize &&
+      !options.pipeline.disabled.count("fuse_pointwise")) {
+    // The split-out epilogues and the elementwise ops the layout pass moved into channels-last
+    // regions (it takes Pointwise nodes apart to move through them) become one kernel per tree.
+    passes::PassContext pctx(options.pipeline.pass_options);
+    INGOT_RETURN_IF_ERROR(passes::make_fuse_pointwise()->run(*graph, pctx).status());
+  }
   if (rep.layout.nchw_ms >= 0) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "layout: convolutions measured %.4f ms channels-first, %.4f ms channels-last "
@@ -271,6 +296,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
         INGOT_ASSIGN_OR_RETURN(chosen, choose_tactic(*be, *node, cands, key, in_s, out_s, options.tune, cache, rep.tune));
       }
     }
+    if (cands[chosen]->is_host_fallback()) rep.host_steps.push_back(describe_host_step(*node, *be));
     INGOT_RETURN_IF_ERROR(cands[chosen]->prepare(*node));
     Step s;
     s.node = node.get();
@@ -284,6 +310,12 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   }
 
   progress("tactics", total_steps, total_steps);
+  if (!options.allow_host_fallback && !rep.host_steps.empty()) {
+    std::string list;
+    for (const std::string& h : rep.host_steps) list += "\n  " + h;
+    return unsupported(rep.host_steps.size(), " step", rep.host_steps.size() == 1 ? "" : "s",
+                       " would run on the host fallback, which host fallback = off forbids:", list);
+  }
   if (!options.timing_cache_file.empty() && (rep.tune.timed > 0 || cache.size() == 0)) {
     Status saved = cache.save(options.timing_cache_file);
     if (!saved.ok()) rep.notes.push_back("timing cache not saved: " + saved.message());

@@ -13,6 +13,7 @@
 
 #include "builder/autotune.h"
 #include "builder/layout.h"
+#include "builder/split_fusions.h"
 #include "builder/plan.h"
 #include "builder/precision.h"
 #include "passes/pass_manager.h"
@@ -28,6 +29,8 @@ struct BuildOptions {
   TuneOptions tune;
   std::string conv_layout = "auto";  ///< see layout.h: auto, nhwc, nchw
   std::string timing_cache_file;  ///< read before and written after tactic selection when set
+  /// false: a step left on the backend's host fallback is an error naming every such step.
+  bool allow_host_fallback = true;
   /// Progress: phase ("optimize", "tactics", "memory"), steps done and total in it.
   std::function<void(const char* phase, int done, int total)> progress;
 };
@@ -39,6 +42,9 @@ struct BuildReport {
   PrecisionReport precision;
   TuneStats tune;
   LayoutReport layout;
+  SplitReport split;
+  /// Steps on the host fallback: "<op> '<node>' (<domain> opset N): why", in step order.
+  std::vector<std::string> host_steps;
   size_t timing_cache_entries = 0;
   std::vector<std::string> notes;
 };

@@ -42,6 +42,7 @@ class Layout {
     }
     for (ir::Node* n : convs) INGOT_RETURN_IF_ERROR(convert(*n));
     if (r_.channels_last_convs == 0) return Status::Ok();
+    INGOT_RETURN_IF_ERROR(inline_pointwise());
     INGOT_RETURN_IF_ERROR(cancel_transpose_pairs());
     // Move the remaining channels-first islands (pooling, elementwise ops between convs) into the
     // region, so more pairs meet and cancel.
@@ -64,6 +65,47 @@ class Layout {
   }
 
  private:
+  // ingot::Pointwise nodes are opaque to the sinking below (their bodies carry channels-first
+  // shapes): their ops go back into the graph, and the builder runs fuse_pointwise again after
+  // this pass. A body that reads anything but its inputs and its own values stays fused.
+  Status inline_pointwise() {
+    std::vector<ir::Node*> fused;
+    for (const auto& n : g_.nodes())
+      if (n->domain() == "ingot" && n->op_type() == "Pointwise" && n->outputs().size() == 1) fused.push_back(n.get());
+    bool changed = false;
+    for (ir::Node* n : fused) {
+      const ir::Graph* body = n->attrs().get_graph("body");
+      if (!body || body->inputs().size() != n->inputs().size() || body->outputs().size() != 1) continue;
+      std::set<const ir::Value*> known(body->inputs().begin(), body->inputs().end());
+      bool closed = true;
+      for (const auto& bn : body->nodes()) {
+        for (const ir::Value* v : bn->inputs()) closed &= !v || known.count(v) > 0;
+        for (const ir::Value* o : bn->outputs()) known.insert(o);
+      }
+      if (!closed || !known.count(body->outputs()[0])) continue;
+      std::map<const ir::Value*, ir::Value*> outer;
+      for (size_t i = 0; i < body->inputs().size(); ++i) outer[body->inputs()[i]] = n->input(i);
+      for (const auto& bn : body->nodes()) {
+        std::vector<ir::Value*> ins, outs;
+        for (const ir::Value* v : bn->inputs()) ins.push_back(v ? outer.at(v) : nullptr);
+        for (const ir::Value* o : bn->outputs()) {
+          ir::Value* nv = o ? g_.add_value(unique(o->name()), o->dtype(), o->shape()) : nullptr;
+          if (o) outer[o] = nv;
+          outs.push_back(nv);
+        }
+        g_.add_node(bn->op_type(), ins, outs, bn->attrs(), bn->name(), bn->domain());
+      }
+      ir::Value* old_out = n->output(0);
+      ir::Value* out = outer.at(body->outputs()[0]);
+      g_.replace_all_uses(old_out, out);
+      INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+      adopt_name(old_out, out);
+      changed = true;
+    }
+    if (changed) INGOT_RETURN_IF_ERROR(g_.topological_sort());
+    return Status::Ok();
+  }
+
   std::string unique(const std::string& base) {
     std::string name = base;
     for (int k = 1; g_.find_value(name); ++k) name = base + "_" + std::to_string(k);
@@ -302,8 +344,105 @@ class Layout {
   static bool is_sinkable_elementwise(const ir::Node& n) {
     static const std::set<std::string> kOps = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu",
                                                "Clip", "Add", "Sub", "Mul", "Div", "Max", "Min", "Erf", "Abs",
-                                               "Neg", "Sqrt", "Exp", "Softplus", "Elu", "Selu", "Gelu"};
+                                               "Neg", "Sqrt", "Exp", "Softplus", "Elu", "Selu", "Gelu",
+                                               "Cast", "Mish", "Reciprocal", "Pow", "Where", "PRelu"};
     return n.domain().empty() && kOps.count(n.op_type()) && n.outputs().size() == 1 && n.output(0);
+  }
+
+  // Whether every reader of the channels-first view `v` is an op this pass moves into the region:
+  // then the transpose that makes `v` dies once they have all moved, and moving the first of
+  // several readers adds no transpose for long (a squeeze-excite input feeds the pooling and the
+  // gate's Mul; a DenseNet feature map feeds every later Concat of its block).
+  bool readers_can_move(const ir::Value* v) const {
+    static const std::set<std::string> kMovable = {"Concat", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
+                                                   "GlobalAveragePool", "GlobalMaxPool", "MaxPool", "AveragePool"};
+    if (v->uses().size() == 1) return true;
+    for (const ir::Value* o : g_.outputs())
+      if (o == v) return false;
+    for (const auto& [user, idx] : v->uses()) {
+      (void)idx;
+      if (user->owner() != &g_ || !user->domain().empty()) return false;
+      if (!is_sinkable_elementwise(*user) && !kMovable.count(user->op_type())) return false;
+    }
+    return true;
+  }
+
+  // NCHW axis -> NHWC axis of a rank-4 tensor.
+  static int64_t nhwc_axis(int64_t a) { return a == 0 ? 0 : a == 1 ? 3 : a - 1; }
+
+  // Replaces n (one output, rank 4) by `op` on NHWC inputs with `attrs`, its output transposed back.
+  Result<bool> replace_channels_last(ir::Node& n, const std::vector<ir::Value*>& ins, ir::Attributes attrs) {
+    const ir::Shape& ys = n.output(0)->shape();
+    ir::Value* out = g_.add_value(unique(n.output(0)->name() + "/nhwc"), n.output(0)->dtype(),
+                                  ir::Shape({ys[0], ys[2], ys[3], ys[1]}));
+    ir::Node* m = g_.add_node(n.op_type(), ins, {out}, std::move(attrs), n.name());
+    for (const std::string& o : n.origins()) m->add_origin(o);
+    ir::Value* old_out = n.output(0);
+    ir::Value* back = to_nchw_after(out, old_out);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(&n));
+    adopt_name(old_out, back);
+    return true;
+  }
+
+  // Concat of channels-last sources along any axis (DenseNet joins feature maps along C): the
+  // same Concat on the sources along the NHWC axis. Every input must come from the region; a
+  // source read by other Concats too is fine (they move next, and its transpose dies with them).
+  Result<bool> sink_concat(ir::Node& n) {
+    const ir::Value* y = n.output(0);
+    if (!y || n.outputs().size() != 1 || !y->shape().rank_known() || y->shape().rank() != 4) return false;
+    int64_t axis = n.attrs().get_int("axis", 1);
+    if (axis < 0) axis += 4;
+    if (axis < 0 || axis > 3) return false;
+    std::vector<ir::Value*> ins;
+    for (ir::Value* v : n.inputs()) {
+      ir::Value* src = nhwc_source(v);
+      if (!src) return false;
+      if (!readers_can_move(v)) return false;
+      ins.push_back(src);
+    }
+    ir::Attributes attrs;
+    attrs.set_int("axis", nhwc_axis(axis));
+    return replace_channels_last(n, ins, std::move(attrs));
+  }
+
+  // ReduceMean / ReduceMax / ... keeping dims (squeeze-excite's pooling) over a channels-last
+  // source: the same reduction over the NHWC axes. Refused: keepdims = 0 (the rank changes), axes
+  // that are not constant, an empty axes list.
+  Result<bool> sink_reduce(ir::Node& n) {
+    static const std::set<std::string> kOps = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum"};
+    if (!kOps.count(n.op_type()) || n.outputs().size() != 1 || !n.output(0)) return false;
+    ir::Value* src = nhwc_source(n.input(0));
+    if (!src || !readers_can_move(n.input(0)) || n.attrs().get_int("keepdims", 1) != 1) return false;
+    const ir::Value* y = n.output(0);
+    if (!y->shape().rank_known() || y->shape().rank() != 4) return false;
+    // ReduceSum takes axes as an input from opset 13, the others from opset 18.
+    const bool axes_input = n.inputs().size() > 1;
+    std::vector<int64_t> axes;
+    if (axes_input) {
+      const ir::Value* a = n.input(1);
+      if (!a || !a->initializer() || a->initializer()->dtype() != DataType::kInt64) return false;
+      for (int64_t i = 0; i < a->initializer()->numel(); ++i) axes.push_back(a->initializer()->get_i64(i));
+    } else {
+      axes = n.attrs().get_ints("axes");
+    }
+    if (axes.empty()) return false;
+    std::vector<int64_t> mapped;
+    for (int64_t a : axes) {
+      if (a < 0) a += 4;
+      if (a < 0 || a > 3) return false;
+      mapped.push_back(nhwc_axis(a));
+    }
+    ir::Attributes attrs;
+    for (const auto& [k, a] : n.attrs().all())
+      if (k != "axes") attrs.set(k, a);
+    std::vector<ir::Value*> ins = {src};
+    if (axes_input) {
+      ins.push_back(g_.add_initializer(unique(n.input(1)->name() + "/nhwc"),
+                                       Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(mapped.size())}, mapped)));
+    } else {
+      attrs.set_ints("axes", mapped);
+    }
+    return replace_channels_last(n, ins, std::move(attrs));
   }
 
   ir::Value* to_nchw_after(ir::Value* nhwc, ir::Value* old_out) {
@@ -354,6 +493,11 @@ class Layout {
         if (moved) return true;
         continue;
       }
+      if (n->op_type() == "Concat" || n->op_type().rfind("Reduce", 0) == 0) {
+        INGOT_ASSIGN_OR_RETURN(bool moved, n->op_type() == "Concat" ? sink_concat(*n) : sink_reduce(*n));
+        if (moved) return true;
+        continue;
+      }
       if (!is_sinkable_elementwise(*n)) continue;
       const ir::Value* y = n->output(0);
       if (!y->shape().rank_known() || y->shape().rank() != 4) continue;
@@ -362,7 +506,7 @@ class Layout {
         if (!v) continue;
         if (nhwc_source(v)) {
           any = true;
-          ok &= v->uses().size() == 1;  // else the transpose stays, and one more would follow
+          ok &= readers_can_move(v);  // else the transpose stays, and one more would follow
         } else if (!(v->initializer() && v->initializer()->rank() <= 4 && v->initializer()->dtype() != DataType::kString))
           ok = false;
       }
@@ -415,7 +559,7 @@ class Layout {
     ir::Value* v = n.input(0);
     ir::Value* src = v ? nhwc_source(v) : nullptr;
     const ir::Shape& ys = n.output(0)->shape();
-    if (!src || v->uses().size() != 1 || !src->shape().rank_known() || src->shape().rank() != 4 || !ys.rank_known() ||
+    if (!src || !readers_can_move(v) || !src->shape().rank_known() || src->shape().rank() != 4 || !ys.rank_known() ||
         ys.rank() != 4)
       return false;
     const bool max = n.op_type() == "MaxPool";

@@ -62,6 +62,7 @@ Tolerance tolerance_for(DataType t) {
 // float outputs are judged as a user judges them, by direction (cosine >= 0.9999, issue 5's bar;
 // 0.999 for bf16) and normwise relative error (<= 1e-2; 5e-2 for bf16), not element by element.
 bool g_fp16 = false;
+bool g_no_host_fallback = false;  // --no-host-fallback: a step on the CUDA host fallback fails the case
 bool g_bf16 = false;  // --bf16: the same, with bf16 engines
 
 std::string compare_reduced(const Tensor& got, const Tensor& want, const std::string& name) {
@@ -205,6 +206,7 @@ Result<std::vector<Tensor>> run_engine(const fs::path& dir, const ir::Graph& g, 
   BuilderConfig config;
   config.optimization_level = optimize ? 3 : 0;
   config.fp16 = g_fp16;
+  config.allow_host_fallback = !g_no_host_fallback;
   config.bf16 = g_bf16;
   const bool device = g_backend == "cuda";
   config.backend = device ? BackendKind::kCuda : BackendKind::kCpu;
@@ -409,9 +411,10 @@ int main(int argc, char** argv) {
     else if (a == "--verbose" || a == "-v") verbose = true;
     else if (a == "--in-process") g_in_process = true;
     else if (a == "--fp16") g_fp16 = true;
+    else if (a == "--no-host-fallback") g_no_host_fallback = true;
     else if (a == "--bf16") g_bf16 = true;
     else {
-      std::cerr << "usage: conformance_runner --dir DIR [--mode interpreter|engine|engine-optimized] [--fp16|--bf16] [--expectations FILE]..."
+      std::cerr << "usage: conformance_runner --dir DIR [--mode interpreter|engine|engine-optimized] [--fp16|--bf16] [--no-host-fallback] [--expectations FILE]..."
                    " [--write-expectations FILE]"
                    " [--filter SUBSTR] [--min-pass-rate R] [--timeout S] [-v]\n";
       return 2;

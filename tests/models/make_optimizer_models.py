@@ -10,6 +10,10 @@ onnxruntime. Weights are random; what matters is the op patterns the passes must
     (1x1 expand, depthwise 3x3, squeeze-excitation GlobalAveragePool→Conv→Relu→Conv→
     HardSigmoid→Mul, 1x1 project, residual Add); the second block writes HardSwish as
     x * HardSigmoid(x) as some exporters do.
+  - efficientnet_block (opset 18): MBConv blocks with SiLU written as x * Sigmoid(x) and a
+    squeeze-excitation over ReduceMean (axes as an input).
+  - densenet_block (opset 18): a dense block (Concat of every earlier feature map -> standalone
+    BatchNormalization -> Relu -> Conv) and a transition.
   - bert_encoder_2l (opset 18): two post-LN encoder layers with LayerNorm decomposed into
     ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add (ReduceMean axes as an input, opset 18),
     Erf-form GELU, multi-head attention with Reshape→Transpose head split, an additive
@@ -124,6 +128,79 @@ def mobilenetv3_block():
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 16, 16, 16])], n.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     return model, [{"input": RNG.standard_normal((2, 3, 32, 32)).astype(np.float32)}]
+
+
+def silu(n, x, name):
+    return n.op("Mul", [x, n.op("Sigmoid", [x], f"{name}.sig")], name)
+
+
+def efficientnet_block():
+    """EfficientNet's MBConv as torch's dynamo exporter writes it (opset 18): Conv + BN + SiLU
+    (x * Sigmoid(x)), depthwise 3x3, squeeze-excitation ReduceMean(axes [2, 3] as an input,
+    keepdims) -> Conv -> SiLU -> Conv -> Sigmoid -> Mul, 1x1 project, residual Add."""
+    n = Net()
+    x = silu(n, n.conv_bn("input", 3, 16, "stem", stride=2), "stem.act")
+    n.init(const("se.axes", np.array([2, 3], dtype=np.int64)))
+    for i in range(2):
+        b, c, e, s = f"block{i}", 16, 64, 4
+        y = silu(n, n.conv_bn(x, c, e, f"{b}.expand", k=1), f"{b}.expand.act")
+        y = silu(n, n.conv_bn(y, e, e, f"{b}.dw", k=3, group=e), f"{b}.dw.act")
+        g = n.op("ReduceMean", [y, "se.axes"], f"{b}.se.pool", keepdims=1)
+        n.init(w(f"{b}.se.fc1.w", s, e, 1, 1, scale=0.3))
+        n.init(w(f"{b}.se.fc1.b", s, scale=0.05))
+        n.init(w(f"{b}.se.fc2.w", e, s, 1, 1, scale=0.3))
+        n.init(w(f"{b}.se.fc2.b", e, scale=0.05))
+        g = n.op("Conv", [g, f"{b}.se.fc1.w", f"{b}.se.fc1.b"], f"{b}.se.fc1", kernel_shape=[1, 1])
+        g = silu(n, g, f"{b}.se.act")
+        g = n.op("Conv", [g, f"{b}.se.fc2.w", f"{b}.se.fc2.b"], f"{b}.se.fc2", kernel_shape=[1, 1])
+        g = n.op("Sigmoid", [g], f"{b}.se.gate")
+        y = n.op("Mul", [y, g], f"{b}.se.mul")
+        y = n.conv_bn(y, e, c, f"{b}.project", k=1)
+        x = n.op("Add", [y, x], f"{b}.add")
+    graph = helper.make_graph(n.nodes, "efficientnet_block",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 3, 32, 32])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 16, 16, 16])], n.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return model, [{"input": RNG.standard_normal((2, 3, 32, 32)).astype(np.float32)}]
+
+
+def densenet_block():
+    """DenseNet's dense block and transition (opset 18): every layer reads the Concat of all
+    feature maps before it through a standalone BatchNormalization -> Relu -> Conv 1x1 -> BN ->
+    Relu -> Conv 3x3 (pre-activation: no Conv before the first BN to fold it into); the
+    transition is BN -> Relu -> Conv 1x1 -> AveragePool."""
+    n = Net()
+
+    def bn(x, c, name):
+        n.init(const(f"{name}.gamma", (1 + 0.1 * RNG.standard_normal(c)).astype(np.float32)))
+        n.init(const(f"{name}.beta", (0.1 * RNG.standard_normal(c)).astype(np.float32)))
+        n.init(const(f"{name}.mean", (0.1 * RNG.standard_normal(c)).astype(np.float32)))
+        n.init(const(f"{name}.var", (0.5 + RNG.random(c)).astype(np.float32)))
+        return n.op("BatchNormalization", [x, f"{name}.gamma", f"{name}.beta", f"{name}.mean", f"{name}.var"],
+                    f"{name}.bn", epsilon=1e-5)
+
+    def conv(x, cin, cout, name, k):
+        n.init(w(f"{name}.w", cout, cin, k, k, scale=np.sqrt(2.0 / (cin * k * k))))
+        p = k // 2
+        return n.op("Conv", [x, f"{name}.w"], name, kernel_shape=[k, k], pads=[p, p, p, p])
+
+    features = [n.op("Relu", [n.conv_bn("input", 3, 16, "stem")], "stem.relu")]
+    growth, c = 8, 16
+    for i in range(3):
+        b = f"dense{i}"
+        x = features[0] if len(features) == 1 else n.op("Concat", features, f"{b}.cat", axis=1)
+        y = conv(n.op("Relu", [bn(x, c, f"{b}.norm1")], f"{b}.relu1"), c, 4 * growth, f"{b}.conv1", 1)
+        y = conv(n.op("Relu", [bn(y, 4 * growth, f"{b}.norm2")], f"{b}.relu2"), 4 * growth, growth, f"{b}.conv2", 3)
+        features.append(y)
+        c += growth
+    x = n.op("Concat", features, "block.cat", axis=1)
+    x = conv(n.op("Relu", [bn(x, c, "trans.norm")], "trans.relu"), c, c // 2, "trans.conv", 1)
+    x = n.op("AveragePool", [x], "trans.pool", kernel_shape=[2, 2], strides=[2, 2])
+    graph = helper.make_graph(n.nodes, "densenet_block",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 3, 16, 16])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, c // 2, 8, 8])], n.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return model, [{"input": RNG.standard_normal((2, 3, 16, 16)).astype(np.float32)}]
 
 
 def bert_encoder(opset):
@@ -324,7 +401,7 @@ def main():
     args = ap.parse_args()
     if os.path.exists(args.output):
         shutil.rmtree(args.output)
-    models = (resnet_bn, mobilenetv3_block, bert_encoder_2l, bert_encoder_2l_opset20, bert_torch_export,
+    models = (resnet_bn, mobilenetv3_block, efficientnet_block, densenet_block, bert_encoder_2l, bert_encoder_2l_opset20, bert_torch_export,
               bert_dynamo_export)
     for fn in models:
         model, feeds = fn()

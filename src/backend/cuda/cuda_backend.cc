@@ -106,6 +106,7 @@ class HostFallbackTactic : public Tactic {
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
   bool capturable() const override { return false; }  // synchronizes and reads device data on the host
+  bool is_host_fallback() const override { return true; }
   bool handles_dynamic_outputs() const override { return true; }
   Status enqueue(StepIO& io) const override {
     std::vector<Tensor> host_in(io.inputs.size());

@@ -1,0 +1,192 @@
+// Copyright ingot authors. Apache-2.0.
+#include "builder/split_fusions.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/device.h"
+#include "passes/pattern_util.h"
+
+namespace ingot::builder {
+
+namespace {
+
+std::vector<ir::TensorType> input_types(const ir::Node& n) {
+  std::vector<ir::TensorType> types;
+  for (const ir::Value* v : n.inputs()) {
+    ir::TensorType t;
+    if (v) {
+      t.dtype = v->dtype();
+      t.shape = v->shape();
+    }
+    types.push_back(t);
+  }
+  return types;
+}
+
+bool is_fused_layer(const ir::Node& n) {
+  return n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm");
+}
+
+// FusedConv/FusedGemm inputs: X|A, W|B, bias|C, residual.
+constexpr size_t kBiasInput = 2, kResidualInput = 3;
+
+class Splitter {
+ public:
+  Splitter(ir::Graph& g, const backend::Backend& be) : g_(g), be_(be) {}
+
+  // Splits `n` when the backend has no device tactic for it; true when it did.
+  Result<bool> split(ir::Node* n, std::string* note) {
+    if (has_device_tactic(be_, *n)) return false;
+    const ir::Attributes& at = n->attrs();
+    const std::string act = at.get_string("activation", "");
+    const std::vector<float> params = at.get_floats("activation_params");
+    ir::Value* residual = n->input(kResidualInput);
+    const bool residual_first = act.empty() || at.get_int("residual_before_activation", 1) != 0;
+    if (act.empty() && !residual) return false;  // nothing to move out
+
+    // The reduced forms, most fused first: keep a residual added before the activation, then
+    // only the bias.
+    for (int keep_residual = residual && residual_first && !act.empty() ? 1 : 0; keep_residual >= 0; --keep_residual) {
+      ir::Node* layer = add_reduced(*n, keep_residual != 0);
+      if (!has_device_tactic(be_, *layer)) {
+        INGOT_RETURN_IF_ERROR(drop(layer));
+        continue;
+      }
+      ir::Value* cur = layer->output(0);
+      const std::string base = n->name().empty() ? "fused" : n->name();
+      if (residual && !keep_residual && residual_first) cur = add_op("Add", {cur, residual}, {}, base + "/residual");
+      if (!act.empty()) {
+        INGOT_ASSIGN_OR_RETURN(cur, add_activation(act, params, cur, base + "/" + act));
+      }
+      if (residual && !residual_first) cur = add_op("Add", {cur, residual}, {}, base + "/residual");
+      // The last op takes over the fused node's output: its readers, graph-output slot and name.
+      ir::Value* old = n->output(0);
+      const std::string name = old->name();
+      g_.replace_all_uses(old, cur);
+      INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+      g_.rename_value(old, "");
+      g_.rename_value(cur, name);
+      std::string moved = act;
+      if (residual && !keep_residual) moved += std::string(moved.empty() ? "" : " and ") + "the residual Add";
+      *note = layer->describe() + ": the " + be_.name() + " backend has no fused form with " + moved +
+              ", which now run as elementwise steps after it";
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  // n's op with the same attributes minus the activation, reading X, W, the bias and (when
+  // `keep_residual`) the residual.
+  ir::Node* add_reduced(const ir::Node& n, bool keep_residual) {
+    ir::Attributes attrs;
+    for (const auto& [k, a] : n.attrs().all())
+      if (k != "activation" && k != "activation_params" && k != "residual_before_activation") attrs.set(k, a);
+    std::vector<ir::Value*> ins = {n.input(0), n.input(1), n.input(kBiasInput)};
+    if (keep_residual) ins.push_back(n.input(kResidualInput));
+    while (ins.size() > 2 && !ins.back()) ins.pop_back();
+    const ir::Value* y = n.output(0);
+    ir::Value* out = g_.add_value(passes::unique_value_name(g_, y->name() + "/layer"), y->dtype(), y->shape());
+    ir::Node* layer = g_.add_node(n.op_type(), ins, {out}, std::move(attrs), n.name(), n.domain());
+    layer->absorb_origins(n);
+    return layer;
+  }
+
+  // Removes a reduced form the backend lacks; its output's name is free again.
+  Status drop(ir::Node* layer) {
+    ir::Value* out = layer->output(0);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(layer));
+    g_.rename_value(out, "");
+    return Status::Ok();
+  }
+
+  ir::Value* add_op(const std::string& op, const std::vector<ir::Value*>& ins, ir::Attributes attrs,
+                    const std::string& name, const std::string& domain = "") {
+    const ir::Value* like = ins[0];
+    ir::Value* out = g_.add_value(passes::unique_value_name(g_, name), like->dtype(), like->shape());
+    g_.add_node(op, ins, {out}, std::move(attrs), name, domain);
+    return out;
+  }
+
+  // A scalar constant of x's type (Clip's bounds).
+  ir::Value* scalar(const ir::Value* x, double v, const std::string& name) {
+    Tensor t = Tensor::zeros(x->dtype(), {}).value();
+    t.set_f64(0, v);
+    return passes::make_initializer(g_, name, std::move(t));
+  }
+
+  // act(x) as the ONNX ops of the graph's opset (ingot's twin for Gelu below opset 20).
+  Result<ir::Value*> add_activation(const std::string& act, const std::vector<float>& p, ir::Value* x,
+                                    const std::string& name) {
+    const int64_t opset = g_.opset("");
+    ir::Attributes a;
+    if (act == "Relu" || act == "Sigmoid" || act == "Tanh" || act == "HardSwish") return add_op(act, {x}, {}, name);
+    if (act == "LeakyRelu") {
+      a.set_float("alpha", p.at(0));
+      return add_op(act, {x}, std::move(a), name);
+    }
+    if (act == "HardSigmoid") {
+      a.set_float("alpha", p.at(0));
+      a.set_float("beta", p.at(1));
+      return add_op(act, {x}, std::move(a), name);
+    }
+    if (act == "Clip") {
+      if (opset < 11) {
+        a.set_float("min", p.at(0));
+        a.set_float("max", p.at(1));
+        return add_op(act, {x}, std::move(a), name);
+      }
+      ir::Value* lo = std::isinf(p.at(0)) ? nullptr : scalar(x, p[0], name + "/min");
+      ir::Value* hi = std::isinf(p.at(1)) ? nullptr : scalar(x, p[1], name + "/max");
+      std::vector<ir::Value*> ins = {x, lo, hi};
+      while (ins.size() > 1 && !ins.back()) ins.pop_back();
+      return add_op(act, ins, {}, name);
+    }
+    if (act == "Gelu" || act == "GeluTanh") {
+      a.set_string("approximate", act == "Gelu" ? "none" : "tanh");
+      if (opset >= 20) return add_op("Gelu", {x}, std::move(a), name);
+      if (g_.opset("ingot") == 0) g_.set_opset_import("ingot", 1);
+      return add_op("Gelu", {x}, std::move(a), name, "ingot");
+    }
+    if (act == "Silu") {
+      ir::Value* s = add_op("Sigmoid", {x}, {}, name + "/sigmoid");
+      return add_op("Mul", {x, s}, {}, name);
+    }
+    return unsupported("cannot split activation '", act, "' out of a fused layer");
+  }
+
+  ir::Graph& g_;
+  const backend::Backend& be_;
+};
+
+}  // namespace
+
+bool has_device_tactic(const backend::Backend& be, const ir::Node& n) {
+  for (const auto& t : be.candidates(n, input_types(n)))
+    if (!t->is_host_fallback()) return true;
+  return false;
+}
+
+Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report) {
+  std::vector<ir::Node*> fused;
+  for (const auto& n : g.nodes())
+    if (is_fused_layer(*n)) fused.push_back(n.get());
+  Splitter splitter(g, be);
+  bool changed = false;
+  for (ir::Node* n : fused) {
+    std::string note;
+    INGOT_ASSIGN_OR_RETURN(bool done, splitter.split(n, &note));
+    if (!done) continue;
+    changed = true;
+    if (report) {
+      ++report->split;
+      report->notes.push_back("split: " + note);
+    }
+  }
+  if (changed) INGOT_RETURN_IF_ERROR(g.topological_sort());
+  return Status::Ok();
+}
+
+}  // namespace ingot::builder

@@ -1,0 +1,39 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Fusion follows the backend: the optimizer fuses a layer's epilogue (bias, activation,
+// residual) into one ingot::FusedConv / ingot::FusedGemm without knowing which backend will run
+// it, and a backend may lack a kernel for that exact form (a GPU convolution with a HardSwish or
+// SiLU epilogue, say). Running such a node on the host fallback would cost a round trip to the
+// CPU on every run and rule out CUDA graphs, so the builder splits it back instead: the layer
+// keeps the part of its epilogue the backend runs fused (the bias; the residual when it is added
+// before the activation), and the rest becomes plain elementwise ONNX ops after it (the
+// activation, a residual Add), which the layout pass can move through and fuse_pointwise then
+// gathers into one ingot::Pointwise kernel.
+//
+// Refuses (leaves the node as it is, so the build reports it on the host): a node whose every
+// reduced form the backend also lacks, and every node on a host backend (there the reference
+// kernels run every form).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/tactic.h"
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace ingot::builder {
+
+struct SplitReport {
+  int split = 0;                   ///< fused nodes split back
+  std::vector<std::string> notes;  ///< one per split node: what it kept and what it moved out
+};
+
+/// Whether `be` offers a tactic for `n` at its current types that is not the host fallback.
+bool has_device_tactic(const backend::Backend& be, const ir::Node& n);
+
+/// Splits every FusedConv / FusedGemm of `g` that `be` would run only on its host fallback.
+/// The split-out ops are plain ONNX ops; run fuse_pointwise afterwards to merge them.
+Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report);
+
+}  // namespace ingot::builder

@@ -1,0 +1,199 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Fusion follows the backend (builder/split_fusions.h): on a test backend that lacks some
+// epilogues, a FusedConv / FusedGemm it would run only on its host fallback is split into the
+// layer with the epilogue the backend has and plain elementwise ops after it (before / after IR
+// text), the split graph computes what the fused one did (CPU reference, random non-zero data),
+// and nodes the backend runs are left alone.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/device.h"
+#include "backend/tactic.h"
+#include "builder/split_fusions.h"
+#include "graph_check_util.h"
+
+namespace ingot {
+namespace {
+
+using testing_util::expect_same_outputs;
+using testing_util::node_lines;
+using testing_util::parse_ir;
+using testing_util::with_weights;
+
+class NamedTactic : public backend::Tactic {
+ public:
+  NamedTactic(std::string name, bool fallback) : name_(std::move(name)), fallback_(fallback) {}
+  std::string name() const override { return name_; }
+  bool supports(const ir::Node&, const std::vector<ir::TensorType>&) const override { return true; }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+  Status enqueue(backend::StepIO&) const override { return internal_error("not run in these tests"); }
+  bool capturable() const override { return !fallback_; }
+  bool is_host_fallback() const override { return fallback_; }
+
+ private:
+  std::string name_;
+  bool fallback_;
+};
+
+// Every op runs on the "device" except fused layers whose activation is not in `acts`, or that
+// add a residual when `residual` is false: those only on the host fallback.
+class EpilogueBackend : public backend::Backend {
+ public:
+  std::set<std::string> acts = {""};
+  bool residual = false;
+  std::string name() const override { return "test"; }
+  backend::Device& device() const override { return backend::host_device(); }
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>&) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    bool fused = n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm");
+    bool native = !fused || (acts.count(n.attrs().get_string("activation", "")) && (residual || !n.input(3)));
+    if (native) v.push_back(std::make_unique<NamedTactic>("test.device", false));
+    v.push_back(std::make_unique<NamedTactic>("test.host_fallback", true));
+    return v;
+  }
+  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
+                                                         const std::vector<uint8_t>&) const override {
+    return unsupported(n);
+  }
+};
+
+const char* const kHead =
+    "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[1,4,6,6]\n  input %r: f32[1,4,6,6]\n";
+const std::vector<std::pair<std::string, Shape64>> kConvWeights = {{"w", {4, 4, 3, 3}}, {"b", {4}}};
+
+// Splits `body` (one fused layer reading %x, %w, %b and maybe %r, writing %y) on `be`; checks the
+// node lines against `want` and the outputs against the unsplit graph.
+void expect_split(const EpilogueBackend& be, const std::string& body, const std::string& want, int splits = 1) {
+  const std::string before = with_weights(kHead, kConvWeights, body + "  output %y\n");
+  auto g = parse_ir(before);
+  ASSERT_TRUE(g);
+  builder::SplitReport rep;
+  Status st = builder::split_host_fusions(*g, be, &rep);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(rep.split, splits);
+  EXPECT_EQ(node_lines(*g), want);
+  ASSERT_EQ(g->outputs().size(), 1u);
+  EXPECT_EQ(g->outputs()[0]->name(), "y");  // the graph output keeps its name
+  expect_same_outputs(before, *g);
+}
+
+TEST(SplitFusions, ActivationTheBackendLacksRunsAfterTheLayer) {
+  EpilogueBackend be;
+  be.acts = {"", "Relu"};
+  expect_split(be, R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="HardSwish", pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)",
+               R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+%y: f32[1,4,6,6] = HardSwish(%y/layer) @c1/HardSwish
+)");
+}
+
+TEST(SplitFusions, ResidualBeforeTheActivationStaysWhenTheBackendFusesIt) {
+  EpilogueBackend be;
+  be.residual = true;
+  // y = silu(conv + b + r): the layer keeps + r, SiLU is x * sigmoid(x).
+  expect_split(be, R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Silu", pads=[1, 1, 1, 1]}(%x, %w, %b, %r) @c1
+)",
+               R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b, %r) @c1
+%c1/Silu/sigmoid: f32[1,4,6,6] = Sigmoid(%y/layer) @c1/Silu/sigmoid
+%y: f32[1,4,6,6] = Mul(%y/layer, %c1/Silu/sigmoid) @c1/Silu
+)");
+}
+
+TEST(SplitFusions, ResidualMovesOutInTheNodesOrder) {
+  EpilogueBackend be;  // no activation, no residual: only conv + bias
+  // Residual before the activation: Add, then the activation.
+  expect_split(be, R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Sigmoid", pads=[1, 1, 1, 1]}(%x, %w, %b, %r) @c1
+)",
+               R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+%c1/residual: f32[1,4,6,6] = Add(%y/layer, %r) @c1/residual
+%y: f32[1,4,6,6] = Sigmoid(%c1/residual) @c1/Sigmoid
+)");
+  // residual_before_activation = 0: y = relu(conv + b) + r, the Add last.
+  expect_split(
+      be,
+      R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Relu", pads=[1, 1, 1, 1], residual_before_activation=0}(%x, %w, %b, %r) @c1
+)",
+      R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+%c1/Relu: f32[1,4,6,6] = Relu(%y/layer) @c1/Relu
+%y: f32[1,4,6,6] = Add(%c1/Relu, %r) @c1/residual
+)");
+}
+
+TEST(SplitFusions, ParameterisedActivationsKeepTheirNumbers) {
+  EpilogueBackend be;
+  // Relu6 (Clip 0..6) with opset-11+ bound inputs; LeakyRelu's and HardSigmoid's attributes.
+  const std::string clip =
+      R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Clip", activation_params=[0.0, 6.0], pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)";
+  const std::string before = with_weights(kHead, kConvWeights, clip + "  output %y\n");
+  auto g = parse_ir(before);
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, nullptr).ok());
+  const ir::Node* last = g->outputs()[0]->producer();
+  ASSERT_EQ(last->op_type(), "Clip");
+  ASSERT_EQ(last->inputs().size(), 3u);
+  EXPECT_EQ(last->input(1)->initializer()->get_f64(0), 0.0);
+  EXPECT_EQ(last->input(2)->initializer()->get_f64(0), 6.0);
+  expect_same_outputs(before, *g);
+
+  expect_split(
+      be,
+      R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="HardSigmoid", activation_params=[0.25, 0.375], pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)",
+      R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+%y: f32[1,4,6,6] = HardSigmoid {alpha=0.25, beta=0.375}(%y/layer) @c1/HardSigmoid
+)");
+  expect_split(
+      be,
+      R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="LeakyRelu", activation_params=[0.125], pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)",
+      R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+%y: f32[1,4,6,6] = LeakyRelu {alpha=0.125}(%y/layer) @c1/LeakyRelu
+)");
+}
+
+TEST(SplitFusions, GemmEpiloguesSplitToo) {
+  EpilogueBackend be;
+  const std::string before = with_weights(
+      "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %a: f32[3,8]\n", {{"w", {8, 5}}, {"c", {5}}},
+      R"(  %y: f32[3,5] = ingot::FusedGemm {activation="Gelu", kind="matmul"}(%a, %w, %c) @mm
+  output %y
+)");
+  auto g = parse_ir(before);
+  ASSERT_TRUE(g);
+  builder::SplitReport rep;
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+  // Opset 17 has no ai.onnx Gelu: ingot's twin takes it.
+  EXPECT_EQ(node_lines(*g), R"(%y/layer: f32[3,5] = ingot::FusedGemm {kind="matmul"}(%a, %w, %c) @mm
+%y: f32[3,5] = ingot::Gelu {approximate="none"}(%y/layer) @mm/Gelu
+)");
+  ASSERT_EQ(rep.notes.size(), 1u);
+  EXPECT_NE(rep.notes[0].find("FusedGemm 'mm'"), std::string::npos) << rep.notes[0];
+  EXPECT_NE(rep.notes[0].find("Gelu"), std::string::npos) << rep.notes[0];
+  expect_same_outputs(before, *g);
+}
+
+TEST(SplitFusions, LayersTheBackendRunsAreLeftAlone) {
+  EpilogueBackend be;
+  be.acts = {"", "Relu"};
+  be.residual = true;
+  const std::string text = with_weights(kHead, kConvWeights, R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Relu", pads=[1, 1, 1, 1]}(%x, %w, %b, %r) @c1
+  output %y
+)");
+  auto g = parse_ir(text);
+  ASSERT_TRUE(g);
+  const std::string before = node_lines(*g);
+  builder::SplitReport rep;
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+  EXPECT_EQ(rep.split, 0);
+  EXPECT_EQ(node_lines(*g), before);
+}
+
+}  // namespace
+}  // namespace ingot
