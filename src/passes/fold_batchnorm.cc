@@ -10,10 +10,13 @@
 //       broadcast per output channel ([M], [M,1,1], [1,M,1,1], or a single value).
 // Produces the same layer with W' = W·k and B' = (B − mean)·k + β (k = γ/√(var+ε) per output
 // channel) as new initializers, taking over the folded node's output name.
+// A BatchNormalization no layer takes (after a Concat, a pooling, an input) becomes Mul + Add
+// by per-channel constants, which fuse with what follows.
 // Refuses (with a note): non-constant weights or statistics, a layer output read by other
 // nodes too (they need the unfolded value), training mode (BN with extra outputs or
 // training_mode=1), Gemm with transposed layouts it cannot scale (none: both are handled) or a
 // C that does not broadcast to [N].
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -71,13 +74,65 @@ class FoldBatchNorm final : public Pass {
         }
       }
     }
+    // What no layer took: inference BatchNormalization becomes x·k + c with per-channel constants
+    // (TensorRT's scale layer), elementwise ops every backend runs and fuse_pointwise merges with
+    // the activation after it (DenseNet's pre-activation BN -> Relu -> Conv).
+    std::vector<ir::Node*> standalone;
+    for (const auto& up : g.nodes())
+      if (is_onnx_op(*up, "BatchNormalization")) standalone.push_back(up.get());
+    for (ir::Node* bn : standalone) {
+      const std::string what = bn->describe();  // bn is gone once rewritten
+      INGOT_ASSIGN_OR_RETURN(bool done, to_scale_shift(g, *bn));
+      if (!done) continue;
+      changed = true;
+      refusals_.push_back(what + " runs as a per-channel scale and shift (Mul, Add): no layer before it to fold into");
+    }
     // The scan restarts after every fold, so a refusal is seen several times: report it once.
     for (const std::string& r : refusals_) ctx.note(kName, r);
     return changed;
   }
 
  private:
-  std::set<std::string> refusals_;
+  std::vector<std::string> refusals_;
+
+  // BatchNormalization(X, scale, B, mean, var) in inference mode with constant parameters and a
+  // known channel count -> Add(Mul(X, k), c), k = scale/sqrt(var + eps) and c = B - mean·k shaped
+  // [C, 1, ...] to broadcast along axis 1. Refuses (leaves the node) anything else.
+  Result<bool> to_scale_shift(ir::Graph& g, ir::Node& bn) {
+    ir::Value* x = bn.input(0);
+    if (!x || !is_float(x->dtype()) || !x->shape().rank_known() || x->shape().rank() < 2) return false;
+    if (bn.attrs().get_int("training_mode", 0) != 0) return false;
+    for (size_t i = 1; i < bn.outputs().size(); ++i)
+      if (bn.output(i)) return false;
+    if (!x->shape()[1].is_known()) return false;
+    const int64_t channels = x->shape()[1].value();
+    std::vector<std::vector<double>> p;
+    for (size_t i = 1; i < 5; ++i) {
+      const ir::Value* v = bn.input(i);
+      if (!v || !v->initializer() || v->initializer()->numel() != channels) return false;
+      p.push_back(v->initializer()->to_f64_vector());
+    }
+    const double eps = bn.attrs().get_float("epsilon", 1e-5f);
+    Shape64 shape(x->shape().rank() - 1, 1);
+    shape[0] = channels;
+    INGOT_ASSIGN_OR_RETURN(Tensor k, Tensor::zeros(x->dtype(), shape));
+    INGOT_ASSIGN_OR_RETURN(Tensor c, Tensor::zeros(x->dtype(), shape));
+    for (int64_t i = 0; i < channels; ++i) {
+      const double ki = p[0][i] / std::sqrt(p[3][i] + eps);
+      k.set_f64(i, ki);
+      c.set_f64(i, p[1][i] - p[2][i] * ki);
+    }
+    const std::string base = bn.name().empty() ? "batchnorm" : bn.name();
+    ir::Value* kv = g.add_initializer(unique_value_name(g, base + "_scale"), std::move(k));
+    ir::Value* cv = g.add_initializer(unique_value_name(g, base + "_shift"), std::move(c));
+    ir::Value* scaled = g.add_value(unique_value_name(g, base + "_scaled"), x->dtype(), x->shape());
+    ir::Node* mul = g.add_node("Mul", {x, kv}, {scaled}, {}, base + "/scale");
+    mul->add_origin(bn.name());
+    INGOT_ASSIGN_OR_RETURN(ir::Node* add, fusion::replace_with_fused(g, "Add", "", {scaled, cv}, {}, base + "/shift",
+                                                                    bn.output(0), {&bn}));
+    (void)add;
+    return true;
+  }
 
   // Folds `post` into the layer producing its input when it can; records why not otherwise.
   Result<bool> try_fold(ir::Graph& g, ir::Node& post) {
@@ -99,7 +154,8 @@ class FoldBatchNorm final : public Pass {
     if (!(conv || (is_bn && (convt || gemm)))) return false;
     std::string what = post.describe() + " into " + layer->describe();
     auto refuse = [&](const std::string& why) -> Result<bool> {
-      refusals_.insert("refused " + what + ": " + why);
+      if (std::find(refusals_.begin(), refusals_.end(), "refused " + what + ": " + why) == refusals_.end())
+        refusals_.push_back("refused " + what + ": " + why);
       return false;
     };
     if (is_bn) {

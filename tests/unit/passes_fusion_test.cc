@@ -163,6 +163,37 @@ TEST(PassesFusion, FoldBatchNormIntoConvByHand) {
   expect_equivalent(kConvBn, *g);
 }
 
+// A BatchNormalization with no layer before it (DenseNet's pre-activation BN after a Concat)
+// becomes Mul + Add by per-channel constants of X's rank - 1 (broadcast along axis 1), rank 3 too.
+TEST(PassesFusion, StandaloneBatchNormBecomesScaleAndShift) {
+  for (const char* shape : {"[2,3,4,5]", "[2,3,7]"}) {
+    const std::string t = std::string(R"(graph g {
+  opset "" 17
+  input %a: f32)") + shape + R"(
+  input %b: f32)" + shape + R"(
+)" + init_text("scale", {6}, 1) + init_text("beta", {6}, 2) + init_text("mean", {6}, 3) +
+                          init_text("var", {6}, 4, true) + R"(  %cat = Concat {axis=1}(%a, %b) @cat
+  %y = BatchNormalization {epsilon=0.001}(%cat, %scale, %beta, %mean, %var) @bn
+  %r = Relu(%y) @relu
+  output %r
+})";
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fold_batchnorm()), &ctx);
+    ASSERT_TRUE(g);
+    int bns = 0, muls = 0, adds = 0;
+    for (const auto& n : g->nodes()) {
+      bns += n->op_type() == "BatchNormalization";
+      muls += n->op_type() == "Mul";
+      adds += n->op_type() == "Add";
+    }
+    EXPECT_EQ(bns, 0);
+    EXPECT_EQ(muls, 1);
+    EXPECT_EQ(adds, 1);
+    EXPECT_TRUE(has_note(ctx, "per-channel scale and shift"));
+    expect_equivalent(t, *g);
+  }
+}
+
 TEST(PassesFusion, FoldBatchNormRefusals) {
   // Statistics that are graph inputs.
   {
@@ -188,9 +219,39 @@ TEST(PassesFusion, FoldBatchNormRefusals) {
     PassContext ctx;
     std::string t = std::string(kConvBn).replace(std::string(kConvBn).find("  output %y"), 11,
                                                   "  %z = Relu(%c) @r\n  output %y\n  output %z");
-    auto g = run_passes(t, one(make_fold_batchnorm()), &ctx, false);
-    expect_same_graph(*g, t);
+    auto g = run_passes(t, one(make_fold_batchnorm()), &ctx);
+    // Not folded, but a per-channel scale and shift: k = [0.5, 1], c = beta - mean·k = [0, -1].
+    expect_same_graph(*g, R"(graph g {
+  opset "" 17
+  input %x: f32[1,1,2,2]
+  init %w: f32[2,1,1,1] = [2, 3]
+  init %bn_scale: f32[2,1,1] = [0.5, 1]
+  init %bn_shift: f32[2,1,1] = [0, -1]
+  %c = Conv(%x, %w) @conv
+  %z = Relu(%c) @r
+  %bn_scaled = Mul(%c, %bn_scale) @bn/scale
+  %y = Add(%bn_scaled, %bn_shift) @bn/shift
+  output %y
+  output %z
+})");
     EXPECT_TRUE(has_note(ctx, "other readers"));
+    EXPECT_TRUE(has_note(ctx, "per-channel scale and shift"));
+    expect_equivalent(t, *g);
+  }
+  // Statistics of another length than the channels: left as it is.
+  {
+    PassContext ctx;
+    std::string t = R"(graph g {
+      opset "" 17
+      input %x: f32[1,3,2,2]
+      init %s: f32[2] = [1, 2]
+      %y = BatchNormalization(%x, %s, %s, %s, %s) @bn
+      output %y
+    })";
+    auto g = parse(t);
+    auto r = make_fold_batchnorm()->run(*g, ctx);
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(*r);
   }
   // Training mode.
   {
