@@ -139,7 +139,57 @@ struct StreamRun {
   std::vector<Iteration> iterations;
   Status status = Status::Ok();
   double first_query_ms = -1;  ///< host wall time of the first warm-up query (tactics' lazy setup)
+  double back_to_back_ms = -1; ///< per query, of --back-to-back N queries between two events
 };
+
+Result<double> back_to_back_trial(StreamRun &run, bool transfers, int n);
+
+// --back-to-back: N queries with no synchronize between them, timed by two events on the stream
+// (the host clock on CPU engines, whose enqueue is synchronous); the time per query, the median of
+// kTrials such trials.
+Status back_to_back(StreamRun &run, bool transfers, int n) {
+  constexpr int kTrials = 5;
+  std::vector<double> per;
+  for (int t = 0; t < kTrials; ++t) {
+    auto ms = back_to_back_trial(run, transfers, n);
+    if (!ms.ok())
+      return ms.status();
+    per.push_back(*ms / n);
+  }
+  std::sort(per.begin(), per.end());
+  run.back_to_back_ms = per[per.size() / 2];
+  return Status::Ok();
+}
+
+Result<double> back_to_back_trial(StreamRun &run, bool transfers, int n) {
+  IoBuffers &io = *run.io;
+  void *stream = io.stream();
+  const bool gpu = io.on_device();
+  auto t0 = Clock::now();
+  Status s = gpu ? run.events[0]->record(stream) : Status::Ok();
+  for (int i = 0; s.ok() && i < n; ++i) {
+    if (transfers && gpu)
+      s = io.copy_inputs_to_device();
+    if (s.ok())
+      s = gpu ? run.ctx->enqueue(stream) : run.ctx->enqueue(nullptr);
+    if (s.ok() && transfers && gpu)
+      s = io.copy_outputs_to_host();
+  }
+  if (s.ok() && gpu)
+    s = run.events[3]->record(stream);
+  if (s.ok())
+    s = io.synchronize();
+  if (!s.ok())
+    return s;
+  double ms = ms_between(t0, Clock::now());
+  if (gpu) {
+    auto t = run.events[3]->elapsed_since(*run.events[0]);
+    if (!t.ok())
+      return t.status();
+    ms = *t;
+  }
+  return ms;
+}
 
 // Each stream warms up, waits for all others, then runs the timed loop; so the
 // timed windows overlap and the aggregate throughput counts only concurrent
@@ -238,6 +288,13 @@ void stream_loop(int index, StreamRun &run, const BenchmarkOptions &opt,
       return;
     }
     run.iterations.push_back(it);
+  }
+  if (opt.back_to_back > 0) {
+    Status s = back_to_back(run, !opt.no_data_transfers, opt.back_to_back);
+    if (!s.ok()) {
+      run.status = s;
+      failed = true;
+    }
   }
 }
 
@@ -776,7 +833,7 @@ FlagParse parse_benchmark_flag(const std::vector<std::string> &args, size_t &i,
   const std::string &a = args[i];
   static const char *kValued[] = {
       "--warmup",  "--warmup-ms",  "--iterations",   "--duration",
-      "--streams", "--percentile", "--export-times", "--export-profile"};
+      "--streams", "--percentile", "--export-times", "--export-profile", "--back-to-back"};
   if (a == "--no-data-transfers") {
     opt.no_data_transfers = opt.engine_only_given = true;
     return FlagParse::kOk;
@@ -827,6 +884,8 @@ FlagParse parse_benchmark_flag(const std::vector<std::string> &args, size_t &i,
     int n = static_cast<int>(x);
     if (a == "--warmup")
       opt.warmup_runs = n;
+    else if (a == "--back-to-back")
+      opt.back_to_back = n;
     else if (a == "--streams")
       opt.streams = n;
     else
@@ -861,6 +920,10 @@ void benchmark_help(std::ostream &os) {
         "replays, and why not)\n"
         "  --export-times FILE.json    every timed iteration's start and "
         "latency\n"
+        "  --back-to-back N            also time N queries enqueued with no "
+        "synchronize between them\n"
+        "                              (two CUDA events, one synchronize): "
+        "time per query back to back\n"
         "  --dump-profile              per-layer table: time, share, FLOPs, "
         "bytes, TFLOP/s, GB/s,\n"
         "                              % of the GPU's roofline (max of "
@@ -992,6 +1055,14 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
      << " ms (" << all.size() << " run" << (all.size() == 1 ? "" : "s")
      << ")\n";
   print_summary(opt, all, wall_ms, items, gpu, os);
+  if (opt.back_to_back > 0) {
+    double sum = 0;
+    for (const StreamRun &r : runs)
+      sum += r.back_to_back_ms;
+    os << "Back-to-back: " << fmt(sum / runs.size(), 4) << " ms per query (" << opt.back_to_back
+       << " queries per stream enqueued without a synchronize between them, "
+       << (gpu ? "between two CUDA events" : "host clock") << ", median of 5 trials)\n";
+  }
   if (!opt.export_times.empty()) {
     Status s = write_times(opt.export_times, all);
     if (!s.ok())

@@ -34,6 +34,9 @@ struct BenchmarkOptions {
   std::vector<double> percentiles{50, 90, 99};
   bool no_data_transfers = false;
   bool cuda_graph = false;    ///< --cuda-graph: capture each context's enqueue, replay it
+  /// --back-to-back N: after the timed loop, N queries enqueued between two CUDA events with one
+  /// synchronize at the end (what a pipeline that never waits per query sees); 0: not measured.
+  int back_to_back = 0;
   std::string export_times;   ///< JSON file: one entry per timed iteration
   bool dump_profile = false;  ///< print the per-layer table
   std::string export_profile; ///< JSON file: the per-layer table

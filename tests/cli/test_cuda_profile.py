@@ -79,6 +79,14 @@ def main():
         t = json.load(open(times)) if rc == 0 else []
         check("--cuda-graph times the asked queries with GPU compute times",
               len(t) == 30 and all(e["computeMs"] > 0 for e in t), str(t[:2]))
+        rc, out, err = run(ingot, "run", eng, "--cuda-graph", "--no-data-transfers", "--iterations", "20",
+                           "--back-to-back", "50")
+        b2b = re.search(r"Back-to-back: ([\d.]+) ms per query \(50 queries per stream.*CUDA events", out)
+        med = re.search(r"GPU Compute Time: .*median = ([\d.]+) ms", out)
+        # Back to back, the launch gaps a synchronized query pays are hidden: not slower than it.
+        check("--back-to-back on a replayed graph: between CUDA events, at most the synchronized median",
+              rc == 0 and bool(b2b) and bool(med) and 0 < float(b2b.group(1)) <= 1.5 * float(med.group(1)) + 0.01,
+              out + err)
         rc, out, err = run(ingot, "run", eng, "--iterations", "5")
         check("without --cuda-graph there is no status line", rc == 0 and "CUDA graph:" not in out, out + err)
         rc, out, err = run(ingot, "run", eng, "--cuda-graph", "--streams", "2", "--iterations", "10")

@@ -75,6 +75,13 @@ def main():
     check("summary names enqueue, H2D, D2H, GPU compute and host wall time",
           all(s in out for s in ("Enqueue Time", "H2D", "D2H", "GPU Compute Time: n/a", "Total Host Walltime")), out)
 
+    rc, out, err = run(ingot, "run", cnn, "--iterations", "5", "--back-to-back", "7")
+    b2b = re.search(r"Back-to-back: ([\d.]+) ms per query \(7 queries per stream", out)
+    check("--back-to-back N prints the time per query of N queries without a synchronize",
+          rc == 0 and bool(b2b) and float(b2b.group(1)) > 0, out + err)
+    rc, out, err = run(ingot, "run", cnn, "--back-to-back", "0")
+    check("--back-to-back 0 is an error naming the flag", rc != 0 and "--back-to-back" in err, out + err)
+
     rc, out, err = run(ingot, "run", cnn, "--percentile", "75.5")
     check("fractional percentile", rc == 0 and "percentile(75.5%)" in out, out + err)
 
