@@ -118,7 +118,7 @@ class CudnnConvTest : public CudaTest, public ::testing::WithParamInterface<std:
   int max_index() const { return graph_family() ? 3 : 4; }
 
   void check(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins,
-             std::string tactic_name = "") {
+             std::string tactic_name = "", bool must_offer_channels_last = true) {
     if (tactic_name.empty()) tactic_name = tactic0();
     const std::string text = graph_text(op, attrs, dt, ins);
     SCOPED_TRACE(text);
@@ -135,7 +135,8 @@ class CudnnConvTest : public CudaTest, public ::testing::WithParamInterface<std:
     if (graph_family()) {
       const size_t index = std::stoul(tactic_name.substr(GetParam().size()));
       if (backend::cuda::cudnn_graph_conv_family().candidates(node, input_types(node)).size() <= index) {
-        EXPECT_TRUE(attrs.find("channels_last=1") == std::string::npos || dt == DataType::kFloat32)
+        EXPECT_TRUE(!must_offer_channels_last || attrs.find("channels_last=1") == std::string::npos ||
+                    dt == DataType::kFloat32)
             << "the graph API offers no plan " << index << " for a channels-last " << data_type_name(dt) << " conv";
         ++not_offered_[GetParam() + data_type_name(dt)];
         return;
@@ -290,6 +291,29 @@ TEST_P(CudnnConvTest, FusedEpilogues) {
           check("ingot::FusedConv", a + ", group=12", dt,
                 {x, wd, bias ? Input(bd) : std::nullopt, res ? Input(rd) : std::nullopt});
         }
+}
+
+// The graph family's other activations (cuDNN pointwise modes after the conv): right wherever
+// cuDNN offers a plan; where it offers none the builder splits the layer (counted, not failed:
+// which fusions cuDNN's engines take is cuDNN's choice).
+TEST_P(CudnnConvTest, GraphFamilyActivations) {
+  if (!graph_family()) GTEST_SKIP() << "the legacy family runs Relu only";
+  const char* acts[][2] = {{"LeakyRelu", "[0.1]"}, {"Clip", "[0.0, 6.0]"}, {"Sigmoid", ""}, {"Tanh", ""},
+                           {"Silu", ""},           {"Gelu", ""},           {"GeluTanh", ""}};
+  for (DataType dt : kDtypes)
+    for (const auto& [act, params] : acts)
+      for (int res = 0; res < 2; ++res) {
+        std::string a = std::string("activation=\"") + act + "\"" +
+                        (*params ? std::string(", activation_params=") + params : std::string());
+        check("ingot::FusedConv", a + ", pads=[1, 1, 1, 1]", dt,
+              {Shape64{2, 12, 11, 9}, Shape64{16, 12, 3, 3}, Shape64{16}, res ? Input(Shape64{2, 16, 11, 9}) : std::nullopt},
+              "", false);
+        check("ingot::FusedConv", "channels_last=1, " + a + ", pads=[1, 1, 1, 1]", dt,
+              {Shape64{2, 11, 9, 12}, Shape64{16, 3, 3, 12}, Shape64{16}, res ? Input(Shape64{2, 11, 9, 16}) : std::nullopt},
+              "", false);
+        check("ingot::FusedConv", "channels_last=1, group=12, " + a + ", pads=[1, 1, 1, 1]", dt,
+              {Shape64{1, 7, 7, 12}, Shape64{12, 3, 3, 1}, Shape64{12}}, "", false);
+      }
 }
 
 // Channels-last (the layout pass's FusedConv{channels_last=1}): X/Y/R NHWC, W KRSC.

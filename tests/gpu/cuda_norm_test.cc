@@ -2,7 +2,8 @@
 //
 // The cuda normalization family against the CPU reference (cpu::run_node on the same host
 // inputs): RMSNormalization (opset 23 and ingot's form) over one or several trailing axes, and
-// GroupNormalization with per-group (opset 18) and per-channel (opset 21) scale/bias, in
+// GroupNormalization with per-group (opset 18) and per-channel (opset 21) scale/bias and
+// InstanceNormalization, in
 // f32/f16/bf16 on odd sizes and rows longer than a block. Also which nodes the family refuses.
 #include <string>
 #include <vector>
@@ -49,6 +50,14 @@ TEST_F(CudaNormTest, GroupNormalization) {
             "cuda.norm.groupnorm");
     }
   }
+}
+
+TEST_F(CudaNormTest, InstanceNormalization) {
+  const Shape64 cases[] = {{2, 64, 9, 9}, {1, 6, 5}, {3, 4, 2, 3, 5}, {2, 8, 70, 70}, {2, 3, 1, 1}};
+  for (DataType t : kFloatTypes)
+    for (const Shape64& x : cases)
+      check(norm_family(), 17, {input(t, x), input(t, {x[1]}), input(t, {x[1]})},
+            "InstanceNormalization {epsilon=0.0001}", "cuda.norm.instancenorm");
 }
 
 TEST_F(CudaNormTest, RefusesWhatItDoesNotHandle) {

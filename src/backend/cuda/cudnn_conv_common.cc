@@ -79,12 +79,12 @@ Result<ConvSpec> parse_conv_spec(const ir::Node& node, int spatial) {
     if (at.get_int("transposed", 0) != 0) return unsupported(node.describe(), ": transposed convolution");
     s.channels_last = at.get_int("channels_last", 0) != 0;
     if (s.channels_last && spatial != 2) return unsupported(node.describe(), ": channels-last needs a 2-D conv");
-    std::string act = at.get_string("activation", "");
-    if (act == "Relu") s.relu = true;
-    else if (!act.empty()) return unsupported(node.describe(), ": activation '", act, "'");
+    s.activation = at.get_string("activation", "");
+    s.activation_params = at.get_floats("activation_params");
+    s.relu = s.activation == "Relu";
     if (node.input(3)) {
       s.residual_input = 3;
-      s.residual_after_activation = s.relu && at.get_int("residual_before_activation", 1) == 0;
+      s.residual_after_activation = !s.activation.empty() && at.get_int("residual_before_activation", 1) == 0;
     }
   } else if (node.inputs().size() > 3) {
     return unsupported(node.describe(), ": Conv with more than 3 inputs");

@@ -6,8 +6,8 @@
 // checks supports() makes, the concrete dims of a call (ConvKey), one cuDNN handle per thread,
 // and the cuDNN error check.
 //
-// Semantics (see ir/ops/fused_conv_gemm.cc): y = act(conv(x, w) + b + r), act "" or Relu, r the
-// residual, added before the activation unless residual_before_activation = 0. FusedConv with
+// Semantics (see ir/ops/fused_conv_gemm.cc): y = act(conv(x, w) + b + r), act any FusedConv
+// activation (the legacy family takes "" and Relu only), r the residual, added before the activation unless residual_before_activation = 0. FusedConv with
 // channels_last = 1 has X/Y/R in NHWC and W in KRSC (2-D only).
 #pragma once
 #ifdef INGOT_WITH_CUDNN
@@ -45,8 +45,10 @@ struct ConvSpec {
   std::array<int, 3> pads{}, strides{}, dilations{};
   std::vector<int64_t> kernel_shape;  // empty: from W
   int64_t group = 1;
-  bool relu = false;
-  bool residual_after_activation = false;  // FusedConv residual_before_activation = 0 (with Relu)
+  bool relu = false;          // activation == "Relu"
+  std::string activation;     // FusedConv's activation ("" none); the legacy family runs Relu only
+  std::vector<float> activation_params;
+  bool residual_after_activation = false;  // FusedConv residual_before_activation = 0 (with an activation)
   int bias_input = -1;      // input 2 when present
   int residual_input = -1;  // FusedConv's input 3 when present
   bool channels_last = false;  // FusedConv channels_last = 1: X/Y/R NHWC, W KRSC (2-D only)

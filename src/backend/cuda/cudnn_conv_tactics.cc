@@ -59,11 +59,12 @@ constexpr int kMaxHeuristics = 4;
 constexpr const char* kPrefix = "cuda.cudnn.conv.";
 
 // The legacy API has no shape for a residual added after the Relu (it would need a second
-// output buffer); the graph-API family takes it.
+// output buffer) and no activation but Relu here; the graph-API family takes both.
 Status check_types(const ir::Node& node, const std::vector<ir::TensorType>& in) {
   ConvSpec s;
   INGOT_RETURN_IF_ERROR(check_conv_types(node, in, &s));
   if (s.residual_after_activation) return unsupported(node.describe(), ": residual after the activation");
+  if (!s.activation.empty() && !s.relu) return unsupported(node.describe(), ": activation ", s.activation);
   return Status::Ok();
 }
 

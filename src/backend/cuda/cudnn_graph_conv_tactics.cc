@@ -2,7 +2,7 @@
 //
 // cuDNN graph-API tactics (through cudnn-frontend) for Conv and ingot::FusedConv: one operation
 // graph per call shape, conv_fprop followed by the node's epilogue as pointwise operations
-// (+ bias, + residual, Relu, in the node's order), which cuDNN runs as one fused kernel where
+// (+ bias, + residual, the activation, in the node's order), which cuDNN runs as one fused kernel where
 // an engine offers it (on Hopper: the sm90 implicit-GEMM kernels with an epilogue, or a
 // runtime-compiled fusion). This is the path to the tensor-core kernels the legacy
 // cudnnConvolutionForward API (cudnn_conv_tactics.cc) does not reach at small batches: on the
@@ -25,7 +25,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +94,62 @@ std::array<int64_t, kConvMaxNd> conv_output_dims(const ConvSpec& s, const ConvKe
   return y;
 }
 
+// Whether the graph family fuses activations other than Relu. INGOT_CUDNN_CONV_ACTIVATIONS=relu
+// turns them off (the builder then splits such layers into the conv and a pointwise kernel): a
+// switch to measure one form against the other on the same binaries.
+bool fuses_all_activations() {
+  static const bool all = [] {
+    const char* v = std::getenv("INGOT_CUDNN_CONV_ACTIVATIONS");
+    return !(v && std::string(v) == "relu");
+  }();
+  return all;
+}
+
+// Whether add_activation below has a form for the node's activation.
+bool activation_supported(const ir::Node& node) {
+  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "Silu", "Gelu", "GeluTanh"};
+  const std::string a = node.attrs().get_string("activation", "");
+  if (!a.empty() && a != "Relu" && !fuses_all_activations()) return false;
+  for (const char* m : kModes)
+    if (a == m) return true;
+  return false;
+}
+
+// act(y) as cuDNN pointwise operations: the modes cuDNN has (Relu with its clips and slope for
+// Relu6/Clip and LeakyRelu, Sigmoid, Tanh, Swish for SiLU, both Gelus). HardSigmoid and
+// HardSwish have no mode; the builder splits those layers.
+Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::Graph& g,
+                                                                     std::shared_ptr<fe::graph::Tensor_attributes> y,
+                                                                     const ConvSpec& s, const ir::Node& node) {
+  const std::string& a = s.activation;
+  const std::vector<float>& p = s.activation_params;
+  if (a != "Relu" && !fuses_all_activations())
+    return unsupported(node.describe(), ": activation ", a, " (INGOT_CUDNN_CONV_ACTIVATIONS=relu)");
+  auto attrs = fe::graph::Pointwise_attributes().set_name("act").set_compute_data_type(fe::DataType_t::FLOAT);
+  if (a == "Relu") {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD);
+  } else if (a == "LeakyRelu" && p.size() >= 1) {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(0.0f).set_relu_lower_clip_slope(p[0]);
+  } else if (a == "Clip" && p.size() >= 2) {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD)
+        .set_relu_lower_clip(std::isinf(p[0]) ? std::numeric_limits<float>::lowest() : p[0])
+        .set_relu_upper_clip(std::isinf(p[1]) ? std::numeric_limits<float>::max() : p[1]);
+  } else if (a == "Sigmoid") {
+    attrs.set_mode(fe::PointwiseMode_t::SIGMOID_FWD);
+  } else if (a == "Tanh") {
+    attrs.set_mode(fe::PointwiseMode_t::TANH_FWD);
+  } else if (a == "Silu") {
+    attrs.set_mode(fe::PointwiseMode_t::SWISH_FWD).set_swish_beta(1.0f);
+  } else if (a == "Gelu") {
+    attrs.set_mode(fe::PointwiseMode_t::GELU_FWD);
+  } else if (a == "GeluTanh") {
+    attrs.set_mode(fe::PointwiseMode_t::GELU_APPROX_TANH_FWD);
+  } else {
+    return unsupported(node.describe(), ": cuDNN has no pointwise mode for activation ", a);
+  }
+  return g.pointwise(y, attrs);
+}
+
 // The operation graph for a key, with its execution plans listed (not yet built).
 Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const ConvSpec& s, const ConvKey& k,
                                                      cudnnHandle_t handle) {
@@ -137,7 +196,9 @@ Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const
   std::shared_ptr<fe::graph::Tensor_attributes> R;
   if (k.residual) R = tensor("r", kUidR, yd);
   if (R && !s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
-  if (s.relu) y = g->pointwise(y, pointwise("relu", fe::PointwiseMode_t::RELU_FWD));
+  if (!s.activation.empty()) {
+    INGOT_ASSIGN_OR_RETURN(y, add_activation(*g, y, s, node));
+  }
   if (R && s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
   y->set_output(true).set_uid(kUidY).set_dim(yd).set_stride(strides_for(yd, k.channels_last)).set_data_type(io);
 
@@ -179,7 +240,7 @@ class CudnnGraphConvTactic : public Tactic {
   std::string name() const override { return kPrefix + std::to_string(index_); }
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
-    return conv_handles_op(node) && check_conv_types(node, inputs).ok();
+    return conv_handles_op(node) && activation_supported(node) && check_conv_types(node, inputs).ok();
   }
 
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
@@ -242,7 +303,7 @@ int plan_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) 
 
 std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
   std::vector<std::unique_ptr<Tactic>> out;
-  if (!conv_handles_op(node) || !check_conv_types(node, inputs).ok()) return out;
+  if (!conv_handles_op(node) || !activation_supported(node) || !check_conv_types(node, inputs).ok()) return out;
   int n = plan_count(node, inputs);
   for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnGraphConvTactic>(i));
   return out;

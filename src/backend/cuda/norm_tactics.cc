@@ -2,8 +2,9 @@
 //
 // The normalization tactic family of the cuda backend (host side): RMSNormalization (ai.onnx
 // opset 23 and ingot's pre-23 form) and GroupNormalization (scale/bias per group, opset 18, or
-// per channel, opset 21), f32/f16/bf16 with fp32 statistics. LayerNormalization is served by the
-// elementwise family.
+// per channel, opset 21) and InstanceNormalization (GroupNormalization with one channel per group
+// and per-channel scale/bias: the same kernel), f32/f16/bf16 with fp32 statistics.
+// LayerNormalization is served by the elementwise family.
 //
 // Refused (the host fallback runs them): stash_type other than fp32, an RMSNormalization scale
 // that does not cover exactly the normalized dims (a scale broadcast inside them), parameters
@@ -18,9 +19,9 @@
 namespace ingot::backend::cuda {
 namespace {
 
-enum class Kind { kRms, kGroup };
+enum class Kind { kRms, kGroup, kInstance };
 
-const char* kind_name(Kind k) { return k == Kind::kRms ? "rmsnorm" : "groupnorm"; }
+const char* kind_name(Kind k) { return k == Kind::kRms ? "rmsnorm" : k == Kind::kGroup ? "groupnorm" : "instancenorm"; }
 
 bool classify(const ir::Node& n, Kind* kind) {
   const bool onnx = n.domain().empty() || n.domain() == "ai.onnx";
@@ -30,6 +31,10 @@ bool classify(const ir::Node& n, Kind* kind) {
   }
   if (n.op_type() == "GroupNormalization" && onnx) {
     *kind = Kind::kGroup;
+    return true;
+  }
+  if (n.op_type() == "InstanceNormalization" && onnx) {
+    *kind = Kind::kInstance;
     return true;
   }
   return false;
@@ -89,8 +94,10 @@ class NormTactic final : public Tactic {
       if (axis < 0) axis += rank;
       return rms_scale_fits(xs, axis, in[1].shape);
     }
-    if (in.size() != 3 || !has_input(in, 1) || !has_input(in, 2) || rank < 2) return false;
-    return in[1].dtype == in[0].dtype && in[2].dtype == in[0].dtype && node.attrs().get_int("num_groups", 0) > 0;
+    if (in.size() != 3 || !has_input(in, 1) || !has_input(in, 2) || rank < (kind_ == Kind::kInstance ? 3 : 2))
+      return false;
+    return in[1].dtype == in[0].dtype && in[2].dtype == in[0].dtype &&
+           (kind_ == Kind::kInstance || node.attrs().get_int("num_groups", 0) > 0);
   }
 
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
@@ -125,8 +132,9 @@ class NormTactic final : public Tactic {
                                 " elements of the normalized dims, got ", shape_to_string(scale.shape()));
     } else {
       const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
-      const int64_t groups = node.attrs().get_int("num_groups", 0);
       const int64_t n = rank >= 2 ? x.dim(0) : 0, c = rank >= 2 ? x.dim(1) : 0;
+      const int64_t groups = kind_ == Kind::kInstance ? c : node.attrs().get_int("num_groups", 0);
+      if (kind_ == Kind::kInstance && c == 0) return Status::Ok();  // no channels: nothing to write
       if (b == nullptr || b->dtype() != x.dtype() || groups <= 0 || c % groups != 0)
         return invalid_argument(node.describe(), ": channels ", c, " not divisible by num_groups ", groups,
                                 " or bias missing");
@@ -166,7 +174,7 @@ TacticFamily norm_family() {
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>&) -> std::unique_ptr<Tactic> {
-    for (Kind k : {Kind::kRms, Kind::kGroup})
+    for (Kind k : {Kind::kRms, Kind::kGroup, Kind::kInstance})
       if (name == std::string("cuda.norm.") + kind_name(k)) return std::make_unique<NormTactic>(k);
     return nullptr;
   };
