@@ -172,7 +172,13 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     INGOT_RETURN_IF_ERROR(pm.run(*graph, options.pipeline, pctx));
     rep.notes = pctx.notes();
   }
+  // Fused layers the backend would run only on the host go back to GPU steps: before precision
+  // lowering (which keeps a layer it has no reduced tactic for in fp32), at the types it may lower
+  // to, then again at the final types, and before the layout pass so their convolutions can still
+  // go channels-last with the split-out ops.
+  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split, options.precision.reduced));
   INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
+  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split));
   rep.notes.insert(rep.notes.end(), rep.precision.notes.begin(), rep.precision.notes.end());
   // The timing cache serves the layout choice and the tactic choice below.
   TimingCache cache;
@@ -185,9 +191,6 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   for (const auto& [lib, ver] : be->device().library_versions()) identity += " " + lib + "=" + ver;
   if (options.tune.timing == backend::TimingMode::kDevice) identity += " timing=device";  // never mixed with stream timings
   LayoutTiming layout_timing{&cache, &options.tune, identity, &rep.tune};
-  // Fused layers the backend would run only on the host go back to GPU steps, before the layout
-  // pass so their convolutions can still go channels-last with the split-out ops.
-  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split));
   rep.notes.insert(rep.notes.end(), rep.split.notes.begin(), rep.split.notes.end());
   INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
   if ((rep.split.split > 0 || rep.layout.channels_last_convs > 0) && options.optimize &&

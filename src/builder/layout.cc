@@ -188,6 +188,7 @@ class Layout {
       return Status::Ok();
     };
     std::set<const ir::Value*> entries, exits;
+    std::map<const ir::Value*, bool> from_memo, to_memo;
     for (ir::Node* n : convs) {
       INGOT_ASSIGN_OR_RETURN(double a, best_ms(*n));
       nchw += a;
@@ -219,14 +220,13 @@ class Layout {
       temp_nodes.push_back(probe);
       INGOT_ASSIGN_OR_RETURN(double b, best_ms(*probe));
       nhwc += b;
+      // Reformats where the region meets channels-first ops; the elementwise ops, pools, reductions
+      // and Concats between its convolutions move into it (sink_transposes) and need none.
       for (size_t i : {size_t{0}, size_t{3}}) {
         const ir::Value* v = n->input(i);
-        if (v && !(v->producer() && in_region.count(v->producer()))) entries.insert(v);
+        if (v && !from_region(v, in_region, from_memo)) entries.insert(v);
       }
-      bool leaves = false;
-      for (const auto& [user, idx] : n->output(0)->uses()) leaves |= !in_region.count(user) || (idx != 0 && idx != 3);
-      for (const ir::Value* o : g_.outputs()) leaves |= o == n->output(0);
-      if (leaves) exits.insert(n->output(0));
+      if (!to_region(n->output(0), in_region, to_memo)) exits.insert(n->output(0));
     }
     // The reformats at the region's edges.
     auto time_transpose = [&](const ir::Value* v, const std::vector<int64_t>& perm, bool from_nhwc) -> Result<double> {
@@ -354,17 +354,60 @@ class Layout {
   // several readers adds no transpose for long (a squeeze-excite input feeds the pooling and the
   // gate's Mul; a DenseNet feature map feeds every later Concat of its block).
   bool readers_can_move(const ir::Value* v) const {
-    static const std::set<std::string> kMovable = {"Concat", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
-                                                   "GlobalAveragePool", "GlobalMaxPool", "MaxPool", "AveragePool"};
     if (v->uses().size() == 1) return true;
-    for (const ir::Value* o : g_.outputs())
-      if (o == v) return false;
+    if (is_graph_output(v)) return false;
     for (const auto& [user, idx] : v->uses()) {
       (void)idx;
-      if (user->owner() != &g_ || !user->domain().empty()) return false;
-      if (!is_sinkable_elementwise(*user) && !kMovable.count(user->op_type())) return false;
+      if (user->owner() != &g_ || !movable(*user)) return false;
     }
     return true;
+  }
+
+  bool is_graph_output(const ir::Value* v) const {
+    for (const ir::Value* o : g_.outputs())
+      if (o == v) return true;
+    return false;
+  }
+
+  // An op the sinking below moves into a channels-last region (elementwise ops, pooling,
+  // reductions that keep dims, Concat), or a Pointwise, which it takes apart first.
+  static bool movable(const ir::Node& n) {
+    static const std::set<std::string> kMovable = {"Concat", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
+                                                   "GlobalAveragePool", "GlobalMaxPool", "MaxPool", "AveragePool"};
+    if (n.domain() == "ingot" && n.op_type() == "Pointwise") return true;
+    return n.domain().empty() && (is_sinkable_elementwise(n) || kMovable.count(n.op_type()) > 0);
+  }
+
+  // For the layout estimate: whether `v` is computed inside the would-be region, by one of its
+  // convolutions or by movable ops whose other inputs are constants or from the region too; such
+  // a value needs no reformat on its way into a convolution.
+  bool from_region(const ir::Value* v, const std::set<const ir::Node*>& region, std::map<const ir::Value*, bool>& memo) {
+    if (!v || v->initializer()) return true;
+    auto it = memo.find(v);
+    if (it != memo.end()) return it->second;
+    memo[v] = false;  // a cycle cannot occur in a DAG; this also bounds the walk
+    const ir::Node* p = v->producer();
+    bool in = p && p->owner() == &g_ && (region.count(p) || movable(*p));
+    if (in && !region.count(p))
+      for (const ir::Value* i : p->inputs()) in = in && from_region(i, region, memo);
+    return memo[v] = in;
+  }
+
+  // For the layout estimate: whether every reader of `v` stays in the region (a convolution's X or
+  // residual, or movable ops whose readers do), so `v` needs no reformat on its way out.
+  bool to_region(const ir::Value* v, const std::set<const ir::Node*>& region, std::map<const ir::Value*, bool>& memo) {
+    auto it = memo.find(v);
+    if (it != memo.end()) return it->second;
+    memo[v] = false;
+    bool in = !is_graph_output(v);
+    for (const auto& [user, idx] : v->uses()) {
+      if (!in) break;
+      if (region.count(user)) in = idx == 0 || idx == 3;
+      else if (user->owner() != &g_ || !movable(*user)) in = false;
+      else
+        for (const ir::Value* o : user->outputs()) in = in && (!o || to_region(o, region, memo));
+    }
+    return memo[v] = in;
   }
 
   // NCHW axis -> NHWC axis of a rank-4 tensor.

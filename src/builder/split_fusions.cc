@@ -34,11 +34,11 @@ constexpr size_t kBiasInput = 2, kResidualInput = 3;
 
 class Splitter {
  public:
-  Splitter(ir::Graph& g, const backend::Backend& be) : g_(g), be_(be) {}
+  Splitter(ir::Graph& g, const backend::Backend& be, DataType reduced) : g_(g), be_(be), reduced_(reduced) {}
 
   // Splits `n` when the backend has no device tactic for it; true when it did.
   Result<bool> split(ir::Node* n, std::string* note) {
-    if (has_device_tactic(be_, *n)) return false;
+    if (has_device_tactic(be_, *n, reduced_)) return false;
     const ir::Attributes& at = n->attrs();
     const std::string act = at.get_string("activation", "");
     const std::vector<float> params = at.get_floats("activation_params");
@@ -50,7 +50,7 @@ class Splitter {
     // only the bias.
     for (int keep_residual = residual && residual_first && !act.empty() ? 1 : 0; keep_residual >= 0; --keep_residual) {
       ir::Node* layer = add_reduced(*n, keep_residual != 0);
-      if (!has_device_tactic(be_, *layer)) {
+      if (!has_device_tactic(be_, *layer, reduced_)) {
         INGOT_RETURN_IF_ERROR(drop(layer));
         continue;
       }
@@ -159,21 +159,36 @@ class Splitter {
 
   ir::Graph& g_;
   const backend::Backend& be_;
+  DataType reduced_;
 };
 
 }  // namespace
 
-bool has_device_tactic(const backend::Backend& be, const ir::Node& n) {
-  for (const auto& t : be.candidates(n, input_types(n)))
-    if (!t->is_host_fallback()) return true;
-  return false;
+bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType reduced) {
+  auto device = [&](const std::vector<ir::TensorType>& types) {
+    for (const auto& t : be.candidates(n, types))
+      if (!t->is_host_fallback()) return true;
+    return false;
+  };
+  std::vector<ir::TensorType> types = input_types(n);
+  if (device(types)) return true;
+  ir::Value* y = n.output(0);
+  if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y || y->dtype() != DataType::kFloat32)
+    return false;
+  for (ir::TensorType& t : types)
+    if (t.dtype == DataType::kFloat32) t.dtype = reduced;
+  // Tactics may read the output type from the node: set it while asking.
+  y->set_dtype(reduced);
+  const bool ok = device(types);
+  y->set_dtype(DataType::kFloat32);
+  return ok;
 }
 
-Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report) {
+Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report, DataType reduced) {
   std::vector<ir::Node*> fused;
   for (const auto& n : g.nodes())
     if (is_fused_layer(*n)) fused.push_back(n.get());
-  Splitter splitter(g, be);
+  Splitter splitter(g, be, reduced);
   bool changed = false;
   for (ir::Node* n : fused) {
     std::string note;

@@ -29,11 +29,17 @@ struct SplitReport {
   std::vector<std::string> notes;  ///< one per split node: what it kept and what it moved out
 };
 
-/// Whether `be` offers a tactic for `n` at its current types that is not the host fallback.
-bool has_device_tactic(const backend::Backend& be, const ir::Node& n);
+/// Whether `be` offers a tactic for `n` that is not the host fallback: at its current types, or,
+/// when `reduced` is fp16/bf16, with its float inputs and output in that type (what precision
+/// lowering would make of it).
+bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType reduced = DataType::kUndefined);
 
-/// Splits every FusedConv / FusedGemm of `g` that `be` would run only on its host fallback.
-/// The split-out ops are plain ONNX ops; run fuse_pointwise afterwards to merge them.
-Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report);
+/// Splits every FusedConv / FusedGemm of `g` that `be` would run only on its host fallback. The
+/// builder calls it before precision lowering with the reduced type it may lower to (so a layer
+/// whose fused form runs only in fp16 is kept, and one the backend lacks in every type is split
+/// before the precision pass decides its type), and again after it at the final types. The
+/// split-out ops are plain ONNX ops; run fuse_pointwise afterwards to merge them.
+Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report,
+                          DataType reduced = DataType::kUndefined);
 
 }  // namespace ingot::builder

@@ -320,6 +320,45 @@ TEST_F(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
   }
 }
 
+// Elementwise ops between the convolutions (a split-out HardSwish, a squeeze-excite gate) move
+// into the region, so the estimate charges no reformats around them: with a Relu and a HardSwish
+// between the two convs, channels-last still costs one transpose in and one out.
+TEST_F(Autotune, ConvLayoutEstimateCountsNoReformatsAroundMovableOps) {
+  auto g = ir::parse_text(R"(graph g {
+  opset "" 17
+  input %x: f16[1,8,6,6]
+  input %w1: f16[8,8,3,3]
+  input %w2: f16[8,8,3,3]
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %r = Relu(%a) @relu
+  %h = HardSwish(%r) @hs
+  %y = Conv {pads=[1, 1, 1, 1]}(%h, %w2) @c2
+  output %y
+}
+)");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_TRUE(ir::infer_graph(**g).ok());
+  for (const char* w : {"w1", "w2"}) {
+    Tensor t = Tensor::zeros(DataType::kFloat16, {8, 8, 3, 3}).value();
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, 0.01 * (i % 7));
+    (*g)->set_initializer((*g)->find_value(w), t);
+  }
+  LayoutBackend be;
+  be.nchw_ms = 1.0;
+  be.nhwc_ms = 0.85;  // 1.7 + 0.2 of reformats < 2.0; with two more around the Relu it would not be
+  be.transpose_ms = 0.1;
+  builder::TimingCache cache;
+  builder::TuneOptions opt;
+  builder::TuneStats stats;
+  builder::LayoutTiming timing{&cache, &opt, "fake", &stats};
+  builder::LayoutReport rep;
+  Status st = builder::choose_conv_layout(**g, be, "auto", &rep, &timing);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_NEAR(rep.nhwc_ms, 1.7 + 0.2, 1e-9);
+  EXPECT_EQ(rep.channels_last_convs, 2);
+  EXPECT_EQ(rep.reformats, 2);  // the region spans the Relu and the HardSwish
+}
+
 // Timing inputs: random, never zero, in [-1, 1], for every float type, across the whole tensor
 // (the pattern repeats past kTimingPatternElements; a partial last repeat is filled too).
 TEST(AutotuneTimingInputs, RandomNonZeroEverywhere) {

@@ -45,6 +45,7 @@ class NamedTactic : public backend::Tactic {
 class EpilogueBackend : public backend::Backend {
  public:
   std::set<std::string> acts = {""};
+  std::set<std::string> fp16_acts;  ///< fused on the device only when the output is fp16
   bool residual = false;
   std::string name() const override { return "test"; }
   backend::Device& device() const override { return backend::host_device(); }
@@ -52,7 +53,9 @@ class EpilogueBackend : public backend::Backend {
                                                            const std::vector<ir::TensorType>&) const override {
     std::vector<std::unique_ptr<backend::Tactic>> v;
     bool fused = n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm");
-    bool native = !fused || (acts.count(n.attrs().get_string("activation", "")) && (residual || !n.input(3)));
+    const std::string act = n.attrs().get_string("activation", "");
+    const bool fp16 = n.output(0)->dtype() == DataType::kFloat16;
+    bool native = !fused || ((acts.count(act) || (fp16 && fp16_acts.count(act))) && (residual || !n.input(3)));
     if (native) v.push_back(std::make_unique<NamedTactic>("test.device", false));
     v.push_back(std::make_unique<NamedTactic>("test.host_fallback", true));
     return v;
@@ -177,6 +180,25 @@ TEST(SplitFusions, GemmEpiloguesSplitToo) {
   EXPECT_NE(rep.notes[0].find("FusedGemm 'mm'"), std::string::npos) << rep.notes[0];
   EXPECT_NE(rep.notes[0].find("Gelu"), std::string::npos) << rep.notes[0];
   expect_same_outputs(before, *g);
+}
+
+// Before precision lowering the builder asks at the type it may lower to: a layer the backend fuses
+// only in fp16 stays whole then (precision lowering makes it fp16), and is split when asked at fp32.
+TEST(SplitFusions, AskedAtTheReducedTypeKeepsLayersFusedOnlyInIt) {
+  EpilogueBackend be;
+  be.fp16_acts = {"Silu"};
+  const std::string text = with_weights(kHead, kConvWeights, R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Silu", pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+  output %y
+)");
+  auto g = parse_ir(text);
+  ASSERT_TRUE(g);
+  builder::SplitReport rep;
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep, DataType::kFloat16).ok());
+  EXPECT_EQ(rep.split, 0);
+  EXPECT_EQ(g->outputs()[0]->dtype(), DataType::kFloat32);  // the probe's type is put back
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+  EXPECT_EQ(rep.split, 1);
+  expect_same_outputs(text, *g);
 }
 
 TEST(SplitFusions, LayersTheBackendRunsAreLeftAlone) {

@@ -107,7 +107,8 @@ bool fuses_all_activations() {
 
 // Whether add_activation below has a form for the node's activation.
 bool activation_supported(const ir::Node& node) {
-  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "Silu", "Gelu", "GeluTanh"};
+  // Not Tanh: cuDNN's TANH_FWD gave NaN where tanh saturates to 1 (fp32/bf16, H200, cuDNN 9.19).
+  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Silu", "Gelu", "GeluTanh"};
   const std::string a = node.attrs().get_string("activation", "");
   if (!a.empty() && a != "Relu" && !fuses_all_activations()) return false;
   for (const char* m : kModes)
@@ -116,8 +117,8 @@ bool activation_supported(const ir::Node& node) {
 }
 
 // act(y) as cuDNN pointwise operations: the modes cuDNN has (Relu with its clips and slope for
-// Relu6/Clip and LeakyRelu, Sigmoid, Tanh, Swish for SiLU, both Gelus). HardSigmoid and
-// HardSwish have no mode; the builder splits those layers.
+// Relu6/Clip and LeakyRelu, Sigmoid, Swish for SiLU, both Gelus). HardSigmoid and HardSwish have
+// no mode, and Tanh's gave NaN; the builder splits those layers.
 Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::Graph& g,
                                                                      std::shared_ptr<fe::graph::Tensor_attributes> y,
                                                                      const ConvSpec& s, const ir::Node& node) {
@@ -136,8 +137,6 @@ Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::
         .set_relu_upper_clip(std::isinf(p[1]) ? std::numeric_limits<float>::max() : p[1]);
   } else if (a == "Sigmoid") {
     attrs.set_mode(fe::PointwiseMode_t::SIGMOID_FWD);
-  } else if (a == "Tanh") {
-    attrs.set_mode(fe::PointwiseMode_t::TANH_FWD);
   } else if (a == "Silu") {
     attrs.set_mode(fe::PointwiseMode_t::SWISH_FWD).set_swish_beta(1.0f);
   } else if (a == "Gelu") {
