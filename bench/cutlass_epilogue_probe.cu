@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cutlass_gemm_kernels.cuh"
+#include "backend/cuda/gemm/cutlass_gemm_kernels.cuh"
 
 using namespace ingot::backend::cuda;
 using namespace ingot::backend::cuda::cutlass_detail;

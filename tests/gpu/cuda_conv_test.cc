@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_tactics.h"
+#include "backend/cuda/core/cuda_tactics.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {

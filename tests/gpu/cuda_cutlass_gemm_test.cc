@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_tactics.h"
-#include "backend/cuda/cutlass_gemm_kernels.h"
+#include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/gemm/cutlass_gemm_kernels.h"
 #include "builder/autotune.h"
 #include "builder/builder.h"
 #include "gpu_test_util.h"

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "backend/cpu/executor.h"
-#include "backend/cuda/cuda_tactics.h"
-#include "backend/cuda/pointwise_codegen.h"
+#include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/pointwise/pointwise_codegen.h"
 #include "gpu_test_util.h"
 #include "builder/builder.h"
 #include "passes/pass.h"

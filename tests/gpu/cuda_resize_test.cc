@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/resize_kernels.h"
+#include "backend/cuda/resize/resize_kernels.h"
 #include "op_case_util.h"
 
 namespace ingot::gpu_test {

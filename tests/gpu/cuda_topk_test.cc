@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/topk_kernels.h"
+#include "backend/cuda/topk/topk_kernels.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "onnx/importer.h"

@@ -4,7 +4,7 @@
 // against 0.5·x·erfc(−x/√2) in double (std::erfc: the exact Gelu, without 1 + erf's cancellation
 // in the negative tail): every fp32 value on a fine grid and every finite fp16 value. The device
 // form (hardware rcp/exp2 approximations) is checked by the GPU test CutlassGemm.GeluIsTheErfForm.
-#include "backend/cuda/exact_gelu.h"
+#include "backend/cuda/gemm/exact_gelu.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,323 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// cuDNN graph-API tactics (through cudnn-frontend) for Conv and ingot::FusedConv: one operation
+// graph per call shape, conv_fprop followed by the node's epilogue as pointwise operations
+// (+ bias, + residual, the activation, in the node's order), which cuDNN runs as one fused kernel where
+// an engine offers it (on Hopper: the sm90 implicit-GEMM kernels with an epilogue, or a
+// runtime-compiled fusion). This is the path to the tensor-core kernels the legacy
+// cudnnConvolutionForward API (cudnn_conv_tactics.cc) does not reach at small batches: on the
+// H200 it chose CUDA-core implicit_convolve_sgemm and Winograd kernels for ResNet-50 at batch 1.
+//
+// Layouts: NCHW (packed) or, for FusedConv channels_last = 1, NHWC activations with KRSC
+// filters; both are given to cuDNN as channels-first dims with the layout's strides. 1-D convs
+// become 2-D with a height of 1. fp16/bf16 run with fp32 accumulation and fp32 intermediates;
+// fp32 refuses tensor-core engines (they would compute in TF32).
+//
+// "cuda.cudnn.graph.conv.<i>" runs the i-th execution plan of cuDNN's heuristics (mode A, then
+// the fallback list) that builds at the call's shape, within kWorkspaceBytes. Plans are built on
+// a shape's first call and cached in the tactic (lookups take no lock). Execution passes the
+// device pointers in ascending tensor-UID order (cudnn-frontend's variant-pack template), so a
+// steady-state call allocates nothing on the host.
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/cuda_check.h"
+#include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/conv/cudnn_conv_common.h"
+#include "backend/cuda/core/cudnn_frontend_util.h"
+#include "backend/cuda/core/plan_cache.h"
+
+namespace ingot::backend::cuda {
+
+TacticFamily cudnn_graph_conv_family();
+
+namespace {
+
+namespace fe = cudnn_frontend;
+
+constexpr int64_t kWorkspaceBytes = 64ll << 20;
+constexpr int kMaxCandidates = 3;
+constexpr const char* kPrefix = "cuda.cudnn.graph.conv.";
+
+// Tensor UIDs (execution takes pointers in this order; absent tensors are skipped).
+enum : int64_t { kUidX = 1, kUidW = 2, kUidB = 3, kUidR = 4, kUidY = 5 };
+
+// Strides of channels-first dims `d` stored packed channels-first, or channels-last (N, spatial..., C).
+std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_last) {
+  const size_t n = d.size();
+  std::vector<int64_t> s(n, 1);
+  if (!channels_last) {
+    for (size_t i = n - 1; i-- > 0;) s[i] = s[i + 1] * d[i + 1];
+    return s;
+  }
+  s[1] = 1;  // C innermost
+  int64_t acc = d[1];
+  for (size_t i = n - 1; i >= 2; --i) {
+    s[i] = acc;
+    acc *= d[i];
+  }
+  s[0] = acc;
+  return s;
+}
+
+struct GraphPlan {
+  ConvKey key;
+  std::array<int64_t, kConvMaxNd> y{};  // channels-first output dims
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t plan_index = 0;
+  int64_t workspace = 0;
+  std::string engine;  // the plan's name, for messages
+};
+
+// Output dims of the convolution (channels-first, cuDNN's nd).
+std::array<int64_t, kConvMaxNd> conv_output_dims(const ConvSpec& s, const ConvKey& k) {
+  std::array<int64_t, kConvMaxNd> y{};
+  y[0] = k.x[0];
+  y[1] = k.w[0];
+  for (int i = 2; i < k.nd; ++i) {
+    const int j = s.spatial == 1 ? i - 3 : i - 2;  // 1-D: dim 2 is the inserted H = 1
+    const int64_t pad = j < 0 ? 0 : s.pads[j], str = j < 0 ? 1 : s.strides[j], dil = j < 0 ? 1 : s.dilations[j];
+    y[i] = (k.x[i] + 2 * pad - dil * (k.w[i] - 1) - 1) / str + 1;
+  }
+  return y;
+}
+
+// Whether the graph family fuses activations other than Relu. INGOT_CUDNN_CONV_ACTIVATIONS=relu
+// turns them off (the builder then splits such layers into the conv and a pointwise kernel): a
+// switch to measure one form against the other on the same binaries.
+bool fuses_all_activations() {
+  static const bool all = [] {
+    const char* v = std::getenv("INGOT_CUDNN_CONV_ACTIVATIONS");
+    return !(v && std::string(v) == "relu");
+  }();
+  return all;
+}
+
+// Whether add_activation below has a form for the node's activation.
+bool activation_supported(const ir::Node& node) {
+  // Not Tanh: cuDNN's TANH_FWD gave NaN where tanh saturates to 1 (fp32/bf16, H200, cuDNN 9.19).
+  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Silu", "Gelu", "GeluTanh"};
+  const std::string a = node.attrs().get_string("activation", "");
+  if (!a.empty() && a != "Relu" && !fuses_all_activations()) return false;
+  for (const char* m : kModes)
+    if (a == m) return true;
+  return false;
+}
+
+// act(y) as cuDNN pointwise operations: the modes cuDNN has (Relu with its clips and slope for
+// Relu6/Clip and LeakyRelu, Sigmoid, Swish for SiLU, both Gelus). HardSigmoid and HardSwish have
+// no mode, and Tanh's gave NaN; the builder splits those layers.
+Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::Graph& g,
+                                                                     std::shared_ptr<fe::graph::Tensor_attributes> y,
+                                                                     const ConvSpec& s, const ir::Node& node) {
+  const std::string& a = s.activation;
+  const std::vector<float>& p = s.activation_params;
+  if (a != "Relu" && !fuses_all_activations())
+    return unsupported(node.describe(), ": activation ", a, " (INGOT_CUDNN_CONV_ACTIVATIONS=relu)");
+  auto attrs = fe::graph::Pointwise_attributes().set_name("act").set_compute_data_type(fe::DataType_t::FLOAT);
+  if (a == "Relu") {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD);
+  } else if (a == "LeakyRelu" && p.size() >= 1) {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(0.0f).set_relu_lower_clip_slope(p[0]);
+  } else if (a == "Clip" && p.size() >= 2) {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD)
+        .set_relu_lower_clip(std::isinf(p[0]) ? std::numeric_limits<float>::lowest() : p[0])
+        .set_relu_upper_clip(std::isinf(p[1]) ? std::numeric_limits<float>::max() : p[1]);
+  } else if (a == "Sigmoid") {
+    attrs.set_mode(fe::PointwiseMode_t::SIGMOID_FWD);
+  } else if (a == "Silu") {
+    attrs.set_mode(fe::PointwiseMode_t::SWISH_FWD).set_swish_beta(1.0f);
+  } else if (a == "Gelu") {
+    attrs.set_mode(fe::PointwiseMode_t::GELU_FWD);
+  } else if (a == "GeluTanh") {
+    attrs.set_mode(fe::PointwiseMode_t::GELU_APPROX_TANH_FWD);
+  } else {
+    return unsupported(node.describe(), ": cuDNN has no pointwise mode for activation ", a);
+  }
+  return g.pointwise(y, attrs);
+}
+
+// The operation graph for a key, with its execution plans listed (not yet built).
+Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const ConvSpec& s, const ConvKey& k,
+                                                     cudnnHandle_t handle) {
+  const fe::DataType_t io = fe_type(k.dtype);
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  std::vector<int64_t> xd(k.x.begin(), k.x.begin() + k.nd), wd(k.w.begin(), k.w.begin() + k.nd);
+  const std::array<int64_t, kConvMaxNd> ya = conv_output_dims(s, k);
+  std::vector<int64_t> yd(ya.begin(), ya.begin() + k.nd);
+  for (int64_t v : yd)
+    if (v <= 0) return invalid_argument(node.describe(), ": empty convolution output");
+  auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& d) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim(d)
+                         .set_stride(strides_for(d, k.channels_last))
+                         .set_data_type(io));
+  };
+  auto X = tensor("x", kUidX, xd);
+  auto W = tensor("w", kUidW, wd);
+  std::vector<int64_t> pads, strides, dils;
+  for (int i = 2; i < k.nd; ++i) {
+    const int j = s.spatial == 1 ? i - 3 : i - 2;
+    pads.push_back(j < 0 ? 0 : s.pads[j]);
+    strides.push_back(j < 0 ? 1 : s.strides[j]);
+    dils.push_back(j < 0 ? 1 : s.dilations[j]);
+  }
+  auto y = g->conv_fprop(X, W,
+                         fe::graph::Conv_fprop_attributes()
+                             .set_name("conv")
+                             .set_padding(pads)
+                             .set_stride(strides)
+                             .set_dilation(dils)
+                             .set_compute_data_type(fe::DataType_t::FLOAT));
+  auto pointwise = [&](const char* name, fe::PointwiseMode_t mode) {
+    return fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+  };
+  if (k.bias) {
+    std::vector<int64_t> bd(static_cast<size_t>(k.nd), 1);
+    bd[1] = k.w[0];
+    y = g->pointwise(y, tensor("b", kUidB, bd), pointwise("bias", fe::PointwiseMode_t::ADD));
+  }
+  std::shared_ptr<fe::graph::Tensor_attributes> R;
+  if (k.residual) R = tensor("r", kUidR, yd);
+  if (R && !s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
+  if (!s.activation.empty()) {
+    INGOT_ASSIGN_OR_RETURN(y, add_activation(*g, y, s, node));
+  }
+  if (R && s.residual_after_activation) y = g->pointwise(y, R, pointwise("residual", fe::PointwiseMode_t::ADD));
+  y->set_output(true).set_uid(kUidY).set_dim(yd).set_stride(strides_for(yd, k.channels_last)).set_data_type(io);
+
+  INGOT_FE_CHECK(g->validate(), node, "graph validate");
+  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "graph operation graph");
+  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "graph heuristics");
+  if (k.dtype == DataType::kFloat32) g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});  // no TF32
+  g->deselect_workspace_greater_than(kWorkspaceBytes);
+  INGOT_FE_CHECK(g->check_support(handle), node, "graph support");
+  return g;
+}
+
+// The plan for `key` that is the index-th to build among the heuristics' list.
+Status build_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& key, int index, cudnnHandle_t handle,
+                  GraphPlan* p) {
+  p->key = key;
+  p->y = conv_output_dims(s, key);
+  INGOT_ASSIGN_OR_RETURN(p->graph, make_graph(node, s, key, handle));
+  const int64_t count = p->graph->get_execution_plan_count();
+  int built = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!p->graph->build_plan_at_index(handle, i).is_good()) continue;
+    if (built++ < index) continue;
+    int64_t ws = 0;
+    if (!p->graph->get_workspace_size_plan_at_index(i, ws).is_good() || ws > kWorkspaceBytes) continue;
+    p->plan_index = i;
+    p->workspace = ws;
+    if (!p->graph->get_plan_name_at_index(i, p->engine).is_good()) p->engine = "plan " + std::to_string(i);
+    return Status::Ok();
+  }
+  return unsupported(node.describe(), ": cuDNN graph API has ", built, " buildable plans of ", count,
+                     ", no plan number ", index);
+}
+
+class CudnnGraphConvTactic : public Tactic {
+ public:
+  explicit CudnnGraphConvTactic(int index) : index_(index) {}
+
+  std::string name() const override { return kPrefix + std::to_string(index_); }
+
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    return conv_handles_op(node) && activation_supported(node) && check_conv_types(node, inputs).ok();
+  }
+
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
+
+  Status prepare(const ir::Node& node) override { return cudnn_thread_handle(node).status(); }
+
+  Status enqueue(StepIO& io) const override {
+    const ir::Node& node = *io.node;
+    INGOT_ASSIGN_OR_RETURN(ConvCall c, read_conv_call(io));
+    if (c.empty) return Status::Ok();
+    const Tensor *x = c.x, *w = c.w, *b = c.b, *r = c.r;
+    Tensor& y = *c.y;
+    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
+    const GraphPlan* plan = cache_.find(c.key);
+    std::unique_ptr<GraphPlan> local;  // owned here only when the cache is full
+    if (!plan) {
+      local = std::make_unique<GraphPlan>();
+      INGOT_RETURN_IF_ERROR(build_plan(node, c.spec, c.key, index_, handle, local.get()));
+      plan = cache_.insert(local);
+      if (!plan) plan = local.get();
+    }
+    INGOT_RETURN_IF_ERROR(check_conv_output(c, plan->y));
+
+    INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
+    // Ascending UIDs: x, w, [b], [r], y.
+    std::array<void*, 5> ptrs{};
+    int n = 0;
+    ptrs[n++] = const_cast<void*>(x->raw());
+    ptrs[n++] = const_cast<void*>(w->raw());
+    if (b) ptrs[n++] = const_cast<void*>(b->raw());
+    if (r) ptrs[n++] = const_cast<void*>(r->raw());
+    ptrs[n++] = y.mutable_raw();
+    fe::error_t st = plan->graph->execute_plan_at_index(handle, ptrs.data(), n, io.workspace, plan->plan_index);
+    if (!st.is_good())
+      return internal_error(node.describe(), ": cuDNN graph execute (", plan->engine, ") failed: ", st.get_message());
+    INGOT_CUDA_CHECK(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override { return {1, static_cast<uint8_t>(index_)}; }
+
+ private:
+  int index_;
+  mutable PlanCache<GraphPlan> cache_;
+};
+
+// How many plans to offer: those cuDNN's heuristics list at the node's (guessed) shapes, up to
+// kMaxCandidates; 1 when that cannot be asked. Which of them build is found when they are timed.
+int plan_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+  if (!cuda_device_present()) return 1;
+  ConvSpec spec;
+  auto key = guessed_conv_key(node, inputs, &spec);
+  if (!key.ok()) return 1;
+  auto handle = cudnn_thread_handle(node);
+  if (!handle.ok()) return 1;
+  auto g = make_graph(node, spec, *key, *handle);
+  if (!g.ok()) return 0;  // cuDNN takes no plan for this convolution: offer none
+  return static_cast<int>(std::clamp<int64_t>((*g)->get_execution_plan_count(), 1, kMaxCandidates));
+}
+
+std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+  std::vector<std::unique_ptr<Tactic>> out;
+  if (!conv_handles_op(node) || !activation_supported(node) || !check_conv_types(node, inputs).ok()) return out;
+  int n = plan_count(node, inputs);
+  for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnGraphConvTactic>(i));
+  return out;
+}
+
+// "cuda.cudnn.graph.conv.<i>" with 0 <= i < kMaxCandidates; params empty or {1, i}.
+std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
+  const int index = conv_tactic_index(name, kPrefix, kMaxCandidates, params);
+  return index < 0 ? nullptr : std::make_unique<CudnnGraphConvTactic>(index);
+}
+
+}  // namespace
+
+TacticFamily cudnn_graph_conv_family() { return TacticFamily{"cudnn.graph.conv", candidates, create}; }
+
+}  // namespace ingot::backend::cuda
+
+#endif  // INGOT_WITH_CUDNN && INGOT_WITH_CUDNN_FRONTEND

@@ -1,0 +1,60 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// How CUDA tactic families plug into the cuda backend. The backend is one folder per op family
+// (gemm/, conv/, attention/, pointwise/, norm/, pool/, reduce/, data_movement/, resize/, topk/,
+// quant/) beside core/ (the backend itself, checks, device facts, plan cache, timing kernels).
+// In a family's folder, <family>_tactics.cc holds the Tactic classes (host side) and
+// <family>_kernels.cu the device code with a plain C++ launcher; each family exposes one
+// TacticFamily. The backend asks every family for candidates, in order; the
+// builder keeps the first supported one (autotuning across candidates comes next).
+//
+// Contract for a CUDA Tactic's enqueue (see backend/tactic.h, StepIO):
+//  - every Tensor in io.inputs / *io.outputs is a view whose raw() is a DEVICE pointer (never
+//    dereference it on the host); dtype and shape are the current ones;
+//  - io.stream is the cudaStream_t to launch on; no host synchronization, no allocation;
+//  - io.workspace is a device buffer of at least workspace_bytes() at the max shapes;
+//  - check every launch (INGOT_CUDA_CHECK / cudaGetLastError) and return a Status naming the
+//    node on failure.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/tactic.h"
+
+namespace ingot::backend::cuda {
+
+struct TacticFamily {
+  std::string name;  ///< e.g. "elementwise"; tactic names start with "cuda.<name>."
+  /// Candidates for a node (empty when the family does not handle it).
+  std::function<std::vector<std::unique_ptr<Tactic>>(const ir::Node&, const std::vector<ir::TensorType>&)> candidates;
+  /// Rebuilds a tactic from its name and params (nullptr when the name is not this family's).
+  std::function<std::unique_ptr<Tactic>(const std::string& name, const std::vector<uint8_t>& params)> create;
+};
+
+TacticFamily pointwise_family();    // pointwise_tactics.cc: ingot::Pointwise (NVRTC-generated kernels)
+TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
+TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
+TacticFamily attention_family();    // attention_tactics.cc: Attention, ingot::Attention
+TacticFamily pool_family();          // pool_tactics.cc: MaxPool, AveragePool, GlobalMax/AveragePool
+TacticFamily reduce_family();        // reduce_tactics.cc: Reduce*, ArgMax, ArgMin
+TacticFamily data_movement_family(); // data_movement_tactics.cc: Reshape..Shape, Concat, Slice, Gather, Pad, ...
+TacticFamily norm_family();          // norm_tactics.cc: RMSNormalization, GroupNormalization
+TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8)
+TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, linear, cubic)
+TacticFamily topk_family();          // topk_tactics.cc: TopK
+#ifdef INGOT_WITH_CUDNN
+TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv (legacy API)
+#endif
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+TacticFamily cudnn_graph_conv_family();  // cudnn_graph_conv_tactics.cc: the same through the graph API
+TacticFamily cudnn_sdpa_family();        // cudnn_sdpa_tactics.cc: Attention through cuDNN's fused SDPA
+TacticFamily cudnn_matmul_family();      // cudnn_matmul_tactics.cc: FusedGemm with exact Gelu as one cuDNN graph
+#endif
+#ifdef INGOT_WITH_CUTLASS
+TacticFamily cutlass_gemm_family();      // cutlass_gemm_tactics.cc: FusedGemm with bias (+ exact Gelu) as one CUTLASS sm90 kernel
+#endif
+
+}  // namespace ingot::backend::cuda

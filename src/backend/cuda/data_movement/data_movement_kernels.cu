@@ -1,0 +1,411 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Data-movement kernels: one thread per output element, elements moved as unsigned integers of
+// their width (Gather of rows of 64 bytes or more: one row per block row, in words of up to 16
+// bytes). Index math is int64 throughout (tensors above 2^31 elements are common enough
+// for embeddings). Grid-stride loops; no shared memory.
+#include "backend/cuda/data_movement/data_movement_kernels.h"
+#include "backend/cuda/pointwise/elementwise_common.cuh"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ingot::backend::cuda {
+namespace {
+
+using ew::grid_for;
+using ew::kThreads;
+
+/// Calls f(Tag<unsigned type of that width>) for 1, 2, 4 or 8 bytes; false otherwise.
+template <class F>
+bool dispatch_bytes(int32_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(ew::Tag<uint8_t>{}); return true;
+    case 2: f(ew::Tag<uint16_t>{}); return true;
+    case 4: f(ew::Tag<uint32_t>{}); return true;
+    case 8: f(ew::Tag<uint64_t>{}); return true;
+    default: return false;
+  }
+}
+
+__device__ __forceinline__ int64_t map_coord(int64_t c, int64_t n, EdgeMode mode) {
+  if (c >= 0 && c < n) return c;
+  switch (mode) {
+    case EdgeMode::kWrap: return ((c % n) + n) % n;
+    case EdgeMode::kEdge: return c < 0 ? 0 : n - 1;
+    case EdgeMode::kReflect: {
+      if (n == 1) return 0;
+      const int64_t p = 2 * (n - 1);
+      c = ((c % p) + p) % p;
+      return c >= n ? p - c : c;
+    }
+    default: return -1;
+  }
+}
+
+// kDeviceStarts: start/step come from start_step (written by a kernel earlier on the stream).
+template <class T, bool kDeviceStarts>
+__global__ void index_map_kernel(const T* x, T* y, int64_t n, IndexMapDesc d, const T* pad_value,
+                                 const int64_t* start_step) {
+  if (kDeviceStarts) {
+    for (int dim = 0; dim < d.rank; ++dim) {
+      d.start[dim] = start_step[dim];
+      d.step[dim] = start_step[kMaxDims + dim];
+    }
+  }
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    int64_t r = i, off = 0;
+    bool inside = true;
+    for (int dim = d.rank - 1; dim >= 0; --dim) {
+      const int64_t o = r % d.out_dims[dim];
+      r /= d.out_dims[dim];
+      const int64_t c = map_coord(d.start[dim] + o * d.step[dim], d.in_dims[dim], d.mode);
+      inside = inside && c >= 0;
+      off += c * d.in_strides[dim];
+    }
+    y[i] = inside ? x[off] : (pad_value ? *pad_value : T(0));
+  }
+}
+
+__device__ __forceinline__ int64_t load_any_index(const void* p, bool i64, int64_t i) {
+  return i64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
+}
+
+// One thread: a handful of entries.
+__global__ void slice_starts_kernel(const void* starts, const void* axes, const void* steps, bool i64, int32_t count,
+                                    int32_t rank, IndexMapDesc dims, int64_t* start_step) {
+  for (int d = 0; d < kMaxDims; ++d) {
+    start_step[d] = 0;
+    start_step[kMaxDims + d] = 1;
+  }
+  for (int32_t j = 0; j < count; ++j) {
+    int64_t a = axes ? load_any_index(axes, i64, j) : j;
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank) continue;
+    const int64_t dim = dims.in_dims[a];
+    const int64_t step = steps ? load_any_index(steps, i64, j) : 1;
+    int64_t s = load_any_index(starts, i64, j);
+    if (s < 0) s += dim;
+    const int64_t hi = step > 0 ? dim : dim - 1;
+    s = s < 0 ? 0 : (s > hi ? hi : s);
+    start_step[a] = dim <= 0 ? 0 : s;
+    start_step[kMaxDims + a] = step == 0 ? 1 : step;
+  }
+}
+
+__global__ void pad_starts_kernel(const int64_t* pads, const void* axes, bool i64, int32_t count, int32_t rank,
+                                  int64_t* start_step) {
+  for (int d = 0; d < kMaxDims; ++d) {
+    start_step[d] = 0;
+    start_step[kMaxDims + d] = 1;
+  }
+  for (int32_t j = 0; j < count; ++j) {
+    int64_t a = axes ? load_any_index(axes, i64, j) : j;
+    if (a < 0) a += rank;
+    if (a >= 0 && a < rank) start_step[a] = -pads[j];
+  }
+}
+
+template <class T>
+__global__ void copy_rows_kernel(const T* src, int64_t src_pitch, T* dst, int64_t dst_pitch, int64_t rows,
+                                 int64_t cols) {
+  const int64_t n = rows * cols;
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    const int64_t r = i / cols, c = i - r * cols;
+    dst[r * dst_pitch + c] = src[r * src_pitch + c];
+  }
+}
+
+template <class I>
+__device__ __forceinline__ int64_t load_index(const void* p, int64_t i) {
+  return static_cast<int64_t>(static_cast<const I*>(p)[i]);
+}
+
+template <class T>
+__global__ void gather_kernel(const T* x, const void* indices, bool idx64, T* y, int64_t outer, int64_t axis_len,
+                              int64_t inner, int64_t count) {
+  const int64_t n = outer * count * inner;
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    const int64_t in = i % inner;
+    const int64_t k = (i / inner) % count;
+    const int64_t o = i / (inner * count);
+    int64_t j = idx64 ? load_index<int64_t>(indices, k) : load_index<int32_t>(indices, k);
+    if (j < 0) j += axis_len;
+    y[i] = (j >= 0 && j < axis_len) ? x[(o * axis_len + j) * inner + in] : T(0);
+  }
+}
+
+// Gather of whole rows (inner elements contiguous in x and y): y row r = (o, k) is x row
+// (o, indices[k]), copied in V-sized words by the block's x threads, blockDim.y rows at a time.
+// One index load and one division per row, against three 64-bit divisions per element in
+// gather_kernel: BERT's embedding lookups ([8192] rows of 1536 bytes) run at copy speed.
+template <class V>
+__global__ void gather_rows_kernel(const V* x, const void* indices, bool idx64, V* y, int64_t outer, int64_t axis_len,
+                                   int64_t count, int64_t words_per_row) {
+  const int64_t rows = outer * count;
+  const int64_t row_stride = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
+    const int64_t o = r / count, k = r - o * count;
+    int64_t j = idx64 ? load_index<int64_t>(indices, k) : load_index<int32_t>(indices, k);
+    if (j < 0) j += axis_len;
+    const bool in_range = j >= 0 && j < axis_len;
+    const V* src = x + (o * axis_len + (in_range ? j : 0)) * words_per_row;
+    V* dst = y + r * words_per_row;
+    for (int64_t w = threadIdx.x; w < words_per_row; w += blockDim.x) dst[w] = in_range ? src[w] : V{};
+  }
+}
+
+template <class T>
+__global__ void gather_elements_kernel(const T* x, const void* indices, bool idx64, T* y, int64_t n,
+                                       GatherElementsDesc d) {
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    int64_t j = idx64 ? load_index<int64_t>(indices, i) : load_index<int32_t>(indices, i);
+    if (j < 0) j += d.axis_len;
+    if (j < 0 || j >= d.axis_len) {
+      y[i] = T(0);
+      continue;
+    }
+    int64_t r = i, off = 0;
+    for (int dim = d.rank - 1; dim >= 0; --dim) {
+      const int64_t c = r % d.out_dims[dim];
+      r /= d.out_dims[dim];
+      off += (dim == d.axis ? j : c) * d.x_strides[dim];
+    }
+    y[i] = x[off];
+  }
+}
+
+// ScatterND's update (kGather false: y's slice at tuple s = updates' slice s, out-of-range tuples
+// skipped) and GatherND (kGather true: y's slice s = x's slice at tuple s, zeros when out of
+// range) walk the same index tuples.
+template <class T, bool kGather>
+__global__ void nd_slices_kernel(const T* src, const int64_t* indices, T* y, int64_t slices, int64_t slice_size,
+                                 ScatterNdDesc d) {
+  const int64_t n = slices * slice_size;
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    const int64_t s = i / slice_size, w = i - s * slice_size;
+    int64_t off = 0;
+    bool ok = true;
+    for (int j = 0; j < d.k; ++j) {
+      int64_t c = indices[s * d.k + j];
+      if (c < 0) c += d.dims[j];
+      ok = ok && c >= 0 && c < d.dims[j];
+      off += c * d.strides[j];
+    }
+    if constexpr (kGather) {
+      y[i] = ok ? src[off + w] : T{};
+    } else if (ok) {
+      y[off + w] = src[i];
+    }
+  }
+}
+
+template <bool kGather>
+cudaError_t launch_nd_slices(int32_t element_bytes, const void* src, const int64_t* indices, void* y,
+                             int64_t slices, int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
+  const int64_t n = slices * slice_size;
+  if (n <= 0) return cudaSuccess;
+  if (desc.k < 0 || desc.k > kMaxDims) return cudaErrorInvalidValue;
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    nd_slices_kernel<T, kGather><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), indices,
+                                                                        static_cast<T*>(y), slices, slice_size, desc);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+template <class T>
+__global__ void fill_kernel(T* y, int64_t n, T v) {
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) y[i] = v;
+}
+
+__global__ void write_values_kernel(int64_t* y, SmallValues v) {
+  const int i = threadIdx.x;
+  if (i < v.count) y[i] = v.v[i];
+}
+
+template <class T, class Acc>
+__global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
+  const Acc s = static_cast<Acc>(*start), dl = static_cast<Acc>(*delta);
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride)
+    y[i] = static_cast<T>(s + static_cast<Acc>(i) * dl);
+}
+
+}  // namespace
+
+cudaError_t launch_index_map(int32_t element_bytes, const void* x, void* y, int64_t n, const IndexMapDesc& desc,
+                             const void* pad_value, const int64_t* device_start_step, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (desc.rank < 0 || desc.rank > kMaxDims) return cudaErrorInvalidValue;
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (device_start_step != nullptr) {
+      index_map_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), n, desc, static_cast<const T*>(pad_value), device_start_step);
+    } else {
+      index_map_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), n, desc, static_cast<const T*>(pad_value), nullptr);
+    }
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_slice_starts(const void* starts, const void* axes, const void* steps, bool int64_indices,
+                                int32_t count, int32_t rank, const int64_t* in_dims, int64_t* start_step,
+                                cudaStream_t stream) {
+  if (rank < 0 || rank > kMaxDims || count < 0 || count > kMaxDims) return cudaErrorInvalidValue;
+  IndexMapDesc dims;  // only in_dims travels
+  for (int32_t d = 0; d < rank; ++d) dims.in_dims[d] = in_dims[d];
+  slice_starts_kernel<<<1, 1, 0, stream>>>(starts, axes, steps, int64_indices, count, rank, dims, start_step);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pad_starts(const int64_t* pads, const void* axes, bool int64_axes, int32_t count, int32_t rank,
+                              int64_t* start_step, cudaStream_t stream) {
+  if (rank < 0 || rank > kMaxDims || count < 0 || count > kMaxDims) return cudaErrorInvalidValue;
+  pad_starts_kernel<<<1, 1, 0, stream>>>(pads, axes, int64_axes, count, rank, start_step);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_rows(int32_t element_bytes, const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch,
+                             int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if (rows == 1 || (src_pitch == cols && dst_pitch == cols))
+    return cudaMemcpyAsync(dst, src, static_cast<size_t>(rows * cols * element_bytes), cudaMemcpyDeviceToDevice,
+                           stream);
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    copy_rows_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(static_cast<const T*>(src), src_pitch,
+                                                                        static_cast<T*>(dst), dst_pitch, rows, cols);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+namespace {
+
+// Rows of at least 64 bytes go through gather_rows_kernel in the widest word (up to 16 bytes)
+// that divides the row and both base addresses; false where the element kernel is better.
+bool launch_gather_rows(int32_t element_bytes, const void* x, const void* indices, bool indices_int64, void* y,
+                        int64_t outer, int64_t axis_len, int64_t inner, int64_t count, cudaStream_t stream) {
+  const int64_t row_bytes = inner * element_bytes;
+  if (row_bytes < 64) return false;
+  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
+  int word = 16;
+  while (word > 1 && (bits & static_cast<uint64_t>(word - 1)) != 0) word /= 2;
+  const int64_t words = row_bytes / word;
+  const unsigned bx = static_cast<unsigned>(std::min<int64_t>(256, (words + 31) / 32 * 32));
+  const unsigned by = std::max(1u, 256u / bx);
+  const int64_t rows = outer * count;
+  const dim3 block(bx, by);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((rows + by - 1) / by, int64_t(1) << 20));
+  auto run = [&](auto tag) {
+    using V = typename decltype(tag)::type;
+    gather_rows_kernel<V><<<grid, block, 0, stream>>>(static_cast<const V*>(x), indices, indices_int64,
+                                                      static_cast<V*>(y), outer, axis_len, count, words);
+  };
+  switch (word) {
+    case 16: run(ew::Tag<uint4>{}); break;
+    case 8: run(ew::Tag<uint2>{}); break;
+    case 4: run(ew::Tag<uint32_t>{}); break;
+    case 2: run(ew::Tag<uint16_t>{}); break;
+    default: run(ew::Tag<uint8_t>{}); break;
+  }
+  return true;
+}
+
+}  // namespace
+
+cudaError_t launch_gather(int32_t element_bytes, const void* x, const void* indices, bool indices_int64, void* y,
+                          int64_t outer, int64_t axis_len, int64_t inner, int64_t count, cudaStream_t stream) {
+  const int64_t n = outer * count * inner;
+  if (n <= 0) return cudaSuccess;
+  if (launch_gather_rows(element_bytes, x, indices, indices_int64, y, outer, axis_len, inner, count, stream))
+    return cudaGetLastError();
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gather_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, indices_int64,
+                                                           static_cast<T*>(y), outer, axis_len, inner, count);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_gather_elements(int32_t element_bytes, const void* x, const void* indices, bool indices_int64,
+                                   void* y, int64_t n, const GatherElementsDesc& desc, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (desc.rank < 1 || desc.rank > kMaxDims) return cudaErrorInvalidValue;
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gather_elements_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, indices_int64,
+                                                                    static_cast<T*>(y), n, desc);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_scatter_nd(int32_t element_bytes, const void* updates, const int64_t* indices, void* y,
+                              int64_t slices, int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
+  return launch_nd_slices<false>(element_bytes, updates, indices, y, slices, slice_size, desc, stream);
+}
+
+cudaError_t launch_gather_nd(int32_t element_bytes, const void* x, const int64_t* indices, void* y, int64_t slices,
+                             int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
+  return launch_nd_slices<true>(element_bytes, x, indices, y, slices, slice_size, desc, stream);
+}
+
+cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), n, static_cast<T>(bits));
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_write_values(int64_t* y, const SmallValues& values, cudaStream_t stream) {
+  if (values.count <= 0) return cudaSuccess;
+  if (values.count > kMaxSmallValues) return cudaErrorInvalidValue;
+  write_values_kernel<<<1, kMaxSmallValues, 0, stream>>>(y, values);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_range(RangeType t, const void* start, const void* delta, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned blocks = grid_for(n);
+  switch (t) {
+    case RangeType::kF32:
+      range_kernel<float, double><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(start),
+                                                                   static_cast<const float*>(delta),
+                                                                   static_cast<float*>(y), n);
+      break;
+    case RangeType::kF64:
+      range_kernel<double, double><<<blocks, kThreads, 0, stream>>>(static_cast<const double*>(start),
+                                                                    static_cast<const double*>(delta),
+                                                                    static_cast<double*>(y), n);
+      break;
+    case RangeType::kI16:
+      range_kernel<int16_t, int64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int16_t*>(start),
+                                                                      static_cast<const int16_t*>(delta),
+                                                                      static_cast<int16_t*>(y), n);
+      break;
+    case RangeType::kI32:
+      range_kernel<int32_t, int64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int32_t*>(start),
+                                                                      static_cast<const int32_t*>(delta),
+                                                                      static_cast<int32_t*>(y), n);
+      break;
+    case RangeType::kI64:
+      range_kernel<int64_t, int64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int64_t*>(start),
+                                                                      static_cast<const int64_t*>(delta),
+                                                                      static_cast<int64_t*>(y), n);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace ingot::backend::cuda

@@ -1,0 +1,237 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Reduction kernels. A group of G threads (1, a warp, or a 256-thread block) computes one output:
+// the group strides over the reduced elements, then combines through shuffles (and shared memory
+// for a block). G = 1 when the innermost reduced dim is not contiguous, so that neighbouring
+// threads read neighbouring elements (reducing the channels of NCHW); a warp when it is (a row
+// reduction); a block when a few outputs each fold very many elements.
+#include <cfloat>
+
+#include "backend/cuda/pointwise/elementwise_common.cuh"
+#include "backend/cuda/reduce/reduce_kernels.h"
+
+namespace ingot::backend::cuda {
+namespace {
+
+using ew::from_f32;
+using ew::to_f32;
+
+constexpr int kBlock = 256;
+
+__device__ __forceinline__ float identity_of(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd: return 1.0f;
+    case ReduceOp::kMax: case ReduceOp::kLogSumExp: return -INFINITY;
+    case ReduceOp::kMin: return INFINITY;
+    default: return 0.0f;
+  }
+}
+
+__device__ __forceinline__ float lift(ReduceOp op, float v) {
+  switch (op) {
+    case ReduceOp::kSumSquare: case ReduceOp::kL2: return v * v;
+    case ReduceOp::kL1: return fabsf(v);
+    default: return v;
+  }
+}
+
+/// Combines two partials. LogSumExp's first pass is a Max.
+__device__ __forceinline__ float combine(ReduceOp op, float a, float b) {
+  switch (op) {
+    case ReduceOp::kProd: return a * b;
+    case ReduceOp::kMax:
+    case ReduceOp::kLogSumExp: return (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+    case ReduceOp::kMin: return (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fminf(a, b);
+    default: return a + b;
+  }
+}
+
+/// Combines `v` across the G threads of a group (G = 1, 32 or kBlock); every thread gets the result.
+template <int G>
+__device__ __forceinline__ float group_combine(ReduceOp op, float v, float* smem) {
+  if constexpr (G > 1) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = combine(op, v, __shfl_xor_sync(0xffffffffu, v, off));
+  }
+  if constexpr (G > 32) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __syncthreads();  // smem may still be read from a previous call
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = smem[0];
+    for (int w = 1; w < kBlock / 32; ++w) v = combine(op, v, smem[w]);
+  }
+  return v;
+}
+
+__device__ __forceinline__ int64_t offset_of(int64_t i, int rank, const int64_t* dims, const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    off += (i % dims[d]) * strides[d];
+    i /= dims[d];
+  }
+  return off;
+}
+
+template <class T, int G>
+__global__ void __launch_bounds__(kBlock) reduce_kernel(ReduceOp op, const T* x, T* y, ReduceDesc d) {
+  __shared__ float smem[kBlock / 32];
+  constexpr int kGroups = kBlock / G;
+  const int lane = threadIdx.x % G;
+  const int64_t group_stride = static_cast<int64_t>(gridDim.x) * kGroups;
+  // Every thread of a block runs the same number of iterations (the block barrier needs it).
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kGroups; base < d.outputs; base += group_stride) {
+    const int64_t o = base + threadIdx.x / G;
+    const bool live = o < d.outputs;
+    const T* xo = live ? x + offset_of(o, d.kept_rank, d.kept_dims, d.kept_strides) : x;
+    const int64_t count = live ? d.count : 0;
+    float acc = identity_of(op);
+    for (int64_t r = lane; r < count; r += G)
+      acc = combine(op, acc, lift(op, to_f32(xo[offset_of(r, d.red_rank, d.red_dims, d.red_strides)])));
+    acc = group_combine<G>(op, acc, smem);
+    float sum = 0.0f;
+    if (op == ReduceOp::kLogSumExp) {
+      const float m = acc;
+      const float shift = isfinite(m) ? m : 0.0f;
+      for (int64_t r = lane; r < count; r += G)
+        sum += expf(to_f32(xo[offset_of(r, d.red_rank, d.red_dims, d.red_strides)]) - shift);
+      sum = group_combine<G>(ReduceOp::kSum, sum, smem);
+    }
+    if (!live || lane != 0) continue;
+    float v = acc;
+    switch (op) {
+      case ReduceOp::kMean: v = acc / static_cast<float>(d.count); break;
+      case ReduceOp::kL2: v = sqrtf(acc); break;
+      case ReduceOp::kLogSum: v = logf(acc); break;
+      case ReduceOp::kLogSumExp: v = isfinite(acc) ? acc + logf(sum) : logf(sum); break;
+      default: break;
+    }
+    y[o] = from_f32<T>(v);
+  }
+}
+
+/// Strided reductions (the reduced axes are not innermost, e.g. global pooling of NHWC: 2048
+/// outputs of 49 elements each, 2048 apart): lanes of a warp take 32 neighbouring outputs (their
+/// loads coalesce) and the block's kRows warps split each output's range, combined through shared
+/// memory. One thread per output would run `count` dependent loads in a row on few blocks.
+constexpr int kRows = kBlock / 32;
+template <class T>
+__global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, const T* x, T* y, ReduceDesc d) {
+  __shared__ float part[kRows][33];
+  const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < d.outputs; base += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t o = base + lane;
+    const bool live = o < d.outputs;
+    const T* xo = live ? x + offset_of(o, d.kept_rank, d.kept_dims, d.kept_strides) : x;
+    float acc = identity_of(op);
+    if (live)
+#pragma unroll 4
+      for (int64_t r = row; r < d.count; r += kRows)
+        acc = combine(op, acc, lift(op, to_f32(xo[offset_of(r, d.red_rank, d.red_dims, d.red_strides)])));
+    __syncthreads();  // part may still be read from the previous iteration
+    part[row][lane] = acc;
+    __syncthreads();
+    if (row != 0 || !live) continue;
+    float v = part[0][lane];
+    for (int w = 1; w < kRows; ++w) v = combine(op, v, part[w][lane]);
+    switch (op) {
+      case ReduceOp::kMean: v = v / static_cast<float>(d.count); break;
+      case ReduceOp::kL2: v = sqrtf(v); break;
+      case ReduceOp::kLogSum: v = logf(v); break;
+      default: break;
+    }
+    y[o] = from_f32<T>(v);
+  }
+}
+
+/// Whether candidate (value cv at index ci) replaces the best (bv at bi): numpy's rules, with
+/// the index order deciding ties and making the combine order-independent.
+__device__ __forceinline__ bool arg_better(bool is_max, bool last, float cv, int64_t ci, float bv, int64_t bi) {
+  if (bi < 0) return ci >= 0;
+  if (ci < 0) return false;
+  const bool cn = isnan(cv), bn = isnan(bv);
+  if (cn || bn) return cn && (!bn || ci < bi);  // the first NaN wins
+  if (cv == bv) return last ? ci > bi : ci < bi;
+  return is_max ? cv > bv : cv < bv;
+}
+
+template <class T, int G>
+__global__ void __launch_bounds__(kBlock) arg_kernel(bool is_max, bool last, const T* x, int64_t* y, int64_t outer,
+                                                     int64_t len, int64_t inner) {
+  constexpr int kGroups = kBlock / G;
+  const int lane = threadIdx.x % G;
+  const int64_t outputs = outer * inner;
+  const int64_t group_stride = static_cast<int64_t>(gridDim.x) * kGroups;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; o < outputs; o += group_stride) {
+    const T* xo = x + (o / inner) * len * inner + (o % inner);
+    float bv = 0.0f;
+    int64_t bi = -1;
+    for (int64_t j = lane; j < len; j += G) {
+      const float v = to_f32(xo[j * inner]);
+      if (arg_better(is_max, last, v, j, bv, bi)) {
+        bv = v;
+        bi = j;
+      }
+    }
+    if (G == 32) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (arg_better(is_max, last, ov, oi, bv, bi)) {
+          bv = ov;
+          bi = oi;
+        }
+      }
+    }
+    if (lane == 0) y[o] = bi < 0 ? 0 : bi;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& d,
+                          cudaStream_t stream) {
+  if (d.outputs <= 0) return cudaSuccess;
+  if (d.kept_rank < 0 || d.kept_rank > kMaxDims || d.red_rank < 0 || d.red_rank > kMaxDims)
+    return cudaErrorInvalidValue;
+  const bool contiguous = d.red_rank > 0 && d.red_strides[d.red_rank - 1] == 1;
+  int g = 1;
+  if (contiguous && d.count >= 16) g = (d.count >= 8192 && d.outputs <= 512) ? kBlock : 32;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto* xp = static_cast<const T*>(x);
+    auto* yp = static_cast<T*>(y);
+    if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp) {
+      reduce_strided_kernel<T><<<ew::grid_for(d.outputs, 32), kBlock, 0, stream>>>(op, xp, yp, d);
+    } else if (g == 1) {
+      reduce_kernel<T, 1><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, xp, yp, d);
+    } else if (g == 32) {
+      reduce_kernel<T, 32><<<ew::grid_for(d.outputs, kBlock / 32), kBlock, 0, stream>>>(op, xp, yp, d);
+    } else {
+      reduce_kernel<T, kBlock><<<ew::grid_for(d.outputs, 1), kBlock, 0, stream>>>(op, xp, yp, d);
+    }
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_arg_reduce(bool is_max, bool select_last, FloatType t, const void* x, int64_t* y, int64_t outer,
+                              int64_t len, int64_t inner, cudaStream_t stream) {
+  const int64_t outputs = outer * inner;
+  if (outputs <= 0) return cudaSuccess;
+  if (len <= 0) return cudaErrorInvalidValue;
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto* xp = static_cast<const T*>(x);
+    if (inner == 1 && len >= 16) {
+      arg_kernel<T, 32><<<ew::grid_for(outputs, kBlock / 32), kBlock, 0, stream>>>(is_max, select_last, xp, y, outer,
+                                                                                 len, inner);
+    } else {
+      arg_kernel<T, 1><<<ew::grid_for(outputs, kBlock), kBlock, 0, stream>>>(is_max, select_last, xp, y, outer, len,
+                                                                            inner);
+    }
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace ingot::backend::cuda

@@ -1,0 +1,45 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Launchers for the reduction family's device code (reduce_kernels.cu): Reduce* over any set of
+// axes and ArgMax/ArgMin over one axis, for f32/f16/bf16 inputs, accumulated in fp32. Plain C++
+// so reduce_tactics.cc compiles with the host compiler; every launcher enqueues on `stream`,
+// never synchronizes, and returns cudaGetLastError() after its launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/pointwise/elementwise_kernels.h"  // FloatType, kMaxDims
+
+namespace ingot::backend::cuda {
+
+enum class ReduceOp : int32_t { kSum = 0, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+
+/// A contiguous input seen as kept dims (one output element per index) and reduced dims (the
+/// elements folded into it), each with their element strides in the input, outermost first.
+/// Build it with size-1 dims dropped and neighbours of the same kind merged: the launcher picks
+/// a thread, a warp or a block per output from the innermost reduced stride and the sizes.
+struct ReduceDesc {
+  int32_t kept_rank = 0;
+  int32_t red_rank = 0;
+  int64_t kept_dims[kMaxDims] = {};
+  int64_t kept_strides[kMaxDims] = {};
+  int64_t red_dims[kMaxDims] = {};
+  int64_t red_strides[kMaxDims] = {};
+  int64_t outputs = 1;  ///< product of kept_dims
+  int64_t count = 1;    ///< product of red_dims (elements per output)
+};
+
+/// y[o] = reduction of the `count` elements of output o (y contiguous, `outputs` elements).
+/// Max/Min propagate NaN; an empty reduction gives the op's identity (Mean: NaN).
+cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& desc,
+                          cudaStream_t stream);
+
+/// ArgMax / ArgMin over the middle dim of the contiguous [outer, len, inner] view; y holds
+/// outer * inner int64 indices. Ties keep the first index (the last with select_last); the
+/// first NaN wins, as numpy. len must be >= 1.
+cudaError_t launch_arg_reduce(bool is_max, bool select_last, FloatType t, const void* x, int64_t* y, int64_t outer,
+                              int64_t len, int64_t inner, cudaStream_t stream);
+
+}  // namespace ingot::backend::cuda
