@@ -35,6 +35,22 @@ struct StepIO {
   std::function<Result<Tensor>(DataType, const Shape64&)> allocate_output;
 };
 
+/// `n`'s input types as its values hold them now (an omitted optional input: an undefined type),
+/// what Backend::candidates and Tactic::supports take.
+inline std::vector<ir::TensorType> node_input_types(const ir::Node& n) {
+  std::vector<ir::TensorType> types;
+  types.reserve(n.inputs().size());
+  for (const ir::Value* v : n.inputs()) {
+    ir::TensorType t;
+    if (v) {
+      t.dtype = v->dtype();
+      t.shape = v->shape();
+    }
+    types.push_back(std::move(t));
+  }
+  return types;
+}
+
 class Tactic {
  public:
   virtual ~Tactic() = default;

@@ -244,16 +244,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   std::unordered_map<const ir::Node*, int> step_of;
   for (const auto& node : graph->nodes()) {
     progress("tactics", static_cast<int>(plan.steps.size()), total_steps);
-    std::vector<ir::TensorType> types;
-    for (const ir::Value* v : node->inputs()) {
-      ir::TensorType t;
-      if (v) {
-        t.dtype = v->dtype();
-        t.shape = v->shape();
-      }
-      types.push_back(t);
-    }
-    auto all = be->candidates(*node, types);
+    auto all = be->candidates(*node, backend::node_input_types(*node));
     std::vector<std::unique_ptr<backend::Tactic>> cands;
     std::vector<Shape64> max_in;
     for (const ir::Value* v : node->inputs()) {

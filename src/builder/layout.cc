@@ -136,16 +136,10 @@ class Layout {
   // The best time of `n`'s real (not host-fallback) tactics at its own (concrete) shapes, from the
   // timing cache or measured; +inf when none runs.
   Result<double> best_ms(const ir::Node& n) {
-    std::vector<ir::TensorType> types;
+    const std::vector<ir::TensorType> types = backend::node_input_types(n);
     std::vector<DataType> in_t, out_t;
     std::vector<Shape64> in_s, out_s;
     for (const ir::Value* v : n.inputs()) {
-      ir::TensorType t;
-      if (v) {
-        t.dtype = v->dtype();
-        t.shape = v->shape();
-      }
-      types.push_back(t);
       in_t.push_back(v ? v->dtype() : DataType::kUndefined);
       in_s.push_back(v ? v->shape().concrete() : Shape64{});
     }
@@ -272,16 +266,7 @@ class Layout {
   }
 
   bool has_real_tactic(const ir::Node& n) const {
-    std::vector<ir::TensorType> types;
-    for (const ir::Value* v : n.inputs()) {
-      ir::TensorType t;
-      if (v) {
-        t.dtype = v->dtype();
-        t.shape = v->shape();
-      }
-      types.push_back(t);
-    }
-    for (const auto& c : be_.candidates(n, types))
+    for (const auto& c : be_.candidates(n, backend::node_input_types(n)))
       if (c->capturable()) return true;  // not the host fallback, which synchronizes
     return false;
   }

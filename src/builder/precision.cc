@@ -302,15 +302,7 @@ class Lowering {
   };
 
   bool has_reduced_tactic(const ir::Node& n, const std::vector<int>& ins, const std::vector<int>& outs, DataType t) {
-    std::vector<ir::TensorType> types;
-    for (const ir::Value* v : n.inputs()) {
-      ir::TensorType tt;
-      if (v) {
-        tt.dtype = v->dtype();
-        tt.shape = v->shape();
-      }
-      types.push_back(tt);
-    }
+    std::vector<ir::TensorType> types = backend::node_input_types(n);
     for (int i : ins) types[i].dtype = t;
     // Tactics may read output types from the node: set them while asking.
     std::vector<DataType> saved;

@@ -12,19 +12,6 @@ namespace ingot::builder {
 
 namespace {
 
-std::vector<ir::TensorType> input_types(const ir::Node& n) {
-  std::vector<ir::TensorType> types;
-  for (const ir::Value* v : n.inputs()) {
-    ir::TensorType t;
-    if (v) {
-      t.dtype = v->dtype();
-      t.shape = v->shape();
-    }
-    types.push_back(t);
-  }
-  return types;
-}
-
 bool is_fused_layer(const ir::Node& n) {
   return n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm");
 }
@@ -170,7 +157,7 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
       if (!t->is_host_fallback()) return true;
     return false;
   };
-  std::vector<ir::TensorType> types = input_types(n);
+  std::vector<ir::TensorType> types = backend::node_input_types(n);
   if (device(types)) return true;
   ir::Value* y = n.output(0);
   if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y || y->dtype() != DataType::kFloat32)
