@@ -29,6 +29,9 @@ class Dim {
 
   bool operator==(const Dim& o) const { return value_ == o.value_ && symbol_ == o.symbol_; }
   bool operator!=(const Dim& o) const { return !(*this == o); }
+  /// Whether both dims are the same for every binding of symbols: the same known value or the same
+  /// symbol (two unknown dims may differ).
+  bool provably_equal(const Dim& o) const { return (is_known() || is_symbol()) && *this == o; }
   /// "3", "batch" or "?"
   std::string to_string() const;
 

@@ -20,7 +20,6 @@ bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx
 
 bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int32_t>::max(); }
 
-bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is_symbol()) && a == b; }
 
 }  // namespace
 
@@ -113,7 +112,7 @@ Status check_conv_types(const ir::Node& node, const std::vector<ir::TensorType>&
     return unsupported(node.describe(), ": ", w[0].value(), " filters do not split into ", s.group, " groups");
   if (s.bias_input >= 0) {
     const ir::Shape& b = in[static_cast<size_t>(s.bias_input)].shape;
-    if (!b.rank_known() || b.rank() != 1 || !same_dim(b[0], w[0]))
+    if (!b.rank_known() || b.rank() != 1 || !b[0].provably_equal(w[0]))
       return unsupported(node.describe(), ": bias ", b.to_string(), " is not [M] for W ", w.to_string());
   }
   if (s.residual_input >= 0) {
@@ -122,7 +121,7 @@ Status check_conv_types(const ir::Node& node, const std::vector<ir::TensorType>&
     if (!r.rank_known() || !y.rank_known() || r.rank() != y.rank())
       return unsupported(node.describe(), ": residual ", r.to_string(), " vs output ", y.to_string());
     for (size_t i = 0; i < r.rank(); ++i)
-      if (!same_dim(r[i], y[i]))
+      if (!r[i].provably_equal(y[i]))
         return unsupported(node.describe(), ": residual ", r.to_string(), " may differ from output ", y.to_string());
   }
   if (spec_out) *spec_out = s;

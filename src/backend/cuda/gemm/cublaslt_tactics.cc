@@ -145,7 +145,6 @@ Result<GemmSpec> parse_spec(const ir::Node& node) {
 
 bool known_one(const ir::Dim& d) { return d.is_known() && d.value() == 1; }
 // Equal over every binding: the same known size or the same symbol (two unknowns may differ).
-bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is_symbol()) && a == b; }
 
 bool is_supported_dtype(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
@@ -259,7 +258,7 @@ Status check_types(const ir::Node& node, const GemmSpec& s, const std::vector<ir
       ab.insert(ab.begin(), r - ab.size(), ir::Dim(1));
       bb.insert(bb.begin(), r - bb.size(), ir::Dim(1));
       for (size_t i = 0; i < r; ++i)
-        if (!same_dim(ab[i], bb[i]))
+        if (!ab[i].provably_equal(bb[i]))
           return unsupported(node.describe(), ": batch dims ", a.to_string(), " x ", b.to_string(),
                              " may broadcast partially");
     }
@@ -267,9 +266,9 @@ Status check_types(const ir::Node& node, const GemmSpec& s, const std::vector<ir
   if (s.c_input >= 0) {
     const ir::Shape& c = in[static_cast<size_t>(s.c_input)].shape;
     if (!c.rank_known() || c.rank() == 0) return unsupported(node.describe(), ": C of unknown or zero rank");
-    bool vector_n = !b_vector && same_dim(c[c.rank() - 1], n) && (s.matmul_rules || c.rank() <= 2);
+    bool vector_n = !b_vector && c[c.rank() - 1].provably_equal(n) && (s.matmul_rules || c.rank() <= 2);
     for (size_t i = 0; i + 1 < c.rank(); ++i) vector_n &= known_one(c[i]);
-    bool matrix = !s.matmul_rules && c.rank() == 2 && same_dim(c[0], m) && same_dim(c[1], n);
+    bool matrix = !s.matmul_rules && c.rank() == 2 && c[0].provably_equal(m) && c[1].provably_equal(n);
     if (!(vector_n && s.beta == 1.0f) && !(matrix && s.residual_input < 0))
       return unsupported(node.describe(), ": C ", c.to_string(), " with beta ", s.beta,
                          " is neither a bias over N (beta 1) nor a full [M,N] matrix");
@@ -280,7 +279,7 @@ Status check_types(const ir::Node& node, const GemmSpec& s, const std::vector<ir
     if (!r.rank_known() || !y.rank_known() || r.rank() != y.rank())
       return unsupported(node.describe(), ": residual ", r.to_string(), " vs output ", y.to_string());
     for (size_t i = 0; i < r.rank(); ++i)
-      if (!same_dim(r[i], y[i]))
+      if (!r[i].provably_equal(y[i]))
         return unsupported(node.describe(), ": residual ", r.to_string(), " may differ from output ", y.to_string());
   }
   return Status::Ok();

@@ -92,7 +92,6 @@ bool has_input(const ir::Node& node, const std::vector<ir::TensorType>& in, size
 }
 
 // Equal over every binding: the same known size or the same symbol (two unknowns may differ).
-bool same_dim(const ir::Dim& a, const ir::Dim& b) { return (a.is_known() || a.is_symbol()) && a == b; }
 
 /// What the node must be for these tactics (types and shapes from the builder; any device).
 bool takes(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassEpilogue* epilogue) {
@@ -124,7 +123,7 @@ bool takes(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassE
     const ir::TensorType& r = in[3];
     if (r.dtype != t || !r.shape.rank_known() || r.shape.rank() != x.rank()) return false;
     for (size_t i = 0; i + 1 < x.rank(); ++i)
-      if (!same_dim(r.shape[i], x[i])) return false;
+      if (!r.shape[i].provably_equal(x[i])) return false;
     const ir::Dim& rn = r.shape[r.shape.rank() - 1];
     if (!rn.is_known() || rn.value() != n) return false;
     const ir::Shape& ys = y->shape();
