@@ -78,6 +78,13 @@ def main():
         rc, out, err = run(ingot, "run", eng_io)
         check("run a --reduced-io engine on random fp16 inputs", rc == 0 and "probs  f16[2,4]" in out, out + err)
 
+        # --no-host-fallback is accepted; a CPU engine has no host-fallback steps to refuse, and the
+        # summary's host-fallback line belongs to GPU backends only (tests/cli/test_cuda_cli.py).
+        rc, out, err = run(ingot, "build", cnn, "-o", os.path.join(tmp, "nofb.engine"), "--no-host-fallback")
+        check("build --no-host-fallback on the cpu backend", rc == 0 and "host fallback" not in out, out + err)
+        rc, out, err = run(ingot, "build", "--help")
+        check("build --help lists --no-host-fallback", "--no-host-fallback" in out + err, out + err)
+
         # Two optimization profiles in one engine; ingot run picks one with --profile-index.
         two = os.path.join(tmp, "two_profiles.engine")
         rc, out, err = run(ingot, "build", mlp, "-o", two, "--min-shapes", "x:1x8", "--opt-shapes", "x:2x8",
