@@ -10,6 +10,7 @@
 
 #include "build_command.h"
 #include "ingot/builder.h"
+#include "ingot/reference.h"
 #include "options.h"
 
 namespace ingot::tools {
@@ -70,6 +71,40 @@ class ProgressBar {
   int last_quarter_ = -1;
 };
 
+// trtexec's habit: an input with open dims that no shape flag names is built for 1 in each open dim,
+// said in one line (the library itself refuses such a model; a CLI user gets a working engine).
+// A model the reference cannot load is left to the builder, whose error names the problem.
+bool default_open_dims(const std::string& model, BuilderConfig& config) {
+  auto ref = ReferenceModel::load(model);
+  if (!ref.ok()) return true;
+  const bool had_profiles = !config.profiles.empty();
+  if (!had_profiles) config.profiles.emplace_back();
+  for (const TensorInfo& in : (*ref)->inputs()) {
+    bool open = false;
+    for (int64_t d : in.shape) open |= d < 0;
+    if (!open || !in.rank_known) continue;
+    std::vector<int64_t> dims;
+    std::string text;
+    for (size_t i = 0; i < in.shape.size(); ++i) {
+      dims.push_back(in.shape[i] >= 0 ? in.shape[i] : 1);
+      text += (i ? "x" : "") + std::to_string(dims.back());
+    }
+    for (size_t p = 0; p < config.profiles.size(); ++p) {
+      OptimizationProfile& prof = config.profiles[p];
+      bool named = false;
+      for (const auto& e : prof.entries()) named |= e.input == in.name;
+      if (named) continue;
+      prof.set_dimensions(in.name, dims, dims, dims);
+      std::cerr << "note: input '" << in.name << "' has open dims and no shape flag names it: building "
+                << (config.profiles.size() > 1 ? "profile " + std::to_string(p) + " " : std::string()) << "for "
+                << in.name << ":" << text << " (give --shapes or --min/--opt/--max-shapes to choose)\n";
+    }
+  }
+  // Nothing was open and no flag gave shapes: no profile, as before.
+  if (!had_profiles && config.profiles[0].entries().empty()) config.profiles.clear();
+  return true;
+}
+
 }  // namespace
 
 void build_help() {
@@ -79,7 +114,8 @@ void build_help() {
                "options:\n"
                "  -o, --output FILE           engine file to write (required)\n"
                "  --backend cpu|cuda          target backend (default cpu)\n"
-               "  --shapes name:1x3x224x224   fix open dims (min = opt = max)\n"
+               "  --shapes name:1x3x224x224   fix open dims (min = opt = max); an input with open dims\n"
+               "                              that no shape flag names is built for 1 in each, with a note\n"
                "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  one optimization profile\n"
                "  --profile                   ends a profile: the shape flags after it start the next one\n"
                "                              (select it at run time with ingot run --profile-index N)\n"
@@ -161,6 +197,7 @@ int build_command(const std::vector<std::string>& args) {
     }
     config.profiles.push_back(p);
   }
+  if (!default_open_dims(model, config)) return 1;
   if (config.backend == BackendKind::kCpu && (config.fp16 || config.bf16))
     std::cerr << "note: on the cpu backend --fp16/--bf16 store activations and weights in the reduced type and the\n"
                  "      reference kernels compute with it: use it to preview accuracy, not for speed\n";

@@ -227,7 +227,7 @@ std::string build_flags_help() {
          "  --conv-layout auto|nhwc|nchw  2-D conv layout: auto = NHWC where a conv runs in fp16/bf16\n"
          "                              on a backend with an NHWC tactic (Transposes only at region edges)\n"
          "  --disable-pass NAME         skip an optimizer pass (repeatable)\n"
-         "  --dump-ir DIR               write the IR after every pass\n"
+         "  --dump-ir DIR               write the IR after every pass (DIR is made when missing)\n"
          "  --timing-cache FILE         tactic timings to read and update (shared across builds)\n"
          "  --tactic-timing stream|device  what tactic timings count: stream (default) = between\n"
          "                              back-to-back enqueues, host cost included (engines run without\n"

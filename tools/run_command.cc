@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <cmath>
@@ -211,7 +212,7 @@ void run_help() {
                "  --verbose                   print memory figures and the engine's steps\n"
                "  --shapes name:1x3x224x224   shapes for inputs with open dims (comma-separated list)\n"
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
-               "  --save-outputs DIR          write each output to DIR/<name>.npy\n"
+               "  --save-outputs DIR          write each output to DIR/<name>.npy (DIR is made when missing)\n"
                "  --seed N                    seed for random inputs (default 1)\n"
                "  --profile-index N           run in the engine's optimization profile N (default 0)\n"
                "  --onnx MODEL.onnx           the model an engine was built from: its weight shapes give the\n"
@@ -413,6 +414,14 @@ int run_command(const std::vector<std::string>& args) {
               << (runs > 1 ? "s" : "") << ")\n";
   }
   if (!opt.save_outputs.empty()) {
+    // Like trtexec's and Polygraphy's output options, the folder is made when missing.
+    std::error_code ec;
+    std::filesystem::create_directories(opt.save_outputs, ec);
+    if (ec) {
+      std::cerr << "ingot run: cannot create the --save-outputs folder '" << opt.save_outputs << "': " << ec.message()
+                << "\n";
+      return 1;
+    }
     for (const HostTensor& t : *outs) {
       std::string name = t.name;
       std::replace(name.begin(), name.end(), '/', '_');

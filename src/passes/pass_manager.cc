@@ -2,6 +2,7 @@
 #include "passes/pass_manager.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "ir/op_registry.h"
@@ -35,6 +36,9 @@ Status dump(const ir::Graph& g, const std::string& dir, int index, const std::st
   char prefix[16];
   std::snprintf(prefix, sizeof prefix, "%02d_", index);
   std::string path = dir + "/" + prefix + name + ".ir";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // the folder is made when missing, as trtexec's options do
+  if (ec) return make_status(StatusCode::kIoError, "cannot create the IR dump folder '", dir, "': ", ec.message());
   std::ofstream f(path);
   if (!f) return make_status(StatusCode::kIoError, "cannot write IR dump '", path, "'");
   f << ir::to_text(g);

@@ -78,6 +78,25 @@ def main():
         rc, out, err = run(ingot, "run", eng_io)
         check("run a --reduced-io engine on random fp16 inputs", rc == 0 and "probs  f16[2,4]" in out, out + err)
 
+        # trtexec's habits: open dims no shape flag names are built for 1, with a one-line note; folder
+        # options make their folder.
+        auto_eng = os.path.join(tmp, "auto1.engine")
+        rc, out, err = run(ingot, "build", mlp, "-o", auto_eng)
+        rc2, out2, err2 = run(ingot, "inspect", auto_eng)
+        notes = [l for l in err.splitlines() if l.startswith("note: input 'x' has open dims")]
+        check("build without shape flags: open dims built for 1, said in one line",
+              rc == 0 and len(notes) == 1 and "x:1x8" in notes[0] and "x  f32[1,8]" in out2, out + err + out2 + err2)
+        rc, out, err = run(ingot, "build", mlp, "-o", auto_eng, "--shapes", "x:3x8")
+        check("with --shapes there is no such note", rc == 0 and "has open dims" not in err, out + err)
+        deep = os.path.join(tmp, "made", "by", "run")
+        rc, out, err = run(ingot, "run", mlp, "--shapes", "x:2x8", "--save-outputs", deep)
+        check("run --save-outputs makes a missing folder", rc == 0 and os.path.exists(os.path.join(deep, "probs.npy")),
+              out + err)
+        irdir = os.path.join(tmp, "made", "ir")
+        rc, out, err = run(ingot, "build", mlp, "-o", auto_eng, "--shapes", "x:2x8", "--dump-ir", irdir)
+        check("build --dump-ir makes a missing folder", rc == 0 and os.path.exists(os.path.join(irdir, "00_input.ir")),
+              out + err)
+
         # --no-host-fallback is accepted; a CPU engine has no host-fallback steps to refuse, and the
         # summary's host-fallback line belongs to GPU backends only (tests/cli/test_cuda_cli.py).
         rc, out, err = run(ingot, "build", cnn, "-o", os.path.join(tmp, "nofb.engine"), "--no-host-fallback")
@@ -144,7 +163,7 @@ def main():
             ("bad layer precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--layer-precisions", "fc1:fp8"],
              "expects LAYER:fp32|fp16|bf16"),
             ("--reduced-io without a reduced precision", ["build", mlp, "-o", os.path.join(tmp, "x.engine"),
-                                                          "--reduced-io"], "need --fp16 or --bf16"),
+                                                          "--shapes", "x:2x8", "--reduced-io"], "need --fp16 or --bf16"),
             ("bad tactic timing", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--tactic-timing", "wall"],
              "--tactic-timing must be stream or device, got 'wall'"),
             ("layer precision naming no layer", ["build", mlp, "-o", os.path.join(tmp, "x.engine"), "--shapes",
