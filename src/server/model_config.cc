@@ -5,8 +5,10 @@
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "server/tensor_types.h"
@@ -235,6 +237,73 @@ Result<ModelSignature> resolve_signature(const config::ModelConfig& config, cons
     }
   }
   return sig;
+}
+
+namespace {
+
+bool is_64bit_int(const google::protobuf::FieldDescriptor& f) {
+  using FD = google::protobuf::FieldDescriptor;
+  switch (f.cpp_type()) {
+    case FD::CPPTYPE_INT64: case FD::CPPTYPE_UINT64: return true;
+    default: return false;
+  }
+}
+
+// A 64-bit integer protobuf printed as a JSON string, back to a number.
+void to_number(nlohmann::json& v, bool is_unsigned) {
+  if (!v.is_string()) return;
+  const std::string& s = v.get_ref<const std::string&>();
+  try {
+    size_t used = 0;
+    if (is_unsigned) {
+      const unsigned long long n = std::stoull(s, &used);
+      if (used == s.size()) v = n;
+    } else {
+      const long long n = std::stoll(s, &used);
+      if (used == s.size()) v = n;
+    }
+  } catch (const std::exception&) {
+    // Not a number after all: left as the printer wrote it.
+  }
+}
+
+// Walks `j` (an object printed from a message of type `d`) and turns its 64-bit integer fields,
+// repeated ones and map values included, into numbers.
+void numbers_for_64bit_ints(nlohmann::json& j, const google::protobuf::Descriptor& d) {
+  if (!j.is_object()) return;
+  for (auto& [key, value] : j.items()) {
+    const google::protobuf::FieldDescriptor* f = d.FindFieldByName(key);
+    if (!f) continue;
+    const google::protobuf::FieldDescriptor* elem = f;
+    if (f->is_map()) elem = f->message_type()->FindFieldByName("value");
+    auto fix = [&](nlohmann::json& x) {
+      if (is_64bit_int(*elem)) to_number(x, elem->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64);
+      else if (elem->message_type()) numbers_for_64bit_ints(x, *elem->message_type());
+    };
+    if (f->is_map() && value.is_object()) {
+      for (auto& [k, x] : value.items()) {
+        (void)k;
+        fix(x);
+      }
+    } else if (f->is_repeated() && value.is_array()) {
+      for (auto& x : value) fix(x);
+    } else {
+      fix(value);
+    }
+  }
+}
+
+}  // namespace
+
+std::string model_config_json(const config::ModelConfig& config) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions po;
+  po.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(config, &out, po);
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return out;
+  numbers_for_64bit_ints(j, *config::ModelConfig::descriptor());
+  return j.dump();
 }
 
 }  // namespace ingot::server

@@ -21,6 +21,11 @@ Result<config::ModelConfig> parse_model_config(const std::string& text, const st
 /// Reads and parses a config file.
 Result<config::ModelConfig> read_model_config(const std::string& path);
 
+/// The config as Triton's `GET /v2/models/<m>/config` writes it: proto field names, and 64-bit
+/// integers as JSON numbers (protobuf's JSON printer writes them as strings, `"dims":["3","224"]`,
+/// which Triton's clients and perf_analyzer do not expect).
+std::string model_config_json(const config::ModelConfig& config);
+
 /// config's TYPE_FP32 → kFloat32 (kUndefined for TYPE_INVALID / unknown).
 DataType datatype_from_config(config::DataType t);
 

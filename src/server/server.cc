@@ -4,7 +4,6 @@
 // and repository extensions), the metrics endpoint and the access log (see server.h).
 #include "server/server.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 
 #include <chrono>
@@ -198,11 +197,7 @@ void Server::Impl::routes() {
   http.Get(std::string(kModelPath) + "/config", [this](const httplib::Request& req, httplib::Response& res) {
     auto m = model_or_404(req.matches, res);
     if (!m) return;
-    std::string out;
-    google::protobuf::util::JsonPrintOptions po;
-    po.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(m->config, &out, po);
-    send_json(res, 200, out);
+    send_json(res, 200, model_config_json(m->config));
   });
   http.Get(std::string(kModelPath) + "/stats", [this](const httplib::Request& req, httplib::Response& res) {
     auto m = model_or_404(req.matches, res);

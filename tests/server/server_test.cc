@@ -349,6 +349,29 @@ TEST(ModelConfig, TritonConfigParses) {
   EXPECT_EQ(b->gpus, (std::vector<int>{0, 1, -1}));
 }
 
+// GET .../config prints the config as Triton does: 64-bit integers (dims, the queue delay, version
+// numbers) as JSON numbers, not the strings protobuf's JSON printer writes.
+TEST(ModelConfig, JsonHasNumbersWhereTritonHasThem) {
+  auto c = parse_model_config(
+      "max_batch_size: 16\n"
+      "input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]\n"
+      "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n"
+      "dynamic_batching { preferred_batch_size: [ 8, 16 ] max_queue_delay_microseconds: 500 }\n"
+      "version_policy { specific { versions: [ 1, 3 ] } }\n",
+      "m/config.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::string text = model_config_json(*c);
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["max_batch_size"], 16);
+  EXPECT_EQ(j["input"][0]["dims"], nlohmann::json::array({3, 224, 224})) << text;
+  EXPECT_EQ(j["output"][0]["dims"], nlohmann::json::array({1000})) << text;
+  EXPECT_EQ(j["dynamic_batching"]["max_queue_delay_microseconds"], 500) << text;
+  EXPECT_EQ(j["dynamic_batching"]["preferred_batch_size"], nlohmann::json::array({8, 16})) << text;
+  EXPECT_EQ(j["version_policy"]["specific"]["versions"], nlohmann::json::array({1, 3})) << text;
+  EXPECT_EQ(j["input"][0]["data_type"], "TYPE_FP32");
+  EXPECT_EQ(text.find("\"224\""), std::string::npos) << text;
+}
+
 TEST(ModelConfig, ErrorsNameTheFieldAndFile) {
   auto c = parse_model_config("max_batch_size: 4\n  max_batch_sise: 8\n", "repo/m/config.pbtxt");
   ASSERT_FALSE(c.ok());

@@ -233,6 +233,8 @@ def main():
         check("tritonclient: model metadata", md["inputs"][0]["name"] == "x", md)
         cfg = tc.get_model_config("mlp")
         check("tritonclient: model config", cfg.get("max_batch_size") == 4, cfg)
+        check("model config dims are JSON numbers, as Triton writes them",
+              cfg.get("input", [{}])[0].get("dims") == [8], cfg)
         for binary in (False, True):
             i = th.InferInput("x", list(x.shape), "FP32")
             i.set_data_from_numpy(x, binary_data=binary)
