@@ -52,6 +52,8 @@ void serve_help() {
                "  --max-request-bytes N    larger request bodies get 413 (default 67108864)\n"
                "  --http-threads N         connections served at once (default 64)\n"
                "  --access-log FILE|off    JSON-lines access log (default stderr)\n"
+               "  --exit-on-error true|false  exit at start-up when a model does not load, naming each (default\n"
+               "                           true, as Triton); false serves the others, the failed ones UNAVAILABLE\n"
                "  --verbose                also the library's verbose messages (builder notes)\n";
 }
 
@@ -98,6 +100,15 @@ int serve_command(const std::vector<std::string>& args) {
     } else if (a == "--access-log") {
       if (!value()) return 2;
       options.access_log = v;
+    } else if (a == "--exit-on-error" || a.rfind("--exit-on-error=", 0) == 0) {
+      // Triton spells it --exit-on-error=false; a separate value is taken too.
+      if (a.size() > 15) v = a.substr(16);
+      else if (!value()) return 2;
+      if (v != "true" && v != "false") {
+        std::cerr << "ingot serve: --exit-on-error takes true or false, got '" << v << "'\n";
+        return 2;
+      }
+      options.exit_on_error = v == "true";
     } else if (a == "--verbose") {
       verbose = true;
     } else {

@@ -349,6 +349,15 @@ Status Server::start() {
   Impl& s = *impl_;
   Status st = s.repository.load_all();
   if (!st.ok()) return st;
+  if (s.options.exit_on_error) {
+    std::string failed;
+    for (const auto& e : s.repository.index())
+      if (e.state != "READY") failed += "\n  model '" + e.name + "': " + e.reason;
+    if (!failed.empty()) {
+      s.repository.stop_all();
+      return Status(StatusCode::kInvalidModel, "models failed to load (--exit-on-error false serves the others):" + failed);
+    }
+  }
   s.routes();
   auto bind = [&](httplib::Server& svr, int port, const char* what, int* bound) -> Status {
     *bound =

@@ -25,6 +25,10 @@ struct ServerOptions {
   size_t max_request_bytes = 64u << 20;  ///< larger bodies get 413
   int http_threads = 64;                 ///< connections served at once (each keep-alive client holds one)
   std::string access_log;                ///< JSON lines: "" = stderr, "off" = none, else a file path
+  /// Triton's --exit-on-error: start() fails, naming each model and why, when a model of the
+  /// repository does not load. false: serve the others, the failed ones UNAVAILABLE (and the
+  /// server not ready) until they are fixed and loaded or unloaded.
+  bool exit_on_error = true;
 };
 
 class Server {
@@ -36,8 +40,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   /// Loads the repository (models that fail are logged and reported UNAVAILABLE), binds the
-  /// ports and serves on background threads. Fails when a port cannot be bound or the
-  /// repository cannot be read.
+  /// ports and serves on background threads. Fails when a port cannot be bound, the repository
+  /// cannot be read, or (with exit_on_error) a model does not load.
   Status start();
   /// The bound ports (after start).
   int http_port() const;

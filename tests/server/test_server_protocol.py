@@ -12,6 +12,7 @@
 Usage: test_server_protocol.py --ingot build/tools/ingot --models build/test-models"""
 import argparse
 import json
+import subprocess
 import os
 import sys
 import tempfile
@@ -61,7 +62,15 @@ def main():
     add_model(repo, "mlp", mlp, mlp_config, version=1)
     add_model(repo, "mlp", mlp, mlp_config, version=3)
     add_model(repo, "broken", mlp, 'max_batch_size: 4\nmax_batch_sise: 8\n')
-    server = Server(args.ingot, repo, "--max-request-bytes", str(1 << 20), "--access-log", "off")
+    # By default (Triton's --exit-on-error=true) a model that does not load stops the server at
+    # start-up, naming the model and the field.
+    proc = subprocess.run([args.ingot, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+                           "--metrics-port", "-1", "--access-log", "off"], capture_output=True, text=True, timeout=300)
+    check("a model that fails to load stops the server at start-up (--exit-on-error defaults to true)",
+          proc.returncode == 1 and "model 'broken'" in proc.stderr and "max_batch_sise" in proc.stderr
+          and "--exit-on-error false" in proc.stderr, proc.stderr[-2000:])
+    server = Server(args.ingot, repo, "--max-request-bytes", str(1 << 20), "--access-log", "off",
+                    "--exit-on-error=false")
     c = Client(server.port)
 
     # ---- a broken config ------------------------------------------------------------------------
