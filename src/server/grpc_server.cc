@@ -104,6 +104,14 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
     }
     return grpc::Status::OK;
   }
+  grpc::Status ModelConfig(grpc::ServerContext*, const inference::ModelConfigRequest* q,
+                           inference::ModelConfigResponse* r) override {
+    RequestError e;
+    auto m = repository.find(q->name(), q->version(), &e);
+    if (!m) return to_grpc(e);
+    *r->mutable_config() = m->config;
+    return grpc::Status::OK;
+  }
   grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
                                         inference::SystemSharedMemoryStatusResponse* r) override {
     std::vector<SharedMemoryRegionInfo> regions;

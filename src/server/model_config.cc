@@ -91,6 +91,30 @@ DataType datatype_from_config(config::DataType t) {
   }
 }
 
+void complete_model_config(config::ModelConfig& config, const ModelSignature& signature, const std::string& platform) {
+  auto to_config = [](DataType t) {
+    for (int v = config::DataType_MIN; v <= config::DataType_MAX; ++v)
+      if (config::DataType_IsValid(v) && datatype_from_config(static_cast<config::DataType>(v)) == t)
+        return static_cast<config::DataType>(v);
+    return config::TYPE_INVALID;
+  };
+  if (config.input_size() == 0)
+    for (const TensorSpec& t : signature.inputs) {
+      config::ModelInput* in = config.add_input();
+      in->set_name(t.name);
+      in->set_data_type(to_config(t.dtype));
+      for (int64_t d : t.dims) in->add_dims(d);
+    }
+  if (config.output_size() == 0)
+    for (const TensorSpec& t : signature.outputs) {
+      config::ModelOutput* out = config.add_output();
+      out->set_name(t.name);
+      out->set_data_type(to_config(t.dtype));
+      for (int64_t d : t.dims) out->add_dims(d);
+    }
+  if (config.platform().empty() && config.backend().empty()) config.set_platform(platform);
+}
+
 Result<BatchingOptions> batching_options(const config::ModelConfig& config, const std::string& file) {
   BatchingOptions o;
   if (config.max_batch_size() < 0)

@@ -29,6 +29,11 @@ std::string model_config_json(const config::ModelConfig& config);
 /// config's TYPE_FP32 → kFloat32 (kUndefined for TYPE_INVALID / unknown).
 DataType datatype_from_config(config::DataType t);
 
+/// Triton's auto-completed config: the inputs and outputs a config leaves out are filled from the
+/// served signature (name, data type, dims without the batch dim), and an empty platform gets
+/// `platform`, so GET .../config and the gRPC ModelConfig tell clients (perf_analyzer) what to send.
+void complete_model_config(config::ModelConfig& config, const ModelSignature& signature, const std::string& platform);
+
 /// Batching settings resolved from a config (Triton's defaults where fields are left out).
 struct BatchingOptions {
   int64_t max_batch_size = 0;  ///< 0: the model does not batch

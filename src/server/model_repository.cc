@@ -180,6 +180,7 @@ Result<std::shared_ptr<ServedModel>> ModelRepository::load_version(const std::st
   m->config = config;
   m->signature = std::move(sig.value());
   m->signature.name = name;
+  complete_model_config(m->config, m->signature, m->platform);
   m->batching = batching.value();
   m->engine = engine.value();
   m->stats = std::make_unique<ModelStats>(metrics_, name, m->version_str);

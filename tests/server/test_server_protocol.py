@@ -4,11 +4,13 @@
     datatype, wrong shape, unknown input, missing input, data length vs shape, binary size vs
     shape, batch above max_batch_size, unknown model, unknown version, oversized body (413);
   - health, server/model metadata, model readiness, statistics, repository index/load/unload;
-  - a config.pbtxt with an unknown field leaves that model UNAVAILABLE with a reason naming the
+  - a config.pbtxt with an unknown field stops the server at start-up (--exit-on-error, Triton's
+    default); with --exit-on-error=false that model is UNAVAILABLE with a reason naming the
     field and the file, while the others are served;
-  - Triton's own Python clients talk to it: tritonclient.http (metadata, JSON and binary infer,
-    statistics, repository calls) and tritonclient.grpc (health, metadata, ModelInfer with raw
-    and typed contents, error codes); skipped, saying so, when tritonclient is not installed.
+  - Triton's own Python clients talk to it: tritonclient.http (metadata, config with numeric dims,
+    JSON and binary infer, statistics, repository calls) and tritonclient.grpc (health, metadata,
+    ModelConfig, completed from the engine when the config leaves out inputs/outputs, ModelInfer
+    with raw and typed contents, error codes); skipped, saying so, when tritonclient is not installed.
 Usage: test_server_protocol.py --ingot build/tools/ingot --models build/test-models"""
 import argparse
 import json
@@ -62,6 +64,7 @@ def main():
     add_model(repo, "mlp", mlp, mlp_config, version=1)
     add_model(repo, "mlp", mlp, mlp_config, version=3)
     add_model(repo, "broken", mlp, 'max_batch_size: 4\nmax_batch_sise: 8\n')
+    add_model(repo, "mlp_auto", mlp, 'max_batch_size: 4\n')  # inputs and outputs from the engine
     # By default (Triton's --exit-on-error=true) a model that does not load stops the server at
     # start-up, naming the model and the field.
     proc = subprocess.run([args.ingot, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
@@ -78,7 +81,7 @@ def main():
     index = json.loads(body) if status == 200 else []
     broken = [e for e in index if e["name"] == "broken"]
     check("repository index lists every model",
-          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "broken"}, index)
+          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "mlp_auto", "broken"}, index)
     reason = broken[0].get("reason", "") if broken else ""
     check("an unknown config field leaves the model UNAVAILABLE, naming the field and the file",
           broken and broken[0]["state"] == "UNAVAILABLE" and "max_batch_sise" in reason and "config.pbtxt" in reason,
@@ -280,6 +283,19 @@ def main():
               not gc.is_model_ready("zzz"))
         sm = gc.get_server_metadata()
         check("gRPC: server metadata", sm.name == "ingot" and "system_shared_memory" in sm.extensions, sm)
+        cfg = gc.get_model_config("mlp").config
+        check("gRPC: ModelConfig (what perf_analyzer reads: batching, inputs, outputs)",
+              cfg.name == "mlp" and cfg.max_batch_size == 4 and cfg.input[0].name == "x"
+              and list(cfg.input[0].dims) == [8] and cfg.input[0].data_type == 11 and cfg.output[0].name == "probs", cfg)
+        auto = gc.get_model_config("mlp_auto").config
+        check("gRPC: a config without inputs/outputs is completed from the engine, as Triton auto-completes",
+              auto.max_batch_size == 4 and [t.name for t in auto.input] == ["x"] and list(auto.input[0].dims) == [8]
+              and [t.name for t in auto.output] == ["probs"] and auto.platform == "ingot_cpu", auto)
+        try:
+            gc.get_model_config("zzz")
+            check("gRPC: ModelConfig of an unknown model is an error", False)
+        except Exception as e:  # noqa: BLE001 - tritonclient wraps the gRPC status
+            check("gRPC: ModelConfig of an unknown model is an error naming it", "zzz" in str(e), str(e))
         md = gc.get_model_metadata("mlp")
         check("gRPC: model metadata", md.platform == "ingot_cpu" and list(md.inputs[0].shape) == [-1, 8] and
               list(md.versions) == ["1", "3"], md)
