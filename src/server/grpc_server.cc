@@ -3,6 +3,7 @@
 // inference.GRPCInferenceService on gRPC's synchronous server (see grpc_server.h).
 #include "server/grpc_server.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -79,7 +80,8 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
                               inference::ServerMetadataResponse* r) override {
     r->set_name("ingot");
     r->set_version(ingot::version());
-    r->add_extensions("system_shared_memory");  // the extensions this endpoint serves
+    for (const char* ext : {"system_shared_memory", "statistics", "model_repository"})
+      r->add_extensions(ext);  // the extensions this endpoint serves
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
@@ -111,6 +113,60 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
     if (!m) return to_grpc(e);
     *r->mutable_config() = m->config;
     return grpc::Status::OK;
+  }
+  // The same JSON entry as HTTP's /stats, parsed into the message (field names are Triton's in
+  // both), so the two endpoints cannot disagree.
+  grpc::Status ModelStatistics(grpc::ServerContext*, const inference::ModelStatisticsRequest* q,
+                               inference::ModelStatisticsResponse* r) override {
+    auto add = [&](const ServedModel& m) -> grpc::Status {
+      auto* s = r->add_model_stats();
+      google::protobuf::util::JsonParseOptions po;
+      po.ignore_unknown_fields = true;
+      if (!google::protobuf::util::JsonStringToMessage(m.stats->to_json(m.name, m.version_str), s, po).ok())
+        return grpc::Status(grpc::StatusCode::INTERNAL, "statistics of model '" + m.name + "' did not convert");
+      return grpc::Status::OK;
+    };
+    if (!q->name().empty()) {
+      RequestError e;
+      auto m = repository.find(q->name(), q->version(), &e);
+      if (!m) return to_grpc(e);
+      return add(*m);
+    }
+    for (const auto& entry : repository.index()) {
+      if (entry.version.empty()) continue;
+      RequestError e;
+      if (auto m = repository.find(entry.name, entry.version, &e)) {
+        grpc::Status st = add(*m);
+        if (!st.ok()) return st;
+      }
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest* q,
+                               inference::RepositoryIndexResponse* r) override {
+    for (const auto& e : repository.index()) {
+      if (q->ready() && e.state != "READY") continue;
+      auto* m = r->add_models();
+      m->set_name(e.name);
+      m->set_version(e.version);
+      m->set_state(e.state);
+      m->set_reason(e.reason);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status RepositoryModelLoad(grpc::ServerContext*, const inference::RepositoryModelLoadRequest* q,
+                                   inference::RepositoryModelLoadResponse*) override {
+    return repository_status(repository.load(q->model_name()));
+  }
+  grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest* q,
+                                     inference::RepositoryModelUnloadResponse*) override {
+    return repository_status(repository.unload(q->model_name()));
+  }
+  static grpc::Status repository_status(const Status& st) {
+    if (st.ok()) return grpc::Status::OK;
+    return grpc::Status(st.code() == StatusCode::kNotFound ? grpc::StatusCode::NOT_FOUND
+                                                           : grpc::StatusCode::INVALID_ARGUMENT,
+                        st.message());
   }
   grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
                                         inference::SystemSharedMemoryStatusResponse* r) override {

@@ -296,6 +296,16 @@ def main():
             check("gRPC: ModelConfig of an unknown model is an error", False)
         except Exception as e:  # noqa: BLE001 - tritonclient wraps the gRPC status
             check("gRPC: ModelConfig of an unknown model is an error naming it", "zzz" in str(e), str(e))
+        idx = gc.get_model_repository_index()
+        check("gRPC: RepositoryIndex lists every model with its state",
+              {(m.name, m.state) for m in idx.models} >= {("mlp", "READY"), ("add2", "READY")}, idx)
+        check("gRPC: unload then load a model", gc.unload_model("add2") is None and not gc.is_model_ready("add2")
+              and gc.load_model("add2") is None and gc.is_model_ready("add2"))
+        try:
+            gc.load_model("zzz")
+            check("gRPC: loading an unknown model is an error", False)
+        except Exception as e:  # noqa: BLE001
+            check("gRPC: loading an unknown model is an error naming it", "zzz" in str(e), str(e))
         md = gc.get_model_metadata("mlp")
         check("gRPC: model metadata", md.platform == "ingot_cpu" and list(md.inputs[0].shape) == [-1, 8] and
               list(md.versions) == ["1", "3"], md)
@@ -304,6 +314,14 @@ def main():
         r = gc.infer("mlp", [i], model_version="1", outputs=[tg.InferRequestedOutput("probs")])
         check("gRPC: ModelInfer with raw_input_contents equals onnxruntime",
               np.allclose(r.as_numpy("probs"), want, rtol=1e-5, atol=1e-6), r.get_response())
+        st = gc.get_inference_statistics("mlp", "1").model_stats
+        check("gRPC: ModelStatistics counts the inference, with queue and compute times",
+              len(st) == 1 and st[0].name == "mlp" and st[0].version == "1" and st[0].inference_count >= 1
+              and st[0].inference_stats.success.count >= 1 and st[0].inference_stats.compute_infer.ns > 0
+              and len(st[0].batch_stats) >= 1, st)
+        every = gc.get_inference_statistics().model_stats
+        check("gRPC: ModelStatistics without a name covers every ready version",
+              {(m.name, m.version) for m in every} >= {("mlp", "1"), ("mlp", "3"), ("add2", "1")}, every)
         try:
             gc.infer("mlp", [tg.InferInput("y", [1, 8], "FP32").set_data_from_numpy(x[:1])])
             check("gRPC: a bad request fails with the server's message", False)
