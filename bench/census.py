@@ -495,14 +495,7 @@ def summary_lines(results):
 
 
 def text_table(results):
-    rows = table_rows(results)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for k, r in enumerate(rows):
-        lines.append("  ".join(v.ljust(w) if i < 4 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines + [LEGEND] + summary_lines(results))
+    return "\n".join(harness.align_table(table_rows(results), 4) + [LEGEND] + summary_lines(results))
 
 
 def row_notes(r):

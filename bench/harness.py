@@ -147,15 +147,20 @@ def table_rows(results):
     return rows
 
 
-def text_table(results):
-    rows = table_rows(results)
+def align_table(rows, left_columns):
+    """Rows of cells (the first one the header) as aligned text lines: the first `left_columns` columns
+    left-aligned, the rest right-aligned, a dashed rule under the header. census.py uses it too."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for n, r in enumerate(rows):
-        lines.append("  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(v.ljust(w) if i < left_columns else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return lines
+
+
+def text_table(results):
+    return "\n".join(align_table(table_rows(results), 3))
 
 
 def markdown(results):

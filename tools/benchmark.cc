@@ -142,25 +142,7 @@ struct StreamRun {
   double back_to_back_ms = -1; ///< per query, of --back-to-back N queries between two events
 };
 
-Result<double> back_to_back_trial(StreamRun &run, bool transfers, int n);
-
-// --back-to-back: N queries with no synchronize between them, timed by two events on the stream
-// (the host clock on CPU engines, whose enqueue is synchronous); the time per query, the median of
-// kTrials such trials.
-Status back_to_back(StreamRun &run, bool transfers, int n) {
-  constexpr int kTrials = 5;
-  std::vector<double> per;
-  for (int t = 0; t < kTrials; ++t) {
-    auto ms = back_to_back_trial(run, transfers, n);
-    if (!ms.ok())
-      return ms.status();
-    per.push_back(*ms / n);
-  }
-  std::sort(per.begin(), per.end());
-  run.back_to_back_ms = per[per.size() / 2];
-  return Status::Ok();
-}
-
+// One trial of --back-to-back: ms for n queries enqueued with no synchronize between them.
 Result<double> back_to_back_trial(StreamRun &run, bool transfers, int n) {
   IoBuffers &io = *run.io;
   void *stream = io.stream();
@@ -189,6 +171,23 @@ Result<double> back_to_back_trial(StreamRun &run, bool transfers, int n) {
     ms = *t;
   }
   return ms;
+}
+
+// --back-to-back: N queries with no synchronize between them, timed by two events on the stream
+// (the host clock on CPU engines, whose enqueue is synchronous); the time per query, the median of
+// kTrials such trials.
+Status back_to_back(StreamRun &run, bool transfers, int n) {
+  constexpr int kTrials = 5;
+  std::vector<double> per;
+  for (int t = 0; t < kTrials; ++t) {
+    auto ms = back_to_back_trial(run, transfers, n);
+    if (!ms.ok())
+      return ms.status();
+    per.push_back(*ms / n);
+  }
+  std::sort(per.begin(), per.end());
+  run.back_to_back_ms = per[per.size() / 2];
+  return Status::Ok();
 }
 
 // Each stream warms up, waits for all others, then runs the timed loop; so the

@@ -308,7 +308,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     std::string list;
     for (const std::string& h : rep.host_steps) list += "\n  " + h;
     return unsupported(rep.host_steps.size(), " step", rep.host_steps.size() == 1 ? "" : "s",
-                       " would run on the host fallback, which host fallback = off forbids:", list);
+                       " would run on the host fallback, which this build forbids (--no-host-fallback):", list);
   }
   if (!options.timing_cache_file.empty() && (rep.tune.timed > 0 || cache.size() == 0)) {
     Status saved = cache.save(options.timing_cache_file);
