@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +39,25 @@ constexpr const char* kName = "fold_batchnorm";
 struct ChannelAffine {
   std::vector<double> scale, shift;
 };
+
+// An inference BatchNormalization's constant statistics as y = x·k + c per channel (k = γ/√(var+ε),
+// c = β − mean·k); empty when a statistic is not a constant of `channels` values.
+ChannelAffine batchnorm_affine(const ir::Node& bn, int64_t channels) {
+  std::vector<std::vector<double>> p;
+  for (size_t i = 1; i < 5; ++i) {
+    const ir::Value* v = bn.input(i);
+    if (!v || !v->initializer() || v->initializer()->numel() != channels) return {};
+    p.push_back(v->initializer()->to_f64_vector());
+  }
+  const double eps = bn.attrs().get_float("epsilon", 1e-5f);
+  ChannelAffine aff;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double k = p[0][c] / std::sqrt(p[3][c] + eps);
+    aff.scale.push_back(k);
+    aff.shift.push_back(p[1][c] - p[2][c] * k);
+  }
+  return aff;
+}
 
 // Reads a constant that broadcasts per channel against an output of rank `rank` with channel
 // axis `axis` and `channels` channels; empty on mismatch.
@@ -106,21 +124,15 @@ class FoldBatchNorm final : public Pass {
       if (bn.output(i)) return false;
     if (!x->shape()[1].is_known()) return false;
     const int64_t channels = x->shape()[1].value();
-    std::vector<std::vector<double>> p;
-    for (size_t i = 1; i < 5; ++i) {
-      const ir::Value* v = bn.input(i);
-      if (!v || !v->initializer() || v->initializer()->numel() != channels) return false;
-      p.push_back(v->initializer()->to_f64_vector());
-    }
-    const double eps = bn.attrs().get_float("epsilon", 1e-5f);
+    const ChannelAffine aff = batchnorm_affine(bn, channels);
+    if (aff.scale.empty() && channels > 0) return false;
     Shape64 shape(x->shape().rank() - 1, 1);
     shape[0] = channels;
     INGOT_ASSIGN_OR_RETURN(Tensor k, Tensor::zeros(x->dtype(), shape));
     INGOT_ASSIGN_OR_RETURN(Tensor c, Tensor::zeros(x->dtype(), shape));
     for (int64_t i = 0; i < channels; ++i) {
-      const double ki = p[0][i] / std::sqrt(p[3][i] + eps);
-      k.set_f64(i, ki);
-      c.set_f64(i, p[1][i] - p[2][i] * ki);
+      k.set_f64(i, aff.scale[i]);
+      c.set_f64(i, aff.shift[i]);
     }
     const std::string base = bn.name().empty() ? "batchnorm" : bn.name();
     ir::Value* kv = g.add_initializer(unique_value_name(g, base + "_scale"), std::move(k));
@@ -178,18 +190,11 @@ class FoldBatchNorm final : public Pass {
 
     ChannelAffine aff;
     if (is_bn) {
-      std::vector<std::vector<double>> p;
       for (size_t i = 1; i < 5; ++i) {
         const Tensor& t = *post.input(i)->initializer();
         if (t.numel() != channels) return refuse("statistics have " + std::to_string(t.numel()) + " values, layer has " + std::to_string(channels) + " channels");
-        p.push_back(t.to_f64_vector());
       }
-      double eps = post.attrs().get_float("epsilon", 1e-5f);
-      for (int64_t c = 0; c < channels; ++c) {
-        double k = p[0][c] / std::sqrt(p[3][c] + eps);
-        aff.scale.push_back(k);
-        aff.shift.push_back(p[1][c] - p[2][c] * k);
-      }
+      aff = batchnorm_affine(post, channels);
     } else {
       if (!x->shape().rank_known() || x->shape().rank() < 3) return refuse("output rank unknown");
       std::vector<double> v = per_channel(*other->initializer(), x->shape().rank(), 1, channels);
