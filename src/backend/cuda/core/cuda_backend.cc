@@ -169,6 +169,9 @@ class CudaBackend : public Backend {
     families_.push_back(cudnn_matmul_family());
 #endif
     families_.push_back(cublaslt_family());
+    // Before cuDNN's: the autotuner's width takes candidates in order, and one candidate always
+    // fits. It takes only depthwise layers, with any activation fused.
+    families_.push_back(depthwise_conv_family());
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
     families_.push_back(cudnn_graph_conv_family());  // first: the autotuner's width takes candidates in order
 #endif

@@ -45,6 +45,7 @@ TacticFamily norm_family();          // norm_tactics.cc: RMSNormalization, Group
 TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8)
 TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, linear, cubic)
 TacticFamily topk_family();          // topk_tactics.cc: TopK
+TacticFamily depthwise_conv_family(); // conv/depthwise_conv_tactics.cc: depthwise Conv / FusedConv, any activation
 #ifdef INGOT_WITH_CUDNN
 TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv (legacy API)
 #endif

@@ -1,7 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Device helpers shared by the elementwise family's .cu files: fp32 <-> storage conversions,
-// 16-byte packs, launch geometry and the float-type dispatch.
+// Device helpers shared by the elementwise family's .cu files (and other families' epilogues):
+// fp32 <-> storage conversions, the unary ops, 16-byte packs, launch geometry and the float-type
+// dispatch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,6 +27,38 @@ template <>
 __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/// A unary op on one fp32 value: the elementwise kernels and the epilogues of other families'
+/// kernels (the depthwise convolution) share it, so every op means the same everywhere.
+__device__ __forceinline__ float apply_unary(UnaryOp op, float x, float alpha, float beta, float lo, float hi) {
+  switch (op) {
+    case UnaryOp::kIdentity: return x;
+    case UnaryOp::kRelu: return isnan(x) ? x : fmaxf(x, 0.0f);
+    case UnaryOp::kSigmoid: return sigmoid(x);
+    case UnaryOp::kTanh: return tanhf(x);
+    case UnaryOp::kExp: return expf(x);
+    case UnaryOp::kLog: return logf(x);
+    case UnaryOp::kSqrt: return sqrtf(x);
+    case UnaryOp::kAbs: return fabsf(x);
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kReciprocal: return 1.0f / x;
+    case UnaryOp::kErf: return erff(x);
+    case UnaryOp::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    case UnaryOp::kGeluTanh: {
+      const float c = 0.79788456080286535588f;  // sqrt(2 / pi)
+      return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+    }
+    case UnaryOp::kLeakyRelu: return x < 0.0f ? alpha * x : x;
+    case UnaryOp::kHardSigmoid: return fmaxf(0.0f, fminf(1.0f, alpha * x + beta));
+    case UnaryOp::kHardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case UnaryOp::kSoftplus: return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case UnaryOp::kClip: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
+    case UnaryOp::kSilu: return x * sigmoid(x);
+  }
+  return x;
+}
 
 /// N elements moved as one or two 16-byte accesses (the pointer must be 16-byte aligned).
 template <class T, int N>

@@ -9,36 +9,6 @@ namespace ingot::backend::cuda {
 namespace ew {
 namespace {
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float apply_unary(UnaryOp op, float x, float alpha, float beta, float lo, float hi) {
-  switch (op) {
-    case UnaryOp::kIdentity: return x;
-    case UnaryOp::kRelu: return isnan(x) ? x : fmaxf(x, 0.0f);
-    case UnaryOp::kSigmoid: return sigmoid(x);
-    case UnaryOp::kTanh: return tanhf(x);
-    case UnaryOp::kExp: return expf(x);
-    case UnaryOp::kLog: return logf(x);
-    case UnaryOp::kSqrt: return sqrtf(x);
-    case UnaryOp::kAbs: return fabsf(x);
-    case UnaryOp::kNeg: return -x;
-    case UnaryOp::kReciprocal: return 1.0f / x;
-    case UnaryOp::kErf: return erff(x);
-    case UnaryOp::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
-    case UnaryOp::kGeluTanh: {
-      const float c = 0.79788456080286535588f;  // sqrt(2 / pi)
-      return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-    }
-    case UnaryOp::kLeakyRelu: return x < 0.0f ? alpha * x : x;
-    case UnaryOp::kHardSigmoid: return fmaxf(0.0f, fminf(1.0f, alpha * x + beta));
-    case UnaryOp::kHardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-    case UnaryOp::kSoftplus: return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    case UnaryOp::kClip: return isnan(x) ? x : fminf(fmaxf(x, lo), hi);
-    case UnaryOp::kSilu: return x * sigmoid(x);
-  }
-  return x;
-}
-
 __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
   switch (op) {
     case BinaryOp::kAdd: return a + b;

@@ -1,0 +1,48 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Depthwise 2-D convolution (one filter per channel: group == channels, one input channel per
+// group) with its whole epilogue in the same kernel: y = act(conv(x, w) + b [+ r]) [+ r], act any
+// of FusedConv's activations. MobileNet, EfficientNet, MNASNet, ShuffleNet and ConvNeXt spend much
+// of their time here, and cuDNN's kernels for it were the largest steps of MobileNetV3-L at batch 64
+// (bench/RESULTS.md, session 9); they also lack HardSwish/HardSigmoid epilogues, which cost a split.
+//
+// The convolution is memory bound (kh·kw multiply-adds per element read), so the kernels aim at
+// one coalesced read of x per tap and one write of y:
+//  - channels-last (x, r, y [N, H, W, C]): a thread computes V consecutive channels of one output
+//    pixel (V = 16 bytes of the type when C and the pointers allow, else 1), the block's weights and
+//    bias staged in shared memory as [kh·kw][C] once, grid-stride over pixels;
+//  - channels-first ([N, C, H, W]): a thread per output element, the row fastest; weights read
+//    through the read-only cache.
+// Weights are [C, kh, kw] in memory either way (KRSC with one channel per group, or KCRS).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/pointwise/elementwise_kernels.h"
+
+namespace ingot::backend::cuda {
+
+struct DepthwiseConvDesc {
+  int64_t n = 0, h = 0, w = 0, c = 0;  // input dims
+  int64_t oh = 0, ow = 0;              // output dims
+  int kh = 0, kw = 0;
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  bool channels_last = true;
+  UnaryOp act = UnaryOp::kIdentity;  // kIdentity: none
+  UnaryParams act_params;            // alpha/beta (LeakyRelu, HardSigmoid), lo/hi (Clip)
+  bool residual_after_activation = false;
+};
+
+/// Bytes of shared memory the channels-last kernel stages (weights and bias of every channel).
+int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d);
+/// The most depthwise_conv_smem_bytes may be (the tactic refuses larger layers).
+constexpr int64_t kDepthwiseMaxSmemBytes = 160 * 1024;
+
+/// x, r, y in the desc's layout; w [C, kh, kw]; bias [C] or null; r (the residual, y's shape) or
+/// null. `sm_count` sizes the grid (0: a default).
+cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, const void* bias, const void* r, void* y,
+                                  const DepthwiseConvDesc& d, int sm_count, cudaStream_t stream);
+
+}  // namespace ingot::backend::cuda

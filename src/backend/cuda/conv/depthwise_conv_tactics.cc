@@ -1,0 +1,291 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The depthwise convolution tactic ("cuda.conv.depthwise", depthwise_conv_kernels.cu): Conv or
+// ingot::FusedConv with group == channels and one input channel per group (W [C, 1, kh, kw], or
+// [C, kh, kw, 1] channels-last), 2-D, fp32/fp16/bf16, kernels up to 7x7, any stride, dilation and
+// symmetric padding, an optional bias and residual, and every FusedConv activation in the same
+// kernel, so a depthwise layer never needs the builder's split.
+//
+// Refused: a transposed conv, asymmetric pads or auto_pad, a channel multiplier (C_out != C_in),
+// mixed types, weights larger than kDepthwiseMaxSmemBytes staged (channels-last), shapes with
+// open channel or kernel dims.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/conv/depthwise_conv_kernels.h"
+#include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/core/device_info.h"
+
+namespace ingot::backend::cuda {
+
+TacticFamily depthwise_conv_family();
+
+namespace {
+
+constexpr const char* kName = "cuda.conv.depthwise";
+constexpr int kMaxKernel = 7;
+
+bool float_type(DataType t, FloatType* out) {
+  switch (t) {
+    case DataType::kFloat32: *out = FloatType::kF32; return true;
+    case DataType::kFloat16: *out = FloatType::kF16; return true;
+    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
+    default: return false;
+  }
+}
+
+// FusedConv's activation as the elementwise family's op with its numbers; false when unknown.
+bool activation_of(const ir::Node& n, UnaryOp* op, UnaryParams* p) {
+  const std::string a = n.attrs().get_string("activation", "");
+  const std::vector<float> v = n.attrs().get_floats("activation_params");
+  *p = UnaryParams{};
+  if (a.empty()) *op = UnaryOp::kIdentity;
+  else if (a == "Relu") *op = UnaryOp::kRelu;
+  else if (a == "Sigmoid") *op = UnaryOp::kSigmoid;
+  else if (a == "Tanh") *op = UnaryOp::kTanh;
+  else if (a == "HardSwish") *op = UnaryOp::kHardSwish;
+  else if (a == "Silu") *op = UnaryOp::kSilu;
+  else if (a == "Gelu") *op = UnaryOp::kGelu;
+  else if (a == "GeluTanh") *op = UnaryOp::kGeluTanh;
+  else if (a == "LeakyRelu" && v.size() >= 1) *op = UnaryOp::kLeakyRelu, p->alpha = v[0];
+  else if (a == "HardSigmoid" && v.size() >= 2) *op = UnaryOp::kHardSigmoid, p->alpha = v[0], p->beta = v[1];
+  else if (a == "Clip" && v.size() >= 2) *op = UnaryOp::kClip, p->lo = v[0], p->hi = v[1];
+  else return false;
+  return true;
+}
+
+// Everything the kernel needs but the dims of X: from the node's attributes and W's shape.
+struct Spec {
+  bool channels_last = false;
+  int kh = 0, kw = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  int64_t group = 1;
+  UnaryOp act = UnaryOp::kIdentity;
+  UnaryParams act_params;
+  bool residual_after_activation = false;
+};
+
+bool small_int(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
+
+bool parse_spec(const ir::Node& n, Spec* s) {
+  const bool fused = n.domain() == "ingot" && n.op_type() == "FusedConv";
+  if (!fused && !(n.domain().empty() && n.op_type() == "Conv")) return false;
+  const ir::Attributes& at = n.attrs();
+  if (fused && at.get_int("transposed", 0) != 0) return false;
+  if (at.get_string("auto_pad", "NOTSET") != "NOTSET") return false;
+  s->channels_last = fused && at.get_int("channels_last", 0) != 0;
+  const std::vector<int64_t> pads = at.get_ints("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> strides = at.get_ints("strides", {1, 1});
+  const std::vector<int64_t> dil = at.get_ints("dilations", {1, 1});
+  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2) return false;
+  if (pads[0] != pads[2] || pads[1] != pads[3]) return false;
+  for (int64_t v : {pads[0], pads[1]})
+    if (!small_int(v, 0, 1 << 20)) return false;
+  for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
+    if (!small_int(v, 1, 1 << 20)) return false;
+  s->pad_h = static_cast<int>(pads[0]);
+  s->pad_w = static_cast<int>(pads[1]);
+  s->stride_h = static_cast<int>(strides[0]);
+  s->stride_w = static_cast<int>(strides[1]);
+  s->dil_h = static_cast<int>(dil[0]);
+  s->dil_w = static_cast<int>(dil[1]);
+  s->group = at.get_int("group", 1);
+  if (fused) {
+    if (!activation_of(n, &s->act, &s->act_params)) return false;
+    s->residual_after_activation =
+        s->act != UnaryOp::kIdentity && n.input(3) && at.get_int("residual_before_activation", 1) == 0;
+  } else if (n.inputs().size() > 3) {
+    return false;
+  }
+  return true;
+}
+
+// X's channel dim and W's kernel dims in the node's layout.
+size_t channel_axis(const Spec& s) { return s.channels_last ? 3 : 1; }
+
+Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out) {
+  Spec s;
+  if (!parse_spec(n, &s)) return unsupported(n.describe(), ": not a depthwise convolution this kernel runs");
+  if (in.size() < 2 || !n.input(0) || !n.input(1) || !n.output(0)) return unsupported(n.describe(), ": needs X and W");
+  const ir::Shape& x = in[0].shape;
+  const ir::Shape& w = in[1].shape;
+  if (!x.rank_known() || !w.rank_known() || x.rank() != 4 || w.rank() != 4)
+    return unsupported(n.describe(), ": not 2-D");
+  const ir::Dim& c = x[channel_axis(s)];
+  if (!c.is_known() || c.value() != s.group || s.group < 1) return unsupported(n.describe(), ": group is not the channel count");
+  // W: [C, 1, kh, kw] channels-first, [C, kh, kw, 1] channels-last.
+  const ir::Dim& wc = w[0];
+  const ir::Dim& wi = s.channels_last ? w[3] : w[1];
+  const ir::Dim& kh = s.channels_last ? w[1] : w[2];
+  const ir::Dim& kw = s.channels_last ? w[2] : w[3];
+  if (!wc.is_known() || wc.value() != c.value() || !wi.is_known() || wi.value() != 1)
+    return unsupported(n.describe(), ": W ", w.to_string(), " is not one filter per channel");
+  if (!kh.is_known() || !kw.is_known() || !small_int(kh.value(), 1, kMaxKernel) || !small_int(kw.value(), 1, kMaxKernel))
+    return unsupported(n.describe(), ": kernel ", w.to_string(), " larger than ", kMaxKernel, "x", kMaxKernel);
+  s.kh = static_cast<int>(kh.value());
+  s.kw = static_cast<int>(kw.value());
+  FloatType t;
+  if (!float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype) return unsupported(n.describe(), ": dtype");
+  for (size_t i = 1; i < in.size(); ++i)
+    if (n.input(i) && in[i].dtype != in[0].dtype) return unsupported(n.describe(), ": mixed dtypes");
+  if (n.input(2)) {
+    const ir::Shape& b = in[2].shape;
+    if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != c.value())
+      return unsupported(n.describe(), ": bias ", b.to_string());
+  }
+  if (n.input(3)) {
+    const ir::Shape& r = in[3].shape;
+    const ir::Shape& y = n.output(0)->shape();
+    if (!r.rank_known() || !y.rank_known() || r.rank() != 4 || y.rank() != 4)
+      return unsupported(n.describe(), ": residual ", r.to_string());
+    for (size_t i = 0; i < 4; ++i)
+      if (!r[i].provably_equal(y[i])) return unsupported(n.describe(), ": residual ", r.to_string(), " vs ", y.to_string());
+  }
+  DepthwiseConvDesc d;
+  d.c = c.value();
+  d.kh = s.kh;
+  d.kw = s.kw;
+  if (s.channels_last && depthwise_conv_smem_bytes(t, d) > kDepthwiseMaxSmemBytes)
+    return unsupported(n.describe(), ": ", d.c, " channels of ", s.kh, "x", s.kw, " weights do not fit shared memory");
+  if (out) *out = s;
+  return Status::Ok();
+}
+
+// The tactic carries its node's Spec (parsed at build time, kept in the engine as its params), so
+// an enqueue parses nothing and allocates nothing.
+class DepthwiseConvTactic final : public Tactic {
+ public:
+  explicit DepthwiseConvTactic(const Spec& s) : s_(s) {}
+  std::string name() const override { return kName; }
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    Spec s;
+    return check(node, inputs, &s).ok() && same(s, s_);
+  }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+
+  Status enqueue(StepIO& io) const override {
+    const ir::Node& node = *io.node;
+    if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
+      return internal_error(node.describe(), ": ", kName, " needs X, W and an output");
+    const Tensor& x = *io.inputs[0];
+    Tensor& y = (*io.outputs)[0];
+    FloatType t;
+    if (!float_type(x.dtype(), &t) || x.rank() != 4 || y.rank() != 4 || y.dtype() != x.dtype())
+      return internal_error(node.describe(), ": ", kName, " got ", shape_to_string(x.shape()), " -> ",
+                            shape_to_string(y.shape()));
+    const Spec& s = s_;
+    DepthwiseConvDesc d;
+    d.channels_last = s.channels_last;
+    d.n = x.dim(0);
+    d.c = x.dim(channel_axis(s));
+    d.h = s.channels_last ? x.dim(1) : x.dim(2);
+    d.w = s.channels_last ? x.dim(2) : x.dim(3);
+    d.oh = s.channels_last ? y.dim(1) : y.dim(2);
+    d.ow = s.channels_last ? y.dim(2) : y.dim(3);
+    d.kh = s.kh;
+    d.kw = s.kw;
+    d.stride_h = s.stride_h;
+    d.stride_w = s.stride_w;
+    d.pad_h = s.pad_h;
+    d.pad_w = s.pad_w;
+    d.dil_h = s.dil_h;
+    d.dil_w = s.dil_w;
+    d.act = s.act;
+    d.act_params = s.act_params;
+    d.residual_after_activation = s.residual_after_activation;
+    const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
+    const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
+    const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
+    const Tensor* r = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
+    if (d.c != s.group || y.dim(0) != d.n || y.dim(channel_axis(s)) != d.c || d.oh != want_oh || d.ow != want_ow ||
+        io.inputs[1]->numel() != d.c * d.kh * d.kw || (b && b->numel() != d.c) || (r && r->shape() != y.shape()))
+      return internal_error(node.describe(), ": ", kName, " shapes do not match the plan: x ", shape_to_string(x.shape()),
+                            ", y ", shape_to_string(y.shape()));
+    const cudaError_t e = launch_depthwise_conv(t, x.raw(), io.inputs[1]->raw(), b ? b->raw() : nullptr,
+                                                r ? r->raw() : nullptr, y.mutable_raw(), d,
+                                                current_device_info().sm_count, static_cast<cudaStream_t>(io.stream));
+    if (e != cudaSuccess) return internal_error(node.describe(), ": ", kName, " launch failed: ", cudaGetErrorString(e));
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override {
+    std::vector<uint8_t> out = {kParamsVersion};
+    auto put = [&](const void* p, size_t n) {
+      const uint8_t* b = static_cast<const uint8_t*>(p);
+      out.insert(out.end(), b, b + n);
+    };
+    const int32_t ints[] = {s_.channels_last, s_.kh, s_.kw, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w,
+                            s_.dil_h, s_.dil_w, static_cast<int32_t>(s_.act), s_.residual_after_activation};
+    put(ints, sizeof ints);
+    put(&s_.group, sizeof s_.group);
+    const float f[] = {s_.act_params.alpha, s_.act_params.beta, s_.act_params.lo, s_.act_params.hi};
+    put(f, sizeof f);
+    return out;
+  }
+
+  /// The tactic serialize() describes; nullptr for other bytes (an engine of another version).
+  static std::unique_ptr<Tactic> deserialize(const std::vector<uint8_t>& p) {
+    constexpr size_t kSize = 1 + 11 * sizeof(int32_t) + sizeof(int64_t) + 4 * sizeof(float);
+    if (p.size() != kSize || p[0] != kParamsVersion) return nullptr;
+    int32_t ints[11];
+    std::memcpy(ints, p.data() + 1, sizeof ints);
+    Spec s;
+    s.channels_last = ints[0] != 0;
+    s.kh = ints[1];
+    s.kw = ints[2];
+    s.stride_h = ints[3];
+    s.stride_w = ints[4];
+    s.pad_h = ints[5];
+    s.pad_w = ints[6];
+    s.dil_h = ints[7];
+    s.dil_w = ints[8];
+    s.act = static_cast<UnaryOp>(ints[9]);
+    s.residual_after_activation = ints[10] != 0;
+    std::memcpy(&s.group, p.data() + 1 + sizeof ints, sizeof s.group);
+    float f[4];
+    std::memcpy(f, p.data() + 1 + sizeof ints + sizeof s.group, sizeof f);
+    s.act_params.alpha = f[0];
+    s.act_params.beta = f[1];
+    s.act_params.lo = f[2];
+    s.act_params.hi = f[3];
+    if (!small_int(s.kh, 1, kMaxKernel) || !small_int(s.kw, 1, kMaxKernel) || s.stride_h < 1 || s.stride_w < 1 ||
+        s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 || ints[9] < 0 ||
+        ints[9] > static_cast<int32_t>(UnaryOp::kSilu))
+      return nullptr;
+    return std::make_unique<DepthwiseConvTactic>(s);
+  }
+
+ private:
+  static constexpr uint8_t kParamsVersion = 1;
+
+  static bool same(const Spec& a, const Spec& b) {
+    return a.channels_last == b.channels_last && a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h &&
+           a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.dil_h == b.dil_h &&
+           a.dil_w == b.dil_w && a.group == b.group && a.act == b.act &&
+           a.residual_after_activation == b.residual_after_activation && a.act_params.alpha == b.act_params.alpha &&
+           a.act_params.beta == b.act_params.beta && a.act_params.lo == b.act_params.lo &&
+           a.act_params.hi == b.act_params.hi;
+  }
+
+  Spec s_;
+};
+
+}  // namespace
+
+TacticFamily depthwise_conv_family() {
+  TacticFamily f;
+  f.name = "conv.depthwise";
+  f.candidates = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+    std::vector<std::unique_ptr<Tactic>> out;
+    Spec s;
+    if (check(node, inputs, &s).ok()) out.push_back(std::make_unique<DepthwiseConvTactic>(s));
+    return out;
+  };
+  f.create = [](const std::string& name, const std::vector<uint8_t>& params) -> std::unique_ptr<Tactic> {
+    return name == kName ? DepthwiseConvTactic::deserialize(params) : nullptr;
+  };
+  return f;
+}
+
+}  // namespace ingot::backend::cuda

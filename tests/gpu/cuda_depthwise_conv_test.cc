@@ -1,0 +1,122 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The depthwise convolution tactic against the CPU reference (cpu::run_node on the same inputs):
+// channels-last and channels-first, fp32/fp16/bf16, 3x3 to 7x7, strides, dilation, channel counts
+// that do and do not fill 16-byte packs, bias, residual before and after the activation, and every
+// FusedConv activation in the epilogue; what it refuses (not depthwise, a channel multiplier, a
+// kernel over 7x7, asymmetric pads).
+#include <string>
+#include <vector>
+
+#include "op_case_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using backend::cuda::depthwise_conv_family;
+
+constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+constexpr const char* kTactic = "cuda.conv.depthwise";
+
+class CudaDepthwiseConvTest : public OpCaseTest {};
+
+std::string fused(const std::string& attrs) { return "ingot::FusedConv {" + attrs + "}"; }
+
+TEST_F(CudaDepthwiseConvTest, ChannelsLastEveryActivation) {
+  const char* acts[] = {"",
+                        "activation=\"Relu\", ",
+                        "activation=\"HardSwish\", ",
+                        "activation=\"HardSigmoid\", activation_params=[0.2, 0.5], ",
+                        "activation=\"Clip\", activation_params=[0.0, 6.0], ",
+                        "activation=\"LeakyRelu\", activation_params=[0.1], ",
+                        "activation=\"Sigmoid\", ",
+                        "activation=\"Tanh\", ",
+                        "activation=\"Silu\", ",
+                        "activation=\"Gelu\", ",
+                        "activation=\"GeluTanh\", "};
+  for (DataType t : kFloatTypes)
+    for (const char* act : acts)
+      for (int stride : {1, 2}) {
+        const std::string a = std::string(act) + "channels_last=1, group=16, pads=[1, 1, 1, 1], strides=[" +
+                              std::to_string(stride) + ", " + std::to_string(stride) + "]";
+        check(depthwise_conv_family(), 17, {input(t, {2, 9, 11, 16}), input(t, {16, 3, 3, 1}), input(t, {16})},
+              fused(a), kTactic);
+      }
+}
+
+TEST_F(CudaDepthwiseConvTest, ChannelsLastResidualAndShapes) {
+  for (DataType t : kFloatTypes) {
+    // Residual before and after a HardSwish (MobileNet adds it after the block's last conv, but
+    // the epilogue takes both orders).
+    for (int before : {1, 0})
+      check(depthwise_conv_family(), 17,
+            {input(t, {2, 7, 5, 24}), input(t, {24, 3, 3, 1}), input(t, {24}), input(t, {2, 7, 5, 24})},
+            fused("activation=\"HardSwish\", channels_last=1, group=24, pads=[1, 1, 1, 1], residual_before_activation=" +
+                  std::to_string(before)),
+            kTactic);
+    // 12 channels: not a whole 16-byte pack in fp16 (the one-element path); no bias.
+    check(depthwise_conv_family(), 17, {input(t, {1, 8, 8, 12}), input(t, {12, 3, 3, 1})},
+          fused("channels_last=1, group=12, pads=[1, 1, 1, 1]"), kTactic);
+    // EfficientNet's 5x5 stride 2, ConvNeXt's 7x7, a dilated 3x3, a 1x1 depthwise.
+    check(depthwise_conv_family(), 17, {input(t, {2, 15, 13, 40}), input(t, {40, 5, 5, 1}), input(t, {40})},
+          fused("activation=\"Silu\", channels_last=1, group=40, pads=[2, 2, 2, 2], strides=[2, 2]"), kTactic);
+    check(depthwise_conv_family(), 17, {input(t, {1, 14, 14, 96}), input(t, {96, 7, 7, 1}), input(t, {96})},
+          fused("channels_last=1, group=96, pads=[3, 3, 3, 3]"), kTactic);
+    check(depthwise_conv_family(), 17, {input(t, {1, 9, 9, 32}), input(t, {32, 3, 3, 1}), input(t, {32})},
+          fused("channels_last=1, dilations=[2, 2], group=32, pads=[2, 2, 2, 2]"), kTactic);
+    check(depthwise_conv_family(), 17, {input(t, {2, 4, 4, 8}), input(t, {8, 1, 1, 1}), input(t, {8})},
+          fused("channels_last=1, group=8"), kTactic);
+  }
+  // MobileNetV3-L's b64 stride-2 depthwise at full size (fp16).
+  check(depthwise_conv_family(), 17,
+        {input(DataType::kFloat16, {64, 56, 56, 72}), input(DataType::kFloat16, {72, 5, 5, 1}),
+         input(DataType::kFloat16, {72})},
+        fused("activation=\"Relu\", channels_last=1, group=72, pads=[2, 2, 2, 2], strides=[2, 2]"), kTactic);
+}
+
+TEST_F(CudaDepthwiseConvTest, ChannelsFirst) {
+  for (DataType t : kFloatTypes) {
+    check(depthwise_conv_family(), 17, {input(t, {2, 16, 9, 11}), input(t, {16, 1, 3, 3}), input(t, {16})},
+          "Conv {group=16, pads=[1, 1, 1, 1], strides=[2, 2]}", kTactic);
+    check(depthwise_conv_family(), 17,
+          {input(t, {2, 12, 7, 6}), input(t, {12, 1, 5, 5}), input(t, {12}), input(t, {2, 12, 7, 6})},
+          fused("activation=\"HardSwish\", group=12, pads=[2, 2, 2, 2]"), kTactic);
+  }
+}
+
+TEST_F(CudaDepthwiseConvTest, RefusesWhatIsNotDepthwise) {
+  const DataType h = DataType::kFloat16;
+  // An ordinary conv (group 1), a channel multiplier (32 filters over 16 groups), a 9x9 kernel,
+  // asymmetric pads, a transposed conv.
+  refuses(depthwise_conv_family(), 17, {input(h, {1, 8, 8, 16}), input(h, {16, 3, 3, 16})},
+          fused("channels_last=1, pads=[1, 1, 1, 1]"));
+  refuses(depthwise_conv_family(), 17, {input(h, {1, 16, 8, 8}), input(h, {32, 1, 3, 3})}, "Conv {group=16}");
+  refuses(depthwise_conv_family(), 17, {input(h, {1, 16, 12, 12}), input(h, {16, 1, 9, 9})}, "Conv {group=16}");
+  refuses(depthwise_conv_family(), 17, {input(h, {1, 16, 8, 8}), input(h, {16, 1, 3, 3})},
+          "Conv {group=16, pads=[0, 0, 1, 1]}");
+  refuses(depthwise_conv_family(), 17, {input(h, {1, 16, 8, 8}), input(h, {16, 1, 3, 3})},
+          fused("group=16, transposed=1"));
+}
+
+// An engine's tactic is rebuilt from its name and params alone; other bytes are refused.
+TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
+  auto g = parse_graph(op_graph(17, {input(DataType::kFloat16, {1, 8, 8, 16}), input(DataType::kFloat16, {16, 3, 3, 1})},
+                                fused("activation=\"HardSigmoid\", activation_params=[0.25, 0.5], channels_last=1, "
+                                      "group=16, pads=[1, 1, 1, 1], strides=[2, 2]")));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const ir::Node& node = *(*g)->nodes()[0];
+  auto cands = depthwise_conv_family().candidates(node, input_types(node));
+  ASSERT_EQ(cands.size(), 1u);
+  auto again = depthwise_conv_family().create(kTactic, cands[0]->serialize());
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->serialize(), cands[0]->serialize());
+  EXPECT_TRUE(again->supports(node, input_types(node)));
+  EXPECT_EQ(depthwise_conv_family().create(kTactic, {}), nullptr);
+  std::vector<uint8_t> bad = cands[0]->serialize();
+  bad[0] = 99;
+  EXPECT_EQ(depthwise_conv_family().create(kTactic, bad), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create("cuda.conv.other", cands[0]->serialize()), nullptr);
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
