@@ -18,9 +18,26 @@ using backend::cuda::depthwise_conv_family;
 constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 constexpr const char* kTactic = "cuda.conv.depthwise";
 
-class CudaDepthwiseConvTest : public OpCaseTest {};
-
 std::string fused(const std::string& attrs) { return "ingot::FusedConv {" + attrs + "}"; }
+
+class CudaDepthwiseConvTest : public OpCaseTest {
+ protected:
+  // check() with an elementwise tolerance for a sum of `taps` products of inputs drawn from
+  // [-3, 3] (mean |x w| 2.25): the kernel sums in fp32 in another order than the reference, and
+  // the reference rounds the sum to the type before the activation and the residual (fp16 values
+  // near 8 are 2^-8 apart), which shows where the residual cancels the activated value. So the
+  // absolute part grows with the sum's typical size, eps(type) * 2.25 * taps: f32 7x7 1.3e-5 (seen
+  // 4.9e-6 on the H200), f16 3x3 0.02 (seen 1.2e-3); a wrong or missing tap is off by ~2.
+  void check_dw(const std::vector<Operand>& ins, const std::string& call) {
+    const Shape64& w = ins.at(1).shape;  // [C, k, k, 1] channels-last, [C, 1, k, k] channels-first
+    const int64_t taps = w[1] * w[2] * w[3];
+    const DataType t = ins[0].dtype;
+    Tolerance tol = tolerance_for(t);
+    const double eps = t == DataType::kFloat32 ? 1.19e-7 : t == DataType::kFloat16 ? 9.77e-4 : 7.81e-3;
+    tol.abs += eps * 2.25 * static_cast<double>(taps);
+    check(depthwise_conv_family(), 17, ins, call, kTactic, 1, -3.0, 3.0, &tol);
+  }
+};
 
 TEST_F(CudaDepthwiseConvTest, ChannelsLastEveryActivation) {
   const char* acts[] = {"",
@@ -39,8 +56,7 @@ TEST_F(CudaDepthwiseConvTest, ChannelsLastEveryActivation) {
       for (int stride : {1, 2}) {
         const std::string a = std::string(act) + "channels_last=1, group=16, pads=[1, 1, 1, 1], strides=[" +
                               std::to_string(stride) + ", " + std::to_string(stride) + "]";
-        check(depthwise_conv_family(), 17, {input(t, {2, 9, 11, 16}), input(t, {16, 3, 3, 1}), input(t, {16})},
-              fused(a), kTactic);
+        check_dw({input(t, {2, 9, 11, 16}), input(t, {16, 3, 3, 1}), input(t, {16})}, fused(a));
       }
 }
 
@@ -49,38 +65,33 @@ TEST_F(CudaDepthwiseConvTest, ChannelsLastResidualAndShapes) {
     // Residual before and after a HardSwish (MobileNet adds it after the block's last conv, but
     // the epilogue takes both orders).
     for (int before : {1, 0})
-      check(depthwise_conv_family(), 17,
-            {input(t, {2, 7, 5, 24}), input(t, {24, 3, 3, 1}), input(t, {24}), input(t, {2, 7, 5, 24})},
-            fused("activation=\"HardSwish\", channels_last=1, group=24, pads=[1, 1, 1, 1], residual_before_activation=" +
-                  std::to_string(before)),
-            kTactic);
+      check_dw(
+          {input(t, {2, 7, 5, 24}), input(t, {24, 3, 3, 1}), input(t, {24}), input(t, {2, 7, 5, 24})},
+          fused("activation=\"HardSwish\", channels_last=1, group=24, pads=[1, 1, 1, 1], residual_before_activation=" +
+                std::to_string(before)));
     // 12 channels: not a whole 16-byte pack in fp16 (the one-element path); no bias.
-    check(depthwise_conv_family(), 17, {input(t, {1, 8, 8, 12}), input(t, {12, 3, 3, 1})},
-          fused("channels_last=1, group=12, pads=[1, 1, 1, 1]"), kTactic);
+    check_dw({input(t, {1, 8, 8, 12}), input(t, {12, 3, 3, 1})}, fused("channels_last=1, group=12, pads=[1, 1, 1, 1]"));
     // EfficientNet's 5x5 stride 2, ConvNeXt's 7x7, a dilated 3x3, a 1x1 depthwise.
-    check(depthwise_conv_family(), 17, {input(t, {2, 15, 13, 40}), input(t, {40, 5, 5, 1}), input(t, {40})},
-          fused("activation=\"Silu\", channels_last=1, group=40, pads=[2, 2, 2, 2], strides=[2, 2]"), kTactic);
-    check(depthwise_conv_family(), 17, {input(t, {1, 14, 14, 96}), input(t, {96, 7, 7, 1}), input(t, {96})},
-          fused("channels_last=1, group=96, pads=[3, 3, 3, 3]"), kTactic);
-    check(depthwise_conv_family(), 17, {input(t, {1, 9, 9, 32}), input(t, {32, 3, 3, 1}), input(t, {32})},
-          fused("channels_last=1, dilations=[2, 2], group=32, pads=[2, 2, 2, 2]"), kTactic);
-    check(depthwise_conv_family(), 17, {input(t, {2, 4, 4, 8}), input(t, {8, 1, 1, 1}), input(t, {8})},
-          fused("channels_last=1, group=8"), kTactic);
+    check_dw({input(t, {2, 15, 13, 40}), input(t, {40, 5, 5, 1}), input(t, {40})},
+             fused("activation=\"Silu\", channels_last=1, group=40, pads=[2, 2, 2, 2], strides=[2, 2]"));
+    check_dw({input(t, {1, 14, 14, 96}), input(t, {96, 7, 7, 1}), input(t, {96})},
+             fused("channels_last=1, group=96, pads=[3, 3, 3, 3]"));
+    check_dw({input(t, {1, 9, 9, 32}), input(t, {32, 3, 3, 1}), input(t, {32})},
+             fused("channels_last=1, dilations=[2, 2], group=32, pads=[2, 2, 2, 2]"));
+    check_dw({input(t, {2, 4, 4, 8}), input(t, {8, 1, 1, 1}), input(t, {8})}, fused("channels_last=1, group=8"));
   }
   // MobileNetV3-L's b64 stride-2 depthwise at full size (fp16).
-  check(depthwise_conv_family(), 17,
-        {input(DataType::kFloat16, {64, 56, 56, 72}), input(DataType::kFloat16, {72, 5, 5, 1}),
-         input(DataType::kFloat16, {72})},
-        fused("activation=\"Relu\", channels_last=1, group=72, pads=[2, 2, 2, 2], strides=[2, 2]"), kTactic);
+  check_dw({input(DataType::kFloat16, {64, 56, 56, 72}), input(DataType::kFloat16, {72, 5, 5, 1}),
+            input(DataType::kFloat16, {72})},
+           fused("activation=\"Relu\", channels_last=1, group=72, pads=[2, 2, 2, 2], strides=[2, 2]"));
 }
 
 TEST_F(CudaDepthwiseConvTest, ChannelsFirst) {
   for (DataType t : kFloatTypes) {
-    check(depthwise_conv_family(), 17, {input(t, {2, 16, 9, 11}), input(t, {16, 1, 3, 3}), input(t, {16})},
-          "Conv {group=16, pads=[1, 1, 1, 1], strides=[2, 2]}", kTactic);
-    check(depthwise_conv_family(), 17,
-          {input(t, {2, 12, 7, 6}), input(t, {12, 1, 5, 5}), input(t, {12}), input(t, {2, 12, 7, 6})},
-          fused("activation=\"HardSwish\", group=12, pads=[2, 2, 2, 2]"), kTactic);
+    check_dw({input(t, {2, 16, 9, 11}), input(t, {16, 1, 3, 3}), input(t, {16})},
+             "Conv {group=16, pads=[1, 1, 1, 1], strides=[2, 2]}");
+    check_dw({input(t, {2, 12, 7, 6}), input(t, {12, 1, 5, 5}), input(t, {12}), input(t, {2, 12, 7, 6})},
+             fused("activation=\"HardSwish\", group=12, pads=[2, 2, 2, 2]"));
   }
 }
 
@@ -100,9 +111,10 @@ TEST_F(CudaDepthwiseConvTest, RefusesWhatIsNotDepthwise) {
 
 // An engine's tactic is rebuilt from its name and params alone; other bytes are refused.
 TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
-  auto g = parse_graph(op_graph(17, {input(DataType::kFloat16, {1, 8, 8, 16}), input(DataType::kFloat16, {16, 3, 3, 1})},
-                                fused("activation=\"HardSigmoid\", activation_params=[0.25, 0.5], channels_last=1, "
-                                      "group=16, pads=[1, 1, 1, 1], strides=[2, 2]")));
+  auto g =
+      parse_graph(op_graph(17, {input(DataType::kFloat16, {1, 8, 8, 16}), input(DataType::kFloat16, {16, 3, 3, 1})},
+                           fused("activation=\"HardSigmoid\", activation_params=[0.25, 0.5], channels_last=1, "
+                                 "group=16, pads=[1, 1, 1, 1], strides=[2, 2]")));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const ir::Node& node = *(*g)->nodes()[0];
   auto cands = depthwise_conv_family().candidates(node, input_types(node));
