@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/reduce/reduce_kernels.h"
 #include "op_case_util.h"
 
 namespace ingot::gpu_test {
@@ -112,6 +113,60 @@ TEST_F(CudaReduceTest, StridedChannelsLastPooling) {
     check(reduce_family(), 18, {input(t, {4, 300, 3}), initializer(i64s({1}))}, "ReduceL2 {keepdims=0}",
           "cuda.reduce.reducel2", 1, -2, 2, &tol);
   }
+}
+
+// Squeeze-excite pooling at batch 1 and 2 (EfficientNet-B0's, channels-last): few outputs of
+// thousands of elements each, which the launcher splits over more blocks (partials in the
+// workspace, then combined in order); Max/Min/L2 check the un-finalized partials' combine.
+TEST_F(CudaReduceTest, SplitStridedPooling) {
+  for (DataType t : kFloatTypes) {
+    const Tolerance tol = reduce_tolerance(t);
+    Tolerance mean = tol;
+    mean.abs = t == DataType::kFloat32 ? 1e-5 : 1e-2;
+    check(reduce_family(), 18, {input(t, {1, 112, 112, 32}), initializer(i64s({1, 2}))}, "ReduceMean {keepdims=1}",
+          "cuda.reduce.reducemean", 1, -1, 1, &mean);
+    check(reduce_family(), 18, {input(t, {2, 56, 56, 144}), initializer(i64s({1, 2}))}, "ReduceMax {keepdims=1}",
+          "cuda.reduce.reducemax", 1, -3, 3, &tol);
+    check(reduce_family(), 18, {input(t, {1, 28, 28, 40}), initializer(i64s({1, 2}))}, "ReduceMin {keepdims=0}",
+          "cuda.reduce.reducemin", 1, -3, 3, &tol);
+    check(reduce_family(), 18, {input(t, {1, 3000, 5}), initializer(i64s({1}))}, "ReduceL2 {keepdims=0}",
+          "cuda.reduce.reducel2", 1, -2, 2, &tol);
+  }
+}
+
+// Which views split, host-side: few outputs of long strided ranges do; many outputs, short
+// ranges and contiguous (row) reductions do not; the partials always fit the workspace.
+TEST(CudaReduceSplit, ChunksFollowTheShape) {
+  using backend::cuda::kReduceWorkspaceBytes;
+  using backend::cuda::ReduceDesc;
+  using backend::cuda::reduce_split_chunks;
+  auto strided = [](int64_t outputs, int64_t count) {
+    ReduceDesc d;
+    d.kept_rank = 1;
+    d.kept_dims[0] = outputs;
+    d.kept_strides[0] = 1;
+    d.red_rank = 1;
+    d.red_dims[0] = count;
+    d.red_strides[0] = outputs;
+    d.outputs = outputs;
+    d.count = count;
+    return d;
+  };
+  EXPECT_GT(reduce_split_chunks(strided(32, 112 * 112)), 1);
+  EXPECT_GT(reduce_split_chunks(strided(1152, 7 * 7 * 16)), 1);
+  EXPECT_EQ(reduce_split_chunks(strided(64 * 1152, 56 * 56)), 1);  // batch 64: blocks enough
+  EXPECT_EQ(reduce_split_chunks(strided(2048, 49)), 1);            // short ranges
+  ReduceDesc rows = strided(32, 12544);
+  rows.red_strides[0] = 1;
+  rows.kept_strides[0] = 12544;
+  EXPECT_EQ(reduce_split_chunks(rows), 1);
+  for (int64_t outputs : {1, 7, 31, 32, 33, 100, 1000, 8000, 8447})
+    for (int64_t count : {256, 1000, 12544, 1 << 20}) {
+      const ReduceDesc d = strided(outputs, count);
+      EXPECT_LE(static_cast<uint64_t>(reduce_split_chunks(d)) * static_cast<uint64_t>(outputs) * sizeof(float),
+                kReduceWorkspaceBytes)
+          << outputs << " outputs of " << count;
+    }
 }
 
 TEST_F(CudaReduceTest, NoopWithEmptyAxes) {

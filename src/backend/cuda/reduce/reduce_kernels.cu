@@ -5,6 +5,7 @@
 // for a block). G = 1 when the innermost reduced dim is not contiguous, so that neighbouring
 // threads read neighbouring elements (reducing the channels of NCHW); a warp when it is (a row
 // reduction); a block when a few outputs each fold very many elements.
+#include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/pointwise/elementwise_common.cuh"
@@ -114,11 +115,29 @@ __global__ void __launch_bounds__(kBlock) reduce_kernel(ReduceOp op, const T* x,
 /// outputs of 49 elements each, 2048 apart): lanes of a warp take 32 neighbouring outputs (their
 /// loads coalesce) and the block's kRows warps split each output's range, combined through shared
 /// memory. One thread per output would run `count` dependent loads in a row on few blocks.
+/// When the outputs fill few blocks (squeeze-excite pooling at batch 1: 96 outputs of 112x112
+/// elements made 3 blocks of 1568 loads per thread, 80 us on the H200), blockIdx.y splits the range
+/// into gridDim.y chunks: each block then writes its un-finalized partial to partial[chunk][o]
+/// and reduce_finish_kernel combines the chunks in order (deterministic) and finalizes.
 constexpr int kRows = kBlock / 32;
+
+__device__ __forceinline__ float finalize(ReduceOp op, float v, int64_t count) {
+  switch (op) {
+    case ReduceOp::kMean: return v / static_cast<float>(count);
+    case ReduceOp::kL2: return sqrtf(v);
+    case ReduceOp::kLogSum: return logf(v);
+    default: return v;
+  }
+}
+
 template <class T>
-__global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, const T* x, T* y, ReduceDesc d) {
+__global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, const T* x, T* y, float* partial,
+                                                                ReduceDesc d) {
   __shared__ float part[kRows][33];
   const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
+  const int64_t chunk = (d.count + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t r1 = min(d.count, r0 + chunk);
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < d.outputs; base += static_cast<int64_t>(gridDim.x) * 32) {
     const int64_t o = base + lane;
     const bool live = o < d.outputs;
@@ -126,7 +145,7 @@ __global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, con
     float acc = identity_of(op);
     if (live)
 #pragma unroll 4
-      for (int64_t r = row; r < d.count; r += kRows)
+      for (int64_t r = r0 + row; r < r1; r += kRows)
         acc = combine(op, acc, lift(op, to_f32(xo[offset_of(r, d.red_rank, d.red_dims, d.red_strides)])));
     __syncthreads();  // part may still be read from the previous iteration
     part[row][lane] = acc;
@@ -134,13 +153,19 @@ __global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, con
     if (row != 0 || !live) continue;
     float v = part[0][lane];
     for (int w = 1; w < kRows; ++w) v = combine(op, v, part[w][lane]);
-    switch (op) {
-      case ReduceOp::kMean: v = v / static_cast<float>(d.count); break;
-      case ReduceOp::kL2: v = sqrtf(v); break;
-      case ReduceOp::kLogSum: v = logf(v); break;
-      default: break;
-    }
-    y[o] = from_f32<T>(v);
+    if (partial) partial[static_cast<int64_t>(blockIdx.y) * d.outputs + o] = v;
+    else y[o] = from_f32<T>(finalize(op, v, d.count));
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kBlock) reduce_finish_kernel(ReduceOp op, const float* partial, int chunks, T* y,
+                                                               ReduceDesc d) {
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; o < d.outputs;
+       o += static_cast<int64_t>(gridDim.x) * kBlock) {
+    float v = partial[o];
+    for (int c = 1; c < chunks; ++c) v = combine(op, v, partial[static_cast<int64_t>(c) * d.outputs + o]);
+    y[o] = from_f32<T>(finalize(op, v, d.count));
   }
 }
 
@@ -190,20 +215,38 @@ __global__ void __launch_bounds__(kBlock) arg_kernel(bool is_max, bool last, con
 
 }  // namespace
 
-cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& d,
-                          cudaStream_t stream) {
+int reduce_split_chunks(const ReduceDesc& d) {
+  const bool contiguous = d.red_rank > 0 && d.red_strides[d.red_rank - 1] == 1;
+  if (contiguous || d.count < kRows || d.outputs <= 0) return 1;
+  const int64_t tiles = (d.outputs + 31) / 32;
+  if (tiles >= kReduceSplitTargetBlocks) return 1;
+  // At least kReduceMinRowsPerChunk rows per chunk (a warp row walks count / chunks / kRows of them).
+  const int64_t by_rows = d.count / kReduceMinRowsPerChunk;
+  const int64_t by_blocks = (kReduceSplitTargetBlocks + tiles - 1) / tiles;
+  return static_cast<int>(std::max<int64_t>(1, std::min(by_rows, by_blocks)));
+}
+
+cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& d, void* workspace,
+                          size_t workspace_bytes, cudaStream_t stream) {
   if (d.outputs <= 0) return cudaSuccess;
   if (d.kept_rank < 0 || d.kept_rank > kMaxDims || d.red_rank < 0 || d.red_rank > kMaxDims)
     return cudaErrorInvalidValue;
   const bool contiguous = d.red_rank > 0 && d.red_strides[d.red_rank - 1] == 1;
   int g = 1;
   if (contiguous && d.count >= 16) g = (d.count >= 8192 && d.outputs <= 512) ? kBlock : 32;
+  int chunks = op == ReduceOp::kLogSumExp ? 1 : reduce_split_chunks(d);
+  if (chunks > 1 && (workspace == nullptr ||
+                     static_cast<uint64_t>(chunks) * static_cast<uint64_t>(d.outputs) * sizeof(float) > workspace_bytes))
+    chunks = 1;  // no room for the partials: one chunk, as before
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto* xp = static_cast<const T*>(x);
     auto* yp = static_cast<T*>(y);
     if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp) {
-      reduce_strided_kernel<T><<<ew::grid_for(d.outputs, 32), kBlock, 0, stream>>>(op, xp, yp, d);
+      const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32));
+      float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
+      reduce_strided_kernel<T><<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
+      if (partial) reduce_finish_kernel<T><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, partial, chunks, yp, d);
     } else if (g == 1) {
       reduce_kernel<T, 1><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, xp, yp, d);
     } else if (g == 32) {

@@ -31,10 +31,24 @@ struct ReduceDesc {
   int64_t count = 1;    ///< product of red_dims (elements per output)
 };
 
+/// A strided reduction whose outputs fill fewer than this many 32-output blocks splits each
+/// output's range over more blocks (two launches: partials, then their combination).
+constexpr int64_t kReduceSplitTargetBlocks = 264;  // two waves of the H200's 132 SMs
+/// The fewest reduced elements a split chunk takes.
+constexpr int64_t kReduceMinRowsPerChunk = 256;
+/// Most scratch a split needs: chunks * outputs floats, chunks <= ceil(target / tiles) and
+/// outputs <= 32 * tiles, so at most (target + tiles) * 32 < 2 * target * 32 floats.
+constexpr uint64_t kReduceWorkspaceBytes = 2 * kReduceSplitTargetBlocks * 32 * sizeof(float);
+
+/// How many chunks launch_reduce splits `desc`'s reduced range into (1: no split).
+int reduce_split_chunks(const ReduceDesc& desc);
+
 /// y[o] = reduction of the `count` elements of output o (y contiguous, `outputs` elements).
-/// Max/Min propagate NaN; an empty reduction gives the op's identity (Mean: NaN).
-cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& desc,
-                          cudaStream_t stream);
+/// Max/Min propagate NaN; an empty reduction gives the op's identity (Mean: NaN). `workspace`
+/// (kReduceWorkspaceBytes) holds a split reduction's partials; without it the reduction runs
+/// unsplit.
+cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& desc, void* workspace,
+                          size_t workspace_bytes, cudaStream_t stream);
 
 /// ArgMax / ArgMin over the middle dim of the contiguous [outer, len, inner] view; y holds
 /// outer * inner int64 indices. Ties keep the first index (the last with select_last); the

@@ -154,7 +154,10 @@ class ReduceTactic final : public Tactic {
     return node.output(0)->dtype() == in[0].dtype && reduced_dims(node, rank, red);
   }
 
-  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+  // Partials of a split strided reduction (global pooling of few channels-last outputs).
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override {
+    return e_.arg ? 0 : kReduceWorkspaceBytes;
+  }
 
   Status enqueue(StepIO& io) const override {
     if (io.node == nullptr || io.outputs == nullptr || io.outputs->empty() || !(*io.outputs)[0].defined() ||
@@ -193,7 +196,8 @@ class ReduceTactic final : public Tactic {
       if (y.numel() != d.outputs)
         return internal_error(node.describe(), ": output ", shape_to_string(y.shape()), " does not fit the input ",
                               shape_to_string(x.shape()));
-      err = launch_reduce(e_.reduce, t, x.raw(), y.mutable_raw(), d, stream);
+      err = launch_reduce(e_.reduce, t, x.raw(), y.mutable_raw(), d, io.workspace,
+                          io.workspace ? kReduceWorkspaceBytes : 0, stream);
     }
     if (err != cudaSuccess)
       return internal_error(node.describe(), ": ", name(), " launch failed: ", cudaGetErrorString(err));
