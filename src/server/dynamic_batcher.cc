@@ -67,8 +67,10 @@ struct CudaBuffer {
     release();
     Status st = host ? cuda_status(cudaMallocHost(&data, bytes), "cudaMallocHost of a staging buffer")
                      : cuda_status(cudaMalloc(&data, bytes), "cudaMalloc of an input/output buffer");
-    if (st.ok()) capacity = bytes;
-    else data = nullptr;
+    if (st.ok())
+      capacity = bytes;
+    else
+      data = nullptr;
     return st;
   }
   char* bytes() const { return static_cast<char*>(data); }
@@ -84,7 +86,7 @@ struct CudaBuffer {
 struct DynamicBatcher::DeviceIo {
 #ifdef INGOT_WITH_CUDA
   cudaStream_t stream = nullptr;
-  std::vector<std::unique_ptr<CudaBuffer>> inputs, staging;     // per model input
+  std::vector<std::unique_ptr<CudaBuffer>> inputs, staging;        // per model input
   std::vector<std::unique_ptr<CudaBuffer>> outputs, host_outputs;  // per model output
   std::vector<bool> bind_output;  // the output's size follows from the batch: bound to outputs[o]
   /// Recorded on the stream before the inputs' copies, before the engine, before the outputs'
@@ -166,8 +168,74 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
     }
 #endif
   }
+  // Prepared batch sizes (see BatchingOptions::prepared).
+  const BatchingOptions& o = b->options_;
+  if (b->signature_.max_batch_size > 0) {
+    if (o.prepared == BatchingOptions::Prepared::kList) {
+      b->prepared_ = o.prepared_sizes;
+    } else if (o.prepared == BatchingOptions::Prepared::kAuto && cuda) {
+      for (int64_t p = 1; p < b->signature_.max_batch_size; p *= 2) b->prepared_.push_back(p);
+      b->prepared_.push_back(b->signature_.max_batch_size);
+      for (int64_t p : o.preferred_sizes) b->prepared_.push_back(p);
+      std::sort(b->prepared_.begin(), b->prepared_.end());
+      b->prepared_.erase(std::unique(b->prepared_.begin(), b->prepared_.end()), b->prepared_.end());
+    }
+  }
+  Status warmed = b->warm_up();
+  if (!warmed.ok()) return warmed;
   for (size_t i = 0; i < b->contexts_.size(); ++i) b->workers_.emplace_back(&DynamicBatcher::worker, b.get(), i);
   return b;
+}
+
+int64_t DynamicBatcher::padded_rows(int64_t rows) const {
+  auto it = std::lower_bound(prepared_.begin(), prepared_.end(), rows);
+  return it == prepared_.end() ? rows : *it;
+}
+
+Status DynamicBatcher::warm_up() {
+  if (prepared_.empty()) return Status::Ok();
+  // Inputs whose non-batch dims are open have no shape to prepare, and string rows cannot be
+  // padded: prepare nothing (batches then run at their own size).
+  for (const TensorSpec& in : signature_.inputs) {
+    if (element_size(in.dtype) == 0) {
+      prepared_.clear();
+      return Status::Ok();
+    }
+    for (int64_t d : in.dims) {
+      if (d < 0) {
+        prepared_.clear();
+        return Status::Ok();
+      }
+    }
+  }
+  const Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < contexts_.size(); ++i) {
+    std::vector<std::string> buffers(signature_.inputs.size());
+    for (int64_t rows : prepared_) {
+      auto p = std::make_shared<Pending>();
+      p->batch_size = rows;
+      for (const TensorSpec& spec : signature_.inputs) {
+        InferInput in;
+        in.name = spec.name;
+        in.dtype = spec.dtype;
+        in.shape.push_back(rows);
+        in.shape.insert(in.shape.end(), spec.dims.begin(), spec.dims.end());
+        in.data.assign(static_cast<size_t>(element_count(in.shape)) * element_size(spec.dtype), '\0');
+        p->request.inputs.push_back(std::move(in));
+      }
+      p->enqueued = Clock::now();
+      std::future<InferResult> done = p->promise.get_future();
+      execute(*contexts_[i], cuda_ ? device_io_[i].get() : nullptr, buffers, {p}, /*warm_up=*/true);
+      InferResult r = done.get();
+      if (r.error) {
+        return Status(StatusCode::kInternal, "model '" + signature_.name + "': warm-up batch of " +
+                                                 std::to_string(rows) + " on instance " + std::to_string(i) +
+                                                 " failed: " + r.error->message);
+      }
+    }
+  }
+  warm_up_ms_ = static_cast<double>(ns_between(start, Clock::now())) / 1e6;
+  return Status::Ok();
 }
 
 DynamicBatcher::DynamicBatcher(std::shared_ptr<Engine> engine, ModelSignature signature, BatchingOptions options,
@@ -343,11 +411,13 @@ void DynamicBatcher::worker(size_t instance) {
 }
 
 void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<std::string>& buffers,
-                             const Batch& batch) {
+                             const Batch& batch, bool warm_up) {
   Clock::time_point start = Clock::now();
   bool batching = signature_.max_batch_size > 0;
   int64_t rows = 0;
   for (const auto& p : batch) rows += p->batch_size;
+  // The rows the engine runs: padded with zeros up to the next prepared size.
+  const int64_t run_rows = batching ? padded_rows(rows) : rows;
   auto fail_all = [&](int http, const std::string& message) {
     for (const auto& p : batch) {
       InferResult r = error_result(http, message);
@@ -364,9 +434,11 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
   for (size_t i = 0; i < signature_.inputs.size(); ++i) {
     const std::string& name = signature_.inputs[i].name;
     std::vector<int64_t> shape = batch.front()->request.inputs[i].shape;
-    if (batching) shape[0] = rows;
+    if (batching) shape[0] = run_rows;
     size_t total = 0;
     for (const auto& p : batch) total += p->request.inputs[i].byte_size();
+    // Padding rows: the same row size as the requests' (their non-batch dims agree).
+    const size_t pad = run_rows > rows ? total / static_cast<size_t>(rows) * static_cast<size_t>(run_rows - rows) : 0;
     Status st = ctx.set_input_shape(name, shape);
     void* address = nullptr;
 #ifdef INGOT_WITH_CUDA
@@ -374,7 +446,7 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
       // Each request's rows go to their place in the device buffer: by DMA from a pinned region,
       // or through the pinned staging buffer (free: the previous batch synchronized the stream).
       CudaBuffer& staging = *dev->staging[i];
-      if (st.ok()) st = dev->inputs[i]->reserve(total);
+      if (st.ok()) st = dev->inputs[i]->reserve(total + pad);
       size_t offset = 0;
       for (size_t r = 0; r < batch.size() && st.ok(); ++r) {
         const InferInput& in = batch[r]->request.inputs[i];
@@ -387,23 +459,28 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
           from = staging.bytes() + offset;
         }
         if (n) {
-          st = cuda_status(cudaMemcpyAsync(dev->inputs[i]->bytes() + offset, from, n, cudaMemcpyHostToDevice,
-                                           dev->stream),
-                           "copying an input to the device");
+          st = cuda_status(
+              cudaMemcpyAsync(dev->inputs[i]->bytes() + offset, from, n, cudaMemcpyHostToDevice, dev->stream),
+              "copying an input to the device");
         }
         offset += n;
+      }
+      if (st.ok() && pad) {
+        st = cuda_status(cudaMemsetAsync(dev->inputs[i]->bytes() + total, 0, pad, dev->stream),
+                         "zeroing the padding rows");
       }
       address = dev->inputs[i]->data;
     }
 #endif
     if (!dev) {
-      if (batch.size() == 1) {
+      if (batch.size() == 1 && pad == 0) {
         address = const_cast<char*>(batch.front()->request.inputs[i].bytes());
       } else {
         std::string& buf = buffers[i];
         buf.clear();
-        buf.reserve(total);
+        buf.reserve(total + pad);
         for (const auto& p : batch) buf.append(p->request.inputs[i].bytes(), p->request.inputs[i].byte_size());
+        buf.append(pad, '\0');
         address = buf.data();
       }
     }
@@ -422,7 +499,7 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
       if (!dev->bind_output[o]) continue;
       const TensorSpec& out = signature_.outputs[o];
       size_t bytes = static_cast<size_t>(element_count(out.dims)) * element_size(out.dtype) *
-                     static_cast<size_t>(batching ? rows : 1);
+                     static_cast<size_t>(batching ? run_rows : 1);
       st = dev->outputs[o]->reserve(bytes);
       if (st.ok()) st = ctx.set_tensor_address(out.name, dev->outputs[o]->data);
     }
@@ -461,8 +538,7 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
 #endif
   // Host engines: input = gather, infer = enqueue (it runs the engine). cuda engines: the stream's
   // time per phase between its marks (gather and copies in, engine, copies out).
-  int64_t input_ns = ns_between(start, inputs_done), compute_ns = ns_between(inputs_done, infer_done),
-          output_ns = 0;
+  int64_t input_ns = ns_between(start, inputs_done), compute_ns = ns_between(inputs_done, infer_done), output_ns = 0;
 #ifdef INGOT_WITH_CUDA
   if (dev && st.ok()) {
     input_ns = dev->between(0, 1);
@@ -471,8 +547,9 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
   }
 #endif
   if (!st.ok())
-    return fail_all(
-        500, "model '" + signature_.name + "' failed on a batch of " + std::to_string(rows) + ": " + st.to_string());
+    return fail_all(500, "model '" + signature_.name + "' failed on a batch of " + std::to_string(run_rows) +
+                             (run_rows > rows ? " (" + std::to_string(rows) + " padded)" : std::string()) + ": " +
+                             st.to_string());
   Clock::time_point split_start = Clock::now();
   // Split: each request takes its rows of every output it asked for.
   std::vector<InferResult> results(batch.size());
@@ -490,11 +567,12 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
     if (count < 0 || esize == 0)
       return fail_all(500,
                       "model '" + signature_.name + "': output '" + out.name + "' has an unservable type or shape");
-    if (batching && (shape->empty() || (*shape)[0] != rows)) {
+    if (batching && (shape->empty() || (*shape)[0] != run_rows)) {
       return fail_all(500, "model '" + signature_.name + "': output '" + out.name + "' has shape " +
-                               dims_string(*shape) + ", not batch " + std::to_string(rows) + " first");
+                               dims_string(*shape) + ", not batch " + std::to_string(run_rows) + " first");
     }
-    size_t row_bytes = batching ? static_cast<size_t>(count) * esize / static_cast<size_t>(rows) : count * esize;
+    // The padding rows come last and go to nobody.
+    size_t row_bytes = batching ? static_cast<size_t>(count) * esize / static_cast<size_t>(run_rows) : count * esize;
     size_t offset = 0;
     for (size_t r = 0; r < batch.size(); ++r) {
       const InferRequest& req = batch[r]->request;
@@ -510,13 +588,13 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
     }
   }
   output_ns += ns_between(split_start, Clock::now());
-  stats_->batch_executed(rows, input_ns, compute_ns, output_ns);
+  if (!warm_up) stats_->batch_executed(run_rows, rows, input_ns, compute_ns, output_ns);
   for (size_t r = 0; r < batch.size(); ++r) {
     results[r].queue_ns = ns_between(batch[r]->enqueued, start);
     results[r].input_ns = input_ns;
     results[r].compute_ns = compute_ns;
     results[r].output_ns = output_ns;
-    results[r].executed_batch_size = rows;
+    results[r].executed_batch_size = run_rows;
     batch[r]->state.store(kAnswered);
     batch[r]->promise.set_value(std::move(results[r]));
   }

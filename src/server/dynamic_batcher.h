@@ -4,7 +4,10 @@
 // per instance (an ExecutionContext). A worker forms a batch from queued requests whose
 // non-batch dims agree, once it reaches the largest preferred size (or max_batch_size) or once
 // the oldest request has waited max_queue_delay; it concatenates their inputs along the batch
-// dim, runs the engine once and splits the outputs back in order.
+// dim, runs the engine once and splits the outputs back in order. A batch runs padded with rows
+// of zeros up to the next prepared batch size, and each instance ran one batch of each prepared
+// size at load (issue 19: tactics that build per-shape plans, like cuDNN's, did so on requests,
+// for every new executed batch size).
 //
 // Guarantees: every accepted request gets exactly one answer; a full queue answers 503 at
 // once; a request past its deadline is answered with an error and never executed afterwards
@@ -75,6 +78,14 @@ class DynamicBatcher {
   /// Requests queued and not yet taken by a worker.
   int64_t queued() const;
 
+  /// The batch sizes prepared at load and padded to (ascending; empty: none, batches run at their
+  /// own size).
+  const std::vector<int64_t>& prepared_sizes() const { return prepared_; }
+  /// The rows a batch of `rows` runs with: the smallest prepared size >= rows, else rows.
+  int64_t padded_rows(int64_t rows) const;
+  /// Wall time the load-time warm-up took (every instance, every prepared size).
+  double warm_up_ms() const { return warm_up_ms_; }
+
  private:
   struct Pending;
   using Batch = std::vector<std::shared_ptr<Pending>>;
@@ -84,7 +95,12 @@ class DynamicBatcher {
   void worker(size_t instance);
   // Takes the next batch under the lock; empty when stopping with nothing left.
   Batch next_batch(std::unique_lock<std::mutex>& lock);
-  void execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<std::string>& buffers, const Batch& batch);
+  // Runs `batch` (padded to a prepared size) and answers its requests; warm_up: a load-time batch
+  // of zeros, kept out of the statistics.
+  void execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<std::string>& buffers, const Batch& batch,
+               bool warm_up = false);
+  // One batch of zeros at each prepared size on every instance, before any worker starts.
+  Status warm_up();
   void expire_locked(Clock::time_point now);
 
   std::shared_ptr<Engine> engine_;
@@ -92,6 +108,8 @@ class DynamicBatcher {
   BatchingOptions options_;
   ModelStats* stats_;
   int64_t batch_limit_;  // rows a batch is formed at without waiting
+  std::vector<int64_t> prepared_;
+  double warm_up_ms_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -99,11 +99,12 @@ void ModelStats::request_failed(int64_t total_ns) {
   fail_ns_ += total_ns;
 }
 
-void ModelStats::batch_executed(int64_t batch_size, int64_t input_ns, int64_t compute_ns, int64_t output_ns) {
-  inference_count_->Increment(static_cast<double>(batch_size));
+void ModelStats::batch_executed(int64_t batch_size, int64_t inferences, int64_t input_ns, int64_t compute_ns,
+                                int64_t output_ns) {
+  inference_count_->Increment(static_cast<double>(inferences));
   exec_count_->Increment();
   std::lock_guard<std::mutex> lock(mu_);
-  inference_count_total_ += batch_size;
+  inference_count_total_ += inferences;
   ++execution_count_;
   BatchStat& b = batch_stats_[batch_size];
   ++b.count;

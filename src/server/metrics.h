@@ -53,8 +53,10 @@ class ModelStats {
   /// device, infer: the engine, output: copy back + split, of the batch it ran in).
   void request_succeeded(int64_t total_ns, int64_t queue_ns, int64_t input_ns, int64_t compute_ns, int64_t output_ns);
   void request_failed(int64_t total_ns);
-  /// One execution of `batch_size` inferences: its input, infer and output times.
-  void batch_executed(int64_t batch_size, int64_t input_ns, int64_t compute_ns, int64_t output_ns);
+  /// One execution of a batch of `batch_size` rows (padding rows included: batch_stats counts
+  /// what ran) holding `inferences` requested rows: its input, infer and output times.
+  void batch_executed(int64_t batch_size, int64_t inferences, int64_t input_ns, int64_t compute_ns,
+                      int64_t output_ns);
   void pending_changed(int delta);
 
   /// This version's entry of the statistics extension's "model_stats" array (JSON text).

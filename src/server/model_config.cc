@@ -7,6 +7,8 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -145,6 +147,33 @@ Result<BatchingOptions> batching_options(const config::ModelConfig& config, cons
     }
     if (db.priority_levels() > 0) return invalid(file, "dynamic_batching.priority_levels is not supported");
   }
+  auto param = config.parameters().find("ingot.prepared_batch_sizes");
+  if (param != config.parameters().end()) {
+    const std::string& v = param->second.string_value();
+    if (v == "auto") {
+      o.prepared = BatchingOptions::Prepared::kAuto;
+    } else if (v == "none") {
+      o.prepared = BatchingOptions::Prepared::kNone;
+    } else {
+      if (o.max_batch_size == 0) return invalid(file, "ingot.prepared_batch_sizes needs max_batch_size > 0");
+      o.prepared = BatchingOptions::Prepared::kList;
+      size_t at = 0;
+      while (at <= v.size()) {
+        size_t comma = v.find(',', at);
+        if (comma == std::string::npos) comma = v.size();
+        const std::string item = v.substr(at, comma - at);
+        char* end = nullptr;
+        const long long n = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || n < 1 || n > o.max_batch_size)
+          return invalid(file, "ingot.prepared_batch_sizes: '" + item + "' is not a batch size in [1, max_batch_size " +
+                                   std::to_string(o.max_batch_size) + "] (expected auto, none or a list like 1,2,4,8)");
+        o.prepared_sizes.push_back(n);
+        at = comma + 1;
+      }
+      std::sort(o.prepared_sizes.begin(), o.prepared_sizes.end());
+      o.prepared_sizes.erase(std::unique(o.prepared_sizes.begin(), o.prepared_sizes.end()), o.prepared_sizes.end());
+    }
+  }
   o.instances = 0;
   for (const config::ModelInstanceGroup& g : config.instance_group()) {
     int count = g.count() == 0 ? 1 : g.count();
@@ -268,8 +297,11 @@ namespace {
 bool is_64bit_int(const google::protobuf::FieldDescriptor& f) {
   using FD = google::protobuf::FieldDescriptor;
   switch (f.cpp_type()) {
-    case FD::CPPTYPE_INT64: case FD::CPPTYPE_UINT64: return true;
-    default: return false;
+    case FD::CPPTYPE_INT64:
+    case FD::CPPTYPE_UINT64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -301,8 +333,10 @@ void numbers_for_64bit_ints(nlohmann::json& j, const google::protobuf::Descripto
     const google::protobuf::FieldDescriptor* elem = f;
     if (f->is_map()) elem = f->message_type()->FindFieldByName("value");
     auto fix = [&](nlohmann::json& x) {
-      if (is_64bit_int(*elem)) to_number(x, elem->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64);
-      else if (elem->message_type()) numbers_for_64bit_ints(x, *elem->message_type());
+      if (is_64bit_int(*elem))
+        to_number(x, elem->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64);
+      else if (elem->message_type())
+        numbers_for_64bit_ints(x, *elem->message_type());
     };
     if (f->is_map() && value.is_object()) {
       for (auto& [k, x] : value.items()) {

@@ -5,6 +5,7 @@
 #include "server/model_repository.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -187,6 +188,15 @@ Result<std::shared_ptr<ServedModel>> ModelRepository::load_version(const std::st
   auto batcher = DynamicBatcher::create(m->engine, m->signature, m->batching, m->stats.get());
   if (!batcher.ok()) return batcher.status();
   m->batcher = std::move(batcher.value());
+  if (!m->batcher->prepared_sizes().empty()) {
+    std::string sizes;
+    for (int64_t p : m->batcher->prepared_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(p);
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f", m->batcher->warm_up_ms());
+    logger_->log(Severity::kInfo, ("model '" + name + "': prepared batch sizes " + sizes + " (batches run padded " +
+                                   "up to the next one; warm-up " + ms + " ms)")
+                                      .c_str());
+  }
   return m;
 }
 

@@ -385,6 +385,27 @@ TEST(ModelConfig, ErrorsNameTheFieldAndFile) {
   auto no_batch = parse_model_config("dynamic_batching { }", "f");
   ASSERT_TRUE(no_batch.ok());
   EXPECT_FALSE(batching_options(*no_batch, "f").ok());
+  // ingot.prepared_batch_sizes: auto, none or a list within [1, max_batch_size].
+  auto prepared = [](const std::string& value) {
+    auto c = parse_model_config(
+        "max_batch_size: 8 parameters { key: \"ingot.prepared_batch_sizes\" value { string_value: \"" + value +
+            "\" } }",
+        "p/config.pbtxt");
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return batching_options(*c, "p/config.pbtxt");
+  };
+  auto listed = prepared("8,1,2,2");
+  ASSERT_TRUE(listed.ok()) << listed.status().message();
+  EXPECT_EQ(listed->prepared, BatchingOptions::Prepared::kList);
+  EXPECT_EQ(listed->prepared_sizes, (std::vector<int64_t>{1, 2, 8}));
+  EXPECT_EQ(prepared("none")->prepared, BatchingOptions::Prepared::kNone);
+  EXPECT_EQ(prepared("auto")->prepared, BatchingOptions::Prepared::kAuto);
+  for (const char* bad : {"0", "9", "two", "1,,2", "", "4;8"}) {
+    auto r = prepared(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("ingot.prepared_batch_sizes"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("p/config.pbtxt"), std::string::npos) << r.status().message();
+  }
   // ingot's shorthands for the queue policy.
   auto s = parse_model_config(
       "max_batch_size: 4 dynamic_batching { max_queue_size: 3 default_timeout_microseconds: 9 }", "f");
@@ -527,6 +548,49 @@ TEST_F(BatcherFixture, ConcurrentRequestsBatchAndSplitBackInOrder) {
     batched = std::max(batched, results[t].executed_batch_size);
   }
   EXPECT_GT(batched, 3) << "no batch held more than one request";
+}
+
+// Prepared batch sizes (issue 19): each instance runs one batch of zeros of each prepared size at
+// load, kept out of the statistics; afterwards every batch runs padded up to the next prepared
+// size, so no batch size outside that set reaches the engine, and each request still gets exactly
+// its own rows. On the CPU backend nothing is prepared unless the config lists sizes.
+TEST_F(BatcherFixture, BatchesRunPaddedToSizesPreparedAtLoad) {
+  sig.inputs[0].dims = {4};
+  sig.outputs[0].dims = {4};
+  BatchingOptions o = opts(0);
+  EXPECT_TRUE(make(o)->prepared_sizes().empty()) << "auto prepares nothing for cpu engines";
+  o.prepared = BatchingOptions::Prepared::kList;
+  o.prepared_sizes = {4, 16};
+  auto b = make(o);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->prepared_sizes(), (std::vector<int64_t>{4, 16}));
+  EXPECT_GT(b->warm_up_ms(), 0.0);
+  auto stats_json = [&] { return nlohmann::json::parse(stats->to_json("double", "1")); };
+  EXPECT_EQ(stats_json()["execution_count"], 0) << "the warm-up batches are not statistics";
+  EXPECT_EQ(b->padded_rows(1), 4);
+  EXPECT_EQ(b->padded_rows(4), 4);
+  EXPECT_EQ(b->padded_rows(5), 16);
+  int64_t rows_sent = 0;
+  for (int64_t rows = 1; rows <= 16; ++rows) {
+    InferResult r = b->infer(doubling_request(rows, 4, 10.0f * rows), rows);
+    expect_doubled(r, rows, 4, 10.0f * rows, static_cast<int>(rows));
+    EXPECT_EQ(r.executed_batch_size, rows <= 4 ? 4 : 16) << rows << " rows";
+    rows_sent += rows;
+  }
+  nlohmann::json j = stats_json();
+  EXPECT_EQ(j["execution_count"], 16);
+  EXPECT_EQ(j["inference_count"], rows_sent) << "padding rows are not inferences";
+  for (const auto& bs : j["batch_stats"]) {
+    const int64_t size = bs["batch_size"];
+    EXPECT_TRUE(size == 4 || size == 16) << "a batch of " << size << " reached the engine";
+  }
+  // Open non-batch dims: no shape to prepare, so nothing is prepared or padded.
+  sig.inputs[0].dims = {-1};
+  sig.outputs[0].dims = {-1};
+  auto open = make(o);
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->prepared_sizes().empty());
+  expect_doubled(open->infer(doubling_request(3, 2, 1.0f), 3), 3, 2, 1.0f, 0);
 }
 
 TEST_F(BatcherFixture, InputsReadInPlaceBatchWithOwnedOnes) {

@@ -65,6 +65,9 @@ def main():
     add_model(repo, "mlp", mlp, mlp_config, version=3)
     add_model(repo, "broken", mlp, 'max_batch_size: 4\nmax_batch_sise: 8\n')
     add_model(repo, "mlp_auto", mlp, 'max_batch_size: 4\n')  # inputs and outputs from the engine
+    # Prepared batch sizes: warmed at load, every batch padded up to 2 or 4 rows (issue 19).
+    add_model(repo, "mlp_padded", mlp, 'max_batch_size: 4\ndynamic_batching { }\n'
+              'parameters { key: "ingot.prepared_batch_sizes" value { string_value: "2,4" } }\n')
     # By default (Triton's --exit-on-error=true) a model that does not load stops the server at
     # start-up, naming the model and the field.
     proc = subprocess.run([args.ingot, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
@@ -81,7 +84,7 @@ def main():
     index = json.loads(body) if status == 200 else []
     broken = [e for e in index if e["name"] == "broken"]
     check("repository index lists every model",
-          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "mlp_auto", "broken"}, index)
+          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "mlp_auto", "mlp_padded", "broken"}, index)
     reason = broken[0].get("reason", "") if broken else ""
     check("an unknown config field leaves the model UNAVAILABLE, naming the field and the file",
           broken and broken[0]["state"] == "UNAVAILABLE" and "max_batch_sise" in reason and "config.pbtxt" in reason,
@@ -221,6 +224,18 @@ def main():
     check("statistics: version 3 counted its successes and failures",
           st.get("version") == "3" and st["inference_stats"]["success"]["count"] >= 3 and
           st["inference_stats"]["fail"]["count"] >= 10, st)
+
+    # ---- prepared batch sizes: padded batches, the requests' own rows back -----------------------
+    for rows in (1, 3):
+        status, out = c.infer("mlp_padded", {"x": x[:rows]})
+        check(f"a padded batch of {rows} row(s) answers exactly its rows",
+              status == 200 and out["probs"].shape == (rows, 4) and
+              np.allclose(out["probs"], want[:rows], rtol=1e-5, atol=1e-6), (status, out))
+    status, _, body = c.request("GET", "/v2/models/mlp_padded/stats")
+    st = json.loads(body)["model_stats"][0] if status == 200 else {}
+    sizes = sorted(b["batch_size"] for b in st.get("batch_stats", []))
+    check("statistics: the engine ran only prepared sizes (2 and 4), inference_count counts real rows",
+          sizes == [2, 4] and st.get("inference_count") == 4 and st.get("execution_count") == 2, st)
 
     # ---- repository: unload / load --------------------------------------------------------------
     check("unload mlp", c.request("POST", "/v2/repository/models/mlp/unload", b"{}")[0] == 200)
