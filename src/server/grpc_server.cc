@@ -7,9 +7,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "ingot/version.h"
@@ -164,9 +166,9 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
   }
   static grpc::Status repository_status(const Status& st) {
     if (st.ok()) return grpc::Status::OK;
-    return grpc::Status(st.code() == StatusCode::kNotFound ? grpc::StatusCode::NOT_FOUND
-                                                           : grpc::StatusCode::INVALID_ARGUMENT,
-                        st.message());
+    return grpc::Status(
+        st.code() == StatusCode::kNotFound ? grpc::StatusCode::NOT_FOUND : grpc::StatusCode::INVALID_ARGUMENT,
+        st.message());
   }
   grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
                                         inference::SystemSharedMemoryStatusResponse* r) override {
@@ -194,6 +196,57 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
   }
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,
                           inference::ModelInferResponse* r) override {
+    return infer_one(*q, r);
+  }
+
+  // Each request read from the stream runs on its own thread (up to kStreamInFlight at once, so
+  // one stream's requests batch together) and its answer is written when it is ready, in
+  // completion order, carrying the request's id; a failed request answers with error_message
+  // and the stream goes on. The stream ends once the client closed its side and every answer
+  // is written.
+  static constexpr int kStreamInFlight = 64;
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream) override {
+    std::mutex mu;
+    std::condition_variable cv;
+    int in_flight = 0;
+    bool write_failed = false;
+    auto answer = [&](const inference::ModelInferRequest& q) {
+      inference::ModelStreamInferResponse out;
+      grpc::Status st = infer_one(q, out.mutable_infer_response());
+      if (!st.ok()) {
+        out.set_error_message(st.error_message());
+        out.mutable_infer_response()->set_id(q.id());
+        out.mutable_infer_response()->set_model_name(q.model_name());
+        out.mutable_infer_response()->set_model_version(q.model_version());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!write_failed && !stream->Write(out)) write_failed = true;
+    };
+    for (;;) {
+      auto q = std::make_shared<inference::ModelInferRequest>();
+      if (!stream->Read(q.get())) break;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return in_flight < kStreamInFlight; });
+      if (write_failed || ctx->IsCancelled()) break;
+      ++in_flight;
+      lock.unlock();
+      std::thread([&, q] {
+        answer(*q);
+        std::lock_guard<std::mutex> done(mu);
+        --in_flight;
+        cv.notify_all();
+      }).detach();
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return in_flight == 0; });
+    return grpc::Status::OK;
+  }
+
+  // One request to its response (ModelInfer, and each request of a stream).
+  grpc::Status infer_one(const inference::ModelInferRequest& proto, inference::ModelInferResponse* r) {
+    const inference::ModelInferRequest* q = &proto;
     Clock::time_point start = Clock::now();
     auto ns = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(); };
     if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
@@ -228,7 +281,8 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
           return fail(RequestError{we->http_status, "output '" + o.name + "': " + we->message});
         (*t->mutable_parameters())["shared_memory_region"].set_string_param(shm->region);
         (*t->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(o.data.size()));
-        if (shm->offset) (*t->mutable_parameters())["shared_memory_offset"].set_int64_param(static_cast<int64_t>(shm->offset));
+        if (shm->offset)
+          (*t->mutable_parameters())["shared_memory_offset"].set_int64_param(static_cast<int64_t>(shm->offset));
         // An empty entry keeps raw_output_contents[i] the i-th output's, as clients index it.
         r->add_raw_output_contents();
       } else {

@@ -365,6 +365,37 @@ def main():
             check("gRPC: typed contents longer than the shape are refused",
                   e.code() == grpc.StatusCode.INVALID_ARGUMENT and "needs 96" in e.details(), e.details())
 
+        # ModelStreamInfer (bidirectional streaming), through tritonclient's stream API: many
+        # requests in flight on one stream, each answered once with its id; a bad one answers with
+        # the server's message and the stream goes on.
+        import queue
+        answers = queue.Queue()
+        gc.start_stream(callback=lambda result, error: answers.put((result, error)))
+        sent = {}
+        for k in range(24):
+            rows = 1 + k % 4
+            xi = np.random.default_rng(100 + k).standard_normal((rows, 8)).astype(np.float32)
+            ii = tg.InferInput("x", list(xi.shape), "FP32")
+            ii.set_data_from_numpy(xi)
+            gc.async_stream_infer("mlp", [ii], request_id=f"s{k}")
+            sent[f"s{k}"] = sess.run(None, {"x": xi})[0]
+        bad_in = tg.InferInput("y", [1, 8], "FP32")
+        bad_in.set_data_from_numpy(x[:1])
+        gc.async_stream_infer("mlp", [bad_in], request_id="bad")
+        gc.stop_stream()  # waits for the server to finish the stream
+        got_ok, got_err = {}, []
+        while not answers.empty():
+            result, error = answers.get()
+            if error is None:
+                got_ok[result.get_response().id] = result.as_numpy("probs")
+            else:
+                got_err.append(str(error))
+        check("gRPC stream: every request answered once, with its id, equal to onnxruntime",
+              set(got_ok) == set(sent) and all(np.allclose(got_ok[k], sent[k], rtol=1e-5, atol=1e-6) for k in sent),
+              (sorted(got_ok), got_err))
+        check("gRPC stream: a bad request answers with the server's message, the stream goes on",
+              len(got_err) == 1 and "unknown input 'y'" in got_err[0], got_err)
+
         # System shared memory over gRPC, through tritonclient's own calls: x read from the region,
         # probs written into it; a second region (another client's) sees nothing of it.
         from multiprocessing import shared_memory
