@@ -6,7 +6,9 @@
     (nv_inference_count / nv_inference_exec_count); p50/p99 latency and the server overhead
     (latency of a lone request minus the engine's own execution time) are printed;
   - overload: a burst past max_queue_size gets 503 at once for the excess, correct answers for
-    the rest;
+    the rest; at concurrency 1024 over HTTP (three bursts: none lost, memory bounded) and over
+    gRPC (tritonclient, one channel: UNAVAILABLE for the excess); 64 clients that disconnect
+    mid-request leave the server serving and its queue empty;
   - a request past its queue timeout is answered with an error and never executed;
   - SIGTERM with requests queued: every one is answered, then the server exits 0.
 Usage: test_server_load.py --ingot build/tools/ingot --models build/test-models"""
@@ -154,6 +156,95 @@ def main():
     check("overload: the served answers are correct", all(r[1] for r in res))
     msg = next((r[2] for r in res if r[0] == 503), "")
     check("overload: the 503 says the queue is full", "queue full" in str(msg), msg)
+
+    # ---- overload at concurrency 1024 (issue 19 item 4), HTTP and gRPC, memory bounded ----------
+    def rss_mib():
+        with open(f"/proc/{server.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024.0
+
+    def http_burst(i):
+        xb = np.random.default_rng(1000 + i).standard_normal((1, 8)).astype(np.float32)
+        try:
+            status, out = Client(server.port, timeout=30).infer("mlp_bounded", {"x": xb}, binary=True)
+        except OSError as e:  # a refused or reset connection is a lost request
+            return "lost", False, str(e)
+        ok = status != 200 or np.allclose(out["probs"], sess.run(None, {"x": xb})[0], rtol=1e-5, atol=1e-6)
+        return status, ok, out
+
+    rss = [rss_mib()]
+    for rnd in range(3):
+        t = time.perf_counter()
+        res = run_concurrently(1024, http_burst)
+        took = time.perf_counter() - t
+        rss.append(rss_mib())
+        statuses = [r[0] for r in res]
+        n200, n503, lost = statuses.count(200), statuses.count(503), len(res) - statuses.count(200) - statuses.count(503)
+        print(f"overload over HTTP, round {rnd}: 1024 concurrent requests, max_queue_size 4: {n200} answered, "
+              f"{n503} got 503, {lost} lost, {took:.2f} s; server RSS {rss[-1]:.0f} MiB")
+        if rnd == 0:
+            check("overload 1024 (HTTP): every request answered 200 or 503, none lost", lost == 0,
+                  [r for r in res if r[0] not in (200, 503)][:3])
+            check("overload 1024 (HTTP): the served answers are correct", all(r[1] for r in res))
+            check("overload 1024 (HTTP): the excess is refused at once (the burst ends within 20 s)",
+                  n503 > 0 and took < 20, (n503, took))
+    check("overload 1024 (HTTP): server memory bounded over three bursts (< 64 MiB growth after the first)",
+          rss[3] - rss[1] < 64, rss)
+
+    try:
+        import tritonclient.grpc as tg
+    except ImportError as e:
+        tg = None
+        print(f"skip the gRPC overload check: tritonclient[grpc] is not installed ({e})")
+    if tg:
+        gc = tg.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+        done, lock, answers = threading.Event(), threading.Lock(), []
+
+        def on_answer(result, error, xb):
+            ok = error is not None or np.allclose(result.as_numpy("probs"), sess.run(None, {"x": xb})[0], rtol=1e-5,
+                                                  atol=1e-6)
+            with lock:
+                answers.append(("ok" if error is None else str(error.status()), ok, str(error or "")))
+                if len(answers) == 1024:
+                    done.set()
+
+        t = time.perf_counter()
+        for i in range(1024):
+            xb = np.random.default_rng(3000 + i).standard_normal((1, 8)).astype(np.float32)
+            ii = tg.InferInput("x", [1, 8], "FP32")
+            ii.set_data_from_numpy(xb)
+            gc.async_infer("mlp_bounded", [ii], callback=lambda result, error, xb=xb: on_answer(result, error, xb))
+        done.wait(60)
+        took = time.perf_counter() - t
+        kinds = [a[0] for a in answers]
+        n_ok, n_unavail = kinds.count("ok"), sum("UNAVAILABLE" in k for k in kinds)
+        print(f"overload over gRPC: 1024 async requests on one channel: {n_ok} answered, {n_unavail} UNAVAILABLE, "
+              f"{len(answers) - n_ok - n_unavail} other, {took:.2f} s")
+        check("overload 1024 (gRPC): every request answered or UNAVAILABLE, none lost",
+              len(answers) == 1024 and n_ok + n_unavail == 1024, [a for a in answers if a[0] != "ok"][:3])
+        check("overload 1024 (gRPC): UNAVAILABLE says the queue is full; the served answers are correct",
+              n_unavail > 0 and all(a[1] for a in answers) and
+              all("queue full" in a[2] for a in answers if "UNAVAILABLE" in a[0]), answers[:2])
+        gc.close()
+
+    # ---- clients that disconnect mid-request cost nothing ---------------------------------------
+    import socket
+    xb = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
+    body_json = json.dumps({"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32",
+                                        "data": xb.flatten().tolist()}]}).encode()
+    raw = (b"POST /v2/models/mlp_bounded/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: " + str(len(body_json)).encode() + b"\r\n\r\n" + body_json)
+    for k in range(64):
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(raw if k % 2 == 0 else raw[:len(raw) // 2])  # whole request, or cut half-way
+        sock.close()
+    deadline = time.time() + 20
+    pending = ("nv_inference_pending_request_count", "mlp_bounded")
+    while time.time() < deadline and server.metrics()[0].get(pending) != 0:
+        time.sleep(0.05)
+    status, out = Client(server.port).infer("mlp_bounded", {"x": xb})
+    check("64 clients gone mid-request: the server still answers, correctly, and its queue drains",
+          server.proc.poll() is None and status == 200 and server.metrics()[0].get(pending) == 0 and
+          np.allclose(out["probs"], sess.run(None, {"x": xb})[0], rtol=1e-5, atol=1e-6), (status, out))
 
     # ---- timeout: past default_timeout_microseconds, answered with an error, never executed ----
     status, out = Client(server.port).infer("mlp_timeout", {"x": x})
