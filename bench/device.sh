@@ -45,9 +45,13 @@ fi
 
 python3 tests/cli/test_cuda_cli.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda.log" 2>&1
 python3 tests/cli/test_cuda_profile.py --ingot "$B/tools/ingot" --models "$work/models" > "$OUT/cli_cuda_profile.log" 2>&1
+# Triton's CUDA shared-memory extension end to end (cudaIpc handles from this Python process).
+LD_LIBRARY_PATH="$B/devlibs:$LD_LIBRARY_PATH" python3 tests/server/test_cuda_shared_memory.py --ingot "$B/tools/ingot" \
+  --models "$work/models" > "$OUT/cuda_shm.log" 2>&1
 echo "== summary =="
 echo "cli on cuda engines: $(tail -1 "$OUT/cli_cuda.log")"
 echo "cli --cuda-graph and roofline on cuda engines: $(tail -1 "$OUT/cli_cuda_profile.log")"
+echo "CUDA shared memory through ingot serve: $(tail -1 "$OUT/cuda_shm.log")"
 echo "gpu tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (rc $gpu_rc)"
 grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | head -20
 echo "node suite through CUDA engines:"; grep -E "pass [0-9]+ +fail" "$OUT/conformance_cuda.log"

@@ -84,6 +84,9 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
     r->set_version(ingot::version());
     for (const char* ext : {"system_shared_memory", "statistics", "model_repository"})
       r->add_extensions(ext);  // the extensions this endpoint serves
+#ifdef INGOT_WITH_CUDA
+    r->add_extensions("cuda_shared_memory");
+#endif
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
@@ -192,6 +195,29 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
                                             const inference::SystemSharedMemoryUnregisterRequest* q,
                                             inference::SystemSharedMemoryUnregisterResponse*) override {
     if (auto e = shared_memory.unregister(q->name())) return to_grpc(*e);
+    return grpc::Status::OK;
+  }
+  grpc::Status CudaSharedMemoryStatus(grpc::ServerContext*, const inference::CudaSharedMemoryStatusRequest* q,
+                                      inference::CudaSharedMemoryStatusResponse* r) override {
+    std::vector<SharedMemoryRegionInfo> regions;
+    if (auto e = shared_memory.status(q->name(), &regions, SharedMemoryKind::kCuda)) return to_grpc(*e);
+    for (const SharedMemoryRegionInfo& i : regions) {
+      auto& s = (*r->mutable_regions())[i.name];
+      s.set_name(i.name);
+      s.set_device_id(static_cast<uint64_t>(i.device_id));
+      s.set_byte_size(i.byte_size);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status CudaSharedMemoryRegister(grpc::ServerContext*, const inference::CudaSharedMemoryRegisterRequest* q,
+                                        inference::CudaSharedMemoryRegisterResponse*) override {
+    if (auto e = shared_memory.register_cuda_region(q->name(), q->raw_handle(), q->device_id(), q->byte_size()))
+      return to_grpc(*e);
+    return grpc::Status::OK;
+  }
+  grpc::Status CudaSharedMemoryUnregister(grpc::ServerContext*, const inference::CudaSharedMemoryUnregisterRequest* q,
+                                          inference::CudaSharedMemoryUnregisterResponse*) override {
+    if (auto e = shared_memory.unregister(q->name(), SharedMemoryKind::kCuda)) return to_grpc(*e);
     return grpc::Status::OK;
   }
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,

@@ -23,6 +23,10 @@
 #include "server/shared_memory.h"
 #include "server/tensor_types.h"
 
+#ifdef INGOT_SERVER_WITH_ABSL
+#include <absl/strings/escaping.h>
+#endif
+
 namespace ingot::server {
 
 namespace {
@@ -33,6 +37,17 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
 
 thread_local Clock::time_point t_request_start;  // set before routing, read by the access log
+
+// Standard base64 (RFC 4648, as tritonclient writes a cudaIpc handle), by abseil.
+bool base64_decode(const std::string& in, std::string* out) {
+#ifdef INGOT_SERVER_WITH_ABSL
+  return absl::Base64Unescape(in, out);
+#else
+  (void)in;
+  (void)out;
+  return false;
+#endif
+}
 
 void send_json(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
@@ -172,7 +187,11 @@ void Server::Impl::routes() {
     json j = {{"name", "ingot"},
               {"version", ingot::version()},
               {"extensions",
-               {"binary_tensor_data", "statistics", "model_repository", "model_configuration", "system_shared_memory"}}};
+               {"binary_tensor_data", "statistics", "model_repository", "model_configuration", "system_shared_memory",
+#ifdef INGOT_WITH_CUDA
+                "cuda_shared_memory"
+#endif
+               }}};
     send_json(res, 200, j.dump());
   });
   // The version group is optional: req.matches[2] is empty without it.
@@ -227,27 +246,27 @@ void Server::Impl::routes() {
     send_json(res, 200, arr.dump(-1, ' ', false, json::error_handler_t::replace));
   });
   // System shared memory (Triton's extension): register / status / unregister, per region or all.
-  http.Post(R"(/v2/systemsharedmemory/region/([^/]+)/register)",
-            [this](const httplib::Request& req, httplib::Response& res) {
-              json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-              auto key = body.is_object() ? body.find("key") : body.end();
-              if (!body.is_object() || key == body.end() || !key->is_string())
-                return send_error(res, 400, "register needs a JSON body {\"key\": ..., \"offset\": ..., \"byte_size\": ...}");
-              // "offset" may be left out (0); "byte_size" may not.
-              auto num = [&](const char* f, bool required, uint64_t* v) {
-                auto it = body.find(f);
-                if (it == body.end()) return !required;
-                if (!it->is_number_unsigned()) return false;
-                *v = it->get<uint64_t>();
-                return true;
-              };
-              uint64_t offset = 0, byte_size = 0;
-              if (!num("offset", false, &offset) || !num("byte_size", true, &byte_size))
-                return send_error(res, 400, "register: offset and byte_size must be non-negative integers");
-              if (auto e = shared_memory.register_region(req.matches[1].str(), key->get<std::string>(), offset, byte_size))
-                return send_error(res, e->http_status, e->message);
-              send_json(res, 200, "{}");
-            });
+  http.Post(
+      R"(/v2/systemsharedmemory/region/([^/]+)/register)", [this](const httplib::Request& req, httplib::Response& res) {
+        json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+        auto key = body.is_object() ? body.find("key") : body.end();
+        if (!body.is_object() || key == body.end() || !key->is_string())
+          return send_error(res, 400, "register needs a JSON body {\"key\": ..., \"offset\": ..., \"byte_size\": ...}");
+        // "offset" may be left out (0); "byte_size" may not.
+        auto num = [&](const char* f, bool required, uint64_t* v) {
+          auto it = body.find(f);
+          if (it == body.end()) return !required;
+          if (!it->is_number_unsigned()) return false;
+          *v = it->get<uint64_t>();
+          return true;
+        };
+        uint64_t offset = 0, byte_size = 0;
+        if (!num("offset", false, &offset) || !num("byte_size", true, &byte_size))
+          return send_error(res, 400, "register: offset and byte_size must be non-negative integers");
+        if (auto e = shared_memory.register_region(req.matches[1].str(), key->get<std::string>(), offset, byte_size))
+          return send_error(res, e->http_status, e->message);
+        send_json(res, 200, "{}");
+      });
   http.Get(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/status)",
            [this](const httplib::Request& req, httplib::Response& res) {
              std::vector<SharedMemoryRegionInfo> regions;
@@ -261,6 +280,43 @@ void Server::Impl::routes() {
   http.Post(R"(/v2/systemsharedmemory(?:/region/([^/]+))?/unregister)",
             [this](const httplib::Request& req, httplib::Response& res) {
               if (auto e = shared_memory.unregister(req.matches[1].str()))
+                return send_error(res, e->http_status, e->message);
+              send_json(res, 200, "{}");
+            });
+  // CUDA shared memory (Triton's extension): a cudaIpc handle, base64 in {"raw_handle": {"b64": ...}}.
+  http.Post(
+      R"(/v2/cudasharedmemory/region/([^/]+)/register)", [this](const httplib::Request& req, httplib::Response& res) {
+        json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+        const char* usage =
+            "register needs a JSON body {\"raw_handle\": {\"b64\": ...}, \"device_id\": ..., \"byte_size\": ...}";
+        if (!body.is_object()) return send_error(res, 400, usage);
+        auto handle = body.find("raw_handle");
+        auto device = body.find("device_id");
+        auto size = body.find("byte_size");
+        if (handle == body.end() || !handle->is_object() || !handle->contains("b64") || !(*handle)["b64"].is_string() ||
+            device == body.end() || !device->is_number_integer() || size == body.end() || !size->is_number_unsigned())
+          return send_error(res, 400, usage);
+        std::string raw;
+        if (!base64_decode((*handle)["b64"].get<std::string>(), &raw))
+          return send_error(res, 400, "register: raw_handle.b64 is not base64");
+        if (auto e = shared_memory.register_cuda_region(req.matches[1].str(), raw, device->get<int64_t>(),
+                                                        size->get<uint64_t>()))
+          return send_error(res, e->http_status, e->message);
+        send_json(res, 200, "{}");
+      });
+  http.Get(R"(/v2/cudasharedmemory(?:/region/([^/]+))?/status)",
+           [this](const httplib::Request& req, httplib::Response& res) {
+             std::vector<SharedMemoryRegionInfo> regions;
+             if (auto e = shared_memory.status(req.matches[1].str(), &regions, SharedMemoryKind::kCuda))
+               return send_error(res, e->http_status, e->message);
+             json arr = json::array();
+             for (const auto& r : regions)
+               arr.push_back({{"name", r.name}, {"device_id", r.device_id}, {"byte_size", r.byte_size}});
+             send_json(res, 200, arr.dump(-1, ' ', false, json::error_handler_t::replace));
+           });
+  http.Post(R"(/v2/cudasharedmemory(?:/region/([^/]+))?/unregister)",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              if (auto e = shared_memory.unregister(req.matches[1].str(), SharedMemoryKind::kCuda))
                 return send_error(res, e->http_status, e->message);
               send_json(res, 200, "{}");
             });
@@ -355,7 +411,8 @@ Status Server::start() {
       if (e.state != "READY") failed += "\n  model '" + e.name + "': " + e.reason;
     if (!failed.empty()) {
       s.repository.stop_all();
-      return Status(StatusCode::kInvalidModel, "models failed to load (--exit-on-error false serves the others):" + failed);
+      return Status(StatusCode::kInvalidModel,
+                    "models failed to load (--exit-on-error false serves the others):" + failed);
     }
   }
   s.routes();

@@ -23,13 +23,15 @@ RequestError bad(std::string message) { return RequestError{400, std::move(messa
 
 struct SharedMemoryManager::Region {
   SharedMemoryRegionInfo info;
-  void* map = nullptr;      // page-aligned start of the mapping
+  void* map = nullptr;  // page-aligned start of the mapping
   size_t map_size = 0;
-  uint8_t* base = nullptr;  // info.offset inside the object
+  uint8_t* base = nullptr;  // info.offset inside the object; a CUDA region's device pointer
   bool pinned = false;      // registered with CUDA (page-locked)
+  bool ipc = false;         // base came from cudaIpcOpenMemHandle
   ~Region() {
 #ifdef INGOT_WITH_CUDA
     if (pinned) cudaHostUnregister(map);
+    if (ipc) cudaIpcCloseMemHandle(base);
 #endif
     if (map) munmap(map, map_size);
   }
@@ -68,8 +70,7 @@ std::optional<RequestError> SharedMemoryManager::register_region(const std::stri
     if (regions_.count(name)) return bad("shared-memory region '" + name + "' is already registered");
   }
   const int fd = shm_open(key.c_str(), O_RDWR, 0);
-  if (fd < 0)
-    return bad("shared-memory region '" + name + "': cannot open key '" + key + "': " + std::strerror(errno));
+  if (fd < 0) return bad("shared-memory region '" + name + "': cannot open key '" + key + "': " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || st.st_size < 0 || offset > static_cast<uint64_t>(st.st_size) ||
       byte_size > static_cast<uint64_t>(st.st_size) - offset) {
@@ -96,27 +97,87 @@ std::optional<RequestError> SharedMemoryManager::register_region(const std::stri
   return std::nullopt;
 }
 
-std::optional<RequestError> SharedMemoryManager::unregister(const std::string& name) {
+std::optional<RequestError> SharedMemoryManager::register_cuda_region(const std::string& name,
+                                                                      const std::string& raw_handle, int64_t device_id,
+                                                                      uint64_t byte_size) {
+  if (name.empty()) return bad("a CUDA shared-memory region needs a name");
+  if (byte_size == 0) return bad("CUDA shared-memory region '" + name + "': byte_size must be positive");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (regions_.count(name)) return bad("shared-memory region '" + name + "' is already registered");
+  }
+#ifdef INGOT_WITH_CUDA
+  if (raw_handle.size() != sizeof(cudaIpcMemHandle_t))
+    return bad("CUDA shared-memory region '" + name + "': raw_handle has " + std::to_string(raw_handle.size()) +
+               " bytes, a cudaIpcMemHandle_t has " + std::to_string(sizeof(cudaIpcMemHandle_t)));
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  cudaGetLastError();
+  if (device_id < 0 || device_id >= devices)
+    return bad("CUDA shared-memory region '" + name + "': no CUDA device " + std::to_string(device_id) + " (" +
+               std::to_string(devices) + " on this server)");
+  if (cudaSetDevice(static_cast<int>(device_id)) != cudaSuccess) {
+    return bad("CUDA shared-memory region '" + name + "': cannot use device " + std::to_string(device_id) + ": " +
+               cudaGetErrorString(cudaGetLastError()));
+  }
+  cudaIpcMemHandle_t handle;
+  std::memcpy(&handle, raw_handle.data(), sizeof handle);
+  void* ptr = nullptr;
+  const cudaError_t e = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return bad("CUDA shared-memory region '" + name + "': cannot open the cudaIpc handle on device " +
+               std::to_string(device_id) + ": " + cudaGetErrorString(e));
+  }
+  auto r = std::make_shared<Region>();
+  r->info = {name, "", 0, byte_size, SharedMemoryKind::kCuda, device_id};
+  r->base = static_cast<uint8_t*>(ptr);
+  r->ipc = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!regions_.emplace(name, std::move(r)).second)
+    return bad("shared-memory region '" + name + "' is already registered");
+  return std::nullopt;
+#else
+  (void)raw_handle;
+  (void)device_id;
+  return bad("CUDA shared-memory region '" + name + "': this ingot is built without CUDA");
+#endif
+}
+
+std::optional<RequestError> SharedMemoryManager::unregister(const std::string& name, SharedMemoryKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   if (name.empty()) {
-    regions_.clear();
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      if (it->second->info.kind == kind)
+        it = regions_.erase(it);
+      else
+        ++it;
+    }
     return std::nullopt;
   }
-  if (regions_.erase(name) == 0) return bad("no shared-memory region '" + name + "' is registered");
+  auto it = regions_.find(name);
+  if (it == regions_.end() || it->second->info.kind != kind)
+    return bad(std::string("no ") + (kind == SharedMemoryKind::kCuda ? "CUDA" : "system") + " shared-memory region '" +
+               name + "' is registered");
+  regions_.erase(it);
   return std::nullopt;
 }
 
 std::optional<RequestError> SharedMemoryManager::status(const std::string& name,
-                                                        std::vector<SharedMemoryRegionInfo>* out) const {
+                                                        std::vector<SharedMemoryRegionInfo>* out,
+                                                        SharedMemoryKind kind) const {
   out->clear();
   std::lock_guard<std::mutex> lock(mu_);
   if (!name.empty()) {
     auto it = regions_.find(name);
-    if (it == regions_.end()) return bad("no shared-memory region '" + name + "' is registered");
+    if (it == regions_.end() || it->second->info.kind != kind)
+      return bad(std::string("no ") + (kind == SharedMemoryKind::kCuda ? "CUDA" : "system") +
+                 " shared-memory region '" + name + "' is registered");
     out->push_back(it->second->info);
     return std::nullopt;
   }
-  for (const auto& [n, r] : regions_) out->push_back(r->info);
+  for (const auto& [n, r] : regions_)
+    if (r->info.kind == kind) out->push_back(r->info);
   return std::nullopt;
 }
 
@@ -144,6 +205,8 @@ std::optional<RequestError> SharedMemoryManager::view(const SharedMemoryRef& ref
   std::optional<RequestError> error;
   std::shared_ptr<Region> r = find(ref, &error);
   if (!r) return error;
+  if (r->info.kind != SharedMemoryKind::kSystem)
+    return bad("shared-memory region '" + ref.region + "' is CUDA device memory, not readable in place");
   out->data = reinterpret_cast<const char*>(r->base + ref.offset);
   out->size = static_cast<size_t>(ref.byte_size);
   out->pinned = r->pinned;
@@ -159,13 +222,41 @@ std::optional<RequestError> SharedMemoryManager::write(const SharedMemoryRef& re
   if (bytes > ref.byte_size)
     return bad("shared-memory region '" + ref.region + "': the output needs " + std::to_string(bytes) +
                " bytes, shared_memory_byte_size is " + std::to_string(ref.byte_size));
-  if (bytes) std::memcpy(r->base + ref.offset, data, bytes);
+  if (bytes == 0) return std::nullopt;
+  if (r->info.kind == SharedMemoryKind::kCuda) {
+#ifdef INGOT_WITH_CUDA
+    const cudaError_t e = cudaMemcpy(r->base + ref.offset, data, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return RequestError{
+          500, "CUDA shared-memory region '" + ref.region + "': writing the output: " + cudaGetErrorString(e)};
+    }
+#endif
+    return std::nullopt;
+  }
+  std::memcpy(r->base + ref.offset, data, bytes);
   return std::nullopt;
 }
 
 std::optional<RequestError> SharedMemoryManager::attach_inputs(InferRequest* request) const {
   for (InferInput& in : request->inputs) {
     if (!in.shm) continue;
+    std::optional<RequestError> error;
+    std::shared_ptr<Region> r = find(*in.shm, &error);
+    if (!r) return RequestError{error->http_status, "input '" + in.name + "': " + error->message};
+    if (r->info.kind == SharedMemoryKind::kCuda) {
+#ifdef INGOT_WITH_CUDA
+      in.data.resize(static_cast<size_t>(in.shm->byte_size));
+      const cudaError_t e =
+          cudaMemcpy(in.data.data(), r->base + in.shm->offset, in.data.size(), cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        return RequestError{500, "input '" + in.name + "': reading CUDA shared-memory region '" + in.shm->region +
+                                     "': " + cudaGetErrorString(e)};
+      }
+#endif
+      continue;
+    }
     ExternalBytes bytes;
     if (auto e = view(*in.shm, &bytes)) return RequestError{e->http_status, "input '" + in.name + "': " + e->message};
     in.external = std::move(bytes);

@@ -13,6 +13,9 @@
 // page-locked with cudaHostRegister, so a cuda engine's batcher copies each request's rows
 // straight from the region to the device by DMA (53.8 GB/s on the H200 against 6.9 GB/s from
 // pageable memory); where pinning fails the region is still served, through a staging copy.
+//
+// Triton's CUDA shared-memory extension shares the region names: a client registers a cudaIpc
+// handle of device memory it allocated, and requests name that region like a system one.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +30,15 @@
 
 namespace ingot::server {
 
+/// Which extension a region belongs to: system (POSIX shm, key and offset) or CUDA (a cudaIpc
+/// handle to device memory on device_id). Both share one namespace of region names, as Triton's.
+enum class SharedMemoryKind { kSystem, kCuda };
+
 struct SharedMemoryRegionInfo {
   std::string name, key;
   uint64_t offset = 0, byte_size = 0;
+  SharedMemoryKind kind = SharedMemoryKind::kSystem;
+  int64_t device_id = -1;  ///< kCuda
 };
 
 class SharedMemoryManager {
@@ -42,19 +51,30 @@ class SharedMemoryManager {
   /// than offset + byte_size, a zero size.
   std::optional<RequestError> register_region(const std::string& name, const std::string& key, uint64_t offset,
                                               uint64_t byte_size);
-  /// Unmaps `name` (every region when empty); unknown names are an error (400).
-  std::optional<RequestError> unregister(const std::string& name);
-  /// The regions named `name` (all when empty); unknown names are an error (400).
-  std::optional<RequestError> status(const std::string& name, std::vector<SharedMemoryRegionInfo>* out) const;
+  /// Triton's CUDA shared-memory extension: opens `raw_handle` (a cudaIpcMemHandle_t, 64 bytes,
+  /// from cudaIpcGetMemHandle in the client's process) on `device_id` as a region of `byte_size`
+  /// bytes. Errors (400) name the region: a name already registered, a handle of the wrong size,
+  /// no such device, a handle CUDA cannot open, an ingot built without CUDA.
+  std::optional<RequestError> register_cuda_region(const std::string& name, const std::string& raw_handle,
+                                                   int64_t device_id, uint64_t byte_size);
+  /// Unmaps / closes `name` of `kind` (every region of that kind when empty); unknown names, and
+  /// names of the other kind, are an error (400).
+  std::optional<RequestError> unregister(const std::string& name, SharedMemoryKind kind = SharedMemoryKind::kSystem);
+  /// The regions of `kind` named `name` (all of that kind when empty); unknown names are an error.
+  std::optional<RequestError> status(const std::string& name, std::vector<SharedMemoryRegionInfo>* out,
+                                     SharedMemoryKind kind = SharedMemoryKind::kSystem) const;
 
   /// Points `out` at `ref`'s bytes (offset and size inside the region) in place, holding the
-  /// region mapped for as long as `out` lives.
+  /// region mapped for as long as `out` lives. System regions only (a CUDA region's bytes are
+  /// device memory: attach_inputs copies them).
   std::optional<RequestError> view(const SharedMemoryRef& ref, ExternalBytes* out) const;
-  /// Writes `bytes` at `ref`; `bytes` must fit in ref.byte_size.
+  /// Writes `bytes` (host memory) at `ref` (a copy to the device for a CUDA region); `bytes`
+  /// must fit in ref.byte_size.
   std::optional<RequestError> write(const SharedMemoryRef& ref, const void* data, size_t bytes) const;
 
   /// The protocol-independent half of an infer request (HTTP and gRPC): every input that names a
-  /// region reads it in place (view()); errors (400) name the input.
+  /// system region reads it in place (view()), one in a CUDA region is copied to the host (a copy
+  /// the batcher's own upload then repeats: correct, not yet fast); errors (400) name the input.
   std::optional<RequestError> attach_inputs(InferRequest* request) const;
 
  private:

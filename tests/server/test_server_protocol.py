@@ -164,6 +164,37 @@ def main():
         shm.close()
         shm.unlink()
 
+    # ---- CUDA shared memory (Triton's extension): what a server without a usable handle says ------
+    # (The end-to-end path, a real cudaIpc handle from another process, runs on the GPU machine:
+    # tests/server/test_cuda_shared_memory.py.) Here: a 64-byte handle nothing can open, a handle
+    # of the wrong size, bad base64; errors name the region, and nothing stays registered.
+    import base64
+    fake = base64.b64encode(bytes(range(64))).decode()
+    status, _, raw = c.request("POST", "/v2/cudasharedmemory/region/gpu_in/register",
+                               json.dumps({"raw_handle": {"b64": fake}, "device_id": 0, "byte_size": 1024}).encode())
+    msg = json.loads(raw).get("error", "") if raw else ""
+    check("CUDA shm: a handle that cannot be opened is refused (400), naming the region and why",
+          status == 400 and "gpu_in" in msg and ("no CUDA device" in msg or "cannot open the cudaIpc handle" in msg
+                                                 or "without CUDA" in msg), (status, msg))
+    status, _, raw = c.request("POST", "/v2/cudasharedmemory/region/gpu_in/register",
+                               json.dumps({"raw_handle": {"b64": base64.b64encode(b"short").decode()},
+                                           "device_id": 0, "byte_size": 1024}).encode())
+    msg = json.loads(raw).get("error", "") if raw else ""
+    check("CUDA shm: a handle of the wrong size is refused, saying its size",
+          status == 400 and ("raw_handle has 5 bytes" in msg or "without CUDA" in msg), (status, msg))
+    status, _, raw = c.request("POST", "/v2/cudasharedmemory/region/gpu_in/register",
+                               b'{"raw_handle": {"b64": "***"}, "device_id": 0, "byte_size": 8}')
+    check("CUDA shm: bad base64 is refused", status == 400 and b"base64" in raw, (status, raw))
+    status, _, raw = c.request("POST", "/v2/cudasharedmemory/region/gpu_in/register", b'{"device_id": 0}')
+    check("CUDA shm: a body without raw_handle/byte_size is refused, saying what it needs",
+          status == 400 and b"raw_handle" in raw, (status, raw))
+    status, _, raw = c.request("GET", "/v2/cudasharedmemory/status")
+    check("CUDA shm: status lists no region after the failures", status == 200 and json.loads(raw) == [], raw)
+    status, _, raw = c.request("GET", "/v2/cudasharedmemory/region/gpu_in/status")
+    check("CUDA shm: status of an unknown region is 400", status == 400 and b"gpu_in" in raw, (status, raw))
+    status, _, raw = c.request("POST", "/v2/cudasharedmemory/region/gpu_in/unregister", b"{}")
+    check("CUDA shm: unregistering an unknown region is 400", status == 400, (status, raw))
+
     # ---- bad input: the right code and a message naming the problem -----------------------------
     def post(model, body, headers=None):
         status, _, raw = c.request("POST", f"/v2/models/{model}/infer", body, headers)
@@ -456,6 +487,14 @@ def main():
                 check("gRPC shared memory: a name registered twice is refused", "already registered" in str(e), e)
             gc.unregister_system_shared_memory("gio")
             check("gRPC shared memory: unregister", len(gc.get_system_shared_memory_status().regions) == 0)
+            try:
+                gc.register_cuda_shared_memory("gpu_in", bytes(range(64)), 0, 1024)
+                check("gRPC CUDA shm: a handle that cannot be opened is refused", False)
+            except tg.InferenceServerException as e:
+                check("gRPC CUDA shm: a handle that cannot be opened is INVALID_ARGUMENT, naming the region",
+                      "INVALID_ARGUMENT" in str(e.status()) and "gpu_in" in str(e), (e, e.status()))
+            check("gRPC CUDA shm: status lists no region",
+                  len(gc.get_cuda_shared_memory_status().regions) == 0)
         finally:
             gshm.close()
             gshm.unlink()
