@@ -226,8 +226,21 @@ TEST_F(SharedMemoryTest, RegisterReadWriteStatusUnregister) {
   EXPECT_TRUE(words(m.register_region("big", key_, 4096, kBytes), "exceeds key"));
   EXPECT_TRUE(words(m.register_region("gone", "/ingot_no_such_key", 0, 8), "cannot open key"));
   EXPECT_TRUE(words(m.register_region("zero", key_, 0, 0), "byte_size must be positive"));
-  EXPECT_TRUE(words(m.status("nope", &st), "no shared-memory region 'nope'"));
-  EXPECT_TRUE(words(m.unregister("nope"), "no shared-memory region 'nope'"));
+  EXPECT_TRUE(words(m.status("nope", &st), "no system shared-memory region 'nope'"));
+  EXPECT_TRUE(words(m.unregister("nope"), "no system shared-memory region 'nope'"));
+  // The CUDA extension shares the names but sees only its own regions; without a device (or a
+  // handle CUDA can open) nothing registers, and the message names the region.
+  EXPECT_TRUE(words(m.register_cuda_region("r", std::string(64, '\1'), 0, 8), "already registered"));
+  auto cuda = m.register_cuda_region("g", std::string(64, '\1'), 0, 8);
+  ASSERT_TRUE(cuda.has_value());
+  EXPECT_NE(cuda->message.find("'g'"), std::string::npos) << cuda->message;
+  EXPECT_TRUE(words(m.register_cuda_region("g", std::string(64, '\1'), 0, 0), "byte_size must be positive"));
+  EXPECT_TRUE(words(m.status("r", &st, SharedMemoryKind::kCuda), "no CUDA shared-memory region 'r'"));
+  EXPECT_TRUE(words(m.unregister("r", SharedMemoryKind::kCuda), "no CUDA shared-memory region 'r'"));
+  ASSERT_FALSE(m.status("", &st, SharedMemoryKind::kCuda).has_value());
+  EXPECT_TRUE(st.empty());
+  ASSERT_FALSE(m.unregister("", SharedMemoryKind::kCuda).has_value());  // all CUDA regions: none
+  ASSERT_FALSE(m.status("r", &st).has_value()) << "unregistering every CUDA region left the system ones";
 
   ASSERT_FALSE(m.register_region("r2", key_, 0, kBytes).has_value());
   ASSERT_FALSE(m.unregister("r").has_value());
