@@ -1,6 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // `ingot build MODEL.onnx -o MODEL.engine`: the builder, with trtexec's options.
+#include "build_command.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -8,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "build_command.h"
 #include "ingot/builder.h"
 #include "ingot/reference.h"
 #include "options.h"
@@ -21,7 +22,8 @@ class CliLogger : public Logger {
  public:
   explicit CliLogger(bool verbose) : verbose_(verbose) {}
   void log(Severity s, const char* msg) noexcept override {
-    if (s <= Severity::kWarning || verbose_) std::cerr << (s == Severity::kError ? "error: " : s == Severity::kWarning ? "warning: " : "  ") << msg << "\n";
+    if (s <= Severity::kWarning || verbose_)
+      std::cerr << (s == Severity::kError ? "error: " : s == Severity::kWarning ? "warning: " : "  ") << msg << "\n";
   }
 
  private:
@@ -42,6 +44,7 @@ class ProgressBar {
       phase_start_ = now;
       last_quarter_ = -1;
     }
+    if (ph == "calibrating") return calibrating(done, total, now, elapsed);
     if (ph != "tactics" || total <= 0) return;
     double in_phase = std::chrono::duration<double>(now - phase_start_).count();
     double eta = done > 0 ? in_phase / done * (total - done) : 0;
@@ -65,6 +68,19 @@ class ProgressBar {
   }
 
  private:
+  // INT8 calibration: batches run so far, of how many, and the time left at this pace.
+  void calibrating(int done, int total, std::chrono::steady_clock::time_point now, double elapsed) {
+    double in_phase = std::chrono::duration<double>(now - phase_start_).count();
+    double eta = done > 0 && total > done ? in_phase / done * (total - done) : 0;
+    if (tty_) {
+      std::fprintf(stderr, "\r  calibrating: batch %d/%d  %.1fs elapsed  ETA %.1fs   ", done, total, elapsed, eta);
+      if (done >= total) std::fprintf(stderr, "\n");
+    } else if (done == 0 || done >= total || done * 4 / std::max(total, 1) != (done - 1) * 4 / std::max(total, 1)) {
+      std::fprintf(stderr, "  calibrating: batch %d/%d, %.1fs elapsed, ETA %.1fs\n", done, total, elapsed, eta);
+    }
+    std::fflush(stderr);
+  }
+
   bool tty_;
   std::chrono::steady_clock::time_point start_, phase_start_, last_draw_;
   std::string phase_;
@@ -119,8 +135,7 @@ void build_help() {
                "  --min-shapes/--opt-shapes/--max-shapes name:DIMS  one optimization profile\n"
                "  --profile                   ends a profile: the shape flags after it start the next one\n"
                "                              (select it at run time with ingot run --profile-index N)\n"
-            << build_flags_help() <<
-               "  --verbose                   print pass notes\n";
+            << build_flags_help() << "  --verbose                   print pass notes\n";
 }
 
 int build_command(const std::vector<std::string>& args) {
@@ -146,8 +161,10 @@ int build_command(const std::vector<std::string>& args) {
       if (!value(output)) return 2;
     } else if (a == "--backend") {
       if (!value(v)) return 2;
-      if (v == "cpu") config.backend = BackendKind::kCpu;
-      else if (v == "cuda") config.backend = BackendKind::kCuda;
+      if (v == "cpu")
+        config.backend = BackendKind::kCpu;
+      else if (v == "cuda")
+        config.backend = BackendKind::kCuda;
       else {
         std::cerr << "ingot build: unknown backend '" << v << "' (cpu, cuda)\n";
         return 2;
@@ -162,8 +179,8 @@ int build_command(const std::vector<std::string>& args) {
       // Closes the optimization profile given so far; the shape flags after it make the next one.
       OptimizationProfile p;
       if (shapes.empty() || !shapes.to_profile(p, err)) {
-        std::cerr << "ingot build: --profile closes a profile, but " << (shapes.empty() ? "no shapes came before it" : err)
-                  << "\n";
+        std::cerr << "ingot build: --profile closes a profile, but "
+                  << (shapes.empty() ? "no shapes came before it" : err) << "\n";
         return 2;
       }
       config.profiles.push_back(p);
@@ -221,8 +238,17 @@ int build_command(const std::vector<std::string>& args) {
             << "  model nodes      " << summary.nodes_before_optimization << "\n"
             << "  engine steps     " << summary.steps << " (" << summary.fused_nodes << " fused)\n";
   if (config.fp16 || config.bf16 || !config.layer_precisions.empty())
-    std::cout << "  reduced precision " << summary.reduced_precision_layers << " layers, "
-              << summary.precision_casts << " cast layers at fp32 boundaries\n";
+    std::cout << "  reduced precision " << summary.reduced_precision_layers << " layers, " << summary.precision_casts
+              << " cast layers at fp32 boundaries\n";
+  if (config.int8) {
+    std::cout << "  int8             " << summary.int8_layers << " layers quantized, " << summary.int8_kept.size()
+              << " kept in float; scales for " << summary.calibration_tensors << " tensors "
+              << (summary.calibration_from_cache
+                      ? std::string("from the calibration cache")
+                      : "from " + std::to_string(summary.calibration_batches) + " calibration batches")
+              << "\n";
+    for (const std::string& k : summary.int8_kept) std::cout << "    float: " << k << "\n";
+  }
   if (summary.channels_last_convs)
     std::cout << "  channels-last    " << summary.channels_last_convs << " convolutions, " << summary.layout_reformats
               << " transpose layers at NCHW boundaries\n";
@@ -234,10 +260,10 @@ int build_command(const std::vector<std::string>& args) {
               << (summary.host_steps.empty() ? "" : " (CPU round trips, no CUDA graph):") << "\n";
     for (const std::string& h : summary.host_steps) std::cout << "    " << h << "\n";
   }
-  std::cout
-            << "  tactics timed    " << summary.tactics_timed
-            << (summary.tactics_cut_short ? " (" + std::to_string(summary.tactics_cut_short) + " cut short after one run)"
-                                          : std::string())
+  std::cout << "  tactics timed    " << summary.tactics_timed
+            << (summary.tactics_cut_short
+                    ? " (" + std::to_string(summary.tactics_cut_short) + " cut short after one run)"
+                    : std::string())
             << ", timing-cache hits " << summary.timing_cache_hits
             << (config.timing_cache_file.empty() ? std::string()
                                                  : " (cache " + config.timing_cache_file + ": " +

@@ -2,10 +2,13 @@
 #include "options.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <set>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
+
+#include "calibration.h"
 
 namespace ingot::tools {
 
@@ -48,16 +51,23 @@ std::string dims_to_string(const std::vector<int64_t>& d) {
 
 std::string human_bytes(uint64_t b) {
   char buf[64];
-  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ull << 30));
-  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1ull << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1ull << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
 bool ShapeOptions::parse(const std::string& flag, const std::string& value, std::string& err) {
-  ShapeMap* m = flag == "--shapes" ? &shapes : flag == "--min-shapes" ? &min : flag == "--opt-shapes" ? &opt
-              : flag == "--max-shapes" ? &max : nullptr;
+  ShapeMap* m = flag == "--shapes"       ? &shapes
+                : flag == "--min-shapes" ? &min
+                : flag == "--opt-shapes" ? &opt
+                : flag == "--max-shapes" ? &max
+                                         : nullptr;
   if (!m) return false;
   if (!parse_shape_list(value, *m, err)) {
     err = flag + ": " + err;
@@ -84,7 +94,8 @@ bool ShapeOptions::to_profile(OptimizationProfile& profile, std::string& err) co
       err = "input '" + n + "' is given both --shapes and --min/--opt/--max-shapes";
       return false;
     }
-    if (has_s) lo = mid = hi = s;
+    if (has_s)
+      lo = mid = hi = s;
     else {
       const std::vector<int64_t>& any = has_mid ? mid : has_hi ? hi : lo;
       if (!has_lo) lo = any;
@@ -145,13 +156,20 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
   };
   std::string v;
   long long n = 0;
-  if (a == "--fp16") config.fp16 = true;
-  else if (a == "--bf16") config.bf16 = true;
-  else if (a == "--tf32") config.tf32 = true;
-  else if (a == "--best") config.fp16 = config.bf16 = config.tf32 = true;
-  else if (a == "--strict-types") config.strict_types = true;
-  else if (a == "--reduced-io") config.reduced_io = true;
-  else if (a == "--no-host-fallback") config.allow_host_fallback = false;
+  if (a == "--fp16")
+    config.fp16 = true;
+  else if (a == "--bf16")
+    config.bf16 = true;
+  else if (a == "--tf32")
+    config.tf32 = true;
+  else if (a == "--best")
+    config.fp16 = config.bf16 = config.tf32 = true;
+  else if (a == "--strict-types")
+    config.strict_types = true;
+  else if (a == "--reduced-io")
+    config.reduced_io = true;
+  else if (a == "--no-host-fallback")
+    config.allow_host_fallback = false;
   else if (a == "--layer-precisions") {
     if (!value(v)) return BuildFlag::kError;
     std::istringstream ss(v);
@@ -197,6 +215,31 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
       return BuildFlag::kError;
     }
     config.conv_layout = v;
+  } else if (a == "--int8") {
+    config.int8 = true;
+    config.calibrator = &cli_calibrator();
+  } else if (a == "--calibration-data") {
+    if (!value(cli_calibrator().dir)) return BuildFlag::kError;
+    config.calibrator = &cli_calibrator();
+  } else if (a == "--calibrator") {
+    if (!value(v)) return BuildFlag::kError;
+    if (v != "entropy" && v != "minmax" && v != "percentile") {
+      err = "--calibrator must be entropy, minmax or percentile, got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    cli_calibrator().algorithm_name = v;
+  } else if (a == "--percentile") {
+    if (!value(v)) return BuildFlag::kError;
+    char* end = nullptr;
+    const double p = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(p > 0 && p <= 100)) {
+      err = "--percentile needs a number in (0, 100], got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    cli_calibrator().percentile_value = p;
+  } else if (a == "--calibration-cache") {
+    if (!value(cli_calibrator().cache_path)) return BuildFlag::kError;
+    config.calibrator = &cli_calibrator();
   } else if (a == "--timing-cache") {
     if (!value(config.timing_cache_file)) return BuildFlag::kError;
   } else if (a == "--tactic-timing") {
@@ -221,6 +264,14 @@ std::string build_flags_help() {
          "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
          "  --no-host-fallback          fail, naming each, when a layer would run on the CPU in a GPU engine\n"
          "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
+         "  --int8                      INT8: Conv/Gemm/MatMul layers with calibrated inputs run quantized\n"
+         "                              (int8 symmetric, weights per output channel); needs calibration\n"
+         "  --calibration-data DIR      .npy batches: DIR/*.npy for a one-input model, else\n"
+         "                              DIR/<batch>/<input>.npy\n"
+         "  --calibrator A              entropy (default, TensorRT's EntropyCalibration2) | minmax | percentile\n"
+         "  --percentile P              the percentile calibrator's |x| percentile (default 99.99)\n"
+         "  --calibration-cache FILE    read the scales from FILE when it exists (no batch runs), else\n"
+         "                              calibrate and write it (TensorRT's text format)\n"
          "  --workspace MiB             largest scratch per layer\n"
          "  --opt-level N               0 = no graph optimization and no tuning; 1 first tactic; 2..5 time\n"
          "                              2, 4 (default 3), 8 or all candidate tactics per layer\n"

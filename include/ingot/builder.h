@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ingot/logger.h"
+#include "ingot/reference.h"
 #include "ingot/status.h"
 
 namespace ingot {
@@ -37,12 +38,40 @@ class OptimizationProfile {
 
 enum class BackendKind { kCpu = 0, kCuda = 1 };
 
+/// INT8 post-training calibration data, shaped like TensorRT's IInt8Calibrator: the builder
+/// asks for batches until an empty one, runs the fp32 model on each and observes every float
+/// tensor; the algorithm turns what it saw into each tensor's scale. A cache (TensorRT's text
+/// form) skips all of that: when read_cache() returns text, no batch is asked for; after a
+/// calibration the builder hands the new cache to write_cache().
+class Calibrator {
+ public:
+  virtual ~Calibrator() = default;
+  /// The next batch, one tensor per model input (by name; `inputs` are the model's); empty when
+  /// there are no more.
+  virtual Result<std::vector<HostTensor>> next_batch(const std::vector<TensorInfo>& inputs) = 0;
+  /// How many batches there are (for the progress bar); -1 when unknown.
+  virtual int num_batches() const { return -1; }
+  /// "entropy" (TensorRT's EntropyCalibration2, the default), "minmax" or "percentile".
+  virtual std::string algorithm() const { return "entropy"; }
+  /// The percentile of |x| the percentile algorithm keeps (default 99.99).
+  virtual double percentile() const { return 99.99; }
+  /// A calibration cache's text, or "" when there is none.
+  virtual std::string read_cache() { return {}; }
+  virtual void write_cache(const std::string& text) { (void)text; }
+};
+
 struct BuilderConfig {
   BackendKind backend = BackendKind::kCpu;
-  bool fp16 = false;           ///< allow fp16 tactics (CUDA)
-  bool bf16 = false;           ///< allow bf16 tactics (CUDA)
-  bool tf32 = false;           ///< allow TF32 math in fp32 GEMM/conv (CUDA)
-  bool strict_types = false;   ///< a layer that cannot run in the allowed reduced precision is an error
+  bool fp16 = false;          ///< allow fp16 tactics (CUDA)
+  bool bf16 = false;          ///< allow bf16 tactics (CUDA)
+  bool tf32 = false;          ///< allow TF32 math in fp32 GEMM/conv (CUDA)
+  bool strict_types = false;  ///< a layer that cannot run in the allowed reduced precision is an error
+  /// INT8: Conv/Gemm/MatMul layers whose inputs the calibrator gives a range run quantized
+  /// (symmetric int8 activations per tensor, weights per output channel). Needs `calibrator`.
+  /// Today the graph carries the quantization as Q/DQ pairs and fp32-rounded weights, which
+  /// every backend runs (the CPU backend as the accuracy reference); int8 GPU kernels are next.
+  bool int8 = false;
+  Calibrator* calibrator = nullptr;  ///< not owned; used during the build only
   /// With fp16 or bf16: the engine's fp32 inputs and float outputs take that type (fp16 when both
   /// are allowed), so no Casts run at its edges and callers pass and receive it, as trtexec's
   /// --inputIOFormats/--outputIOFormats=fp16 do. Off: engine inputs and outputs keep the model's types.
@@ -56,7 +85,7 @@ struct BuilderConfig {
   /// refusal of a layer it has no implementation for.
   bool allow_host_fallback = true;
   uint64_t workspace_bytes = 1ull << 30;  ///< largest scratch a step may use
-  int optimization_level = 3;  ///< 0..5: more tactics timed at higher levels
+  int optimization_level = 3;             ///< 0..5: more tactics timed at higher levels
   std::string timing_cache_file;          ///< read and updated when set (CUDA)
   /// What tactic timings count (CUDA): "stream" (default), the time between back-to-back enqueues,
   /// host cost included where it outlasts the kernels (for engines run without CUDA graphs);
@@ -64,7 +93,7 @@ struct BuilderConfig {
   std::string tactic_timing = "stream";
   std::vector<OptimizationProfile> profiles;
   std::vector<std::string> disabled_passes;  ///< optimizer passes to skip, by name
-  std::string dump_ir_dir;     ///< write the IR after every pass into this folder
+  std::string dump_ir_dir;                   ///< write the IR after every pass into this folder
   /// 2-D convolution layout: "auto" (channels-last where a conv computes in fp16/bf16 and the
   /// backend has a channels-last tactic), "nhwc" (every float conv that can) or "nchw".
   std::string conv_layout = "auto";
@@ -79,9 +108,9 @@ struct BuildSummary {
   int steps = 0;
   int nodes_before_optimization = 0;
   int fused_nodes = 0;        ///< steps standing for more than one model node
-  int tactics_timed = 0;       ///< candidate tactics measured on the GPU
-  int tactics_cut_short = 0;   ///< of those, measured by one run only (far slower than the best)
-  int timing_cache_hits = 0;   ///< steps decided by the timing cache without measuring
+  int tactics_timed = 0;      ///< candidate tactics measured on the GPU
+  int tactics_cut_short = 0;  ///< of those, measured by one run only (far slower than the best)
+  int timing_cache_hits = 0;  ///< steps decided by the timing cache without measuring
   int timing_cache_entries = 0;
   uint64_t engine_bytes = 0;
   uint64_t arena_bytes = 0;
@@ -96,6 +125,12 @@ struct BuildSummary {
   /// Steps on the host fallback, "<op> '<node>' (<domain> opset N): why" each.
   std::vector<std::string> host_steps;
   std::vector<std::string> notes;  ///< pass refusals and other remarks
+  // INT8 (BuilderConfig::int8).
+  int int8_layers = 0;                 ///< layers quantized
+  std::vector<std::string> int8_kept;  ///< "<layer> (<op>): why" for each left in float
+  int calibration_batches = 0;         ///< batches run (0 when the cache had the scales)
+  int calibration_tensors = 0;         ///< tensors with a scale
+  bool calibration_from_cache = false;
 };
 
 class Builder {
@@ -109,8 +144,7 @@ class Builder {
   Result<std::vector<uint8_t>> build_serialized(const std::string& onnx_path, const BuilderConfig& config,
                                                 BuildSummary* summary = nullptr) const;
   /// Same from serialized ModelProto bytes (no external data).
-  Result<std::vector<uint8_t>> build_serialized_from_bytes(const void* data, size_t size,
-                                                           const BuilderConfig& config,
+  Result<std::vector<uint8_t>> build_serialized_from_bytes(const void* data, size_t size, const BuilderConfig& config,
                                                            BuildSummary* summary = nullptr) const;
 
  private:

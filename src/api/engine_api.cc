@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 
 #include "backend/device.h"
 #include "backend/tactic.h"
@@ -17,7 +20,10 @@
 #include "engine/engine_format.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
+#include "ingot/reference.h"
 #include "onnx/importer.h"
+#include "quant/calibration.h"
+#include "quant/insert_qdq.h"
 #include "runtime/engine_impl.h"
 
 namespace ingot {
@@ -34,9 +40,79 @@ class StderrLogger : public Logger {
 
 const char* backend_name(BackendKind k) { return k == BackendKind::kCuda ? "cuda" : "cpu"; }
 
+using ReferenceFactory = std::function<Result<std::unique_ptr<ReferenceModel>>()>;
+
+// INT8 calibration: the scales of every float tensor, from the calibrator's cache or by running
+// the fp32 model (the reference interpreter) on its batches and observing every value.
+Result<std::map<std::string, float>> calibrate(const BuilderConfig& config, const ReferenceFactory& reference,
+                                               BuildSummary* summary, Logger& logger) {
+  Calibrator& cal = *config.calibrator;
+  INGOT_ASSIGN_OR_RETURN(quant::CalibrationAlgorithm algo, quant::parse_algorithm(cal.algorithm()));
+  const std::string cached = cal.read_cache();
+  if (!cached.empty()) {
+    std::string header;
+    auto scales = quant::read_cache(cached, &header);
+    if (!scales.ok()) return Status(scales.status().code(), "calibration cache: " + scales.status().message());
+    logger.log(Severity::kInfo, ("calibration cache (" + header + "): " + std::to_string(scales->size()) +
+                                 " tensor scales read, no batches run")
+                                    .c_str());
+    if (summary) {
+      summary->calibration_from_cache = true;
+      summary->calibration_tensors = static_cast<int>(scales->size());
+    }
+    return scales;
+  }
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, reference());
+  std::map<std::string, quant::TensorCalibration> seen;
+  const int total = cal.num_batches();
+  int batches = 0;
+  if (config.progress) config.progress("calibrating", 0, total > 0 ? total : 1);
+  for (;;) {
+    INGOT_ASSIGN_OR_RETURN(std::vector<HostTensor> batch, cal.next_batch(model->inputs()));
+    if (batch.empty()) break;
+    auto values = model->run_all(batch);
+    if (!values.ok())
+      return Status(values.status().code(),
+                    "calibration batch " + std::to_string(batches + 1) + ": " + values.status().message());
+    auto observe = [&](const HostTensor& t) {
+      if (t.dtype != DataType::kFloat32 || t.data.size() != static_cast<size_t>(t.numel()) * 4) return;
+      seen[t.name].observe(reinterpret_cast<const float*>(t.data.data()), t.numel());
+    };
+    for (const HostTensor& t : batch) observe(t);
+    for (const HostTensor& t : *values) observe(t);
+    ++batches;
+    if (config.progress) config.progress("calibrating", batches, total > 0 ? std::max(total, batches) : batches + 1);
+  }
+  if (batches == 0) return invalid_argument("INT8 calibration: the calibrator gave no batch");
+  std::map<std::string, float> scales;
+  for (const auto& [name, t] : seen) {
+    const double th = quant::threshold(t, algo, cal.percentile());
+    if (th > 0) scales[name] = static_cast<float>(th / 127.0);
+  }
+  cal.write_cache(quant::write_cache(algo, scales));
+  logger.log(Severity::kInfo, ("calibrated " + std::to_string(scales.size()) + " tensors on " +
+                               std::to_string(batches) + " batches (" + quant::algorithm_name(algo) + ")")
+                                  .c_str());
+  if (summary) {
+    summary->calibration_batches = batches;
+    summary->calibration_tensors = static_cast<int>(scales.size());
+  }
+  return scales;
+}
+
 Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderConfig& config, BuildSummary* summary,
-                                              Logger& logger) {
+                                              Logger& logger, const ReferenceFactory& reference) {
   auto t0 = std::chrono::steady_clock::now();
+  quant::QdqReport qdq;
+  if (config.int8) {
+    if (!config.calibrator)
+      return invalid_argument(
+          "INT8 needs calibration data: set BuilderConfig::calibrator (ingot build --int8 "
+          "--calibration-data DIR)");
+    INGOT_ASSIGN_OR_RETURN(auto scales, calibrate(config, reference, summary, logger));
+    INGOT_ASSIGN_OR_RETURN(qdq, quant::insert_qdq(*model.graph, scales));
+    for (const std::string& k : qdq.kept) logger.log(Severity::kInfo, ("int8: kept in float: " + k).c_str());
+  }
   builder::BuildOptions opt;
   opt.backend = backend_name(config.backend);
   for (const auto& p : config.profiles) {
@@ -64,8 +140,10 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.conv_layout = config.conv_layout;
   opt.allow_host_fallback = config.allow_host_fallback;
   for (const auto& [layer, prec] : config.layer_precisions) {
-    DataType t = prec == "fp32" ? DataType::kFloat32 : prec == "fp16" ? DataType::kFloat16
-                 : prec == "bf16" ? DataType::kBFloat16 : DataType::kUndefined;
+    DataType t = prec == "fp32"   ? DataType::kFloat32
+                 : prec == "fp16" ? DataType::kFloat16
+                 : prec == "bf16" ? DataType::kBFloat16
+                                  : DataType::kUndefined;
     if (t == DataType::kUndefined)
       return invalid_argument("layer precision for '", layer, "' must be fp32, fp16 or bf16, got '", prec, "'");
     opt.precision.forced[layer] = t;
@@ -81,11 +159,12 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     if (v.storage == builder::Storage::kDynamic && v.value->producer()) {
       logger.log(Severity::kInfo, ("'" + v.value->name() + "' (from " + v.value->producer()->describe() +
                                    ") has a size only known at run time: it is allocated per run, and engines "
-                                   "with such values cannot be captured into CUDA graphs").c_str());
+                                   "with such values cannot be captured into CUDA graphs")
+                                      .c_str());
     }
   for (const std::string& h : report.host_steps)
-    logger.log(Severity::kWarning, ("host fallback: " + h +
-                                    "; it runs on the CPU with copies around it (no CUDA graph capture)").c_str());
+    logger.log(Severity::kWarning,
+               ("host fallback: " + h + "; it runs on the CPU with copies around it (no CUDA graph capture)").c_str());
   INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, engine::write_engine(plan, id));
   if (summary) {
     summary->steps = static_cast<int>(plan.steps.size());
@@ -107,6 +186,8 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->layout_reformats = report.layout.reformats;
     summary->split_fusions = report.split.split;
     summary->host_steps = report.host_steps;
+    summary->int8_layers = qdq.quantized_layers;
+    summary->int8_kept = qdq.kept;
   }
   return bytes;
 }
@@ -143,7 +224,8 @@ Builder::Builder(Logger& logger) : logger_(&logger) {}
 Result<std::vector<uint8_t>> Builder::build_serialized(const std::string& onnx_path, const BuilderConfig& config,
                                                        BuildSummary* summary) const {
   INGOT_ASSIGN_OR_RETURN(onnx::Model model, onnx::import_model_file(onnx_path));
-  auto r = build_from_model(std::move(model), config, summary, *logger_);
+  auto r =
+      build_from_model(std::move(model), config, summary, *logger_, [&] { return ReferenceModel::load(onnx_path); });
   if (!r.ok()) return Status(r.status().code(), onnx_path + ": " + r.status().message());
   return r;
 }
@@ -152,7 +234,8 @@ Result<std::vector<uint8_t>> Builder::build_serialized_from_bytes(const void* da
                                                                   const BuilderConfig& config,
                                                                   BuildSummary* summary) const {
   INGOT_ASSIGN_OR_RETURN(onnx::Model model, onnx::import_model_bytes(data, size));
-  return build_from_model(std::move(model), config, summary, *logger_);
+  return build_from_model(std::move(model), config, summary, *logger_,
+                          [&] { return ReferenceModel::load_bytes(data, size); });
 }
 
 Runtime::Runtime(Logger& logger) : logger_(&logger) {}

@@ -1,0 +1,131 @@
+// Copyright ingot authors. Apache-2.0.
+#include "quant/insert_qdq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace ingot::quant {
+namespace {
+
+bool quantizable(const ir::Node& n) {
+  return n.domain().empty() && (n.op_type() == "Conv" || n.op_type() == "Gemm" || n.op_type() == "MatMul");
+}
+
+std::string fresh_name(const ir::Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find_value(name) != nullptr; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+// The output-channel axis of a layer's constant weight, or -1 for one scale over the tensor.
+int64_t channel_axis(const ir::Node& n, int64_t rank) {
+  if (n.op_type() == "Conv") return rank >= 3 ? 0 : -1;
+  if (n.op_type() == "Gemm") return rank == 2 ? (n.attrs().get_int("transB", 0) ? 0 : 1) : -1;
+  return rank == 2 ? 1 : -1;  // MatMul [K, N]
+}
+
+// w rounded to int8 per channel along `axis` (or per tensor), returned dequantized (fp32).
+Tensor fake_quant_weight(const Tensor& w, int64_t axis) {
+  const Shape64& s = w.shape();
+  int64_t outer = 1, channels = 1, inner = 1;
+  if (axis >= 0) {
+    for (int64_t d = 0; d < axis; ++d) outer *= s[static_cast<size_t>(d)];
+    channels = s[static_cast<size_t>(axis)];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  } else {
+    inner = w.numel();
+  }
+  std::vector<double> amax(static_cast<size_t>(channels), 0.0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i)
+        amax[static_cast<size_t>(c)] =
+            std::max(amax[static_cast<size_t>(c)], std::fabs(w.get_f64((o * channels + c) * inner + i)));
+  Tensor out = Tensor::zeros(DataType::kFloat32, s).value();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c) {
+      const double scale = amax[static_cast<size_t>(c)] / 127.0;
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * channels + c) * inner + i;
+        const double q = scale > 0 ? std::clamp(std::nearbyint(w.get_f64(k) / scale), -127.0, 127.0) : 0.0;
+        out.set_f64(k, static_cast<float>(q * scale));
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales) {
+  QdqReport rep;
+  std::vector<ir::Node*> layers;
+  for (const auto& n : g.nodes())
+    if (quantizable(*n)) layers.push_back(n.get());
+  std::unordered_map<ir::Value*, ir::Value*> dequantized;  // activation -> its Q/DQ output
+  for (ir::Node* n : layers) {
+    const std::string layer = n->name().empty() ? n->op_type() : n->name();
+    // Which inputs are activations (quantized through Q/DQ) and which the constant weight.
+    std::vector<size_t> acts;
+    size_t weight = SIZE_MAX;
+    std::string why;
+    for (size_t i = 0; i < std::min<size_t>(2, n->inputs().size()); ++i) {
+      ir::Value* v = n->input(i);
+      if (!v) continue;
+      if (v->dtype() != DataType::kFloat32) {
+        why = "input '" + v->name() + "' is " + data_type_name(v->dtype()) + ", not f32";
+        break;
+      }
+      if (v->initializer()) {
+        if (i == 1)
+          weight = i;
+        else
+          why = "input 0 is a constant";
+        continue;
+      }
+      auto it = scales.find(v->name());
+      if (it == scales.end() || !(it->second > 0)) {
+        why = "no calibrated range for '" + v->name() + "'";
+        break;
+      }
+      acts.push_back(i);
+    }
+    if (why.empty() && acts.empty()) why = "no activation input";
+    if (!why.empty()) {
+      rep.kept.push_back(layer + " (" + n->op_type() + "): " + why);
+      continue;
+    }
+    for (size_t i : acts) {
+      ir::Value* v = n->input(i);
+      ir::Value*& dq = dequantized[v];
+      if (!dq) {
+        const std::string base = v->name().empty() ? layer + "_in" : v->name();
+        Tensor s = Tensor::zeros(DataType::kFloat32, {}).value();
+        s.set_f64(0, scales.at(v->name()));
+        Tensor zp = Tensor::zeros(DataType::kInt8, {}).value();
+        ir::Value* sv = g.add_initializer(fresh_name(g, base + "_int8_scale"), std::move(s));
+        ir::Value* zv = g.add_initializer(fresh_name(g, base + "_int8_zero_point"), std::move(zp));
+        ir::Value* q = g.add_value(fresh_name(g, base + "_int8"), DataType::kInt8, v->shape());
+        dq = g.add_value(fresh_name(g, base + "_dequantized"), DataType::kFloat32, v->shape());
+        g.add_node("QuantizeLinear", {v, sv, zv}, {q}, {}, base + "/quantize");
+        g.add_node("DequantizeLinear", {q, sv, zv}, {dq}, {}, base + "/dequantize");
+        ++rep.qdq_pairs;
+      }
+      n->set_input(i, dq);
+    }
+    if (weight != SIZE_MAX) {
+      ir::Value* w = n->input(weight);
+      const Tensor& wt = *w->initializer();
+      const int64_t axis = channel_axis(*n, static_cast<int64_t>(wt.shape().size()));
+      ir::Value* nw = g.add_initializer(fresh_name(g, w->name() + "_int8_rounded"), fake_quant_weight(wt, axis));
+      nw->set_shape(w->shape());
+      n->set_input(weight, nw);
+    }
+    ++rep.quantized_layers;
+    rep.int8.push_back(layer);
+  }
+  INGOT_RETURN_IF_ERROR(g.topological_sort());
+  return rep;
+}
+
+}  // namespace ingot::quant

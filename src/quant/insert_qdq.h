@@ -1,0 +1,33 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Implicit INT8 quantization as explicit Q/DQ: given calibrated per-tensor scales, every Conv,
+// Gemm and MatMul whose float inputs all have a scale reads them through a QuantizeLinear ->
+// DequantizeLinear pair (int8, symmetric, zero point 0; one pair per tensor, shared by all its
+// readers), and its constant weight is replaced by its per-output-channel int8 rounding (scale =
+// max |w| of the channel / 127, values clamped to [-127, 127], stored dequantized: the same
+// numbers an int8 kernel multiplies). The graph then computes what int8 layers compute with fp32
+// accumulation: the CPU backend runs it as the accuracy reference of an int8 engine.
+// Layers left in float are listed with the reason (no calibrated range, a non-float input, a
+// weight that is not a constant).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace ingot::quant {
+
+struct QdqReport {
+  int quantized_layers = 0;
+  int qdq_pairs = 0;              ///< activation tensors given a Q/DQ pair
+  std::vector<std::string> kept;  ///< "<layer>: why" for each quantizable layer left in float
+  std::vector<std::string> int8;  ///< names of the layers quantized
+};
+
+/// Rewrites `g` in place (then topologically sorted). `scales`: tensor name -> scale (T / 127).
+Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales);
+
+}  // namespace ingot::quant

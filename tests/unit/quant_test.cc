@@ -1,0 +1,226 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// INT8 calibration and Q/DQ insertion (src/quant/): the growing |x| histogram equals one built
+// over the final range at once; min-max, percentile and entropy thresholds on data whose answer
+// is known; the calibration cache's text form round trips and bad text is named by line; the
+// Q/DQ rewrite of Conv / MatMul layers (node lines), layers it keeps in float and why, and the
+// rewritten graph computing what int8 layers compute (against a direct fake-quant on the CPU).
+// The entropy calibrator's choice is checked against an independent NumPy implementation of the
+// same algorithm in tests/cli/test_int8_cli.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph_check_util.h"
+#include "quant/calibration.h"
+#include "quant/insert_qdq.h"
+
+namespace ingot {
+namespace {
+
+using quant::CalibrationAlgorithm;
+using quant::kHistogramBins;
+using quant::TensorCalibration;
+using testing_util::node_lines;
+using testing_util::parse_ir;
+using testing_util::with_weights;
+
+TEST(Calibration, GrowingRangeMergesBinsExactly) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> small(-1.0f, 1.0f), big(-7.0f, 7.0f);
+  std::vector<float> a(5000), b(5000);
+  for (float& v : a) v = small(rng);
+  for (float& v : b) v = big(rng);
+  TensorCalibration grown;
+  grown.observe(a.data(), static_cast<int64_t>(a.size()));
+  const double first_range = grown.range();
+  grown.observe(b.data(), static_cast<int64_t>(b.size()));
+  // Doubled until past 7: a power-of-two multiple of the first range.
+  const double ratio = grown.range() / first_range;
+  EXPECT_EQ(ratio, std::exp2(std::round(std::log2(ratio))));
+  EXPECT_GT(grown.range(), grown.amax());
+  // The same values binned directly over the final range.
+  std::vector<double> direct(kHistogramBins, 0.0);
+  for (const auto* v : {&a, &b})
+    for (float x : *v)
+      direct[static_cast<size_t>(std::fabs(static_cast<double>(x)) * kHistogramBins / grown.range())] += 1;
+  EXPECT_EQ(grown.histogram(), direct);
+  EXPECT_EQ(grown.count(), 10000);
+  // NaN and inf have no range to cover: skipped.
+  const float odd[3] = {NAN, INFINITY, 0.5f};
+  grown.observe(odd, 3);
+  EXPECT_EQ(grown.count(), 10001);
+}
+
+TEST(Calibration, MinMaxAndPercentileOnKnownData) {
+  // |x| uniform on 1..1000 (one of each): min-max keeps 1000; the 50th percentile is about 500.
+  std::vector<float> x;
+  for (int i = 1; i <= 1000; ++i) x.push_back(static_cast<float>(i % 2 ? i : -i));
+  TensorCalibration t;
+  t.observe(x.data(), static_cast<int64_t>(x.size()));
+  EXPECT_DOUBLE_EQ(quant::threshold(t, CalibrationAlgorithm::kMinMax), 1000.0);
+  const double width = t.range() / kHistogramBins;
+  EXPECT_NEAR(quant::threshold(t, CalibrationAlgorithm::kPercentile, 50.0), 500.0, 2 * width);
+  EXPECT_NEAR(quant::threshold(t, CalibrationAlgorithm::kPercentile, 99.9), 999.0, 2 * width);
+  EXPECT_DOUBLE_EQ(quant::threshold(t, CalibrationAlgorithm::kPercentile, 100.0), 1000.0);
+  TensorCalibration zeros;
+  const float z[4] = {0, 0, 0, 0};
+  zeros.observe(z, 4);
+  EXPECT_EQ(quant::threshold(zeros, CalibrationAlgorithm::kEntropy), 0.0) << "nothing to cover";
+}
+
+TEST(Calibration, EntropyClipsARareOutlierAndKeepsTheBulk) {
+  // 100000 values uniform in [0, 10) and ten at 40: min-max would spend 3/4 of the levels on the
+  // empty stretch; entropy keeps about the bulk (its threshold is at least 128 bins: 2.5 here).
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 10.0f);
+  std::vector<float> x(100000);
+  for (float& v : x) v = u(rng);
+  for (int i = 0; i < 10; ++i) x.push_back(40.0f);
+  TensorCalibration t;
+  t.observe(x.data(), static_cast<int64_t>(x.size()));
+  const double th = quant::threshold(t, CalibrationAlgorithm::kEntropy);
+  EXPECT_GT(th, 9.0);
+  EXPECT_LT(th, 12.0);
+  // A histogram with mass in every bin up to its end: no clipping pays, all bins are kept.
+  std::vector<double> flat(kHistogramBins, 10.0);
+  EXPECT_EQ(quant::entropy_bins(flat), kHistogramBins);
+}
+
+TEST(Calibration, CacheRoundTripsInTensorRtsTextForm) {
+  std::map<std::string, float> scales = {{"input", 0.0123f}, {"conv1/out", 1.0f / 127}, {"a:b", 3.5e-6f}};
+  const std::string text = quant::write_cache(CalibrationAlgorithm::kEntropy, scales);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "INGOT-1-EntropyCalibration2");
+  EXPECT_NE(text.find("\ninput: 3c4985f0\n"), std::string::npos) << text;  // 0.0123f's bits
+  std::string header;
+  auto back = quant::read_cache(text, &header);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, scales);  // bit-exact
+  // TensorRT's own header and CRLF line ends read too.
+  auto trt = quant::read_cache("TRT-8601-EntropyCalibration2\r\ndata: 3c010a14\r\n", &header);
+  ASSERT_TRUE(trt.ok()) << trt.status().to_string();
+  EXPECT_EQ(header, "TRT-8601-EntropyCalibration2");
+  uint32_t bits = 0x3c010a14;
+  float want;
+  std::memcpy(&want, &bits, 4);
+  EXPECT_EQ(trt->at("data"), want);
+  for (const char* bad : {"", "x: 3c010a14\n", "H\nx 3c010a14\n", "H\nx: 3c01\n", "H\nx: 3c01zz14\n",
+                          "H\nx: 7fc00000\n", "H\nx: bf800000\n"}) {
+    auto r = quant::read_cache(bad);
+    EXPECT_FALSE(r.ok()) << "'" << bad << "' was accepted";
+  }
+  auto line = quant::read_cache("H\nok: 3c010a14\nbroken\n");
+  ASSERT_FALSE(line.ok());
+  EXPECT_NE(line.status().message().find("line 3"), std::string::npos) << line.status().message();
+  EXPECT_TRUE(quant::parse_algorithm("percentile").ok());
+  EXPECT_FALSE(quant::parse_algorithm("kl").ok());
+}
+
+const char* const kHead = "graph g {\n  opset \"\" 17\n  input %x: f32[1,3,6,6]\n  input %m: f32[2,5]\n";
+
+std::string qdq_model() {
+  return with_weights(kHead, {{"w", {4, 3, 3, 3}}, {"b", {4}}, {"v", {5, 3}}},
+                      "  %c: f32[1,4,4,4] = Conv(%x, %w, %b) @conv\n"
+                      "  %r: f32[1,4,4,4] = Relu(%c) @relu\n"
+                      "  %d: f32[1,4,4,4] = Conv(%r, %w2, %b2) @conv2\n"
+                      "  %p: f32[2,3] = MatMul(%m, %v) @mm\n"
+                      "  output %d\n  output %p\n");
+}
+
+TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
+  std::string text = qdq_model();
+  // A second conv with its own weights; it has no calibrated input: kept in float.
+  text.insert(
+      text.find("  %c:"), "  init %w2: f32[4,4,1,1] = [" + [] {
+        std::string v;
+        for (int i = 0; i < 16; ++i) v += (i ? ", " : "") + std::to_string(0.1 * (i + 1));
+        return v;
+      }() + "]\n  init %b2: f32[4] = [0.1, 0.2, 0.3, 0.4]\n");
+  auto g = parse_ir(text);
+  ASSERT_TRUE(g);
+  const std::map<std::string, float> scales = {{"x", 2.0f / 127}, {"m", 1.5f / 127}};
+  auto rep = quant::insert_qdq(*g, scales);
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  EXPECT_EQ(rep->quantized_layers, 2);
+  EXPECT_EQ(rep->qdq_pairs, 2);
+  ASSERT_EQ(rep->kept.size(), 1u);
+  EXPECT_EQ(rep->kept[0], "conv2 (Conv): no calibrated range for 'r'");
+  const std::string lines = node_lines(*g);
+  EXPECT_NE(lines.find("QuantizeLinear(%x, %x_int8_scale, %x_int8_zero_point) @x/quantize"), std::string::npos)
+      << lines;
+  EXPECT_NE(lines.find("= Conv(%x_dequantized, %w_int8_rounded, %b) @conv"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("= MatMul(%m_dequantized, %v_int8_rounded) @mm"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("= Conv(%r, %w2, %b2) @conv2"), std::string::npos) << lines;
+
+  // The rewritten graph computes int8 layers: inputs rounded to scale steps (clamped to 127),
+  // weights rounded per output channel. Against the same rounding done on the inputs here and
+  // the weights read back, on the CPU reference.
+  const ir::Value* wq = g->find_value("w_int8_rounded");
+  ASSERT_TRUE(wq && wq->initializer());
+  for (int64_t k = 0; k < 4; ++k) {  // every value of channel k is a multiple of max|w_k| / 127
+    double amax = 0;
+    for (int64_t i = 0; i < 27; ++i) amax = std::max(amax, std::fabs(wq->initializer()->get_f64(k * 27 + i)));
+    for (int64_t i = 0; i < 27; ++i) {
+      const double steps = wq->initializer()->get_f64(k * 27 + i) / (amax / 127);
+      EXPECT_NEAR(steps, std::round(steps), 1e-3) << "channel " << k;
+    }
+  }
+  const ir::Value* vq = g->find_value("v_int8_rounded");  // MatMul [K, N]: per column
+  ASSERT_TRUE(vq && vq->initializer());
+  for (int64_t n = 0; n < 3; ++n) {
+    double amax = 0;
+    for (int64_t k = 0; k < 5; ++k) amax = std::max(amax, std::fabs(vq->initializer()->get_f64(k * 3 + n)));
+    for (int64_t k = 0; k < 5; ++k) {
+      const double steps = vq->initializer()->get_f64(k * 3 + n) / (amax / 127);
+      EXPECT_NEAR(steps, std::round(steps), 1e-3) << "column " << n;
+    }
+  }
+  cpu::Executor ex;
+  Tensor x = Tensor::zeros(DataType::kFloat32, {1, 3, 6, 6}).value();
+  Tensor m = Tensor::zeros(DataType::kFloat32, {2, 5}).value();
+  Tensor xr = Tensor::zeros(DataType::kFloat32, {1, 3, 6, 6}).value();
+  Tensor mr = Tensor::zeros(DataType::kFloat32, {2, 5}).value();
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> d(-2.5, 2.5);  // past 2.0: some saturate at 127 steps
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = d(rng);
+    x.set_f64(i, v);
+    xr.set_f64(i, std::clamp(std::nearbyint(v / (2.0 / 127)), -128.0, 127.0) * (2.0 / 127));
+  }
+  for (int64_t i = 0; i < m.numel(); ++i) {
+    const double v = d(rng);
+    m.set_f64(i, v);
+    mr.set_f64(i, std::clamp(std::nearbyint(v / (1.5 / 127)), -128.0, 127.0) * (1.5 / 127));
+  }
+  // Reference: the original graph with the rounded weights, fed the rounded inputs.
+  auto ref = parse_ir(text);
+  ASSERT_TRUE(ref);
+  ref->set_initializer(ref->find_value("w"), *wq->initializer());
+  ref->set_initializer(ref->find_value("v"), *vq->initializer());
+  auto want = ex.run(*ref, {{"x", xr}, {"m", mr}});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  auto got = ex.run(*g, {{"x", x}, {"m", m}});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  for (size_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < (*want)[o].numel(); ++i)
+      EXPECT_NEAR((*got)[o].get_f64(i), (*want)[o].get_f64(i), 1e-4) << "output " << o << " element " << i;
+}
+
+TEST(InsertQdq, LayersWithoutAFloatActivationStayAsTheyAre) {
+  auto g = parse_ir(with_weights("graph g {\n  opset \"\" 17\n  input %i: f64[2,5]\n", {{"v", {5, 3}}},
+                                 "  %v64: f64[5,3] = Cast {to=11}(%v) @cast\n"
+                                 "  %p: f64[2,3] = MatMul(%i, %v64) @mm\n  output %p\n"));
+  ASSERT_TRUE(g);
+  auto rep = quant::insert_qdq(*g, {{"i", 0.01f}, {"v64", 0.01f}});
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->quantized_layers, 0);
+  ASSERT_EQ(rep->kept.size(), 1u);
+  EXPECT_EQ(rep->kept[0], "mm (MatMul): input 'i' is f64, not f32");
+}
+
+}  // namespace
+}  // namespace ingot
