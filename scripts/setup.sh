@@ -12,7 +12,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build ccache pkg-config \
   libprotobuf-dev protobuf-compiler libgtest-dev libflatbuffers-dev flatbuffers-compiler \
   clang libclang-rt-14-dev \
-  python3 python3-pip graphviz \
+  python3 python3-pip graphviz dataset-fashion-mnist \
   nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc >/dev/null
 
 PY=${PYTHON:-python3}

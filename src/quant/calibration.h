@@ -10,7 +10,9 @@
 //    the first i bins with everything beyond folded into bin i-1; the candidate Q is the same i
 //    bins without that fold, merged into 128 levels and expanded back (each level's mass spread
 //    evenly over its non-zero bins), smoothed as MXNet and onnxruntime smooth it (1e-4 on empty
-//    bins); the i with the least KL(P || Q) gives T = (i + 0.5) * bin width;
+//    bins); the i with the least KL(P || Q) (the largest such i) gives T = (i + 0.5) * bin width.
+//    The first bin is counted as the second (NVIDIA's pytorch-quantization does the same): it
+//    holds a ReLU output's exact zeros, which otherwise pull the threshold far down;
 //  - min-max: T = max |x| (no clipping);
 //  - percentile: T = the given percentile of |x| (e.g. 99.99), from the histogram.
 //

@@ -3,7 +3,8 @@
 """INT8 calibration through `ingot build --int8` (issue 20, first slice; CPU backend):
   - the scale each calibrator writes to the calibration cache equals an independent NumPy
     implementation of the same algorithm (min-max, percentile, and TensorRT's entropy / KL
-    search over a 2048-bin |x| histogram, Q smoothed as MXNet and onnxruntime smooth it) on data
+    search over a 2048-bin |x| histogram, Q smoothed as MXNet and onnxruntime smooth it, the zero
+    bin counted as the next, as pytorch-quantization does) on data
     with outliers, where the three disagree;
   - the int8 engine of a MatMul computes what int8 arithmetic computes (x rounded to its scale's
     steps and saturated, W rounded per output column) and the cnn_small engine stays close to fp32;
@@ -42,6 +43,8 @@ def histogram(x):
 
 
 def entropy_bins(hist):
+    hist = hist.copy()
+    hist[0] = hist[1]  # a ReLU's zeros do not decide the threshold (as pytorch-quantization)
     total = hist.sum()
     best, best_d = len(hist), np.inf
     for i in range(LEVELS, len(hist) + 1):
@@ -63,7 +66,7 @@ def entropy_bins(hist):
         if (qn[m] <= 0).any():  # Q cannot hold what P does there: this i is out
             continue
         d = float(np.sum(pn[m] * np.log(pn[m] / qn[m])))
-        if d < best_d:
+        if d <= best_d:  # the largest i among equals
             best, best_d = i, d
     return best
 
