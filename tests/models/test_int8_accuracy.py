@@ -14,7 +14,6 @@ Every figure is printed (the note and bench/RESULTS.md cite them). Skips, saying
 dataset package is not installed.
 Usage: test_int8_accuracy.py --ingot build/tools/ingot"""
 import argparse
-import gzip
 import os
 import subprocess
 import sys
@@ -23,9 +22,10 @@ import tempfile
 import numpy as np
 import onnxruntime as ort
 
-DATA = "/usr/share/datasets/fashion-mnist"
-MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "fashion_mnist", "cnn.onnx")
-MEAN, STD = 0.2860, 0.3530
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.path.join(HERE, "..", "data", "fashion_mnist", "cnn.onnx")
+sys.path.insert(0, os.path.join(HERE, "..", "data", "fashion_mnist"))
+from train_cnn import DATA, load  # noqa: E402  - the same images, read and normalized as in training
 BATCH = 2000
 FAILED = []
 
@@ -34,14 +34,6 @@ def check(name, cond, detail=""):
     print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"), flush=True)
     if not cond:
         FAILED.append(name)
-
-
-def load(kind):
-    with gzip.open(os.path.join(DATA, f"{kind}-images-idx3-ubyte.gz")) as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
-    with gzip.open(os.path.join(DATA, f"{kind}-labels-idx1-ubyte.gz")) as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)
-    return ((x.astype(np.float32) / 255.0 - MEAN) / STD), y.astype(np.int64)
 
 
 def ingot(args, *cmd):

@@ -37,14 +37,6 @@ bool is_attention(const ir::Node& n) {
   return n.owner() == nullptr || n.owner()->opset(n.domain()) >= 23;
 }
 
-bool to_float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 bool has_input(const std::vector<ir::TensorType>& in, size_t i) {
   return i < in.size() && in[i].dtype != DataType::kUndefined;

@@ -27,14 +27,6 @@ namespace {
 constexpr const char* kName = "cuda.conv.depthwise";
 constexpr int kMaxKernel = 7;
 
-bool float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 // FusedConv's activation as the elementwise family's op with its numbers; false when unknown.
 bool activation_of(const ir::Node& n, UnaryOp* op, UnaryParams* p) {
@@ -126,7 +118,7 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
   s.kh = static_cast<int>(kh.value());
   s.kw = static_cast<int>(kw.value());
   FloatType t;
-  if (!float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype) return unsupported(n.describe(), ": dtype");
+  if (!to_float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype) return unsupported(n.describe(), ": dtype");
   for (size_t i = 1; i < in.size(); ++i)
     if (n.input(i) && in[i].dtype != in[0].dtype) return unsupported(n.describe(), ": mixed dtypes");
   if (n.input(2)) {
@@ -171,7 +163,7 @@ class DepthwiseConvTactic final : public Tactic {
     const Tensor& x = *io.inputs[0];
     Tensor& y = (*io.outputs)[0];
     FloatType t;
-    if (!float_type(x.dtype(), &t) || x.rank() != 4 || y.rank() != 4 || y.dtype() != x.dtype())
+    if (!to_float_type(x.dtype(), &t) || x.rank() != 4 || y.rank() != 4 || y.dtype() != x.dtype())
       return internal_error(node.describe(), ": ", kName, " got ", shape_to_string(x.shape()), " -> ",
                             shape_to_string(y.shape()));
     const Spec& s = s_;

@@ -22,9 +22,20 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "backend/tactic.h"
 
 namespace ingot::backend::cuda {
+
+/// The kernels' float type for a tensor dtype; false for anything but f32/f16/bf16.
+inline bool to_float_type(DataType t, FloatType* out) {
+  switch (t) {
+    case DataType::kFloat32: *out = FloatType::kF32; return true;
+    case DataType::kFloat16: *out = FloatType::kF16; return true;
+    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
+    default: return false;
+  }
+}
 
 struct TacticFamily {
   std::string name;  ///< e.g. "elementwise"; tactic names start with "cuda.<name>."

@@ -40,14 +40,6 @@ bool classify(const ir::Node& n, Kind* kind) {
   return false;
 }
 
-bool to_float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 bool has_input(const std::vector<ir::TensorType>& in, size_t i) {
   return i < in.size() && in[i].dtype != DataType::kUndefined;

@@ -49,14 +49,6 @@ bool op_is(const ir::Node& n, const char* op) { return n.op_type() == op; }
 
 int64_t node_opset(const ir::Node& n) { return n.owner() ? n.owner()->opset(n.domain()) : 0; }
 
-bool to_float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 bool is_kernel_float(DataType t) {
   FloatType f;

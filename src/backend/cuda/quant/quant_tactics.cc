@@ -20,14 +20,6 @@ namespace {
 
 bool is_onnx(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 
-bool to_float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 bool is_byte_quant(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
 

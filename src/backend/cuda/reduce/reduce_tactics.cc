@@ -48,14 +48,6 @@ const OpEntry* classify(const ir::Node& n) {
   return nullptr;
 }
 
-bool to_float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 int64_t node_opset(const ir::Node& n) { return n.owner() ? n.owner()->opset(n.domain()) : 0; }
 

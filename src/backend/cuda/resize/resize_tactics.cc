@@ -30,14 +30,6 @@ static_assert(sizeof(ResizeParams) == 64 + 5 * 8 * kMaxResizeDims, "ResizeParams
 
 int64_t opset_of(const ir::Node& n) { return n.owner() ? n.owner()->opset(n.domain()) : 0; }
 
-bool float_type(DataType t, FloatType* out) {
-  switch (t) {
-    case DataType::kFloat32: *out = FloatType::kF32; return true;
-    case DataType::kFloat16: *out = FloatType::kF16; return true;
-    case DataType::kBFloat16: *out = FloatType::kBF16; return true;
-    default: return false;
-  }
-}
 
 /// The string attribute `name`, or nullptr when the node does not have it.
 const std::string* string_attr(const ir::Node& n, const char* name) {
@@ -73,7 +65,7 @@ Status resize_params_for(const ir::Node& node, const std::vector<ir::TensorType>
   if (opset < 10) return unsupported(node.describe(), ": Resize needs opset >= 10, the node's opset is ", opset);
   if (in.empty() || in[0].dtype == DataType::kUndefined) return unsupported(node.describe(), ": input X has no type");
   FloatType ft;
-  if (!float_type(in[0].dtype, &ft))
+  if (!to_float_type(in[0].dtype, &ft))
     return unsupported(node.describe(), ": input X is ", data_type_name(in[0].dtype),
                        "; the cuda resize kernels take f32, f16 or bf16");
   if (!node.output(0) || node.output(0)->dtype() != in[0].dtype)
@@ -304,7 +296,7 @@ class ResizeTactic final : public Tactic {
     const Tensor& x = *io.inputs[0];
     Tensor& y = (*io.outputs)[0];
     FloatType t;
-    if (!float_type(x.dtype(), &t) || y.dtype() != x.dtype())
+    if (!to_float_type(x.dtype(), &t) || y.dtype() != x.dtype())
       return internal_error(io.node->describe(), ": input X (", data_type_name(x.dtype()), ") / output Y (",
                             data_type_name(y.dtype()), ") do not match the tactic");
     ResizeDesc d;
