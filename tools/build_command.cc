@@ -248,6 +248,12 @@ int build_command(const std::vector<std::string>& args) {
                       : "from " + std::to_string(summary.calibration_batches) + " calibration batches")
               << "\n";
     for (const std::string& k : summary.int8_kept) std::cout << "    float: " << k << "\n";
+    if (config.int8_min_cosine > 0) {
+      std::printf("  int8 accuracy    worst output cosine %.6f (budget %.6f); each layer alone in int8:\n",
+                  summary.int8_cosine, config.int8_min_cosine);
+      for (const auto& [layer, c] : summary.int8_sensitivity) std::printf("    %-24s %.6f\n", layer.c_str(), c);
+      std::fflush(stdout);
+    }
   }
   if (summary.channels_last_convs)
     std::cout << "  channels-last    " << summary.channels_last_convs << " convolutions, " << summary.layout_reformats

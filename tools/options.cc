@@ -178,15 +178,16 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
     while (std::getline(ss, item, ',')) {
       size_t colon = item.rfind(':');
       std::string prec = colon == std::string::npos ? "" : item.substr(colon + 1);
-      if (colon == std::string::npos || colon == 0 || (prec != "fp32" && prec != "fp16" && prec != "bf16")) {
-        err = "--layer-precisions expects LAYER:fp32|fp16|bf16[,...], got '" + item + "'";
+      if (colon == std::string::npos || colon == 0 ||
+          (prec != "fp32" && prec != "fp16" && prec != "bf16" && prec != "int8")) {
+        err = "--layer-precisions expects LAYER:fp32|fp16|bf16|int8[,...], got '" + item + "'";
         return BuildFlag::kError;
       }
       config.layer_precisions[item.substr(0, colon)] = prec;
       any = true;
     }
     if (!any) {
-      err = "--layer-precisions expects LAYER:fp32|fp16|bf16[,...], got ''";
+      err = "--layer-precisions expects LAYER:fp32|fp16|bf16|int8[,...], got ''";
       return BuildFlag::kError;
     }
   } else if (a == "--workspace") {
@@ -237,6 +238,15 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
       return BuildFlag::kError;
     }
     cli_calibrator().percentile_value = p;
+  } else if (a == "--int8-min-cosine") {
+    if (!value(v)) return BuildFlag::kError;
+    char* end = nullptr;
+    const double c = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(c > 0 && c <= 1)) {
+      err = "--int8-min-cosine needs a number in (0, 1], got '" + v + "'";
+      return BuildFlag::kError;
+    }
+    config.int8_min_cosine = c;
   } else if (a == "--calibration-cache") {
     if (!value(cli_calibrator().cache_path)) return BuildFlag::kError;
     config.calibrator = &cli_calibrator();
@@ -263,13 +273,17 @@ std::string build_flags_help() {
          "                              take that type (no Casts at its edges; fp16 with --best)\n"
          "  --strict-types              fail when a layer cannot run in the allowed reduced precision\n"
          "  --no-host-fallback          fail, naming each, when a layer would run on the CPU in a GPU engine\n"
-         "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16\n"
+         "  --layer-precisions L:P,...  force layer (node name) L to P = fp32|fp16|bf16 (with --int8 also\n"
+         "                              int8; fp32 keeps it out of int8)\n"
          "  --int8                      INT8: Conv/Gemm/MatMul layers with calibrated inputs run quantized\n"
          "                              (int8 symmetric, weights per output channel); needs calibration\n"
          "  --calibration-data DIR      .npy batches: DIR/*.npy for a one-input model, else\n"
          "                              DIR/<batch>/<input>.npy\n"
          "  --calibrator A              entropy (default, TensorRT's EntropyCalibration2) | minmax | percentile\n"
          "  --percentile P              the percentile calibrator's |x| percentile (default 99.99)\n"
+         "  --int8-min-cosine C         keep the layers most sensitive to int8 (each measured alone) in\n"
+         "                              float until every output keeps cosine >= C against fp32 on the\n"
+         "                              calibration batches (runs them; ignores the cache)\n"
          "  --calibration-cache FILE    read the scales from FILE when it exists (no batch runs), else\n"
          "                              calibrate and write it (TensorRT's text format)\n"
          "  --workspace MiB             largest scratch per layer\n"

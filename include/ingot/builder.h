@@ -72,6 +72,11 @@ struct BuilderConfig {
   /// every backend runs (the CPU backend as the accuracy reference); int8 GPU kernels are next.
   bool int8 = false;
   Calibrator* calibrator = nullptr;  ///< not owned; used during the build only
+  /// With int8: the least cosine similarity every output must keep against fp32 on the
+  /// calibration batches; the most sensitive layers (each measured alone in int8) go back to
+  /// float until it holds. 0: off (every calibrated layer in int8). layer_precisions L:fp32 /
+  /// L:int8 pin a layer either way.
+  double int8_min_cosine = 0;
   /// With fp16 or bf16: the engine's fp32 inputs and float outputs take that type (fp16 when both
   /// are allowed), so no Casts run at its edges and callers pass and receive it, as trtexec's
   /// --inputIOFormats/--outputIOFormats=fp16 do. Off: engine inputs and outputs keep the model's types.
@@ -131,6 +136,8 @@ struct BuildSummary {
   int calibration_batches = 0;         ///< batches run (0 when the cache had the scales)
   int calibration_tensors = 0;         ///< tensors with a scale
   bool calibration_from_cache = false;
+  double int8_cosine = 1.0;  ///< with int8_min_cosine: the chosen mix's worst output cosine
+  std::vector<std::pair<std::string, double>> int8_sensitivity;  ///< layer -> cosine alone in int8
 };
 
 class Builder {

@@ -24,6 +24,7 @@
 #include "onnx/importer.h"
 #include "quant/calibration.h"
 #include "quant/insert_qdq.h"
+#include "quant/sensitivity.h"
 #include "runtime/engine_impl.h"
 
 namespace ingot {
@@ -42,13 +43,31 @@ const char* backend_name(BackendKind k) { return k == BackendKind::kCuda ? "cuda
 
 using ReferenceFactory = std::function<Result<std::unique_ptr<ReferenceModel>>()>;
 
+struct Calibration {
+  std::map<std::string, float> scales;
+  // Kept for the accuracy search (BuilderConfig::int8_min_cosine): inputs and fp32 outputs.
+  std::vector<std::map<std::string, Tensor>> batches;
+  std::vector<std::vector<Tensor>> want;
+};
+
+Result<Tensor> to_tensor(const HostTensor& h) {
+  INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(h.dtype, h.shape));
+  if (h.data.size() != t.nbytes())
+    return invalid_argument("tensor '", h.name, "': ", h.data.size(), " bytes for ", data_type_name(h.dtype),
+                            shape_to_string(h.shape));
+  if (t.nbytes()) std::memcpy(t.mutable_raw(), h.data.data(), t.nbytes());
+  return t;
+}
+
 // INT8 calibration: the scales of every float tensor, from the calibrator's cache or by running
 // the fp32 model (the reference interpreter) on its batches and observing every value.
-Result<std::map<std::string, float>> calibrate(const BuilderConfig& config, const ReferenceFactory& reference,
-                                               BuildSummary* summary, Logger& logger) {
+Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactory& reference, BuildSummary* summary,
+                              Logger& logger) {
+  Calibration out;
+  const bool keep = config.int8_min_cosine > 0;
   Calibrator& cal = *config.calibrator;
   INGOT_ASSIGN_OR_RETURN(quant::CalibrationAlgorithm algo, quant::parse_algorithm(cal.algorithm()));
-  const std::string cached = cal.read_cache();
+  const std::string cached = keep ? std::string() : cal.read_cache();  // the search needs the batches
   if (!cached.empty()) {
     std::string header;
     auto scales = quant::read_cache(cached, &header);
@@ -60,7 +79,8 @@ Result<std::map<std::string, float>> calibrate(const BuilderConfig& config, cons
       summary->calibration_from_cache = true;
       summary->calibration_tensors = static_cast<int>(scales->size());
     }
-    return scales;
+    out.scales = std::move(*scales);
+    return out;
   }
   INGOT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, reference());
   std::map<std::string, quant::TensorCalibration> seen;
@@ -80,6 +100,21 @@ Result<std::map<std::string, float>> calibrate(const BuilderConfig& config, cons
     };
     for (const HostTensor& t : batch) observe(t);
     for (const HostTensor& t : *values) observe(t);
+    if (keep) {
+      std::map<std::string, Tensor> feeds;
+      for (const HostTensor& h : batch) {
+        INGOT_ASSIGN_OR_RETURN(feeds[h.name], to_tensor(h));
+      }
+      std::vector<Tensor> outs;
+      for (const TensorInfo& o : model->outputs())
+        for (const HostTensor& h : *values)
+          if (h.name == o.name) {
+            INGOT_ASSIGN_OR_RETURN(Tensor t, to_tensor(h));
+            outs.push_back(std::move(t));
+          }
+      out.batches.push_back(std::move(feeds));
+      out.want.push_back(std::move(outs));
+    }
     ++batches;
     if (config.progress) config.progress("calibrating", batches, total > 0 ? std::max(total, batches) : batches + 1);
   }
@@ -97,11 +132,13 @@ Result<std::map<std::string, float>> calibrate(const BuilderConfig& config, cons
     summary->calibration_batches = batches;
     summary->calibration_tensors = static_cast<int>(scales.size());
   }
-  return scales;
+  out.scales = std::move(scales);
+  return out;
 }
 
 Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderConfig& config, BuildSummary* summary,
-                                              Logger& logger, const ReferenceFactory& reference) {
+                                              Logger& logger, const ReferenceFactory& reference,
+                                              const std::function<Result<onnx::Model>()>& import_fresh) {
   auto t0 = std::chrono::steady_clock::now();
   quant::QdqReport qdq;
   if (config.int8) {
@@ -109,8 +146,33 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
       return invalid_argument(
           "INT8 needs calibration data: set BuilderConfig::calibrator (ingot build --int8 "
           "--calibration-data DIR)");
-    INGOT_ASSIGN_OR_RETURN(auto scales, calibrate(config, reference, summary, logger));
-    INGOT_ASSIGN_OR_RETURN(qdq, quant::insert_qdq(*model.graph, scales));
+    INGOT_ASSIGN_OR_RETURN(Calibration cal, calibrate(config, reference, summary, logger));
+    // --layer-precisions under --int8: fp32 keeps a layer in float, int8 keeps it quantized.
+    std::map<std::string, std::string> keep_float;
+    std::vector<std::string> forced_int8;
+    for (const auto& [layer, prec] : config.layer_precisions) {
+      if (prec == "fp32") keep_float[layer] = "--layer-precisions " + layer + ":fp32";
+      if (prec == "int8") forced_int8.push_back(layer);
+    }
+    if (config.int8_min_cosine > 0) {
+      auto fresh = [&]() -> Result<std::shared_ptr<ir::Graph>> {
+        INGOT_ASSIGN_OR_RETURN(onnx::Model m, import_fresh());
+        auto holder = std::make_shared<onnx::Model>(std::move(m));
+        return std::shared_ptr<ir::Graph>(holder, holder->graph.get());
+      };
+      INGOT_ASSIGN_OR_RETURN(quant::SensitivityResult sr,
+                             quant::choose_float_layers(fresh, cal.scales, cal.batches, cal.want,
+                                                        config.int8_min_cosine, keep_float, forced_int8));
+      keep_float = sr.keep_float;
+      if (summary) {
+        summary->int8_cosine = sr.cosine;
+        summary->int8_sensitivity = sr.alone;
+      }
+      logger.log(Severity::kInfo,
+                 ("int8 accuracy search: " + std::to_string(sr.evaluations) + " evaluations on the calibration batches")
+                     .c_str());
+    }
+    INGOT_ASSIGN_OR_RETURN(qdq, quant::insert_qdq(*model.graph, cal.scales, keep_float));
     for (const std::string& k : qdq.kept) logger.log(Severity::kInfo, ("int8: kept in float: " + k).c_str());
   }
   builder::BuildOptions opt;
@@ -140,12 +202,17 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.conv_layout = config.conv_layout;
   opt.allow_host_fallback = config.allow_host_fallback;
   for (const auto& [layer, prec] : config.layer_precisions) {
+    if (prec == "int8") {
+      if (!config.int8) return invalid_argument("layer precision int8 for '", layer, "' needs --int8");
+      continue;
+    }
+    if (prec == "fp32" && config.int8 && !config.fp16 && !config.bf16) continue;  // the int8 rewrite keeps it
     DataType t = prec == "fp32"   ? DataType::kFloat32
                  : prec == "fp16" ? DataType::kFloat16
                  : prec == "bf16" ? DataType::kBFloat16
                                   : DataType::kUndefined;
     if (t == DataType::kUndefined)
-      return invalid_argument("layer precision for '", layer, "' must be fp32, fp16 or bf16, got '", prec, "'");
+      return invalid_argument("layer precision for '", layer, "' must be fp32, fp16, bf16 or int8, got '", prec, "'");
     opt.precision.forced[layer] = t;
   }
   builder::BuildReport report;
@@ -224,8 +291,9 @@ Builder::Builder(Logger& logger) : logger_(&logger) {}
 Result<std::vector<uint8_t>> Builder::build_serialized(const std::string& onnx_path, const BuilderConfig& config,
                                                        BuildSummary* summary) const {
   INGOT_ASSIGN_OR_RETURN(onnx::Model model, onnx::import_model_file(onnx_path));
-  auto r =
-      build_from_model(std::move(model), config, summary, *logger_, [&] { return ReferenceModel::load(onnx_path); });
+  auto r = build_from_model(
+      std::move(model), config, summary, *logger_, [&] { return ReferenceModel::load(onnx_path); },
+      [&] { return onnx::import_model_file(onnx_path); });
   if (!r.ok()) return Status(r.status().code(), onnx_path + ": " + r.status().message());
   return r;
 }
@@ -234,8 +302,9 @@ Result<std::vector<uint8_t>> Builder::build_serialized_from_bytes(const void* da
                                                                   const BuilderConfig& config,
                                                                   BuildSummary* summary) const {
   INGOT_ASSIGN_OR_RETURN(onnx::Model model, onnx::import_model_bytes(data, size));
-  return build_from_model(std::move(model), config, summary, *logger_,
-                          [&] { return ReferenceModel::load_bytes(data, size); });
+  return build_from_model(
+      std::move(model), config, summary, *logger_, [&] { return ReferenceModel::load_bytes(data, size); },
+      [&] { return onnx::import_model_bytes(data, size); });
 }
 
 Runtime::Runtime(Logger& logger) : logger_(&logger) {}

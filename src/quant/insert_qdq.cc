@@ -55,16 +55,30 @@ Tensor fake_quant_weight(const Tensor& w, int64_t axis) {
   return out;
 }
 
+std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type() : n.name(); }
+
 }  // namespace
 
-Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales) {
+std::vector<std::string> quantizable_layers(const ir::Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& n : g.nodes())
+    if (quantizable(*n)) out.push_back(layer_name(*n));
+  return out;
+}
+
+Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales,
+                             const std::map<std::string, std::string>& keep_float) {
   QdqReport rep;
   std::vector<ir::Node*> layers;
   for (const auto& n : g.nodes())
     if (quantizable(*n)) layers.push_back(n.get());
   std::unordered_map<ir::Value*, ir::Value*> dequantized;  // activation -> its Q/DQ output
   for (ir::Node* n : layers) {
-    const std::string layer = n->name().empty() ? n->op_type() : n->name();
+    const std::string layer = layer_name(*n);
+    if (auto k = keep_float.find(layer); k != keep_float.end()) {
+      rep.kept.push_back(layer + " (" + n->op_type() + "): " + k->second);
+      continue;
+    }
     // Which inputs are activations (quantized through Q/DQ) and which the constant weight.
     std::vector<size_t> acts;
     size_t weight = SIZE_MAX;

@@ -28,6 +28,11 @@ struct QdqReport {
 };
 
 /// Rewrites `g` in place (then topologically sorted). `scales`: tensor name -> scale (T / 127).
-Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales);
+/// `keep_float`: layer name -> why it stays in float (reported in QdqReport::kept).
+Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales,
+                             const std::map<std::string, std::string>& keep_float = {});
+
+/// The names insert_qdq gives the layers it considers (node name, else op type), in node order.
+std::vector<std::string> quantizable_layers(const ir::Graph& g);
 
 }  // namespace ingot::quant

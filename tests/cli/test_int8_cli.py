@@ -188,6 +188,36 @@ def main():
     check("ingot compare --int8 builds a calibrated engine of cnn_small: cosine vs fp32 >= 0.99",
           rc == 0 and cos and float(cos.group(1)) >= 0.99, out + err)
 
+    # ---- mixed precision: the layer int8 hurts goes back to float, the other stays ---------------
+    # mm2's weight columns each hold one large entry among small ones: per-column int8 rounds the
+    # small ones to 0, so mm2 alone in int8 is far off; mm1 is benign.
+    w1 = rng.standard_normal((16, 32)).astype(np.float32)
+    w2 = (rng.standard_normal((32, 4)) * 0.02).astype(np.float32)
+    w2[0, :] = 60.0
+    two = os.path.join(work, "two.onnx")
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 16])
+    yo = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 4])
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    g = helper.make_graph(nodes, "two", [xi], [yo], [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), two)
+    rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two.engine"), "--int8", "--calibration-data", data,
+                       "--int8-min-cosine", "0.995")
+    sens = dict(re.findall(r"^    (mm\d)\s+([\d.]+)$", out, re.M))
+    worst = re.search(r"worst output cosine ([\d.]+)", out)
+    check("--int8-min-cosine keeps the layer int8 hurts (mm2) in float and mm1 in int8, naming why",
+          rc == 0 and "1 layers quantized, 1 kept in float" in out and "float: mm2 (MatMul): kept in float for accuracy"
+          in out and worst and float(worst.group(1)) >= 0.995, out + err)
+    check("the summary lists each layer's cosine alone in int8, mm2 the worse",
+          set(sens) == {"mm1", "mm2"} and float(sens["mm2"]) < float(sens["mm1"]), sens)
+    rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_b.engine"), "--int8", "--calibration-data",
+                       data, "--int8-min-cosine", "0.995", "--layer-precisions", "mm2:int8,mm1:fp32")
+    check("--layer-precisions pins layers under --int8 (mm2:int8 stays int8, mm1:fp32 stays float)",
+          rc == 0 and "float: mm1 (MatMul): --layer-precisions mm1:fp32" in out and "1 layers quantized" in out
+          and "mm2 (MatMul)" not in out.split("int8 accuracy")[0], out + err)
+    rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_c.engine"), "--layer-precisions", "mm2:int8")
+    check("layer precision int8 without --int8 is an error", rc != 0 and "needs --int8" in err, err)
+
     # ---- errors ------------------------------------------------------------------------------
     eng = os.path.join(work, "bad.engine")
     rc, out, err = run(ingot, "build", model, "-o", eng, "--int8")

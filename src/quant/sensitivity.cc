@@ -1,0 +1,86 @@
+// Copyright ingot authors. Apache-2.0.
+#include "quant/sensitivity.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "backend/cpu/executor.h"
+#include "quant/insert_qdq.h"
+
+namespace ingot::quant {
+
+double cosine(const Tensor& a, const Tensor& b) {
+  double dot = 0, na = 0, nb = 0;
+  const int64_t n = std::min(a.numel(), b.numel());
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = a.get_f64(i), y = b.get_f64(i);
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  if (na == 0 && nb == 0) return 1.0;
+  if (na == 0 || nb == 0) return 0.0;
+  return dot / std::sqrt(na * nb);
+}
+
+namespace {
+
+std::string fmt(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6f", v);
+  return b;
+}
+
+}  // namespace
+
+Result<SensitivityResult> choose_float_layers(const std::function<Result<std::shared_ptr<ir::Graph>>()>& fresh_graph,
+                                              const std::map<std::string, float>& scales,
+                                              const std::vector<std::map<std::string, Tensor>>& batches,
+                                              const std::vector<std::vector<Tensor>>& want, double min_cosine,
+                                              const std::map<std::string, std::string>& forced_float,
+                                              const std::vector<std::string>& forced_int8) {
+  SensitivityResult res;
+  // The worst output cosine over the batches with `keep` in float.
+  auto evaluate = [&](const std::map<std::string, std::string>& keep) -> Result<double> {
+    INGOT_ASSIGN_OR_RETURN(std::shared_ptr<ir::Graph> g, fresh_graph());
+    INGOT_RETURN_IF_ERROR(insert_qdq(*g, scales, keep).status());
+    ++res.evaluations;
+    double worst = 1.0;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      cpu::Executor ex;
+      INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> got, ex.run(*g, batches[b]));
+      for (size_t o = 0; o < got.size() && o < want[b].size(); ++o) worst = std::min(worst, cosine(got[o], want[b][o]));
+    }
+    return worst;
+  };
+  INGOT_ASSIGN_OR_RETURN(std::shared_ptr<ir::Graph> g0, fresh_graph());
+  const std::vector<std::string> layers = quantizable_layers(*g0);
+  auto forced = [&](const std::string& l) {
+    return std::find(forced_int8.begin(), forced_int8.end(), l) != forced_int8.end();
+  };
+  // Each layer alone in int8 (every other one in float).
+  for (const std::string& l : layers) {
+    if (forced_float.count(l)) continue;
+    std::map<std::string, std::string> keep;
+    for (const std::string& other : layers)
+      if (other != l) keep[other] = "-";
+    INGOT_ASSIGN_OR_RETURN(double c, evaluate(keep));
+    res.alone.emplace_back(l, c);
+  }
+  std::stable_sort(res.alone.begin(), res.alone.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  // Every layer in int8 but the forced ones, then the most sensitive back to float until it holds.
+  res.keep_float = forced_float;
+  INGOT_ASSIGN_OR_RETURN(res.cosine, evaluate(res.keep_float));
+  for (const auto& [layer, alone] : res.alone) {
+    if (res.cosine >= min_cosine) break;
+    if (forced(layer)) continue;
+    res.keep_float[layer] = "kept in float for accuracy (alone in int8: output cosine " + fmt(alone) +
+                            "; with it in int8 the model gave " + fmt(res.cosine) + " < " + fmt(min_cosine) + ")";
+    INGOT_ASSIGN_OR_RETURN(res.cosine, evaluate(res.keep_float));
+  }
+  return res;
+}
+
+}  // namespace ingot::quant
