@@ -240,9 +240,10 @@ int build_command(const std::vector<std::string>& args) {
   if (config.fp16 || config.bf16 || !config.layer_precisions.empty())
     std::cout << "  reduced precision " << summary.reduced_precision_layers << " layers, " << summary.precision_casts
               << " cast layers at fp32 boundaries\n";
-  if (config.int8) {
-    std::cout << "  int8             " << summary.int8_layers << " layers quantized, " << summary.int8_kept.size()
-              << " kept in float; scales for " << summary.calibration_tensors << " tensors "
+  if (config.int8 || config.fp8) {
+    std::cout << (config.fp8 ? "  fp8 (e4m3)       " : "  int8             ") << summary.int8_layers
+              << " layers quantized, " << summary.int8_kept.size() << " kept in float; scales for "
+              << summary.calibration_tensors << " tensors "
               << (summary.calibration_from_cache
                       ? std::string("from the calibration cache")
                       : "from " + std::to_string(summary.calibration_batches) + " calibration batches")

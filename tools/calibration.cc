@@ -32,8 +32,7 @@ int NpyCalibrator::num_batches() const { return static_cast<int>(entries().size(
 
 Result<std::vector<HostTensor>> NpyCalibrator::next_batch(const std::vector<TensorInfo>& inputs) {
   std::error_code ec;
-  if (dir.empty() || !fs::is_directory(dir, ec))
-    return bad("--calibration-data '" + dir + "' is not a folder");
+  if (dir.empty() || !fs::is_directory(dir, ec)) return bad("--calibration-data '" + dir + "' is not a folder");
   const std::vector<std::string> all = entries();
   if (next_ == 0 && all.empty())
     return bad("--calibration-data '" + dir +
@@ -55,8 +54,8 @@ Result<std::vector<HostTensor>> NpyCalibrator::next_batch(const std::vector<Tens
   for (const TensorInfo& in : inputs) {
     const std::string file = (fs::path(entry) / (in.name + ".npy")).string();
     if (!fs::exists(file, ec))
-      return bad("--calibration-data: batch folder '" + entry + "' has no " + in.name + ".npy for input '" +
-                 in.name + "'");
+      return bad("--calibration-data: batch folder '" + entry + "' has no " + in.name + ".npy for input '" + in.name +
+                 "'");
     auto t = load_npy(file);
     if (!t.ok()) return Status(t.status().code(), file + ": " + t.status().message());
     t->name = in.name;

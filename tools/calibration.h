@@ -16,12 +16,15 @@ namespace ingot::tools {
 
 class NpyCalibrator : public Calibrator {
  public:
-  std::string dir, algorithm_name = "entropy", cache_path;
+  std::string dir, algorithm_name, cache_path;  ///< algorithm "" = the default (entropy; minmax for fp8)
+  bool fp8 = false;
   double percentile_value = 99.99;
 
   Result<std::vector<HostTensor>> next_batch(const std::vector<TensorInfo>& inputs) override;
   int num_batches() const override;
-  std::string algorithm() const override { return algorithm_name; }
+  std::string algorithm() const override {
+    return !algorithm_name.empty() ? algorithm_name : fp8 ? "minmax" : "entropy";
+  }
   double percentile() const override { return percentile_value; }
   std::string read_cache() override;
   void write_cache(const std::string& text) override;

@@ -179,15 +179,15 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
       size_t colon = item.rfind(':');
       std::string prec = colon == std::string::npos ? "" : item.substr(colon + 1);
       if (colon == std::string::npos || colon == 0 ||
-          (prec != "fp32" && prec != "fp16" && prec != "bf16" && prec != "int8")) {
-        err = "--layer-precisions expects LAYER:fp32|fp16|bf16|int8[,...], got '" + item + "'";
+          (prec != "fp32" && prec != "fp16" && prec != "bf16" && prec != "int8" && prec != "fp8")) {
+        err = "--layer-precisions expects LAYER:fp32|fp16|bf16|int8|fp8[,...], got '" + item + "'";
         return BuildFlag::kError;
       }
       config.layer_precisions[item.substr(0, colon)] = prec;
       any = true;
     }
     if (!any) {
-      err = "--layer-precisions expects LAYER:fp32|fp16|bf16|int8[,...], got ''";
+      err = "--layer-precisions expects LAYER:fp32|fp16|bf16|int8|fp8[,...], got ''";
       return BuildFlag::kError;
     }
   } else if (a == "--workspace") {
@@ -218,6 +218,10 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
     config.conv_layout = v;
   } else if (a == "--int8") {
     config.int8 = true;
+    config.calibrator = &cli_calibrator();
+  } else if (a == "--fp8") {
+    config.fp8 = true;
+    cli_calibrator().fp8 = true;
     config.calibrator = &cli_calibrator();
   } else if (a == "--calibration-data") {
     if (!value(cli_calibrator().dir)) return BuildFlag::kError;
@@ -277,6 +281,7 @@ std::string build_flags_help() {
          "                              int8; fp32 keeps it out of int8)\n"
          "  --int8                      INT8: Conv/Gemm/MatMul layers with calibrated inputs run quantized\n"
          "                              (int8 symmetric, weights per output channel); needs calibration\n"
+         "  --fp8                       the same in FP8 E4M3 (scale = max / 448; calibrator default minmax)\n"
          "  --calibration-data DIR      .npy batches: DIR/*.npy for a one-input model, else\n"
          "                              DIR/<batch>/<input>.npy\n"
          "  --calibrator A              entropy (default, TensorRT's EntropyCalibration2) | minmax | percentile\n"

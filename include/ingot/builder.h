@@ -71,6 +71,10 @@ struct BuilderConfig {
   /// Today the graph carries the quantization as Q/DQ pairs and fp32-rounded weights, which
   /// every backend runs (the CPU backend as the accuracy reference); int8 GPU kernels are next.
   bool int8 = false;
+  /// FP8 (E4M3), the same way as int8 (the same calibrator; scale = threshold / 448, values
+  /// rounded to E4M3, weights per output channel); the calibrator's default is min-max, as FP8
+  /// recipes use max calibration. Either int8 or fp8.
+  bool fp8 = false;
   Calibrator* calibrator = nullptr;  ///< not owned; used during the build only
   /// With int8: the least cosine similarity every output must keep against fp32 on the
   /// calibration batches; the most sensitive layers (each measured alone in int8) go back to

@@ -65,6 +65,8 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
                               Logger& logger) {
   Calibration out;
   const bool keep = config.int8_min_cosine > 0;
+  const quant::QuantType qtype = config.fp8 ? quant::QuantType::kFp8E4M3 : quant::QuantType::kInt8;
+  const double divisor = quant::quant_max(qtype);
   Calibrator& cal = *config.calibrator;
   INGOT_ASSIGN_OR_RETURN(quant::CalibrationAlgorithm algo, quant::parse_algorithm(cal.algorithm()));
   const std::string cached = keep ? std::string() : cal.read_cache();  // the search needs the batches
@@ -72,6 +74,10 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
     std::string header;
     auto scales = quant::read_cache(cached, &header);
     if (!scales.ok()) return Status(scales.status().code(), "calibration cache: " + scales.status().message());
+    const bool fp8_cache = header.find("FP8") != std::string::npos;
+    if (fp8_cache != config.fp8)
+      return invalid_argument("calibration cache: its scales are for ", fp8_cache ? "fp8" : "int8", " ('", header,
+                              "'), this build is ", config.fp8 ? "fp8" : "int8", ": give another cache file");
     logger.log(Severity::kInfo, ("calibration cache (" + header + "): " + std::to_string(scales->size()) +
                                  " tensor scales read, no batches run")
                                     .c_str());
@@ -122,9 +128,9 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
   std::map<std::string, float> scales;
   for (const auto& [name, t] : seen) {
     const double th = quant::threshold(t, algo, cal.percentile());
-    if (th > 0) scales[name] = static_cast<float>(th / 127.0);
+    if (th > 0) scales[name] = static_cast<float>(th / divisor);
   }
-  cal.write_cache(quant::write_cache(algo, scales));
+  cal.write_cache(quant::write_cache(algo, scales, qtype == quant::QuantType::kFp8E4M3));
   logger.log(Severity::kInfo, ("calibrated " + std::to_string(scales.size()) + " tensors on " +
                                std::to_string(batches) + " batches (" + quant::algorithm_name(algo) + ")")
                                   .c_str());
@@ -141,18 +147,20 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
                                               const std::function<Result<onnx::Model>()>& import_fresh) {
   auto t0 = std::chrono::steady_clock::now();
   quant::QdqReport qdq;
-  if (config.int8) {
+  if (config.int8 && config.fp8) return invalid_argument("choose one of int8 and fp8 (--int8, --fp8)");
+  if (config.int8 || config.fp8) {
     if (!config.calibrator)
-      return invalid_argument(
-          "INT8 needs calibration data: set BuilderConfig::calibrator (ingot build --int8 "
-          "--calibration-data DIR)");
+      return invalid_argument(config.fp8 ? "FP8" : "INT8",
+                              " needs calibration data: set BuilderConfig::calibrator (ingot ", "build ",
+                              config.fp8 ? "--fp8" : "--int8", " --calibration-data DIR)");
+    const quant::QuantType qtype = config.fp8 ? quant::QuantType::kFp8E4M3 : quant::QuantType::kInt8;
     INGOT_ASSIGN_OR_RETURN(Calibration cal, calibrate(config, reference, summary, logger));
     // --layer-precisions under --int8: fp32 keeps a layer in float, int8 keeps it quantized.
     std::map<std::string, std::string> keep_float;
     std::vector<std::string> forced_int8;
     for (const auto& [layer, prec] : config.layer_precisions) {
       if (prec == "fp32") keep_float[layer] = "--layer-precisions " + layer + ":fp32";
-      if (prec == "int8") forced_int8.push_back(layer);
+      if (prec == (config.fp8 ? "fp8" : "int8")) forced_int8.push_back(layer);
     }
     if (config.int8_min_cosine > 0) {
       auto fresh = [&]() -> Result<std::shared_ptr<ir::Graph>> {
@@ -162,7 +170,7 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
       };
       INGOT_ASSIGN_OR_RETURN(quant::SensitivityResult sr,
                              quant::choose_float_layers(fresh, cal.scales, cal.batches, cal.want,
-                                                        config.int8_min_cosine, keep_float, forced_int8));
+                                                        config.int8_min_cosine, keep_float, forced_int8, qtype));
       keep_float = sr.keep_float;
       if (summary) {
         summary->int8_cosine = sr.cosine;
@@ -172,7 +180,7 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
                  ("int8 accuracy search: " + std::to_string(sr.evaluations) + " evaluations on the calibration batches")
                      .c_str());
     }
-    INGOT_ASSIGN_OR_RETURN(qdq, quant::insert_qdq(*model.graph, cal.scales, keep_float));
+    INGOT_ASSIGN_OR_RETURN(qdq, quant::insert_qdq(*model.graph, cal.scales, keep_float, qtype));
     for (const std::string& k : qdq.kept) logger.log(Severity::kInfo, ("int8: kept in float: " + k).c_str());
   }
   builder::BuildOptions opt;
@@ -202,17 +210,20 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   opt.conv_layout = config.conv_layout;
   opt.allow_host_fallback = config.allow_host_fallback;
   for (const auto& [layer, prec] : config.layer_precisions) {
-    if (prec == "int8") {
-      if (!config.int8) return invalid_argument("layer precision int8 for '", layer, "' needs --int8");
+    if (prec == "int8" || prec == "fp8") {
+      if (prec == "int8" ? !config.int8 : !config.fp8)
+        return invalid_argument("layer precision ", prec, " for '", layer, "' needs --", prec);
       continue;
     }
-    if (prec == "fp32" && config.int8 && !config.fp16 && !config.bf16) continue;  // the int8 rewrite keeps it
+    if (prec == "fp32" && (config.int8 || config.fp8) && !config.fp16 && !config.bf16)
+      continue;  // the int8 rewrite keeps it
     DataType t = prec == "fp32"   ? DataType::kFloat32
                  : prec == "fp16" ? DataType::kFloat16
                  : prec == "bf16" ? DataType::kBFloat16
                                   : DataType::kUndefined;
     if (t == DataType::kUndefined)
-      return invalid_argument("layer precision for '", layer, "' must be fp32, fp16, bf16 or int8, got '", prec, "'");
+      return invalid_argument("layer precision for '", layer, "' must be fp32, fp16, bf16, int8 or fp8, got '", prec,
+                              "'");
     opt.precision.forced[layer] = t;
   }
   builder::BuildReport report;

@@ -162,10 +162,10 @@ double threshold(const TensorCalibration& t, CalibrationAlgorithm a, double perc
   return t.amax();
 }
 
-std::string write_cache(CalibrationAlgorithm a, const std::map<std::string, float>& scales) {
+std::string write_cache(CalibrationAlgorithm a, const std::map<std::string, float>& scales, bool fp8) {
   static const char* kHeaders[] = {"EntropyCalibration2", "MinMaxCalibration", "PercentileCalibration"};
   std::ostringstream os;
-  os << "INGOT-1-" << kHeaders[static_cast<int>(a)] << "\n";
+  os << "INGOT-1-" << kHeaders[static_cast<int>(a)] << (fp8 ? "-FP8E4M3" : "") << "\n";
   for (const auto& [name, scale] : scales) {
     uint32_t bits;
     std::memcpy(&bits, &scale, sizeof bits);

@@ -68,7 +68,8 @@ int entropy_bins(const std::vector<double>& hist);
 double threshold(const TensorCalibration& t, CalibrationAlgorithm a, double percentile = 99.99);
 
 /// TensorRT's cache text: header line, then one `name: hex-float32` line per tensor (sorted).
-std::string write_cache(CalibrationAlgorithm a, const std::map<std::string, float>& scales);
+/// FP8 scales (threshold / 448) get a header ending in -FP8E4M3, so no int8 build reads them.
+std::string write_cache(CalibrationAlgorithm a, const std::map<std::string, float>& scales, bool fp8 = false);
 /// Parses cache text; errors name the line. *header receives the first line.
 Result<std::map<std::string, float>> read_cache(const std::string& text, std::string* header = nullptr);
 

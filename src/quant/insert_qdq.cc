@@ -5,6 +5,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "core/dtype.h"
+
 namespace ingot::quant {
 namespace {
 
@@ -25,8 +27,19 @@ int64_t channel_axis(const ir::Node& n, int64_t rank) {
   return rank == 2 ? 1 : -1;  // MatMul [K, N]
 }
 
-// w rounded to int8 per channel along `axis` (or per tensor), returned dequantized (fp32).
-Tensor fake_quant_weight(const Tensor& w, int64_t axis) {
+// One value quantized with `scale` and back: int8 rounds half to even within +-127 (weights stay
+// symmetric), FP8 E4M3 rounds to its nearest number, saturating at 448.
+double round_trip(double v, double scale, QuantType type) {
+  if (!(scale > 0)) return 0.0;
+  if (type == QuantType::kFp8E4M3) {
+    const uint8_t b = float_to_small_float(static_cast<float>(v / scale), DataType::kFloat8E4M3FN, true);
+    return static_cast<double>(small_float_to_float(b, DataType::kFloat8E4M3FN)) * scale;
+  }
+  return std::clamp(std::nearbyint(v / scale), -127.0, 127.0) * scale;
+}
+
+// w rounded per channel along `axis` (or per tensor), returned dequantized (fp32).
+Tensor fake_quant_weight(const Tensor& w, int64_t axis, QuantType type) {
   const Shape64& s = w.shape();
   int64_t outer = 1, channels = 1, inner = 1;
   if (axis >= 0) {
@@ -45,11 +58,10 @@ Tensor fake_quant_weight(const Tensor& w, int64_t axis) {
   Tensor out = Tensor::zeros(DataType::kFloat32, s).value();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < channels; ++c) {
-      const double scale = amax[static_cast<size_t>(c)] / 127.0;
+      const double scale = amax[static_cast<size_t>(c)] / quant_max(type);
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t k = (o * channels + c) * inner + i;
-        const double q = scale > 0 ? std::clamp(std::nearbyint(w.get_f64(k) / scale), -127.0, 127.0) : 0.0;
-        out.set_f64(k, static_cast<float>(q * scale));
+        out.set_f64(k, static_cast<float>(round_trip(w.get_f64(k), scale, type)));
       }
     }
   return out;
@@ -59,6 +71,8 @@ std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type(
 
 }  // namespace
 
+double quant_max(QuantType t) { return t == QuantType::kFp8E4M3 ? 448.0 : 127.0; }
+
 std::vector<std::string> quantizable_layers(const ir::Graph& g) {
   std::vector<std::string> out;
   for (const auto& n : g.nodes())
@@ -67,7 +81,9 @@ std::vector<std::string> quantizable_layers(const ir::Graph& g) {
 }
 
 Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales,
-                             const std::map<std::string, std::string>& keep_float) {
+                             const std::map<std::string, std::string>& keep_float, QuantType type) {
+  const DataType qtype = type == QuantType::kFp8E4M3 ? DataType::kFloat8E4M3FN : DataType::kInt8;
+  const std::string tag = type == QuantType::kFp8E4M3 ? "_fp8" : "_int8";
   QdqReport rep;
   std::vector<ir::Node*> layers;
   for (const auto& n : g.nodes())
@@ -116,10 +132,10 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
         const std::string base = v->name().empty() ? layer + "_in" : v->name();
         Tensor s = Tensor::zeros(DataType::kFloat32, {}).value();
         s.set_f64(0, scales.at(v->name()));
-        Tensor zp = Tensor::zeros(DataType::kInt8, {}).value();
-        ir::Value* sv = g.add_initializer(fresh_name(g, base + "_int8_scale"), std::move(s));
-        ir::Value* zv = g.add_initializer(fresh_name(g, base + "_int8_zero_point"), std::move(zp));
-        ir::Value* q = g.add_value(fresh_name(g, base + "_int8"), DataType::kInt8, v->shape());
+        Tensor zp = Tensor::zeros(qtype, {}).value();
+        ir::Value* sv = g.add_initializer(fresh_name(g, base + tag + "_scale"), std::move(s));
+        ir::Value* zv = g.add_initializer(fresh_name(g, base + tag + "_zero_point"), std::move(zp));
+        ir::Value* q = g.add_value(fresh_name(g, base + tag), qtype, v->shape());
         dq = g.add_value(fresh_name(g, base + "_dequantized"), DataType::kFloat32, v->shape());
         g.add_node("QuantizeLinear", {v, sv, zv}, {q}, {}, base + "/quantize");
         g.add_node("DequantizeLinear", {q, sv, zv}, {dq}, {}, base + "/dequantize");
@@ -131,7 +147,7 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
       ir::Value* w = n->input(weight);
       const Tensor& wt = *w->initializer();
       const int64_t axis = channel_axis(*n, static_cast<int64_t>(wt.shape().size()));
-      ir::Value* nw = g.add_initializer(fresh_name(g, w->name() + "_int8_rounded"), fake_quant_weight(wt, axis));
+      ir::Value* nw = g.add_initializer(fresh_name(g, w->name() + tag + "_rounded"), fake_quant_weight(wt, axis, type));
       nw->set_shape(w->shape());
       n->set_input(weight, nw);
     }

@@ -20,6 +20,12 @@
 
 namespace ingot::quant {
 
+/// What the Q/DQ pairs quantize to: int8 (symmetric, scale = T / 127) or FP8 E4M3 (scale =
+/// T / 448, values rounded to the nearest E4M3 number, as Hopper's FP8 tensor cores take them).
+enum class QuantType { kInt8, kFp8E4M3 };
+/// The largest magnitude the type represents (127 or 448): scale = threshold / this.
+double quant_max(QuantType t);
+
 struct QdqReport {
   int quantized_layers = 0;
   int qdq_pairs = 0;              ///< activation tensors given a Q/DQ pair
@@ -30,7 +36,8 @@ struct QdqReport {
 /// Rewrites `g` in place (then topologically sorted). `scales`: tensor name -> scale (T / 127).
 /// `keep_float`: layer name -> why it stays in float (reported in QdqReport::kept).
 Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& scales,
-                             const std::map<std::string, std::string>& keep_float = {});
+                             const std::map<std::string, std::string>& keep_float = {},
+                             QuantType type = QuantType::kInt8);
 
 /// The names insert_qdq gives the layers it considers (node name, else op type), in node order.
 std::vector<std::string> quantizable_layers(const ir::Graph& g);

@@ -39,12 +39,12 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
                                               const std::vector<std::map<std::string, Tensor>>& batches,
                                               const std::vector<std::vector<Tensor>>& want, double min_cosine,
                                               const std::map<std::string, std::string>& forced_float,
-                                              const std::vector<std::string>& forced_int8) {
+                                              const std::vector<std::string>& forced_int8, QuantType type) {
   SensitivityResult res;
   // The worst output cosine over the batches with `keep` in float.
   auto evaluate = [&](const std::map<std::string, std::string>& keep) -> Result<double> {
     INGOT_ASSIGN_OR_RETURN(std::shared_ptr<ir::Graph> g, fresh_graph());
-    INGOT_RETURN_IF_ERROR(insert_qdq(*g, scales, keep).status());
+    INGOT_RETURN_IF_ERROR(insert_qdq(*g, scales, keep, type).status());
     ++res.evaluations;
     double worst = 1.0;
     for (size_t b = 0; b < batches.size(); ++b) {
@@ -76,8 +76,9 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
   for (const auto& [layer, alone] : res.alone) {
     if (res.cosine >= min_cosine) break;
     if (forced(layer)) continue;
-    res.keep_float[layer] = "kept in float for accuracy (alone in int8: output cosine " + fmt(alone) +
-                            "; with it in int8 the model gave " + fmt(res.cosine) + " < " + fmt(min_cosine) + ")";
+    res.keep_float[layer] = std::string("kept in float for accuracy (alone in ") +
+                            (type == QuantType::kFp8E4M3 ? "fp8" : "int8") + ": output cosine " + fmt(alone) +
+                            "; with it quantized the model gave " + fmt(res.cosine) + " < " + fmt(min_cosine) + ")";
     INGOT_ASSIGN_OR_RETURN(res.cosine, evaluate(res.keep_float));
   }
   return res;

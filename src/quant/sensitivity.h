@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "quant/insert_qdq.h"
 
 namespace ingot::quant {
 
@@ -36,7 +37,8 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
                                               const std::vector<std::map<std::string, Tensor>>& batches,
                                               const std::vector<std::vector<Tensor>>& want, double min_cosine,
                                               const std::map<std::string, std::string>& forced_float,
-                                              const std::vector<std::string>& forced_int8);
+                                              const std::vector<std::string>& forced_int8,
+                                              QuantType type = QuantType::kInt8);
 
 /// Cosine similarity of two tensors of the same element count (1 when both are all zeros).
 double cosine(const Tensor& a, const Tensor& b);

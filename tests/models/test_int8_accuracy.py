@@ -4,7 +4,8 @@
 tests/data/fashion_mnist/train_cnn.py trained (88% top-1 in fp32), on the real 10k test images of
 Debian's dataset-fashion-mnist:
   - the fp32 engine's top-1 equals onnxruntime's on the same model (the harness is right);
-  - int8 engines calibrated on 1000 training images (10 batches) with each calibrator keep top-1
+  - int8 engines calibrated on 1000 training images (10 batches) with each calibrator, and an FP8
+    (E4M3, min-max) engine, keep top-1
     within 1 point of fp32 (entropy and percentile; min-max is printed, TensorRT users know it
     loses more), and agree with fp32's predictions on >= 97% of the images;
   - explicit quantization: onnxruntime's quantize_static in QDQ format (per-channel weights, the
@@ -91,6 +92,12 @@ def main():
         results[algo] = (a8, agree)
         print(f"int8 ({algo}): top-1 {a8:.2f}% ({a8 - a32:+.2f} vs fp32), same prediction as fp32 on {agree:.2f}%")
         check(f"int8 ({algo}): the build quantized all 4 layers", "4 layers quantized, 0 kept in float" in log, log[-800:])
+    logits, log = engine_logits(args, work, MODEL, "fp8", xte, "--fp8", "--calibration-data", calib)
+    a8 = acc(logits)
+    agree = float((logits.argmax(1) == fp32.argmax(1)).mean() * 100)
+    print(f"fp8 e4m3 (minmax): top-1 {a8:.2f}% ({a8 - a32:+.2f} vs fp32), same prediction as fp32 on {agree:.2f}%")
+    check("fp8 (e4m3, min-max): top-1 within 1 point of fp32 and >= 97% agreement", a8 >= a32 - 1.0 and agree >= 97.0,
+          (a8, a32, agree))
     for algo in ("entropy", "percentile"):
         a8, agree = results[algo]
         check(f"int8 ({algo}): top-1 within 1 point of fp32 and >= 97% agreement", a8 >= a32 - 1.0 and agree >= 97.0,
