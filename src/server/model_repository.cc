@@ -53,6 +53,7 @@ Result<BuilderConfig> builder_config(const std::string& onnx, const config::Mode
   bc.fp16 = o.fp16();
   bc.bf16 = o.bf16();
   bc.tf32 = o.tf32();
+  bc.reduced_io = o.reduced_io();
   if (o.has_optimization_level()) bc.optimization_level = o.optimization_level();
   if (o.workspace_mib() > 0) bc.workspace_bytes = o.workspace_mib() << 20;
   if (!o.timing_cache_file().empty()) bc.timing_cache_file = (fs::path(dir) / o.timing_cache_file()).string();

@@ -65,6 +65,8 @@ def main():
     add_model(repo, "mlp", mlp, mlp_config, version=3)
     add_model(repo, "broken", mlp, 'max_batch_size: 4\nmax_batch_sise: 8\n')
     add_model(repo, "mlp_auto", mlp, 'max_batch_size: 4\n')  # inputs and outputs from the engine
+    # fp16 inputs and outputs (ingot { fp16: true reduced_io: true }): the engine's, auto-completed.
+    add_model(repo, "mlp_fp16io", mlp, 'max_batch_size: 4\ningot { fp16: true reduced_io: true }\n')
     # Prepared batch sizes: warmed at load, every batch padded up to 2 or 4 rows (issue 19).
     add_model(repo, "mlp_padded", mlp, 'max_batch_size: 4\ndynamic_batching { }\n'
               'parameters { key: "ingot.prepared_batch_sizes" value { string_value: "2,4" } }\n')
@@ -84,7 +86,7 @@ def main():
     index = json.loads(body) if status == 200 else []
     broken = [e for e in index if e["name"] == "broken"]
     check("repository index lists every model",
-          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "mlp_auto", "mlp_padded", "broken"}, index)
+          status == 200 and {e["name"] for e in index} == {"add2", "mlp", "mlp_auto", "mlp_padded", "mlp_fp16io", "broken"}, index)
     reason = broken[0].get("reason", "") if broken else ""
     check("an unknown config field leaves the model UNAVAILABLE, naming the field and the file",
           broken and broken[0]["state"] == "UNAVAILABLE" and "max_batch_sise" in reason and "config.pbtxt" in reason,
@@ -255,6 +257,17 @@ def main():
     check("statistics: version 3 counted its successes and failures",
           st.get("version") == "3" and st["inference_stats"]["success"]["count"] >= 3 and
           st["inference_stats"]["fail"]["count"] >= 10, st)
+
+    # ---- fp16 inputs and outputs ------------------------------------------------------------------
+    status, _, body = c.request("GET", "/v2/models/mlp_fp16io")
+    meta = json.loads(body) if status == 200 else {}
+    check("ingot { reduced_io: true }: the model takes and gives FP16",
+          meta.get("inputs") == [{"name": "x", "datatype": "FP16", "shape": [-1, 8]}] and
+          meta.get("outputs", [{}])[0].get("datatype") == "FP16", meta)
+    status, out = c.infer("mlp_fp16io", {"x": x.astype(np.float16)}, binary=True)
+    check("an FP16 request is answered in FP16, close to onnxruntime's fp32",
+          status == 200 and out["probs"].dtype == np.float16 and
+          np.allclose(out["probs"].astype(np.float32), want, rtol=1e-2, atol=1e-2), (status, out))
 
     # ---- prepared batch sizes: padded batches, the requests' own rows back -----------------------
     for rows in (1, 3):
