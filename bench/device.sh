@@ -65,6 +65,16 @@ if [ "${INGOT_SERVE_BENCH:-0}" = 1 ]; then
   python3 bench/serve_bench.py --ingot "$B/tools/ingot" --export resnet50 --backend cuda --fp16 --max-batch 128 \
     --request-batch 16 --clients 8 --threads 4 --warmup 20 --duration 15 --out "$OUT/serve" 2>&1 | tail -4
 fi
+# Triton's perf_analyzer against ingot serve (issue 19 item 3), when asked: INGOT_PERF_ANALYZER=1 with
+# build/perf_analyzer.whl carried (bash bench/fetch_perf_analyzer.sh) [INGOT_PA_CONFIGS=g16s,h16s,...].
+if [ "${INGOT_PERF_ANALYZER:-0}" = 1 ]; then
+  echo "== perf_analyzer =="
+  LD_LIBRARY_PATH="$B/devlibs:$LD_LIBRARY_PATH" python3 bench/perf_analyzer_bench.py --ingot "$B/tools/ingot" \
+    --wheel build/perf_analyzer.whl --out "$OUT/pa" --max-minutes "${INGOT_PA_MINUTES:-7}" \
+    ${INGOT_PA_CONFIGS:+--configs "$INGOT_PA_CONFIGS"} > "$OUT/pa.log" 2>&1
+  sed -n '/^ingot run --streams/,$p' "$OUT/pa.log"
+  grep -q '^== perf_analyzer table ==$' "$OUT/pa.log" || tail -20 "$OUT/pa.log"
+fi
 # The benchmark against PyTorch (bench/harness.py), when asked: INGOT_BENCH=1 [INGOT_BENCH_MINUTES=N].
 if [ "${INGOT_BENCH:-0}" = 1 ]; then
   echo "== benchmark =="

@@ -85,6 +85,10 @@ def main():
     p = subprocess.run([sys.executable, os.path.join(BENCH, "harness.py"), "--self-test"], capture_output=True,
                        text=True)
     check("harness --self-test passes", p.returncode == 0 and "0 failed" in p.stdout, p.stdout + p.stderr)
+    p = subprocess.run([sys.executable, os.path.join(BENCH, "perf_analyzer_bench.py"), "--self-test"],
+                       capture_output=True, text=True)
+    check("perf_analyzer_bench --self-test passes (CSV parsing, table)", p.returncode == 0 and "self-test ok" in p.stdout,
+          p.stdout + p.stderr)
 
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory() as tmp:

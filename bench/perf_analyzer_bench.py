@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+# Copyright ingot authors. Apache-2.0.
+"""Triton's load generator against `ingot serve` (issue 19 item 3), on the GPU machine.
+
+perf_analyzer (PyPI `perf-analyzer`, a manylinux_2_38 wheel: glibc >= 2.38, so the GPU machine
+only; `bash bench/fetch_perf_analyzer.sh` downloads it here into build/perf_analyzer.whl to carry)
+drives one `ingot serve` holding ResNet-50 fp16 twice: `resnet50` (fp32 inputs) and
+`resnet50_fp16io` (fp16 inputs and outputs, ingot { reduced_io: true }); max_batch_size 128,
+dynamic batching (2 ms), 2 instances. Each configuration is one perf_analyzer run (its own
+stability rule: 3 windows within --stability %), CSV parsed: throughput, p50/p99 latency, the
+server's queue / compute input / infer / output split per request. Then `ingot run --streams 2`
+on the engine the server built, at batch 128, with copies: the server's throughput over it.
+
+Configurations (--configs, comma-separated names; default: all, in this order, as far as
+--max-minutes allows):
+  g16s  gRPC  -b 16 c 8   system shared memory     h16s  HTTP  -b 16 c 8  system shared memory
+  g16   gRPC  -b 16 c 8   request bodies           h16   HTTP  -b 16 c 8  request bodies
+  g16c  gRPC  -b 16 c 8   CUDA shared memory       g16h  gRPC  -b 16 c 8  system shm, fp16 inputs
+  g1c1, g1c16, g1c64, g1c256   gRPC -b 1 at concurrency 1, 16, 64, 256
+  h1c1, h1c16, h1c64, h1c256   HTTP -b 1 at the same
+
+  python3 bench/perf_analyzer_bench.py --ingot build/dev/tools/ingot --wheel build/perf_analyzer.whl --out "$OUT/pa"
+  python3 bench/perf_analyzer_bench.py --self-test      # CSV parsing and the table, no server
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CONFIGS = {  # name: (protocol, batch, concurrency, shared memory, model)
+    "g16s": ("grpc", 16, 8, "system", "resnet50"), "h16s": ("http", 16, 8, "system", "resnet50"),
+    "g16": ("grpc", 16, 8, "none", "resnet50"), "h16": ("http", 16, 8, "none", "resnet50"),
+    "g16c": ("grpc", 16, 8, "cuda", "resnet50"), "g16h": ("grpc", 16, 8, "system", "resnet50_fp16io"),
+    **{f"g1c{c}": ("grpc", 1, c, "none", "resnet50") for c in (1, 16, 64, 256)},
+    **{f"h1c{c}": ("http", 1, c, "none", "resnet50") for c in (1, 16, 64, 256)},
+}
+COST_S = 40  # rough seconds per configuration (perf_analyzer's windows until stable)
+
+
+def parse_csv(text):
+    """perf_analyzer's -f CSV: one dict per concurrency row, times in microseconds, by header name."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    out = []
+    for r in rows:
+        num = lambda k: float(r[k]) if r.get(k) not in (None, "") else None  # noqa: E731
+        out.append({"concurrency": num("Concurrency"), "throughput": num("Inferences/Second"),
+                    "p50_us": num("p50 latency"), "p99_us": num("p99 latency"), "avg_us": num("Avg latency"),
+                    "queue_us": num("Server Queue"), "compute_input_us": num("Server Compute Input"),
+                    "compute_infer_us": num("Server Compute Infer"), "compute_output_us": num("Server Compute Output"),
+                    "send_recv_us": num("Network+Server Send/Recv")})
+    return out
+
+
+def fmt(v, digits=0):
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def table(results, run_rate):
+    head = ["config", "proto", "b", "c", "shm", "inputs", "img/s", "x run", "p50 ms", "p99 ms", "queue", "in", "infer",
+            "out", "stable"]
+    lines = [head]
+    for name, r in results.items():
+        proto, b, c, shm, model = CONFIGS[name]
+        m = r.get("row") or {}
+        ratio = (m.get("throughput") or 0) / run_rate if run_rate and m.get("throughput") else None
+        us = lambda k: fmt((m.get(k) or 0) / 1000.0, 2) if m.get(k) is not None else "-"  # noqa: E731
+        lines.append([name, proto, str(b), str(c), shm, "fp16" if model.endswith("fp16io") else "fp32",
+                      fmt(m.get("throughput")), fmt(ratio, 2) if ratio else "-", us("p50_us"), us("p99_us"),
+                      us("queue_us"), us("compute_input_us"), us("compute_infer_us"), us("compute_output_us"),
+                      "yes" if r.get("stable") else r.get("error", "no")[:40]])
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in lines)
+
+
+def self_test():
+    sample = ("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+              "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,"
+              "Avg latency,request/response,response wait\n8,12345.6,10,200,1500,300,4000,250,5,9000,9500,9800,12000,"
+              "9100,0,0\n")
+    rows = parse_csv(sample)
+    assert rows == [{"concurrency": 8.0, "throughput": 12345.6, "p50_us": 9000.0, "p99_us": 12000.0, "avg_us": 9100.0,
+                     "queue_us": 1500.0, "compute_input_us": 300.0, "compute_infer_us": 4000.0,
+                     "compute_output_us": 250.0, "send_recv_us": 200.0}], rows
+    t = table({"g16s": {"row": rows[0], "stable": True}, "h1c1": {"error": "perf_analyzer rc 1: no stable window"}},
+              20000.0)
+    assert "12,346" in t and "0.62" in t and "12.00" in t and "no stable window" in t, t
+    print(t)
+    print("self-test ok")
+    return 0
+
+
+def extract_wheel(wheel, dest):
+    """The wheel's perf_analyzer executable (the GPU machine has no `unzip`)."""
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(dest)
+    for root, _, files in os.walk(dest):
+        for f in files:
+            if f == "perf_analyzer":
+                p = os.path.join(root, f)
+                os.chmod(p, os.stat(p).st_mode | stat.S_IEXEC)
+                return p
+    raise RuntimeError(f"no perf_analyzer executable in {wheel}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ingot")
+    ap.add_argument("--wheel", help="the perf-analyzer wheel (bench/fetch_perf_analyzer.sh)")
+    ap.add_argument("--perf-analyzer", help="a perf_analyzer executable instead of --wheel")
+    ap.add_argument("--onnx", help="serve this model instead of exporting ResNet-50 (needs torch)")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--max-minutes", type=float, default=7.0)
+    ap.add_argument("--measurement-ms", type=int, default=4000)
+    ap.add_argument("--stability", type=int, default=10, help="perf_analyzer --stability-percentage")
+    ap.add_argument("--out", default=os.environ.get("OUT", "perf-analyzer-out"))
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    t_start = time.time()
+    os.makedirs(a.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="ingot-pa-")
+    pa = a.perf_analyzer or extract_wheel(a.wheel, os.path.join(work, "pa"))
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "server"))
+    import serve_bench
+    from server_harness import Server, add_model
+    onnx_path = a.onnx
+    if not onnx_path:
+        import harness
+        h = harness.Harness(harness.parser().parse_args(["--out", a.out, "--work", work]))
+        model, _ = h.make_model("resnet50")
+        onnx_path = os.path.join(work, "resnet50.onnx")
+        print("export:", h.export("resnet50", model, onnx_path, "auto"), flush=True)
+    ins, outs = serve_bench.signature(onnx_path)
+    repo = os.path.join(work, "repo")
+    cfg = argparse.Namespace(max_batch=128, queue_delay_us=2000, instances=2, backend="cuda", fp16=True)
+    for name, extra in (("resnet50", ""), ("resnet50_fp16io", "reduced_io: true ")):
+        text = serve_bench.config_text(name, ins, outs, cfg)
+        if extra:  # fp16 inputs and outputs: the config names them FP16, the engine takes them
+            text = text.replace("TYPE_FP32", "TYPE_FP16").replace("fp16: true", "fp16: true " + extra)
+        add_model(repo, name, onnx_path, text)
+        data = onnx_path + ".data"
+        if os.path.exists(data):
+            shutil.copy(data, os.path.join(repo, name, "1", os.path.basename(data)))
+    t0 = time.time()
+    server = Server(a.ingot, repo, "--access-log", "off", startup_timeout=900)
+    print(f"server up in {time.time() - t0:.1f} s (two engines built from the ONNX, prepared sizes warmed)", flush=True)
+    results = {}
+    try:
+        for name in [n.strip() for n in a.configs.split(",") if n.strip()]:
+            if name not in CONFIGS:
+                results[name] = {"error": "unknown configuration"}
+                continue
+            if time.time() - t_start + COST_S > a.max_minutes * 60:
+                print(f"{name}: skipped (--max-minutes)", flush=True)
+                continue
+            proto, b, c, shm, model = CONFIGS[name]
+            port = server.grpc_port if proto == "grpc" else server.port
+            csv_path = os.path.join(a.out, f"{name}.csv")
+            cmd = [pa, "-m", model, "-b", str(b), "--concurrency-range", f"{c}:{c}", "-i", proto, "-u",
+                   f"127.0.0.1:{port}", "--measurement-interval", str(a.measurement_ms), "--stability-percentage",
+                   str(a.stability), "--max-trials", "8", "-f", csv_path]
+            if shm != "none":
+                cmd += ["--shared-memory", shm, "--output-shared-memory-size", str(4 * 1000 * b * 4)]
+            t = time.time()
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            open(os.path.join(a.out, f"{name}.log"), "w").write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
+            r = {"seconds": time.time() - t, "cmd": cmd}
+            if p.returncode == 0 and os.path.exists(csv_path):
+                rows = parse_csv(open(csv_path).read())
+                r.update(row=rows[-1] if rows else None, stable="Failed to obtain stable" not in p.stdout + p.stderr)
+            else:
+                r["error"] = f"perf_analyzer rc {p.returncode}: " + ((p.stderr or p.stdout).strip().splitlines() or [""])[-1]
+            results[name] = r
+            print(f"{name}: {fmt((r.get('row') or {}).get('throughput'))} img/s"
+                  f"{'' if r.get('stable', False) else '  (' + r.get('error', 'not stable') + ')'}", flush=True)
+        engine = os.path.join(repo, "resnet50", "1", "model.engine")
+        a.dynamic_shapes = None
+        run_rate, run_log = serve_bench.ingot_run_rate(argparse.Namespace(ingot=a.ingot, dynamic_shapes=None), engine,
+                                                       [])
+    finally:
+        server.stop()
+    print(f"ingot run --streams 2 on the served engine (batch 128, copies): {fmt(run_rate)} img/s")
+    print("== perf_analyzer table ==")
+    print(table(results, run_rate))
+    json.dump({"results": results, "ingot_run_img_s": run_rate, "ingot_run_log": run_log},
+              open(os.path.join(a.out, "perf_analyzer.json"), "w"), indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
