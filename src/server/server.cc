@@ -4,7 +4,10 @@
 // and repository extensions), the metrics endpoint and the access log (see server.h).
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -37,6 +40,27 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
 
 thread_local Clock::time_point t_request_start;  // set before routing, read by the access log
+
+// Debian's prebuilt cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled
+// into the library, so defining it here changes nothing). At 1024 simultaneous connections on a
+// busy machine the accept queue overflowed and a few clients got "connection reset" instead of an
+// answer (server.load, session 10). Calling listen() again on the bound socket raises the
+// backlog (Linux takes the new value, capped by net.core.somaxconn): the socket is found among
+// this process's descriptors as the listening TCP socket bound to `port`.
+void widen_listen_backlog(int port) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int bound = -1;
+    if (addr.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (bound == port) ::listen(fd, SOMAXCONN);
+  }
+}
 
 // Standard base64 (RFC 4648, as tritonclient writes a cudaIpc handle), by abseil.
 bool base64_decode(const std::string& in, std::string* out) {
@@ -427,6 +451,7 @@ Status Server::start() {
   };
   st = bind(s.http, s.options.http_port, "http", &s.http_port);
   if (!st.ok()) return st;
+  widen_listen_backlog(s.http_port);
   if (s.options.metrics_port >= 0) {
     st = bind(s.metrics_http, s.options.metrics_port, "metrics", &s.metrics_port);
     if (!st.ok()) return st;
