@@ -181,6 +181,20 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
       b->prepared_.erase(std::unique(b->prepared_.begin(), b->prepared_.end()), b->prepared_.end());
     }
   }
+  // Only sizes profile 0 accepts for every input's batch dim (a profile may start above 1).
+  if (!b->prepared_.empty()) {
+    int64_t lo = 1, hi = b->signature_.max_batch_size;
+    for (const TensorSpec& in : b->signature_.inputs) {
+      std::vector<int64_t> mn, mx;
+      if (b->engine_->profile_dimensions(0, in.name, &mn, nullptr, &mx).ok() && !mn.empty() && !mx.empty()) {
+        lo = std::max(lo, mn[0]);
+        hi = std::min(hi, mx[0]);
+      }
+    }
+    b->prepared_.erase(
+        std::remove_if(b->prepared_.begin(), b->prepared_.end(), [&](int64_t p) { return p < lo || p > hi; }),
+        b->prepared_.end());
+  }
   Status warmed = b->warm_up();
   if (!warmed.ok()) return warmed;
   for (size_t i = 0; i < b->contexts_.size(); ++i) b->workers_.emplace_back(&DynamicBatcher::worker, b.get(), i);

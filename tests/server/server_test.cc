@@ -434,7 +434,7 @@ class Quiet : public Logger {
 };
 
 // y = x + x with x: [batch, d] (d symbolic too), an engine with batch in [1, 16], d in [1, 8].
-std::shared_ptr<Engine> doubling_engine(BackendKind backend = BackendKind::kCpu) {
+std::shared_ptr<Engine> doubling_engine(BackendKind backend = BackendKind::kCpu, int64_t min_batch = 1) {
   ::onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -457,7 +457,7 @@ std::shared_ptr<Engine> doubling_engine(BackendKind backend = BackendKind::kCpu)
   BuilderConfig bc;
   bc.backend = backend;
   OptimizationProfile p;
-  p.set_dimensions("x", {1, 1}, {8, 4}, {16, 8});
+  p.set_dimensions("x", {min_batch, 1}, {8, 4}, {16, 8});
   bc.profiles.push_back(p);
   auto eng = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), bc);
   EXPECT_TRUE(eng.ok()) << eng.status().to_string();
@@ -596,6 +596,18 @@ TEST_F(BatcherFixture, BatchesRunPaddedToSizesPreparedAtLoad) {
   for (const auto& bs : j["batch_stats"]) {
     const int64_t size = bs["batch_size"];
     EXPECT_TRUE(size == 4 || size == 16) << "a batch of " << size << " reached the engine";
+  }
+  // A profile that starts at batch 4: sizes below it are not prepared (nor could they run), and the
+  // model still loads.
+  {
+    auto engine4 = doubling_engine(BackendKind::kCpu, 4);
+    ASSERT_TRUE(engine4);
+    BatchingOptions o4 = o;
+    o4.prepared_sizes = {1, 2, 4, 16};
+    auto b4 = DynamicBatcher::create(engine4, sig, o4, stats.get());
+    ASSERT_TRUE(b4.ok()) << b4.status().to_string();
+    EXPECT_EQ((*b4)->prepared_sizes(), (std::vector<int64_t>{4, 16}));
+    expect_doubled((*b4)->infer(doubling_request(5, 4, 2.0f), 5), 5, 4, 2.0f, 0);
   }
   // Open non-batch dims: no shape to prepare, so nothing is prepared or padded.
   sig.inputs[0].dims = {-1};
