@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 
+#include "api/host_tensor.h"
 #include "backend/device.h"
 #include "backend/tactic.h"
 #include "builder/builder.h"
@@ -49,15 +50,6 @@ struct Calibration {
   std::vector<std::map<std::string, Tensor>> batches;
   std::vector<std::vector<Tensor>> want;
 };
-
-Result<Tensor> to_tensor(const HostTensor& h) {
-  INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(h.dtype, h.shape));
-  if (h.data.size() != t.nbytes())
-    return invalid_argument("tensor '", h.name, "': ", h.data.size(), " bytes for ", data_type_name(h.dtype),
-                            shape_to_string(h.shape));
-  if (t.nbytes()) std::memcpy(t.mutable_raw(), h.data.data(), t.nbytes());
-  return t;
-}
 
 // INT8 calibration: the scales of every float tensor, from the calibrator's cache or by running
 // the fp32 model (the reference interpreter) on its batches and observing every value.
@@ -109,13 +101,13 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
     if (keep) {
       std::map<std::string, Tensor> feeds;
       for (const HostTensor& h : batch) {
-        INGOT_ASSIGN_OR_RETURN(feeds[h.name], to_tensor(h));
+        INGOT_ASSIGN_OR_RETURN(feeds[h.name], host_to_tensor(h));
       }
       std::vector<Tensor> outs;
       for (const TensorInfo& o : model->outputs())
         for (const HostTensor& h : *values)
           if (h.name == o.name) {
-            INGOT_ASSIGN_OR_RETURN(Tensor t, to_tensor(h));
+            INGOT_ASSIGN_OR_RETURN(Tensor t, host_to_tensor(h));
             outs.push_back(std::move(t));
           }
       out.batches.push_back(std::move(feeds));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "api/host_tensor.h"
 #include "backend/cpu/executor.h"
 #include "core/tensor.h"
 #include "onnx/importer.h"
@@ -28,8 +29,10 @@ Result<HostTensor> HostTensor::zeros(std::string name, DataType dtype, std::vect
   h.name = std::move(name);
   h.dtype = dtype;
   h.shape = std::move(shape);
-  if (dtype == DataType::kString) h.strings.resize(static_cast<size_t>(t.numel()));
-  else h.data.assign(t.nbytes(), 0);
+  if (dtype == DataType::kString)
+    h.strings.resize(static_cast<size_t>(t.numel()));
+  else
+    h.data.assign(t.nbytes(), 0);
   return h;
 }
 
@@ -93,6 +96,23 @@ HostTensor to_host(const std::string& name, const Tensor& t) {
 }
 }  // namespace
 
+Result<Tensor> host_to_tensor(const HostTensor& h) {
+  for (int64_t d : h.shape)
+    if (d < 0) return invalid_argument("input '", h.name, "' has a negative dim");
+  INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(h.dtype, h.shape));
+  if (h.dtype == DataType::kString) {
+    if (static_cast<int64_t>(h.strings.size()) != t.numel())
+      return invalid_argument("input '", h.name, "' has ", h.strings.size(), " strings for ", t.numel(), " elements");
+    t.mutable_strings() = h.strings;
+  } else {
+    if (h.data.size() != t.nbytes())
+      return invalid_argument("input '", h.name, "' has ", h.data.size(), " bytes but ", data_type_name(h.dtype),
+                              shape_to_string(h.shape), " needs ", t.nbytes());
+    if (t.nbytes()) std::memcpy(t.mutable_raw(), h.data.data(), t.nbytes());
+  }
+  return t;
+}
+
 Result<std::vector<HostTensor>> ReferenceModel::run(const std::vector<HostTensor>& inputs) const {
   return execute(inputs, false);
 }
@@ -104,20 +124,7 @@ Result<std::vector<HostTensor>> ReferenceModel::run_all(const std::vector<HostTe
 Result<std::vector<HostTensor>> ReferenceModel::execute(const std::vector<HostTensor>& inputs, bool keep_all) const {
   std::map<std::string, Tensor> feeds;
   for (const HostTensor& h : inputs) {
-    for (int64_t d : h.shape)
-      if (d < 0) return invalid_argument("input '", h.name, "' has a negative dim");
-    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(h.dtype, h.shape));
-    if (h.dtype == DataType::kString) {
-      if (static_cast<int64_t>(h.strings.size()) != t.numel())
-        return invalid_argument("input '", h.name, "' has ", h.strings.size(), " strings for ", t.numel(), " elements");
-      t.mutable_strings() = h.strings;
-    } else {
-      if (h.data.size() != t.nbytes())
-        return invalid_argument("input '", h.name, "' has ", h.data.size(), " bytes but ", data_type_name(h.dtype),
-                                shape_to_string(h.shape), " needs ", t.nbytes());
-      if (t.nbytes()) std::memcpy(t.mutable_raw(), h.data.data(), t.nbytes());
-    }
-    feeds[h.name] = std::move(t);
+    INGOT_ASSIGN_OR_RETURN(feeds[h.name], host_to_tensor(h));
   }
   cpu::ExecutorOptions options;
   options.keep_intermediates = keep_all;
