@@ -79,6 +79,15 @@ TEST_F(CudaDepthwiseConvTest, ChannelsLastResidualAndShapes) {
     check_dw({input(t, {1, 9, 9, 32}), input(t, {32, 3, 3, 1}), input(t, {32})},
              fused("channels_last=1, dilations=[2, 2], group=32, pads=[2, 2, 2, 2]"));
     check_dw({input(t, {2, 4, 4, 8}), input(t, {8, 1, 1, 1}), input(t, {8})}, fused("channels_last=1, group=8"));
+    // More channels than one block's tile (32 packs): EfficientNet's last stage (1152 = 4.5
+    // fp16 tiles), a tile of 2 packs after two whole ones (264 f32), and 300 channels that are no
+    // whole number of fp16 packs (one channel per thread, 32-channel tiles) with a residual.
+    check_dw({input(t, {1, 7, 7, 1152}), input(t, {1152, 5, 5, 1}), input(t, {1152})},
+             fused("activation=\"Silu\", channels_last=1, group=1152, pads=[2, 2, 2, 2]"));
+    check_dw({input(t, {2, 5, 6, 264}), input(t, {264, 3, 3, 1}), input(t, {264})},
+             fused("activation=\"Relu\", channels_last=1, group=264, pads=[1, 1, 1, 1], strides=[2, 2]"));
+    check_dw({input(t, {1, 4, 5, 300}), input(t, {300, 3, 3, 1}), input(t, {300}), input(t, {1, 4, 5, 300})},
+             fused("activation=\"HardSwish\", channels_last=1, group=300, pads=[1, 1, 1, 1]"));
   }
   // MobileNetV3-L's b64 stride-2 depthwise at full size (fp16).
   check_dw({input(DataType::kFloat16, {64, 56, 56, 72}), input(DataType::kFloat16, {72, 5, 5, 1}),

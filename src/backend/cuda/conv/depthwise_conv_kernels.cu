@@ -13,6 +13,9 @@ using ew::Pack;
 using ew::to_f32;
 
 constexpr int kThreads = 256;
+// Channel packs per channels-last block: 32 packs = 256 fp16 channels; the tile's weights of a
+// 7x7 kernel then take 25 KB of shared memory.
+constexpr int kMaxTilePacks = 32;
 
 // V elements at p: one 16-byte access when V > 1 (p 16-byte aligned), a plain one when V == 1.
 template <class T, int V>
@@ -46,49 +49,63 @@ __device__ __forceinline__ float epilogue(float acc, float residual, bool has_re
   return acc;
 }
 
-// Channels-last: thread -> V channels of one output pixel; weights [kh·kw][C] and bias [C] in
-// shared memory (type T).
+// Channels-last. A block owns a tile of `tile` channel packs (V channels each) and walks output
+// pixels: thread (lane = threadIdx.x % tile, row = threadIdx.x / tile) computes pack `lane` of
+// pixel row, row + rows, ... (grid-stride over pixels in blockIdx.x, channel tiles in blockIdx.y).
+// Neighbouring threads of a warp read neighbouring 16-byte packs of one pixel and then of the next
+// pixel, which lies right after it in memory. Only the tile's weights and bias are staged in shared
+// memory, as [kh·kw][tile·V], read from global memory in its own order (coalesced). Index math on
+// pixels is 32-bit (the launcher checks the counts fit).
 template <class T, int V>
 __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__ x, const T* __restrict__ w,
                                                            const T* __restrict__ bias, const T* __restrict__ r,
-                                                           T* __restrict__ y, DepthwiseConvDesc d) {
+                                                           T* __restrict__ y, DepthwiseConvDesc d, int tile) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* ws = reinterpret_cast<T*>(smem_raw);  // [kh·kw][C]
   const int khw = d.kh * d.kw;
-  T* bs = ws + static_cast<int64_t>(khw) * d.c;  // [C]
-  for (int64_t i = threadIdx.x; i < static_cast<int64_t>(khw) * d.c; i += blockDim.x) {
-    const int64_t c = i % d.c, tap = i / d.c;
-    ws[i] = w[c * khw + tap];
+  const int tile_ch = tile * V;
+  T* ws = reinterpret_cast<T*>(smem_raw);  // [kh·kw][tile_ch]
+  T* bs = ws + khw * tile_ch;             // [tile_ch]
+  const int c_base = static_cast<int>(blockIdx.y) * tile_ch;
+  const int c_count = min(tile_ch, static_cast<int>(d.c) - c_base);
+  for (int i = threadIdx.x; i < c_count * khw; i += blockDim.x) {
+    const int c = i / khw, tap = i - c * khw;
+    ws[tap * tile_ch + c] = w[static_cast<int64_t>(c_base) * khw + i];
   }
-  for (int64_t c = threadIdx.x; c < d.c; c += blockDim.x) bs[c] = bias ? bias[c] : from_f32<T>(0.0f);
+  for (int c = threadIdx.x; c < c_count; c += blockDim.x) bs[c] = bias ? bias[c_base + c] : from_f32<T>(0.0f);
   __syncthreads();
-  const int64_t cv = d.c / V;
-  const int64_t total = d.n * d.oh * d.ow * cv;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c0 = (idx % cv) * V;
-    int64_t p = idx / cv;
-    const int64_t ox = p % d.ow;
-    p /= d.ow;
-    const int64_t oy = p % d.oh;
-    const int64_t n = p / d.oh;
+  const int rows = blockDim.x / tile;
+  const int lane = threadIdx.x % tile, row = threadIdx.x / tile;
+  const int cl = lane * V;  // first channel of this thread's pack within the tile
+  if (row >= rows || cl >= c_count) return;
+  const int oh = static_cast<int>(d.oh), ow = static_cast<int>(d.ow);
+  const int pixels = static_cast<int>(d.n) * oh * ow;
+  const int64_t c0 = c_base + cl;
+  for (int p = static_cast<int>(blockIdx.x) * rows + row; p < pixels; p += static_cast<int>(gridDim.x) * rows) {
+    const int ox = p % ow;
+    const int q = p / ow;
+    const int oy = q % oh;
+    const int n = q / oh;
     float acc[V];
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = to_f32(bs[c0 + v]);
+    for (int v = 0; v < V; ++v) acc[v] = to_f32(bs[cl + v]);
+    const int iy0 = oy * d.stride_h - d.pad_h, ix0 = ox * d.stride_w - d.pad_w;
+    const T* xn = x + static_cast<int64_t>(n) * d.h * d.w * d.c + c0;
     for (int ky = 0; ky < d.kh; ++ky) {
-      const int64_t iy = oy * d.stride_h - d.pad_h + static_cast<int64_t>(ky) * d.dil_h;
+      const int iy = iy0 + ky * d.dil_h;
       if (iy < 0 || iy >= d.h) continue;
+      const T* xrow = xn + static_cast<int64_t>(iy) * d.w * d.c;
+      const T* wrow = ws + ky * d.kw * tile_ch + cl;
       for (int kx = 0; kx < d.kw; ++kx) {
-        const int64_t ix = ox * d.stride_w - d.pad_w + static_cast<int64_t>(kx) * d.dil_w;
+        const int ix = ix0 + kx * d.dil_w;
         if (ix < 0 || ix >= d.w) continue;
         T in[V], wt[V];
-        load<T, V>(x + ((n * d.h + iy) * d.w + ix) * d.c + c0, in);
-        load<T, V>(ws + static_cast<int64_t>(ky * d.kw + kx) * d.c + c0, wt);
+        load<T, V>(xrow + static_cast<int64_t>(ix) * d.c, in);
+        load<T, V>(wrow + kx * tile_ch, wt);
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = fmaf(to_f32(in[v]), to_f32(wt[v]), acc[v]);
       }
     }
-    const int64_t o = ((n * d.oh + oy) * d.ow + ox) * d.c + c0;
+    const int64_t o = static_cast<int64_t>(p) * d.c + c0;
     T res[V], out[V];
     if (r) load<T, V>(r + o, res);
 #pragma unroll
@@ -97,31 +114,33 @@ __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__
   }
 }
 
-// Channels-first: thread -> one output element, the output row fastest.
+// Channels-first: thread -> one output element, the output row fastest. 32-bit index math (the
+// launcher checks the element count fits): 64-bit division made the index cost more than the taps.
 template <class T>
 __global__ void __launch_bounds__(kThreads) depthwise_nchw(const T* __restrict__ x, const T* __restrict__ w,
                                                            const T* __restrict__ bias, const T* __restrict__ r,
                                                            T* __restrict__ y, DepthwiseConvDesc d) {
   const int khw = d.kh * d.kw;
-  const int64_t total = d.n * d.c * d.oh * d.ow;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ox = idx % d.ow;
-    int64_t p = idx / d.ow;
-    const int64_t oy = p % d.oh;
-    p /= d.oh;
-    const int64_t c = p % d.c;
-    const int64_t n = p / d.c;
-    const T* xp = x + (n * d.c + c) * d.h * d.w;
+  const int oh = static_cast<int>(d.oh), ow = static_cast<int>(d.ow), c_count = static_cast<int>(d.c);
+  const int total = static_cast<int>(d.n) * c_count * oh * ow;
+  for (int idx = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); idx < total;
+       idx += static_cast<int>(gridDim.x * blockDim.x)) {
+    const int ox = idx % ow;
+    int p = idx / ow;
+    const int oy = p % oh;
+    p /= oh;  // n * C + c
+    const int c = p % c_count;
+    const T* xp = x + static_cast<int64_t>(p) * d.h * d.w;
     const T* wp = w + c * khw;
     float acc = bias ? to_f32(__ldg(bias + c)) : 0.0f;
+    const int iy0 = oy * d.stride_h - d.pad_h, ix0 = ox * d.stride_w - d.pad_w;
     for (int ky = 0; ky < d.kh; ++ky) {
-      const int64_t iy = oy * d.stride_h - d.pad_h + static_cast<int64_t>(ky) * d.dil_h;
+      const int iy = iy0 + ky * d.dil_h;
       if (iy < 0 || iy >= d.h) continue;
       for (int kx = 0; kx < d.kw; ++kx) {
-        const int64_t ix = ox * d.stride_w - d.pad_w + static_cast<int64_t>(kx) * d.dil_w;
+        const int ix = ix0 + kx * d.dil_w;
         if (ix < 0 || ix >= d.w) continue;
-        acc = fmaf(to_f32(xp[iy * d.w + ix]), to_f32(__ldg(wp + ky * d.kw + kx)), acc);
+        acc = fmaf(to_f32(xp[static_cast<int64_t>(iy) * d.w + ix]), to_f32(__ldg(wp + ky * d.kw + kx)), acc);
       }
     }
     y[idx] = from_f32<T>(epilogue(acc, r ? to_f32(r[idx]) : 0.0f, r != nullptr, d));
@@ -130,17 +149,19 @@ __global__ void __launch_bounds__(kThreads) depthwise_nchw(const T* __restrict__
 
 template <class T, int V>
 cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void* r, void* y, const DepthwiseConvDesc& d,
-                        int64_t smem, unsigned blocks, cudaStream_t stream) {
-  auto kernel = depthwise_nhwc<T, V>;
-  if (smem > 48 * 1024) {
-    // Above the default limit the kernel must opt in (once per process and instantiation is
-    // enough, but the call is cheap and keeps this free of static state).
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
-  kernel<<<blocks, kThreads, static_cast<size_t>(smem), stream>>>(
+                        int sm_count, cudaStream_t stream) {
+  const int64_t packs = d.c / V;
+  const int tile = static_cast<int>(std::min<int64_t>(packs, kMaxTilePacks));
+  const int rows = kThreads / tile;
+  const unsigned tiles = static_cast<unsigned>((packs + tile - 1) / tile);
+  const int64_t pixels = d.n * d.oh * d.ow;
+  // Enough blocks for a few waves; each walks its pixels (the staged weights are reused).
+  const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * 8 + tiles - 1) / tiles);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((pixels + rows - 1) / rows, want));
+  const size_t smem = static_cast<size_t>(d.kh * d.kw + 1) * tile * V * sizeof(T);
+  depthwise_nhwc<T, V><<<dim3(blocks, tiles), tile * rows, smem, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
-      static_cast<T*>(y), d);
+      static_cast<T*>(y), d, tile);
   return cudaGetLastError();
 }
 
@@ -148,7 +169,8 @@ cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void*
 
 int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d) {
   const int64_t elem = t == FloatType::kF32 ? 4 : 2;
-  return (static_cast<int64_t>(d.kh) * d.kw + 1) * d.c * elem;
+  const int64_t per_tile = kMaxTilePacks * (16 / elem);  // channels of the widest tile
+  return (static_cast<int64_t>(d.kh) * d.kw + 1) * std::min<int64_t>(d.c, per_tile) * elem;
 }
 
 cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, const void* bias, const void* r, void* y,
@@ -160,6 +182,10 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (!d.channels_last) {
+      if (outputs >= (int64_t{1} << 31) - kThreads * int64_t{resident}) {
+        err = cudaErrorInvalidValue;
+        return;
+      }
       const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((outputs + kThreads - 1) / kThreads, resident));
       depthwise_nchw<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                                          static_cast<const T*>(bias), static_cast<const T*>(r),
@@ -171,12 +197,13 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
     // 16-byte packs need C a multiple of the pack and every pointer the kernel reads by pack aligned
     // (x, r, y; the staged weights are aligned by construction: [kh·kw][C] with C % kV == 0).
     const bool packed = d.c % kV == 0 && ew::aligned16(x) && ew::aligned16(y) && (!r || ew::aligned16(r));
-    const int64_t work = outputs / (packed ? kV : 1);
-    // Each block stages every channel's weights once: a few blocks per SM, grid-stride over pixels.
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((work + kThreads - 1) / kThreads, resident / 2));
-    const int64_t smem = depthwise_conv_smem_bytes(t, d);
-    err = packed ? launch_nhwc<T, kV>(x, w, bias, r, y, d, smem, blocks, stream)
-                 : launch_nhwc<T, 1>(x, w, bias, r, y, d, smem, blocks, stream);
+    // 32-bit pixel and weight index math in the kernel.
+    if (d.n * d.oh * d.ow >= (int64_t{1} << 30) || d.c * d.kh * d.kw >= (int64_t{1} << 31)) {
+      err = cudaErrorInvalidValue;
+      return;
+    }
+    const int sms = sm_count > 0 ? sm_count : 132;
+    err = packed ? launch_nhwc<T, kV>(x, w, bias, r, y, d, sms, stream) : launch_nhwc<T, 1>(x, w, bias, r, y, d, sms, stream);
   });
   return err;
 }

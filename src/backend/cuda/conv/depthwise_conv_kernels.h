@@ -9,8 +9,10 @@
 // The convolution is memory bound (kh·kw multiply-adds per element read), so the kernels aim at
 // one coalesced read of x per tap and one write of y:
 //  - channels-last (x, r, y [N, H, W, C]): a thread computes V consecutive channels of one output
-//    pixel (V = 16 bytes of the type when C and the pointers allow, else 1), the block's weights and
-//    bias staged in shared memory as [kh·kw][C] once, grid-stride over pixels;
+//    pixel (V = 16 bytes of the type when C and the pointers allow, else 1); a block owns a tile of
+//    up to 32 such packs, stages that tile's weights and bias in shared memory as [kh·kw][tile]
+//    (read coalesced), and walks the pixels grid-stride (session 10: staging all C channels per
+//    block with 64-bit index math made [1,7,7,1152] 5x5 take 45 us against cuDNN's 5 us);
 //  - channels-first ([N, C, H, W]): a thread per output element, the row fastest; weights read
 //    through the read-only cache.
 // Weights are [C, kh, kw] in memory either way (KRSC with one channel per group, or KCRS).
@@ -35,7 +37,7 @@ struct DepthwiseConvDesc {
   bool residual_after_activation = false;
 };
 
-/// Bytes of shared memory the channels-last kernel stages (weights and bias of every channel).
+/// Bytes of shared memory a channels-last block stages (weights and bias of its channel tile).
 int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d);
 /// The most depthwise_conv_smem_bytes may be (the tactic refuses larger layers).
 constexpr int64_t kDepthwiseMaxSmemBytes = 160 * 1024;
