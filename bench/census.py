@@ -1068,6 +1068,19 @@ class Census(harness.Harness):
                                                  "compared by position")
         entry["accuracy"] = harness.compare_outputs(out_names, got, want)
         entry["accuracy"]["degenerate"] = any(degenerate(w) for w in want)
+        if self.a.profile and not few:
+            self.census_profile(tag, entry, engine, load)
+
+    def census_profile(self, tag, entry, engine, load):
+        """--profile: the per-layer table (`ingot run --dump-profile`) into logs/<tag>_profile.log and
+        logs/<tag>_profile.json, and the row's top steps (where the time goes) into census.json."""
+        prof = os.path.join(self.logs, f"{tag}_profile.json")
+        rc, out, err = self.ingot(f"{tag}_profile", "run", engine, "--load-inputs", load, "--dump-profile",
+                                  "--export-profile", prof, "--iterations", "20", cap=120)
+        if rc == 0 and os.path.exists(prof):
+            entry["profile_top"] = harness.top_layers(json.load(open(prof)))
+        else:
+            entry["profile_error"] = error_line(out, err, rc)
 
     # -- PyTorch
     def b2b_time(self, fn, sync_mark=False):
@@ -1713,6 +1726,9 @@ def parser():
                     help="where census.json, census.md and logs/ go (default $OUT)")
     ap.add_argument("--work", help="scratch folder for ONNX files, engines and inputs (default: a temporary one)")
     ap.add_argument("--keep-work", action="store_true", help="keep every model's files in the scratch folder")
+    ap.add_argument("--profile", action="store_true",
+                    help="also a per-layer profile of every engine (logs/<model>_b<N>_profile.{log,json}; "
+                         "its top steps in census.json)")
     ap.add_argument("--models", default="", help="comma-separated model names (--list shows them)")
     ap.add_argument("--family", default="", help="comma-separated families: " + ",".join(FAMILIES))
     ap.add_argument("--max-minutes", type=float, default=9.0,

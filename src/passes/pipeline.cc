@@ -51,6 +51,10 @@ PassManager default_pipeline() {
   //    An attention's Q/K/V projections become one GEMM once each is a FusedGemm with its bias
   //    (they read one input; the packed attention reads the three thirds of its output).
   pm.add(make_fuse_qkv_projection());
+  //    The layout nodes left around an attention (head splits of packed projections, Gathers
+  //    and Slices of a [.., 3, H, D] tensor, head merges) become strided views the attention
+  //    reads and writes in place; after the packed form, which is already copy-free.
+  pm.add(make_attention_strided_views());
   pm.add(make_fuse_pointwise());
 
   // 4. The folds above leave their old weights behind: a last cleanup round drops them.

@@ -28,6 +28,7 @@
 //   along some axes (such an Expand folded for a fixed batch): C's one slice
 //   gathered, then expanded;
 //   - GatherND(X, I) whose constant I lists X's elements in order → Reshape;
+//   - a Transpose that moves only unit axes (static shapes) → Reshape;
 //   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
 //   ...) → y, where the op's output shape stays the same: the op broadcasts y
 //   itself, and no full-size copy is made.
@@ -608,6 +609,34 @@ Result<bool> gather_nd_identity(ir::Graph &g, ir::Node *n) {
   return true;
 }
 
+// A Transpose that moves only unit axes (the others keep their order) moves no data: a Reshape
+// to its output shape, which the planner runs in place. PyTorch's seq-first attention at batch
+// 1 spells [1, S, E] -> [S, 1, E] this way around every layer. Static shapes only.
+Result<bool> unit_transpose_to_reshape(ir::Graph &g, ir::Node *n) {
+  const ir::Value *x = n->input(0), *y = n->output(0);
+  if (!x || !y || !x->shape().is_concrete() || !y->shape().is_concrete())
+    return false;
+  const Shape64 in = x->shape().concrete(), out = y->shape().concrete();
+  auto p = perm_of(*n, in.size());
+  if (!p)
+    return false;
+  int64_t last = -1;
+  for (int64_t a : *p) {
+    if (a < 0 || a >= static_cast<int64_t>(in.size()))
+      return false;
+    if (in[static_cast<size_t>(a)] == 1)
+      continue;
+    if (a < last)
+      return false;
+    last = a;
+  }
+  ir::Value *shape = g.add_initializer(
+      unique_value_name(g, n->name() + "/shape"),
+      Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(out.size())}, out));
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Reshape", {n->input(0), shape}));
+  return true;
+}
+
 bool broadcasting_op(const ir::Node *n) {
   static const std::set<std::string> kOps = {
       "Add",  "Sub",     "Mul",  "Div",  "Pow",           "Max",
@@ -674,6 +703,11 @@ public:
           removed.insert(n);
         if (r.ok() && !*r) {
           r = fold_view_chain(g, n);
+          if (r.ok() && *r)
+            removed.insert(n);
+        }
+        if (r.ok() && !*r) {
+          r = unit_transpose_to_reshape(g, n);
           if (r.ok() && *r)
             removed.insert(n);
         }

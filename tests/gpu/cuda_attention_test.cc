@@ -52,6 +52,10 @@ struct Case {
   bool hide_first_row = false;
   /// ingot::Attention {qkv_packed = 1}: one [B, S, 3*H*D] input (rank 3, Hq = Hkv, Sq = Sk).
   bool packed = false;
+  /// ingot::Attention's strided views (attention_strided_views) as PyTorch's seq-first
+  /// nn.MultiheadAttention leaves them: Q, K, V inside one [S, B, 3*H*D] projection, Y written
+  /// into out_proj's [S*B, H*D] input (Hq = Hkv, Sq = Sk).
+  bool views = false;
 
   std::string describe() const {
     std::ostringstream os;
@@ -59,7 +63,7 @@ struct Case {
        << kv_heads << " Sq" << q_len << " Sk" << kv_len << " D" << head_size << " mask "
        << (mask == MaskKind::kNone ? "none" : mask == MaskKind::kBool ? "bool" : "add") << shape_to_string(mask_shape)
        << (causal ? " causal" : "") << (scale != 0 ? " scale" : "") << (hide_first_row ? " hidden-row" : "")
-       << (packed ? " packed-qkv" : "");
+       << (packed ? " packed-qkv" : "") << (views ? " strided-views" : "");
     return os.str();
   }
   Shape64 q_shape() const {
@@ -83,6 +87,8 @@ std::string graph_text(const Case& c, DataType t) {
   os << "graph g {\n  opset \"\" 23\n  opset \"ingot\" 1\n";
   if (c.packed) {
     os << "  input %qkv: " << type_text(t, c.qkv_shape()) << "\n";
+  } else if (c.views) {
+    os << "  input %p: " << type_text(t, {c.q_len, c.batch, 3 * c.q_heads * c.head_size}) << "\n";
   } else {
     os << "  input %q: " << type_text(t, c.q_shape()) << "\n";
     os << "  input %k: " << type_text(t, c.kv_shape()) << "\n";
@@ -93,6 +99,20 @@ std::string graph_text(const Case& c, DataType t) {
   std::vector<std::string> attrs;
   if (c.causal) attrs.push_back("is_causal=1");
   if (c.packed) attrs.push_back("qkv_packed=1");
+  if (c.views) {
+    const int64_t e = c.q_heads * c.head_size, row = c.batch * 3 * e;
+    auto ints = [](const char* name, std::vector<int64_t> v) {
+      std::string r = std::string(name) + "=[";
+      for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+      return r + "]";
+    };
+    attrs.push_back(ints("view_dims", {c.batch, c.q_heads, c.q_heads, c.q_len, c.q_len, c.head_size}));
+    attrs.push_back(ints("q_view", {0, 3 * e, c.head_size, row}));
+    attrs.push_back(ints("k_view", {e, 3 * e, c.head_size, row}));
+    attrs.push_back(ints("v_view", {2 * e, 3 * e, c.head_size, row}));
+    attrs.push_back(ints("y_view", {0, e, c.head_size, c.batch * e}));
+    attrs.push_back(ints("y_shape", {c.q_len * c.batch, e}));
+  }
   if (c.rank == 3) {
     attrs.push_back("q_num_heads=" + std::to_string(c.q_heads));
     attrs.push_back("kv_num_heads=" + std::to_string(c.kv_heads));
@@ -108,7 +128,7 @@ std::string graph_text(const Case& c, DataType t) {
     for (size_t i = 0; i < attrs.size(); ++i) os << (i ? ", " : "") << attrs[i];
     os << "}";
   }
-  os << (c.packed ? "(%qkv, _, _" : "(%q, %k, %v") << (c.mask != MaskKind::kNone ? ", %m" : "") << ") @attn\n  output %y\n}\n";
+  os << (c.packed ? "(%qkv, _, _" : c.views ? "(%p, %p, %p" : "(%q, %k, %v") << (c.mask != MaskKind::kNone ? ", %m" : "") << ") @attn\n  output %y\n}\n";
   return os.str();
 }
 
@@ -138,6 +158,9 @@ class CudaAttentionTest : public CudaTest {
     std::vector<Tensor> in;
     if (c.packed) {
       in = {random_tensor(t, c.qkv_shape(), rng_, -1, 1), Tensor(), Tensor()};
+    } else if (c.views) {
+      Tensor p = random_tensor(t, {c.q_len, c.batch, 3 * c.q_heads * c.head_size}, rng_, -1, 1);
+      in = {p, p, p};
     } else {
       in = {random_tensor(t, c.q_shape(), rng_, -1, 1), random_tensor(t, c.kv_shape(), rng_, -1, 1),
             random_tensor(t, c.kv_shape(), rng_, -1, 1)};
@@ -260,6 +283,30 @@ TEST_F(CudaAttentionTest, PackedQkv) {
     ASSERT_FALSE(cudnn_sdpa_family().candidates(node, input_types(node)).empty())
         << "cuDNN SDPA not offered for packed BERT attention in " << data_type_name(t);
     check(bert, t, "cuda.cudnn.sdpa", false);
+  }
+#endif
+}
+
+// Strided views (ViT's nn.MultiheadAttention after attention_strided_views): Q/K/V read from a
+// seq-first packed projection, Y written seq-first for out_proj; ViT-B's 197 tokens x 12 heads of
+// 64 at batch 2, and an odd one with a mask.
+TEST_F(CudaAttentionTest, StridedViews) {
+  Case vit = make_case(4, 2, 12, 12, 197, 197, 64);
+  vit.views = true;
+  check_all_types(vit);
+  Case odd = make_case(4, 3, 3, 3, 77, 77, 32);
+  odd.views = true;
+  odd.mask = MaskKind::kAdditive;
+  odd.mask_shape = {3, 1, 1, 77};
+  check_all_types(odd);
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    auto g = parse_graph(graph_text(vit, t));
+    ASSERT_TRUE(g.ok());
+    const ir::Node& node = *(*g)->nodes()[0];
+    ASSERT_FALSE(cudnn_sdpa_family().candidates(node, input_types(node)).empty())
+        << "cuDNN SDPA not offered for strided-view attention in " << data_type_name(t);
+    check(vit, t, "cuda.cudnn.sdpa", false);
   }
 #endif
 }

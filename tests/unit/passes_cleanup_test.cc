@@ -474,6 +474,36 @@ TEST(PassesCleanup, SimplifyAlgebraMergesTransposesAndReshapes) {
   expect_same_outputs(before, *g);
 }
 
+// A Transpose that moves only unit axes is a Reshape ([1,5,8] -> [5,1,8]); one that reorders
+// two non-unit axes stays, as does one with a symbolic dim.
+TEST(PassesCleanup, SimplifyAlgebraTurnsUnitTransposesIntoReshapes) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[1,5,8]
+    %t = Transpose {perm=[1, 0, 2]}(%x)
+    %u = Transpose {perm=[2, 1, 0]}(%t)
+    output %u
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  std::vector<std::string> ops;
+  for (const auto &n : g->nodes())
+    ops.push_back(n->op_type());
+  // The first became a Reshape; the second (5 and 8 swap) stays a Transpose.
+  EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Transpose"}));
+  expect_same_outputs(before, *g);
+  const std::string open = R"(graph g {
+    opset "" 17
+    input %x: f32[N,5,8]
+    %t = Transpose {perm=[1, 0, 2]}(%x)
+    output %t
+  })";
+  PassContext ctx2;
+  ASSERT_TRUE(run_pass(*pass, open, ctx2, false, true));
+}
+
 // The dynamo exporter's K^T (x [B,S,H,D] -> [B,H,S,D] -> [B*H,S,D] -> [B*H,D,S] -> [B,H,D,S])
 // followed by the attention rewrite's transpose back: one Transpose of x. With B = 1 the unit
 // batch axis must ride along; a chain that splits one of its input's axes is left alone.

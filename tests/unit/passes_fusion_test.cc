@@ -24,6 +24,8 @@ std::unique_ptr<Pass> make_fuse_conv_gemm();
 std::unique_ptr<Pass> make_fuse_pointwise();
 std::unique_ptr<Pass> make_fuse_qkv_projection();
 std::unique_ptr<Pass> make_narrow_attention_mask();
+std::unique_ptr<Pass> make_attention_strided_views();
+std::unique_ptr<Pass> make_remove_dead_nodes();
 
 namespace {
 
@@ -701,6 +703,216 @@ TEST(PassesFusion, ResNetBlockBecomesOneFusedConvPerConv) {
   EXPECT_EQ(g->nodes()[1]->input(3)->name(), "x");
   EXPECT_EQ(g->outputs()[0]->name(), "y");
   expect_equivalent(t, *g);
+}
+
+
+// ---- attention_strided_views ----
+
+std::vector<std::string> op_list(const ir::Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes()) ops.push_back(n->op_type());
+  return ops;
+}
+
+std::vector<std::unique_ptr<Pass>> views_then_dead() {
+  std::vector<std::unique_ptr<Pass>> v;
+  v.push_back(make_attention_strided_views());
+  v.push_back(make_remove_dead_nodes());
+  return v;
+}
+
+// PyTorch's nn.MultiheadAttention as torchvision's ViT exports it (batch 2, 5 tokens, 2 heads of
+// 4): seq-first input, packed in-projection, unflatten / unsqueeze / transpose / squeeze, three
+// Gathers, per-tensor head moves, and the output permuted back and flattened for out_proj.
+const char* kMhaSeqFirst = R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %x: f32[2,5,8]
+  init %sh1: i64[4] = [5, 2, 3, 8]
+  init %ax0: i64[1] = [0]
+  init %ax3: i64[1] = [3]
+  init %i0: i64[] = [0]
+  init %i1: i64[] = [1]
+  init %i2: i64[] = [2]
+  init %shh: i64[3] = [5, 4, 4]
+  init %sh4: i64[4] = [2, 2, 5, 4]
+  init %sho: i64[2] = [10, 8]
+)";
+
+std::string mha_graph() {
+  std::string t = kMhaSeqFirst;
+  t += init_text("w", {8, 24}, 51) + init_text("wo", {8, 8}, 52);
+  t += R"(  %xt = Transpose {perm=[1, 0, 2]}(%x) @xt
+  %p = MatMul(%xt, %w) @inproj
+  %s1 = Reshape(%p, %sh1) @unflatten
+  %s2 = Unsqueeze(%s1, %ax0) @unsqueeze
+  %s3 = Transpose {perm=[3, 1, 2, 0, 4]}(%s2) @tr
+  %s4 = Squeeze(%s3, %ax3) @squeeze
+)";
+  const char* idx[3] = {"i0", "i1", "i2"};
+  const char* n[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string a = n[i];
+    t += "  %" + a + "0 = Gather {axis=0}(%s4, %" + idx[i] + ") @sel_" + a + "\n";
+    t += "  %" + a + "1 = Reshape(%" + a + "0, %shh) @view_" + a + "\n";
+    t += "  %" + a + "2 = Transpose {perm=[1, 0, 2]}(%" + a + "1) @heads_" + a + "\n";
+    t += "  %" + a + "3 = Reshape(%" + a + "2, %sh4) @bhsd_" + a + "\n";
+  }
+  t += R"(  %a = ingot::Attention {scale=0.5}(%q3, %k3, %v3) @att
+  %o1 = Transpose {perm=[2, 0, 1, 3]}(%a) @merge
+  %o2 = Reshape(%o1, %sho) @flat
+  %y = MatMul(%o2, %wo) @outproj
+  output %y
+}
+)";
+  return t;
+}
+
+TEST(PassesFusion, MultiheadAttentionLayoutBecomesStridedViews) {
+  const std::string t = mha_graph();
+  PassContext ctx;
+  auto g = run_passes(t, views_then_dead(), &ctx);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(op_list(*g), (std::vector<std::string>{"Transpose", "MatMul", "Attention", "MatMul"}));
+  const ir::Node* att = g->nodes()[2].get();
+  const ir::Value* p = g->nodes()[1]->output(0);
+  EXPECT_EQ(att->input(0), p);
+  EXPECT_EQ(att->input(1), p);
+  EXPECT_EQ(att->input(2), p);
+  // [L=5, N=2, 3*E=24]: q(n, h, l, d) at l*48 + n*24 + h*4 + d; k and v 8 and 16 further.
+  EXPECT_EQ(att->attrs().get_ints("view_dims"), (std::vector<int64_t>{2, 2, 2, 5, 5, 4}));
+  EXPECT_EQ(att->attrs().get_ints("q_view"), (std::vector<int64_t>{0, 24, 4, 48}));
+  EXPECT_EQ(att->attrs().get_ints("k_view"), (std::vector<int64_t>{8, 24, 4, 48}));
+  EXPECT_EQ(att->attrs().get_ints("v_view"), (std::vector<int64_t>{16, 24, 4, 48}));
+  // Y (n, h, l, d) inside out_proj's [L*N, E] input: l*16 + n*8 + h*4 + d.
+  EXPECT_EQ(att->attrs().get_ints("y_view"), (std::vector<int64_t>{0, 8, 4, 16}));
+  EXPECT_EQ(att->attrs().get_ints("y_shape"), (std::vector<int64_t>{10, 8}));
+  EXPECT_EQ(att->output(0)->name(), "o2");
+  // The attention, the 4 shared split nodes, 3 x 4 per-tensor nodes, the 2 merge nodes.
+  EXPECT_EQ(att->origins().size(), 19u);
+  expect_equivalent(t, *g);
+}
+
+// timm's Attention (DeiT) and torchvision's Swin: qkv [B, N, 3*C] -> [B, N, 3, H, D] -> permute
+// (2, 0, 3, 1, 4) -> unbind (Slice + Squeeze per part); the output merged by Transpose + Reshape.
+// And GPT-2's Split of c_attn's output into Q, K, V, each head-split by Reshape + Transpose.
+TEST(PassesFusion, UnbindAndSplitLayoutsBecomeStridedViews) {
+  const std::string head = R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %x: f32[2,5,8]
+  init %sh5: i64[5] = [2, 5, 3, 2, 4]
+  init %ax0: i64[1] = [0]
+  init %ax2: i64[1] = [2]
+  init %one: i64[1] = [1]
+  init %sh4: i64[4] = [2, 5, 2, 4]
+  init %sho: i64[3] = [2, 5, 8]
+  init %s0: i64[1] = [0]
+  init %s1: i64[1] = [1]
+  init %s2: i64[1] = [2]
+  init %s3: i64[1] = [3]
+  init %sp: i64[3] = [8, 8, 8]
+)" + init_text("w", {8, 24}, 61);
+  const std::string tail = R"(  %a = ingot::Attention {scale=0.5}(%q, %k, %v) @att
+  %o1 = Transpose {perm=[0, 2, 1, 3]}(%a) @merge
+  %y = Reshape(%o1, %sho) @flat
+  output %y
+}
+)";
+  const std::string unbind = head + R"(  %p = MatMul(%x, %w) @qkv
+  %r = Reshape(%p, %sh5) @r
+  %t = Transpose {perm=[2, 0, 3, 1, 4]}(%r) @permute
+  %q0 = Slice(%t, %s0, %s1, %ax0) @sq
+  %q = Squeeze(%q0, %ax0) @uq
+  %k0 = Slice(%t, %s1, %s2, %ax0) @sk
+  %k = Squeeze(%k0, %ax0) @uk
+  %v0 = Slice(%t, %s2, %s3, %ax0) @sv
+  %v = Squeeze(%v0, %ax0) @uv
+)" + tail;
+  const std::string split = head + R"(  %p = MatMul(%x, %w) @qkv
+  %qs, %ks, %vs = Split {axis=2}(%p, %sp) @split
+  %q1 = Reshape(%qs, %sh4) @rq
+  %q = Transpose {perm=[0, 2, 1, 3]}(%q1) @tq
+  %k1 = Reshape(%ks, %sh4) @rk
+  %k = Transpose {perm=[0, 2, 1, 3]}(%k1) @tk
+  %v1 = Reshape(%vs, %sh4) @rv
+  %v = Transpose {perm=[0, 2, 1, 3]}(%v1) @tv
+)" + tail;
+  for (const std::string& t : {unbind, split}) {
+    PassContext ctx;
+    auto g = run_passes(t, views_then_dead(), &ctx);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(op_list(*g), (std::vector<std::string>{"MatMul", "Attention"}));
+    const ir::Node* att = g->nodes()[1].get();
+    // [B=2, N=5, 3*C=24]: q(b, h, n, d) at b*120 + n*24 + h*4 + d.
+    EXPECT_EQ(att->attrs().get_ints("q_view"), (std::vector<int64_t>{0, 120, 4, 24}));
+    EXPECT_EQ(att->attrs().get_ints("k_view"), (std::vector<int64_t>{8, 120, 4, 24}));
+    EXPECT_EQ(att->attrs().get_ints("y_view"), (std::vector<int64_t>{0, 40, 4, 8}));
+    EXPECT_EQ(att->output(0)->name(), "y");
+    expect_equivalent(t, *g);
+  }
+}
+
+// Left alone: an open batch dim (strides are fixed at build time), and an attention whose
+// operands are plain [B, H, S, D] tensors with nothing to absorb.
+TEST(PassesFusion, StridedViewsRefusals) {
+  for (const char* batch : {"N", "2"}) {
+    // With an open batch the head split stays (a symbolic dim); with batch 2 it is absorbed.
+    const std::string t = std::string(R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %q0: f32[)") + batch + R"(,5,2,4]
+  input %k: f32[)" + batch + R"(,2,5,4]
+  input %v: f32[)" + batch + R"(,2,5,4]
+  %q = Transpose {perm=[0, 2, 1, 3]}(%q0) @tq
+  %y = ingot::Attention {scale=0.5}(%q, %k, %v) @att
+  output %y
+}
+)";
+    PassContext ctx;
+    const bool open = std::string(batch) == "N";
+    auto g = run_passes(t, one(make_attention_strided_views()), &ctx, !open);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(op_list(*g).size(), open ? 2u : 1u);
+    if (!open) expect_equivalent(t, *g);
+  }
+  // Plain [B, H, S, D] operands: nothing to absorb.
+  const std::string plain = R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %q: f32[2,2,5,4]
+  input %k: f32[2,2,5,4]
+  input %v: f32[2,2,5,4]
+  %y = ingot::Attention {scale=0.5}(%q, %k, %v) @att
+  output %y
+}
+)";
+  PassContext ctx;
+  auto g = run_passes(plain, one(make_attention_strided_views()), &ctx, false);
+  ASSERT_TRUE(g);
+}
+
+// The view form's checks: a view past its input, and a y_shape of the wrong size, are errors.
+TEST(PassesFusion, StridedViewAttributesAreChecked) {
+  const std::string base = R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %p: f32[10,24]
+  %y = ingot::Attention {scale=0.5, view_dims=[2, 2, 2, 5, 5, 4], q_view=[0, 24, 4, 48], k_view=[8, 24, 4, 48], v_view=[V, 24, 4, 48], y_view=[0, 8, 4, 16], y_shape=[YS]}(%p, %p, %p) @att
+  output %y
+}
+)";
+  auto infer = [&](const std::string& voff, const std::string& ys) -> Status {
+    std::string t = base;
+    t.replace(t.find("V,"), 1, voff);
+    t.replace(t.find("YS"), 2, ys);
+    auto g = ir::parse_text(t);
+    if (!g.ok()) return g.status();
+    return ir::infer_graph(**g);
+  };
+  EXPECT_TRUE(infer("16", "10, 8").ok());
+  EXPECT_NE(infer("17", "10, 8").to_string().find("reaches element 241"), std::string::npos);
+  EXPECT_NE(infer("16", "10, 9").to_string().find("B*Hq*Sq*D"), std::string::npos);
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 // (opset 23) restricted to 4-D Q/K/V [B, H, S, D], or 3-D [B, S, H*D] with q_num_heads /
 // kv_num_heads (head split/merge absorbed), with an optional mask, no KV cache. With
 // qkv_packed = 1 (fuse_qkv_projection) input 0 is [B, S, 3*H*D]: Q, K and V side by side on the
-// last axis (the output of one projection GEMM), inputs 1 and 2 are omitted.
+// last axis (the output of one projection GEMM), inputs 1 and 2 are omitted. With view_dims
+// (attention_strided_views) Q/K/V/Y are strided views inside other tensors: attention_views.h.
 // Silu has no ai.onnx op before Swish (opset 24).
 #include "ir/ops/all_ops.h"
+#include "ir/ops/attention_views.h"
 
 namespace ingot::ir {
 
@@ -52,7 +54,36 @@ void register_fused_pattern_ops(OpRegistry& r) {
       .attr("q_num_heads", AttrType::kInt)
       .attr("kv_num_heads", AttrType::kInt)
       .attr("qkv_packed", AttrType::kInt)
+      .attr("view_dims", AttrType::kInts)
+      .attr("q_view", AttrType::kInts)
+      .attr("k_view", AttrType::kInts)
+      .attr("v_view", AttrType::kInts)
+      .attr("y_view", AttrType::kInts)
+      .attr("y_shape", AttrType::kInts)
       .infer([](InferenceContext& c) -> Status {
+        if (attention_has_views(c.attrs())) {
+          // Strided views (attention_views.h): Q/K/V inside inputs 0-2, Y inside a y_shape tensor.
+          AttentionViews v;
+          const std::string why = parse_attention_views(c.attrs(), &v);
+          if (!why.empty()) return c.error(why);
+          if (!c.has_input(1) || !c.has_input(2)) return c.error("K and V are required with view_dims");
+          for (int i = 0; i < 3; ++i) {
+            const Shape& s = c.input_shape(static_cast<size_t>(i));
+            if (!s.rank_known()) continue;
+            int64_t n = 1;
+            bool known = true;
+            for (size_t j = 0; j < s.rank(); ++j) {
+              if (!s[j].is_known()) known = false;
+              else n *= s[j].value();
+            }
+            if (known && v.extent(i) > n)
+              return c.error("the ", "QKV"[i], " view reaches element ", v.extent(i), " of a ", n, "-element input");
+          }
+          std::vector<Dim> dims;
+          for (int64_t d : v.y_shape) dims.emplace_back(d);
+          c.set_output(0, c.input_dtype(0), Shape(dims));
+          return Status::Ok();
+        }
         // 3-D [batch, seq, heads * head_size] needs the head counts; 4-D carries them.
         const bool heads = c.attrs().has("q_num_heads") && c.attrs().has("kv_num_heads");
         const int64_t packed = c.attrs().get_int("qkv_packed", 0);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels/all_kernels.h"
+#include "ir/ops/attention_views.h"
 
 namespace ingot::cpu {
 
@@ -64,7 +65,68 @@ Status attention_packed(KernelContext &k) {
   return st;
 }
 
+// Strided views (ir/ops/attention_views.h): Q, K and V are copied out of their roots into
+// [B, H, S, D] tensors, the ai.onnx kernel runs on them, and its Y is scattered into the y_shape
+// output through y_view. The views are checked against the inputs' sizes, and Y's view must
+// write every output element exactly once.
+Status attention_views(KernelContext &k) {
+  ir::AttentionViews v;
+  const std::string why = ir::parse_attention_views(k.attrs(), &v);
+  if (!why.empty())
+    return k.error(why);
+  if (k.num_inputs() < 3 || !k.input(0) || !k.input(1) || !k.input(2))
+    return k.error("Q, K and V roots are required with view_dims");
+  const DataType dt = k.input(0)->dtype();
+  std::vector<Tensor> parts;
+  for (int i = 0; i < 3; ++i) {
+    const Tensor &root = *k.input(static_cast<size_t>(i));
+    if (root.dtype() != dt)
+      return k.error("Q, K and V roots must share one dtype");
+    if (v.extent(i) > root.numel())
+      return k.error("the ", "QKV"[i], " view reaches element ", v.extent(i), " of a ", root.numel(),
+                     "-element input");
+    const int64_t heads = i == 0 ? v.q_heads : v.kv_heads, len = i == 0 ? v.q_len : v.kv_len;
+    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dt, {v.batch, heads, len, v.head_size}));
+    const int64_t *w = v.view[i];
+    int64_t o = 0;
+    for (int64_t b = 0; b < v.batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t s = 0; s < len; ++s)
+          for (int64_t d = 0; d < v.head_size; ++d)
+            t.set_f64(o++, root.get_f64(w[0] + b * w[1] + h * w[2] + s * w[3] + d));
+    parts.push_back(std::move(t));
+  }
+  std::vector<const Tensor *> ins = {&parts[0], &parts[1], &parts[2]};
+  for (size_t i = 3; i < k.num_inputs(); ++i)
+    ins.push_back(k.input(i));
+  std::vector<Tensor> outs(1);
+  INGOT_ASSIGN_OR_RETURN(outs[0], Tensor::zeros(dt, {v.batch, v.q_heads, v.q_len, v.head_size}));
+  // The ai.onnx kernel reads scale and is_causal; no head counts, so the 4-D path.
+  KernelContext inner(k.node(), k.opset(), std::move(ins), std::move(outs), nullptr);
+  const KernelFn *fn = KernelRegistry::global().find("Attention");
+  if (fn == nullptr)
+    return k.error("no ai.onnx Attention kernel");
+  INGOT_RETURN_IF_ERROR((*fn)(inner));
+  const Tensor &y4 = inner.outputs()[0];
+  INGOT_ASSIGN_OR_RETURN(Tensor *y, k.allocate_output(0, dt, Shape64(v.y_shape.begin(), v.y_shape.end())));
+  std::vector<uint8_t> written(static_cast<size_t>(y->numel()), 0);
+  const int64_t *w = v.view[3];
+  int64_t o = 0;
+  for (int64_t b = 0; b < v.batch; ++b)
+    for (int64_t h = 0; h < v.q_heads; ++h)
+      for (int64_t s = 0; s < v.q_len; ++s)
+        for (int64_t d = 0; d < v.head_size; ++d) {
+          const int64_t at = w[0] + b * w[1] + h * w[2] + s * w[3] + d;
+          if (written[static_cast<size_t>(at)]++)
+            return k.error("y_view writes output element ", at, " twice");
+          y->set_f64(at, y4.get_f64(o++));
+        }
+  return Status::Ok();
+}
+
 Status attention_4d(KernelContext &k) {
+  if (ir::attention_has_views(k.attrs()))
+    return attention_views(k);
   if (k.attrs().get_int("qkv_packed", 0) != 0)
     return attention_packed(k);
   const bool heads = k.attrs().has("q_num_heads") && k.attrs().has("kv_num_heads");

@@ -5,7 +5,8 @@
 // (opset 23+), 4-D [B, H, S, D] or 3-D [B, S, H*D] with q_num_heads / kv_num_heads, GQA
 // (q heads a multiple of kv heads), an optional boolean or additive mask broadcastable to
 // [B, Hq, Sq, Sk] (a shorter last axis hides the keys past it), is_causal and scale (default
-// 1/sqrt(D)). Two tactics:
+// 1/sqrt(D)), and ingot::Attention's strided views (ir/ops/attention_views.h: Q/K/V/Y read and
+// written in place inside other tensors; the kernels take any strides). Two tactics:
 //  - cuda.attention.flash: fp16/bf16, head sizes 32/64/80/96/128, tensor cores; at run time a
 //    view the kernel cannot read (not 16-byte aligned) takes the generic kernel instead;
 //  - cuda.attention.generic: fp32/fp16/bf16, any head size up to 128, CUDA cores.
@@ -22,6 +23,7 @@
 #include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
+#include "ir/ops/attention_views.h"
 
 namespace ingot::backend::cuda {
 namespace {
@@ -73,6 +75,19 @@ bool attention_qkv_packed(const ir::Node& node) {
 }
 
 std::vector<ir::TensorType> unpacked_attention_inputs(const ir::Node& node, const std::vector<ir::TensorType>& in) {
+  if (node.domain() == "ingot" && ir::attention_has_views(node.attrs()) && in.size() >= 3) {
+    // Strided views: the [B, H, S, D] tensors the views describe (invalid views: unknown shapes,
+    // which no tactic takes).
+    ir::AttentionViews v;
+    std::vector<ir::TensorType> out = in;
+    const bool ok = ir::parse_attention_views(node.attrs(), &v).empty();
+    for (int i = 0; i < 3; ++i) {
+      const int64_t heads = i == 0 ? v.q_heads : v.kv_heads, len = i == 0 ? v.q_len : v.kv_len;
+      out[static_cast<size_t>(i)].shape =
+          ok ? ir::Shape{ir::Dim(v.batch), ir::Dim(heads), ir::Dim(len), ir::Dim(v.head_size)} : ir::Shape::unknown_rank();
+    }
+    return out;
+  }
   if (!attention_qkv_packed(node) || in.empty()) return in;
   std::vector<ir::TensorType> out = in;
   out.resize(std::max<size_t>(out.size(), 3));
@@ -165,6 +180,43 @@ Status make_packed_qkv_params(const ir::Node& node, const StepIO& io, AttentionP
   return Status::Ok();
 }
 
+/// Strided views (ir/ops/attention_views.h): Q/K/V/Y at their offsets inside the roots, with
+/// the views' strides; each view is checked against its tensor's size.
+Status make_view_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
+  if (io.inputs.size() < 3 || io.inputs[0] == nullptr || io.inputs[1] == nullptr || io.inputs[2] == nullptr ||
+      io.outputs == nullptr || io.outputs->empty() || !(*io.outputs)[0].defined())
+    return internal_error(node.describe(), ": Q, K, V and output Y must all be given");
+  ir::AttentionViews v;
+  const std::string why = ir::parse_attention_views(node.attrs(), &v);
+  if (!why.empty()) return invalid_argument(node.describe(), ": ", why);
+  Tensor& y = (*io.outputs)[0];
+  if (!to_float_type(io.inputs[0]->dtype(), &p->type) || io.inputs[1]->dtype() != io.inputs[0]->dtype() ||
+      io.inputs[2]->dtype() != io.inputs[0]->dtype() || y.dtype() != io.inputs[0]->dtype())
+    return invalid_argument(node.describe(), ": Q, K, V and Y must share one float type");
+  const Tensor* t[4] = {io.inputs[0], io.inputs[1], io.inputs[2], &y};
+  for (int i = 0; i < 4; ++i)
+    if (v.extent(i) > t[i]->numel())
+      return invalid_argument(node.describe(), ": the ", "QKVY"[i], " view reaches element ", v.extent(i), " of ",
+                              shape_to_string(t[i]->shape()));
+  if (y.numel() != v.y_numel())
+    return invalid_argument(node.describe(), ": Y ", shape_to_string(y.shape()), " is not y_shape");
+  p->batch = v.batch;
+  p->q_heads = v.q_heads;
+  p->kv_heads = v.kv_heads;
+  p->q_len = v.q_len;
+  p->kv_len = v.kv_len;
+  p->head_size = v.head_size;
+  const size_t elem = storage_bytes(y.dtype(), 1);
+  p->q = static_cast<const uint8_t*>(t[0]->raw()) + v.view[0][0] * elem;
+  p->k = static_cast<const uint8_t*>(t[1]->raw()) + v.view[1][0] * elem;
+  p->v = static_cast<const uint8_t*>(t[2]->raw()) + v.view[2][0] * elem;
+  p->y = static_cast<uint8_t*>(y.mutable_raw()) + v.view[3][0] * elem;
+  int64_t(*st[4])[3] = {&p->q_stride, &p->k_stride, &p->v_stride, &p->y_stride};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) (*st[i])[j] = v.view[i][j + 1];
+  return Status::Ok();
+}
+
 /// Q/K/V/Y of an unpacked node: 3-D or 4-D, checked against each other.
 Status make_qkv_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
   if (io.inputs.size() < 3 || io.inputs[0] == nullptr || io.inputs[1] == nullptr || io.inputs[2] == nullptr ||
@@ -235,7 +287,12 @@ Status make_qkv_params(const ir::Node& node, const StepIO& io, AttentionParams* 
 
 /// The kernel parameters for the current tensors, checking what shapes could get wrong.
 Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionParams* p) {
-  INGOT_RETURN_IF_ERROR(attention_qkv_packed(node) ? make_packed_qkv_params(node, io, p) : make_qkv_params(node, io, p));
+  if (node.domain() == "ingot" && ir::attention_has_views(node.attrs())) {
+    INGOT_RETURN_IF_ERROR(make_view_params(node, io, p));
+  } else {
+    INGOT_RETURN_IF_ERROR(attention_qkv_packed(node) ? make_packed_qkv_params(node, io, p)
+                                                     : make_qkv_params(node, io, p));
+  }
   const int64_t D = p->head_size;
   const Tensor* mask = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
   p->mask_kind = AttentionMask::kNone;
