@@ -12,8 +12,8 @@
 //
 // Pattern: for each ingot::Attention (4-D, or 3-D with head counts; not qkv_packed), the chain
 // of view nodes above each of Q, K, V — Reshape, Squeeze, Unsqueeze, Flatten, Transpose,
-// Gather with a constant single index, Slice with constant positive steps, one output of Split
-// — is followed back as far as the tensor stays a strided view whose head-size axis is
+// Gather with a constant single index, Slice with constant positive steps, one output of Split,
+// Expand (K/V heads repeated for GQA become the attention's kv heads) — is followed back as far as the tensor stays a strided view whose head-size axis is
 // contiguous; below Y, the chain of Reshape / Squeeze / Unsqueeze / Flatten / Transpose nodes
 // that each are Y's (or the previous one's) only reader, as far as Y stays such a view of its
 // end. Result: one Attention {view_dims, q/k/v/y_view, y_shape} reading the chain starts and
@@ -234,6 +234,28 @@ bool apply_forward(const Graph& g, const Node& n, int out_index, View* v) {
     }
     return v->sizes() == *out;
   }
+  if (onnx_op(&n, "Expand")) {  // broadcast dims read one element: stride 0
+    if (out->size() < rank) return false;
+    const size_t lead = out->size() - rank;
+    std::vector<std::vector<View::Part>> dims(out->size());
+    for (size_t k = 0; k < out->size(); ++k) {
+      const int64_t want = (*out)[k];
+      if (k < lead) {
+        if (want > 1) dims[k] = {{want, 0}};
+        continue;
+      }
+      const int64_t have = v->size(k - lead);
+      if (have == want) {
+        dims[k] = v->dims[k - lead];
+      } else if (have == 1) {
+        dims[k] = {{want, 0}};
+      } else {
+        return false;
+      }
+    }
+    v->dims = std::move(dims);
+    return v->sizes() == *out;
+  }
   if (onnx_op(&n, "Split")) {
     int64_t axis = n.attrs().get_int("axis", 0);
     if (axis < 0) axis += static_cast<int64_t>(rank);
@@ -276,28 +298,43 @@ bool to_bhsd(View* v, int64_t heads) {
   return true;
 }
 
-/// Whether a [B, H, S, D] view has one stride per dim and a contiguous D.
-bool plain_bhsd(const View& v) {
-  if (v.dims.size() != 4) return false;
-  for (size_t k = 0; k < 4; ++k)
-    if (!v.stride(k)) return false;
-  return v.size(3) == 1 || *v.stride(3) == 1;
+/// The [offset, stride_b, stride_h, stride_s] of a [B, H, S, D] view with one stride per dim and
+/// a contiguous D, and its head count. With `gqa`, a head dim of two parts (Hkv, s) (rep, 0) —
+/// K/V heads repeated by an Expand (Llama's repeat_kv) — reads as Hkv heads of stride s: the
+/// attention's GQA maps query head h to kv head h / rep, as the repeat did.
+std::optional<std::vector<int64_t>> final_view(const View& v, bool gqa, int64_t* heads) {
+  if (v.dims.size() != 4) return std::nullopt;
+  std::vector<int64_t> out = {v.offset};
+  *heads = v.size(1);
+  for (size_t k = 0; k < 3; ++k) {
+    std::optional<int64_t> st = v.stride(k);
+    if (!st && k == 1 && gqa && v.dims[1].size() == 2 && v.dims[1][1].second == 0) {
+      st = v.dims[1][0].second;
+      *heads = v.dims[1][0].first;
+    }
+    if (!st) return std::nullopt;
+    out.push_back(*st);
+  }
+  if (v.size(3) != 1 && v.stride(3) != std::optional<int64_t>(1)) return std::nullopt;
+  return out;
 }
 
 struct Operand {
   Value* root = nullptr;
   View view;
+  std::vector<int64_t> attr;  // offset, stride_b, stride_h, stride_s
+  int64_t heads = 0;
   std::vector<Node*> absorbed;  // view nodes between the root and the operand
 };
 
 /// The furthest root above `x` of which x (as [B, H, S, D]) is a view with a contiguous last axis.
-std::optional<Operand> trace_input(const Graph& g, Value* x, int64_t heads) {
+std::optional<Operand> trace_input(const Graph& g, Value* x, int64_t heads, bool gqa) {
   std::vector<std::pair<Node*, int>> chain;  // producer of each link, nearest first
   Value* cur = x;
   while (chain.size() < kMaxChain && cur->producer() != nullptr) {
     Node* p = cur->producer();
     if (!(reshape_like(p) || onnx_op(p, "Transpose") || onnx_op(p, "Gather") || onnx_op(p, "Slice") ||
-          onnx_op(p, "Split")) ||
+          onnx_op(p, "Split") || onnx_op(p, "Expand")) ||
         p->input(0) == nullptr)
       break;
     int idx = -1;
@@ -315,8 +352,13 @@ std::optional<Operand> trace_input(const Graph& g, Value* x, int64_t heads) {
     View v = contiguous(*rd);
     bool ok = true;
     for (size_t k = start; k-- > 0 && ok;) ok = apply_forward(g, *chain[k].first, chain[k].second, &v);
-    if (!ok || !to_bhsd(&v, heads) || !plain_bhsd(v)) continue;
-    Operand o{root, v, {}};
+    if (!ok || !to_bhsd(&v, heads)) continue;
+    Operand o;
+    std::optional<std::vector<int64_t>> attr = final_view(v, gqa, &o.heads);
+    if (!attr) continue;
+    o.root = root;
+    o.view = v;
+    o.attr = *attr;
     for (size_t k = 0; k < start; ++k) o.absorbed.push_back(chain[k].first);
     return o;
   }
@@ -343,8 +385,13 @@ std::optional<Operand> trace_output(const Graph& g, Value* y, int64_t heads) {
     View v = contiguous(*zd);
     bool ok = true;
     for (size_t k = end; k-- > 0 && ok;) ok = apply_backward(*chain[k], &v);
-    if (!ok || !to_bhsd(&v, heads) || !plain_bhsd(v)) continue;
-    Operand o{z, v, {}};
+    if (!ok || !to_bhsd(&v, heads)) continue;
+    Operand o;
+    std::optional<std::vector<int64_t>> attr = final_view(v, false, &o.heads);
+    if (!attr) continue;
+    o.root = z;
+    o.view = v;
+    o.attr = *attr;
     o.absorbed.assign(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(end));
     return o;
   }
@@ -380,7 +427,7 @@ class AttentionStridedViews : public Pass {
     const int64_t hkv = three_d ? att->attrs().get_int("kv_num_heads", 0) : 0;
     std::optional<Operand> ops[4];
     for (int i = 0; i < 3; ++i) {
-      ops[i] = trace_input(g, att->input(static_cast<size_t>(i)), i == 0 ? hq : hkv);
+      ops[i] = trace_input(g, att->input(static_cast<size_t>(i)), i == 0 ? hq : hkv, i > 0);
       if (!ops[i]) return false;
     }
     ops[3] = trace_output(g, att->output(0), hq);
@@ -390,8 +437,10 @@ class AttentionStridedViews : public Pass {
     if (!absorbs) return false;
     const View &q = ops[0]->view, &k = ops[1]->view, &v = ops[2]->view, &y = ops[3]->view;
     // The views must agree on B, H, S, D (shape inference checked the original node already).
-    const std::vector<int64_t> qd = q.sizes(), kd = k.sizes();
-    if (kd != v.sizes() || qd[0] != kd[0] || qd[3] != kd[3] || y.sizes() != qd || qd[1] % kd[1] != 0) {
+    std::vector<int64_t> qd = q.sizes(), kd = k.sizes(), vd = v.sizes();
+    kd[1] = ops[1]->heads;  // GQA: the kv heads before a repeat
+    vd[1] = ops[2]->heads;
+    if (kd != vd || qd[0] != kd[0] || qd[3] != kd[3] || y.sizes() != qd || qd[1] % kd[1] != 0) {
       ctx.note(name(), "attention " + att->name() + ": the traced views disagree on B/H/S/D; left as is");
       return false;
     }
@@ -403,10 +452,7 @@ class AttentionStridedViews : public Pass {
     attrs.set_int("is_causal", att->attrs().get_int("is_causal", 0));
     attrs.set_ints("view_dims", {qd[0], qd[1], kd[1], qd[2], kd[2], d});
     const char* names[4] = {"q_view", "k_view", "v_view", "y_view"};
-    for (int i = 0; i < 4; ++i) {
-      const View& w = ops[i]->view;
-      attrs.set_ints(names[i], {w.offset, *w.stride(0), *w.stride(1), *w.stride(2)});
-    }
+    for (int i = 0; i < 4; ++i) attrs.set_ints(names[i], ops[i]->attr);
     Value* z = ops[3]->root;
     attrs.set_ints("y_shape", *static_dims(z));
     std::vector<Value*> ins = {ops[0]->root, ops[1]->root, ops[2]->root};

@@ -853,6 +853,39 @@ TEST(PassesFusion, UnbindAndSplitLayoutsBecomeStridedViews) {
   }
 }
 
+// Llama's repeat_kv: K and V [B, Hkv, S, D] -> Unsqueeze -> Expand [B, Hkv, rep, S, D] -> Reshape
+// [B, Hkv*rep, S, D]; the Expand copies go and the attention reads Hkv heads (GQA).
+TEST(PassesFusion, RepeatedKvHeadsBecomeGqaViews) {
+  const std::string t = R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %q: f32[1,4,6,8]
+  input %k0: f32[1,2,6,8]
+  input %v0: f32[1,2,6,8]
+  init %ax2: i64[1] = [2]
+  init %ex: i64[5] = [1, 2, 2, 6, 8]
+  init %sh: i64[4] = [1, 4, 6, 8]
+  %k1 = Unsqueeze(%k0, %ax2) @uk
+  %k2 = Expand(%k1, %ex) @ek
+  %k = Reshape(%k2, %sh) @rk
+  %v1 = Unsqueeze(%v0, %ax2) @uv
+  %v2 = Expand(%v1, %ex) @ev
+  %v = Reshape(%v2, %sh) @rv
+  %y = ingot::Attention {scale=0.35, is_causal=1}(%q, %k, %v) @att
+  output %y
+}
+)";
+  PassContext ctx;
+  auto g = run_passes(t, views_then_dead(), &ctx);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(op_list(*g), (std::vector<std::string>{"Attention"}));
+  const ir::Node* att = g->nodes()[0].get();
+  EXPECT_EQ(att->attrs().get_ints("view_dims"), (std::vector<int64_t>{1, 4, 2, 6, 6, 8}));
+  EXPECT_EQ(att->attrs().get_ints("k_view"), (std::vector<int64_t>{0, 0, 48, 8}));  // a unit batch dim has stride 0
+  EXPECT_EQ(att->attrs().get_int("is_causal", 0), 1);
+  expect_equivalent(t, *g);
+}
+
 // Left alone: an open batch dim (strides are fixed at build time), and an attention whose
 // operands are plain [B, H, S, D] tensors with nothing to absorb.
 TEST(PassesFusion, StridedViewsRefusals) {
