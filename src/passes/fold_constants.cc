@@ -15,7 +15,9 @@
 //   constants (the
 //     shape subgraphs exporters emit around Reshape then fold away).
 // Refuses:
-//   - results larger than PassOptions::fold_size_limit_bytes (noted): an Expand
+//   - results larger than PassOptions::fold_size_limit_bytes (noted), unless the node alone
+//     reads its constant inputs and its result is no larger than they are (a weight's
+//     Transpose or Cast: nothing grows): an Expand
 //   or
 //     ConstantOfShape would turn a few bytes into megabytes of weights;
 //   - nodes with subgraphs (If/Loop/Scan) and non-deterministic ops (Random*,
@@ -104,6 +106,21 @@ Status replace_by_initializers(ir::Graph &g, ir::Node *n,
   return g.remove_node(n);
 }
 
+// A node whose constant inputs it alone reads, with a result no larger than they are (a
+// Transpose or Cast of a weight): folding it grows nothing, since the inputs go as dead, so the
+// size limit does not apply.
+bool replaces_its_inputs(const ir::Graph &g, const ir::Node &n) {
+  size_t in_bytes = 0;
+  for (const ir::Value *v : n.inputs()) {
+    if (!v)
+      continue;
+    if (!v->initializer() || v->uses().size() != 1 || is_graph_output(g, v) || is_graph_input(g, v))
+      return false;
+    in_bytes += storage_bytes(v->dtype(), v->initializer()->numel());
+  }
+  return known_output_bytes(n) <= in_bytes;
+}
+
 class FoldConstants : public Pass {
 public:
   const char *name() const override { return kName; }
@@ -157,7 +174,8 @@ public:
       }
       if (!all_constant)
         continue;
-      if (known_output_bytes(*n) > limit) {
+      const bool replaces = replaces_its_inputs(g, *n);
+      if (known_output_bytes(*n) > limit && !replaces) {
         ctx.note(kName, "kept " + n->describe() + ": its result (" +
                             std::to_string(known_output_bytes(*n)) +
                             " bytes) exceeds the fold limit of " +
@@ -174,7 +192,7 @@ public:
       for (size_t i = 0; i < out->size(); ++i)
         if (n->output(i))
           bytes += (*out)[i].nbytes();
-      if (bytes > limit) {
+      if (bytes > limit && !replaces) {
         ctx.note(kName, "kept " + n->describe() + ": its result (" +
                             std::to_string(bytes) +
                             " bytes) exceeds the fold limit of " +

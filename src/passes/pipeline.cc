@@ -55,6 +55,10 @@ PassManager default_pipeline() {
   //    and Slices of a [.., 3, H, D] tensor, head merges) become strided views the attention
   //    reads and writes in place; after the packed form, which is already copy-free.
   pm.add(make_attention_strided_views());
+  //    What the views leave behind (a head merge's Reshape gone, a Gemm between Reshapes now
+  //    readable as a MatMul) is tidied, and the layers it exposes get their epilogues too.
+  pm.add_fixed_point(cleanup_group());
+  pm.add(make_fuse_conv_gemm());
   pm.add(make_fuse_pointwise());
 
   // 4. The folds above leave their old weights behind: a last cleanup round drops them.

@@ -29,6 +29,10 @@
 //   gathered, then expanded;
 //   - GatherND(X, I) whose constant I lists X's elements in order → Reshape;
 //   - a Transpose that moves only unit axes (static shapes) → Reshape;
+//   - MatMul(x, Transpose(W)) with W a 2-D constant → Gemm {transB=1} on W as stored (with
+//     Reshapes to and from 2-D; static shapes): tied LM heads;
+//   - Reshape -> Gemm(A, B, C) -> Reshape that keeps the leading dims (PyTorch's addmm) →
+//     MatMul(x, B) + C, so the bias and what follows fuse into one FusedGemm;
 //   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
 //   ...) → y, where the op's output shape stays the same: the op broadcasts y
 //   itself, and no full-size copy is made.
@@ -637,6 +641,140 @@ Result<bool> unit_transpose_to_reshape(ir::Graph &g, ir::Node *n) {
   return true;
 }
 
+// MatMul(x, Transpose(W, [1, 0])) with W a 2-D constant too large to fold (a tied LM head: GPT-2
+// reads its [50257, 768] embedding as the output projection) -> Reshape(Gemm {transB = 1}
+// (Reshape(x, [M, K]), W), x's leading dims + [N]): the GEMM reads W as stored, nothing
+// transposes 77 MB per query, and W's rows stay 16-byte aligned. Static shapes only.
+Result<bool> matmul_of_transposed_constant(ir::Graph &g, ir::Node *n) {
+  ir::Value *x = n->input(0), *bt = n->input(1), *y = n->output(0);
+  ir::Node *t = bt ? bt->producer() : nullptr;
+  if (!x || !y || !is_op(t, "Transpose") || !t->input(0) || !constant_value(t->input(0)) ||
+      !x->shape().is_concrete() || !y->shape().is_concrete() || x->shape().rank() < 2)
+    return false;
+  const ir::Value *w = t->input(0);
+  if (!w->shape().is_concrete() || w->shape().rank() != 2 || perm_of(*t, 2) != std::vector<int64_t>{1, 0})
+    return false;
+  const Shape64 xs = x->shape().concrete(), ys = y->shape().concrete(), ws = w->shape().concrete();
+  const int64_t k = xs.back(), n_out = ws[0];
+  if (ws[1] != k || ys.back() != n_out)
+    return false;
+  int64_t m = 1;
+  for (size_t i = 0; i + 1 < xs.size(); ++i)
+    m *= xs[i];
+  ir::Value *x2 = x;
+  if (xs.size() != 2) {
+    ir::Value *s2 = g.add_initializer(unique_value_name(g, n->name() + "/rows"),
+                                      Tensor::from_vector(DataType::kInt64, {2}, Shape64{m, k}));
+    x2 = g.add_value(unique_value_name(g, x->name() + ".rows"), x->dtype(), ir::Shape{ir::Dim(m), ir::Dim(k)});
+    g.add_node("Reshape", {x, s2}, {x2}, {}, n->name() + "/rows");
+  }
+  ir::Attributes a;
+  a.set_int("transB", 1);
+  ir::Value *y2 = xs.size() == 2 ? nullptr
+                                 : g.add_value(unique_value_name(g, y->name() + ".rows"), y->dtype(),
+                                               ir::Shape{ir::Dim(m), ir::Dim(n_out)});
+  if (y2 == nullptr) {
+    ir::Value *out = g.add_value(unique_value_name(g, y->name()), y->dtype(), y->shape());
+    ir::Node *gemm = g.add_node("Gemm", {x2, t->input(0)}, {out}, std::move(a), n->name());
+    absorb(*gemm, *n);
+    INGOT_RETURN_IF_ERROR(replace_value(g, y, out));
+    INGOT_RETURN_IF_ERROR(g.remove_node(n));
+    return true;
+  }
+  ir::Node *gemm = g.add_node("Gemm", {x2, t->input(0)}, {y2}, std::move(a), n->name());
+  absorb(*gemm, *n);
+  ir::Value *s3 = g.add_initializer(unique_value_name(g, n->name() + "/shape"),
+                                    Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(ys.size())}, ys));
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Reshape", {y2, s3}));
+  return true;
+}
+
+// Reshape(x [.., K] -> [M, K]) -> Gemm(A, B [K, N], C) -> Reshape([.., N]), as PyTorch's addmm
+// exports (GPT-2's Conv1D): MatMul(x, B) [+ Add(C)] on x's own shape (a 2-D A that no Reshape
+// made gets one to the output's leading dims, which the planner runs in place), so fuse_conv_gemm can
+// take the bias, the activation and the residual that follow the last Reshape into one
+// FusedGemm (transB: B^T as a constant Transpose, folded into the weight). Only Gemms without
+// transA, with alpha = beta = 1 and C constant per column, with
+// static shapes whose leading dims come back unchanged.
+Result<bool> gemm_between_reshapes_to_matmul(ir::Graph &g, ir::Node *n, std::set<ir::Node *> *removed) {
+  const ir::Attributes &a = n->attrs();
+  if (a.get_int("transA", 0) != 0 || a.get_float("alpha", 1.0f) != 1.0f ||
+      a.get_float("beta", 1.0f) != 1.0f || n->outputs().size() != 1)
+    return false;
+  ir::Node *in_rs = n->input(0) ? n->input(0)->producer() : nullptr;
+  ir::Node *out_rs = single_consumer(g, n->output(0));
+  if (!n->input(0) || !is_op(out_rs, "Reshape") || !n->input(1) || !constant_value(n->input(1)))
+    return false;
+  if (!is_op(in_rs, "Reshape") || !in_rs->input(0))
+    in_rs = nullptr;  // A itself, given the leading dims by a Reshape of our own (an alias)
+  ir::Value *x = in_rs ? in_rs->input(0) : n->input(0);
+  const ir::Value *y = out_rs->output(0);
+  ir::Value *b = n->input(1);
+  if (!x->shape().is_concrete() || !y->shape().is_concrete() || !b->shape().is_concrete() ||
+      b->shape().rank() != 2 || n->input(0)->shape().rank() != 2)
+    return false;
+  const bool trans_b = a.get_int("transB", 0) != 0;
+  if (trans_b && b->uses().size() != 1)
+    return false;  // B^T would not fold (a tied weight): the Gemm reads B as stored instead
+  Shape64 bs = b->shape().concrete();
+  if (trans_b)
+    std::swap(bs[0], bs[1]);
+  const Shape64 ys = y->shape().concrete();
+  Shape64 xs = x->shape().concrete();
+  if (ys.size() < 2 || xs.back() != bs[0] || ys.back() != bs[1])
+    return false;
+  if (in_rs == nullptr || xs.size() != ys.size() || !std::equal(xs.begin(), xs.end() - 1, ys.begin())) {
+    if (in_rs != nullptr)
+      x = n->input(0), xs = x->shape().concrete();
+    if (ys.size() == 2)
+      return false;  // nothing to gain: the GEMM is already on the output's shape
+    Shape64 want(ys.begin(), ys.end() - 1);
+    want.push_back(bs[0]);
+    ir::Value *s = g.add_initializer(unique_value_name(g, n->name() + "/lead"),
+                                     Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(want.size())}, want));
+    std::vector<ir::Dim> dims;
+    for (int64_t d : want)
+      dims.emplace_back(d);
+    ir::Value *x3 = g.add_value(unique_value_name(g, x->name() + ".lead"), x->dtype(), ir::Shape(dims));
+    g.add_node("Reshape", {x, s}, {x3}, {}, n->name() + "/lead");
+    x = x3;
+    in_rs = nullptr;
+  }
+  ir::Value *c = n->input(2);
+  if (c != nullptr) {
+    if (!constant_value(c) || !c->shape().is_concrete() || c->shape().concrete().empty() ||
+        shape_numel(c->shape().concrete()) != bs[1] || c->shape().concrete().back() != bs[1])
+      return false;
+  }
+  removed->insert(out_rs);  // replaced below; the Gemm and the first Reshape go as dead nodes
+  if (trans_b) {  // B^T as a constant Transpose, which fold_constants turns into the weight
+    ir::Attributes ta;
+    ta.set_ints("perm", {1, 0});
+    ir::Value *bt = g.add_value(unique_value_name(g, b->name() + ".t"), b->dtype(),
+                                ir::Shape{ir::Dim(bs[0]), ir::Dim(bs[1])});
+    g.add_node("Transpose", {b}, {bt}, std::move(ta), n->name() + "/weight_t");
+    b = bt;
+  }
+  ir::Value *mm = c == nullptr ? nullptr
+                               : g.add_value(unique_value_name(g, y->name() + ".mm"), y->dtype(), y->shape());
+  if (c == nullptr) {
+    INGOT_RETURN_IF_ERROR(replace_with_node(g, out_rs, "MatMul", {x, b}));
+  } else {
+    ir::Node *m = g.add_node("MatMul", {x, b}, {mm}, {}, n->name());
+    absorb(*m, *n);
+    ir::Value *c1 = c;
+    if (c->shape().rank() != 1) {
+      std::optional<Tensor> cv = constant_value(c);
+      Tensor flat = Tensor::zeros(cv->dtype(), {bs[1]}).value();
+      for (int64_t i = 0; i < bs[1]; ++i)
+        flat.set_f64(i, cv->get_f64(i));
+      c1 = g.add_initializer(unique_value_name(g, n->name() + "/bias"), std::move(flat));
+    }
+    INGOT_RETURN_IF_ERROR(replace_with_node(g, out_rs, "Add", {mm, c1}));
+  }
+  return true;
+}
+
 bool broadcasting_op(const ir::Node *n) {
   static const std::set<std::string> kOps = {
       "Add",  "Sub",     "Mul",  "Div",  "Pow",           "Max",
@@ -724,6 +862,13 @@ public:
           removed.insert(n);
       } else if (is_op(n, "Mul") || is_op(n, "Div")) {
         r = fold_scale_into_weights(g, n, ctx);
+        if (r.ok() && *r)
+          removed.insert(n);
+      } else if (is_op(n, "Gemm")) {
+        // The Gemm stays as a dead node (the final Reshape's replacement reads x and B).
+        r = gemm_between_reshapes_to_matmul(g, n, &removed);
+      } else if (is_op(n, "MatMul")) {
+        r = matmul_of_transposed_constant(g, n);
         if (r.ok() && *r)
           removed.insert(n);
       } else if (is_op(n, "GatherND")) {

@@ -504,6 +504,84 @@ TEST(PassesCleanup, SimplifyAlgebraTurnsUnitTransposesIntoReshapes) {
   ASSERT_TRUE(run_pass(*pass, open, ctx2, false, true));
 }
 
+// MatMul(x, Transpose(W)) with W constant (a tied LM head) -> Gemm {transB=1} on W as stored,
+// with Reshapes to and from 2-D; W's Transpose goes.
+TEST(PassesCleanup, SimplifyAlgebraReadsTransposedConstantsWithTransB) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,4]
+    init %w: f32[5,4] = [0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, 0.9, 1.0, -1.1, 1.2, 1.3, 1.4, 1.5, -1.6, 1.7, 1.8, 1.9, 2.0]
+    %wt = Transpose {perm=[1, 0]}(%w)
+    %y = MatMul(%x, %wt)
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  std::vector<std::string> ops;
+  for (const auto &n : g->nodes())
+    ops.push_back(n->op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Gemm", "Reshape"}));
+  EXPECT_EQ(g->nodes()[1]->attrs().get_int("transB", 0), 1);
+  EXPECT_EQ(g->nodes()[1]->input(1)->name(), "w");
+  expect_same_outputs(before, *g);
+}
+
+// A weight's Transpose folds whatever its size when the Transpose alone reads the weight (the
+// result replaces it; nothing grows); with a second reader it stays (it would double the weight).
+TEST(PassesCleanup, FoldConstantsTransposesLargeWeightsItAloneReads) {
+  for (bool shared : {false, true}) {
+    std::string t = R"(graph g {
+    opset "" 17
+    input %x: f32[2,3]
+    init %w: f32[2,3] = [1, 2, 3, 4, 5, 6]
+    %wt = Transpose {perm=[1, 0]}(%w)
+    %y = MatMul(%x, %wt)
+    output %y
+)";
+    if (shared) t += "    %z = Relu(%w)\n    output %z\n";
+    t += "  }";
+    PassOptions small;
+    small.fold_size_limit_bytes = 8;  // below the 24-byte weight
+    PassContext ctx(small);
+    auto pass = make_fold_constants();
+    auto g = run_pass(*pass, t, ctx, !shared, /*then_remove_dead=*/true);
+    ASSERT_TRUE(g);
+    int transposes = 0;
+    for (const auto &n : g->nodes())
+      transposes += n->op_type() == "Transpose";
+    EXPECT_EQ(transposes, shared ? 1 : 0);
+  }
+}
+
+// PyTorch's addmm between Reshapes (GPT-2's Conv1D) -> MatMul + Add on the 3-D tensor, so the
+// bias and what follows can fuse into one FusedGemm.
+TEST(PassesCleanup, SimplifyAlgebraReadsAddmmBetweenReshapesAsMatMul) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[2,3,4]
+    init %rows: i64[2] = [6, 4]
+    init %back: i64[3] = [2, 3, 2]
+    init %w: f32[4,2] = [0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8]
+    init %c: f32[2] = [0.5, -1.5]
+    %x2 = Reshape(%x, %rows)
+    %y2 = Gemm(%x2, %w, %c)
+    %y = Reshape(%y2, %back)
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  std::vector<std::string> ops;
+  for (const auto &n : g->nodes())
+    ops.push_back(n->op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"MatMul", "Add"}));
+  EXPECT_EQ(g->nodes()[0]->input(0)->name(), "x");
+  expect_same_outputs(before, *g);
+}
+
 // The dynamo exporter's K^T (x [B,S,H,D] -> [B,H,S,D] -> [B*H,S,D] -> [B*H,D,S] -> [B,H,D,S])
 // followed by the attention rewrite's transpose back: one Transpose of x. With B = 1 the unit
 // batch axis must ride along; a chain that splits one of its input's axes is left alone.
