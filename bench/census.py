@@ -148,7 +148,8 @@ def estimate_s(name, a, n_batches):
 
 
 def select_models(models_arg, family_arg):
-    """(names in table order, notes about unknown names/families) from --models and --family."""
+    """(names, notes about unknown names/families) from --models and --family: table order, or
+    --models' own order (what runs first when the time budget cannot take them all)."""
     notes = []
     names = list(MODELS)
     if family_arg:
@@ -162,7 +163,7 @@ def select_models(models_arg, family_arg):
         for m in want:
             if m not in MODELS:
                 notes.append(f"unknown model '{m}' skipped (see --list)")
-        names = [n for n in names if n in want]
+        names = [m for m in dict.fromkeys(want) if m in names]
     return names, notes
 
 
@@ -1559,7 +1560,7 @@ def self_test():
            all(s["inputs"] in INPUT_NAMES and s["cost"] > 0 and (s["vocab"] > 0 or s["inputs"] in ("image", "audio"))
                for s in MODELS.values()))
     names, notes = select_models("bert,resnet50,nope", "")
-    expect("--models keeps table order and notes unknown names", names == ["resnet50", "bert"] and len(notes) == 1)
+    expect("--models runs in its own order and notes unknown names", names == ["bert", "resnet50"] and len(notes) == 1)
     names, notes = select_models("", "seg,decoder")
     expect("--family selects whole families", names[0] == "deeplabv3_mobilenet_v3_large" and "qwen2" in names
            and all(MODELS[n]["family"] in ("seg", "decoder") for n in names) and not notes)
