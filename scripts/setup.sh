@@ -32,4 +32,9 @@ elif [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v $PY)" "${CUDA_FLAG[@]}"
 cmake --build build -j "$(nproc)"
-echo "setup: built ./build"
+# The Python package (python/): libingot installed into build/prefix, then the wheel built by
+# scikit-build-core against it and installed, so `python3 -c "import ingot"` works from here on.
+cmake --install build --prefix "$PWD/build/prefix" >/dev/null
+$PY -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall ./python \
+  -C cmake.define.CMAKE_PREFIX_PATH="$PWD/build/prefix" -C build-dir="$PWD/build/python-wheel"
+echo "setup: built ./build; installed the ingot Python package ($($PY -c 'import ingot; print(ingot.__version__)'))"

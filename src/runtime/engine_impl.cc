@@ -333,9 +333,12 @@ Result<std::vector<int64_t>> ContextImpl::tensor_shape(const std::string& name) 
   if (i < 0) return make_status(StatusCode::kNotFound, "'", name, "' is not an input or output of the engine");
   const ir::Value* v = engine_->io_values()[i];
   int vi = engine_->value_index(v);
-  if (vi >= 0 && tensors_[vi].defined()) return tensors_[vi].shape();
+  // Shapes inferred from the current input shapes first; the tensors of the last enqueue only
+  // while they still match them (a new input shape makes them stale) — they alone know
+  // data-dependent dims.
   auto it = shapes_.shapes.find(v);
   if (shapes_valid_ && it != shapes_.shapes.end()) return it->second;
+  if (views_valid_ && vi >= 0 && tensors_[vi].defined()) return tensors_[vi].shape();
   if (engine_->io_tensors()[i].is_input && input_shape_set_[i]) return input_shapes_[i];
   auto part = shapes_.partial.find(v);
   if (shapes_valid_ && part != shapes_.partial.end() && part->second.rank_known()) {

@@ -160,6 +160,33 @@ TEST(Runtime, DynamicBatchTwoContextsTwoThreadsMatchTheInterpreter) {
   EXPECT_TRUE(ok2);
 }
 
+// After an enqueue at one batch, a new input shape and infer_shapes give the output's new shape
+// (not the last enqueue's: a caller sizes its output buffer from it, as TensorRT users do).
+TEST(Runtime, OutputShapeFollowsANewInputShapeAfterEnqueue) {
+  if (models_dir().empty()) GTEST_SKIP() << "INGOT_TEST_MODELS not set (ctest sets it to the generated models)";
+  std::string path = models_dir() + "/mlp_symbolic_batch/model.onnx";
+  Quiet quiet;
+  BuilderConfig cfg;
+  cfg.optimization_level = 0;
+  OptimizationProfile p;
+  p.set_dimensions("x", {1, 8}, {4, 8}, {16, 8});
+  cfg.profiles.push_back(p);
+  auto bytes = Builder(quiet).build_serialized(path, cfg);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto engine = Runtime(quiet).deserialize(bytes->data(), bytes->size());
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto ctx = (*engine)->create_execution_context();
+  ASSERT_TRUE(ctx.ok());
+  std::map<std::string, Tensor> feeds{{"x", random_tensor(DataType::kFloat32, {6, 8}, 7)}};
+  auto got = run_engine(**ctx, **engine, feeds);
+  ASSERT_EQ(got.size(), 1u);
+  const std::string out = (*engine)->io_tensors()[1].name;
+  ASSERT_EQ((*ctx)->tensor_shape(out)->at(0), 6);
+  ASSERT_TRUE((*ctx)->set_input_shape("x", {2, 8}).ok());
+  ASSERT_TRUE((*ctx)->infer_shapes().ok());
+  EXPECT_EQ((*ctx)->tensor_shape(out)->at(0), 2);
+}
+
 // A profiler hears of every step once per run, in order, under the engine's layer names, with
 // times that fit in the run's wall time, each after the step's enqueue time; profiling changes no
 // output.
