@@ -7,25 +7,20 @@ on this machine's backend (the CPU one without a GPU: tensor addresses are host 
 checked against onnxruntime; plus the errors TensorRT scripts look at (parser errors, a foreign
 engine, a shape outside the profile), ingot.compile, and the version.
 
-Usage: PYTHONPATH=<build>/python python3 tests/python/test_trt_api.py --ingot <build>/tools/ingot
+Usage (pytest; conftest.py gives the fixtures):
+  PYTHONPATH=<build>/python python3 -m pytest tests/python --ingot <build>/tools/ingot
 """
-import argparse
 import os
 import subprocess
-import sys
-import tempfile
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "data", "fashion_mnist", "cnn.onnx")  # image [batch,1,28,28] -> logits
-FAILED = []
 
 
 def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"), flush=True)
-    if not cond:
-        FAILED.append(name)
+    assert cond, f"{name}: {detail}"
 
 
 def reference(x):
@@ -280,24 +275,3 @@ def test_compile(trt):
 def test_version(trt, ingot_bin):
     out = subprocess.run([ingot_bin, "--version"], capture_output=True, text=True).stdout
     check("ingot.__version__ matches `ingot --version`", out.split()[1] == trt.__version__, (out, trt.__version__))
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ingot", required=True, help="the ingot binary (for --version)")
-    args = ap.parse_args()
-    import ingot as trt  # the one line a TensorRT script changes
-    print(f"ingot {trt.__version__}, backend {trt.default_backend()}")
-    work = tempfile.mkdtemp(prefix="ingot-py-")
-    test_version(trt, args.ingot)
-    test_build_and_run(trt, work)
-    test_parser_errors(trt)
-    test_foreign_engine(trt)
-    test_int8_calibrator(trt, work)
-    test_compile(trt)
-    print(f"{len(FAILED)} failed" + (f": {FAILED}" if FAILED else ""))
-    return 1 if FAILED else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
