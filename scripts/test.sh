@@ -15,7 +15,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf
 
 # run_fuzzer TARGET CORPUS MAX_LEN LOG WHAT: FUZZ_SECONDS of libFuzzer on TARGET; a crash or memory
 # error fails the run (the input is saved under build-fuzz/), UBSan reports are counted.
@@ -110,5 +110,14 @@ for name, m in {"raw": raw, "typed": typed, "shm": shm}.items():
 PY
 echo "fuzz: grpc request conversion, $(ls "$gcorpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
 run_fuzzer fuzz_grpc_request "$gcorpus" 16384 build-fuzz/grpc.log "grpc request conversion"
+
+# The GGUF reader: seeds are small GGUF files written by llama.cpp's gguf package.
+gguf_corpus=build-fuzz/gguf-corpus
+rm -rf "$gguf_corpus" build-fuzz/gguf-cases && mkdir -p "$gguf_corpus"
+python3 tests/llm/make_gguf_cases.py -o build-fuzz/gguf-cases >/dev/null
+cp build-fuzz/gguf-cases/cases.gguf "$gguf_corpus/seed_cases.gguf"
+head -c 4096 build-fuzz/gguf-cases/cases.gguf > "$gguf_corpus/seed_head.gguf"
+echo "fuzz: GGUF reader, $(ls "$gguf_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
+run_fuzzer fuzz_gguf "$gguf_corpus" 65536 build-fuzz/gguf.log "GGUF reader"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

