@@ -398,6 +398,131 @@ std::optional<Operand> trace_output(const Graph& g, Value* y, int64_t heads) {
   return std::nullopt;
 }
 
+// ---- seq-first layouts: a Transpose next to a row-wise GEMM moves to the attention's side ----
+// PyTorch's nn.MultiheadAttention works seq-first: x [N, L, E] -> Transpose -> in-projection ->
+// attention -> out-projection -> Transpose back. A GEMM over the last axis commutes with any
+// permutation of the leading axes, so the Transposes can move to the attention's side of the
+// GEMMs, where its views absorb them (at batch 1 they are Reshapes already).
+
+/// MatMul / FusedGemm {kind=matmul} with a constant 2-D B and no residual: row-wise over the last axis.
+bool row_wise_gemm(const Node* n) {
+  if (n == nullptr || n->outputs().size() != 1 || n->input(0) == nullptr || n->input(1) == nullptr) return false;
+  const bool mm = onnx_op(n, "MatMul");
+  const bool fused = n->domain() == kIngotDomain && n->op_type() == "FusedGemm" &&
+                     n->attrs().get_string("kind", "") == "matmul" && n->inputs().size() <= 3;
+  if (!mm && !fused) return false;
+  const std::optional<std::vector<int64_t>> b = static_dims(n->input(1));
+  const std::optional<std::vector<int64_t>> a = static_dims(n->input(0));
+  return b && b->size() == 2 && a && a->size() >= 2 && constant_value(n->input(1)).has_value();
+}
+
+/// A Transpose that keeps the last axis in place (its perm), or nullopt.
+std::optional<std::vector<int64_t>> leading_perm(const Node* t) {
+  if (!onnx_op(t, "Transpose") || t->input(0) == nullptr || !static_dims(t->input(0))) return std::nullopt;
+  const size_t rank = static_dims(t->input(0))->size();
+  std::optional<std::vector<int64_t>> p = perm_of(*t, rank);
+  if (!p || p->back() != static_cast<int64_t>(rank) - 1) return std::nullopt;
+  return p;
+}
+
+std::vector<int64_t> permuted(const std::vector<int64_t>& dims, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> out;
+  for (int64_t a : perm) out.push_back(dims[static_cast<size_t>(a)]);
+  return out;
+}
+
+ir::Shape shape_of(const std::vector<int64_t>& dims) {
+  std::vector<ir::Dim> d;
+  for (int64_t x : dims) d.emplace_back(x);
+  return ir::Shape(d);
+}
+
+/// GEMM(Transpose(x, p)) -> Transpose(GEMM(x), p), the Transpose read only by the GEMM.
+Result<bool> transpose_below_gemm(Graph& g, Node* gemm) {
+  if (!row_wise_gemm(gemm)) return false;
+  Node* t = gemm->input(0)->producer();
+  std::optional<std::vector<int64_t>> p = leading_perm(t);
+  if (!p || gemm->input(0)->uses().size() != 1 || is_graph_output(g, gemm->input(0))) return false;
+  Value* x = t->input(0);
+  Value* y = gemm->output(0);
+  std::vector<int64_t> xd = *static_dims(x);
+  xd.back() = (*static_dims(gemm->input(1)))[1];
+  Value* y2 = g.add_value(unique_value_name(g, y->name() + ".unpermuted", "."), y->dtype(), shape_of(xd));
+  std::vector<Value*> ins = gemm->inputs();
+  ins[0] = x;
+  Node* g2 = g.add_node(gemm->op_type(), ins, {y2}, gemm->attrs(), gemm->name(), gemm->domain());
+  g2->absorb_origins(*gemm);
+  ir::Attributes ta;
+  ta.set_ints("perm", *p);
+  Value* y3 = g.add_value(unique_value_name(g, y->name() + ".t", "."), y->dtype(), y->shape());
+  Node* t2 = g.add_node("Transpose", {y2}, {y3}, std::move(ta), t->name());
+  t2->absorb_origins(*t);
+  g.replace_all_uses(y, y3);
+  INGOT_RETURN_IF_ERROR(g.remove_node(gemm));
+  INGOT_RETURN_IF_ERROR(g.remove_node(t));
+  take_over_name(g, y, y3);
+  return true;
+}
+
+/// Transpose(GEMM(a), p) -> GEMM(Transpose(a, p)), the GEMM read only by the Transpose.
+Result<bool> transpose_above_gemm(Graph& g, Node* t) {
+  std::optional<std::vector<int64_t>> p = leading_perm(t);
+  Node* gemm = t && t->input(0) ? t->input(0)->producer() : nullptr;
+  if (!p || !row_wise_gemm(gemm) || !has_single_consumer(g, gemm->output(0))) return false;
+  Value* a = gemm->input(0);
+  if (static_dims(a)->size() != p->size()) return false;
+  ir::Attributes ta;
+  ta.set_ints("perm", *p);
+  Value* a2 = g.add_value(unique_value_name(g, a->name() + ".t", "."), a->dtype(), shape_of(permuted(*static_dims(a), *p)));
+  Node* t2 = g.add_node("Transpose", {a}, {a2}, std::move(ta), t->name());
+  t2->absorb_origins(*t);
+  Value* out = t->output(0);
+  Value* out2 = g.add_value(unique_value_name(g, out->name() + ".gemm", "."), out->dtype(), out->shape());
+  std::vector<Value*> ins = gemm->inputs();
+  ins[0] = a2;
+  Node* g2 = g.add_node(gemm->op_type(), ins, {out2}, gemm->attrs(), gemm->name(), gemm->domain());
+  g2->absorb_origins(*gemm);
+  g.replace_all_uses(out, out2);
+  INGOT_RETURN_IF_ERROR(g.remove_node(t));
+  INGOT_RETURN_IF_ERROR(g.remove_node(gemm));
+  take_over_name(g, out, out2);
+  return true;
+}
+
+bool view_op(const Node* p) {
+  return reshape_like(p) || onnx_op(p, "Transpose") || onnx_op(p, "Gather") || onnx_op(p, "Slice") ||
+         onnx_op(p, "Split") || onnx_op(p, "Expand");
+}
+
+/// Moves the seq-first Transposes around `att`'s projections next to it: above Q/K/V's view
+/// chains (through the in-projection) and below Y's (through the out-projection).
+Result<bool> move_seq_first_transposes(Graph& g, Node* att) {
+  bool changed = false;
+  for (size_t i = 0; i < 3; ++i) {
+    Value* cur = att->input(i);
+    for (size_t k = 0; cur && k < kMaxChain && cur->producer() && view_op(cur->producer()); ++k)
+      cur = cur->producer()->input(0);
+    if (cur && cur->producer()) {
+      INGOT_ASSIGN_OR_RETURN(bool r, transpose_below_gemm(g, cur->producer()));
+      changed |= r;
+    }
+  }
+  Value* cur = att->output(0);
+  for (size_t k = 0; k < kMaxChain && has_single_consumer(g, cur); ++k) {
+    Node* c = single_consumer(g, cur);
+    if (reshape_like(c) || onnx_op(c, "Transpose")) {
+      cur = c->output(0);
+      continue;
+    }
+    if (row_wise_gemm(c) && c->input(0) == cur && has_single_consumer(g, c->output(0))) {
+      INGOT_ASSIGN_OR_RETURN(bool r, transpose_above_gemm(g, single_consumer(g, c->output(0))));
+      changed |= r;
+    }
+    break;
+  }
+  return changed;
+}
+
 class AttentionStridedViews : public Pass {
  public:
   const char* name() const override { return kName; }
@@ -425,16 +550,17 @@ class AttentionStridedViews : public Pass {
     const bool three_d = att->input(0)->shape().rank_known() && att->input(0)->shape().rank() == 3;
     const int64_t hq = three_d ? att->attrs().get_int("q_num_heads", 0) : 0;
     const int64_t hkv = three_d ? att->attrs().get_int("kv_num_heads", 0) : 0;
+    INGOT_ASSIGN_OR_RETURN(bool moved, move_seq_first_transposes(g, att));
     std::optional<Operand> ops[4];
     for (int i = 0; i < 3; ++i) {
       ops[i] = trace_input(g, att->input(static_cast<size_t>(i)), i == 0 ? hq : hkv, i > 0);
-      if (!ops[i]) return false;
+      if (!ops[i]) return moved;
     }
     ops[3] = trace_output(g, att->output(0), hq);
-    if (!ops[3]) return false;
+    if (!ops[3]) return moved;
     bool absorbs = false;
     for (const auto& o : ops) absorbs |= !o->absorbed.empty();
-    if (!absorbs) return false;
+    if (!absorbs) return moved;
     const View &q = ops[0]->view, &k = ops[1]->view, &v = ops[2]->view, &y = ops[3]->view;
     // The views must agree on B, H, S, D (shape inference checked the original node already).
     std::vector<int64_t> qd = q.sizes(), kd = k.sizes(), vd = v.sizes();
@@ -442,7 +568,7 @@ class AttentionStridedViews : public Pass {
     vd[1] = ops[2]->heads;
     if (kd != vd || qd[0] != kd[0] || qd[3] != kd[3] || y.sizes() != qd || qd[1] % kd[1] != 0) {
       ctx.note(name(), "attention " + att->name() + ": the traced views disagree on B/H/S/D; left as is");
-      return false;
+      return moved;
     }
     ir::Attributes attrs;
     const int64_t d = qd[3];

@@ -31,6 +31,7 @@
 //   - a Transpose that moves only unit axes (static shapes) → Reshape;
 //   - MatMul(x, Transpose(W)) with W a 2-D constant → Gemm {transB=1} on W as stored (with
 //     Reshapes to and from 2-D; static shapes): tied LM heads;
+//   - Reshape(MatMul(a, B)) regrouping only leading dims → MatMul(Reshape(a), B);
 //   - Reshape -> Gemm(A, B, C) -> Reshape that keeps the leading dims (PyTorch's addmm) →
 //     MatMul(x, B) + C, so the bias and what follows fuse into one FusedGemm;
 //   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
@@ -721,12 +722,13 @@ Result<bool> gemm_between_reshapes_to_matmul(ir::Graph &g, ir::Node *n, std::set
     std::swap(bs[0], bs[1]);
   const Shape64 ys = y->shape().concrete();
   Shape64 xs = x->shape().concrete();
-  if (ys.size() < 2 || xs.back() != bs[0] || ys.back() != bs[1])
+  if (ys.size() < 2 || ys.back() != bs[1])
     return false;
-  if (in_rs == nullptr || xs.size() != ys.size() || !std::equal(xs.begin(), xs.end() - 1, ys.begin())) {
-    if (in_rs != nullptr)
-      x = n->input(0), xs = x->shape().concrete();
-    if (ys.size() == 2)
+  if (in_rs == nullptr || xs.size() != ys.size() || xs.back() != bs[0] ||
+      !std::equal(xs.begin(), xs.end() - 1, ys.begin())) {
+    x = n->input(0);  // A itself, [M, K]
+    xs = x->shape().concrete();
+    if (xs.back() != bs[0] || ys.size() == 2)
       return false;  // nothing to gain: the GEMM is already on the output's shape
     Shape64 want(ys.begin(), ys.end() - 1);
     want.push_back(bs[0]);
@@ -772,6 +774,34 @@ Result<bool> gemm_between_reshapes_to_matmul(ir::Graph &g, ir::Node *n, std::set
     }
     INGOT_RETURN_IF_ERROR(replace_with_node(g, out_rs, "Add", {mm, c1}));
   }
+  return true;
+}
+
+// Reshape(MatMul(a, B)) that regroups only the leading dims (the last stays N), B a constant
+// [K, N], the MatMul read only by the Reshape -> MatMul(Reshape(a, leading + [K]), B): the Reshape
+// of the input is an alias, and what follows (a bias, a residual Add) meets the MatMul directly.
+Result<bool> reshape_above_matmul(ir::Graph &g, ir::Node *rs) {
+  ir::Node *mm = rs->input(0) ? rs->input(0)->producer() : nullptr;
+  if (!is_op(mm, "MatMul") || !has_single_consumer(g, mm->output(0)) || !mm->input(0) || !mm->input(1) ||
+      !constant_value(mm->input(1)))
+    return false;
+  const ir::Value *a = mm->input(0), *b = mm->input(1), *y = rs->output(0);
+  if (!a->shape().is_concrete() || !b->shape().is_concrete() || b->shape().rank() != 2 || !y->shape().is_concrete() ||
+      a->shape().rank() < 2)
+    return false;
+  const Shape64 as = a->shape().concrete(), bs = b->shape().concrete(), ys = y->shape().concrete();
+  if (ys.size() < 2 || ys.back() != bs[1] || as.back() != bs[0])
+    return false;
+  Shape64 want(ys.begin(), ys.end() - 1);
+  want.push_back(bs[0]);
+  std::vector<ir::Dim> dims;
+  for (int64_t d : want)
+    dims.emplace_back(d);
+  ir::Value *s = g.add_initializer(unique_value_name(g, rs->name() + "/lead"),
+                                   Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(want.size())}, want));
+  ir::Value *a2 = g.add_value(unique_value_name(g, a->name() + ".lead"), a->dtype(), ir::Shape(dims));
+  g.add_node("Reshape", {mm->input(0), s}, {a2}, {}, rs->name() + "/lead");
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, rs, "MatMul", {a2, mm->input(1)}));
   return true;
 }
 
@@ -850,11 +880,16 @@ public:
             removed.insert(n);
         }
       } else if (is_op(n, "Reshape")) {
-        r = merge_reshapes(g, n);
-        if (r.ok() && !*r) {
-          r = fold_view_chain(g, n);
-          if (r.ok() && *r)
-            removed.insert(n);
+        r = reshape_above_matmul(g, n);
+        if (r.ok() && *r) {
+          removed.insert(n);
+        } else if (r.ok()) {
+          r = merge_reshapes(g, n);
+          if (r.ok() && !*r) {
+            r = fold_view_chain(g, n);
+            if (r.ok() && *r)
+              removed.insert(n);
+          }
         }
       } else if (is_op(n, "Add") || is_op(n, "Sub")) {
         r = merge_add_sub_chain(g, n, ctx);
