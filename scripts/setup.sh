@@ -13,7 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libprotobuf-dev protobuf-compiler libgtest-dev libflatbuffers-dev flatbuffers-compiler \
   clang libclang-rt-14-dev \
   python3 python3-pip graphviz dataset-fashion-mnist \
-  nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc >/dev/null
+  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc >/dev/null
 
 PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check -r requirements.txt

