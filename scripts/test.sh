@@ -15,7 +15,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf fuzz_safetensors
 
 # run_fuzzer TARGET CORPUS MAX_LEN LOG WHAT: FUZZ_SECONDS of libFuzzer on TARGET; a crash or memory
 # error fails the run (the input is saved under build-fuzz/), UBSan reports are counted.
@@ -119,5 +119,13 @@ cp build-fuzz/gguf-cases/cases.gguf "$gguf_corpus/seed_cases.gguf"
 head -c 4096 build-fuzz/gguf-cases/cases.gguf > "$gguf_corpus/seed_head.gguf"
 echo "fuzz: GGUF reader, $(ls "$gguf_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
 run_fuzzer fuzz_gguf "$gguf_corpus" 65536 build-fuzz/gguf.log "GGUF reader"
+
+# The safetensors reader: seeds are Hugging Face safetensors files written by its own package.
+st_corpus=build-fuzz/safetensors-corpus
+rm -rf "$st_corpus" && mkdir -p "$st_corpus"
+cp build-fuzz/gguf-cases/st_single/model.safetensors "$st_corpus/seed_single.safetensors"
+cp build-fuzz/gguf-cases/st_sharded/model-00001-of-00002.safetensors "$st_corpus/seed_shard.safetensors"
+echo "fuzz: safetensors reader, $(ls "$st_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
+run_fuzzer fuzz_safetensors "$st_corpus" 65536 build-fuzz/safetensors.log "safetensors reader"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

