@@ -1,11 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 #include "llm/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstring>
 
 #include "core/dtype.h"
@@ -169,27 +164,14 @@ int64_t GgufTensor::numel() const {
   return n;
 }
 
-GgufFile::~GgufFile() {
-  if (map_) munmap(map_, map_size_);
-}
+GgufFile::~GgufFile() = default;
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return make_status(StatusCode::kNotFound, "cannot open GGUF file '", path, "'");
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    return make_status(StatusCode::kIoError, "cannot stat '", path, "'");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* m = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-  ::close(fd);
-  if (size && m == MAP_FAILED) return make_status(StatusCode::kIoError, "cannot map '", path, "'");
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> map, MappedFile::open(path));
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->what_ = path;
-  f->map_ = size ? m : nullptr;
-  f->map_size_ = size;
-  INGOT_RETURN_IF_ERROR(f->parse_impl(static_cast<const uint8_t*>(f->map_), size));
+  f->map_ = std::move(map);
+  INGOT_RETURN_IF_ERROR(f->parse_impl(f->map_->data(), f->map_->size()));
   return f;
 }
 

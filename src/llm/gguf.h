@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "llm/mapped_file.h"
 
 namespace ingot::llm {
 
@@ -83,8 +84,7 @@ class GgufFile {
   GgufFile() = default;
   Status parse_impl(const uint8_t* data, size_t size);
   std::string what_;
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  std::unique_ptr<MappedFile> map_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::map<std::string, GgufValue> kv_;

@@ -1,11 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 #include "llm/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -35,34 +30,16 @@ constexpr DtypeName kDtypes[] = {
     {"BOOL", DataType::kBool},
 };
 
-Result<std::pair<void*, size_t>> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return make_status(StatusCode::kNotFound, "cannot open '", path, "'");
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    return make_status(StatusCode::kIoError, "cannot stat '", path, "'");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* m = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-  ::close(fd);
-  if (size && m == MAP_FAILED) return make_status(StatusCode::kIoError, "cannot map '", path, "'");
-  return std::make_pair(m, size);
-}
-
 }  // namespace
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) munmap(map_, map_size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  INGOT_ASSIGN_OR_RETURN(auto m, map_file(path));
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> map, MappedFile::open(path));
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->what_ = path;
-  f->map_ = m.first;
-  f->map_size_ = m.second;
-  INGOT_RETURN_IF_ERROR(f->parse_impl(static_cast<const uint8_t*>(f->map_), f->map_size_));
+  f->map_ = std::move(map);
+  INGOT_RETURN_IF_ERROR(f->parse_impl(f->map_->data(), f->map_->size()));
   return f;
 }
 

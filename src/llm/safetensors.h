@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "ingot/data_type.h"
+#include "llm/mapped_file.h"
 
 namespace ingot::llm {
 
@@ -42,8 +43,7 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   Status parse_impl(const uint8_t* data, size_t size);
   std::string what_;
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  std::unique_ptr<MappedFile> map_;
   std::map<std::string, SafeTensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };

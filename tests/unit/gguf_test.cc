@@ -17,22 +17,13 @@
 
 #include "llm/gguf.h"
 #include "llm/tokenizer.h"
+#include "unit/llm_cases.h"
 
 namespace ingot::llm {
 namespace {
 
-std::string cases_dir() {
-  const char* d = std::getenv("INGOT_GGUF_CASES");
-  return d ? d : "";
-}
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
+using testing::cases_dir;
+using testing::read_f32;
 
 void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;

@@ -129,18 +129,23 @@ TEST(Runtime, MemoryPlanIsSoundAndWithinTenPercentOfTheLowerBound) {
 
 // The engine (no optimization) must reproduce the interpreter bit for bit on a poisoned
 // arena, at two batch sizes inside one profile, from two contexts on two threads at once.
-TEST(Runtime, DynamicBatchTwoContextsTwoThreadsMatchTheInterpreter) {
-  if (models_dir().empty()) GTEST_SKIP() << "INGOT_TEST_MODELS not set (ctest sets it to the generated models)";
-  std::string path = models_dir() + "/mlp_symbolic_batch/model.onnx";
-  Quiet quiet;
+/// mlp_symbolic_batch built with batch 1..16 (opt 4).
+Result<std::shared_ptr<Engine>> dynamic_batch_mlp(const std::string& path, Logger& logger) {
   BuilderConfig cfg;
   cfg.optimization_level = 0;
   OptimizationProfile p;
   p.set_dimensions("x", {1, 8}, {4, 8}, {16, 8});
   cfg.profiles.push_back(p);
-  auto bytes = Builder(quiet).build_serialized(path, cfg);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-  auto engine = Runtime(quiet).deserialize(bytes->data(), bytes->size());
+  auto bytes = Builder(logger).build_serialized(path, cfg);
+  if (!bytes.ok()) return bytes.status();
+  return Runtime(logger).deserialize(bytes->data(), bytes->size());
+}
+
+TEST(Runtime, DynamicBatchTwoContextsTwoThreadsMatchTheInterpreter) {
+  if (models_dir().empty()) GTEST_SKIP() << "INGOT_TEST_MODELS not set (ctest sets it to the generated models)";
+  std::string path = models_dir() + "/mlp_symbolic_batch/model.onnx";
+  Quiet quiet;
+  auto engine = dynamic_batch_mlp(path, quiet);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   auto worker = [&](int64_t batch, uint32_t seed, bool* ok) {
     auto ctx = (*engine)->create_execution_context();
@@ -166,14 +171,7 @@ TEST(Runtime, OutputShapeFollowsANewInputShapeAfterEnqueue) {
   if (models_dir().empty()) GTEST_SKIP() << "INGOT_TEST_MODELS not set (ctest sets it to the generated models)";
   std::string path = models_dir() + "/mlp_symbolic_batch/model.onnx";
   Quiet quiet;
-  BuilderConfig cfg;
-  cfg.optimization_level = 0;
-  OptimizationProfile p;
-  p.set_dimensions("x", {1, 8}, {4, 8}, {16, 8});
-  cfg.profiles.push_back(p);
-  auto bytes = Builder(quiet).build_serialized(path, cfg);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-  auto engine = Runtime(quiet).deserialize(bytes->data(), bytes->size());
+  auto engine = dynamic_batch_mlp(path, quiet);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   auto ctx = (*engine)->create_execution_context();
   ASSERT_TRUE(ctx.ok());

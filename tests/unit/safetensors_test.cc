@@ -13,22 +13,13 @@
 #include <vector>
 
 #include "llm/safetensors.h"
+#include "unit/llm_cases.h"
 
 namespace ingot::llm {
 namespace {
 
-std::string cases_dir() {
-  const char* d = std::getenv("INGOT_GGUF_CASES");
-  return d ? d : "";
-}
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
+using testing::cases_dir;
+using testing::read_f32;
 
 TEST(GgufCases, SafetensorsFoldersMatchTheSafetensorsPackage) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
