@@ -1,11 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // The public Builder and Runtime: thin doors onto builder/, engine/ and runtime/.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +13,7 @@
 #include "backend/device.h"
 #include "backend/tactic.h"
 #include "builder/builder.h"
+#include "core/mapped_file.h"
 #include "engine/engine_format.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
@@ -262,14 +258,6 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
   return bytes;
 }
 
-struct MappedFile {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~MappedFile() {
-    if (addr) munmap(addr, size);
-  }
-};
-
 }  // namespace
 
 Logger& default_logger() {
@@ -336,25 +324,14 @@ Result<std::shared_ptr<Engine>> Runtime::deserialize(const void* data, size_t si
 }
 
 Result<std::shared_ptr<Engine>> Runtime::deserialize_file(const std::string& path) const {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return make_status(StatusCode::kNotFound, "cannot open engine '", path, "'");
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    return make_status(StatusCode::kIoError, "cannot stat '", path, "'");
+  auto mapped = MappedFile::open(path);
+  if (!mapped.ok()) {
+    if (mapped.status().code() == StatusCode::kNotFound)
+      return make_status(StatusCode::kNotFound, "cannot open engine '", path, "'");
+    return mapped.status();
   }
-  auto m = std::make_shared<MappedFile>();
-  m->size = static_cast<size_t>(st.st_size);
-  if (m->size) {
-    void* a = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (a == MAP_FAILED) {
-      ::close(fd);
-      return make_status(StatusCode::kIoError, "cannot map '", path, "'");
-    }
-    m->addr = a;
-  }
-  ::close(fd);
-  auto r = load(m->addr, m->size, m);
+  std::shared_ptr<const MappedFile> m = std::move(mapped).value();
+  auto r = load(m->data(), m->size(), m);
   if (!r.ok()) return Status(r.status().code(), path + ": " + r.status().message());
   return r;
 }

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "llm/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace ingot::llm {
 

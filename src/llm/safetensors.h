@@ -15,7 +15,7 @@
 
 #include "core/status.h"
 #include "ingot/data_type.h"
-#include "llm/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace ingot::llm {
 

@@ -53,6 +53,7 @@ pcre2_code* compile(const std::string& pattern, std::string* error) {
 
 BpeTokenizer::~BpeTokenizer() {
   if (regex_) pcre2_code_free(static_cast<pcre2_code*>(regex_));
+  if (digit_) pcre2_code_free(static_cast<pcre2_code*>(digit_));
 }
 
 Status BpeTokenizer::compile_regex(const std::string& pattern) {
@@ -80,6 +81,11 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_gguf(const GgufFile& fi
     return unsupported("tokenizer.ggml.pre '", pre, "': ingot has the 'gpt2', 'default' and 'smollm' pre-tokenizers");
   }
   INGOT_RETURN_IF_ERROR(t->compile_regex(kGpt2Regex));
+  if (t->split_digits_) {
+    std::string error;
+    t->digit_ = compile(R"(\p{N})", &error);
+    if (!t->digit_) return internal_error("tokenizer: cannot compile the digit regex: ", error);
+  }
   t->tokens_ = tokens->strings;
   for (size_t i = 0; i < t->tokens_.size(); ++i) t->ids_.emplace(t->tokens_[i], static_cast<int32_t>(i));
   for (size_t i = 0; i < merges->strings.size(); ++i) t->merge_rank_.emplace(merges->strings[i], static_cast<int32_t>(i));
@@ -173,11 +179,7 @@ void BpeTokenizer::encode_plain(const std::string& text, std::vector<int32_t>* o
     split(text);
   } else {
     // Hugging Face's Digits(individual_digits) before ByteLevel: each ASCII or Unicode digit alone.
-    static thread_local pcre2_code* digit = nullptr;
-    if (!digit) {
-      std::string err;
-      digit = compile(R"(\p{N})", &err);
-    }
+    auto* digit = static_cast<pcre2_code*>(digit_);
     pcre2_match_data* dm = pcre2_match_data_create_from_pattern(digit, nullptr);
     PCRE2_SIZE pos = 0;
     while (pos < text.size()) {

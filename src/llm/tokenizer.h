@@ -49,7 +49,8 @@ class BpeTokenizer {
   std::vector<std::string> specials_;                    // longest first
   bool split_digits_ = false;
   int32_t bos_ = -1, eos_ = -1;
-  void* regex_ = nullptr;  // pcre2_code_8*
+  void* regex_ = nullptr;  // pcre2_code_8*: the pre-tokenizer
+  void* digit_ = nullptr;  // pcre2_code_8*: one digit (split_digits_)
   std::string byte_char_[256];
   std::unordered_map<std::string, uint8_t> char_byte_;
   mutable std::mutex cache_mu_;

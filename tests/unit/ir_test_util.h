@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/op_registry.h"
 #include "ir/text.h"
@@ -24,6 +25,13 @@ inline std::unique_ptr<ir::Graph> parse_ir(const std::string& text, bool infer =
     EXPECT_TRUE(s.ok()) << s.to_string();
   }
   return std::move(g).value();
+}
+
+/// The graph's op types in node order.
+inline std::vector<std::string> op_list(const ir::Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes()) ops.push_back(n->op_type());
+  return ops;
 }
 
 }  // namespace ingot::testing_util

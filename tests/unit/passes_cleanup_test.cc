@@ -488,9 +488,7 @@ TEST(PassesCleanup, SimplifyAlgebraTurnsUnitTransposesIntoReshapes) {
   auto pass = make_simplify_algebra();
   auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
   ASSERT_TRUE(g);
-  std::vector<std::string> ops;
-  for (const auto &n : g->nodes())
-    ops.push_back(n->op_type());
+  const std::vector<std::string> ops = testing_util::op_list(*g);
   // The first became a Reshape; the second (5 and 8 swap) stays a Transpose.
   EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Transpose"}));
   expect_same_outputs(before, *g);
@@ -519,9 +517,7 @@ TEST(PassesCleanup, SimplifyAlgebraReadsTransposedConstantsWithTransB) {
   auto pass = make_simplify_algebra();
   auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
   ASSERT_TRUE(g);
-  std::vector<std::string> ops;
-  for (const auto &n : g->nodes())
-    ops.push_back(n->op_type());
+  const std::vector<std::string> ops = testing_util::op_list(*g);
   EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Gemm", "Reshape"}));
   EXPECT_EQ(g->nodes()[1]->attrs().get_int("transB", 0), 1);
   EXPECT_EQ(g->nodes()[1]->input(1)->name(), "w");
@@ -574,9 +570,7 @@ TEST(PassesCleanup, SimplifyAlgebraReadsAddmmBetweenReshapesAsMatMul) {
   auto pass = make_simplify_algebra();
   auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
   ASSERT_TRUE(g);
-  std::vector<std::string> ops;
-  for (const auto &n : g->nodes())
-    ops.push_back(n->op_type());
+  const std::vector<std::string> ops = testing_util::op_list(*g);
   EXPECT_EQ(ops, (std::vector<std::string>{"MatMul", "Add"}));
   EXPECT_EQ(g->nodes()[0]->input(0)->name(), "x");
   expect_same_outputs(before, *g);
@@ -975,9 +969,7 @@ TEST(PassesCleanup, DefaultPipelineCleansAnExporterStyleGraph) {
   ASSERT_TRUE(s.ok()) << s.to_string();
   // The shape subgraph folds to [2, -1], the scale goes into the weights, and the
   // MatMul + Relu that remain become one fused GEMM with a Relu epilogue.
-  std::vector<std::string> ops;
-  for (const auto &n : g->nodes())
-    ops.push_back(n->op_type());
+  const std::vector<std::string> ops = testing_util::op_list(*g);
   EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "FusedGemm"}))
       << ir::to_text(*g);
   expect_same_outputs(before, *g);

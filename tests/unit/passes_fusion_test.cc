@@ -709,11 +709,7 @@ TEST(PassesFusion, ResNetBlockBecomesOneFusedConvPerConv) {
 
 // ---- attention_strided_views ----
 
-std::vector<std::string> op_list(const ir::Graph& g) {
-  std::vector<std::string> ops;
-  for (const auto& n : g.nodes()) ops.push_back(n->op_type());
-  return ops;
-}
+using testing_util::op_list;
 
 std::vector<std::unique_ptr<Pass>> views_then_dead() {
   std::vector<std::unique_ptr<Pass>> v;

@@ -1,12 +1,12 @@
 // Copyright ingot authors. Apache-2.0.
-#include "llm/mapped_file.h"
+#include "core/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace ingot::llm {
+namespace ingot {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -34,4 +34,4 @@ MappedFile::~MappedFile() {
   if (map_) munmap(map_, size_);
 }
 
-}  // namespace ingot::llm
+}  // namespace ingot

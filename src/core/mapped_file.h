@@ -1,7 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// A read-only memory map of a whole file, for the checkpoint readers (GGUF, safetensors): their
-// tensors are read in place, and the map lives as long as the reader.
+// A read-only memory map of a whole file: engine files (the runtime uses their weights in place)
+// and LLM checkpoints (GGUF, safetensors) are read through it; the map lives as long as its owner.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 
-namespace ingot::llm {
+namespace ingot {
 
 class MappedFile {
  public:
@@ -29,4 +29,4 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-}  // namespace ingot::llm
+}  // namespace ingot
