@@ -200,6 +200,10 @@ def parse_build_output(stdout, stderr):
     m = re.search(r"^\s*split fusions\s+(\d+)", stdout, re.M)
     if m:
         rec["split_fusions"] = int(m.group(1))
+    # '  build time       12.3 s (optimize 0.4, split 1.0, ..., tactics 8.1, ...)': where a build went.
+    m = re.search(r"^\s*build time\s+[0-9.eE+-]+ s \(([^)]*)\)", stdout, re.M)
+    if m:
+        rec["build_phases"] = {k: float(v) for k, v in re.findall(r"([\w+]+) ([0-9.]+)", m.group(1))}
     lines = stdout.splitlines()
     for k, line in enumerate(lines):
         m = re.match(r"^(\s*)host fallback\s+(\d+) steps?", line)
@@ -706,6 +710,27 @@ def hf_model(cls, cfg, attn):
     return m, used
 
 
+def torch_settings():
+    """fp32 references stay fp32 (no TF32); PyTorch at its best for fixed shapes (cuDNN benchmark)."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+
+
+def _prepare_one(job):
+    """A --prepare-jobs worker: Census.prepare of one model in this (spawned) process; (name, seconds
+    or the error line)."""
+    args, work, name = job
+    a = copy.copy(args)
+    a.work = work
+    c = Census(a)
+    try:
+        return c.prepare(name)
+    except Exception:  # noqa: BLE001 - the timed run redoes this model
+        return name, c.log_exception(name, "prepare")
+
+
 class Built:
     """A census model on the GPU: `ref` (fp32, exported and the accuracy reference), `timed` (fp32,
     what PyTorch is timed with, after .half()), `meta` (what was built and how)."""
@@ -758,9 +783,10 @@ class Census(harness.Harness):
         return parse_batches(self.a.batches) if self.a.batches else [1, BIG_BATCH[spec["family"]]]
 
     # -- models and inputs
-    def make_model(self, name):
+    def make_model(self, name, state=None):
         """The PyTorch model of census row `name` on the GPU, eval mode, random weights, BatchNorm
-        statistics settled."""
+        statistics settled; with `state` (a --prepare-jobs worker's), its weights and statistics
+        instead: the very weights the worker exported."""
         import torch
         spec = MODELS[name]
         torch.manual_seed(0)
@@ -787,7 +813,11 @@ class Census(harness.Harness):
             ref, timed, meta2 = self.make_hf(spec)
             meta.update(meta2)
         ref = ref.cuda().eval()
-        meta["batchnorms"] = self.settle_batchnorm(ref, spec, meta)
+        if state is not None:
+            ref.load_state_dict(state["weights"])
+            meta["batchnorms"] = state["batchnorms"]
+        else:
+            meta["batchnorms"] = self.settle_batchnorm(ref, spec, meta)
         timed = timed.cuda().eval()
         if timed is not ref:
             timed.load_state_dict(ref.state_dict())
@@ -959,6 +989,8 @@ class Census(harness.Harness):
                 os.remove(f)
         args = ["build", onnx_path, "-o", engine, "--backend", "cuda", "--fp16", "--tactic-timing",
                 self.a.tactic_timing, "--timing-cache", cache]
+        if self.a.io == "fp16":
+            args.append("--reduced-io")
         if shapes:
             args += ["--shapes", shapes]
         args += shlex.split(self.a.build_args or "")
@@ -980,7 +1012,7 @@ class Census(harness.Harness):
                 rec["host_fallback"] = rec["host_fallback_reported"]
         return rec
 
-    def ingot_time(self, tag, engine, load, few=False):
+    def ingot_time(self, tag, engine, load, few=False, save_outputs=None):
         """`ingot run --cuda-graph --no-data-transfers` as harness.py times it: the median GPU time per
         synchronized query (--export-times' computeMs: CUDA events around the enqueue, so the host's
         launch is inside). Whether the graph replayed, and why not, from its 'CUDA graph:' line (when it
@@ -995,8 +1027,11 @@ class Census(harness.Harness):
             counts = ["--warmup-ms", str(self.a.warmup_ms), "--iterations", str(self.a.iterations),
                       "--duration", str(self.a.duration_s)]
         b2b = [] if few else ["--back-to-back", str(self.a.b2b_count)]
+        # The first query's outputs (before the timed ones) saved by the same process: one engine load
+        # and warm-up per batch instead of two.
+        save = ["--save-outputs", save_outputs] if save_outputs else []
         rc, out, err = self.ingot(f"{tag}_run", "run", engine, "--load-inputs", load, "--no-data-transfers",
-                                  *counts, *b2b, "--export-times", times, "--cuda-graph",
+                                  *save, *counts, *b2b, "--export-times", times, "--cuda-graph",
                                   cap=self.a.slow_cap_s * 2 if few else 120)
         if rc != 0 or not os.path.exists(times):
             return {"error": error_line(out, err, rc)}
@@ -1022,13 +1057,18 @@ class Census(harness.Harness):
                                   cap=max(120, self.a.slow_cap_s * 2))
         if rc != 0:
             return None, error_line(out, err, rc)
+        return self.read_outputs(out_dir, names), None
+
+    def read_outputs(self, out_dir, names):
+        """{name: array} of the .npy files `ingot run --save-outputs out_dir` wrote; removes the folder."""
+        import numpy as np
         got = {}
         for n in names:
             f = os.path.join(out_dir, n.replace("/", "_") + ".npy")
             if os.path.exists(f):
                 got[n] = np.load(f)
         shutil.rmtree(out_dir, ignore_errors=True)
-        return got, None
+        return got
 
     def save_inputs(self, tag, names, inputs):
         """The inputs as .npy files for `ingot run --load-inputs`; the flag's value."""
@@ -1036,7 +1076,10 @@ class Census(harness.Harness):
         files = []
         for n, t in zip(names, inputs):
             f = os.path.join(self.work, f"{tag}_{n}.npy")
-            np.save(f, t.numpy() if hasattr(t, "numpy") else np.asarray(t))
+            a = t.numpy() if hasattr(t, "numpy") else np.asarray(t)
+            if self.a.io == "fp16" and a.dtype == np.float32:
+                a = a.astype(np.float16)  # what PyTorch's fp16 model is given (t.half())
+            np.save(f, a)
             files.append(f"{n}:{f}")
         return ",".join(files)
 
@@ -1057,10 +1100,15 @@ class Census(harness.Harness):
                 entry["accuracy"] = {"error": "not run (see ingot)"}
                 return
         self.log(f"{tag}: ingot run" + (" (few queries: host fallback)" if few else ""))
-        entry["ingot"] = self.ingot_time(tag, engine, load, few)
+        out_dir = os.path.join(self.work, f"{tag}_outputs")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        entry["ingot"] = self.ingot_time(tag, engine, load, few, save_outputs=out_dir)
         self.save()
         out_names = facts.get("outputs") or [f"out{i}" for i in range(len(want))]
-        got, error = self.ingot_outputs(tag, engine, load, out_names)
+        if entry["ingot"].get("error") or not os.path.isdir(out_dir):
+            got, error = self.ingot_outputs(tag, engine, load, out_names)  # the timed run failed: a plain run
+        else:
+            got, error = self.read_outputs(out_dir, out_names), None
         if error:
             entry["accuracy"] = {"error": error}
             return
@@ -1154,10 +1202,11 @@ class Census(harness.Harness):
                                          if v.get(x) is not None} for k, v in tried.items()})
         acc["torch_compile_fp16"] = entry["torch"].pop("cosine", None)
 
-    def compiled_time(self, tag, m16, dev16, want, layout):
+    def compiled_time(self, tag, m16, dev16, want, layout, warm_only=False):
         """torch.compile(mode='reduce-overhead', dynamic=False) of m16 in `layout`: compile seconds (the
         first 3 calls: compile, CUDA graph recording, first replay), synchronized and back-to-back ms per
-        query, and the compiled outputs' cosine."""
+        query, and the compiled outputs' cosine. warm_only: compile and the 3 calls, no timing (a
+        --prepare-jobs worker filling Inductor's on-disk caches)."""
         import torch
         fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
         m16.to(memory_format=fmt)
@@ -1175,6 +1224,8 @@ class Census(harness.Harness):
                     fn(*x)
                 torch.cuda.synchronize()
                 compile_s = time.monotonic() - t
+                if warm_only:
+                    return {"compile_s": compile_s}
                 lat = self.torch_time(lambda: fn(*x), sync_mark=True)
                 b2b = self.b2b_time(lambda: fn(*x), sync_mark=True)
                 mark()
@@ -1204,9 +1255,12 @@ class Census(harness.Harness):
         import torch
         spec = MODELS[name]
         self.current_names = INPUT_NAMES[spec["inputs"]]
-        self.log(f"{name}: building the PyTorch model")
-        built = self.make_model(name)
+        prep = self.load_prepared(name)
+        self.log(f"{name}: building the PyTorch model" + (" (prepared weights)" if prep else ""))
+        built = self.make_model(name, state=prep)
         row["meta"] = built.meta
+        if prep:
+            row["meta"]["prepared"] = {"seconds": prep.get("seconds"), "torch_warm": prep.get("torch_warm")}
         m16 = copy.deepcopy(built.timed).half().eval()
         batches = self.batches(spec)
         lat_small = None
@@ -1215,14 +1269,18 @@ class Census(harness.Harness):
             tag = f"{name}_b{b}"
             try:
                 inputs = self.make_inputs(spec, b, 1000 + b)
-                want = self.reference(built.ref, inputs)
                 onnx_path = os.path.join(self.work, f"{tag}.onnx")
                 engine = os.path.join(self.work, f"{tag}.engine")
-                self.log(f"{tag}: export")
-                try:
-                    entry["export"] = self.export_auto(tag, built.ref, inputs, len(want), onnx_path)
-                except Exception:  # noqa: BLE001
-                    entry["export"] = {"error": self.log_exception(tag, "export")}
+                bprep = (prep or {}).get("batches", {}).get(str(b))
+                if bprep:
+                    want, entry["export"] = bprep["want"], bprep["export"]
+                else:
+                    want = self.reference(built.ref, inputs)
+                    self.log(f"{tag}: export")
+                    try:
+                        entry["export"] = self.export_auto(tag, built.ref, inputs, len(want), onnx_path)
+                    except Exception:  # noqa: BLE001
+                        entry["export"] = {"error": self.log_exception(tag, "export")}
                 self.save()
                 if not entry["export"].get("error"):
                     self.log(f"{tag}: ingot build")
@@ -1260,6 +1318,8 @@ class Census(harness.Harness):
         del built, m16
         gc.collect()
         torch.cuda.empty_cache()
+        if prep and not self.a.keep_work:
+            os.remove(self.prep_path(name))
 
     def run_legacy(self, name, spec, built, row, lrow, batches):
         """The legacy-export row: dynamo=False, opset 18, a dynamic batch axis (exported once at batch 2),
@@ -1304,6 +1364,74 @@ class Census(harness.Harness):
                 self.save()
         self.cleanup(tag)
 
+    # -- the parallel preparation (--prepare-jobs)
+    def prep_path(self, name):
+        return os.path.join(self.work, f"{name}_prepared.pt")
+
+    def prepare(self, name):
+        """A model's untimed work, in a worker process while no timing runs: the model with settled
+        BatchNorm statistics, per batch the fp32 reference outputs and the ONNX export, and
+        torch.compile of the fp16 model at each batch and layout (its FX-graph and Triton kernels land in
+        Inductor's on-disk caches, so the timed compile later mostly loads them). Written to
+        <work>/<name>_prepared.pt; the timed run (run_model) reads it instead of redoing the work."""
+        import torch
+        torch_settings()
+        t0 = time.monotonic()
+        spec = MODELS[name]
+        self.current_names = INPUT_NAMES[spec["inputs"]]
+        built = self.make_model(name)
+        out = {"weights": built.ref.state_dict(), "batchnorms": built.meta.get("batchnorms", 0), "batches": {},
+               "torch_warm": {}}
+        m16 = copy.deepcopy(built.timed).half().eval()
+        for b in self.batches(spec):
+            tag = f"{name}_b{b}"
+            inputs = self.make_inputs(spec, b, 1000 + b)
+            want = self.reference(built.ref, inputs)
+            try:
+                export = self.export_auto(tag, built.ref, inputs, len(want), os.path.join(self.work, f"{tag}.onnx"))
+            except Exception:  # noqa: BLE001
+                export = {"error": self.log_exception(tag, "export")}
+            out["batches"][str(b)] = {"want": want, "export": export}
+            if self.a.skip_torch or self.a.no_compile:
+                continue
+            dev16 = [t.cuda().half() if t.is_floating_point() else t.cuda() for t in inputs]
+            layouts = (["channels_last", "contiguous"] if self.a.cnn_layouts == "both" else [self.a.cnn_layouts]) \
+                if spec["family"] in CHANNELS_LAST_FAMILIES else ["contiguous"]
+            for layout in layouts:
+                r = self.compiled_time(tag, m16, dev16, want, layout, warm_only=True)
+                out["torch_warm"][f"{b}/{layout}"] = r.get("compile_s") or r.get("error")
+            m16.to(memory_format=torch.contiguous_format)
+        out["seconds"] = time.monotonic() - t0
+        tmp = self.prep_path(name) + ".tmp"
+        torch.save(out, tmp)
+        os.replace(tmp, self.prep_path(name))
+        return name, out["seconds"]
+
+    def load_prepared(self, name):
+        """The worker's record for `name`, or None (not prepared, or it failed)."""
+        p = self.prep_path(name)
+        if not os.path.exists(p):
+            return None
+        import torch
+        try:
+            return torch.load(p, weights_only=False)
+        except Exception:  # noqa: BLE001
+            self.log(f"{name}: {self.log_exception(name, 'load prepared')}")
+            return None
+
+    def prepare_all(self, names):
+        """--prepare-jobs N: prepare() of every model in N worker processes before anything is timed
+        (so nothing competes with the timing); a failed model is redone in the timed run."""
+        import multiprocessing as mp
+        jobs = min(self.a.prepare_jobs, len(names))
+        self.log(f"preparing {len(names)} models in {jobs} processes (exports, references, torch.compile caches)")
+        t = time.monotonic()
+        with mp.get_context("spawn").Pool(jobs) as pool:
+            for r in pool.imap_unordered(_prepare_one, [(self.a, self.work, n) for n in names]):
+                self.log(f"prepared {r[0]}: " + (f"{r[1]:.0f} s" if isinstance(r[1], float) else str(r[1])))
+        self.results["prepare_s"] = time.monotonic() - t
+        self.log(f"prepared in {self.results['prepare_s']:.0f} s")
+
     def cleanup(self, tag):
         """Removes a batch's ONNX, weights, engine and input files from the work folder (disk stays small
         over 27 models), unless --keep-work."""
@@ -1325,18 +1453,22 @@ class Census(harness.Harness):
         if torch.cuda.is_available():
             env["gpu"] = torch.cuda.get_device_name(0)
         self.results["env"] = env
-        # fp32 references stay fp32 (no TF32); PyTorch at its best for fixed shapes (cuDNN benchmark).
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cudnn.benchmark = True
+        torch_settings()
         rc, out, _ = self.ingot("version", "--version", cap=30)
         self.results["ingot_version"] = out.strip() if rc == 0 else f"? (rc {rc})"
         self.log(f"census of {len(names)} models: {', '.join(names)}; budget {self.a.max_minutes} min")
+        if self.a.prepare_jobs > 0:
+            self.prepare_all(names)
+        if self.a.prepare_only:
+            self.log(f"prepared files in {self.work}: time them with --work {self.work}")
+            return 0
         sampler = self.start_gpu_sampler()
         try:
             for name in names:
                 n_batches = len(self.batches(MODELS[name]))
                 est = estimate_s(name, self.a, n_batches)
+                if os.path.exists(self.prep_path(name)):
+                    est *= 0.5  # exports, references and Inductor's compile done
                 if self.budget.left() < est:
                     row = self.new_row(name, "dynamo")
                     row["status"] = "skipped"
@@ -1751,6 +1883,19 @@ def parser():
     ap.add_argument("--b2b-count", type=int, default=100, help="PyTorch queries per back-to-back trial")
     ap.add_argument("--tactic-timing", choices=["stream", "device"], default="device",
                     help="ingot build --tactic-timing (device: GPU time alone, for CUDA-graph replay)")
+    ap.add_argument("--io", choices=["fp16", "fp32"], default="fp16",
+                    help="the engines' float inputs and outputs: fp16 (`--reduced-io`: the types PyTorch's fp16 "
+                         "model takes and gives, so neither side converts; default) or fp32 (a Cast at each end "
+                         "that the PyTorch side does not run)")
+    ap.add_argument("--prepare-jobs", type=int, default=0,
+                    help="N > 0: first, in N processes, build every selected model, export it, compute its fp32 "
+                         "references and run torch.compile once per batch (filling Inductor's on-disk caches), "
+                         "then time one model at a time as without it: on the 16-core GPU machine this takes "
+                         "the CPU-bound half of the census off the timed path (the torch.compile seconds "
+                         "recorded are then warm-cache compiles)")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="with --prepare-jobs and --work DIR: prepare and stop (a later run with the same --work "
+                         "times what was prepared), so GPU tests can run beside the preparation")
     ap.add_argument("--build-args", default="", help="more ingot build flags, one string (e.g. '--opt-level 4')")
     ap.add_argument("--build-cap-s", type=float, default=180, help="longest one ingot build may take (bar: 60 s)")
     ap.add_argument("--slow-cap-s", type=float, default=60,

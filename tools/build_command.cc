@@ -280,7 +280,18 @@ int build_command(const std::vector<std::string>& args) {
             << "  weights          " << human_bytes(summary.weight_bytes) << "\n"
             << "  arena            " << human_bytes(summary.arena_bytes) << " (lifetime lower bound "
             << human_bytes(summary.lower_bound_bytes) << ")\n"
-            << "  build time       " << summary.seconds << " s\n";
+            << "  build time       " << summary.seconds << " s";
+  if (!summary.phase_seconds.empty()) {
+    std::cout << " (";
+    for (size_t i = 0; i < summary.phase_seconds.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s %.1f", i ? ", " : "", summary.phase_seconds[i].first.c_str(),
+                    summary.phase_seconds[i].second);
+      std::cout << buf;
+    }
+    std::cout << ")";
+  }
+  std::cout << "\n";
   return 0;
 }
 

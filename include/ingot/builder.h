@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingot/logger.h"
@@ -126,6 +127,9 @@ struct BuildSummary {
   uint64_t weight_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   double seconds = 0;
+  /// Where `seconds` went: wall seconds per phase in build order (import, optimize, split,
+  /// precision, layout, tactics, memory, write); the layout and tactic phases time kernels.
+  std::vector<std::pair<std::string, double>> phase_seconds;
   int reduced_precision_layers = 0;  ///< layers lowered to fp16/bf16
   int precision_casts = 0;           ///< Cast layers inserted where fp32 meets fp16/bf16
   int channels_last_convs = 0;       ///< convolutions running NHWC

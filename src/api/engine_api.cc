@@ -245,6 +245,11 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->weight_bytes = plan.memory.weight_bytes;
     summary->lower_bound_bytes = plan.memory.lower_bound_bytes;
     summary->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The builder's phases; what is left of the wall time is import and the engine write.
+    double phases = 0;
+    for (const auto& [name, sec] : report.phase_seconds) phases += sec;
+    summary->phase_seconds = report.phase_seconds;
+    summary->phase_seconds.emplace_back("import+write", std::max(0.0, summary->seconds - phases));
     summary->notes = report.notes;
     summary->reduced_precision_layers = report.precision.lowered;
     summary->precision_casts = report.precision.casts;

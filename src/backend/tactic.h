@@ -80,6 +80,14 @@ class Tactic {
   /// Parameters that pin this choice (an algorithm id, tile sizes); restored by the backend's
   /// create_tactic.
   virtual std::vector<uint8_t> serialize() const { return {}; }
+  /// serialize() plus what the tactic can build ahead for the input shapes it will mostly run
+  /// at (the builder passes the first profile's opt shapes), so an engine's first query need not
+  /// build it: e.g. a cuDNN plan with its runtime-compiled kernel. create_tactic takes both forms.
+  virtual std::vector<uint8_t> serialize_for(const ir::Node& node, const std::vector<Shape64>& input_shapes) const {
+    (void)node;
+    (void)input_shapes;
+    return serialize();
+  }
 };
 
 class Device;

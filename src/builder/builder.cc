@@ -2,10 +2,12 @@
 #include "builder/builder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "backend/device.h"
 #include "backend/tactic.h"
@@ -165,6 +167,19 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   auto progress = [&](const char* phase, int done, int total) {
     if (options.progress) options.progress(phase, done, total);
   };
+  // Wall seconds per phase into the report: each mark() closes the phase named.
+  auto phase_start = std::chrono::steady_clock::now();
+  auto mark = [&](const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    const double sec = std::chrono::duration<double>(now - phase_start).count();
+    phase_start = now;
+    for (auto& [name, total] : rep.phase_seconds)
+      if (name == phase) {
+        total += sec;
+        return;
+      }
+    rep.phase_seconds.emplace_back(phase, sec);
+  };
   progress("optimize", 0, 1);
   if (options.optimize) {
     passes::PassContext pctx(options.pipeline.pass_options);
@@ -172,13 +187,17 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     INGOT_RETURN_IF_ERROR(pm.run(*graph, options.pipeline, pctx));
     rep.notes = pctx.notes();
   }
+  mark("optimize");
   // Fused layers the backend would run only on the host go back to GPU steps: before precision
   // lowering (which keeps a layer it has no reduced tactic for in fp32), at the types it may lower
   // to, then again at the final types, and before the layout pass so their convolutions can still
   // go channels-last with the split-out ops.
   INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split, options.precision.reduced));
+  mark("split");
   INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
+  mark("precision");
   INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split));
+  mark("split");
   rep.notes.insert(rep.notes.end(), rep.precision.notes.begin(), rep.precision.notes.end());
   // The timing cache serves the layout choice and the tactic choice below.
   TimingCache cache;
@@ -207,6 +226,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
                   rep.layout.channels_last_convs ? "channels-last" : "channels-first");
     rep.notes.push_back(buf);
   }
+  mark("layout");
 
   progress("optimize", 1, 1);
   // Shapes at every profile's min, opt and max; sizes come from the max, tactics are timed at
@@ -273,18 +293,18 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     if (cands.empty())
       return unsupported("backend '", be->name(), "' has no tactic for ", node->describe());
     size_t chosen = 0;
+    bool known = true;
+    std::vector<DataType> in_t, out_t;
+    std::vector<Shape64> in_s, out_s;
+    for (const ir::Value* v : node->inputs()) {
+      in_t.push_back(v ? v->dtype() : DataType::kUndefined);
+      in_s.push_back(v ? opt_shape(v, &known) : Shape64{});
+    }
+    for (const ir::Value* v : node->outputs()) {
+      out_t.push_back(v ? v->dtype() : DataType::kUndefined);
+      out_s.push_back(v ? opt_shape(v, &known) : Shape64{});
+    }
     if (cands.size() > 1) {
-      bool known = true;
-      std::vector<DataType> in_t, out_t;
-      std::vector<Shape64> in_s, out_s;
-      for (const ir::Value* v : node->inputs()) {
-        in_t.push_back(v ? v->dtype() : DataType::kUndefined);
-        in_s.push_back(v ? opt_shape(v, &known) : Shape64{});
-      }
-      for (const ir::Value* v : node->outputs()) {
-        out_t.push_back(v ? v->dtype() : DataType::kUndefined);
-        out_s.push_back(v ? opt_shape(v, &known) : Shape64{});
-      }
       if (known) {
         std::string key = timing_key(identity, *node, in_t, in_s, out_t, out_s);
         INGOT_ASSIGN_OR_RETURN(chosen, choose_tactic(*be, *node, cands, key, in_s, out_s, options.tune, cache, rep.tune));
@@ -295,7 +315,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     Step s;
     s.node = node.get();
     s.tactic = cands[chosen]->name();
-    s.params = cands[chosen]->serialize();
+    s.params = known ? cands[chosen]->serialize_for(*node, in_s) : cands[chosen]->serialize();
     s.workspace_bytes = cands[chosen]->workspace_bytes(*node, max_in);
     plan.memory.workspace_bytes = std::max(plan.memory.workspace_bytes, s.workspace_bytes);
     if (node->origins().size() > 1) ++rep.fused_steps;
@@ -315,6 +335,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     if (!saved.ok()) rep.notes.push_back("timing cache not saved: " + saved.message());
   }
   rep.timing_cache_entries = cache.size();
+  mark("tactics");
   progress("memory", 0, 1);
 
   // Values and their storage.
@@ -395,6 +416,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
       woff += (vp.max_bytes + 63) / 64 * 64;
     }
   plan.memory.weight_bytes = woff;
+  mark("memory");
   progress("memory", 1, 1);
   return plan;
 }

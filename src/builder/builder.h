@@ -46,6 +46,9 @@ struct BuildReport {
   /// Steps on the host fallback: "<op> '<node>' (<domain> opset N): why", in step order.
   std::vector<std::string> host_steps;
   size_t timing_cache_entries = 0;
+  /// Wall seconds per build phase, in order ("optimize", "split", "precision", "layout",
+  /// "tactics", "memory"): where a slow build spends its time.
+  std::vector<std::pair<std::string, double>> phase_seconds;
   std::vector<std::string> notes;
 };
 

@@ -30,6 +30,10 @@ const Rule* find_rule(const ir::Node& n) {
                            "Abs", "PRelu", "Softmax", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
       m[op] = {Role::kCompute, {}, {}};
     m["LayerNormalization"] = {Role::kCompute, {}, {0}};  // Mean / InvStdDev stay fp32
+    // Statistics in fp32 inside the kernels (the backend must have a reduced tactic, or the node
+    // stays fp32): Llama's RMSNorm kept fp32 cost two Casts per norm.
+    for (const char* op : {"RMSNormalization", "GroupNormalization", "InstanceNormalization"})
+      m[op] = {Role::kCompute, {}, {0}};
     // Q, K, V reduced; an additive mask stays fp32: masks are built from finfo(float32).min, which
     // fp16 turns into -inf, and a fully masked row would then differ from the fp32 model's.
     m["Attention"] = {Role::kCompute, {0, 1, 2, 4, 5}, {}};  // past_key/value in, every output (type T)
@@ -50,7 +54,7 @@ const Rule* find_rule(const ir::Node& n) {
       {"FusedConv", {Role::kCompute, {}, {0}}}, {"FusedGemm", {Role::kCompute, {}, {0}}},
       {"Attention", {Role::kCompute, {0, 1, 2}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
       {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
-      {"Pointwise", {Role::kCompute, {}, {0}}}};
+      {"RMSNormalization", {Role::kCompute, {}, {0}}}, {"Pointwise", {Role::kCompute, {}, {0}}}};
   const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;
   if (!n.domain().empty() && n.domain() != "ingot") return nullptr;
   auto it = table.find(n.op_type());

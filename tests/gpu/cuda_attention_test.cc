@@ -454,6 +454,7 @@ Result<Tensor> upload_at_offset(const Tensor& host, size_t offset) {
   INGOT_ASSIGN_OR_RETURN(Tensor raw, device_alloc(DataType::kUInt8, {static_cast<int64_t>(host.nbytes() + offset)}));
   char* p = static_cast<char*>(raw.mutable_raw()) + offset;
   INGOT_RETURN_IF_ERROR(cuda_status(cudaMemcpy(p, host.raw(), host.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy"));
+  INGOT_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));  // before the tactics' streams
   auto keep = std::make_shared<Tensor>(raw);
   return Tensor::borrow(host.dtype(), host.shape(), p, std::shared_ptr<const void>(keep, keep->raw()));
 }

@@ -555,6 +555,84 @@ TEST(CudnnGraphConvNoDevice, NamesAndParamsRoundTrip) {
   EXPECT_EQ(backend::cuda::cudnn_conv_family().create(std::string(kGraph) + "0", {}), nullptr);
   EXPECT_EQ(fam.create(std::string(kGraph) + "1", {1, 2}), nullptr);  // params of another index
 }
+
+// An engine's plan record (params {2, i, ...}) that is cut short, of another index, or has bytes
+// left over is refused (the engine then fails to load with the tactic named), never read past.
+TEST(CudnnGraphConvNoDevice, BadPlanRecordsAreRefused) {
+  auto fam = backend::cuda::cudnn_graph_conv_family();
+  const std::string name = std::string(kGraph) + "0";
+  // A well-formed record: nd 4, no flags, fp16, x [1,8,5,5], w [8,8,3,3], workspace 0, name "e", blob "B".
+  std::vector<uint8_t> good = {2, 0, 4, 0, static_cast<uint8_t>(DataType::kFloat16)};
+  auto put32 = [&](std::vector<uint8_t>& v, uint32_t x) {
+    for (int i = 0; i < 4; ++i) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
+  };
+  for (uint32_t d : {1, 8, 5, 5, 8, 8, 3, 3}) put32(good, d);
+  for (int i = 0; i < 8; ++i) good.push_back(0);  // workspace
+  put32(good, 1);
+  good.push_back('e');
+  put32(good, 1);
+  good.push_back('B');
+  EXPECT_NE(fam.create(name, good), nullptr);
+  EXPECT_EQ(fam.create(std::string(kGraph) + "1", good), nullptr);  // record of index 0
+  for (size_t cut = 3; cut < good.size(); ++cut)
+    EXPECT_EQ(fam.create(name, std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut))), nullptr)
+        << "cut at " << cut;
+  auto extra = good;
+  extra.push_back(0);
+  EXPECT_EQ(fam.create(name, extra), nullptr);
+  auto huge = good;
+  huge[huge.size() - 5] = 0xff;  // blob length far beyond the params
+  EXPECT_EQ(fam.create(name, huge), nullptr);
+  auto zero_dim = good;
+  zero_dim[5] = 0;  // x[0] = 0
+  EXPECT_EQ(fam.create(name, zero_dim), nullptr);
+}
+
+// The builder stores the chosen plan serialized for its opt shapes (serialize_for), and a tactic
+// made from those params runs its first call from the record, without building the plan again,
+// with the outputs of the reference. Channels-last fp16 with SiLU and a residual: the runtime-
+// fusion engines whose builds (NVRTC) made first queries take seconds.
+TEST_F(CudaTest, CudnnGraphConvPlanTravelsInTheEngineParams) {
+  const std::string name = std::string(kGraph) + "0";
+  const std::vector<Shape64> shapes = {{2, 12, 10, 16}, {32, 3, 3, 16}, {32}, {2, 12, 10, 32}};
+  const std::string text = graph_text("ingot::FusedConv", "channels_last=1, activation=\"Silu\", pads=[1, 1, 1, 1]",
+                                      DataType::kFloat16, {shapes[0], shapes[1], shapes[2], shapes[3]});
+  auto g = parse_graph(text);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const ir::Node& node = *(*g)->nodes()[0];
+  auto fam = backend::cuda::cudnn_graph_conv_family();
+  ASSERT_FALSE(fam.candidates(node, input_types(node)).empty()) << "cuDNN offers no graph plan for " << text;
+  auto built = fam.create(name, {});
+  const std::vector<uint8_t> params = built->serialize_for(node, shapes);
+  ASSERT_GT(params.size(), 2u);
+  if (params[0] != 2) GTEST_SKIP() << "this cuDNN does not serialize the chosen plan (params stay {1, 0})";
+  auto loaded = fam.create(name, params);
+  ASSERT_NE(loaded, nullptr);
+  std::mt19937 rng(7);
+  std::vector<Tensor> in;
+  for (const Shape64& s : shapes) in.push_back(random_tensor(DataType::kFloat16, s, rng));
+  const int64_t before = backend::cuda::cudnn_graph_conv_plans_deserialized();
+  auto got = run_tactic(*loaded, node, in);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(backend::cuda::cudnn_graph_conv_plans_deserialized(), before + 1) << "the record was not used";
+  auto want = run_reference(node, in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  EXPECT_TRUE(conv_close((*got)[0], (*want)[0], norm_tolerance(DataType::kFloat16)));
+  // A record whose blob cuDNN cannot read (here: not UBJSON at all) falls back to building the
+  // plan: still right. The blob follows {2, 0, nd 4, flags, dtype, x/w int32 x 8, workspace int64,
+  // name length u32, name, blob length u32}.
+  uint32_t name_len = 0;
+  std::memcpy(&name_len, params.data() + 45, 4);
+  const size_t blob_at = 45 + 4 + name_len + 4;
+  ASSERT_LT(blob_at, params.size());
+  auto bad = params;
+  for (size_t i = blob_at; i < bad.size(); ++i) bad[i] = 0xff;
+  auto rebuilt = fam.create(name, bad);
+  ASSERT_NE(rebuilt, nullptr);
+  auto again = run_tactic(*rebuilt, node, in);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(conv_close((*again)[0], (*want)[0], norm_tolerance(DataType::kFloat16)));
+}
 #endif
 
 }  // namespace

@@ -87,6 +87,7 @@ TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoA
   ASSERT_EQ(cudaMalloc(&dx, x.nbytes()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dy, 16 * 10 * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dx, x.raw(), x.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // legacy-stream copy/memset done before the tactics' streams run
   ASSERT_TRUE((*ctx)->set_tensor_address("x", dx).ok());
   ASSERT_TRUE((*ctx)->set_tensor_address("probs", dy).ok());
   cudaStream_t stream;
@@ -122,6 +123,7 @@ TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoA
   // The same enqueue captured into a CUDA graph: no synchronization or allocation may happen
   // inside, or capture fails.
   ASSERT_EQ(cudaMemset(dy, 0xFF, 160 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // legacy-stream copy/memset done before the tactics' streams run
   cudaGraph_t graph;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   Status st = (*ctx)->enqueue(stream);
@@ -179,6 +181,7 @@ TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
     std::vector<float> x(nx);
     for (float& v : x) v = u(rng);
     ASSERT_EQ(cudaMemcpy(dx, x.data(), nx * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // legacy-stream copy/memset done before the tactics' streams run
     ASSERT_EQ(cudaMemset(dy_graph, 0xFF, ny * 4), cudaSuccess);
     ASSERT_TRUE((*plain)->enqueue(stream).ok());
     g_allocations = 0;

@@ -7,6 +7,7 @@
 // elements) and elementwise against the largest reference magnitude; unwritten elements stay
 // NaN from the poisoned output and fail. Name/param round trips and supports() decisions need
 // no device and run everywhere the CUDA backend is built.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -525,10 +526,48 @@ TEST_F(CublasLtTest, CandidatesOnDeviceStartWithTheFirstHeuristic) {
 
 // ---- host-only tests (no device needed) ---------------------------------------------------
 
+// D rows whose bytes are not a multiple of 16 (GPT-2's LM head, N = 50257): the padded variants
+// write a 16-byte-pitched D into the workspace and copy it into place. Same outputs as the
+// reference; offered only for such shapes; a residual (which would need the padded layout) is
+// refused at enqueue.
+TEST_F(CublasLtTest, PaddedRowsForMisalignedOutputs) {
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+    check("Gemm", "transB=1", dt, {Shape64{65, 96}, Shape64{1001, 96}, Shape64{1001}}, "cuda.cublaslt.padded.0");
+    check("MatMul", "", dt, {Shape64{2, 33, 64}, Shape64{64, 501}}, "cuda.cublaslt.padded.0");
+    check("ingot::FusedGemm", "activation=\"Gelu\"", dt, {Shape64{40, 32}, Shape64{32, 999}, Shape64{999}},
+          "cuda.cublaslt.padded.0");
+  }
+  auto names = [&](const std::string& text) {
+    auto g = parse_graph(text);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    std::vector<std::string> out;
+    if (!g.ok()) return out;
+    const ir::Node& node = *(*g)->nodes()[0];
+    for (const auto& t : backend::cuda::cublaslt_family().candidates(node, input_types(node))) out.push_back(t->name());
+    return out;
+  };
+  auto has_padded = [](const std::vector<std::string>& v) {
+    return std::any_of(v.begin(), v.end(), [](const std::string& n) { return n.rfind("cuda.cublaslt.padded.", 0) == 0; });
+  };
+  EXPECT_TRUE(has_padded(names(graph_text("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1001}}))));
+  EXPECT_FALSE(has_padded(names(graph_text("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1024}}))));
+  EXPECT_FALSE(has_padded(names(graph_text("MatMul", "", DataType::kFloat32, {Shape64{64, 32}, Shape64{32, 1001}}))));
+  auto g = parse_graph(graph_text("ingot::FusedGemm", "", DataType::kFloat16,
+                                  {Shape64{8, 16}, Shape64{16, 33}, Shape64{33}, Shape64{8, 33}}));
+  ASSERT_TRUE(g.ok());
+  std::vector<Tensor> in;
+  for (const Shape64& sh : {Shape64{8, 16}, Shape64{16, 33}, Shape64{33}, Shape64{8, 33}})
+    in.push_back(random_tensor(DataType::kFloat16, sh, rng_));
+  auto got = run_tactic(*make_tactic("cuda.cublaslt.padded.0"), *(*g)->nodes()[0], in);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnsupported) << got.status().to_string();
+}
+
 TEST(CublasLtFamily, NamesAndParamsRoundTrip) {
   auto family = backend::cuda::cublaslt_family();
   EXPECT_EQ(family.name, "cublaslt");
-  for (const std::string name : {"cuda.cublaslt.0", "cuda.cublaslt.3", "cuda.cublaslt.tf32.0", "cuda.cublaslt.tf32.2"}) {
+  for (const std::string name : {"cuda.cublaslt.0", "cuda.cublaslt.3", "cuda.cublaslt.tf32.0", "cuda.cublaslt.tf32.2",
+                                 "cuda.cublaslt.padded.0", "cuda.cublaslt.padded.3"}) {
     auto t = family.create(name, {});
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(t->name(), name);

@@ -102,8 +102,14 @@ inline Result<Tensor> device_alloc(DataType dtype, const Shape64& shape) {
 }
 
 /// Fills a device tensor with 0xFF bytes (NaN for every float type) so unwritten elements show.
+// cudaMemset on device memory and cudaMemcpy from pageable host memory may return before the
+// device has finished them, and they run on the legacy default stream, which the tactics' non-
+// blocking streams do not wait for: both end with a device synchronize, or the poison can land
+// after the kernel's writes (seen on the H200 when other processes loaded the GPU: Clip's bf16
+// output NaN from element 2048 on, a Cast's output all -1).
 inline Status poison(Tensor& device) {
-  return cuda_status(cudaMemset(device.mutable_raw(), 0xFF, device.nbytes()), "cudaMemset(poison)");
+  INGOT_RETURN_IF_ERROR(cuda_status(cudaMemset(device.mutable_raw(), 0xFF, device.nbytes()), "cudaMemset(poison)"));
+  return cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize(poison)");
 }
 
 inline Result<Tensor> upload(const Tensor& host) {
@@ -111,6 +117,7 @@ inline Result<Tensor> upload(const Tensor& host) {
   if (host.nbytes()) {
     INGOT_RETURN_IF_ERROR(cuda_status(cudaMemcpy(d.mutable_raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice),
                                       "cudaMemcpy(upload)"));
+    INGOT_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize(upload)"));
   }
   return d;
 }

@@ -368,5 +368,44 @@ TEST(Precision, EmbeddingGathersReadTheConvertedTable) {
     ASSERT_EQ(got->outputs[1].get_f64(i), want->outputs[1].get_f64(i)) << "fp32 rows, bit for bit, element " << i;
 }
 
+// x -> RMSNormalization [rms] -> MatMul [mm] -> InstanceNormalization [inorm] -> y (opset 23).
+std::string norm_model() {
+  OnnxModel m;
+  m.m.mutable_opset_import(0)->set_version(23);
+  m.input("x", {2, 4, 16});
+  m.output("y", {2, 4, 16});
+  m.weight("g", {16}, 1.0f);
+  m.weight("w", {16, 16}, 0.5f);
+  m.weight("s", {4}, 0.8f);
+  m.weight("b", {4}, 0.3f);
+  m.node("RMSNormalization", {"x", "g"}, "n", "rms");
+  m.node("MatMul", {"n", "w"}, "h", "mm");
+  m.node("InstanceNormalization", {"h", "s", "b"}, "y", "inorm");
+  return m.bytes();
+}
+
+// Normalizations keep their statistics in fp32 inside the kernel, so a fp16 engine runs them in
+// fp16 between fp16 neighbours: no Casts around them (Llama's RMSNorms kept in fp32 cost two
+// Casts each, 19 in a 4-layer decoder).
+TEST(Precision, NormalizationsRunInTheReducedTypeWithoutCasts) {
+  Tensor x = Tensor::zeros(DataType::kFloat32, {2, 4, 16}).value();
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, 2.0 * std::sin(0.37 * i) + 0.1);
+  BuilderConfig fp32;
+  auto want = build_and_run(norm_model(), fp32, {{"x", x}});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  BuilderConfig cfg;
+  cfg.fp16 = true;
+  auto got = build_and_run(norm_model(), cfg, {{"x", x}});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  std::map<std::string, std::string> precision;
+  for (const LayerDesc& l : got->layers) precision[l.name] = l.precision;
+  EXPECT_EQ(precision["rms"], "f16");
+  EXPECT_EQ(precision["inorm"], "f16");
+  EXPECT_EQ(count_op(got->layers, "Cast"), 2);  // x in, y out
+  auto [err, cos] = error_and_cosine(got->outputs[0], want->outputs[0]);
+  EXPECT_LT(err, 1e-2);
+  EXPECT_GT(cos, 0.9999);
+}
+
 }  // namespace
 }  // namespace ingot

@@ -10,7 +10,10 @@
 // qkv_packed = 1 (fuse_qkv_projection) input 0 is [B, S, 3*H*D]: Q, K and V side by side on the
 // last axis (the output of one projection GEMM), inputs 1 and 2 are omitted. With view_dims
 // (attention_strided_views) Q/K/V/Y are strided views inside other tensors: attention_views.h.
-// Silu has no ai.onnx op before Swish (opset 24).
+// Silu has no ai.onnx op before Swish (opset 24). RotaryEmbedding (recognize_rotary) is the
+// Llama/Qwen2 "rotate_half" form, which ai.onnx RotaryEmbedding (opset 23) cannot state: its cos
+// and sin caches hold half a head and are indexed by position, while exported models multiply by
+// full-width [.., S, D] tensors that broadcast over X.
 #include "ir/ops/all_ops.h"
 #include "ir/ops/attention_views.h"
 
@@ -24,6 +27,44 @@ InferFn same_as_onnx(const char* op) {
     if (s == nullptr || !s->inference()) return c.error("no ai.onnx ", op, " to infer with");
     return s->inference()(c);
   };
+}
+
+// Y = X * cos + rotate_half(X) * sin over X's last axis (D, even); cos and sin have last dim D
+// and broadcast to X without enlarging it. Symbolic dims that may match are let through: the
+// kernels check the concrete shapes.
+Status infer_rotary_embedding(InferenceContext& c) {
+  const int64_t interleaved = c.attrs().get_int("interleaved", 0);
+  if (interleaved != 0 && interleaved != 1) return c.error("interleaved must be 0 or 1, got ", interleaved);
+  const DataType t = c.input_dtype(0);
+  if (t != DataType::kUndefined && !is_float(t)) return c.error("X must be a floating type, got ", data_type_name(t));
+  const char* names[] = {"X", "cos", "sin"};
+  for (size_t i = 1; i < 3; ++i) {
+    const DataType p = c.input_dtype(i);
+    if (t != DataType::kUndefined && p != DataType::kUndefined && p != t)
+      return c.error(names[i], " is ", data_type_name(p), " but X is ", data_type_name(t));
+  }
+  const Shape& x = c.input_shape(0);
+  if (x.rank_known()) {
+    if (x.rank() < 2) return c.error("X must have rank >= 2, got ", x.to_string());
+    const Dim& d = x[x.rank() - 1];
+    if (d.is_known() && d.value() % 2 != 0)
+      return c.error("X's last dim ", d.value(), " is odd: rotate_half pairs element i with i + D/2");
+    for (size_t i = 1; i < 3; ++i) {
+      const Shape& p = c.input_shape(i);
+      if (!p.rank_known()) continue;
+      const bool fits_rank = p.rank() >= 1 && p.rank() <= x.rank();
+      bool fits = fits_rank;
+      for (size_t j = 0; fits && j < p.rank(); ++j) {
+        const Dim& pd = p[p.rank() - 1 - j];
+        const Dim& xd = x[x.rank() - 1 - j];
+        if (j > 0 && pd.is_known() && pd.value() == 1) continue;
+        fits = !(pd.is_known() && xd.is_known() && pd.value() != xd.value());
+      }
+      if (!fits)
+        return c.error(names[i], " ", p.to_string(), " must have X's last dim and broadcast to X ", x.to_string());
+    }
+  }
+  return c.propagate_same(0, 0);
 }
 
 }  // namespace
@@ -120,6 +161,11 @@ void register_fused_pattern_ops(OpRegistry& r) {
       })
       .doc("ai.onnx Attention (opset 23) on 4-D Q/K/V, or 3-D with q_num_heads/kv_num_heads, "
            "with an optional mask; qkv_packed=1: Q, K, V side by side in input 0");
+  r.add("RotaryEmbedding", "ingot").inputs(3, 3).outputs(1, 1).opsets(1)
+      .attr("interleaved", AttrType::kInt)
+      .infer(infer_rotary_embedding)
+      .doc("Y = X * cos + rotate_half(X) * sin on the last axis (interleaved=0: rotate_half(X) = "
+           "concat(-X[..., D/2:], X[..., :D/2])); cos, sin: last dim D, broadcast to X");
 }
 
 }  // namespace ingot::ir

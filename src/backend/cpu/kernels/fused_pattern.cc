@@ -8,8 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/kernel_util.h"
 #include "backend/cpu/kernels/all_kernels.h"
 #include "ir/ops/attention_views.h"
+#include "ir/shape.h"
 
 namespace ingot::cpu {
 
@@ -137,6 +139,33 @@ Status attention_4d(KernelContext &k) {
   return same_as_onnx("Attention")(k);
 }
 
+// Y[i] = X[i] * cos[i] + R[i] * sin[i] along the last axis, R = concat(-X[h:], X[:h]), h = D/2;
+// cos and sin read through numpy broadcasting.
+Status rotary_embedding(KernelContext &k) {
+  if (k.attrs().get_int("interleaved", 0) != 0)
+    return k.unsupported_case("interleaved = 1 (pairs 2i, 2i+1) is not implemented");
+  const Tensor &x = *k.input(0);
+  const Tensor &cos_t = *k.input(1);
+  const Tensor &sin_t = *k.input(2);
+  if (!is_float(x.dtype()) || x.rank() < 2 || x.dim(x.rank() - 1) % 2 != 0)
+    return k.error("X must be floating, of rank >= 2, with an even last dim; got ", data_type_name(x.dtype()),
+                   shape_to_string(x.shape()));
+  const int64_t d = x.dim(x.rank() - 1), half = d / 2;
+  for (const Tensor *p : {&cos_t, &sin_t}) {
+    auto b = ir::broadcast_shapes(x.shape(), p->shape());
+    if (p->rank() < 1 || p->dim(p->rank() - 1) != d || !b.ok() || *b != x.shape())
+      return k.error("cos/sin ", shape_to_string(p->shape()), " must have last dim ", d, " and broadcast to X ",
+                     shape_to_string(x.shape()));
+  }
+  const BroadcastIndexer cos_at(x.shape(), cos_t.shape()), sin_at(x.shape(), sin_t.shape());
+  Tensor &y = k.output(0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double rotated = i % d < half ? -x.get_f64(i + half) : x.get_f64(i - half);
+    y.set_f64(i, x.get_f64(i) * cos_t.get_f64(cos_at(i)) + rotated * sin_t.get_f64(sin_at(i)));
+  }
+  return Status::Ok();
+}
+
 } // namespace
 
 void register_fused_pattern_kernels(KernelRegistry &r) {
@@ -145,6 +174,7 @@ void register_fused_pattern_kernels(KernelRegistry &r) {
   r.add("Gelu", same_as_onnx("Gelu"), "ingot");
   r.add("Silu", silu, "ingot");
   r.add("Attention", attention_4d, "ingot");
+  r.add("RotaryEmbedding", rotary_embedding, "ingot");
 }
 
 } // namespace ingot::cpu

@@ -18,19 +18,31 @@
 // a shape's first call and cached in the tactic (lookups take no lock). Execution passes the
 // device pointers in ascending tensor-UID order (cudnn-frontend's variant-pack template), so a
 // steady-state call allocates nothing on the host.
+//
+// Build cost: a plan of a runtime-fusion engine is compiled (NVRTC) when built, ~0.1-1 s. One
+// operation graph per distinct convolution is shared by the whole process (SharedGraph), so each
+// plan builds once however many candidates (candidate i needs plans 0..i tried), layouts, steps
+// and engines ask for it. The engine stores the chosen plan serialized for the builder's opt
+// shapes (params {2, i, record}), and a loaded engine's first query deserializes it instead of
+// compiling again; other shapes, or a blob this cuDNN refuses, build as before.
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/core/cuda_check.h"
@@ -72,14 +84,39 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_la
   return s;
 }
 
+// One cuDNN operation graph per distinct convolution in the process, shared by every tactic and
+// step that runs it: made (heuristics asked) once, each plan built once. Building takes `mu`;
+// executing a built plan takes nothing (plans are never rebuilt or moved once built).
+struct SharedGraph {
+  std::mutex mu;
+  bool made = false;
+  Status status;  // make_graph's
+  std::shared_ptr<fe::graph::Graph> graph;
+  std::vector<int8_t> built;  // per heuristics plan: 0 not tried, 1 built, -1 does not build
+};
+
 struct GraphPlan {
   ConvKey key;
   std::array<int64_t, kConvMaxNd> y{};  // channels-first output dims
+  std::shared_ptr<SharedGraph> shared;    // null for a plan deserialized from an engine
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t plan_index = 0;
   int64_t workspace = 0;
   std::string engine;  // the plan's name, for messages
 };
+
+// A plan serialized into an engine: the call dims it was built for and cuDNN's blob.
+struct PlanRecord {
+  ConvKey key;  // node unset
+  int64_t workspace = 0;
+  std::string engine;
+  std::vector<uint8_t> blob;
+};
+
+bool same_dims(const ConvKey& a, const ConvKey& b) {
+  return a.nd == b.nd && a.x == b.x && a.w == b.w && a.bias == b.bias && a.residual == b.residual &&
+         a.channels_last == b.channels_last && a.dtype == b.dtype;
+}
 
 // Output dims of the convolution (channels-first, cuDNN's nd).
 std::array<int64_t, kConvMaxNd> conv_output_dims(const ConvSpec& s, const ConvKey& k) {
@@ -210,16 +247,73 @@ Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const
   return g;
 }
 
+// What make_graph builds from (the spec and the key's dims, not the node) and the device: equal
+// signatures give the same cuDNN graph.
+std::string graph_signature(const ConvSpec& s, const ConvKey& k) {
+  int dev = 0;
+  (void)cudaGetDevice(&dev);
+  std::string sig = "d" + std::to_string(dev) + " s" + std::to_string(s.spatial);
+  for (int i = 0; i < 3; ++i)
+    sig += " " + std::to_string(s.pads[i]) + "," + std::to_string(s.strides[i]) + "," + std::to_string(s.dilations[i]);
+  sig += " a" + s.activation;
+  for (float v : s.activation_params) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    sig += "," + std::to_string(bits);
+  }
+  sig += " r" + std::to_string(s.residual_after_activation) + " n" + std::to_string(k.nd);
+  for (int i = 0; i < k.nd; ++i) sig += "," + std::to_string(k.x[i]) + "/" + std::to_string(k.w[i]);
+  sig += " f" + std::to_string(k.bias) + std::to_string(k.residual) + std::to_string(k.channels_last) + " t" +
+         std::to_string(static_cast<int>(k.dtype));
+  return sig;
+}
+
+// The process's graph for `sig` (made on first use by ensure_made); a graph of the caller's own
+// when the registry is full (a server seeing ever new shapes).
+std::shared_ptr<SharedGraph> shared_graph(const std::string& sig) {
+  constexpr size_t kMaxGraphs = 4096;
+  static std::mutex mu;
+  // Never destroyed: graphs hold cuDNN descriptors, whose destructors must not run after the
+  // CUDA runtime is torn down at exit (the same reason cudnn_thread_handle never destroys).
+  static auto* graphs = new std::unordered_map<std::string, std::shared_ptr<SharedGraph>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = graphs->find(sig);
+  if (it != graphs->end()) return it->second;
+  auto g = std::make_shared<SharedGraph>();
+  if (graphs->size() < kMaxGraphs) graphs->emplace(sig, g);
+  return g;
+}
+
+// Makes the shared graph on first use; the caller holds sg.mu.
+Status ensure_made(SharedGraph& sg, const ir::Node& node, const ConvSpec& s, const ConvKey& key, cudnnHandle_t handle) {
+  if (!sg.made) {
+    sg.made = true;
+    auto g = make_graph(node, s, key, handle);
+    sg.status = g.status();
+    if (g.ok()) {
+      sg.graph = *g;
+      sg.built.assign(static_cast<size_t>(std::max<int64_t>(sg.graph->get_execution_plan_count(), 0)), 0);
+    }
+  }
+  return sg.status;
+}
+
 // The plan for `key` that is the index-th to build among the heuristics' list.
 Status build_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& key, int index, cudnnHandle_t handle,
                   GraphPlan* p) {
   p->key = key;
   p->y = conv_output_dims(s, key);
-  INGOT_ASSIGN_OR_RETURN(p->graph, make_graph(node, s, key, handle));
-  const int64_t count = p->graph->get_execution_plan_count();
+  p->shared = shared_graph(graph_signature(s, key));
+  SharedGraph& sg = *p->shared;
+  std::lock_guard<std::mutex> lock(sg.mu);
+  INGOT_RETURN_IF_ERROR(ensure_made(sg, node, s, key, handle));
+  p->graph = sg.graph;
+  const int64_t count = static_cast<int64_t>(sg.built.size());
   int built = 0;
   for (int64_t i = 0; i < count; ++i) {
-    if (!p->graph->build_plan_at_index(handle, i).is_good()) continue;
+    int8_t& state = sg.built[static_cast<size_t>(i)];
+    if (state == 0) state = p->graph->build_plan_at_index(handle, i).is_good() ? 1 : -1;
+    if (state < 0) continue;
     if (built++ < index) continue;
     int64_t ws = 0;
     if (!p->graph->get_workspace_size_plan_at_index(i, ws).is_good() || ws > kWorkspaceBytes) continue;
@@ -232,9 +326,108 @@ Status build_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& key, i
                      ", no plan number ", index);
 }
 
+std::atomic<int64_t> g_deserialized{0};
+
+// A plan from an engine's record (no compilation), for a call of the record's dims.
+Status load_plan(const ir::Node& node, const ConvCall& c, const PlanRecord& rec, cudnnHandle_t handle, GraphPlan* p) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  // No warm-up capture: the runtime's first query runs eagerly before any CUDA graph capture.
+  // The frontend parses the blob with nlohmann::json, which throws on bytes that are not UBJSON.
+  try {
+    INGOT_FE_CHECK(g->deserialize(handle, rec.blob, false, /*run_warmup=*/false), node, "plan deserialize");
+  } catch (const std::exception& e) {
+    return unsupported(node.describe(), ": cuDNN plan deserialize: ", e.what());
+  }
+  int64_t ws = 0;
+  INGOT_FE_CHECK(g->get_workspace_size(ws), node, "deserialized plan workspace");
+  if (ws > kWorkspaceBytes) return unsupported(node.describe(), ": deserialized plan needs ", ws, " workspace bytes");
+  p->key = c.key;
+  p->y = conv_output_dims(c.spec, c.key);
+  p->graph = std::move(g);
+  p->plan_index = 0;  // a deserialized graph holds the one plan
+  p->workspace = ws;
+  p->engine = rec.engine + " (deserialized)";
+  g_deserialized.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+// Record encoding: {2, index, nd, flags (bias | residual << 1 | channels_last << 2), dtype,
+// x[nd] and w[nd] as int32, workspace as int64, name length u32 + name, blob length u32 + blob},
+// little-endian as the host writes it (engines are bound to their GPU and build anyway).
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), b, b + sizeof v);
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::vector<uint8_t>& d) : d_(d) {}
+  template <class T>
+  bool get(T* v) {
+    if (d_.size() - off_ < sizeof(T)) return false;
+    std::memcpy(v, d_.data() + off_, sizeof(T));
+    off_ += sizeof(T);
+    return true;
+  }
+  bool bytes(size_t n, const uint8_t** p) {
+    if (d_.size() - off_ < n) return false;
+    *p = d_.data() + off_;
+    off_ += n;
+    return true;
+  }
+  bool done() const { return off_ == d_.size(); }
+
+ private:
+  const std::vector<uint8_t>& d_;
+  size_t off_ = 0;
+};
+
+std::vector<uint8_t> encode_record(int index, const PlanRecord& r) {
+  std::vector<uint8_t> out = {2, static_cast<uint8_t>(index), static_cast<uint8_t>(r.key.nd),
+                              static_cast<uint8_t>(r.key.bias | (r.key.residual << 1) | (r.key.channels_last << 2)),
+                              static_cast<uint8_t>(r.key.dtype)};
+  for (int i = 0; i < r.key.nd; ++i) put<int32_t>(out, r.key.x[static_cast<size_t>(i)]);
+  for (int i = 0; i < r.key.nd; ++i) put<int32_t>(out, r.key.w[static_cast<size_t>(i)]);
+  put<int64_t>(out, r.workspace);
+  put<uint32_t>(out, static_cast<uint32_t>(r.engine.size()));
+  out.insert(out.end(), r.engine.begin(), r.engine.end());
+  put<uint32_t>(out, static_cast<uint32_t>(r.blob.size()));
+  out.insert(out.end(), r.blob.begin(), r.blob.end());
+  return out;
+}
+
+// The record of params {2, index, ...}; nullopt when anything is out of range or left over.
+std::optional<PlanRecord> decode_record(const std::vector<uint8_t>& params, int index) {
+  Reader rd(params);
+  uint8_t version = 0, idx = 0, nd = 0, flags = 0, dtype = 0;
+  if (!rd.get(&version) || !rd.get(&idx) || !rd.get(&nd) || !rd.get(&flags) || !rd.get(&dtype)) return std::nullopt;
+  if (version != 2 || idx != index || nd < 3 || nd > kConvMaxNd || flags > 7) return std::nullopt;
+  const auto t = static_cast<DataType>(dtype);
+  if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16) return std::nullopt;
+  PlanRecord r;
+  r.key.nd = nd;
+  r.key.bias = flags & 1;
+  r.key.residual = (flags >> 1) & 1;
+  r.key.channels_last = (flags >> 2) & 1;
+  r.key.dtype = t;
+  for (int i = 0; i < nd; ++i)
+    if (!rd.get(&r.key.x[static_cast<size_t>(i)]) || r.key.x[static_cast<size_t>(i)] <= 0) return std::nullopt;
+  for (int i = 0; i < nd; ++i)
+    if (!rd.get(&r.key.w[static_cast<size_t>(i)]) || r.key.w[static_cast<size_t>(i)] <= 0) return std::nullopt;
+  uint32_t name_len = 0, blob_len = 0;
+  const uint8_t* p = nullptr;
+  if (!rd.get(&r.workspace) || r.workspace < 0 || !rd.get(&name_len) || !rd.bytes(name_len, &p)) return std::nullopt;
+  r.engine.assign(reinterpret_cast<const char*>(p), name_len);
+  if (!rd.get(&blob_len) || blob_len == 0 || !rd.bytes(blob_len, &p) || !rd.done()) return std::nullopt;
+  r.blob.assign(p, p + blob_len);
+  return r;
+}
+
 class CudnnGraphConvTactic : public Tactic {
  public:
-  explicit CudnnGraphConvTactic(int index) : index_(index) {}
+  explicit CudnnGraphConvTactic(int index, std::optional<PlanRecord> record = std::nullopt)
+      : index_(index), record_(std::move(record)) {}
 
   std::string name() const override { return kPrefix + std::to_string(index_); }
 
@@ -257,7 +450,9 @@ class CudnnGraphConvTactic : public Tactic {
     std::unique_ptr<GraphPlan> local;  // owned here only when the cache is full
     if (!plan) {
       local = std::make_unique<GraphPlan>();
-      INGOT_RETURN_IF_ERROR(build_plan(node, c.spec, c.key, index_, handle, local.get()));
+      // The engine's plan for these dims when it has one and this cuDNN takes it back.
+      if (!record_ || !same_dims(record_->key, c.key) || !load_plan(node, c, *record_, handle, local.get()).ok())
+        INGOT_RETURN_IF_ERROR(build_plan(node, c.spec, c.key, index_, handle, local.get()));
       plan = cache_.insert(local);
       if (!plan) plan = local.get();
     }
@@ -281,8 +476,47 @@ class CudnnGraphConvTactic : public Tactic {
 
   std::vector<uint8_t> serialize() const override { return {1, static_cast<uint8_t>(index_)}; }
 
+  // The plan at the builder's opt shapes, serialized (it was built when this candidate was
+  // timed, so this compiles nothing new); the plain form when cuDNN cannot serialize it.
+  std::vector<uint8_t> serialize_for(const ir::Node& node, const std::vector<Shape64>& in) const override {
+    auto rec = plan_record(node, in);
+    return rec.ok() ? encode_record(index_, *rec) : serialize();
+  }
+
  private:
+  Result<PlanRecord> plan_record(const ir::Node& node, const std::vector<Shape64>& in) const {
+    if (!cuda_device_present() || in.size() < 2 || node.outputs().empty() || !node.outputs()[0])
+      return unsupported("no device or shapes");
+    INGOT_ASSIGN_OR_RETURN(ConvSpec spec, parse_conv_spec(node, static_cast<int>(in[0].size()) - 2));
+    auto present = [&](int i) {
+      return i >= 0 && static_cast<size_t>(i) < node.inputs().size() && node.inputs()[static_cast<size_t>(i)];
+    };
+    const Shape64 xs = spec.channels_last ? to_channels_first(in[0]) : in[0];
+    const Shape64 ws = spec.channels_last ? to_channels_first(in[1]) : in[1];
+    INGOT_ASSIGN_OR_RETURN(ConvKey key, make_conv_key(node, spec, node.outputs()[0]->dtype(), xs, ws,
+                                                      present(spec.bias_input), present(spec.residual_input)));
+    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
+    GraphPlan p;
+    INGOT_RETURN_IF_ERROR(build_plan(node, spec, key, index_, handle, &p));
+    PlanRecord r;
+    r.key = key;
+    r.key.node = nullptr;
+    r.workspace = p.workspace;
+    r.engine = p.engine;
+    std::lock_guard<std::mutex> lock(p.shared->mu);
+    // Built already: this only makes it the graph's candidate, which serialize() writes.
+    INGOT_FE_CHECK(p.graph->build_plan_at_index(handle, p.plan_index), node, "plan select");
+    try {
+      INGOT_FE_CHECK(p.graph->serialize(r.blob, /*serialize_structure=*/false), node, "plan serialize");
+    } catch (const std::exception& e) {
+      return unsupported(node.describe(), ": cuDNN plan serialize: ", e.what());
+    }
+    if (r.blob.empty() || r.blob.size() > (64u << 20)) return unsupported("plan blob size");
+    return r;
+  }
+
   int index_;
+  std::optional<PlanRecord> record_;  // from the engine
   mutable PlanCache<GraphPlan> cache_;
 };
 
@@ -295,9 +529,10 @@ int plan_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) 
   if (!key.ok()) return 1;
   auto handle = cudnn_thread_handle(node);
   if (!handle.ok()) return 1;
-  auto g = make_graph(node, spec, *key, *handle);
-  if (!g.ok()) return 0;  // cuDNN takes no plan for this convolution: offer none
-  return static_cast<int>(std::clamp<int64_t>((*g)->get_execution_plan_count(), 1, kMaxCandidates));
+  std::shared_ptr<SharedGraph> sg = shared_graph(graph_signature(spec, *key));
+  std::lock_guard<std::mutex> lock(sg->mu);
+  if (!ensure_made(*sg, node, spec, *key, *handle).ok()) return 0;  // cuDNN takes no plan: offer none
+  return static_cast<int>(std::clamp<int64_t>(sg->graph->get_execution_plan_count(), 1, kMaxCandidates));
 }
 
 std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
@@ -308,15 +543,22 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   return out;
 }
 
-// "cuda.cudnn.graph.conv.<i>" with 0 <= i < kMaxCandidates; params empty or {1, i}.
+// "cuda.cudnn.graph.conv.<i>" with 0 <= i < kMaxCandidates; params empty, {1, i} or a plan
+// record {2, i, ...} (serialize_for).
 std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
-  const int index = conv_tactic_index(name, kPrefix, kMaxCandidates, params);
-  return index < 0 ? nullptr : std::make_unique<CudnnGraphConvTactic>(index);
+  const bool record = params.size() > 2 && params[0] == 2;
+  const int index = conv_tactic_index(name, kPrefix, kMaxCandidates, record ? std::vector<uint8_t>{} : params);
+  if (index < 0) return nullptr;
+  if (!record) return std::make_unique<CudnnGraphConvTactic>(index);
+  auto rec = decode_record(params, index);
+  return rec ? std::make_unique<CudnnGraphConvTactic>(index, std::move(rec)) : nullptr;
 }
 
 }  // namespace
 
 TacticFamily cudnn_graph_conv_family() { return TacticFamily{"cudnn.graph.conv", candidates, create}; }
+
+int64_t cudnn_graph_conv_plans_deserialized() { return g_deserialized.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::backend::cuda
 

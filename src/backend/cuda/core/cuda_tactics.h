@@ -62,6 +62,8 @@ TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::Fused
 #endif
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 TacticFamily cudnn_graph_conv_family();  // cudnn_graph_conv_tactics.cc: the same through the graph API
+/// Plans the graph-API convolutions took from engines (deserialized, not built) in this process.
+int64_t cudnn_graph_conv_plans_deserialized();
 TacticFamily cudnn_sdpa_family();        // cudnn_sdpa_tactics.cc: Attention through cuDNN's fused SDPA
 TacticFamily cudnn_matmul_family();      // cudnn_matmul_tactics.cc: FusedGemm with exact Gelu as one cuDNN graph
 #endif

@@ -23,6 +23,13 @@
 //    run the bias epilogue and then our elementwise kernel in place on the output: one more
 //    launch, no extra buffer.
 //
+// Rows of D whose byte length is not a multiple of 16 (GPT-2's LM head: N = 50257 fp16) leave
+// every row but the first misaligned, and cuBLASLt's kernels for such a D ran at ~100 TFLOP/s
+// (3.1 ms for [4096 x 768] x [768 x 50257] on the H200). The "padded" variants write D with its
+// rows padded to 16 bytes into the workspace and copy it into place with one pitched
+// cudaMemcpy2DAsync (a pass over D); the autotuner keeps whichever is faster. Only for one
+// non-batched GEMM without a C matrix or residual (those would need the padded layout too).
+//
 // Descriptors and the algorithm depend on the current shapes, so a tactic keeps a small
 // cache of plans keyed by shapes and pointer alignments, filled on first use of a shape and
 // read lock-free afterwards; the matmul descriptor (which holds the bias pointer) is built
@@ -54,6 +61,18 @@ constexpr uint64_t kWorkspaceBytes = 32ull << 20;  // cuBLASLt's recommendation 
 constexpr int kMaxHeuristics = 4;
 constexpr const char* kPrefix = "cuda.cublaslt.";
 constexpr const char* kTf32Prefix = "cuda.cublaslt.tf32.";
+constexpr const char* kPaddedPrefix = "cuda.cublaslt.padded.";
+
+// Elements per 16-byte row unit, and N rounded up to it: the padded variants' D pitch.
+int64_t padded_n(int64_t n, int64_t esize) {
+  const int64_t unit = 16 / esize;
+  return (n + unit - 1) / unit * unit;
+}
+
+// Whether a problem's D rows are misaligned and the padded variant can take it.
+bool wants_padding(int64_t n, int64_t batch, int64_t esize, bool residual, bool c_matrix) {
+  return (n * esize) % 16 != 0 && batch == 1 && !residual && !c_matrix;
+}
 
 #define INGOT_CUBLAS_CHECK(expr, node)                                                                       \
   do {                                                                                                       \
@@ -374,9 +393,9 @@ Status init_desc(const ir::Node& node, const LaunchConfig& cfg, CRole c_role, co
 }
 
 Status init_layout(const ir::Node& node, cublasLtMatrixLayoutOpaque_t* l, cudaDataType_t t, int64_t rows, int64_t cols,
-                   int64_t batch, int64_t stride) {
+                   int64_t batch, int64_t stride, int64_t ld = 0) {
   INGOT_CUBLAS_CHECK(cublasLtMatrixLayoutInit(l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
-                                              std::max<int64_t>(rows, 1)),
+                                              std::max<int64_t>(ld > 0 ? ld : rows, 1)),
                      node);
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
@@ -391,7 +410,7 @@ Status init_layout(const ir::Node& node, cublasLtMatrixLayoutOpaque_t* l, cudaDa
 // Layouts for a problem, and up to kMaxHeuristics algorithms for them (count in *found).
 Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_t handle, const PlanKey& key,
                   const void* bias, Plan* plan, std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics>* results,
-                  int* found) {
+                  int* found, int64_t ld_d = 0) {
   plan->key = key;
   const GemmSpec& s = *cfg.spec;
   cudaDataType_t t = cuda_type(cfg.dtype);
@@ -400,7 +419,7 @@ Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_
   int64_t b_rows = s.trans_a ? key.m : key.k, b_cols = s.trans_a ? key.k : key.m;
   INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_a, t, a_rows, a_cols, key.batch, key.stride_b));
   INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_b, t, b_rows, b_cols, key.batch, key.stride_a));
-  INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_d, t, key.n, key.m, key.batch, key.stride_d));
+  INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_d, t, key.n, key.m, key.batch, key.stride_d, ld_d));
 
   cublasLtMatmulDescOpaque_t desc;
   INGOT_RETURN_IF_ERROR(init_desc(node, cfg, key.c_role, bias, &desc));
@@ -428,9 +447,12 @@ Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_
 
 class CublasLtTactic : public Tactic {
  public:
-  CublasLtTactic(int heuristic_index, bool tf32) : index_(heuristic_index), tf32_(tf32) {}
+  CublasLtTactic(int heuristic_index, bool tf32, bool padded = false)
+      : index_(heuristic_index), tf32_(tf32), padded_(padded) {}
 
-  std::string name() const override { return (tf32_ ? kTf32Prefix : kPrefix) + std::to_string(index_); }
+  std::string name() const override {
+    return (padded_ ? kPaddedPrefix : tf32_ ? kTf32Prefix : kPrefix) + std::to_string(index_);
+  }
   bool uses_tf32() const override { return tf32_; }
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
@@ -440,7 +462,17 @@ class CublasLtTactic : public Tactic {
     return check_types(node, *spec, inputs).ok();
   }
 
-  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
+  uint64_t workspace_bytes(const ir::Node& node, const std::vector<Shape64>& in) const override {
+    if (!padded_) return kWorkspaceBytes;
+    // cuBLASLt's scratch, then the padded D at the largest shapes.
+    auto spec = parse_spec(node);
+    if (!spec.ok() || in.size() < 2 || node.outputs().empty() || !node.outputs()[0]) return kWorkspaceBytes;
+    const Shape64* c = spec->c_input >= 0 && static_cast<size_t>(spec->c_input) < in.size() ? &in[spec->c_input] : nullptr;
+    auto p = plan_problem(node, *spec, in[0], in[1], c);
+    if (!p.ok()) return kWorkspaceBytes;
+    const int64_t esize = static_cast<int64_t>(storage_bytes(node.outputs()[0]->dtype(), 1));
+    return kWorkspaceBytes + static_cast<uint64_t>(p->m * padded_n(p->n, esize) * esize);
+  }
 
   Status prepare(const ir::Node& node) override { return lt_handle(node).status(); }
 
@@ -473,14 +505,23 @@ class CublasLtTactic : public Tactic {
 
     INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(node));
     LaunchConfig cfg{y.dtype(), tf32_, &spec};
-    const void* c_ptr = r ? r->raw() : p.c_role == CRole::kMatrix ? c->raw() : y.raw();
-    const void* bias = p.c_role == CRole::kBias ? c->raw() : nullptr;
     int64_t esize = static_cast<int64_t>(storage_bytes(y.dtype(), 1));
+    // The padded variant's D: the workspace after cuBLASLt's scratch (256-byte aligned).
+    void* d_ptr = y.mutable_raw();
+    int64_t ld_d = 0;
+    if (padded_) {
+      if (!wants_padding(p.n, p.batch, esize, r != nullptr, p.c_role == CRole::kMatrix))
+        return unsupported(node.describe(), ": ", name(), " is for one GEMM with misaligned rows and no C matrix");
+      ld_d = padded_n(p.n, esize);
+      d_ptr = static_cast<char*>(io.workspace) + kWorkspaceBytes;
+    }
+    const void* c_ptr = r ? r->raw() : p.c_role == CRole::kMatrix ? c->raw() : d_ptr;
+    const void* bias = p.c_role == CRole::kBias ? c->raw() : nullptr;
     PlanKey key{&node, p.m, p.n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_d, p.c_role, {}};
     key.align = {alignment_of(b->raw(), p.batch > 1 ? p.stride_b * esize : 0),
                  alignment_of(a->raw(), p.batch > 1 ? p.stride_a * esize : 0),
                  alignment_of(c_ptr, p.batch > 1 ? p.stride_d * esize : 0),
-                 alignment_of(y.raw(), p.batch > 1 ? p.stride_d * esize : 0)};
+                 alignment_of(d_ptr, p.batch > 1 ? p.stride_d * esize : 0)};
 
     const Plan* plan = cache_.find(key);
     std::unique_ptr<Plan> local;  // owned here only when the cache is full
@@ -488,7 +529,7 @@ class CublasLtTactic : public Tactic {
       local = std::make_unique<Plan>();
       std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
       int found = 0;
-      INGOT_RETURN_IF_ERROR(build_plan(node, cfg, handle, key, bias, local.get(), &results, &found));
+      INGOT_RETURN_IF_ERROR(build_plan(node, cfg, handle, key, bias, local.get(), &results, &found, ld_d));
       // A shape may have fewer algorithms than the one this tactic was tuned on: take the last.
       const cublasLtMatmulHeuristicResult_t& h = results[static_cast<size_t>(std::min(index_, found - 1))];
       local->algo = h.algo;
@@ -506,9 +547,15 @@ class CublasLtTactic : public Tactic {
     auto* lt_b = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_b);
     auto* lt_d = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_d);
     INGOT_CUBLAS_CHECK(cublasLtMatmul(handle, &desc, &alpha, b->raw(), lt_a, a->raw(), lt_b, &beta, c_ptr, lt_d,
-                                      y.mutable_raw(), lt_d, &plan->algo, io.workspace, kWorkspaceBytes,
+                                      d_ptr, lt_d, &plan->algo, io.workspace, kWorkspaceBytes,
                                       static_cast<cudaStream_t>(io.stream)),
                        node);
+    if (padded_) {  // rows of n elements from the padded pitch into y
+      INGOT_CUDA_CHECK(cudaMemcpy2DAsync(y.mutable_raw(), static_cast<size_t>(p.n * esize), d_ptr,
+                                         static_cast<size_t>(ld_d * esize), static_cast<size_t>(p.n * esize),
+                                         static_cast<size_t>(p.m), cudaMemcpyDeviceToDevice,
+                                         static_cast<cudaStream_t>(io.stream)));
+    }
     if (spec.act == Activation::kPost) {  // the activation after the bias epilogue, in place
       const FloatType ft = y.dtype() == DataType::kFloat16    ? FloatType::kF16
                            : y.dtype() == DataType::kBFloat16 ? FloatType::kBF16
@@ -527,12 +574,13 @@ class CublasLtTactic : public Tactic {
  private:
   int index_;
   bool tf32_;
+  bool padded_;
   mutable PlanCache<Plan> cache_;
 };
 
 // How many heuristic algorithms cuBLASLt offers for the node's shapes (symbolic dims taken as
 // kGuessDim); 1 when that cannot be asked (no device, unknown shapes, any error).
-int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32) {
+int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32, bool padded = false) {
   constexpr int64_t kGuessDim = 64;
   if (!cuda_device_present()) return 1;
   auto spec = parse_spec(node);
@@ -545,15 +593,24 @@ int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inp
   Shape64 as = concrete(0), bs = concrete(1), cs;
   if (spec->c_input >= 0) cs = concrete(static_cast<size_t>(spec->c_input));
   auto p = plan_problem(node, *spec, as, bs, spec->c_input >= 0 ? &cs : nullptr);
-  if (!p.ok() || p->m == 0 || p->n == 0 || p->k == 0) return 1;
+  if (!p.ok() || p->m == 0 || p->n == 0 || p->k == 0) return padded ? 0 : 1;
+  const int64_t esize = static_cast<int64_t>(storage_bytes(inputs[0].dtype, 1));
+  if (padded) {
+    // Offered only where the shapes are known and the rows misaligned.
+    for (size_t i = 0; i < 2; ++i)
+      for (const ir::Dim& d : inputs[i].shape.dims())
+        if (!d.is_known()) return 0;
+    if (!wants_padding(p->n, p->batch, esize, spec->residual_input >= 0, p->c_role == CRole::kMatrix)) return 0;
+  }
   auto handle = lt_handle(node);
-  if (!handle.ok()) return 1;
+  if (!handle.ok()) return padded ? 0 : 1;
   LaunchConfig cfg{inputs[0].dtype, tf32, &*spec};
   PlanKey key{&node, p->m, p->n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_d, p->c_role, {256, 256, 256, 256}};
   Plan plan;
   std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
   int found = 0;
-  if (!build_plan(node, cfg, *handle, key, nullptr, &plan, &results, &found).ok()) return 1;
+  if (!build_plan(node, cfg, *handle, key, nullptr, &plan, &results, &found, padded ? padded_n(p->n, esize) : 0).ok())
+    return padded ? 0 : 1;
   return std::max(1, std::min(found, kMaxHeuristics));
 }
 
@@ -562,6 +619,10 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   if (!handles_op(node) || inputs.size() < 2) return out;
   int n = heuristic_count(node, inputs, false);
   for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CublasLtTactic>(i, false));
+  if (inputs[0].dtype != DataType::kFloat32) {  // fp32 GEMMs are left to the exact and TF32 lists
+    int np = heuristic_count(node, inputs, false, true);
+    for (int i = 0; i < np; ++i) out.push_back(std::make_unique<CublasLtTactic>(i, false, true));
+  }
   // TF32 variants come after the exact ones: the builder keeps them only when TF32 is allowed.
   if (inputs[0].dtype == DataType::kFloat32) {
     int nt = heuristic_count(node, inputs, true);
@@ -570,16 +631,17 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   return out;
 }
 
-// "cuda.cublaslt.<i>" / "cuda.cublaslt.tf32.<i>" with 0 <= i < kMaxHeuristics.
+// "cuda.cublaslt.<i>" / "cuda.cublaslt.tf32.<i>" / "cuda.cublaslt.padded.<i>" with 0 <= i < kMaxHeuristics.
 std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
   bool tf32 = name.rfind(kTf32Prefix, 0) == 0;
-  if (!tf32 && name.rfind(kPrefix, 0) != 0) return nullptr;
-  std::string digits = name.substr(std::strlen(tf32 ? kTf32Prefix : kPrefix));
+  bool padded = name.rfind(kPaddedPrefix, 0) == 0;
+  if (!tf32 && !padded && name.rfind(kPrefix, 0) != 0) return nullptr;
+  std::string digits = name.substr(std::strlen(tf32 ? kTf32Prefix : padded ? kPaddedPrefix : kPrefix));
   if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxHeuristics) return nullptr;
   int index = digits[0] - '0';
   if (!params.empty() && (params.size() != 3 || params[0] != 1 || params[1] != index || params[2] != (tf32 ? 1 : 0)))
     return nullptr;
-  return std::make_unique<CublasLtTactic>(index, tf32);
+  return std::make_unique<CublasLtTactic>(index, tf32, padded);
 }
 
 }  // namespace
