@@ -19,6 +19,7 @@ std::unique_ptr<Pass> make_remove_dead_nodes();               // remove_dead_nod
 
 // ---- pattern recognition ----
 std::unique_ptr<Pass> make_recognize_layernorm();   // recognize_layernorm.cc
+std::unique_ptr<Pass> make_recognize_rotary();      // recognize_rotary.cc
 std::unique_ptr<Pass> make_recognize_gelu_silu();   // recognize_gelu_silu.cc
 std::unique_ptr<Pass> make_recognize_softmax();     // recognize_softmax.cc
 std::unique_ptr<Pass> make_recognize_attention();   // recognize_attention.cc

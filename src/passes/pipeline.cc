@@ -33,6 +33,9 @@ PassManager default_pipeline() {
   //    pointwise fusion would otherwise swallow piecemeal; and a recognised Gelu is what lets
   //    fuse_conv_gemm put GELU into a GEMM epilogue.
   pm.add(make_recognize_layernorm());
+  //    RoPE's rotate_half (Slice, Slice, Neg, Concat, then Mul/Mul/Add) as one op: otherwise
+  //    fuse_pointwise takes the Mul/Mul/Add alone and the Slices and Concat stay copies of x.
+  pm.add(make_recognize_rotary());
   pm.add(make_recognize_gelu_silu());
   //    Softmax before attention: a decomposed Exp/ReduceSum/Div softmax inside attention has
   //    to be one Softmax for recognize_attention to see the pattern.

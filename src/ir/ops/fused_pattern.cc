@@ -16,6 +16,7 @@
 // full-width [.., S, D] tensors that broadcast over X.
 #include "ir/ops/all_ops.h"
 #include "ir/ops/attention_views.h"
+#include "ir/ops/rotary.h"
 
 namespace ingot::ir {
 
@@ -49,20 +50,10 @@ Status infer_rotary_embedding(InferenceContext& c) {
     const Dim& d = x[x.rank() - 1];
     if (d.is_known() && d.value() % 2 != 0)
       return c.error("X's last dim ", d.value(), " is odd: rotate_half pairs element i with i + D/2");
-    for (size_t i = 1; i < 3; ++i) {
-      const Shape& p = c.input_shape(i);
-      if (!p.rank_known()) continue;
-      const bool fits_rank = p.rank() >= 1 && p.rank() <= x.rank();
-      bool fits = fits_rank;
-      for (size_t j = 0; fits && j < p.rank(); ++j) {
-        const Dim& pd = p[p.rank() - 1 - j];
-        const Dim& xd = x[x.rank() - 1 - j];
-        if (j > 0 && pd.is_known() && pd.value() == 1) continue;
-        fits = !(pd.is_known() && xd.is_known() && pd.value() != xd.value());
-      }
-      if (!fits)
-        return c.error(names[i], " ", p.to_string(), " must have X's last dim and broadcast to X ", x.to_string());
-    }
+    for (size_t i = 1; i < 3; ++i)
+      if (!rotary_param_fits(x, c.input_shape(i), /*provably=*/false))
+        return c.error(names[i], " ", c.input_shape(i).to_string(), " must have X's last dim and broadcast to X ",
+                       x.to_string());
   }
   return c.propagate_same(0, 0);
 }

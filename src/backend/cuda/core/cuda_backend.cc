@@ -182,6 +182,7 @@ class CudaBackend : public Backend {
     families_.push_back(reduce_family());
     families_.push_back(data_movement_family());
     families_.push_back(norm_family());
+    families_.push_back(rotary_family());
     families_.push_back(quant_family());
     families_.push_back(resize_family());
     families_.push_back(topk_family());
