@@ -229,6 +229,28 @@ TEST_F(CudaElementwiseTest, BinaryOps) {
   }
 }
 
+// int32/int64 Add, Sub, Mul, Max, Min with broadcasting (text models compute position ids in
+// integers: RoBERTa's CumSum(mask) * mask + padding_idx), wrapping where the reference wraps;
+// integer Div and Pow are refused (host fallback).
+TEST_F(CudaElementwiseTest, IntegerArithmetic) {
+  std::mt19937 shapes_rng(7);
+  std::vector<ShapePair> shapes = kBinaryShapes;
+  for (int i = 0; i < 6; ++i) shapes.push_back(random_broadcast_pair(shapes_rng));
+  for (DataType t : {DataType::kInt32, DataType::kInt64}) {
+    for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"})
+      for (const ShapePair& p : shapes) check(17, {{t, p.a}, {t, p.b}}, op, "cuda.elementwise.binary", -1000, 1000);
+    check(17, {{t, {1, 128}}, {t, {}}}, "Add", "cuda.elementwise.binary", -1000, 1000);  // + a scalar
+    refuses(17, {{t, {4}}, {t, {4}}}, "Div");
+    refuses(17, {{t, {4}}, {t, {4}}}, "Pow");
+  }
+  const std::vector<int64_t> big = {2147483647, -2147483647 - 1, 123456789, -5};
+  const std::vector<int64_t> small = {1, -1, 1000, 7};
+  for (DataType t : {DataType::kInt32, DataType::kInt64})
+    for (const char* op : {"Add", "Sub", "Mul"})
+      check(17, {{t, {4}}, {t, {4}}}, op, "cuda.elementwise.binary", 0, 0,
+            {Tensor::from_vector(t, {4}, big), Tensor::from_vector(t, {4}, small)});
+}
+
 TEST_F(CudaElementwiseTest, MaxMinPropagateNaN) {
   for (DataType t : kFloatTypes) {
     Tensor a = random_tensor(t, {9}, rng_);
@@ -483,7 +505,8 @@ TEST_F(CudaElementwiseFamilyTest, RefusesWhatTheKernelsCannotDo) {
   const DataType f32 = DataType::kFloat32;
   refuses(17, {{DataType::kFloat64, {4}}}, "Relu");
   refuses(17, {{DataType::kInt32, {4}}}, "Abs");
-  refuses(17, {{DataType::kInt64, {4}}, {DataType::kInt64, {4}}}, "Add");
+  refuses(17, {{DataType::kInt64, {4}}, {DataType::kInt64, {4}}}, "Div");  // integer Add/Sub/Mul/Max/Min run
+  refuses(17, {{DataType::kInt8, {4}}, {DataType::kInt8, {4}}}, "Add");
   refuses(17, {{f32, {4}}, {DataType::kInt32, {4}}}, "Pow");
   refuses(17, {{f32, {4}}, {f32, {4}}, {f32, {4}}}, "Max");  // variadic: two inputs only
   refuses(17, {{f32, {4}}}, "Max");

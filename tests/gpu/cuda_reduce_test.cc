@@ -203,6 +203,26 @@ TEST_F(CudaReduceTest, ArgMaxArgMin) {
   }
 }
 
+// CumSum (RoBERTa's position ids: the int64 mask summed along the sequence): every type, axis
+// position, exclusive and reverse; the axis must be an initializer.
+TEST_F(CudaReduceTest, CumSum) {
+  struct Case {
+    Shape64 x;
+    int64_t axis;
+  };
+  const Case cases[] = {{{1, 128}, 1}, {{3, 5, 7}, 1}, {{4, 6}, 0}, {{2, 3, 40}, -1}, {{9}, 0}};
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32, DataType::kInt64}) {
+    const bool ints = t == DataType::kInt32 || t == DataType::kInt64;
+    const Tolerance tol = ints ? Tolerance{0, 0} : reduce_tolerance(t);
+    for (const Case& c : cases)
+      for (int exclusive : {0, 1})
+        for (int reverse : {0, 1})
+          check(reduce_family(), 14, {input(t, c.x), initializer(i64s({c.axis}, true))},
+                "CumSum {exclusive=" + std::to_string(exclusive) + ", reverse=" + std::to_string(reverse) + "}",
+                "cuda.reduce.cumsum", 1, ints ? -50.0 : 0.5, ints ? 50.0 : 2.0, &tol);
+  }
+}
+
 TEST_F(CudaReduceTest, RefusesWhatItDoesNotHandle) {
   // Integer input, axes from a computed tensor, rank above 6.
   refuses(reduce_family(), 18, {input(DataType::kInt64, {3, 4}), initializer(i64s({1}))}, "ReduceSum");

@@ -241,6 +241,43 @@ cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b
   return cudaGetLastError();
 }
 
+namespace {
+// Integer ops in the unsigned type of the same width: wrapping without signed-overflow UB.
+template <class T, class U>
+__global__ void binary_int_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n, BroadcastDesc d) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[2];
+    ew::broadcast_offsets<2>(d, i, off);
+    const T x = a[off[0]], z = b[off[1]];
+    T r;
+    switch (op) {
+      case BinaryOp::kAdd: r = static_cast<T>(static_cast<U>(x) + static_cast<U>(z)); break;
+      case BinaryOp::kSub: r = static_cast<T>(static_cast<U>(x) - static_cast<U>(z)); break;
+      case BinaryOp::kMul: r = static_cast<T>(static_cast<U>(x) * static_cast<U>(z)); break;
+      case BinaryOp::kMax: r = x > z ? x : z; break;
+      default: r = x < z ? x : z; break;  // kMin (the launcher takes no other op)
+    }
+    y[i] = r;
+  }
+}
+}  // namespace
+
+cudaError_t launch_binary_int(BinaryOp op, bool is64, const void* a, const void* b, void* y, int64_t n,
+                              const BroadcastDesc& desc, cudaStream_t stream) {
+  if (op != BinaryOp::kAdd && op != BinaryOp::kSub && op != BinaryOp::kMul && op != BinaryOp::kMax &&
+      op != BinaryOp::kMin)
+    return cudaErrorInvalidValue;
+  if (n <= 0) return cudaSuccess;
+  if (is64)
+    binary_int_kernel<int64_t, uint64_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+        op, static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), static_cast<int64_t*>(y), n, desc);
+  else
+    binary_int_kernel<int32_t, uint32_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+        op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(y), n, desc);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_where(FloatType t, const uint8_t* cond, const void* x, const void* z, void* y, int64_t n,
                          const BroadcastDesc& desc, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;

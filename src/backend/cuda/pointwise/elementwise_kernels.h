@@ -78,6 +78,11 @@ struct BroadcastDesc {
 /// modulo per pack; other broadcasts index element by element.
 cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
                           const BroadcastDesc& desc, cudaStream_t stream);
+/// y = a op b for int32 / int64 tensors (is64) with broadcasting, ops Add, Sub, Mul, Max, Min;
+/// Add/Sub/Mul wrap (two's complement), as the reference does. Index arithmetic in exported
+/// text models (RoBERTa's position ids: CumSum(mask) * mask + padding_idx) runs on these.
+cudaError_t launch_binary_int(BinaryOp op, bool is64, const void* a, const void* b, void* y, int64_t n,
+                              const BroadcastDesc& desc, cudaStream_t stream);
 /// y = a op b, all three contiguous with n elements (the vectorized path).
 cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, const void* b, void* y, int64_t n,
                                      cudaStream_t stream);

@@ -125,6 +125,13 @@ bool binary_op(const ir::Node& n, BinaryOp* op) {
   return false;
 }
 
+/// int32/int64 Add, Sub, Mul, Max, Min (launch_binary_int); integer Div and Pow stay on the host.
+bool integer_binary(const ir::Node& n, DataType t) {
+  BinaryOp op;
+  return (t == DataType::kInt32 || t == DataType::kInt64) && binary_op(n, &op) && op != BinaryOp::kDiv &&
+         op != BinaryOp::kPow;
+}
+
 /// Which kind of kernel serves a node, by op alone (supports() then checks the rest).
 bool classify(const ir::Node& n, Kind* kind) {
   UnaryOp u;
@@ -290,7 +297,8 @@ class ElementwiseTactic final : public Tactic {
       case Kind::kUnary: return supports_unary(node, in, out);
       case Kind::kBinary: {
         if (in.size() != 2 || !has_input(in, 0) || !has_input(in, 1)) return false;
-        if (!is_kernel_float(in[0].dtype) || in[1].dtype != in[0].dtype || out != in[0].dtype) return false;
+        if (in[1].dtype != in[0].dtype || out != in[0].dtype) return false;
+        if (!is_kernel_float(in[0].dtype) && !integer_binary(node, in[0].dtype)) return false;
         return known_rank_at_most(in[0].shape, kMaxDims) && known_rank_at_most(in[1].shape, kMaxDims);
       }
       case Kind::kWhere: {
@@ -356,8 +364,9 @@ class ElementwiseTactic final : public Tactic {
       case Kind::kBinary: {
         BinaryOp op;
         FloatType t;
+        const bool ints = integer_binary(node, y.dtype());
         if (io.inputs.size() < 2 || io.inputs[1] == nullptr || !binary_op(node, &op) ||
-            !to_float_type(y.dtype(), &t))
+            (!ints && !to_float_type(y.dtype(), &t)))
           return internal_error(node.describe(), ": inputs or types do not match the tactic");
         const Tensor& a = *io.inputs[0];
         const Tensor& b = *io.inputs[1];
@@ -367,8 +376,12 @@ class ElementwiseTactic final : public Tactic {
           return internal_error(node.describe(), ": shapes ", shape_to_string(a.shape()), " and ",
                                 shape_to_string(b.shape()), " do not broadcast to ", shape_to_string(y.shape()),
                                 " within ", kMaxDims, " dims");
-        err = is_flat(d, 2) ? launch_binary_same_shape(op, t, a.raw(), b.raw(), y.mutable_raw(), y.numel(), stream)
-                            : launch_binary(op, t, a.raw(), b.raw(), y.mutable_raw(), y.numel(), d, stream);
+        if (ints)
+          err = launch_binary_int(op, y.dtype() == DataType::kInt64, a.raw(), b.raw(), y.mutable_raw(), y.numel(), d,
+                                  stream);
+        else
+          err = is_flat(d, 2) ? launch_binary_same_shape(op, t, a.raw(), b.raw(), y.mutable_raw(), y.numel(), stream)
+                              : launch_binary(op, t, a.raw(), b.raw(), y.mutable_raw(), y.numel(), d, stream);
         break;
       }
       case Kind::kWhere: {

@@ -7,6 +7,7 @@
 // reduction); a block when a few outputs each fold very many elements.
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/reduce/reduce_kernels.h"
@@ -274,6 +275,61 @@ cudaError_t launch_arg_reduce(bool is_max, bool select_last, FloatType t, const 
                                                                             inner);
     }
   });
+  return cudaGetLastError();
+}
+
+namespace {
+// Floats accumulate in fp32; integers in the unsigned type of their width (wrapping, no UB).
+__device__ __forceinline__ float scan_in(float v) { return v; }
+__device__ __forceinline__ float scan_in(__half v) { return __half2float(v); }
+__device__ __forceinline__ float scan_in(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ uint32_t scan_in(int32_t v) { return static_cast<uint32_t>(v); }
+__device__ __forceinline__ uint64_t scan_in(int64_t v) { return static_cast<uint64_t>(v); }
+
+template <class T, class Acc>
+__device__ __forceinline__ T scan_out(Acc a) {
+  if constexpr (std::is_integral<T>::value) return static_cast<T>(a);
+  else return ew::from_f32<T>(a);
+}
+
+template <class T, class Acc>
+__global__ void cumsum_kernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                              bool reverse) {
+  const int64_t lines = outer * inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < lines; l += stride) {
+    const int64_t base = (l / inner) * len * inner + l % inner;
+    Acc acc = 0;
+    for (int64_t s = 0; s < len; ++s) {
+      const int64_t idx = base + (reverse ? len - 1 - s : s) * inner;
+      const Acc v = scan_in(x[idx]);
+      if (exclusive) y[idx] = scan_out<T>(acc);
+      acc += v;
+      if (!exclusive) y[idx] = scan_out<T>(acc);
+    }
+  }
+}
+}  // namespace
+
+cudaError_t launch_cumsum(ScanType t, const void* x, void* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                          bool reverse, cudaStream_t stream) {
+  const int64_t lines = outer * inner;
+  if (lines <= 0 || len <= 0) return cudaSuccess;
+  const unsigned grid = ew::grid_for(lines);
+  switch (t) {
+#define INGOT_CUMSUM(TT, T, ACC)                                                                                  \
+  case ScanType::TT:                                                                                              \
+    cumsum_kernel<T, ACC><<<grid, ew::kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), outer, \
+                                                             len, inner, exclusive, reverse);                     \
+    break;
+    INGOT_CUMSUM(kF32, float, float)
+    INGOT_CUMSUM(kF16, __half, float)
+    INGOT_CUMSUM(kBF16, __nv_bfloat16, float)
+    INGOT_CUMSUM(kI32, int32_t, uint32_t)
+    INGOT_CUMSUM(kI64, int64_t, uint64_t)
+#undef INGOT_CUMSUM
+    default: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

@@ -56,4 +56,14 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
 cudaError_t launch_arg_reduce(bool is_max, bool select_last, FloatType t, const void* x, int64_t* y, int64_t outer,
                               int64_t len, int64_t inner, cudaStream_t stream);
 
+/// Element types of launch_cumsum.
+enum class ScanType : int32_t { kF32 = 0, kF16, kBF16, kI32, kI64 };
+
+/// CumSum over the middle dim of the contiguous [outer, len, inner] view: one thread per line,
+/// floats accumulated in fp32, integers wrapping; `exclusive` shifts by one (starting at 0),
+/// `reverse` runs from the end. Lines are independent, so threads of neighbouring `inner`
+/// positions read neighbouring elements.
+cudaError_t launch_cumsum(ScanType t, const void* x, void* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                          bool reverse, cudaStream_t stream);
+
 }  // namespace ingot::backend::cuda

@@ -5,7 +5,7 @@
 // noop_with_empty_axes) and ArgMax/ArgMin (keepdims, select_last_index), for f32/f16/bf16
 // inputs, accumulated in fp32.
 //
-// Refused (the host fallback runs them): integer inputs, axes given by a computed tensor (they
+// Also CumSum (below). Refused (the host fallback runs them): integer inputs, axes given by a computed tensor (they
 // decide which elements meet, and reading them would need a host sync), ranks above kMaxDims.
 // keepdims needs no code: the output is contiguous either way and its shape is the runtime's.
 #include <memory>
@@ -200,6 +200,74 @@ class ReduceTactic final : public Tactic {
   const OpEntry& e_;
 };
 
+// CumSum over an axis given by an initializer (a computed axis would need a host read); f32/f16/
+// bf16 (fp32 accumulation) and int32/int64 (wrapping), exclusive and reverse. RoBERTa's position
+// ids (CumSum of the int64 attention mask) left it on the host fallback.
+bool scan_type(DataType t, ScanType* out) {
+  switch (t) {
+    case DataType::kFloat32: *out = ScanType::kF32; return true;
+    case DataType::kFloat16: *out = ScanType::kF16; return true;
+    case DataType::kBFloat16: *out = ScanType::kBF16; return true;
+    case DataType::kInt32: *out = ScanType::kI32; return true;
+    case DataType::kInt64: *out = ScanType::kI64; return true;
+    default: return false;
+  }
+}
+
+bool is_cumsum(const ir::Node& n) {
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "CumSum";
+}
+
+// The axis initializer's value, or false.
+bool cumsum_axis(const ir::Node& node, int64_t rank, int64_t* axis) {
+  const ir::Value* a = node.inputs().size() > 1 ? node.input(1) : nullptr;
+  if (!a || !a->initializer() || a->initializer()->numel() != 1) return false;
+  return norm_axis(a->initializer()->get_i64(0), rank, axis);
+}
+
+class CumSumTactic final : public Tactic {
+ public:
+  std::string name() const override { return "cuda.reduce.cumsum"; }
+
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
+    ScanType t;
+    if (!is_cumsum(node) || in.size() != 2 || !scan_type(in[0].dtype, &t)) return false;
+    if (node.outputs().size() != 1 || node.output(0) == nullptr || node.output(0)->dtype() != in[0].dtype) return false;
+    if (!in[0].shape.rank_known() || in[0].shape.rank() == 0) return false;
+    int64_t axis;
+    return cumsum_axis(node, static_cast<int64_t>(in[0].shape.rank()), &axis);
+  }
+
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+
+  Status enqueue(StepIO& io) const override {
+    if (io.node == nullptr || io.outputs == nullptr || io.outputs->empty() || !(*io.outputs)[0].defined() ||
+        io.inputs.empty() || io.inputs[0] == nullptr)
+      return internal_error("cuda.reduce.cumsum: step without a node, input 0 or a defined output 0");
+    const ir::Node& node = *io.node;
+    const Tensor& x = *io.inputs[0];
+    Tensor& y = (*io.outputs)[0];
+    ScanType t;
+    int64_t axis;
+    const int64_t rank = static_cast<int64_t>(x.rank());
+    if (!scan_type(x.dtype(), &t) || y.dtype() != x.dtype() || y.numel() != x.numel() || rank == 0 ||
+        !cumsum_axis(node, rank, &axis))
+      return internal_error(node.describe(), ": input ", data_type_name(x.dtype()), shape_to_string(x.shape()),
+                            " does not match the tactic ", name());
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d < axis) outer *= x.dim(static_cast<size_t>(d));
+      if (d > axis) inner *= x.dim(static_cast<size_t>(d));
+    }
+    cudaError_t err = launch_cumsum(t, x.raw(), y.mutable_raw(), outer, x.dim(static_cast<size_t>(axis)), inner,
+                                    node.attrs().get_int("exclusive", 0) != 0, node.attrs().get_int("reverse", 0) != 0,
+                                    static_cast<cudaStream_t>(io.stream));
+    if (err != cudaSuccess)
+      return internal_error(node.describe(), ": ", name(), " launch failed: ", cudaGetErrorString(err));
+    return Status::Ok();
+  }
+};
+
 }  // namespace
 
 TacticFamily reduce_family() {
@@ -207,6 +275,11 @@ TacticFamily reduce_family() {
   f.name = "reduce";
   f.candidates = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
     std::vector<std::unique_ptr<Tactic>> out;
+    if (is_cumsum(node)) {
+      auto c = std::make_unique<CumSumTactic>();
+      if (c->supports(node, inputs)) out.push_back(std::move(c));
+      return out;
+    }
     const OpEntry* e = classify(node);
     if (e == nullptr) return out;
     auto t = std::make_unique<ReduceTactic>(*e);
@@ -214,6 +287,7 @@ TacticFamily reduce_family() {
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>&) -> std::unique_ptr<Tactic> {
+    if (name == "cuda.reduce.cumsum") return std::make_unique<CumSumTactic>();
     for (const OpEntry& e : kOps)
       if (name == std::string("cuda.reduce.") + e.tactic) return std::make_unique<ReduceTactic>(e);
     return nullptr;
