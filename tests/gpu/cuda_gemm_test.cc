@@ -129,6 +129,17 @@ class CublasLtTest : public CudaTest {
 
 const DataType kDtypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 
+// The cuBLASLt family's candidate names, in order, for the one-node graph `text`.
+std::vector<std::string> candidate_names(const std::string& text) {
+  auto g = parse_graph(text);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  std::vector<std::string> out;
+  if (!g.ok()) return out;
+  const ir::Node& node = *(*g)->nodes()[0];
+  for (const auto& t : backend::cuda::cublaslt_family().candidates(node, input_types(node))) out.push_back(t->name());
+  return out;
+}
+
 // ---- device tests -------------------------------------------------------------------------
 
 TEST_F(CublasLtTest, MatMul2DOddShapes) {
@@ -537,15 +548,7 @@ TEST_F(CublasLtTest, PaddedRowsForMisalignedOutputs) {
     check("ingot::FusedGemm", "activation=\"Gelu\"", dt, {Shape64{40, 32}, Shape64{32, 999}, Shape64{999}},
           "cuda.cublaslt.padded.0");
   }
-  auto names = [&](const std::string& text) {
-    auto g = parse_graph(text);
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    std::vector<std::string> out;
-    if (!g.ok()) return out;
-    const ir::Node& node = *(*g)->nodes()[0];
-    for (const auto& t : backend::cuda::cublaslt_family().candidates(node, input_types(node))) out.push_back(t->name());
-    return out;
-  };
+  auto names = candidate_names;
   auto has_padded = [](const std::vector<std::string>& v) {
     return std::any_of(v.begin(), v.end(), [](const std::string& n) { return n.rfind("cuda.cublaslt.padded.", 0) == 0; });
   };
@@ -590,16 +593,7 @@ TEST(CublasLtFamily, NamesAndParamsRoundTrip) {
 
 TEST(CublasLtFamily, CandidatesWithoutDeviceAreTheFirstHeuristic) {
   if (cuda_unavailable_reason().empty()) GTEST_SKIP() << "a device is present (see CandidatesOnDevice...)";
-  auto family = backend::cuda::cublaslt_family();
-  auto names = [&](const std::string& text) {
-    auto g = parse_graph(text);
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    std::vector<std::string> out;
-    if (!g.ok()) return out;
-    const ir::Node& node = *(*g)->nodes()[0];
-    for (const auto& t : family.candidates(node, input_types(node))) out.push_back(t->name());
-    return out;
-  };
+  auto names = candidate_names;
   EXPECT_EQ(names(graph_text("MatMul", "", DataType::kFloat32, {Shape64{4, 8}, Shape64{8, 3}})),
             (std::vector<std::string>{"cuda.cublaslt.0", "cuda.cublaslt.tf32.0"}));
   EXPECT_EQ(names(graph_text("Gemm", "", DataType::kFloat16, {Shape64{4, 8}, Shape64{8, 3}})),

@@ -27,6 +27,7 @@
 #include "ir/text.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
+#include "engine_run_util.h"
 #include "quiet_logger.h"
 #include "graph_check_util.h"
 
@@ -47,32 +48,9 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-struct Built {
-  std::vector<Tensor> outputs;
-  std::vector<LayerDesc> layers;
-  BuildSummary summary;
-};
-
-Result<Built> build_run(const std::string& bytes, const BuilderConfig& cfg, std::map<std::string, Tensor>& feeds) {
-  Quiet q;
-  Built b;
-  INGOT_ASSIGN_OR_RETURN(auto eng, Builder(q).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg, &b.summary));
-  INGOT_ASSIGN_OR_RETURN(auto engine, Runtime(q).deserialize(eng.data(), eng.size()));
-  INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
-  for (auto& [name, t] : feeds) {
-    INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
-    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, t.mutable_raw()));
-  }
-  INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
-  for (const IoTensorDesc& d : engine->io_tensors()) {
-    if (d.is_input) continue;
-    INGOT_ASSIGN_OR_RETURN(auto shape, ctx->tensor_shape(d.name));
-    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(d.dtype, shape));
-    std::memcpy(t.mutable_raw(), ctx->tensor_address(d.name), t.nbytes());
-    b.outputs.push_back(t);
-  }
-  b.layers = engine->layers();
-  return b;
+Result<testing_util::EngineRun> build_run(const std::string& bytes, const BuilderConfig& cfg,
+                                          std::map<std::string, Tensor>& feeds) {
+  return testing_util::build_and_run(bytes, cfg, feeds);
 }
 
 TEST(LayoutModels, ChannelsLastRegionsMatchChannelsFirstEngines) {

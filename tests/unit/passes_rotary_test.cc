@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_run_util.h"
 #include "graph_check_util.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
@@ -325,33 +326,8 @@ std::string two_head_rope_model() {
   return m.SerializeAsString();
 }
 
-struct Built {
-  std::vector<Tensor> outputs;
-  std::vector<LayerDesc> layers;
-};
-
-Result<Built> build_and_run(const BuilderConfig& cfg, const std::map<std::string, Tensor>& feeds) {
-  test::Quiet quiet;
-  const std::string model = two_head_rope_model();
-  INGOT_ASSIGN_OR_RETURN(auto bytes, Builder(quiet).build_serialized_from_bytes(model.data(), model.size(), cfg));
-  INGOT_ASSIGN_OR_RETURN(auto engine, Runtime(quiet).deserialize(bytes.data(), bytes.size()));
-  INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
-  std::map<std::string, Tensor> inputs = feeds;  // the context writes through the bound addresses
-  for (auto& [name, t] : inputs) {
-    INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
-    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, t.mutable_raw()));
-  }
-  INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
-  Built out;
-  for (const IoTensorDesc& d : engine->io_tensors()) {
-    if (d.is_input) continue;
-    INGOT_ASSIGN_OR_RETURN(auto shape, ctx->tensor_shape(d.name));
-    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(d.dtype, shape));
-    std::memcpy(t.mutable_raw(), ctx->tensor_address(d.name), t.nbytes());
-    out.outputs.push_back(t);
-  }
-  out.layers = engine->layers();
-  return out;
+Result<testing_util::EngineRun> build_and_run(const BuilderConfig& cfg, const std::map<std::string, Tensor>& feeds) {
+  return testing_util::build_and_run(two_head_rope_model(), cfg, feeds);
 }
 
 std::map<std::string, std::string> rotary_layers(const std::vector<LayerDesc>& layers) {

@@ -21,6 +21,7 @@
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
+#include "engine_run_util.h"
 #include "quiet_logger.h"
 
 namespace ingot {
@@ -41,37 +42,7 @@ Tensor read_pb(const fs::path& p) {
   return t.ok() ? *t : Tensor();
 }
 
-struct Outcome {
-  std::vector<Tensor> outputs;
-  std::vector<LayerDesc> layers;
-  std::vector<IoTensorDesc> io;
-  BuildSummary summary;
-};
-
-Result<Outcome> build_and_run(const std::string& model_bytes, const BuilderConfig& cfg,
-                              std::map<std::string, Tensor> feeds) {
-  Quiet quiet;
-  Outcome out;
-  INGOT_ASSIGN_OR_RETURN(auto bytes, Builder(quiet).build_serialized_from_bytes(model_bytes.data(), model_bytes.size(),
-                                                                               cfg, &out.summary));
-  INGOT_ASSIGN_OR_RETURN(auto engine, Runtime(quiet).deserialize(bytes.data(), bytes.size()));
-  INGOT_ASSIGN_OR_RETURN(auto ctx, engine->create_execution_context());
-  for (auto& [name, t] : feeds) {
-    INGOT_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
-    INGOT_RETURN_IF_ERROR(ctx->set_tensor_address(name, t.mutable_raw()));
-  }
-  INGOT_RETURN_IF_ERROR(ctx->enqueue(nullptr));
-  for (const IoTensorDesc& d : engine->io_tensors()) {
-    out.io.push_back(d);
-    if (d.is_input) continue;
-    INGOT_ASSIGN_OR_RETURN(auto shape, ctx->tensor_shape(d.name));
-    INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(d.dtype, shape));
-    std::memcpy(t.mutable_raw(), ctx->tensor_address(d.name), t.nbytes());
-    out.outputs.push_back(t);
-  }
-  out.layers = engine->layers();
-  return out;
-}
+using testing_util::build_and_run;
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
