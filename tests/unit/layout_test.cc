@@ -99,8 +99,18 @@ TEST(LayoutModels, ChannelsLastRegionsMatchChannelsFirstEngines) {
     // Squeeze-excitation (GlobalAveragePool or ReduceMean, the gate's Mul), DenseNet's Concats and
     // standalone BatchNorms (now Pointwise scale-shift-Relu), SiLU: all inside the region.
     const std::string name = entry.path().filename().string();
-    if (name == "mobilenetv3_block" || name == "efficientnet_block" || name == "densenet_block")
+    if (name == "mobilenetv3_block" || name == "efficientnet_block" || name == "densenet_block") {
       EXPECT_EQ(b->summary.layout_reformats, 2) << name << ": only the input's and the output's reformats";
+      // The same in an fp16 engine, where precision lowering wraps the standalone BatchNorm's
+      // Pointwise in Casts of its reduced scale and shift (DenseNet-121 kept 124 Transposes and 62
+      // Casts around its pre-activation BatchNorms, census of 2026-12-02): one Cast at each end.
+      BuilderConfig half = nhwc;
+      half.fp16 = true;
+      auto h = build_run(bytes, half, feeds);
+      ASSERT_TRUE(h.ok()) << entry.path() << ": " << h.status().to_string();
+      EXPECT_EQ(h->summary.layout_reformats, 2) << name << " fp16: only the input's and the output's reformats";
+      EXPECT_EQ(h->summary.precision_casts, 2) << name << " fp16: only the input's and the output's Casts";
+    }
     if (entry.path().filename() == "resnet_bn") {
       // input -> NHWC and the global pool's [N, 1, 1, C] -> NCHW for Flatten: the only places the
       // region meets channels-first ops (the stem's MaxPool runs channels-last inside it).
