@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <iterator>
 #include <map>
 #include <set>
 #include <vector>
@@ -343,9 +344,13 @@ class Layout {
   }
 
   // A value made by one of our NHWC -> NCHW transposes: its NHWC source, else nullptr.
+  // The NHWC value `v` is a channels-first view of: the input of a Transpose to NCHW, ours or the
+  // model's own (ConvNeXt permutes back to NCHW before its layer scale and residual Add).
   ir::Value* nhwc_source(const ir::Value* v) const {
     const ir::Node* p = v ? v->producer() : nullptr;
-    if (!p || !created_.count(p) || p->attrs().get_ints("perm") != kToNchw) return nullptr;
+    if (!p || p->op_type() != "Transpose" || !p->domain().empty() || p->attrs().get_ints("perm") != kToNchw ||
+        !p->input(0) || !p->input(0)->shape().rank_known() || p->input(0)->shape().rank() != 4)
+      return nullptr;
     return p->input(0);
   }
 
@@ -669,12 +674,16 @@ class Layout {
       while (removed) {
         removed = false;
         for (const auto& n : g_.nodes()) {
-          if (n->op_type() != "Transpose" || !created_.count(n.get())) continue;
+          // Ours and the model's own (ConvNeXt permutes to channels-last around each LayerNorm:
+          // once a pair cancels, both halves are dead and would still run as steps).
+          if (n->op_type() != "Transpose" || !n->domain().empty() || !n->output(0)) continue;
           ir::Value* out = n->output(0);
           bool is_output = false;
           for (const ir::Value* o : g_.outputs()) is_output |= o == out;
           if (!out->uses().empty() || is_output) continue;
           created_.erase(n.get());
+          for (auto it = transposes_.begin(); it != transposes_.end();)
+            it = it->second == out ? transposes_.erase(it) : std::next(it);
           INGOT_RETURN_IF_ERROR(g_.remove_node(n.get()));
           removed = true;
           break;
