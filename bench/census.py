@@ -9,8 +9,9 @@ for every model of the table below (one row per model, five families: cnn, vit, 
   2. exports it to ONNX per batch with the default (dynamo) exporter, fp32, static batch; the legacy
      exporter (dynamo=False, opset 18) when dynamo fails, recorded; with --legacy-too also a second row
      for the models marked L: a legacy export with a dynamic batch axis,
-  3. builds an ingot fp16 CUDA engine per batch (`ingot build --backend cuda --fp16 --tactic-timing
-     device --timing-cache FILE`, a fresh cache per build: cold build seconds) and reads the step list
+  3. builds an ingot fp16 CUDA engine per batch (`ingot build --backend cuda --fp16 --reduced-io
+     --tactic-timing device --timing-cache FILE`, a fresh cache per build: cold build seconds; fp16
+     inputs and outputs as PyTorch's fp16 model has them, --io fp32 for fp32 ends) and reads the step list
      (`ingot inspect`): steps, steps on `cuda.host_fallback`, Transpose and Cast steps; keeps the
      build's host-fallback warnings (they name the node),
   4. times it as bench/harness.py does (`ingot run --cuda-graph --no-data-transfers --load-inputs ...
@@ -35,6 +36,9 @@ one (cnn 64, seg 16, vit/text/decoder 32); --batches overrides. The whole census
 10-minute device call: run it in parts (--models / --family, --max-minutes skips a model whose rough
 cost, from COST below, would not fit) and merge the parts' census.json files (no torch needed):
 
+  # the fast way (16 cores there): prepare in parallel (GPU tests may run beside it), then time
+  python3 bench/census.py --ingot build/dev/tools/ingot --out "$OUT/p" --work /tmp/cw --prepare-jobs 8 --prepare-only --models resnet50,bert
+  python3 bench/census.py --ingot build/dev/tools/ingot --out "$OUT/census" --work /tmp/cw --max-minutes 7 --models resnet50,bert
   python3 bench/census.py --ingot build/dev/tools/ingot --out "$OUT/census" --max-minutes 8 --family cnn
   python3 bench/census.py --ingot build/dev/tools/ingot --out "$OUT/census" --models bert,gpt2,llama --legacy-too
   python3 bench/census.py --merge part1/census.json part2/census.json --out merged   # table, census.md
