@@ -84,17 +84,6 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_la
   return s;
 }
 
-// One cuDNN operation graph per distinct convolution in the process, shared by every tactic and
-// step that runs it: made (heuristics asked) once, each plan built once. Building takes `mu`;
-// executing a built plan takes nothing (plans are never rebuilt or moved once built).
-struct SharedGraph {
-  std::mutex mu;
-  bool made = false;
-  Status status;  // make_graph's
-  std::shared_ptr<fe::graph::Graph> graph;
-  std::vector<int8_t> built;  // per heuristics plan: 0 not tried, 1 built, -1 does not build
-};
-
 struct GraphPlan {
   ConvKey key;
   std::array<int64_t, kConvMaxNd> y{};  // channels-first output dims
@@ -250,9 +239,7 @@ Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const
 // What make_graph builds from (the spec and the key's dims, not the node) and the device: equal
 // signatures give the same cuDNN graph.
 std::string graph_signature(const ConvSpec& s, const ConvKey& k) {
-  int dev = 0;
-  (void)cudaGetDevice(&dev);
-  std::string sig = "d" + std::to_string(dev) + " s" + std::to_string(s.spatial);
+  std::string sig = device_tag() + "conv s" + std::to_string(s.spatial);
   for (int i = 0; i < 3; ++i)
     sig += " " + std::to_string(s.pads[i]) + "," + std::to_string(s.strides[i]) + "," + std::to_string(s.dilations[i]);
   sig += " a" + s.activation;
@@ -268,34 +255,9 @@ std::string graph_signature(const ConvSpec& s, const ConvKey& k) {
   return sig;
 }
 
-// The process's graph for `sig` (made on first use by ensure_made); a graph of the caller's own
-// when the registry is full (a server seeing ever new shapes).
-std::shared_ptr<SharedGraph> shared_graph(const std::string& sig) {
-  constexpr size_t kMaxGraphs = 4096;
-  static std::mutex mu;
-  // Never destroyed: graphs hold cuDNN descriptors, whose destructors must not run after the
-  // CUDA runtime is torn down at exit (the same reason cudnn_thread_handle never destroys).
-  static auto* graphs = new std::unordered_map<std::string, std::shared_ptr<SharedGraph>>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = graphs->find(sig);
-  if (it != graphs->end()) return it->second;
-  auto g = std::make_shared<SharedGraph>();
-  if (graphs->size() < kMaxGraphs) graphs->emplace(sig, g);
-  return g;
-}
-
 // Makes the shared graph on first use; the caller holds sg.mu.
 Status ensure_made(SharedGraph& sg, const ir::Node& node, const ConvSpec& s, const ConvKey& key, cudnnHandle_t handle) {
-  if (!sg.made) {
-    sg.made = true;
-    auto g = make_graph(node, s, key, handle);
-    sg.status = g.status();
-    if (g.ok()) {
-      sg.graph = *g;
-      sg.built.assign(static_cast<size_t>(std::max<int64_t>(sg.graph->get_execution_plan_count(), 0)), 0);
-    }
-  }
-  return sg.status;
+  return ensure_graph(sg, [&] { return make_graph(node, s, key, handle); });
 }
 
 // The plan for `key` that is the index-th to build among the heuristics' list.
@@ -311,9 +273,7 @@ Status build_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& key, i
   const int64_t count = static_cast<int64_t>(sg.built.size());
   int built = 0;
   for (int64_t i = 0; i < count; ++i) {
-    int8_t& state = sg.built[static_cast<size_t>(i)];
-    if (state == 0) state = p->graph->build_plan_at_index(handle, i).is_good() ? 1 : -1;
-    if (state < 0) continue;
+    if (!plan_builds(sg, handle, i)) continue;
     if (built++ < index) continue;
     int64_t ws = 0;
     if (!p->graph->get_workspace_size_plan_at_index(i, ws).is_good() || ws > kWorkspaceBytes) continue;

@@ -6,6 +6,13 @@
 
 #include <cudnn_frontend.h>
 
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
 #include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "core/dtype.h"
 #include "core/status.h"
@@ -37,5 +44,31 @@ inline cudnn_frontend::DataType_t fe_type(FloatType t) {
     default: return cudnn_frontend::DataType_t::FLOAT;
   }
 }
+
+/// One cuDNN operation graph per distinct problem in the process, shared by every tactic, step
+/// and engine that runs it: made (heuristics asked) once, each plan built once. Runtime-fusion
+/// plans compile with NVRTC when built (0.1-1 s each); before sharing, every candidate list, every
+/// candidate i (which needs plans 0..i tried) and every engine load built them again. Building
+/// takes `mu`; executing a built plan takes nothing (plans are never rebuilt or moved once built).
+struct SharedGraph {
+  std::mutex mu;
+  bool made = false;
+  Status status;  // the make function's
+  std::shared_ptr<cudnn_frontend::graph::Graph> graph;
+  std::vector<int8_t> built;  // per heuristics plan: 0 not tried, 1 built, -1 does not build
+};
+
+/// The process's graph for `signature` (a string naming everything the graph is made from and the
+/// device); a fresh one of the caller's own once the registry holds kMaxSharedGraphs.
+std::shared_ptr<SharedGraph> shared_graph(const std::string& signature);
+
+/// Makes sg's graph with `make` on first use (the caller holds sg.mu); the make status after.
+Status ensure_graph(SharedGraph& sg, const std::function<Result<std::shared_ptr<cudnn_frontend::graph::Graph>>()>& make);
+
+/// Whether heuristics plan `i` of a made graph builds, building it on first ask (caller holds sg.mu).
+bool plan_builds(SharedGraph& sg, cudnnHandle_t handle, int64_t i);
+
+/// The current device's ordinal, for signatures ("d<n> ").
+std::string device_tag();
 
 }  // namespace ingot::backend::cuda
