@@ -5,6 +5,7 @@
 // Graphviz picture on request. For an engine with `--profile FILE.json` (from `ingot run
 // --export-profile`) it also draws a per-step timing bar chart, as plain SVG written here.
 #include "inspect_command.h"
+#include "profile_diff.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -647,10 +648,22 @@ void inspect_help() {
                "  --disable-pass NAME skip an optimizer pass (repeatable; models only)\n"
                "  --no-optimize       run no pass (models only)\n"
                "  --before-only       print only the table before optimization (models only)\n"
-               "  --after-only        print only the table after optimization (models only)\n";
+               "  --after-only        print only the table after optimization (models only)\n\n"
+               "usage: ingot inspect --diff A.json B.json [--diff-svg OUT.svg]\n\n"
+               "Two profiles (`ingot run ENGINE --export-profile FILE.json`, e.g. a baseline and a new\n"
+               "build) step by step: matched by name, then by a shared fused origin, the largest change\n"
+               "first, with the totals, tactics that changed and steps only in one of them; --diff-svg\n"
+               "draws the 40 largest changes.\n";
 }
 
 int inspect_command(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "--diff") {
+    if (args.size() != 3 && !(args.size() == 5 && args[3] == "--diff-svg")) {
+      std::cerr << "ingot inspect: --diff takes two profiles: --diff A.json B.json [--diff-svg OUT.svg]\n";
+      return 2;
+    }
+    return profile_diff_command(args[1], args[2], args.size() == 5 ? args[4] : "", std::cout);
+  }
   InspectArgs a;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& s = args[i];

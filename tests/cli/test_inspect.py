@@ -263,6 +263,48 @@ def main():
         broken = os.path.join(tmp, "broken.json")
         open(broken, "w").write('{"layers": [{"step": 0,')
 
+        # --diff: a baseline profile against an edited copy (one step slower, one with another
+        # tactic, one gone, one renamed as a fusion would, one new), matched and sorted as documented.
+        base = json.load(open(prof)) if os.path.exists(prof) else {"layers": []}
+        edited = json.loads(json.dumps(base))
+        ls = edited["layers"]
+        diff_ok = len(ls) >= 5
+        if diff_ok:
+            ls[0]["medianMs"] += 5.0                      # the largest change
+            ls[1]["tactic"] = "cpu.other"                # a tactic that changed
+            gone_name = ls[2]["name"]
+            renamed = dict(ls[3], name="renamed_step", origins=[ls[3]["name"]])
+            ls[3] = renamed                              # matched through its origin
+            del ls[2]
+            ls.append({"step": 99, "op": "Cast", "name": "new_cast", "tactic": "cpu.reference", "origins": [],
+                       "medianMs": 0.5})
+            edited_path = os.path.join(tmp, "edited_profile.json")
+            json.dump(edited, open(edited_path, "w"))
+            diff_svg = os.path.join(tmp, "diff.svg")
+            rc, out, err = run(ingot, "inspect", "--diff", prof, edited_path, "--diff-svg", diff_svg)
+            total_a = sum(l["medianMs"] for l in base["layers"])
+            total_b = sum(l["medianMs"] for l in edited["layers"])
+            m = re.search(r"^total ([\d.]+) ms \((\d+) steps\) -> ([\d.]+) ms \((\d+) steps\)", out, re.M)
+            check("--diff prints both totals and step counts",
+                  rc == 0 and m and abs(float(m.group(1)) - total_a) < 1e-3 and abs(float(m.group(3)) - total_b) < 1e-3
+                  and int(m.group(2)) == len(base["layers"]) and int(m.group(4)) == len(edited["layers"]), out + err)
+            rows = [l for l in out.splitlines() if re.match(r"^\s+[+-]?[\d.]+\s+(\S+)\s+(\S+)\s+\S", l)]
+            check("--diff puts the largest change first", bool(rows) and rows[0].split()[0] == "+5.0000"
+                  and base["layers"][0]["name"] in rows[0], "\n".join(rows[:3]))
+            check("--diff shows a changed tactic", any("-> cpu.other" in r for r in rows), out)
+            check("--diff matches a renamed step by its origin",
+                  any(f"{base['layers'][3]['name']} (" in r and "-> renamed_step (" in r for r in rows), out)
+            check("--diff lists steps only in A and only in B",
+                  f"only in A: {gone_name} (" in out and "only in B: new_cast (Cast)" in out, out)
+            try:
+                droot = ET.parse(diff_svg).getroot()
+                pairs = [e for e in droot.iter(SVG + "rect") if e.get("class") in ("a", "b")]
+            except (ET.ParseError, OSError):
+                pairs = []
+            check("--diff-svg draws a pair of bars per row (at most 40 rows)",
+                  len(pairs) == 2 * min(40, len(rows)), f"{len(pairs)} bars, {len(rows)} rows")
+        check("--diff test profile has steps", diff_ok, str(len(ls)))
+
         # Errors: one line on stderr, a non-zero exit.
         junk = os.path.join(tmp, "junk.onnx")
         open(junk, "wb").write(os.urandom(300))
@@ -290,7 +332,14 @@ def main():
              "applies to engines"),
             ("--profile with nowhere to draw", ["inspect", resnet_engine, "--profile", prof], "--profile needs --svg"),
             ("--timing-svg without --profile", ["inspect", resnet_engine, "--timing-svg", chart], "--profile"),
+            ("--diff with one profile", ["inspect", "--diff", prof], "--diff takes two profiles"),
+            ("--diff of a missing profile", ["inspect", "--diff", prof, os.path.join(tmp, "no.json")],
+             "cannot open profile"),
+            ("--diff of a malformed profile", ["inspect", "--diff", broken, prof], "malformed JSON"),
+            ("--diff of JSON without layers", ["inspect", "--diff", prof, os.path.join(tmp, "nolayers.json")],
+             "no \"layers\" array"),
         ]
+        open(os.path.join(tmp, "nolayers.json"), "w").write('{"steps": []}')
         for name, args, expect in bad_cases:
             rc, out, err = run(ingot, *args)
             lines = [l for l in err.strip().splitlines() if l]
