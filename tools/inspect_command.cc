@@ -6,13 +6,13 @@
 // --export-profile`) it also draws a per-step timing bar chart, as plain SVG written here.
 #include "inspect_command.h"
 #include "profile_diff.h"
+#include "svg_text.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -196,159 +196,6 @@ int inspect_onnx(const InspectArgs& a) {
 
 // ---- the timing chart ---------------------------------------------------------------------
 
-// A JSON value: just enough to read the profile `ingot run --export-profile` writes.
-struct Json {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
-  double number = 0;
-  bool boolean = false;
-  std::string text;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;
-  const Json* get(const std::string& key) const {
-    for (const auto& f : fields)
-      if (f.first == key) return &f.second;
-    return nullptr;
-  }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(const std::string& s) : s_(s) {}
-  // The whole text as one value; false with `err` (naming the byte offset) when malformed.
-  bool parse(Json& out, std::string& err) {
-    if (!value(out, 0) || (skip(), pos_ != s_.size())) {
-      err = "malformed JSON at byte " + std::to_string(pos_) + (err_.empty() ? "" : " (" + err_ + ")");
-      return false;
-    }
-    return true;
-  }
-
- private:
-  void skip() {
-    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-  }
-  bool fail(const char* why) {
-    if (err_.empty()) err_ = why;
-    return false;
-  }
-  bool literal(const char* word) {
-    size_t n = std::strlen(word);
-    if (s_.compare(pos_, n, word) != 0) return fail("unexpected token");
-    pos_ += n;
-    return true;
-  }
-  bool string(std::string& out) {
-    if (pos_ >= s_.size() || s_[pos_] != '"') return fail("expected a string");
-    ++pos_;
-    while (pos_ < s_.size() && s_[pos_] != '"') {
-      char c = s_[pos_++];
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) break;
-      char e = s_[pos_++];
-      switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'u': {
-          if (pos_ + 4 > s_.size()) return fail("short \\u escape");
-          unsigned code = static_cast<unsigned>(std::strtoul(s_.substr(pos_, 4).c_str(), nullptr, 16));
-          pos_ += 4;
-          // UTF-8 (surrogate pairs are left as two 3-byte sequences: labels only).
-          if (code < 0x80) {
-            out += static_cast<char>(code);
-          } else if (code < 0x800) {
-            out += static_cast<char>(0xC0 | (code >> 6));
-            out += static_cast<char>(0x80 | (code & 0x3F));
-          } else {
-            out += static_cast<char>(0xE0 | (code >> 12));
-            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (code & 0x3F));
-          }
-          break;
-        }
-        default: out += e;  // \" \\ \/
-      }
-    }
-    if (pos_ >= s_.size()) return fail("unterminated string");
-    ++pos_;
-    return true;
-  }
-  bool value(Json& v, int depth) {
-    if (depth > 64) return fail("nested too deep");
-    skip();
-    if (pos_ >= s_.size()) return fail("unexpected end");
-    char c = s_[pos_];
-    if (c == '{') {
-      v.kind = Json::kObject;
-      ++pos_;
-      skip();
-      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
-      for (;;) {
-        skip();
-        std::string key;
-        if (!string(key)) return false;
-        skip();
-        if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
-        ++pos_;
-        Json x;
-        if (!value(x, depth + 1)) return false;
-        v.fields.emplace_back(std::move(key), std::move(x));
-        skip();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
-        return fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      v.kind = Json::kArray;
-      ++pos_;
-      skip();
-      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
-      for (;;) {
-        Json x;
-        if (!value(x, depth + 1)) return false;
-        v.items.push_back(std::move(x));
-        skip();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
-        return fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      v.kind = Json::kString;
-      return string(v.text);
-    }
-    if (c == 't' || c == 'f') {
-      v.kind = Json::kBool;
-      v.boolean = c == 't';
-      return literal(c == 't' ? "true" : "false");
-    }
-    if (c == 'n') return literal("null");
-    const char* begin = s_.c_str() + pos_;
-    char* end = nullptr;
-    v.number = std::strtod(begin, &end);
-    if (end == begin || !std::isfinite(v.number)) return fail("expected a value");
-    v.kind = Json::kNumber;
-    pos_ += static_cast<size_t>(end - begin);
-    return true;
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-  std::string err_;
-};
-
 struct TimedStep {
   int step = 0;
   std::string name, op, tactic, precision;
@@ -359,78 +206,38 @@ struct TimedStep {
 // profile of another engine is refused rather than drawn with the wrong labels.
 bool read_profile(const std::string& path, const Engine& e, std::vector<TimedStep>& steps, int& runs,
                   std::string& err) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    err = "cannot open profile '" + path + "'";
+  auto prof = read_profile_file(path);
+  if (!prof.ok()) {
+    err = prof.status().message();
     return false;
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string text = ss.str();
-  Json root;
-  std::string why;
-  if (!JsonParser(text).parse(root, why)) {
-    err = "profile '" + path + "': " + why;
-    return false;
-  }
-  const Json* layers = root.kind == Json::kObject ? root.get("layers") : nullptr;
-  if (!layers || layers->kind != Json::kArray) {
-    err = "profile '" + path + "' has no \"layers\" array (write it with ingot run ENGINE --export-profile FILE)";
-    return false;
-  }
-  const Json* r = root.get("profilingRuns");
-  runs = r && r->kind == Json::kNumber ? static_cast<int>(r->number) : 0;
+  runs = prof->runs;
   const auto& el = e.layers();
-  if (layers->items.size() != el.size()) {
-    err = "profile '" + path + "' has " + std::to_string(layers->items.size()) + " steps, the engine has " +
+  if (prof->steps.size() != el.size()) {
+    err = "profile '" + path + "' has " + std::to_string(prof->steps.size()) + " steps, the engine has " +
           std::to_string(el.size()) + " (a profile of another engine?)";
     return false;
   }
   for (size_t i = 0; i < el.size(); ++i) {
-    const Json& l = layers->items[i];
-    auto str = [&](const char* key) {
-      const Json* x = l.get(key);
-      return x && x->kind == Json::kString ? x->text : std::string();
-    };
-    const Json* ms = l.get("medianMs");
-    if (l.kind != Json::kObject || !ms || ms->kind != Json::kNumber || ms->number < 0) {
-      err = "profile '" + path + "': step " + std::to_string(i) + " has no \"medianMs\" number >= 0";
+    const ProfileStep& p = prof->steps[i];
+    if (p.name != el[i].name || p.op != el[i].op) {
+      err = "profile '" + path + "' does not match the engine: step " + std::to_string(i) + " is '" + p.name + "' (" +
+            p.op + ") in the profile and '" + el[i].name + "' (" + el[i].op + ") in the engine";
       return false;
     }
     TimedStep t;
     t.step = static_cast<int>(i);
-    t.name = str("name");
-    t.op = str("op");
-    t.tactic = str("tactic");
-    t.precision = str("precision");
-    t.ms = ms->number;
-    if (t.name != el[i].name || t.op != el[i].op) {
-      err = "profile '" + path + "' does not match the engine: step " + std::to_string(i) + " is '" + t.name + "' (" +
-            t.op + ") in the profile and '" + el[i].name + "' (" + el[i].op + ") in the engine";
-      return false;
-    }
+    t.name = p.name;
+    t.op = p.op;
+    t.tactic = p.tactic;
+    t.precision = p.precision;
+    t.ms = p.ms;
     steps.push_back(t);
   }
   double total = 0;
   for (const TimedStep& t : steps) total += t.ms;
   for (TimedStep& t : steps) t.percent = total > 0 ? 100.0 * t.ms / total : 0;
   return true;
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    switch (c) {
-      case '&': r += "&amp;"; break;
-      case '<': r += "&lt;"; break;
-      case '>': r += "&gt;"; break;
-      case '"': r += "&quot;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') r += c;
-    }
-  }
-  return r;
 }
 
 std::string fixed(double v, int digits) {

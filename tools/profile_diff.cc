@@ -1,6 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 #include "profile_diff.h"
 
+#include "svg_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,18 +24,6 @@ std::string ms_text(double ms) {
 }
 
 std::string signed_ms(double ms) { return (ms > 0 ? "+" : "") + ms_text(ms); }
-
-std::string xml(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '&') r += "&amp;";
-    else if (c == '<') r += "&lt;";
-    else if (c == '>') r += "&gt;";
-    else if (c == '"') r += "&quot;";
-    else if (static_cast<unsigned char>(c) >= 0x20) r += c;
-  }
-  return r;
-}
 
 std::string label(const DiffRow& r) {
   if (r.a && r.b && (r.a->name != r.b->name || r.a->op != r.b->op))
@@ -58,7 +48,7 @@ std::string chart(const std::string& title, const std::vector<DiffRow>& rows, si
   std::ostringstream s;
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
-    << "<text x=\"8\" y=\"18\" font-size=\"13\">" << xml(title) << "</text>\n"
+    << "<text x=\"8\" y=\"18\" font-size=\"13\">" << xml_escape(title) << "</text>\n"
     << "<text x=\"8\" y=\"36\" fill=\"#555\">grey: A, blue: B (slower in red); the " << n
     << " steps whose time changed most</text>\n";
   for (size_t i = 0; i < n; ++i) {
@@ -66,12 +56,12 @@ std::string chart(const std::string& title, const std::vector<DiffRow>& rows, si
     const double y = top + row_h * static_cast<double>(i);
     const double wa = longest > 0 && r.a ? plot_w * r.a->ms / longest : 0;
     const double wb = longest > 0 && r.b ? plot_w * r.b->ms / longest : 0;
-    s << "<text x=\"8\" y=\"" << y + 14 << "\">" << xml(label(r).substr(0, 64)) << "</text>\n"
+    s << "<text x=\"8\" y=\"" << y + 14 << "\">" << xml_escape(label(r).substr(0, 64)) << "</text>\n"
       << "<rect class=\"a\" x=\"" << label_w << "\" y=\"" << y + 3 << "\" width=\"" << wa
       << "\" height=\"7\" fill=\"#9c9c9c\" data-ms=\"" << (r.a ? r.a->ms : 0) << "\"/>\n"
       << "<rect class=\"b\" x=\"" << label_w << "\" y=\"" << y + 11 << "\" width=\"" << wb << "\" height=\"7\" fill=\""
       << (r.delta_ms() > 0 ? "#e15759" : "#4e79a7") << "\" data-ms=\"" << (r.b ? r.b->ms : 0) << "\"><title>"
-      << xml(label(r) + ": " + tactic_text(r)) << "</title></rect>\n"
+      << xml_escape(label(r) + ": " + tactic_text(r)) << "</title></rect>\n"
       << "<text x=\"" << label_w + plot_w + 8 << "\" y=\"" << y + 14 << "\">" << signed_ms(r.delta_ms())
       << " ms</text>\n";
   }
@@ -81,7 +71,7 @@ std::string chart(const std::string& title, const std::vector<DiffRow>& rows, si
 
 }  // namespace
 
-Result<std::vector<ProfileStep>> read_profile_steps(const std::string& path) {
+Result<Profile> read_profile_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status(StatusCode::kIoError, "cannot open profile '" + path + "'");
   nlohmann::json j;
@@ -93,7 +83,9 @@ Result<std::vector<ProfileStep>> read_profile_steps(const std::string& path) {
   if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
     return Status(StatusCode::kInvalidArgument,
                   "profile '" + path + "' has no \"layers\" array (write it with ingot run ENGINE --export-profile FILE)");
-  std::vector<ProfileStep> steps;
+  Profile prof;
+  if (j.contains("profilingRuns") && j["profilingRuns"].is_number()) prof.runs = j["profilingRuns"].get<int>();
+  std::vector<ProfileStep>& steps = prof.steps;
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const nlohmann::json& l = j["layers"][i];
     if (!l.is_object() || !l.contains("medianMs") || !l["medianMs"].is_number() || l["medianMs"].get<double>() < 0 ||
@@ -112,7 +104,7 @@ Result<std::vector<ProfileStep>> read_profile_steps(const std::string& path) {
         if (o.is_string()) s.origins.push_back(o.get<std::string>());
     steps.push_back(std::move(s));
   }
-  return steps;
+  return prof;
 }
 
 std::vector<DiffRow> diff_profiles(const std::vector<ProfileStep>& a, const std::vector<ProfileStep>& b) {
@@ -155,12 +147,14 @@ std::vector<DiffRow> diff_profiles(const std::vector<ProfileStep>& a, const std:
 
 int profile_diff_command(const std::string& a_path, const std::string& b_path, const std::string& svg_path,
                          std::ostream& os) {
-  auto a = read_profile_steps(a_path);
-  auto b = a.ok() ? read_profile_steps(b_path) : Result<std::vector<ProfileStep>>(a.status());
-  if (!a.ok() || !b.ok()) {
-    std::cerr << "ingot inspect: " << (a.ok() ? b.status() : a.status()).message() << "\n";
+  auto pa = read_profile_file(a_path);
+  auto pb = pa.ok() ? read_profile_file(b_path) : Result<Profile>(pa.status());
+  if (!pa.ok() || !pb.ok()) {
+    std::cerr << "ingot inspect: " << (pa.ok() ? pb.status() : pa.status()).message() << "\n";
     return 1;
   }
+  const std::vector<ProfileStep>* a = &pa->steps;
+  const std::vector<ProfileStep>* b = &pb->steps;
   const std::vector<DiffRow> rows = diff_profiles(*a, *b);
   double ta = 0, tb = 0;
   for (const ProfileStep& s : *a) ta += s.ms;

@@ -19,8 +19,14 @@ struct ProfileStep {
   double ms = 0;
 };
 
-/// The steps of an --export-profile file; errors name the file and what is wrong.
-Result<std::vector<ProfileStep>> read_profile_steps(const std::string& path);
+/// An --export-profile file: its steps in engine order and how many runs their medians cover.
+struct Profile {
+  std::vector<ProfileStep> steps;
+  int runs = 0;
+};
+
+/// Reads an --export-profile file (nlohmann/json); errors name the file and what is wrong.
+Result<Profile> read_profile_file(const std::string& path);
 
 /// One row of the diff: a step of A, of B, or of both (matched by name, then by a shared origin).
 struct DiffRow {
