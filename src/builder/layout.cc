@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "builder/precision.h"
 #include "ir/op_registry.h"
 #include "ir/verify.h"
 
@@ -124,9 +125,8 @@ class Layout {
     const Tensor& c = *ins[0]->initializer();
     const DataType to = n.output(0)->dtype();
     if (!is_float(c.dtype()) || !is_float(to)) return nullptr;
-    auto t = Tensor::zeros(to, c.shape());
+    auto t = convert_tensor(c, to);
     if (!t.ok()) return nullptr;
-    for (int64_t i = 0; i < c.numel(); ++i) t->set_f64(i, c.get_f64(i));
     return g_.add_initializer(unique(n.output(0)->name()), std::move(t).value());
   }
 

@@ -96,11 +96,15 @@ DataType forced_for(const ir::Node& n, const PrecisionOptions& o, std::set<std::
   return DataType::kUndefined;
 }
 
+}  // namespace
+
 Result<Tensor> convert_tensor(const Tensor& t, DataType to) {
   INGOT_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(to, t.shape()));
   for (int64_t i = 0; i < t.numel(); ++i) out.set_f64(i, t.get_f64(i));
   return out;
 }
+
+namespace {
 
 class Lowering {
  public:

@@ -49,4 +49,8 @@ struct PrecisionReport {
 Status lower_precision(ir::Graph& g, const backend::Backend& be, const PrecisionOptions& options,
                        PrecisionReport* report);
 
+/// `t`'s values in type `to` (float types round to nearest; the element loop the builder uses to
+/// convert weights and fold Casts of constants).
+Result<Tensor> convert_tensor(const Tensor& t, DataType to);
+
 }  // namespace ingot::builder
