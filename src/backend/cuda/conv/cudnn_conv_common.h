@@ -76,10 +76,12 @@ struct ConvKey {
   std::array<int, kConvMaxNd> x{}, w{};
   bool bias = false, residual = false, channels_last = false;
   DataType dtype = DataType::kFloat32;
-  bool operator==(const ConvKey& o) const {
-    return node == o.node && nd == o.nd && x == o.x && w == o.w && bias == o.bias && residual == o.residual &&
+  /// The same call dims and types, whichever node (a plan serialized in an engine has none).
+  bool same_call(const ConvKey& o) const {
+    return nd == o.nd && x == o.x && w == o.w && bias == o.bias && residual == o.residual &&
            channels_last == o.channels_last && dtype == o.dtype;
   }
+  bool operator==(const ConvKey& o) const { return node == o.node && same_call(o); }
 };
 
 /// x, w in channels-first order.

@@ -49,6 +49,7 @@
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/conv/cudnn_conv_common.h"
 #include "backend/cuda/core/cudnn_frontend_util.h"
+#include "backend/cuda/core/param_bytes.h"
 #include "backend/cuda/core/plan_cache.h"
 
 namespace ingot::backend::cuda {
@@ -102,10 +103,6 @@ struct PlanRecord {
   std::vector<uint8_t> blob;
 };
 
-bool same_dims(const ConvKey& a, const ConvKey& b) {
-  return a.nd == b.nd && a.x == b.x && a.w == b.w && a.bias == b.bias && a.residual == b.residual &&
-         a.channels_last == b.channels_last && a.dtype == b.dtype;
-}
 
 // Output dims of the convolution (channels-first, cuDNN's nd).
 std::array<int64_t, kConvMaxNd> conv_output_dims(const ConvSpec& s, const ConvKey& k) {
@@ -314,52 +311,23 @@ Status load_plan(const ir::Node& node, const ConvCall& c, const PlanRecord& rec,
 // Record encoding: {2, index, nd, flags (bias | residual << 1 | channels_last << 2), dtype,
 // x[nd] and w[nd] as int32, workspace as int64, name length u32 + name, blob length u32 + blob},
 // little-endian as the host writes it (engines are bound to their GPU and build anyway).
-template <class T>
-void put(std::vector<uint8_t>& out, T v) {
-  const auto* b = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), b, b + sizeof v);
-}
-
-class Reader {
- public:
-  explicit Reader(const std::vector<uint8_t>& d) : d_(d) {}
-  template <class T>
-  bool get(T* v) {
-    if (d_.size() - off_ < sizeof(T)) return false;
-    std::memcpy(v, d_.data() + off_, sizeof(T));
-    off_ += sizeof(T);
-    return true;
-  }
-  bool bytes(size_t n, const uint8_t** p) {
-    if (d_.size() - off_ < n) return false;
-    *p = d_.data() + off_;
-    off_ += n;
-    return true;
-  }
-  bool done() const { return off_ == d_.size(); }
-
- private:
-  const std::vector<uint8_t>& d_;
-  size_t off_ = 0;
-};
-
 std::vector<uint8_t> encode_record(int index, const PlanRecord& r) {
   std::vector<uint8_t> out = {2, static_cast<uint8_t>(index), static_cast<uint8_t>(r.key.nd),
                               static_cast<uint8_t>(r.key.bias | (r.key.residual << 1) | (r.key.channels_last << 2)),
                               static_cast<uint8_t>(r.key.dtype)};
-  for (int i = 0; i < r.key.nd; ++i) put<int32_t>(out, r.key.x[static_cast<size_t>(i)]);
-  for (int i = 0; i < r.key.nd; ++i) put<int32_t>(out, r.key.w[static_cast<size_t>(i)]);
-  put<int64_t>(out, r.workspace);
-  put<uint32_t>(out, static_cast<uint32_t>(r.engine.size()));
+  for (int i = 0; i < r.key.nd; ++i) put_bytes<int32_t>(out, r.key.x[static_cast<size_t>(i)]);
+  for (int i = 0; i < r.key.nd; ++i) put_bytes<int32_t>(out, r.key.w[static_cast<size_t>(i)]);
+  put_bytes<int64_t>(out, r.workspace);
+  put_bytes<uint32_t>(out, static_cast<uint32_t>(r.engine.size()));
   out.insert(out.end(), r.engine.begin(), r.engine.end());
-  put<uint32_t>(out, static_cast<uint32_t>(r.blob.size()));
+  put_bytes<uint32_t>(out, static_cast<uint32_t>(r.blob.size()));
   out.insert(out.end(), r.blob.begin(), r.blob.end());
   return out;
 }
 
 // The record of params {2, index, ...}; nullopt when anything is out of range or left over.
 std::optional<PlanRecord> decode_record(const std::vector<uint8_t>& params, int index) {
-  Reader rd(params);
+  ParamReader rd(params);
   uint8_t version = 0, idx = 0, nd = 0, flags = 0, dtype = 0;
   if (!rd.get(&version) || !rd.get(&idx) || !rd.get(&nd) || !rd.get(&flags) || !rd.get(&dtype)) return std::nullopt;
   if (version != 2 || idx != index || nd < 3 || nd > kConvMaxNd || flags > 7) return std::nullopt;
@@ -411,7 +379,7 @@ class CudnnGraphConvTactic : public Tactic {
     if (!plan) {
       local = std::make_unique<GraphPlan>();
       // The engine's plan for these dims when it has one and this cuDNN takes it back.
-      if (!record_ || !same_dims(record_->key, c.key) || !load_plan(node, c, *record_, handle, local.get()).ok())
+      if (!record_ || !record_->key.same_call(c.key) || !load_plan(node, c, *record_, handle, local.get()).ok())
         INGOT_RETURN_IF_ERROR(build_plan(node, c.spec, c.key, index_, handle, local.get()));
       plan = cache_.insert(local);
       if (!plan) plan = local.get();

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/core/param_bytes.h"
 #include "backend/cuda/pointwise/pointwise_codegen.h"
 
 namespace ingot::backend::cuda {
@@ -81,34 +82,6 @@ Result<std::string> current_arch() {
   return "sm_" + std::to_string(major * 10 + minor) + (major >= 9 ? "a" : "");
 }
 
-void put_i32(std::vector<uint8_t>& b, int32_t v) {
-  uint8_t x[4];
-  std::memcpy(x, &v, 4);
-  b.insert(b.end(), x, x + 4);
-}
-
-class Reader {
- public:
-  explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
-  bool i32(int32_t* v) {
-    if (pos_ + 4 > b_.size()) return false;
-    std::memcpy(v, b_.data() + pos_, 4);
-    pos_ += 4;
-    return true;
-  }
-  bool bytes(size_t n, const uint8_t** p) {
-    if (pos_ + n > b_.size() || pos_ + n < pos_) return false;
-    *p = b_.data() + pos_;
-    pos_ += n;
-    return true;
-  }
-  bool done() const { return pos_ == b_.size(); }
-
- private:
-  const std::vector<uint8_t>& b_;
-  size_t pos_ = 0;
-};
-
 class PointwiseTactic final : public Tactic {
  public:
   PointwiseTactic() = default;
@@ -159,13 +132,13 @@ class PointwiseTactic final : public Tactic {
   /// Layout: "IPW1", vec, #inputs, input dtypes, output dtype, arch length + bytes, CUBIN size + bytes.
   std::vector<uint8_t> serialize() const override {
     std::vector<uint8_t> b(kMagic, kMagic + 4);
-    put_i32(b, vec_);
-    put_i32(b, static_cast<int32_t>(in_dtypes_.size()));
-    for (DataType t : in_dtypes_) put_i32(b, static_cast<int32_t>(t));
-    put_i32(b, static_cast<int32_t>(out_dtype_));
-    put_i32(b, static_cast<int32_t>(arch_.size()));
+    put_bytes<int32_t>(b, vec_);
+    put_bytes<int32_t>(b, static_cast<int32_t>(in_dtypes_.size()));
+    for (DataType t : in_dtypes_) put_bytes<int32_t>(b, static_cast<int32_t>(t));
+    put_bytes<int32_t>(b, static_cast<int32_t>(out_dtype_));
+    put_bytes<int32_t>(b, static_cast<int32_t>(arch_.size()));
     b.insert(b.end(), arch_.begin(), arch_.end());
-    put_i32(b, static_cast<int32_t>(cubin_.size()));
+    put_bytes<int32_t>(b, static_cast<int32_t>(cubin_.size()));
     b.insert(b.end(), cubin_.begin(), cubin_.end());
     return b;
   }
@@ -251,23 +224,23 @@ class PointwiseTactic final : public Tactic {
 
  private:
   Status parse_and_load(const std::vector<uint8_t>& params) {
-    Reader r(params);
+    ParamReader r(params);
     const uint8_t* magic = nullptr;
     int32_t vec = 0, n = 0, out = 0, arch_len = 0, cubin_len = 0;
     const uint8_t* arch = nullptr;
     const uint8_t* cubin = nullptr;
-    if (!r.bytes(4, &magic) || std::memcmp(magic, kMagic, 4) != 0 || !r.i32(&vec) || !r.i32(&n) || n < 0 ||
+    if (!r.bytes(4, &magic) || std::memcmp(magic, kMagic, 4) != 0 || !r.get(&vec) || !r.get(&n) || n < 0 ||
         n > kPointwiseMaxInputs || vec < 1)
       return invalid_model(kTacticName, ": engine parameters are not a pointwise kernel (rebuild the engine)");
     in_dtypes_.clear();
     for (int32_t k = 0; k < n; ++k) {
       int32_t t = 0;
-      if (!r.i32(&t) || !is_valid_data_type(t) || data_type_bits(static_cast<DataType>(t)) < 8)
+      if (!r.get(&t) || !is_valid_data_type(t) || data_type_bits(static_cast<DataType>(t)) < 8)
         return invalid_model(kTacticName, ": damaged parameters (rebuild the engine)");
       in_dtypes_.push_back(static_cast<DataType>(t));
     }
-    if (!r.i32(&out) || !r.i32(&arch_len) || arch_len < 0 || !r.bytes(static_cast<size_t>(arch_len), &arch) ||
-        !r.i32(&cubin_len) || cubin_len <= 0 || !r.bytes(static_cast<size_t>(cubin_len), &cubin) || !r.done() ||
+    if (!r.get(&out) || !r.get(&arch_len) || arch_len < 0 || !r.bytes(static_cast<size_t>(arch_len), &arch) ||
+        !r.get(&cubin_len) || cubin_len <= 0 || !r.bytes(static_cast<size_t>(cubin_len), &cubin) || !r.done() ||
         !is_valid_data_type(out) || data_type_bits(static_cast<DataType>(out)) < 8)
       return invalid_model(kTacticName, ": truncated or damaged parameters (rebuild the engine)");
     vec_ = vec;
