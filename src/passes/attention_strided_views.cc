@@ -576,6 +576,8 @@ class AttentionStridedViews : public Pass {
                                  ? att->attrs().get_float("scale", 1.0f)
                                  : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
     attrs.set_int("is_causal", att->attrs().get_int("is_causal", 0));
+    if (att->attrs().has("mask_batch_period"))
+      attrs.set_int("mask_batch_period", att->attrs().get_int("mask_batch_period", 0));
     attrs.set_ints("view_dims", {qd[0], qd[1], kd[1], qd[2], kd[2], d});
     const char* names[4] = {"q_view", "k_view", "v_view", "y_view"};
     for (int i = 0; i < 4; ++i) attrs.set_ints(names[i], ops[i]->attr);

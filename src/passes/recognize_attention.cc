@@ -26,6 +26,13 @@
 // H} and those 8 (or 9) layout nodes go too; otherwise they stay and the
 // Attention is 4-D. ONNX Attention nodes are left alone.
 //
+// Swin's shifted windows: the scores [B·P, H, N, N] (plus the relative-position bias) go through
+// Reshape [B, P, H, N, N] -> Add(mask [1, P, 1, N, N]) -> Reshape [B·P, H, N, N] before the
+// Softmax: the window mask is the same for every image. The Attention then takes the sum of the
+// bias and the window mask as one [P, H, N, N] mask with mask_batch_period = P (batch entry
+// b·P + w reads mask entry w); the two Reshapes and the Add go. The new mask nodes read constants
+// only, so the cleanup after folds them into one initializer.
+//
 // Refused (noted), because Attention could not express it:
 //  - a mask that is not additive: Mul(scores, m), Where(m, -inf, scores), Where
 //  with a
@@ -126,6 +133,51 @@ Value *head_split(const Graph &g, Value *v, const std::vector<int64_t> &perm,
   return x;
 }
 
+/// Swin's window mask around the scores (see the file comment): `back` is the Reshape feeding
+/// the Softmax. On a match: the 4-D scores before the split, the mask value, the window count
+/// P and the three nodes.
+struct WindowMask {
+  Value *scores = nullptr;  ///< [B·P, H, N, N]
+  Value *mask = nullptr;    ///< broadcasts to [1, P, H, N, N]
+  std::vector<int64_t> mask_dims;  ///< the mask right-aligned to 5 dims
+  int64_t period = 0;
+  std::vector<Node *> nodes;
+};
+
+bool window_mask(const Graph &g, Node *back, WindowMask *w) {
+  Node *add = onnx_producer(back->input(0), "Add");
+  if (add == nullptr || !has_single_consumer(g, back->input(0)))
+    return false;
+  const ir::Shape &s4 = back->output(0)->shape(), &s5 = add->output(0)->shape();
+  if (!fully_named(s4) || s4.rank() != 4 || !fully_named(s5) || s5.rank() != 5)
+    return false;
+  if (s5[0].value() * s5[1].value() != s4[0].value() || !(s5[2] == s4[1]) || !(s5[3] == s4[2]) ||
+      !(s5[4] == s4[3]))
+    return false;
+  for (int i = 0; i < 2; ++i) {
+    Node *split = onnx_producer(add->input(i), "Reshape");
+    Value *m = add->input(1 - i);
+    if (split == nullptr || !has_single_consumer(g, add->input(i)) || !(split->output(0)->shape() == s5) ||
+        !(split->input(0)->shape() == s4) || !m->shape().rank_known() || m->shape().rank() > 5)
+      continue;
+    std::vector<int64_t> d(5, 1);
+    const ir::Shape &ms = m->shape();
+    bool ok = fully_named(ms);
+    for (size_t j = 0; ok && j < ms.rank(); ++j) d[5 - ms.rank() + j] = ms[j].value();
+    // The mask must not depend on the image (dim 0) nor widen the scores.
+    for (size_t j = 0; ok && j < 5; ++j) ok = d[j] == 1 || (j > 0 && d[j] == s5[j].value());
+    if (!ok)
+      continue;
+    w->scores = split->input(0);
+    w->mask = m;
+    w->mask_dims = d;
+    w->period = s5[1].value();
+    w->nodes = {back, add, split};
+    return true;
+  }
+  return false;
+}
+
 class RecognizeAttention : public Pass {
 public:
   const char *name() const override { return "recognize_attention"; }
@@ -142,7 +194,7 @@ private:
   /// 3-D tensors {q_num_heads = kv_num_heads = H} replaces the 8 layout nodes
   /// too. False (graph untouched) when the layout does not match.
   Result<bool> try_3d(Graph &g, Node *sm, Value *q, Value *kt, Value *v,
-                      Node *pv, Value *mask, double scale,
+                      Node *pv, Value *mask, double scale, int64_t period,
                       std::vector<Node *> nodes,
                       std::set<const Node *> *removed) {
     const std::vector<int64_t> split = {0, 2, 1, 3};
@@ -183,7 +235,7 @@ private:
     layout.insert(layout.end(), {merge_tr, merge_rs});
     nodes.insert(nodes.end(), layout.begin(), layout.end());
 
-    ir::Attributes attrs = attention_attrs(scale);
+    ir::Attributes attrs = attention_attrs(scale, period);
     attrs.set_int("q_num_heads", hq);
     attrs.set_int("kv_num_heads", hq);
     INGOT_RETURN_IF_ERROR(replace_with_attention(g, sm, nodes, merge_rs->output(0),
@@ -192,11 +244,50 @@ private:
     return true;
   }
 
-  static ir::Attributes attention_attrs(double scale) {
+  static ir::Attributes attention_attrs(double scale, int64_t period) {
     ir::Attributes attrs;
     attrs.set_float("scale", static_cast<float>(scale));
     attrs.set_int("is_causal", 0);
+    if (period > 0)
+      attrs.set_int("mask_batch_period", period);
     return attrs;
+  }
+
+  /// The window mask (right-aligned to [1, P, H, N, N]) as a 4-D [P', H', N', N'] value, added to
+  /// `bias` (the scores' own additive mask, or null). Computed here when both are constants (the
+  /// sum, [64, 3, 49, 49] in Swin-T's first stage, is over fold_constants' size limit, and it is
+  /// the attention's own mask, not a weight blown up); else as new nodes.
+  static Result<Value *> combined_window_mask(Graph &g, const WindowMask &w, Value *bias) {
+    std::vector<int64_t> d4(w.mask_dims.begin() + 1, w.mask_dims.end());
+    std::optional<Tensor> mc = constant_value(w.mask);
+    std::optional<Tensor> bc = bias ? constant_value(bias) : std::nullopt;
+    if (mc && (bias == nullptr || bc)) {
+      INGOT_ASSIGN_OR_RETURN(Tensor m4, mc->reshaped(Shape64(d4.begin(), d4.end())));
+      if (bias == nullptr)
+        return make_initializer(g, w.mask->name() + "_4d", std::move(m4));
+      INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> sum, eval_op("Add", {*bc, m4}, {}, &g));
+      return make_initializer(g, w.mask->name() + "_with_bias", std::move(sum[0]));
+    }
+    Value *shape = make_initializer(
+        g, w.mask->name() + "_4d_shape",
+        Tensor::from_vector<int64_t>(DataType::kInt64, {4}, d4));
+    std::vector<ir::Dim> dims(d4.begin(), d4.end());
+    Value *m4 = g.add_value(unique_value_name(g, w.mask->name() + ".4d", "."), w.mask->dtype(), ir::Shape(dims));
+    g.add_node("Reshape", {w.mask, shape}, {m4}, {}, w.nodes[1]->name() + "/mask_4d");
+    if (bias == nullptr)
+      return m4;
+    ir::Shape sum_shape = ir::Shape::unknown_rank();
+    if (fully_named(bias->shape()) && bias->shape().rank() <= 4) {
+      std::vector<int64_t> b(4, 1);
+      for (size_t j = 0; j < bias->shape().rank(); ++j)
+        b[4 - bias->shape().rank() + j] = bias->shape()[j].value();
+      std::vector<ir::Dim> sd;
+      for (size_t j = 0; j < 4; ++j) sd.emplace_back(std::max(b[j], d4[j]));
+      sum_shape = ir::Shape(sd);
+    }
+    Value *sum = g.add_value(unique_value_name(g, w.mask->name() + ".with_bias", "."), bias->dtype(), sum_shape);
+    g.add_node("Add", {bias, m4}, {sum}, {}, w.nodes[1]->name() + "/mask_with_bias");
+    return sum;
   }
 
   /// One Attention node (ingot domain, named after the Softmax) reading `qkv`
@@ -269,6 +360,13 @@ private:
     std::vector<Node *> nodes = {pv};
     nodes.insert(nodes.end(), nan_guard.begin(), nan_guard.end());
     nodes.push_back(sm);
+    WindowMask window;
+    if (Node *back = onnx_producer(s_in, "Reshape")) {
+      if (!window_mask(g, back, &window))
+        return false;
+      nodes.insert(nodes.end(), window.nodes.begin(), window.nodes.end());
+      s_in = window.scores;
+    }
     Value *mask = nullptr;
     Value *scores = s_in;
     double scale = 1.0;
@@ -292,6 +390,8 @@ private:
         return false;
       nodes.push_back(add);
     } else if (Node *wh = onnx_producer(s_in, "Where")) {
+      if (window.mask != nullptr)
+        return refuse(ctx, sm, "a Where mask beside the window mask");
       std::optional<double> fill = literal_scalar(wh->input(2));
       if (!fill || !(std::isinf(*fill) && *fill < 0))
         return refuse(ctx, sm,
@@ -313,6 +413,13 @@ private:
     }
     nodes.insert(nodes.end(), score_nodes.begin(), score_nodes.end());
     nodes.push_back(qk);
+    if (window.mask != nullptr && mask != nullptr) {
+      // The scores' own mask (Swin's relative-position bias) joins the window mask: it must be
+      // the same for every batch entry.
+      const ir::Shape &bs = mask->shape();
+      if (!fully_named(bs) || bs.rank() > 4 || (bs.rank() == 4 && bs[0].value() != 1))
+        return refuse(ctx, sm, "a per-batch mask beside the window mask");
+    }
     if (mask != nullptr) {
       if (!(s_in->shape() == qk->output(0)->shape()) ||
           !fully_named(s_in->shape()) || !mask->shape().rank_known() ||
@@ -329,10 +436,18 @@ private:
     if (!self_contained(g, nodes, pv))
       return refuse(ctx, sm, "an intermediate is read outside the pattern");
 
+    int64_t period = 0;
+    if (window.mask != nullptr) {
+      INGOT_ASSIGN_OR_RETURN(mask, combined_window_mask(g, window, mask));
+      // Batch entry b·P + w reads window w's mask; with one image the batch is the windows.
+      const int64_t batch = s_in->shape()[0].value();
+      if (window.mask_dims[1] > 1 && window.period < batch)
+        period = window.period;
+    }
     if (g.opset(kIngotDomain) == 0)
       g.set_opset_import(kIngotDomain, 1);
     INGOT_ASSIGN_OR_RETURN(bool merged,
-                           try_3d(g, sm, q, kt, v, pv, mask, scale, nodes, removed));
+                           try_3d(g, sm, q, kt, v, pv, mask, scale, period, nodes, removed));
     if (merged)
       return true;
 
@@ -369,7 +484,7 @@ private:
 
     INGOT_RETURN_IF_ERROR(replace_with_attention(g, sm, nodes, pv->output(0),
                                                  {q, k, v}, mask,
-                                                 attention_attrs(scale), removed));
+                                                 attention_attrs(scale, period), removed));
     // The old K^T Transpose goes when nothing else reads it.
     if (kt_tr != nullptr && kt->uses().empty() && !is_graph_output(g, kt)) {
       removed->insert(kt_tr);

@@ -56,6 +56,8 @@ struct Case {
   /// nn.MultiheadAttention leaves them: Q, K, V inside one [S, B, 3*H*D] projection, Y written
   /// into out_proj's [S*B, H*D] input (Hq = Hkv, Sq = Sk).
   bool views = false;
+  /// ingot::Attention {mask_batch_period}: the mask's batch entries repeat every this many (Swin).
+  int64_t mask_period = 0;
 
   std::string describe() const {
     std::ostringstream os;
@@ -63,7 +65,8 @@ struct Case {
        << kv_heads << " Sq" << q_len << " Sk" << kv_len << " D" << head_size << " mask "
        << (mask == MaskKind::kNone ? "none" : mask == MaskKind::kBool ? "bool" : "add") << shape_to_string(mask_shape)
        << (causal ? " causal" : "") << (scale != 0 ? " scale" : "") << (hide_first_row ? " hidden-row" : "")
-       << (packed ? " packed-qkv" : "") << (views ? " strided-views" : "");
+       << (packed ? " packed-qkv" : "") << (views ? " strided-views" : "")
+       << (mask_period ? " mask-period " + std::to_string(mask_period) : "");
     return os.str();
   }
   Shape64 q_shape() const {
@@ -99,6 +102,7 @@ std::string graph_text(const Case& c, DataType t) {
   std::vector<std::string> attrs;
   if (c.causal) attrs.push_back("is_causal=1");
   if (c.packed) attrs.push_back("qkv_packed=1");
+  if (c.mask_period) attrs.push_back("mask_batch_period=" + std::to_string(c.mask_period));
   if (c.views) {
     const int64_t e = c.q_heads * c.head_size, row = c.batch * 3 * e;
     auto ints = [](const char* name, std::vector<int64_t> v) {
@@ -379,6 +383,30 @@ TEST_F(CudaAttentionTest, AdditiveMasksEveryRank) {
   c.mask = MaskKind::kAdditive;
   c.mask_shape = {9, 33};
   c.hide_first_row = true;
+  check_all_types(c);
+}
+
+// Swin-T's shifted windows: 49 positions per window, heads of 32, the window mask (plus the
+// relative-position bias) per window, the batch holding images x windows (mask_batch_period).
+TEST_F(CudaAttentionTest, WindowMaskRepeatsOverTheBatch) {
+  for (const Shape64& ms : {Shape64{4, 3, 49, 49}, Shape64{4, 1, 49, 49}}) {
+    Case c = make_case(4, 12, 3, 3, 49, 49, 32);
+    c.mask = MaskKind::kAdditive;
+    c.mask_shape = ms;
+    c.mask_period = 4;
+    check_all_types(c);
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+    auto g = parse_graph(graph_text(c, DataType::kFloat16));
+    ASSERT_TRUE(g.ok());
+    const ir::Node& node = *(*g)->nodes()[0];
+    EXPECT_TRUE(cudnn_sdpa_family().candidates(node, input_types(node)).empty())
+        << "cuDNN's bias cannot repeat over the batch";
+#endif
+  }
+  Case c = make_case(3, 6, 2, 2, 49, 49, 64);  // 3-D, 3 images of 2 windows
+  c.mask = MaskKind::kAdditive;
+  c.mask_shape = {2, 2, 49, 49};
+  c.mask_period = 2;
   check_all_types(c);
 }
 

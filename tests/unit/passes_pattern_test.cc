@@ -711,6 +711,63 @@ TEST(PassesPattern,
             (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
+/// Swin's shifted-window attention on q/k/v [B·P, H=2, N=4, D=8] with P = 2 windows per image:
+/// scaled scores plus a relative-position bias [H, N, N], split to [B, P, H, N, N], plus the
+/// window mask [1, P, 1, N, N] (0 / -100 as torchvision writes it), merged back, Softmax, · V.
+std::string swin_window_attention(int64_t images) {
+  const std::string bp = std::to_string(images * 2), b = std::to_string(images);
+  return R"(graph g {
+  opset "" 17
+  input %q: f32[)" + bp + R"(,2,4,8]
+  input %k: f32[)" + bp + R"(,2,4,8]
+  input %v: f32[)" + bp + R"(,2,4,8]
+  init %scale: f32[] = [0.353553385]
+  init %bias: f32[2,4,4] = [0.1, -0.2, 0.3, 0.05, 0.4, -0.1, 0.2, 0.3, -0.3, 0.1, 0.0, 0.2, 0.25, -0.15, 0.35, -0.05, -0.1, 0.2, 0.15, -0.25, 0.3, 0.1, -0.2, 0.05, 0.2, -0.3, 0.1, 0.4, -0.05, 0.15, 0.25, -0.35]
+  init %wmask: f32[1,2,1,4,4] = [0, 0, -100, -100, 0, 0, -100, -100, -100, -100, 0, 0, -100, -100, 0, 0, 0, -100, 0, -100, -100, 0, -100, 0, 0, -100, 0, -100, -100, 0, -100, 0]
+  init %split: i64[5] = [)" + b + R"(, 2, 2, 4, 4]
+  init %merge: i64[4] = [)" + bp + R"(, 2, 4, 4]
+  %qs = Mul(%q, %scale)
+  %kt = Transpose {perm=[0, 1, 3, 2]}(%k)
+  %qk = MatMul(%qs, %kt)
+  %sb = Add(%qk, %bias)
+  %s5 = Reshape(%sb, %split)
+  %sm5 = Add(%s5, %wmask)
+  %sm = Reshape(%sm5, %merge)
+  %p = Softmax {axis=-1}(%sm) @attn
+  %out = MatMul(%p, %v)
+  output %out
+})";
+}
+
+TEST(PassesPattern, AttentionOfSwinShiftedWindowsReadsTheWindowMaskPeriodically) {
+  auto pass = make_recognize_attention();
+  // Two images: batch entry b·2 + w reads window w's mask (mask_batch_period = 2); the bias and
+  // the window mask are summed into one initializer.
+  expect_same_numbers(*pass, swin_window_attention(2), "Transpose ingot::Attention ");
+  Outcome o = run_pass(*pass, swin_window_attention(2));
+  const ir::Node &att = *o.graph->nodes().back();
+  EXPECT_EQ(att.attrs().get_int("mask_batch_period", 0), 2);
+  EXPECT_NEAR(att.attrs().get_float("scale", 0), 0.353553385, 1e-7);
+  ASSERT_EQ(att.inputs().size(), 4u);
+  EXPECT_EQ(att.input(3)->shape(), ir::Shape({ir::Dim(2), ir::Dim(2), ir::Dim(4), ir::Dim(4)}));
+  // One image: the batch is the windows, the mask needs no period.
+  expect_same_numbers(*pass, swin_window_attention(1), "Transpose ingot::Attention ");
+  // A bias that is no constant: the sum is computed by new nodes (Reshape of the window mask, Add).
+  std::string bias_in = swin_window_attention(2);
+  const std::string bias_line = bias_in.substr(bias_in.find("  init %bias"), bias_in.find("  init %wmask") -
+                                                                                 bias_in.find("  init %bias"));
+  bias_in.replace(bias_in.find(bias_line), bias_line.size(), "  input %bias: f32[2,4,4]\n");
+  expect_same_numbers(*pass, bias_in, "Reshape Add Transpose ingot::Attention ");
+  Outcome one = run_pass(*pass, swin_window_attention(1));
+  EXPECT_FALSE(one.graph->nodes().back()->attrs().has("mask_batch_period"));
+  // A window mask that differs per image is not periodic: left alone.
+  std::string per_image = swin_window_attention(2);
+  const std::string wm = "init %wmask: f32[1,2,1,4,4] = [";
+  per_image.replace(per_image.find(wm), wm.size(), "init %wmask: f32[2,1,1,4,4] = [");
+  Outcome o2 = run_pass(*pass, per_image);
+  EXPECT_FALSE(o2.changed) << ir::to_text(*o2.graph);
+}
+
 TEST(PassesPattern, AttentionRefusesMultiplicativeMask) {
   auto pass = make_recognize_attention();
   expect_refused(*pass, bert_attention("  %sm = Mul(%sc, %mask)", "%sm"),

@@ -92,6 +92,7 @@ void register_fused_pattern_ops(OpRegistry& r) {
       .attr("v_view", AttrType::kInts)
       .attr("y_view", AttrType::kInts)
       .attr("y_shape", AttrType::kInts)
+      .attr("mask_batch_period", AttrType::kInt)
       .infer([](InferenceContext& c) -> Status {
         if (attention_has_views(c.attrs())) {
           // Strided views (attention_views.h): Q/K/V inside inputs 0-2, Y inside a y_shape tensor.
@@ -151,7 +152,8 @@ void register_fused_pattern_ops(OpRegistry& r) {
         return same_as_onnx("Attention")(c);
       })
       .doc("ai.onnx Attention (opset 23) on 4-D Q/K/V, or 3-D with q_num_heads/kv_num_heads, "
-           "with an optional mask; qkv_packed=1: Q, K, V side by side in input 0");
+           "with an optional mask; qkv_packed=1: Q, K, V side by side in input 0; mask_batch_period=P: the "
+           "mask has P batch entries and batch b reads entry b mod P");
   r.add("RotaryEmbedding", "ingot").inputs(3, 3).outputs(1, 1).opsets(1)
       .attr("interleaved", AttrType::kInt)
       .infer(infer_rotary_embedding)

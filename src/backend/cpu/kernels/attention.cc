@@ -152,7 +152,13 @@ Status attention_kernel(KernelContext& k) {
   if (mask != nullptr) {
     if (mask->rank() < 1 || mask->rank() > 4) return k.error("attn_mask must have rank 1 to 4");
     for (size_t i = 0; i < mask->rank(); ++i) mshape[4 - mask->rank() + i] = mask->dim(i);
-    const int64_t want[4] = {B, Hq, Sq, T};
+    // ingot::Attention's mask_batch_period P: the mask holds P batch entries and batch b reads
+    // entry b % P (Swin's shifted-window mask over batch x window, flattened into the batch).
+    const int64_t period = attrs.get_int("mask_batch_period", 0);
+    if (period < 0 || (period > 0 && (B % period != 0 || (mshape[0] != period && mshape[0] != 1))))
+      return k.error("mask_batch_period ", period, " does not divide batch ", B, " or match attn_mask ",
+                     shape_to_string(mask->shape()));
+    const int64_t want[4] = {period > 0 ? period : B, Hq, Sq, T};
     mlast = mshape[3];
     if (mlast > T) return k.error("attn_mask kv length ", mlast, " exceeds total kv length ", T);
     int64_t stride = 1;
@@ -180,11 +186,13 @@ Status attention_kernel(KernelContext& k) {
     if (nonpad != nullptr) return nonpad_len[static_cast<size_t>(b)] - Sq;
     return 0;
   };
+  const int64_t mask_period = mask != nullptr ? attrs.get_int("mask_batch_period", 0) : 0;
   auto bias_at = [&](int64_t b, int64_t h, int64_t i, int64_t j) -> double {
     double bias = 0.0;
     if (mask != nullptr) {
       if (j >= mlast) return kNegInf;
-      int64_t idx = b * mstride[0] + h * mstride[1] + i * mstride[2] + j * mstride[3];
+      const int64_t mb = mask_period > 0 ? b % mask_period : b;
+      int64_t idx = mb * mstride[0] + h * mstride[1] + i * mstride[2] + j * mstride[3];
       if (bool_mask) {
         if (mask->get_i64(idx) == 0) return kNegInf;
       } else {

@@ -47,7 +47,8 @@ __device__ __forceinline__ float load_float(const void* p, FloatType t, int64_t 
 
 /// Offset of mask element (b, h, i, 0).
 __device__ __forceinline__ int64_t mask_row(const AttentionParams& p, int64_t b, int64_t h, int64_t i) {
-  return b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2];
+  const int64_t mb = p.mask_batch_period > 0 ? b % p.mask_batch_period : b;
+  return mb * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2];
 }
 
 /// Mask and causal bias for the score of query row i, key j (both in range; `row` is

@@ -46,6 +46,8 @@ struct AttentionParams {
   const void* mask = nullptr;
   /// Element (b, h, i, j) of the mask at mask + sum(index * stride); 0 on broadcast dims.
   int64_t mask_stride[4] = {};
+  /// > 0: batch b reads mask batch entry b % mask_batch_period (ingot::Attention's attribute).
+  int64_t mask_batch_period = 0;
   /// Keys j >= mask_kv_len are hidden (ONNX pads a short mask's last axis with -inf).
   int64_t mask_kv_len = 0;
   float scale = 1.0f;

@@ -311,7 +311,12 @@ Status make_attention_params(const ir::Node& node, const StepIO& io, AttentionPa
                               " must have rank 1 to 4");
     int64_t ms[4] = {1, 1, 1, 1};
     for (size_t i = 0; i < mr; ++i) ms[4 - mr + i] = mask->dim(i);
-    const int64_t want[4] = {p->batch, p->q_heads, p->q_len, p->kv_len};
+    p->mask_batch_period = node.attrs().get_int("mask_batch_period", 0);
+    if (p->mask_batch_period < 0 || (p->mask_batch_period > 0 && p->batch % p->mask_batch_period != 0))
+      return invalid_argument(node.describe(), ": mask_batch_period ", p->mask_batch_period,
+                              " does not divide the batch ", p->batch);
+    const int64_t want[4] = {p->mask_batch_period > 0 ? p->mask_batch_period : p->batch, p->q_heads, p->q_len,
+                             p->kv_len};
     if (ms[3] > p->kv_len)
       return invalid_argument(node.describe(), ": attn_mask ", shape_to_string(mask->shape()), " has ", ms[3],
                               " keys, more than K's ", p->kv_len);

@@ -81,6 +81,9 @@ Result<SdpaKey> make_key(const ir::Node& node, const AttentionParams& p, const T
   if (p.mask_kind == AttentionMask::kAdditive) {
     if (!mask || p.mask_kv_len != p.kv_len)
       return unsupported(node.describe(), ": a mask with fewer keys than K");
+    if (p.mask_batch_period > 0 && p.mask_batch_period != p.batch && mask->rank() == 4 && mask->dim(0) != 1)
+      return unsupported(node.describe(), ": a mask repeating every ", p.mask_batch_period,
+                         " batch entries (mask_batch_period; cuDNN's bias broadcasts only)");
     k.mask = true;
     k.mask_type = p.mask_type;
     const size_t mr = mask->rank();
