@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Copyright ingot authors. Apache-2.0.
+# One device call's part of the model census (bench/census.py), from packed binaries:
+#   bash bench/pack.sh build dev                     (here; carry build/devpack.tar.xz)
+#   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
+# Unpacks build/devpack.tar.xz, prepares the models in parallel (exports, references, warm
+# torch.compile caches) while the GPU tests run in 4 shards (GPU_TESTS=1), then times the models
+# in the given order until LIMIT_S seconds after the start (census.py skips a model that would not
+# fit), and leaves everything in $OUT/NAME.tgz (census.json, census.md, logs, GPU test logs): one
+# file, so the device tool's limit on returned files never drops a log. Prints the table last.
+set -uo pipefail
+name=$1
+models=$2
+limit=${LIMIT_S:-590}
+jobs=${JOBS:-9}
+t=/tmp/census_$name
+rm -rf "$t"; mkdir -p "$t"
+tar xJf build/devpack.tar.xz -C build
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+B=build/dev
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$t/gpu.txt" 2>&1
+python3 bench/census.py --ingot $B/tools/ingot --out "$t/prep" --work /tmp/cw --prepare-jobs "$jobs" --prepare-only \
+  --models "$models" > "$t/prep.log" 2>&1 &
+prep=$!
+if [ "${GTEST_FILTER_GPU:-}" != "" ] || [ "${GPU_TESTS:-0}" = 1 ]; then
+  for i in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i $B/tests/ingot_gpu_tests ${GTEST_FILTER_GPU:+--gtest_filter=$GTEST_FILTER_GPU} \
+      > "$t/gpu_tests_$i.log" 2>&1 &
+  done
+fi
+wait
+echo "prepared in $SECONDS s"
+grep -h "tests ran\|PASSED\|FAILED" "$t"/gpu_tests_*.log 2>/dev/null
+# PROFILE_MODELS (a subset of the models, timed first): also `ingot run --dump-profile` per batch
+# (census.py --profile, into census_profiled/); the rest without it (into census/).
+run_census() {  # out-dir models [flags]
+  local out=$1 list=$2; shift 2
+  [ -z "$list" ] && return 0
+  local left=$((limit - SECONDS - 20))
+  local minutes
+  minutes=$(python3 -c "print(round($left / 60, 2))")
+  timeout "$left" python3 bench/census.py --ingot $B/tools/ingot --work /tmp/cw --out "$t/$out" --max-minutes "$minutes" \
+    --models "$list" "$@" >> "$t/census.log" 2>&1
+  echo "census $out rc $? after $SECONDS s"
+}
+rest=$(python3 -c "import sys; p=set(sys.argv[2].split(',')) - {''}; print(','.join(m for m in sys.argv[1].split(',') if m not in p))" \
+  "$models" "${PROFILE_MODELS:-}")
+run_census census_profiled "${PROFILE_MODELS:-}" --profile
+run_census census "$rest"
+tar czf "$OUT/$name.tgz" -C /tmp "census_$name"
+grep -h "s (estimated\|would not fit" "$t/census.log"
+sed -n '/^== census table ==$/,$p' "$t/census.log" | head -60
+grep -q '^== census table ==$' "$t/census.log" || tail -25 "$t/census.log"
