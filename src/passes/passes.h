@@ -18,6 +18,7 @@ std::unique_ptr<Pass> make_eliminate_common_subexpressions(); // eliminate_commo
 std::unique_ptr<Pass> make_remove_dead_nodes();               // remove_dead_nodes.cc
 
 // ---- pattern recognition ----
+std::unique_ptr<Pass> make_lower_einsum();          // lower_einsum.cc
 std::unique_ptr<Pass> make_recognize_layernorm();   // recognize_layernorm.cc
 std::unique_ptr<Pass> make_recognize_rotary();      // recognize_rotary.cc
 std::unique_ptr<Pass> make_recognize_gelu_silu();   // recognize_gelu_silu.cc

@@ -32,6 +32,9 @@ PassManager default_pipeline() {
   //    forms are made of the very Add/Mul/Div/... nodes that bias-activation fusion and
   //    pointwise fusion would otherwise swallow piecemeal; and a recognised Gelu is what lets
   //    fuse_conv_gemm put GELU into a GEMM epilogue.
+  //    Einsums that are batched matrix products become MatMuls first (MaxViT spells its
+  //    attention with two), so GEMM tactics run them and attention recognition can see them.
+  pm.add(make_lower_einsum());
   pm.add(make_recognize_layernorm());
   //    RoPE's rotate_half (Slice, Slice, Neg, Concat, then Mul/Mul/Add) as one op: otherwise
   //    fuse_pointwise takes the Mul/Mul/Add alone and the Slices and Concat stay copies of x.

@@ -34,6 +34,10 @@
 //   - Reshape(MatMul(a, B)) regrouping only leading dims → MatMul(Reshape(a), B);
 //   - Reshape -> Gemm(A, B, C) -> Reshape that keeps the leading dims (PyTorch's addmm) →
 //     MatMul(x, B) + C, so the bias and what follows fuse into one FusedGemm;
+//   - Concat {axis a} of Slices of one x along axis a alone (each read only there; constant
+//     bounds, any step): one Gather(x, the slices' indices one after another, axis a). torch's
+//     roll exports as two Slices and a Concat per axis (Swin's shifted windows: 6 copies per
+//     roll over two axes, 2 Gathers after this), patch merging's strided Slices likewise;
 //   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
 //   ...) → y, where the op's output shape stays the same: the op broadcasts y
 //   itself, and no full-size copy is made.
@@ -53,6 +57,7 @@
 #include <numeric>
 #include <set>
 
+#include "ir/ops/tensor_shared.h"
 #include "passes/passes.h"
 #include "passes/pattern_util.h"
 
@@ -848,6 +853,97 @@ Result<bool> drop_expanded_operands(ir::Graph &g, ir::Node *n) {
   return changed;
 }
 
+// The element indices Slice `s` takes from axis `axis` of its input (rank `rank`, that axis
+// `len` long), when it slices that axis alone with constant bounds; nullopt otherwise.
+std::optional<std::vector<int64_t>> slice_indices_on(const ir::Graph &g, const ir::Node *s, int64_t rank,
+                                                     int64_t axis, int64_t len) {
+  std::vector<std::optional<Tensor>> held(s->inputs().size());
+  std::vector<const Tensor *> in(s->inputs().size(), nullptr);
+  for (size_t i = 1; i < s->inputs().size(); ++i) {
+    if (s->input(i) == nullptr)
+      continue;
+    held[i] = constant_value(s->input(i));
+    if (!held[i] || !is_integer(held[i]->dtype()))
+      return std::nullopt;
+    in[i] = &*held[i];
+  }
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool known = false;
+  if (!ir::tensor_slice_params(nullptr, g.opset(""), s->attrs(), in, rank, &starts, &ends, &axes, &steps, &known)
+           .ok() ||
+      !known)
+    return std::nullopt;
+  std::vector<int64_t> idx;
+  bool found = false;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    int64_t b = 0, e = 0, count = 0;
+    if (a != axis) {
+      // Another axis must be taken whole (start 0, step 1, all of it).
+      const ir::Dim &d = s->input(0)->shape()[static_cast<size_t>(a)];
+      if (!d.is_known() || steps[k] != 1)
+        return std::nullopt;
+      ir::tensor_slice_range(d.value(), starts[k], ends[k], 1, &b, &e, &count);
+      if (b != 0 || count != d.value())
+        return std::nullopt;
+      continue;
+    }
+    if (found || steps[k] == 0)
+      return std::nullopt;
+    found = true;
+    ir::tensor_slice_range(len, starts[k], ends[k], steps[k], &b, &e, &count);
+    for (int64_t j = 0; j < count; ++j)
+      idx.push_back(b + j * steps[k]);
+  }
+  if (!found) {  // the axis untouched: all of it
+    for (int64_t j = 0; j < len; ++j)
+      idx.push_back(j);
+  }
+  return idx;
+}
+
+Result<bool> concat_of_slices_to_gather(ir::Graph &g, ir::Node *n) {
+  const ir::Value *y = n->output(0);
+  if (n->inputs().size() < 2 || !y || !y->shape().is_concrete())
+    return false;
+  const int64_t rank = static_cast<int64_t>(y->shape().rank());
+  int64_t axis = n->attrs().get_int("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  ir::Value *x = nullptr;
+  std::vector<int64_t> indices;
+  for (ir::Value *v : n->inputs()) {
+    ir::Node *s = v ? v->producer() : nullptr;
+    if (!is_op(s, "Slice") || !s->input(0) || (x && s->input(0) != x) || !has_single_consumer(g, v) ||
+        is_graph_output(g, v))
+      return false;
+    x = s->input(0);
+    if (!x->shape().is_concrete() || static_cast<int64_t>(x->shape().rank()) != rank)
+      return false;
+    const int64_t len = x->shape().concrete()[static_cast<size_t>(axis)];
+    std::optional<std::vector<int64_t>> idx = slice_indices_on(g, s, rank, axis, len);
+    if (!idx)
+      return false;
+    indices.insert(indices.end(), idx->begin(), idx->end());
+  }
+  if (indices.empty() || static_cast<int64_t>(indices.size()) != y->shape().concrete()[static_cast<size_t>(axis)])
+    return false;
+  ir::Value *iv = g.add_initializer(
+      unique_value_name(g, n->name() + "/indices"),
+      Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(indices.size())}, indices));
+  ir::Value *like = n->output(0);
+  ir::Value *out = g.add_value(unique_value_name(g, like->name()), like->dtype(), like->shape());
+  ir::Attributes a;
+  a.set_int("axis", axis);
+  ir::Node *gather = g.add_node("Gather", {x, iv}, {out}, std::move(a), n->name());
+  absorb(*gather, *n);
+  for (ir::Value *v : n->inputs())
+    gather->absorb_origins(*v->producer());
+  INGOT_RETURN_IF_ERROR(replace_value(g, like, out));
+  INGOT_RETURN_IF_ERROR(g.remove_node(n));
+  return true;  // the Slices go as dead nodes
+}
+
 class SimplifyAlgebra : public Pass {
 public:
   const char *name() const override { return kName; }
@@ -904,6 +1000,10 @@ public:
         r = gemm_between_reshapes_to_matmul(g, n, &removed);
       } else if (is_op(n, "MatMul")) {
         r = matmul_of_transposed_constant(g, n);
+        if (r.ok() && *r)
+          removed.insert(n);
+      } else if (is_op(n, "Concat")) {
+        r = concat_of_slices_to_gather(g, n);
         if (r.ok() && *r)
           removed.insert(n);
       } else if (is_op(n, "GatherND")) {

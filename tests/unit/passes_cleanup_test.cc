@@ -502,6 +502,52 @@ TEST(PassesCleanup, SimplifyAlgebraTurnsUnitTransposesIntoReshapes) {
   ASSERT_TRUE(run_pass(*pass, open, ctx2, false, true));
 }
 
+// torch.roll over two axes (Swin's shifted windows) as Slice/Slice/Concat per axis, and patch
+// merging's strided Slices: each Concat of Slices of one tensor becomes one Gather.
+TEST(PassesCleanup, SimplifyAlgebraTurnsConcatsOfSlicesIntoGathers) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[2,7,6,3]
+    init %s3: i64[1] = [3]
+    init %big: i64[1] = [9223372036854775807]
+    init %zero: i64[1] = [0]
+    init %ax1: i64[1] = [1]
+    init %ax2: i64[1] = [2]
+    init %two: i64[1] = [2]
+    init %one: i64[1] = [1]
+    %a = Slice(%x, %s3, %big, %ax1)
+    %b = Slice(%x, %zero, %s3, %ax1)
+    %r1 = Concat {axis=1}(%a, %b)
+    %c = Slice(%r1, %s3, %big, %ax2)
+    %d = Slice(%r1, %zero, %s3, %ax2)
+    %r2 = Concat {axis=-2}(%c, %d)
+    %e = Slice(%r2, %zero, %big, %ax2, %two)
+    %f = Slice(%r2, %one, %big, %ax2, %two)
+    %m = Concat {axis=2}(%e, %f)
+    output %m
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(testing_util::op_list(*g), (std::vector<std::string>{"Gather", "Gather", "Gather"}));
+  expect_same_outputs(before, *g);
+  // Slices of two tensors, a Slice read elsewhere, bounds known only at run time: left alone.
+  for (const std::string& body : {std::string("%a = Slice(%x, %s3, %big, %ax1)\n %b = Slice(%y, %zero, %s3, %ax1)\n"
+                                              " %r = Concat {axis=1}(%a, %b)\n output %r\n"),
+                                  std::string("%a = Slice(%x, %s3, %big, %ax1)\n %b = Slice(%x, %zero, %s3, %ax1)\n"
+                                              " %r = Concat {axis=1}(%a, %b)\n output %r\n output %b\n"),
+                                  std::string("%a = Slice(%x, %st, %big, %ax1)\n %b = Slice(%x, %zero, %st, %ax1)\n"
+                                              " %r = Concat {axis=1}(%a, %b)\n output %r\n")}) {
+    const std::string text = "graph g {\n opset \"\" 17\n input %x: f32[2,7,7,3]\n input %y: f32[2,7,7,3]\n input %st: i64[1]\n"
+                             " init %s3: i64[1] = [3]\n init %big: i64[1] = [9223372036854775807]\n"
+                             " init %zero: i64[1] = [0]\n init %ax1: i64[1] = [1]\n init %ax2: i64[1] = [2]\n " +
+                             body + "}\n";
+    PassContext ctx2;
+    EXPECT_TRUE(run_pass(*pass, text, ctx2, /*expect_change=*/false)) << text;
+  }
+}
+
 // MatMul(x, Transpose(W)) with W constant (a tied LM head) -> Gemm {transB=1} on W as stored,
 // with Reshapes to and from 2-D; W's Transpose goes.
 TEST(PassesCleanup, SimplifyAlgebraReadsTransposedConstantsWithTransB) {

@@ -14,6 +14,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "backend/cpu/executor.h"
 #include "ir/op_registry.h"
@@ -28,6 +30,7 @@ std::unique_ptr<Pass> make_recognize_layernorm();
 std::unique_ptr<Pass> make_recognize_gelu_silu();
 std::unique_ptr<Pass> make_recognize_attention();
 std::unique_ptr<Pass> make_recognize_softmax();
+std::unique_ptr<Pass> make_lower_einsum();
 
 namespace {
 
@@ -766,6 +769,34 @@ TEST(PassesPattern, AttentionOfSwinShiftedWindowsReadsTheWindowMaskPeriodically)
   per_image.replace(per_image.find(wm), wm.size(), "init %wmask: f32[2,1,1,4,4] = [");
   Outcome o2 = run_pass(*pass, per_image);
   EXPECT_FALSE(o2.changed) << ir::to_text(*o2.graph);
+}
+
+// ---------------------------------------------------------------- Einsum
+
+std::string einsum_graph(const std::string& equation, const std::string& a, const std::string& b) {
+  return "graph g {\n  opset \"\" 17\n  input %a: f32" + a + "\n  input %b: f32" + b +
+         "\n  %y = Einsum {equation=\"" + equation + "\"}(%a, %b) @e\n  output %y\n}\n";
+}
+
+TEST(PassesPattern, EinsumBatchedMatrixProductsBecomeMatMul) {
+  auto pass = make_lower_einsum();
+  // MaxViT's attention: q·kᵀ over [B, G, H, N, D], then probs·v.
+  expect_same_numbers(*pass, einsum_graph("bghid,bghjd->bghij", "[1,2,2,5,4]", "[1,2,2,6,4]"), "Transpose MatMul ");
+  expect_same_numbers(*pass, einsum_graph("bghij,bghjd->bghid", "[1,2,2,5,6]", "[1,2,2,6,4]"), "MatMul ");
+  // Spaces, a 2-D right operand broadcast over the batch, a transposed left operand.
+  expect_same_numbers(*pass, einsum_graph("b i j, j k -> b i k", "[3,4,5]", "[5,2]"), "MatMul ");
+  expect_same_numbers(*pass, einsum_graph("bji,bjk->bik", "[2,5,3]", "[2,5,4]"), "Transpose MatMul ");
+  expect_same_numbers(*pass, einsum_graph("ij,kj->ik", "[3,5]", "[4,5]"), "Transpose MatMul ");
+  // Not a batched matrix product: left alone.
+  for (const auto& [eq, a, b] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"bij,bjk->bki", "[2,3,4]", "[2,4,5]"},    // output axes swapped
+           {"bij,cjk->bik", "[2,3,4]", "[2,4,5]"},    // different batch letters
+           {"bij,bjk->bijk", "[2,3,4]", "[2,4,5]"},   // no contraction
+           {"bij,bij->bi", "[2,3,4]", "[2,3,4]"},     // a row-wise dot product
+           {"bij,bjk", "[2,3,4]", "[2,4,5]"}}) {      // implicit output
+    Outcome o = run_pass(*pass, einsum_graph(eq, a, b));
+    EXPECT_FALSE(o.changed) << eq << "\n" << ir::to_text(*o.graph);
+  }
 }
 
 TEST(PassesPattern, AttentionRefusesMultiplicativeMask) {
