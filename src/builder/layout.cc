@@ -206,6 +206,14 @@ class Layout {
       return Status::Ok();
     };
     std::set<const ir::Value*> entries, exits;
+    // The model's own permutes next to a convolution (ConvNeXt's around its channels-last
+    // LayerNorm): channels-last makes them cancel, channels-first runs them. They cost the
+    // channels-first side, not the region.
+    std::set<const ir::Node*> model_permutes;
+    auto model_permute = [](const ir::Node* p, const std::vector<int64_t>& perm) {
+      return p && p->domain().empty() && p->op_type() == "Transpose" && p->attrs().get_ints("perm") == perm &&
+             p->input(0) && p->input(0)->shape().is_concrete();
+    };
     std::map<const ir::Value*, bool> from_memo, to_memo;
     for (ir::Node* n : convs) {
       INGOT_ASSIGN_OR_RETURN(double a, best_ms(*n));
@@ -242,9 +250,23 @@ class Layout {
       // and Concats between its convolutions move into it (sink_transposes) and need none.
       for (size_t i : {size_t{0}, size_t{3}}) {
         const ir::Value* v = n->input(i);
-        if (v && !from_region(v, in_region, from_memo)) entries.insert(v);
+        if (!v || from_region(v, in_region, from_memo)) continue;
+        if (model_permute(v->producer(), kToNchw) && v->uses().size() == 1) {
+          model_permutes.insert(v->producer());
+          continue;
+        }
+        entries.insert(v);
       }
-      if (!to_region(n->output(0), in_region, to_memo)) exits.insert(n->output(0));
+      const ir::Value* y = n->output(0);
+      if (!to_region(y, in_region, to_memo)) {
+        bool permuted_away = !is_graph_output(y) && !y->uses().empty();
+        for (const auto& [user, idx] : y->uses()) permuted_away = permuted_away && model_permute(user, kToNhwc);
+        if (!permuted_away) {
+          exits.insert(y);
+          continue;
+        }
+        for (const auto& [user, idx] : y->uses()) model_permutes.insert(user);
+      }
     }
     // The reformats at the region's edges.
     auto time_transpose = [&](const ir::Value* v, const std::vector<int64_t>& perm, bool from_nhwc) -> Result<double> {
@@ -265,6 +287,10 @@ class Layout {
     for (const ir::Value* v : exits) {
       INGOT_ASSIGN_OR_RETURN(double t, time_transpose(v, kToNchw, true));
       nhwc += t;
+    }
+    for (const ir::Node* p : model_permutes) {
+      INGOT_ASSIGN_OR_RETURN(double t, time_transpose(p->input(0), p->attrs().get_ints("perm"), false));
+      nchw += t;
     }
     INGOT_RETURN_IF_ERROR(cleanup());
     r_.nchw_ms = nchw;

@@ -46,6 +46,8 @@ const Geometry kGeometries[] = {
 
 class CudaResizeTest : public OpCaseTest {
  protected:
+  int inner2_replays_ = 0;  ///< replays that compared the image kernel's arithmetic too
+
   /// The host replay of the kernel's arithmetic, then the device run (check()).
   void run_case(int64_t opset, const std::vector<Operand>& ins, const std::string& call) {
     replay_on_host(opset, ins, call);
@@ -79,8 +81,21 @@ class CudaResizeTest : public OpCaseTest {
     ASSERT_TRUE(st.ok()) << st.to_string();
     Tensor got = Tensor::zeros(want.dtype(), want.shape()).value();
     const Tensor& x = data[0];
-    for (int64_t i = 0; i < got.numel(); ++i)
-      got.set_f64(i, backend::cuda::resize_math::resize_element(d, i, [&](int64_t off) { return x.get_f64(off); }));
+    auto read = [&](int64_t off) { return x.get_f64(off); };
+    int64_t differ = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const double v = backend::cuda::resize_math::resize_element(d, i, read);
+      got.set_f64(i, v);
+      // The image kernel (only the last two dims resized) must give the very same double, in
+      // both of its index types.
+      if (backend::cuda::resize_math::inner2_applies(d)) {
+        const double a = backend::cuda::resize_math::resize_element_inner2<int64_t>(d, i, read);
+        const double b = backend::cuda::resize_math::resize_element_inner2<uint32_t>(d, static_cast<uint32_t>(i), read);
+        differ += std::memcmp(&a, &v, sizeof v) != 0 || std::memcmp(&b, &v, sizeof v) != 0;
+      }
+    }
+    EXPECT_EQ(differ, 0) << "elements where resize_element_inner2 differs from resize_element";
+    if (backend::cuda::resize_math::inner2_applies(d)) ++inner2_replays_;
     EXPECT_TRUE(tol ? all_close(got, want, *tol) : all_close(got, want));
   }
 
@@ -119,6 +134,31 @@ TEST_F(CudaResizeTest, LinearEveryCoordinateTransform) {
       for (const char* ctm : kCoordModes)
         run_case(13, {input(t, g.x), omitted(), initializer(f32s(g.scales))},
                  std::string("Resize {mode=\"linear\", coordinate_transformation_mode=\"") + ctm + "\"}");
+}
+
+// The image kernel (resize_element_inner2: only the last two dims resized, every upsample of a
+// segmentation head) against the generic arithmetic, bit for bit, on the host: no GPU needed,
+// so CI runs it. Nearest, linear and cubic over every geometry and coordinate transform, one
+// and two resized axes, ranks 2 to 5.
+TEST_F(CudaResizeTest, ImageKernelArithmeticIsTheGenericOnesOnTheHost) {
+  for (const Geometry& g : kGeometries)
+    for (const char* ctm : kCoordModes) {
+      const std::string c = std::string(", coordinate_transformation_mode=\"") + ctm + "\"}";
+      for (const char* mode : {"nearest", "linear", "cubic"})
+        replay_on_host(13, {input(DataType::kFloat32, g.x), omitted(), initializer(f32s(g.scales))},
+                       std::string("Resize {mode=\"") + mode + "\"" + c);
+      replay_on_host(13, {input(DataType::kFloat32, g.x), omitted(), initializer(f32s(g.scales))},
+                     "Resize {mode=\"cubic\", exclude_outside=1" + c);
+    }
+  replay_on_host(13, {input(DataType::kFloat32, {9, 11}), omitted(), initializer(f32s({1.4f, 0.6f}))},
+                 "Resize {mode=\"linear\"}");
+  replay_on_host(13, {input(DataType::kFloat32, {2, 3, 17}), omitted(), initializer(f32s({1, 1, 0.55f}))},
+                 "Resize {mode=\"linear\"}");
+  replay_on_host(13, {input(DataType::kFloat32, {1, 2, 3, 6, 7}), omitted(), initializer(f32s({1, 1, 1, 1.5f, 0.75f}))},
+                 "Resize {mode=\"linear\"}");
+  replay_on_host(13, {input(DataType::kFloat32, {2, 21, 5, 5}), omitted(), initializer(f32s({1, 1, 8, 8}))},
+                 "Resize {mode=\"linear\"}");  // FCN's head: 21 classes up 8x
+  EXPECT_GT(inner2_replays_, 40) << "the image kernel's arithmetic was rarely compared";
 }
 
 TEST_F(CudaResizeTest, LinearOneTwoAndThreeAxesAndRanks) {

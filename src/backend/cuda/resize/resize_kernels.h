@@ -341,5 +341,81 @@ INGOT_RESIZE_HD double resize_element(const ResizeDesc& p, int64_t index, Load&&
   return acc;
 }
 
+/// Whether resize_element_inner2 computes this desc: only the last two dims may be resized
+/// (images, NCHW: the spatial dims), without antialias (at most 4 taps per axis).
+INGOT_RESIZE_HD bool inner2_applies(const ResizeDesc& p) {
+  if (p.rank < 2 || p.antialias) return false;
+  for (int d = 0; d + 2 < p.rank; ++d)
+    if (p.resized[d]) return false;
+  return true;
+}
+
+/// resize_element for a desc inner2_applies() accepts: the same taps, weights, products and
+/// summation order, so the same double, with the index split into (plane, h, w) by two
+/// divisions in `Index` (32-bit where the output fits) instead of a 64-bit division per dim, and
+/// the two axes' taps looped directly. The outer dims are copied, so a plane starts at
+/// plane * in[h] * in[w] in the contiguous input.
+template <class Index, class Load>
+INGOT_RESIZE_HD double resize_element_inner2(const ResizeDesc& p, Index index, Load&& load) {
+  const int hd = p.rank - 2, wd = p.rank - 1;
+  const Index ow = index % static_cast<Index>(p.out[wd]);
+  index /= static_cast<Index>(p.out[wd]);
+  const Index oh = index % static_cast<Index>(p.out[hd]);
+  const Index plane = index / static_cast<Index>(p.out[hd]);
+  int64_t off0 = static_cast<int64_t>(plane) * p.in[hd] * p.in[wd];
+  const int64_t o[2] = {static_cast<int64_t>(oh), static_cast<int64_t>(ow)};
+  if (p.mode == ResizeMode::kNearest) {
+    bool extrapolate = false, zero = false;
+    for (int k = 0; k < 2; ++k) {
+      const int d = hd + k;
+      if (!p.resized[d]) {
+        off0 += o[k] * p.in_stride[d];
+        continue;
+      }
+      const AxisTaps t = axis_taps(p, d, o[k]);
+      if (t.extrapolate) extrapolate = true;
+      else if (t.zero) zero = true;
+      else off0 += t.pick * p.in_stride[d];
+    }
+    if (extrapolate) return p.extrapolation;
+    if (zero) return 0.0;
+    return load(off0);
+  }
+  AxisTaps taps[2];
+  int dims[2];
+  int na = 0;
+  for (int k = 0; k < 2; ++k) {
+    const int d = hd + k;
+    if (!p.resized[d]) {
+      off0 += o[k] * p.in_stride[d];
+      continue;
+    }
+    taps[na] = axis_taps(p, d, o[k]);
+    if (taps[na].extrapolate) return p.extrapolation;
+    dims[na++] = d;
+  }
+  if (na == 0) return 0.0 + load(off0);  // as resize_element's one-tap sum: -0 becomes +0
+  double w0[4], w1[4] = {1, 1, 1, 1};
+  int64_t i0[4], i1[4] = {0, 0, 0, 0};
+  for (int32_t j = 0; j < taps[0].n; ++j) {
+    w0[j] = tap_weight(p, dims[0], taps[0], j);
+    i0[j] = clamp_index(taps[0].first + j, p.in[dims[0]]) * p.in_stride[dims[0]];
+  }
+  const int32_t n1 = na == 2 ? taps[1].n : 1;
+  for (int32_t j = 0; na == 2 && j < n1; ++j) {
+    w1[j] = tap_weight(p, dims[1], taps[1], j);
+    i1[j] = clamp_index(taps[1].first + j, p.in[dims[1]]) * p.in_stride[dims[1]];
+  }
+  double acc = 0;
+  for (int32_t a = 0; a < taps[0].n; ++a)
+    for (int32_t b = 0; b < n1; ++b) {
+      // As resize_element: w = 1 * w0 (* w1), zero-weight taps not read.
+      if (w0[a] == 0 || (na == 2 && w1[b] == 0)) continue;
+      const double w = na == 2 ? mul(mul(1.0, w0[a]), w1[b]) : mul(1.0, w0[a]);
+      acc += mul(w, load(off0 + i0[a] + i1[b]));
+    }
+  return acc;
+}
+
 }  // namespace resize_math
 }  // namespace ingot::backend::cuda
