@@ -412,7 +412,8 @@ class Layout {
   // reductions that keep dims, Concat), or a Pointwise, which it takes apart first.
   static bool movable(const ir::Node& n) {
     static const std::set<std::string> kMovable = {"Concat", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
-                                                   "GlobalAveragePool", "GlobalMaxPool", "MaxPool", "AveragePool"};
+                                                   "GlobalAveragePool", "GlobalMaxPool", "MaxPool", "AveragePool",
+                                                   "Gather", "Split"};
     if (n.domain() == "ingot" && n.op_type() == "Pointwise") return true;
     return n.domain().empty() && (is_sinkable_elementwise(n) || kMovable.count(n.op_type()) > 0);
   }
@@ -487,6 +488,54 @@ class Layout {
     return replace_channels_last(n, ins, std::move(attrs));
   }
 
+  // Gather along one axis by constant 1-D indices (ShuffleNet's channel shuffle, after
+  // simplify_algebra) of a channels-last source: the same Gather along the NHWC axis.
+  Result<bool> sink_gather(ir::Node& n) {
+    if (n.outputs().size() != 1 || !n.output(0) || !n.input(1)) return false;
+    const Tensor* idx = n.input(1)->initializer();
+    ir::Value* src = nhwc_source(n.input(0));
+    if (!idx || idx->rank() != 1 || !src || !readers_can_move(n.input(0))) return false;
+    const ir::Value* y = n.output(0);
+    if (!y->shape().rank_known() || y->shape().rank() != 4) return false;
+    int64_t axis = n.attrs().get_int("axis", 0);
+    if (axis < 0) axis += 4;
+    if (axis < 0 || axis > 3) return false;
+    ir::Attributes attrs;
+    attrs.set_int("axis", nhwc_axis(axis));
+    return replace_channels_last(n, {src, n.input(1)}, std::move(attrs));
+  }
+
+  // Split of a channels-last source (ShuffleNet's two branches): the same Split along the NHWC
+  // axis, each output transposed back (those transposes meet the readers' and cancel).
+  Result<bool> sink_split(ir::Node& n) {
+    ir::Value* src = nhwc_source(n.input(0));
+    if (!src || !readers_can_move(n.input(0))) return false;
+    if (n.inputs().size() > 1 && n.input(1) && !n.input(1)->initializer()) return false;
+    int64_t axis = n.attrs().get_int("axis", 0);
+    if (axis < 0) axis += 4;
+    if (axis < 0 || axis > 3) return false;
+    std::vector<ir::Value*> outs;
+    for (ir::Value* o : n.outputs()) {
+      if (!o || !o->shape().rank_known() || o->shape().rank() != 4) return false;
+      const ir::Shape& ys = o->shape();
+      outs.push_back(g_.add_value(unique(o->name() + "/nhwc"), o->dtype(), ir::Shape({ys[0], ys[2], ys[3], ys[1]})));
+    }
+    ir::Attributes attrs;
+    for (const auto& [k, a] : n.attrs().all())
+      if (k != "axis") attrs.set(k, a);
+    attrs.set_int("axis", nhwc_axis(axis));
+    std::vector<ir::Value*> ins = {src};
+    for (size_t i = 1; i < n.inputs().size(); ++i) ins.push_back(n.input(i));
+    ir::Node* m = g_.add_node("Split", ins, outs, std::move(attrs), n.name());
+    for (const std::string& o : n.origins()) m->add_origin(o);
+    std::vector<ir::Value*> old_outs(n.outputs().begin(), n.outputs().end());
+    std::vector<ir::Value*> backs;
+    for (size_t i = 0; i < outs.size(); ++i) backs.push_back(to_nchw_after(outs[i], old_outs[i]));
+    INGOT_RETURN_IF_ERROR(g_.remove_node(&n));
+    for (size_t i = 0; i < outs.size(); ++i) adopt_name(old_outs[i], backs[i]);
+    return true;
+  }
+
   // ReduceMean / ReduceMax / ... keeping dims (squeeze-excite's pooling) over a channels-last
   // source: the same reduction over the NHWC axes. Refused: keepdims = 0 (the rank changes), axes
   // that are not constant, an empty axes list.
@@ -543,7 +592,13 @@ class Layout {
     std::vector<ir::Node*> nodes;
     for (const auto& n : g_.nodes()) nodes.push_back(n.get());
     for (ir::Node* n : nodes) {
-      if (!n->domain().empty() || !n->output(0) || n->outputs().size() != 1) continue;
+      if (!n->domain().empty() || !n->output(0)) continue;
+      if (n->op_type() == "Split") {
+        INGOT_ASSIGN_OR_RETURN(bool moved, sink_split(*n));
+        if (moved) return true;
+        continue;
+      }
+      if (n->outputs().size() != 1) continue;
       // GlobalAveragePool / GlobalMaxPool of an NCHW view: a reduction over the NHWC source's H, W.
       if ((n->op_type() == "GlobalAveragePool" || n->op_type() == "GlobalMaxPool") && n->inputs().size() == 1) {
         ir::Value* src = nhwc_source(n->input(0));
@@ -572,6 +627,11 @@ class Layout {
       }
       if (n->op_type() == "MaxPool" || n->op_type() == "AveragePool") {
         INGOT_ASSIGN_OR_RETURN(bool moved, sink_pool(*n));
+        if (moved) return true;
+        continue;
+      }
+      if (n->op_type() == "Gather") {
+        INGOT_ASSIGN_OR_RETURN(bool moved, sink_gather(*n));
         if (moved) return true;
         continue;
       }

@@ -34,6 +34,9 @@
 //   - Reshape(MatMul(a, B)) regrouping only leading dims → MatMul(Reshape(a), B);
 //   - Reshape -> Gemm(A, B, C) -> Reshape that keeps the leading dims (PyTorch's addmm) →
 //     MatMul(x, B) + C, so the bias and what follows fuse into one FusedGemm;
+//   - Reshape (one axis split into factors) -> Transpose (of those factors only) -> Reshape back
+//     to the input's shape: a permutation of that axis' elements (ShuffleNet's channel shuffle)
+//     -> Gather(x, constant indices, axis), which a channels-last region can carry;
 //   - Concat {axis a} of Slices of one x along axis a alone (each read only there; constant
 //     bounds, any step): one Gather(x, the slices' indices one after another, axis a). torch's
 //     roll exports as two Slices and a Concat per axis (Swin's shifted windows: 6 copies per
@@ -853,6 +856,76 @@ Result<bool> drop_expanded_operands(ir::Graph &g, ir::Node *n) {
   return changed;
 }
 
+// Reshape(x, [pre.., f1..fk, ..post]) -> Transpose (pre and post fixed, the f's permuted) ->
+// Reshape(x's shape), x's axis a = pre.size() holding f1*..*fk: y[.., j, ..] = x[.., idx[j], ..].
+// `n` is the last Reshape. Static shapes only.
+Result<bool> axis_shuffle_to_gather(ir::Graph &g, ir::Node *n) {
+  ir::Node *t = n->input(0) ? n->input(0)->producer() : nullptr;
+  if (!is_op(t, "Transpose") || !has_single_consumer(g, n->input(0)) || !t->input(0))
+    return false;
+  ir::Node *r = t->input(0)->producer();
+  if (!is_op(r, "Reshape") || !has_single_consumer(g, t->input(0)) || !r->input(0))
+    return false;
+  ir::Value *x = r->input(0);
+  const ir::Value *mid = r->output(0), *y = n->output(0);
+  if (!x->shape().is_concrete() || !mid->shape().is_concrete() || !y->shape().is_concrete() ||
+      !(x->shape() == y->shape()))
+    return false;
+  const Shape64 xs = x->shape().concrete(), ms = mid->shape().concrete();
+  std::optional<std::vector<int64_t>> perm = perm_of(*t, ms.size());
+  if (!perm || ms.size() <= xs.size())
+    return false;
+  // pre: leading dims equal and fixed by perm; post likewise from the end.
+  size_t pre = 0;
+  while (pre < xs.size() && xs[pre] == ms[pre] && (*perm)[pre] == static_cast<int64_t>(pre))
+    ++pre;
+  size_t post = 0;
+  while (post < xs.size() - pre && xs[xs.size() - 1 - post] == ms[ms.size() - 1 - post] &&
+         (*perm)[ms.size() - 1 - post] == static_cast<int64_t>(ms.size() - 1 - post))
+    ++post;
+  if (pre + post + 1 != xs.size())
+    return false;  // more than one axis changed
+  const size_t k = ms.size() - pre - post;
+  int64_t len = 1;
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t p = (*perm)[pre + i];
+    if (p < static_cast<int64_t>(pre) || p >= static_cast<int64_t>(pre + k))
+      return false;
+    len *= ms[pre + i];
+  }
+  if (len != xs[pre] || len > (int64_t{1} << 20))
+    return false;
+  // Output position j, unraveled over the permuted factors, names the source factors.
+  std::vector<int64_t> pdims(k), idx(static_cast<size_t>(len));
+  for (size_t i = 0; i < k; ++i)
+    pdims[i] = ms[static_cast<size_t>((*perm)[pre + i])];
+  for (int64_t j = 0; j < len; ++j) {
+    std::vector<int64_t> src(k);
+    int64_t rem = j;
+    for (size_t i = k; i-- > 0;) {
+      src[static_cast<size_t>((*perm)[pre + i]) - pre] = rem % pdims[i];
+      rem /= pdims[i];
+    }
+    int64_t lin = 0;
+    for (size_t i = 0; i < k; ++i)
+      lin = lin * ms[pre + i] + src[i];
+    idx[static_cast<size_t>(j)] = lin;
+  }
+  ir::Value *iv = g.add_initializer(unique_value_name(g, n->name() + "/indices"),
+                                    Tensor::from_vector(DataType::kInt64, {len}, idx));
+  ir::Value *like = n->output(0);
+  ir::Value *out = g.add_value(unique_value_name(g, like->name()), like->dtype(), like->shape());
+  ir::Attributes a;
+  a.set_int("axis", static_cast<int64_t>(pre));
+  ir::Node *gather = g.add_node("Gather", {x, iv}, {out}, std::move(a), n->name());
+  absorb(*gather, *n);
+  gather->absorb_origins(*t);
+  gather->absorb_origins(*r);
+  INGOT_RETURN_IF_ERROR(replace_value(g, like, out));
+  INGOT_RETURN_IF_ERROR(g.remove_node(n));
+  return true;
+}
+
 // The element indices Slice `s` takes from axis `axis` of its input (rank `rank`, that axis
 // `len` long), when it slices that axis alone with constant bounds; nullopt otherwise.
 std::optional<std::vector<int64_t>> slice_indices_on(const ir::Graph &g, const ir::Node *s, int64_t rank,
@@ -976,6 +1049,14 @@ public:
             removed.insert(n);
         }
       } else if (is_op(n, "Reshape")) {
+        r = axis_shuffle_to_gather(g, n);
+        if (r.ok() && *r) {
+          removed.insert(n);
+          changed = true;
+          continue;
+        }
+        if (!r.ok())
+          return r.status();
         r = reshape_above_matmul(g, n);
         if (r.ok() && *r) {
           removed.insert(n);

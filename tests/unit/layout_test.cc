@@ -235,6 +235,32 @@ TEST(LayoutPass, AveragePoolBetweenConvsRunsChannelsLast) {
 
 // Refused, staying channels-first between the region's transposes: MaxPool's Indices output,
 // storage_order = 1, and a pool whose NCHW input another node reads too.
+// ShuffleNet's unit: Split the channels in two, a conv on one half, Concat, then the channel
+// shuffle (a Gather of channels after simplify_algebra), conv. Split and Gather move into the
+// region: only the input's and the output's reformats remain (ShuffleNetV2 kept 50 Transposes
+// on the H200, census of 2026-12-02).
+TEST(LayoutPass, SplitAndChannelGatherRunChannelsLast) {
+  const std::string before = with_weights(kHead, {{"w1", {4, 4, 3, 3}}, {"wb", {2, 2, 3, 3}}, {"w2", {4, 4, 3, 3}}}, R"(
+  %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1
+  %h0, %h1 = Split {axis=1, num_outputs=2}(%a) @split
+  %b = Conv {pads=[1, 1, 1, 1]}(%h1, %wb) @branch
+  %c = Concat {axis=1}(%h0, %b) @cat
+  %s = Gather {axis=1}(%c, %shuffle) @shuffle
+  %y = Conv {pads=[1, 1, 1, 1]}(%s, %w2) @c2
+  output %y
+)");
+  std::string text = before;
+  text.replace(text.find("  %a = Conv"), 0, "  init %shuffle: i64[4] = [0, 2, 1, 3]\n");
+  builder::LayoutReport rep;
+  auto g = channels_last(text, &rep);
+  ASSERT_TRUE(g);
+  int transposes = 0;
+  for (const auto& n : g->nodes()) transposes += n->op_type() == "Transpose";
+  EXPECT_EQ(transposes, 2) << "the input's and the output's only:\n" << node_lines(*g);
+  EXPECT_EQ(rep.channels_last_convs, 3);
+  expect_same_outputs(text, *g);
+}
+
 TEST(LayoutPass, PoolsItCannotMoveStayChannelsFirst) {
   const std::string indices = with_weights(kHead, kTwoConvWeights, R"(
   %a = Conv {pads=[1, 1, 1, 1]}(%x, %w1) @c1

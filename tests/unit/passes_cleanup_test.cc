@@ -502,6 +502,42 @@ TEST(PassesCleanup, SimplifyAlgebraTurnsUnitTransposesIntoReshapes) {
   ASSERT_TRUE(run_pass(*pass, open, ctx2, false, true));
 }
 
+// ShuffleNet's channel shuffle: view [N, 2, C/2, H, W], transpose(1, 2), view [N, C, H, W] is
+// a permutation of the channels: one Gather. A chain that moves elements across two axes stays.
+TEST(PassesCleanup, SimplifyAlgebraTurnsAChannelShuffleIntoAGather) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[2,6,3,4]
+    init %s5: i64[5] = [2, 2, 3, 3, 4]
+    init %s4: i64[4] = [2, 6, 3, 4]
+    %v = Reshape(%x, %s5)
+    %t = Transpose {perm=[0, 2, 1, 3, 4]}(%v)
+    %y = Reshape(%t, %s4)
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(testing_util::op_list(*g), (std::vector<std::string>{"Gather"}));
+  expect_same_outputs(before, *g);
+  const std::string across = R"(graph g {
+    opset "" 17
+    input %x: f32[2,6,3,4]
+    init %s5: i64[5] = [2, 2, 3, 3, 4]
+    init %s4: i64[4] = [2, 6, 3, 4]
+    %v = Reshape(%x, %s5)
+    %t = Transpose {perm=[0, 3, 2, 1, 4]}(%v)
+    %y = Reshape(%t, %s4)
+    output %y
+  })";
+  PassContext ctx2;
+  auto g2 = run_pass(*pass, across, ctx2, /*expect_change=*/false, true);
+  ASSERT_TRUE(g2);
+  for (const std::string& op : testing_util::op_list(*g2)) EXPECT_NE(op, "Gather");
+  expect_same_outputs(across, *g2);
+}
+
 // torch.roll over two axes (Swin's shifted windows) as Slice/Slice/Concat per axis, and patch
 // merging's strided Slices: each Concat of Slices of one tensor becomes one Gather.
 TEST(PassesCleanup, SimplifyAlgebraTurnsConcatsOfSlicesIntoGathers) {
