@@ -9,7 +9,8 @@
 //                                    Transpose whose perm already puts D before
 //                                    S) scaled the same way
 //   scores scaled by scalar Mul/Div (any number, any operand order for Mul)
-//   [Add(scores, mask) | Where(bool_mask, scores, -inf)]
+//   [Add(scores, mask) | Add(Add(scores, bias), mask) (T5: one mask, their sum) |
+//    Where(bool_mask, scores, -inf)]
 //   probs = Softmax(scores, last axis)
 //           [Where(IsNaN(probs), 0, probs): PyTorch's SDPA export zeroing fully masked rows]
 //   out   = MatMul(probs, V)
@@ -367,7 +368,7 @@ private:
       nodes.insert(nodes.end(), window.nodes.begin(), window.nodes.end());
       s_in = window.scores;
     }
-    Value *mask = nullptr;
+    Value *mask = nullptr, *second_mask = nullptr;
     Value *scores = s_in;
     double scale = 1.0;
     auto find_qk = [&](Value *v, double *sc,
@@ -384,6 +385,23 @@ private:
         if (Node *m = find_qk(add->input(i), &sc, &ns)) {
           qk = m, scale = sc, score_nodes = ns, mask = add->input(1 - i);
           scores = add->input(i);
+        }
+      }
+      // T5: Add(Add(scores, position_bias), padding_mask): the two biases are summed into one
+      // mask by a new Add (shared by the layers once CSE merges their identical sums).
+      for (int i = 0; i < 2 && qk == nullptr && window.mask == nullptr; ++i) {
+        Node *inner = onnx_producer(add->input(i), "Add");
+        if (inner == nullptr || !has_single_consumer(g, add->input(i)))
+          continue;
+        for (int j = 0; j < 2 && qk == nullptr; ++j) {
+          double sc = 1.0;
+          std::vector<Node *> ns;
+          if (Node *m = find_qk(inner->input(j), &sc, &ns)) {
+            qk = m, scale = sc, score_nodes = ns, mask = inner->input(1 - j);
+            second_mask = add->input(1 - i);
+            scores = inner->input(j);
+            nodes.push_back(inner);
+          }
         }
       }
       if (qk == nullptr)
@@ -420,10 +438,12 @@ private:
       if (!fully_named(bs) || bs.rank() > 4 || (bs.rank() == 4 && bs[0].value() != 1))
         return refuse(ctx, sm, "a per-batch mask beside the window mask");
     }
-    if (mask != nullptr) {
+    for (Value *m : {mask, second_mask}) {
+      if (m == nullptr)
+        continue;
       if (!(s_in->shape() == qk->output(0)->shape()) ||
-          !fully_named(s_in->shape()) || !mask->shape().rank_known() ||
-          mask->shape().rank() > 4 || mask->shape().rank() < 1)
+          !fully_named(s_in->shape()) || !m->shape().rank_known() ||
+          m->shape().rank() > 4 || m->shape().rank() < 1 || m->dtype() != mask->dtype())
         return refuse(ctx, sm,
                       "the mask broadcasts the scores to another shape, is a "
                       "scalar, or has unknown shape");
@@ -436,6 +456,23 @@ private:
     if (!self_contained(g, nodes, pv))
       return refuse(ctx, sm, "an intermediate is read outside the pattern");
 
+    if (second_mask != nullptr) {
+      ir::Shape sum_shape = ir::Shape::unknown_rank();
+      if (fully_named(mask->shape()) && fully_named(second_mask->shape())) {
+        std::vector<int64_t> a(4, 1), b(4, 1);
+        for (size_t j = 0; j < mask->shape().rank(); ++j)
+          a[4 - mask->shape().rank() + j] = mask->shape()[j].value();
+        for (size_t j = 0; j < second_mask->shape().rank(); ++j)
+          b[4 - second_mask->shape().rank() + j] = second_mask->shape()[j].value();
+        std::vector<ir::Dim> d;
+        for (size_t j = 0; j < 4; ++j)
+          d.emplace_back(std::max(a[j], b[j]));
+        sum_shape = ir::Shape(d);
+      }
+      Value *sum = g.add_value(unique_value_name(g, mask->name() + ".plus_mask", "."), mask->dtype(), sum_shape);
+      g.add_node("Add", {mask, second_mask}, {sum}, {}, sm->name() + "/mask_sum");
+      mask = sum;
+    }
     int64_t period = 0;
     if (window.mask != nullptr) {
       INGOT_ASSIGN_OR_RETURN(mask, combined_window_mask(g, window, mask));

@@ -639,6 +639,21 @@ TEST(PassesPattern, AttentionWithAdditiveMaskAbsorbsHeadSplitAndMerge) {
   expect_same_numbers(*pass, kt2, "ingot::Attention ");
 }
 
+// T5: unscaled scores plus the relative-position bias [1, H, S, S], then the padding mask: one
+// Attention whose mask is the sum of the two.
+TEST(PassesPattern, AttentionOfT5SumsPositionBiasAndPaddingMask) {
+  auto pass = make_recognize_attention();
+  std::string text = bert_attention("  %sb = Add(%qk, %pos)\n  %sm = Add(%sb, %mask)", "%sm");
+  text.replace(text.find("  init %split"), 0, "  input %pos: f32[1,2,5,5]\n");
+  text.replace(text.find("  %sc = Div(%qk, %sqrtd)\n"), std::string("  %sc = Div(%qk, %sqrtd)\n").size(), "");
+  expect_same_numbers(*pass, text, "Add ingot::Attention ");
+  Outcome o = run_pass(*pass, text);
+  const ir::Node &att = *o.graph->nodes().back();
+  EXPECT_FLOAT_EQ(att.attrs().get_float("scale", 0), 1.0f);
+  ASSERT_EQ(att.inputs().size(), 4u);
+  EXPECT_EQ(att.input(3)->shape(), ir::Shape({ir::Dim(2), ir::Dim(2), ir::Dim(5), ir::Dim(5)}));
+}
+
 // PyTorch's exported scaled_dot_product_attention: the scale split over Q and K^T as two Muls
 // by √scale, and Where(IsNaN(p), 0, p) after the Softmax (fully masked rows become zeros, as
 // Attention's do).
