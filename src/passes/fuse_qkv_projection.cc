@@ -14,7 +14,7 @@
 // launches per layer.
 //
 // Matched: FusedGemm kind "matmul" with a 2-D constant weight [K, N] and an optional constant
-// bias [N], no activation, no residual, identical attributes, the same input x, each output read
+// bias [N] (or plain MatMuls by 2-D constants: bias-free projections such as T5's), no activation, no residual, identical attributes, the same input x, each output read
 // only by the attention. Refused (noted): Gemm-kind projections (2-D tensors, not the 3-D form
 // the packed attention takes), projections with an epilogue, differing weight shapes or types
 // (grouped-query K/V with fewer heads), and projections whose outputs are read elsewhere.
@@ -38,6 +38,12 @@ using ir::Value;
 constexpr const char* kName = "fuse_qkv_projection";
 
 bool is_ingot(const Node* n, const char* op) { return n && n->domain() == kIngotDomain && n->op_type() == op; }
+
+/// A bias-free projection left as ai.onnx MatMul (T5's, whose layers have no biases, so no
+/// epilogue made a FusedGemm of them).
+bool is_plain_matmul(const Node* n) {
+  return n && n->domain().empty() && n->op_type() == "MatMul" && n->inputs().size() == 2;
+}
 
 /// Same attribute names with equal int / float / string values (a FusedGemm carries no others).
 bool same_scalar_attrs(const ir::Attributes& a, const ir::Attributes& b) {
@@ -82,14 +88,15 @@ class FuseQkvProjection final : public Pass {
     for (int i = 0; i < 3; ++i) {
       Value* v = att->input(i);
       proj[i] = v ? v->producer() : nullptr;
-      if (!is_ingot(proj[i], "FusedGemm")) return false;
+      if (!is_ingot(proj[i], "FusedGemm") && !is_plain_matmul(proj[i])) return false;
       if (single_consumer(g, v) != att) return refuse(ctx, att, "projection " + proj[i]->describe() + " is read elsewhere");
     }
     if (proj[0] == proj[1] || proj[1] == proj[2] || proj[0] == proj[2]) return false;
     Value* x = proj[0]->input(0);
     std::vector<Tensor> weights, biases;
     for (Node* p : proj) {
-      if (p->attrs().get_string("kind", "gemm") != "matmul")
+      if (p->op_type() != proj[0]->op_type()) return refuse(ctx, att, "Q, K and V projections are different ops");
+      if (is_ingot(p, "FusedGemm") && p->attrs().get_string("kind", "gemm") != "matmul")
         return refuse(ctx, att, p->describe() + " is not a MatMul projection");
       if (!p->attrs().get_string("activation", "").empty() || p->inputs().size() > 3)
         return refuse(ctx, att, p->describe() + " has an activation or residual epilogue");
@@ -126,7 +133,9 @@ class FuseQkvProjection final : public Pass {
     if (qkv_shape.rank_known() && qkv_shape.rank() == 3)
       qkv_shape[2] = qkv_shape[2].is_known() ? ir::Dim(3 * qkv_shape[2].value()) : ir::Dim::unknown();
     Value* qkv = g.add_value(unique_value_name(g, base, "."), att->input(0)->dtype(), qkv_shape);
-    Node* gemm = g.add_node("FusedGemm", {x, w, b}, {qkv}, proj[0]->attrs(), base, kIngotDomain);
+    ir::Attributes gemm_attrs = proj[0]->attrs();
+    if (is_plain_matmul(proj[0])) gemm_attrs.set_string("kind", "matmul");
+    Node* gemm = g.add_node("FusedGemm", {x, w, b}, {qkv}, std::move(gemm_attrs), base, kIngotDomain);
     for (Node* p : proj) gemm->absorb_origins(*p);
 
     std::vector<Value*> ins = {qkv, nullptr, nullptr};

@@ -514,6 +514,27 @@ TEST(PassesFusion, QkvProjectionsBecomeOneGemmAndPackedAttention) {
   expect_equivalent(t, *g);
 }
 
+// Bias-free projections (T5's) stay plain MatMuls: they pack the same way, with a zero bias.
+TEST(PassesFusion, BiasFreeMatMulProjectionsPackToo) {
+  std::string t = qkv_graph("  %k = MatMul(%x, %wk) @k\n");
+  for (const char* p : {"q", "v"}) {
+    const std::string from = std::string("  %") + p + " = ingot::FusedGemm {kind=\"matmul\"}(%x, %w" + p + ", %b" + p + ")";
+    t.replace(t.find(from), from.size(), std::string("  %") + p + " = MatMul(%x, %w" + p + ")");
+  }
+  PassContext ctx;
+  auto g = run_passes(t, one(make_fuse_qkv_projection()), &ctx);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->nodes().size(), 2u);
+  EXPECT_EQ(g->nodes()[0]->op_type(), "FusedGemm");
+  EXPECT_EQ(g->nodes()[0]->attrs().get_string("kind", ""), "matmul");
+  EXPECT_EQ(g->nodes()[1]->attrs().get_int("qkv_packed", 0), 1);
+  expect_equivalent(t, *g);
+  // A MatMul beside FusedGemms is not packed.
+  PassContext ctx2;
+  auto mixed = run_passes(qkv_graph("  %k = MatMul(%x, %wk) @k\n"), one(make_fuse_qkv_projection()), &ctx2, false);
+  EXPECT_TRUE(has_note(ctx2, "different ops"));
+}
+
 TEST(PassesFusion, QkvProjectionRefusals) {
   // K projects another input.
   {
