@@ -34,6 +34,9 @@
 // b·P + w reads mask entry w); the two Reshapes and the Add go. The new mask nodes read constants
 // only, so the cleanup after folds them into one initializer.
 //
+// MaxViT's scores [B, G, H, N, M] (5-D, after lower_einsum) are matched too: Attention runs on
+// the [B·G, H, ...] views of Q, K and V and its output is reshaped back (see try_5d).
+//
 // Refused (noted), because Attention could not express it:
 //  - a mask that is not additive: Mul(scores, m), Where(m, -inf, scores), Where
 //  with a
@@ -319,6 +322,80 @@ private:
     return Status::Ok();
   }
 
+  /// `x` reshaped to `dims` by a new Reshape (a view: no copy where x is contiguous).
+  static Value *reshaped(Graph &g, Value *x, const std::vector<int64_t> &dims, const std::string &node_name) {
+    Value *shape = make_initializer(g, x->name() + "_shape",
+                                    Tensor::from_vector<int64_t>(DataType::kInt64,
+                                                                 {static_cast<int64_t>(dims.size())}, dims));
+    std::vector<ir::Dim> d(dims.begin(), dims.end());
+    Value *y = g.add_value(unique_value_name(g, x->name() + ".flat", "."), x->dtype(), ir::Shape(d));
+    g.add_node("Reshape", {x, shape}, {y}, {}, node_name);
+    return y;
+  }
+
+  /// 5-D scores [B, G, H, N, M] (MaxViT's window and grid attention): Q [B, G, H, N, D], K^T as
+  /// Transpose(K [B, G, H, M, D], last two swapped), V [B, G, H, M, Dv] become 4-D by merging B
+  /// and G (Reshapes), one Attention runs on them, and its [B·G, H, N, Dv] output is reshaped
+  /// back. The mask must be the same for every B and G (rank <= 3, or a leading 1).
+  Result<bool> try_5d(Graph &g, PassContext &ctx, Node *sm, Value *q, Value *kt, Value *v, Node *pv,
+                      Value *mask, double scale, std::vector<Node *> nodes,
+                      std::set<const Node *> *removed) {
+    auto dims5 = [](const Value *x, std::vector<int64_t> *d) {
+      if (!fully_named(x->shape()) || x->shape().rank() != 5)
+        return false;
+      for (const ir::Dim &dim : x->shape().dims())
+        d->push_back(dim.value());
+      return true;
+    };
+    Node *kt_tr = onnx_producer(kt, "Transpose");
+    if (kt_tr == nullptr || kt_tr->attrs().get_ints("perm") != std::vector<int64_t>{0, 1, 2, 4, 3} ||
+        !has_single_consumer(g, kt))
+      return refuse(ctx, sm, "K^T of 5-D scores is not a Transpose of K's last two axes");
+    Value *k = peel_scale(kt_tr->input(0), &scale, &nodes);  // MaxViT scales K before its transpose
+    std::vector<int64_t> qd, kd, vd;
+    if (!dims5(q, &qd) || !dims5(k, &kd) || !dims5(v, &vd))
+      return refuse(ctx, sm, "Q, K or V of 5-D scores is not 5-D with known dims");
+    if (qd[0] != kd[0] || qd[0] != vd[0] || qd[1] != kd[1] || qd[1] != vd[1] || kd[2] != vd[2] ||
+        qd[2] % kd[2] != 0 || kd[3] != vd[3] || qd[4] != kd[4])
+      return refuse(ctx, sm, "Q, K and V of 5-D scores disagree on their dims");
+    if (mask != nullptr) {
+      const ir::Shape &ms = mask->shape();
+      if (ms.rank() > 4 || (ms.rank() == 4 && ms[0].value() != 1))
+        return refuse(ctx, sm, "the mask of 5-D scores differs per batch or window");
+    }
+    if (!fully_named(pv->output(0)->shape()))
+      return refuse(ctx, sm, "the output of 5-D attention has unknown dims");
+    nodes.push_back(kt_tr);
+    if (!self_contained(g, nodes, pv))
+      return refuse(ctx, sm, "an intermediate is read outside the pattern");
+    if (g.opset(kIngotDomain) == 0)
+      g.set_opset_import(kIngotDomain, 1);
+    const int64_t bg = qd[0] * qd[1];
+    const std::string base = sm->name().empty() ? "Attention" : sm->name() + "/Attention";
+    Value *q4 = reshaped(g, q, {bg, qd[2], qd[3], qd[4]}, base + "/q_4d");
+    Value *k4 = reshaped(g, k, {bg, kd[2], kd[3], kd[4]}, base + "/k_4d");
+    Value *v4 = reshaped(g, v, {bg, vd[2], vd[3], vd[4]}, base + "/v_4d");
+    Value *out = pv->output(0);
+    Value *y4 = g.add_value(unique_value_name(g, out->name() + ".4d", "."), out->dtype(),
+                            ir::Shape({ir::Dim(bg), ir::Dim(qd[2]), ir::Dim(qd[3]), ir::Dim(vd[4])}));
+    std::vector<Value *> ins = {q4, k4, v4};
+    if (mask != nullptr)
+      ins.push_back(mask);
+    Node *att = g.add_node("Attention", ins, {y4}, attention_attrs(scale, 0), base, kIngotDomain);
+    for (Node *d : nodes)
+      att->absorb_origins(*d);
+    std::vector<int64_t> od;
+    for (const ir::Dim &dim : out->shape().dims())
+      od.push_back(dim.value());
+    Value *y5 = reshaped(g, y4, od, base + "/y_5d");
+    g.replace_all_uses(out, y5);
+    for (Node *d : nodes)
+      removed->insert(d);
+    INGOT_RETURN_IF_ERROR(remove_nodes_consumers_first(g, nodes, "recognize_attention"));
+    take_over_name(g, out, y5);
+    return true;
+  }
+
   Result<bool> refuse(PassContext &ctx, const Node *sm,
                       const std::string &why) {
     ctx.note(name(), refusal_note("attention", "Softmax", sm, why));
@@ -328,7 +405,10 @@ private:
   Result<bool> try_match(Graph &g, PassContext &ctx, Node *sm,
                          std::set<const Node *> *removed) {
     Value *s_in = sm->input(0);
-    if (!rank4(s_in))
+    // MaxViT: scores [B, G, H, N, M] over windows or grid cells G (its einsums, after
+    // lower_einsum): matched as the 4-D form on [B·G, H, ...] (try_5d).
+    const bool five = fully_named(s_in->shape()) && s_in->shape().rank() == 5;
+    if (!rank4(s_in) && !five)
       return false;
     Value *probs = sm->output(0);
     // PyTorch's exported scaled_dot_product_attention zeroes the NaN rows a fully masked row
@@ -362,7 +442,7 @@ private:
     nodes.insert(nodes.end(), nan_guard.begin(), nan_guard.end());
     nodes.push_back(sm);
     WindowMask window;
-    if (Node *back = onnx_producer(s_in, "Reshape")) {
+    if (Node *back = five ? nullptr : onnx_producer(s_in, "Reshape")) {
       if (!window_mask(g, back, &window))
         return false;
       nodes.insert(nodes.end(), window.nodes.begin(), window.nodes.end());
@@ -451,6 +531,11 @@ private:
     Value *q = peel_scale(qk->input(0), &scale, &nodes);
     Value *kt = peel_scale(qk->input(1), &scale, &nodes);
     Value *v = pv->input(1);
+    if (five) {
+      if (second_mask != nullptr)
+        return refuse(ctx, sm, "two masks on 5-D scores");
+      return try_5d(g, ctx, sm, q, kt, v, pv, mask, scale, nodes, removed);
+    }
     if (!rank4(q) || !rank4(kt) || !rank4(v))
       return refuse(ctx, sm, "Q, K or V is not 4-D");
     if (!self_contained(g, nodes, pv))

@@ -814,6 +814,41 @@ TEST(PassesPattern, EinsumBatchedMatrixProductsBecomeMatMul) {
   }
 }
 
+// MaxViT: attention over windows G on 5-D tensors [B, G, H, N, D] (its einsums as MatMuls):
+// one 4-D Attention on [B·G, H, N, D] views, its output reshaped back.
+std::string maxvit_attention(const std::string& bias_shape) {
+  return R"(graph g {
+  opset "" 17
+  input %q: f32[2,3,2,4,8]
+  input %k: f32[2,3,2,4,8]
+  input %v: f32[2,3,2,4,8]
+  input %bias: f32)" + bias_shape + R"(
+  init %scale: f32[] = [0.353553385]
+  %ks = Mul(%k, %scale)
+  %kt = Transpose {perm=[0, 1, 2, 4, 3]}(%ks)
+  %qk = MatMul(%q, %kt)
+  %sb = Add(%qk, %bias)
+  %p = Softmax {axis=-1}(%sb) @attn
+  %out = MatMul(%p, %v)
+  output %out
+})";
+}
+
+TEST(PassesPattern, AttentionOverWindowsOf5DTensors) {
+  auto pass = make_recognize_attention();
+  expect_same_numbers(*pass, maxvit_attention("[1,2,4,4]"), "Reshape Reshape Reshape ingot::Attention Reshape ");
+  expect_same_numbers(*pass, maxvit_attention("[2,4,4]"), "Reshape Reshape Reshape ingot::Attention Reshape ");
+  Outcome o = run_pass(*pass, maxvit_attention("[1,2,4,4]"));
+  const ir::Node *att = nullptr;
+  for (const auto &n : o.graph->nodes())
+    if (n->op_type() == "Attention") att = n.get();
+  ASSERT_NE(att, nullptr);
+  EXPECT_NEAR(att->attrs().get_float("scale", 0), 0.353553385, 1e-7);  // K's scale, peeled
+  EXPECT_EQ(att->input(0)->shape(), ir::Shape({ir::Dim(6), ir::Dim(2), ir::Dim(4), ir::Dim(8)}));
+  // A bias per window cannot be one mask over the merged batch: refused.
+  expect_refused(*pass, maxvit_attention("[3,2,4,4]"), "differs per batch or window");
+}
+
 TEST(PassesPattern, AttentionRefusesMultiplicativeMask) {
   auto pass = make_recognize_attention();
   expect_refused(*pass, bert_attention("  %sm = Mul(%sc, %mask)", "%sm"),
