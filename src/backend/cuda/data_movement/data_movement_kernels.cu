@@ -68,6 +68,30 @@ __global__ void index_map_kernel(const T* x, T* y, int64_t n, IndexMapDesc d, co
   }
 }
 
+// index_map over whole runs: the innermost dims are copied whole (start 0, step 1, all of
+// them, contiguous), so each run of `words` V-sized words is one source run. One walk over the
+// outer dims per run instead of per element (Swin's strided patch-merging Slices, Pads of
+// channels-last images): blockDim.x threads copy a run's words, blockDim.y runs at a time.
+template <class V>
+__global__ void index_map_runs_kernel(const V* x, V* y, int64_t runs, int64_t words, int64_t elems_per_word,
+                                      IndexMapDesc d, int32_t outer_rank) {
+  const int64_t run_stride = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < runs; r += run_stride) {
+    int64_t rem = r, off = 0;
+    bool inside = true;
+    for (int dim = outer_rank - 1; dim >= 0; --dim) {
+      const int64_t o = rem % d.out_dims[dim];
+      rem /= d.out_dims[dim];
+      const int64_t c = map_coord(d.start[dim] + o * d.step[dim], d.in_dims[dim], d.mode);
+      inside = inside && c >= 0;
+      off += c * d.in_strides[dim];
+    }
+    const V* src = x + (inside ? off / elems_per_word : 0);
+    V* dst = y + r * words;
+    for (int64_t w = threadIdx.x; w < words; w += blockDim.x) dst[w] = inside ? src[w] : V{};
+  }
+}
+
 __device__ __forceinline__ int64_t load_any_index(const void* p, bool i64, int64_t i) {
   return i64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
 }
@@ -240,10 +264,59 @@ __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// index_map_runs_kernel where the innermost dims copied whole make runs of at least 64 bytes
+// (words up to 16 bytes that divide the run and both base addresses); false otherwise. Zero fill
+// outside (no pad-value pointer) and host-known starts only.
+bool launch_index_map_runs(int32_t element_bytes, const void* x, void* y, int64_t n, const IndexMapDesc& d,
+                           cudaStream_t stream) {
+  int32_t outer = d.rank;
+  int64_t run = 1;
+  while (outer > 0) {
+    const int dim = outer - 1;
+    if (d.start[dim] != 0 || d.step[dim] != 1 || d.out_dims[dim] != d.in_dims[dim] || d.in_strides[dim] != run) break;
+    run *= d.in_dims[dim];
+    --outer;
+  }
+  if (outer == d.rank || run <= 0 || n % run != 0) return false;
+  for (int dim = 0; dim < outer; ++dim)
+    if (d.in_strides[dim] % run != 0) return false;
+  const int64_t run_bytes = run * element_bytes;
+  if (run_bytes < 64) return false;
+  const uint64_t bits = static_cast<uint64_t>(run_bytes) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
+  int word = 16;
+  while (word > element_bytes && (bits & static_cast<uint64_t>(word - 1)) != 0) word /= 2;
+  if (word < element_bytes || word % element_bytes != 0) return false;
+  const int64_t words = run_bytes / word, per_word = word / element_bytes, runs = n / run;
+  const unsigned bx = static_cast<unsigned>(std::min<int64_t>(256, (words + 31) / 32 * 32));
+  const unsigned by = std::max(1u, 256u / bx);
+  const dim3 block(bx, by);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((runs + by - 1) / by, int64_t(1) << 20));
+  auto go = [&](auto tag) {
+    using V = typename decltype(tag)::type;
+    index_map_runs_kernel<V><<<grid, block, 0, stream>>>(static_cast<const V*>(x), static_cast<V*>(y), runs, words,
+                                                         per_word, d, outer);
+  };
+  switch (word) {
+    case 16: go(ew::Tag<uint4>{}); break;
+    case 8: go(ew::Tag<uint2>{}); break;
+    case 4: go(ew::Tag<uint32_t>{}); break;
+    case 2: go(ew::Tag<uint16_t>{}); break;
+    default: go(ew::Tag<uint8_t>{}); break;
+  }
+  return true;
+}
+
+}  // namespace
+
 cudaError_t launch_index_map(int32_t element_bytes, const void* x, void* y, int64_t n, const IndexMapDesc& desc,
                              const void* pad_value, const int64_t* device_start_step, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (desc.rank < 0 || desc.rank > kMaxDims) return cudaErrorInvalidValue;
+  if (device_start_step == nullptr && pad_value == nullptr &&
+      launch_index_map_runs(element_bytes, x, y, n, desc, stream))
+    return cudaGetLastError();
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (device_start_step != nullptr) {
