@@ -37,6 +37,10 @@
 //   - Reshape (one axis split into factors) -> Transpose (of those factors only) -> Reshape back
 //     to the input's shape: a permutation of that axis' elements (ShuffleNet's channel shuffle)
 //     -> Gather(x, constant indices, axis), which a channels-last region can carry;
+//   - a chain of Gathers (constant 1-D indices), Transposes and Reshapes that all keep the last
+//     axis (at least two nodes, one a Gather: Swin's roll + window partition, the window
+//     reverse + roll back) moves whole rows: one Gather of x's rows [R, C] by a constant row
+//     table, between two Reshapes (one copy instead of three);
 //   - Concat {axis a} of Slices of one x along axis a alone (each read only there; constant
 //     bounds, any step): one Gather(x, the slices' indices one after another, axis a). torch's
 //     roll exports as two Slices and a Concat per axis (Swin's shifted windows: 6 copies per
@@ -926,6 +930,103 @@ Result<bool> axis_shuffle_to_gather(ir::Graph &g, ir::Node *n) {
   return true;
 }
 
+bool keeps_last_axis(const ir::Node *n) {
+  const ir::Value *x = n->input(0), *y = n->output(0);
+  if (!x || !y || !x->shape().is_concrete() || !y->shape().is_concrete() || x->shape().rank() < 2 ||
+      y->shape().rank() < 2 || n->outputs().size() != 1)
+    return false;
+  const Shape64 xs = x->shape().concrete(), ys = y->shape().concrete();
+  if (xs.back() != ys.back())
+    return false;
+  const int64_t r = static_cast<int64_t>(xs.size());
+  if (is_op(n, "Gather")) {
+    std::optional<Tensor> idx = n->input(1) ? constant_value(n->input(1)) : std::nullopt;
+    int64_t axis = n->attrs().get_int("axis", 0);
+    if (axis < 0)
+      axis += r;
+    return idx && idx->rank() == 1 && axis >= 0 && axis < r - 1;
+  }
+  if (is_op(n, "Transpose")) {
+    std::optional<std::vector<int64_t>> p = perm_of(*n, xs.size());
+    return p && p->back() == r - 1;
+  }
+  return is_op(n, "Reshape");
+}
+
+// Runs `n` (a Gather / Transpose / Reshape keeping the last axis) on the row ids `ids` (x's
+// shape with the last dim 1).
+Result<Tensor> apply_to_rows(const ir::Graph &g, const ir::Node *n, const Tensor &ids) {
+  if (is_op(n, "Reshape")) {
+    Shape64 ys = n->output(0)->shape().concrete();
+    ys.back() = 1;
+    return ids.reshaped(ys);
+  }
+  std::vector<Tensor> ins = {ids};
+  if (is_op(n, "Gather"))
+    ins.push_back(*constant_value(n->input(1)));
+  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> out, eval_op(n->op_type(), ins, n->attrs(), &g));
+  return std::move(out[0]);
+}
+
+Result<bool> fold_row_permutation(ir::Graph &g, ir::Node *n) {
+  if (!keeps_last_axis(n))
+    return false;
+  // n must end the chain: not read by one more such node alone.
+  ir::Node *next = single_consumer(g, n->output(0));
+  if (next && next->input(0) == n->output(0) && keeps_last_axis(next))
+    return false;
+  std::vector<ir::Node *> chain = {n};
+  while (chain.size() < 32) {
+    ir::Value *in = chain.back()->input(0);
+    ir::Node *p = in->producer();
+    if (!p || !keeps_last_axis(p) || !has_single_consumer(g, in) || is_graph_output(g, in))
+      break;
+    chain.push_back(p);
+  }
+  std::reverse(chain.begin(), chain.end());
+  int gathers = 0, copies = 0;
+  for (const ir::Node *c : chain) {
+    gathers += is_op(c, "Gather");
+    copies += !is_op(c, "Reshape");
+  }
+  ir::Value *x = chain.front()->input(0);
+  if (gathers == 0 || copies < 2 || x->uses().size() != 1 || is_graph_output(g, x))
+    return false;
+  const Shape64 xs = x->shape().concrete(), ys = n->output(0)->shape().concrete();
+  const int64_t c = xs.back();
+  const int64_t rows_in = shape_numel(xs) / c, rows_out = shape_numel(ys) / c;
+  if (c * static_cast<int64_t>(storage_bytes(x->dtype(), 1)) < 16 || rows_out > (int64_t{1} << 22))
+    return false;
+  Shape64 ids_shape = xs;
+  ids_shape.back() = 1;
+  std::vector<int64_t> iota(static_cast<size_t>(rows_in));
+  for (int64_t i = 0; i < rows_in; ++i)
+    iota[static_cast<size_t>(i)] = i;
+  Tensor ids = Tensor::from_vector(DataType::kInt64, ids_shape, iota);
+  for (const ir::Node *c2 : chain) {
+    INGOT_ASSIGN_OR_RETURN(ids, apply_to_rows(g, c2, ids));
+  }
+  INGOT_ASSIGN_OR_RETURN(Tensor table, ids.reshaped({rows_out}));
+  const std::string base = n->name().empty() ? "rows" : n->name();
+  ir::Value *s2 = g.add_initializer(unique_value_name(g, base + "/rows_shape"),
+                                    Tensor::from_vector(DataType::kInt64, {2}, Shape64{rows_in, c}));
+  ir::Value *x2 = g.add_value(unique_value_name(g, x->name() + ".rows"), x->dtype(),
+                              ir::Shape{ir::Dim(rows_in), ir::Dim(c)});
+  g.add_node("Reshape", {x, s2}, {x2}, {}, base + "/rows");
+  ir::Value *tv = g.add_initializer(unique_value_name(g, base + "/row_table"), std::move(table));
+  ir::Value *gy = g.add_value(unique_value_name(g, base + ".gathered"), x->dtype(),
+                              ir::Shape{ir::Dim(rows_out), ir::Dim(c)});
+  ir::Attributes ga;
+  ga.set_int("axis", 0);
+  ir::Node *gather = g.add_node("Gather", {x2, tv}, {gy}, std::move(ga), base);
+  for (ir::Node *c2 : chain)
+    absorb(*gather, *c2);
+  ir::Value *s3 = g.add_initializer(unique_value_name(g, base + "/out_shape"),
+                                    Tensor::from_vector(DataType::kInt64, {static_cast<int64_t>(ys.size())}, ys));
+  INGOT_RETURN_IF_ERROR(replace_with_node(g, n, "Reshape", {gy, s3}));
+  return true;  // the chain's other nodes go as dead nodes
+}
+
 // The element indices Slice `s` takes from axis `axis` of its input (rank `rank`, that axis
 // `len` long), when it slices that axis alone with constant bounds; nullopt otherwise.
 std::optional<std::vector<int64_t>> slice_indices_on(const ir::Graph &g, const ir::Node *s, int64_t rank,
@@ -1095,6 +1196,12 @@ public:
         r = gather_through_expand(g, n);
         if (r.ok() && !*r)
           r = gather_of_repeating_constant(g, n);
+        if (r.ok() && *r)
+          removed.insert(n);
+      }
+      if (r.ok() && !*r && !removed.count(n) && n->output(0) &&
+          (is_op(n, "Gather") || is_op(n, "Transpose") || is_op(n, "Reshape"))) {
+        r = fold_row_permutation(g, n);
         if (r.ok() && *r)
           removed.insert(n);
       }

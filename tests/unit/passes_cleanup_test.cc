@@ -502,6 +502,47 @@ TEST(PassesCleanup, SimplifyAlgebraTurnsUnitTransposesIntoReshapes) {
   ASSERT_TRUE(run_pass(*pass, open, ctx2, false, true));
 }
 
+// Swin's roll (two Gathers after the Concat-of-Slices rule) then its window partition (Reshape,
+// Transpose keeping channels last, Reshape): every node moves whole rows of C, so the chain is
+// one Gather of rows by a constant table between two Reshapes.
+TEST(PassesCleanup, SimplifyAlgebraFoldsRowMovingChainsIntoOneGather) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[2,4,4,8]
+    init %r1: i64[4] = [1, 2, 3, 0]
+    init %r2: i64[4] = [3, 0, 1, 2]
+    init %s6: i64[6] = [2, 2, 2, 2, 2, 8]
+    init %s3: i64[3] = [8, 4, 8]
+    %a = Gather {axis=1}(%x, %r1)
+    %b = Gather {axis=2}(%a, %r2)
+    %v = Reshape(%b, %s6)
+    %t = Transpose {perm=[0, 1, 3, 2, 4, 5]}(%v)
+    %w = Reshape(%t, %s3)
+    %y = Relu(%w)
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(testing_util::op_list(*g), (std::vector<std::string>{"Reshape", "Gather", "Reshape", "Relu"}));
+  expect_same_outputs(before, *g);
+  // No Gather in the chain (an attention head split): left for the attention passes.
+  const std::string heads = R"(graph g {
+    opset "" 17
+    input %x: f32[2,4,16]
+    init %s4: i64[4] = [2, 4, 2, 8]
+    %v = Reshape(%x, %s4)
+    %t = Transpose {perm=[0, 2, 1, 3]}(%v)
+    %y = Relu(%t)
+    output %y
+  })";
+  PassContext ctx2;
+  auto g2 = run_pass(*pass, heads, ctx2, /*expect_change=*/false, true);
+  ASSERT_TRUE(g2);
+  EXPECT_EQ(testing_util::op_list(*g2), (std::vector<std::string>{"Reshape", "Transpose", "Relu"}));
+}
+
 // ShuffleNet's channel shuffle: view [N, 2, C/2, H, W], transpose(1, 2), view [N, C, H, W] is
 // a permutation of the channels: one Gather. A chain that moves elements across two axes stays.
 TEST(PassesCleanup, SimplifyAlgebraTurnsAChannelShuffleIntoAGather) {
