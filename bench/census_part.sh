@@ -32,8 +32,8 @@ fi
 wait
 echo "prepared in $SECONDS s"
 grep -h "tests ran\|PASSED\|FAILED" "$t"/gpu_tests_*.log 2>/dev/null
-# PROFILE_MODELS (a subset of the models, timed first): also `ingot run --dump-profile` per batch
-# (census.py --profile, into census_profiled/); the rest without it (into census/).
+# PROFILE_MODELS (a subset of the models, timed first, or 'all'): with census.py --profile, the per-layer
+# profile of each timed run too (into census_profiled/); the rest without it (into census/).
 run_census() {  # out-dir models [flags]
   local out=$1 list=$2; shift 2
   [ -z "$list" ] && return 0
@@ -44,6 +44,7 @@ run_census() {  # out-dir models [flags]
     --models "$list" "$@" >> "$t/census.log" 2>&1
   echo "census $out rc $? after $SECONDS s"
 }
+[ "${PROFILE_MODELS:-}" = all ] && PROFILE_MODELS=$models
 rest=$(python3 -c "import sys; p=set(sys.argv[2].split(',')) - {''}; print(','.join(m for m in sys.argv[1].split(',') if m not in p))" \
   "$models" "${PROFILE_MODELS:-}")
 run_census census_profiled "${PROFILE_MODELS:-}" --profile
