@@ -112,7 +112,7 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
-FinishedSequence Scheduler::finish(int64_t id, FinishReason why) {
+FinishedSequence Scheduler::finish(int64_t id, SequenceEnd why) {
   Seq& s = seqs_.at(id);
   FinishedSequence f{id, std::move(s.output), why};
   if (s.in_cache) cache_.free_sequence(id);
@@ -140,11 +140,11 @@ Result<std::vector<FinishedSequence>> Scheduler::finish_step(const StepPlan& pla
     const int32_t tok = t->second;
     s.tokens.push_back(tok);
     s.output.push_back(tok);
-    FinishReason why = FinishReason::kNone;
-    if (s.request.stop_tokens.count(tok)) why = FinishReason::kStop;
-    else if (static_cast<int64_t>(s.output.size()) >= s.request.max_tokens) why = FinishReason::kLength;
-    else if (static_cast<int64_t>(s.tokens.size()) >= config_.max_model_len) why = FinishReason::kModelLength;
-    if (why != FinishReason::kNone) {
+    SequenceEnd why = SequenceEnd::kNone;
+    if (s.request.stop_tokens.count(tok)) why = SequenceEnd::kStop;
+    else if (static_cast<int64_t>(s.output.size()) >= s.request.max_tokens) why = SequenceEnd::kLength;
+    else if (static_cast<int64_t>(s.tokens.size()) >= config_.max_model_len) why = SequenceEnd::kModelLength;
+    if (why != SequenceEnd::kNone) {
       done.push_back(finish(ss.id, why));
       continue;
     }
@@ -155,7 +155,7 @@ Result<std::vector<FinishedSequence>> Scheduler::finish_step(const StepPlan& pla
 
 bool Scheduler::abort(int64_t id, FinishedSequence* finished) {
   if (!seqs_.count(id)) return false;
-  FinishedSequence f = finish(id, FinishReason::kAborted);
+  FinishedSequence f = finish(id, SequenceEnd::kAborted);
   if (finished) *finished = std::move(f);
   return true;
 }

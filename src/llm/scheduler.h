@@ -62,12 +62,12 @@ struct StepPlan {
   std::vector<int64_t> preempted;  ///< sent back to the queue by this step (recomputed later)
 };
 
-enum class FinishReason { kNone, kLength, kStop, kModelLength, kAborted };
+enum class SequenceEnd { kNone, kLength, kStop, kModelLength, kAborted };
 
 struct FinishedSequence {
   int64_t id = 0;
   std::vector<int32_t> output;  ///< generated tokens
-  FinishReason reason = FinishReason::kNone;
+  SequenceEnd reason = SequenceEnd::kNone;
 };
 
 class Scheduler {
@@ -110,7 +110,7 @@ class Scheduler {
   /// the only one left: then `s` is preempted by the caller.
   bool slot_for_new_token(Seq& s, StepPlan* plan);
   void preempt(int64_t id, StepPlan* plan);
-  FinishedSequence finish(int64_t id, FinishReason why);
+  FinishedSequence finish(int64_t id, SequenceEnd why);
 
   SchedulerConfig config_;
   KvBlockManager cache_;

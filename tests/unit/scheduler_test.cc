@@ -72,7 +72,7 @@ TEST(Scheduler, ContinuousBatchingGeneratesEveryRequestToItsLimit) {
   ASSERT_EQ(done.size(), 2u);
   EXPECT_EQ(done[1].output, (std::vector<int32_t>{15, 16, 17}));
   EXPECT_EQ(done[2].output, (std::vector<int32_t>{57, 58, 59, 60, 61}));
-  EXPECT_EQ(done[1].reason, FinishReason::kLength);
+  EXPECT_EQ(done[1].reason, SequenceEnd::kLength);
   // Step 1 prefills both prompts together; later steps decode one token each.
   ASSERT_GE(plans.size(), 2u);
   EXPECT_EQ(plans[0].num_tokens, 12);
@@ -154,8 +154,8 @@ TEST(Scheduler, StopTokensLimitsAndAbort) {
   std::vector<StepPlan> plans;
   auto done = run_all(s, 64, &plans);
   EXPECT_EQ(done[1].output, (std::vector<int32_t>{4, 5, 6}));
-  EXPECT_EQ(done[1].reason, FinishReason::kStop);
-  EXPECT_EQ(done[2].reason, FinishReason::kModelLength);  // 4 + 8 = max_model_len 12
+  EXPECT_EQ(done[1].reason, SequenceEnd::kStop);
+  EXPECT_EQ(done[2].reason, SequenceEnd::kModelLength);  // 4 + 8 = max_model_len 12
   EXPECT_EQ(done[2].output.size(), 8u);
   for (const StepPlan& p : plans) EXPECT_LE(p.seqs.size(), 1u);  // max_num_seqs 1
   // Bad requests.
@@ -172,7 +172,7 @@ TEST(Scheduler, StopTokensLimitsAndAbort) {
   ASSERT_TRUE(a.finish_step(p, {{1, 5}}).ok());
   FinishedSequence f;
   EXPECT_TRUE(a.abort(1, &f));
-  EXPECT_EQ(f.reason, FinishReason::kAborted);
+  EXPECT_EQ(f.reason, SequenceEnd::kAborted);
   EXPECT_EQ(f.output, (std::vector<int32_t>{5}));
   EXPECT_TRUE(a.abort(2));
   EXPECT_FALSE(a.abort(2));

@@ -1,0 +1,128 @@
+// Copyright ingot authors. Apache-2.0.
+#include "ingot/llm.h"
+
+#include <chrono>
+#include <map>
+
+#include "llm/cpu_decoder.h"
+#include "llm/gguf.h"
+#include "llm/sampling.h"
+#include "llm/scheduler.h"
+#include "llm/tokenizer.h"
+
+namespace ingot {
+
+struct LlmModel::Impl {
+  std::unique_ptr<llm::GgufFile> file;
+  std::unique_ptr<llm::BpeTokenizer> tokenizer;
+  std::unique_ptr<llm::LlamaCpuModel> model;
+};
+
+LlmModel::LlmModel() : impl_(std::make_unique<Impl>()) {}
+LlmModel::~LlmModel() = default;
+
+Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path) {
+  std::unique_ptr<LlmModel> m(new LlmModel());
+  INGOT_ASSIGN_OR_RETURN(m->impl_->file, llm::GgufFile::open(path));
+  INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_gguf(*m->impl_->file));
+  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file));
+  return m;
+}
+
+std::string LlmModel::describe() const {
+  const llm::LlamaConfig& c = impl_->model->config();
+  return c.architecture + ", " + std::to_string(c.num_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
+         ", " + std::to_string(c.num_heads) + " heads (" + std::to_string(c.num_kv_heads) + " KV), vocab " +
+         std::to_string(c.vocab_size);
+}
+
+Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::string>& prompts,
+                                                         const GenerationParams& params, GenerationStats* stats) {
+  const llm::LlamaConfig& cfg = impl_->model->config();
+  const llm::BpeTokenizer& tok = *impl_->tokenizer;
+  if (prompts.empty()) return invalid_argument("generate: no prompt");
+  llm::SamplingParams sp;
+  sp.max_tokens = params.max_tokens;
+  sp.temperature = params.temperature;
+  sp.top_k = params.top_k;
+  sp.top_p = params.top_p;
+  sp.has_seed = params.has_seed;
+  sp.seed = params.seed;
+  sp.ignore_eos = params.ignore_eos;
+  INGOT_RETURN_IF_ERROR(llm::validate(sp, cfg.vocab_size));
+
+  constexpr int32_t kBlock = 16;
+  std::vector<std::vector<int32_t>> ids;
+  int64_t positions = 0, prompt_tokens = 0;
+  for (const std::string& p : prompts) {
+    const std::string text =
+        params.chat ? "<|im_start|>user\n" + p + "<|im_end|>\n<|im_start|>assistant\n" : p;
+    INGOT_ASSIGN_OR_RETURN(std::vector<int32_t> enc, tok.encode(text));
+    std::vector<int32_t> v;
+    if (tok.bos_id() >= 0 && !params.chat) v.push_back(tok.bos_id());
+    v.insert(v.end(), enc.begin(), enc.end());
+    if (v.empty()) return invalid_argument("generate: prompt ", ids.size(), " has no tokens");
+    positions += static_cast<int64_t>(v.size()) + params.max_tokens;
+    prompt_tokens += static_cast<int64_t>(v.size());
+    ids.push_back(std::move(v));
+  }
+  const int64_t blocks =
+      params.kv_blocks > 0 ? params.kv_blocks : (positions + kBlock - 1) / kBlock + static_cast<int64_t>(ids.size());
+  llm::SchedulerConfig sc;
+  sc.max_model_len = std::max<int64_t>(cfg.max_position_embeddings, 2);
+  INGOT_ASSIGN_OR_RETURN(llm::Scheduler sched, llm::Scheduler::create(sc, {blocks, kBlock, true}));
+  llm::KvStore kv(cfg, blocks, kBlock);
+  std::map<int64_t, llm::Sampler> samplers;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    llm::GenerationRequest req;
+    req.id = static_cast<int64_t>(r);
+    req.prompt = ids[r];
+    req.max_tokens = params.max_tokens;
+    if (!params.ignore_eos && tok.eos_id() >= 0) req.stop_tokens.insert(tok.eos_id());
+    INGOT_RETURN_IF_ERROR(sched.add_request(std::move(req)));
+    samplers.emplace(static_cast<int64_t>(r), llm::Sampler(sp, 0x9e3779b97f4a7c15ull + r));
+  }
+  std::map<int64_t, llm::FinishedSequence> done;
+  GenerationStats st;
+  st.prompt_tokens = prompt_tokens;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (sched.num_running() + sched.num_waiting() > 0) {
+    llm::StepPlan plan = sched.schedule();
+    if (plan.seqs.empty())
+      return make_status(StatusCode::kOutOfMemory, "generate: the KV cache (", blocks,
+                         " blocks) cannot hold the next prompt; give more kv_blocks");
+    ++st.steps;
+    std::map<int64_t, int32_t> sampled;
+    for (const llm::ScheduledSeq& q : plan.seqs) {
+      INGOT_ASSIGN_OR_RETURN(std::vector<float> logits,
+                             impl_->model->forward(*q.tokens, q.start, q.count, *q.block_table, &kv));
+      if (!q.sample) continue;
+      std::vector<int64_t> history(q.tokens->begin(), q.tokens->end());
+      INGOT_ASSIGN_OR_RETURN(int64_t next, samplers.at(q.id).next(logits.data(), cfg.vocab_size, history));
+      sampled[q.id] = static_cast<int32_t>(next);
+      ++st.generated_tokens;
+    }
+    INGOT_ASSIGN_OR_RETURN(std::vector<llm::FinishedSequence> fin, sched.finish_step(plan, sampled));
+    for (llm::FinishedSequence& f : fin) done[f.id] = std::move(f);
+  }
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.preemptions = sched.num_preemptions();
+  std::vector<GenerationResult> out;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    llm::FinishedSequence& f = done.at(static_cast<int64_t>(r));
+    GenerationResult g;
+    g.prompt_ids = ids[r];
+    g.token_ids = f.output;
+    std::vector<int32_t> shown = f.output;
+    if (f.reason == llm::SequenceEnd::kStop && !shown.empty() && shown.back() == tok.eos_id()) shown.pop_back();
+    INGOT_ASSIGN_OR_RETURN(g.text, tok.decode(shown));
+    g.finish_reason = f.reason == llm::SequenceEnd::kStop          ? "stop"
+                      : f.reason == llm::SequenceEnd::kModelLength ? "model_length"
+                                                                   : "length";
+    out.push_back(std::move(g));
+  }
+  if (stats) *stats = st;
+  return out;
+}
+
+}  // namespace ingot

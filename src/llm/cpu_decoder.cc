@@ -1,0 +1,208 @@
+// Copyright ingot authors. Apache-2.0.
+#include "llm/cpu_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace ingot::llm {
+
+KvStore::KvStore(const LlamaConfig& c, int64_t num_blocks, int32_t block_size)
+    : num_blocks_(num_blocks), block_size_(block_size), row_(c.num_kv_heads * c.head_dim),
+      layer_stride_(num_blocks * block_size * c.num_kv_heads * c.head_dim),
+      k_(static_cast<size_t>(c.num_layers * layer_stride_)), v_(k_.size()) {}
+
+float* KvStore::k(int64_t layer, int64_t block, int64_t slot) {
+  return k_.data() + layer * layer_stride_ + (block * block_size_ + slot) * row_;
+}
+float* KvStore::v(int64_t layer, int64_t block, int64_t slot) {
+  return v_.data() + layer * layer_stride_ + (block * block_size_ + slot) * row_;
+}
+
+namespace {
+
+/// A tensor as floats with the expected shape (ggml order: dims[0] is a row's length).
+Result<std::vector<float>> weight(const GgufFile& f, const std::string& name, std::vector<int64_t> dims,
+                                  bool optional = false) {
+  const GgufTensor* t = f.tensor(name);
+  if (t == nullptr) {
+    if (optional) return std::vector<float>();
+    return invalid_model("GGUF: tensor '", name, "' is missing");
+  }
+  if (t->dims != dims) {
+    std::string want, got;
+    for (int64_t d : dims) want += std::to_string(d) + " ";
+    for (int64_t d : t->dims) got += std::to_string(d) + " ";
+    return invalid_model("GGUF: tensor '", name, "' has dims [ ", got, "], the config says [ ", want, "]");
+  }
+  return dequantize(*t);
+}
+
+/// y[t][o] = sum_i w[o][i] * x[t][i] (+ b[o]) for T rows of x.
+void matmul(const float* x, int64_t T, int64_t in, const std::vector<float>& w, const std::vector<float>& b,
+            int64_t out, float* y) {
+  for (int64_t o = 0; o < out; ++o) {
+    const float* wr = w.data() + o * in;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xr = x + t * in;
+      float acc = 0.f;
+      for (int64_t i = 0; i < in; ++i) acc += wr[i] * xr[i];
+      y[t * out + o] = acc + (b.empty() ? 0.f : b[static_cast<size_t>(o)]);
+    }
+  }
+}
+
+void rms_norm(const float* x, int64_t T, int64_t d, const std::vector<float>& g, double eps, float* y) {
+  for (int64_t t = 0; t < T; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(x[t * d + i]) * x[t * d + i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+    for (int64_t i = 0; i < d; ++i) y[t * d + i] = x[t * d + i] * scale * g[static_cast<size_t>(i)];
+  }
+}
+
+/// Rotates adjacent pairs (x[2i], x[2i+1]) of each head by pos * inv_freq[i] (GGUF's layout).
+void rope(float* x, int64_t heads, int64_t hd, int64_t pos, const std::vector<float>& inv_freq) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < hd / 2; ++i) {
+      const double a = static_cast<double>(pos) * inv_freq[static_cast<size_t>(i)];
+      const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+      float* p = x + h * hd + 2 * i;
+      const float x0 = p[0], x1 = p[1];
+      p[0] = x0 * c - x1 * s;
+      p[1] = x0 * s + x1 * c;
+    }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load(const GgufFile& f) {
+  auto m = std::unique_ptr<LlamaCpuModel>(new LlamaCpuModel());
+  INGOT_ASSIGN_OR_RETURN(m->config_, llama_config_from_gguf(f));
+  const LlamaConfig& c = m->config_;
+  const int64_t d = c.hidden_size, hd = c.head_dim, nq = c.num_heads * hd, nkv = c.num_kv_heads * hd;
+  const int64_t ff = c.intermediate_size;
+  INGOT_ASSIGN_OR_RETURN(m->embed_, weight(f, "token_embd.weight", {d, c.vocab_size}));
+  INGOT_ASSIGN_OR_RETURN(m->out_norm_, weight(f, "output_norm.weight", {d}));
+  INGOT_ASSIGN_OR_RETURN(m->lm_head_, weight(f, "output.weight", {d, c.vocab_size}, /*optional=*/true));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Layer L;
+    INGOT_ASSIGN_OR_RETURN(L.attn_norm, weight(f, p + "attn_norm.weight", {d}));
+    INGOT_ASSIGN_OR_RETURN(L.wq, weight(f, p + "attn_q.weight", {d, nq}));
+    INGOT_ASSIGN_OR_RETURN(L.wk, weight(f, p + "attn_k.weight", {d, nkv}));
+    INGOT_ASSIGN_OR_RETURN(L.wv, weight(f, p + "attn_v.weight", {d, nkv}));
+    INGOT_ASSIGN_OR_RETURN(L.bq, weight(f, p + "attn_q.bias", {nq}, true));
+    INGOT_ASSIGN_OR_RETURN(L.bk, weight(f, p + "attn_k.bias", {nkv}, true));
+    INGOT_ASSIGN_OR_RETURN(L.bv, weight(f, p + "attn_v.bias", {nkv}, true));
+    INGOT_ASSIGN_OR_RETURN(L.wo, weight(f, p + "attn_output.weight", {nq, d}));
+    INGOT_ASSIGN_OR_RETURN(L.ffn_norm, weight(f, p + "ffn_norm.weight", {d}));
+    INGOT_ASSIGN_OR_RETURN(L.w_gate, weight(f, p + "ffn_gate.weight", {d, ff}));
+    INGOT_ASSIGN_OR_RETURN(L.w_up, weight(f, p + "ffn_up.weight", {d, ff}));
+    INGOT_ASSIGN_OR_RETURN(L.w_down, weight(f, p + "ffn_down.weight", {ff, d}));
+    m->layers_.push_back(std::move(L));
+  }
+  // Rotary frequencies, with Llama-3's scaling of the long wavelengths.
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    double freq = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    if (c.rope_scaling == "llama3") {
+      const double kPi = 3.14159265358979323846;
+      const double wavelen = 2 * kPi / freq, orig = static_cast<double>(c.rope_original_max_positions);
+      const double low_wl = orig / c.rope_low_freq_factor, high_wl = orig / c.rope_high_freq_factor;
+      if (wavelen > low_wl) {
+        freq /= c.rope_factor;
+      } else if (wavelen >= high_wl) {
+        const double smooth = (orig / wavelen - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
+        freq = (1 - smooth) * freq / c.rope_factor + smooth * freq;
+      }
+    } else if (c.rope_scaling != "none") {
+      return unsupported("rope scaling '", c.rope_scaling, "' in the CPU decoder");
+    }
+    m->inv_freq_.push_back(static_cast<float>(freq));
+  }
+  return m;
+}
+
+Result<std::vector<float>> LlamaCpuModel::forward(const std::vector<int32_t>& tokens, int64_t start, int64_t count,
+                                                  const std::vector<int32_t>& block_table, KvStore* kv) const {
+  const LlamaConfig& c = config_;
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, Hkv = c.num_kv_heads;
+  const int64_t nq = H * hd, nkv = Hkv * hd, ff = c.intermediate_size, T = count;
+  const int64_t bs = kv->block_size();
+  if (start < 0 || count < 1 || start + count > static_cast<int64_t>(tokens.size()))
+    return invalid_argument("forward: tokens [", start, ", ", start + count, ") outside a sequence of ",
+                            tokens.size());
+  if (static_cast<int64_t>(block_table.size()) * bs < start + count)
+    return invalid_argument("forward: the block table holds ", block_table.size() * static_cast<size_t>(bs),
+                            " positions, ", start + count, " needed");
+  for (int32_t b : block_table)
+    if (b < 0 || b >= kv->num_blocks()) return invalid_argument("forward: block ", b, " outside the KV store");
+  std::vector<float> x(static_cast<size_t>(T * d)), h(x.size()), q(static_cast<size_t>(T * nq)),
+      k(static_cast<size_t>(T * nkv)), v(k.size()), att(static_cast<size_t>(T * nq)),
+      g(static_cast<size_t>(T * ff)), u(g.size()), tmp(x.size());
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = tokens[static_cast<size_t>(start + t)];
+    if (id < 0 || id >= c.vocab_size) return invalid_argument("forward: token id ", id, " outside the vocabulary");
+    std::copy_n(embed_.data() + static_cast<int64_t>(id) * d, d, x.data() + t * d);
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  std::vector<float> scores(static_cast<size_t>(start + T));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    rms_norm(x.data(), T, d, L.attn_norm, c.rms_norm_eps, h.data());
+    matmul(h.data(), T, d, L.wq, L.bq, nq, q.data());
+    matmul(h.data(), T, d, L.wk, L.bk, nkv, k.data());
+    matmul(h.data(), T, d, L.wv, L.bv, nkv, v.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t pos = start + t;
+      rope(q.data() + t * nq, H, hd, pos, inv_freq_);
+      rope(k.data() + t * nkv, Hkv, hd, pos, inv_freq_);
+      const int64_t blk = block_table[static_cast<size_t>(pos / bs)], slot = pos % bs;
+      std::copy_n(k.data() + t * nkv, nkv, kv->k(static_cast<int64_t>(l), blk, slot));
+      std::copy_n(v.data() + t * nkv, nkv, kv->v(static_cast<int64_t>(l), blk, slot));
+    }
+    // Causal grouped-query attention over the cache.
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t pos = start + t;
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t kvh = hh / (H / Hkv);
+        const float* qh = q.data() + t * nq + hh * hd;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j <= pos; ++j) {
+          const float* kj = kv->k(static_cast<int64_t>(l), block_table[static_cast<size_t>(j / bs)], j % bs) + kvh * hd;
+          float s = 0.f;
+          for (int64_t i = 0; i < hd; ++i) s += qh[i] * kj[i];
+          scores[static_cast<size_t>(j)] = s * scale;
+          mx = std::max(mx, scores[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= pos; ++j) {
+          scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - mx);
+          sum += scores[static_cast<size_t>(j)];
+        }
+        float* out = att.data() + t * nq + hh * hd;
+        std::fill_n(out, hd, 0.f);
+        for (int64_t j = 0; j <= pos; ++j) {
+          const float w = static_cast<float>(scores[static_cast<size_t>(j)] / sum);
+          const float* vj = kv->v(static_cast<int64_t>(l), block_table[static_cast<size_t>(j / bs)], j % bs) + kvh * hd;
+          for (int64_t i = 0; i < hd; ++i) out[i] += w * vj[i];
+        }
+      }
+    }
+    matmul(att.data(), T, nq, L.wo, {}, d, tmp.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+    rms_norm(x.data(), T, d, L.ffn_norm, c.rms_norm_eps, h.data());
+    matmul(h.data(), T, d, L.w_gate, {}, ff, g.data());
+    matmul(h.data(), T, d, L.w_up, {}, ff, u.data());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+    matmul(g.data(), T, ff, L.w_down, {}, d, tmp.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+  }
+  std::vector<float> last(static_cast<size_t>(d));
+  rms_norm(x.data() + (T - 1) * d, 1, d, out_norm_, c.rms_norm_eps, last.data());
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+  matmul(last.data(), 1, d, lm_head_.empty() ? embed_ : lm_head_, {}, c.vocab_size, logits.data());
+  return logits;
+}
+
+}  // namespace ingot::llm
