@@ -1458,6 +1458,11 @@ class Census(harness.Harness):
     def cleanup(self, tag):
         """Removes a batch's ONNX, weights, engine and input files from the work folder (disk stays small
         over 27 models), unless --keep-work."""
+        # The build's timing cache (every candidate tactic's time per layer) stays with the logs: it
+        # says why a tactic won (GPT-2's LM head kept the plain cuBLASLt variant, 2026-12-02).
+        cache = os.path.join(self.work, f"{tag}.engine.timing-cache")
+        if os.path.exists(cache):
+            shutil.copy(cache, os.path.join(self.logs, f"{tag}.timing-cache"))
         if self.a.keep_work:
             return
         for f in os.listdir(self.work):
