@@ -272,25 +272,31 @@ private:
       INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> sum, eval_op("Add", {*bc, m4}, {}, &g));
       return make_initializer(g, w.mask->name() + "_with_bias", std::move(sum[0]));
     }
-    Value *shape = make_initializer(
-        g, w.mask->name() + "_4d_shape",
-        Tensor::from_vector<int64_t>(DataType::kInt64, {4}, d4));
-    std::vector<ir::Dim> dims(d4.begin(), d4.end());
-    Value *m4 = g.add_value(unique_value_name(g, w.mask->name() + ".4d", "."), w.mask->dtype(), ir::Shape(dims));
-    g.add_node("Reshape", {w.mask, shape}, {m4}, {}, w.nodes[1]->name() + "/mask_4d");
+    Value *m4 = reshaped(g, w.mask, d4, w.nodes[1]->name() + "/mask_4d", "4d");
     if (bias == nullptr)
       return m4;
+    return mask_sum(g, bias, m4, w.mask->name() + ".with_bias", w.nodes[1]->name() + "/mask_with_bias");
+  }
+
+  /// a + b by a new Add, typed as their right-aligned broadcast when both are fully known masks
+  /// of rank <= 4 (unknown rank otherwise: inference fills it in).
+  static Value *mask_sum(Graph &g, Value *a, Value *b, const std::string &value_name,
+                         const std::string &node_name) {
     ir::Shape sum_shape = ir::Shape::unknown_rank();
-    if (fully_named(bias->shape()) && bias->shape().rank() <= 4) {
-      std::vector<int64_t> b(4, 1);
-      for (size_t j = 0; j < bias->shape().rank(); ++j)
-        b[4 - bias->shape().rank() + j] = bias->shape()[j].value();
-      std::vector<ir::Dim> sd;
-      for (size_t j = 0; j < 4; ++j) sd.emplace_back(std::max(b[j], d4[j]));
-      sum_shape = ir::Shape(sd);
+    const ir::Shape &as = a->shape(), &bs = b->shape();
+    if (fully_named(as) && fully_named(bs) && as.rank() <= 4 && bs.rank() <= 4) {
+      std::vector<int64_t> x(4, 1), y(4, 1);
+      for (size_t j = 0; j < as.rank(); ++j)
+        x[4 - as.rank() + j] = as[j].value();
+      for (size_t j = 0; j < bs.rank(); ++j)
+        y[4 - bs.rank() + j] = bs[j].value();
+      std::vector<ir::Dim> d;
+      for (size_t j = 0; j < 4; ++j)
+        d.emplace_back(std::max(x[j], y[j]));
+      sum_shape = ir::Shape(d);
     }
-    Value *sum = g.add_value(unique_value_name(g, w.mask->name() + ".with_bias", "."), bias->dtype(), sum_shape);
-    g.add_node("Add", {bias, m4}, {sum}, {}, w.nodes[1]->name() + "/mask_with_bias");
+    Value *sum = g.add_value(unique_value_name(g, value_name, "."), a->dtype(), sum_shape);
+    g.add_node("Add", {a, b}, {sum}, {}, node_name);
     return sum;
   }
 
@@ -323,12 +329,13 @@ private:
   }
 
   /// `x` reshaped to `dims` by a new Reshape (a view: no copy where x is contiguous).
-  static Value *reshaped(Graph &g, Value *x, const std::vector<int64_t> &dims, const std::string &node_name) {
-    Value *shape = make_initializer(g, x->name() + "_shape",
+  static Value *reshaped(Graph &g, Value *x, const std::vector<int64_t> &dims, const std::string &node_name,
+                         const std::string &tag = "flat") {
+    Value *shape = make_initializer(g, x->name() + "_" + tag + "_shape",
                                     Tensor::from_vector<int64_t>(DataType::kInt64,
                                                                  {static_cast<int64_t>(dims.size())}, dims));
     std::vector<ir::Dim> d(dims.begin(), dims.end());
-    Value *y = g.add_value(unique_value_name(g, x->name() + ".flat", "."), x->dtype(), ir::Shape(d));
+    Value *y = g.add_value(unique_value_name(g, x->name() + "." + tag, "."), x->dtype(), ir::Shape(d));
     g.add_node("Reshape", {x, shape}, {y}, {}, node_name);
     return y;
   }
@@ -541,23 +548,8 @@ private:
     if (!self_contained(g, nodes, pv))
       return refuse(ctx, sm, "an intermediate is read outside the pattern");
 
-    if (second_mask != nullptr) {
-      ir::Shape sum_shape = ir::Shape::unknown_rank();
-      if (fully_named(mask->shape()) && fully_named(second_mask->shape())) {
-        std::vector<int64_t> a(4, 1), b(4, 1);
-        for (size_t j = 0; j < mask->shape().rank(); ++j)
-          a[4 - mask->shape().rank() + j] = mask->shape()[j].value();
-        for (size_t j = 0; j < second_mask->shape().rank(); ++j)
-          b[4 - second_mask->shape().rank() + j] = second_mask->shape()[j].value();
-        std::vector<ir::Dim> d;
-        for (size_t j = 0; j < 4; ++j)
-          d.emplace_back(std::max(a[j], b[j]));
-        sum_shape = ir::Shape(d);
-      }
-      Value *sum = g.add_value(unique_value_name(g, mask->name() + ".plus_mask", "."), mask->dtype(), sum_shape);
-      g.add_node("Add", {mask, second_mask}, {sum}, {}, sm->name() + "/mask_sum");
-      mask = sum;
-    }
+    if (second_mask != nullptr)
+      mask = mask_sum(g, mask, second_mask, mask->name() + ".plus_mask", sm->name() + "/mask_sum");
     int64_t period = 0;
     if (window.mask != nullptr) {
       INGOT_ASSIGN_OR_RETURN(mask, combined_window_mask(g, window, mask));
