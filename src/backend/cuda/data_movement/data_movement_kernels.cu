@@ -266,6 +266,41 @@ __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
 
 namespace {
 
+// Row copies (gather_rows_kernel, index_map_runs_kernel) move rows in the widest word, up to 16
+// bytes, that divides the row and both base addresses; blockDim.x threads per row (a multiple of
+// 32, at most 256), blockDim.y rows per block.
+struct RowLaunch {
+  int word = 1;
+  int64_t words = 0;  ///< per row
+  dim3 block;
+  unsigned grid = 0;
+};
+
+RowLaunch row_launch(int64_t row_bytes, int64_t rows, const void* x, const void* y) {
+  RowLaunch l;
+  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
+  l.word = 16;
+  while (l.word > 1 && (bits & static_cast<uint64_t>(l.word - 1)) != 0) l.word /= 2;
+  l.words = row_bytes / l.word;
+  const unsigned bx = static_cast<unsigned>(std::min<int64_t>(256, (l.words + 31) / 32 * 32));
+  const unsigned by = std::max(1u, 256u / bx);
+  l.block = dim3(bx, by);
+  l.grid = static_cast<unsigned>(std::min<int64_t>((rows + by - 1) / by, int64_t(1) << 20));
+  return l;
+}
+
+/// Calls f(Tag<the unsigned word type>) for a RowLaunch's word size.
+template <class F>
+void with_word(int word, F&& f) {
+  switch (word) {
+    case 16: f(ew::Tag<uint4>{}); break;
+    case 8: f(ew::Tag<uint2>{}); break;
+    case 4: f(ew::Tag<uint32_t>{}); break;
+    case 2: f(ew::Tag<uint16_t>{}); break;
+    default: f(ew::Tag<uint8_t>{}); break;
+  }
+}
+
 // index_map_runs_kernel where the innermost dims copied whole make runs of at least 64 bytes
 // (words up to 16 bytes that divide the run and both base addresses); false otherwise. Zero fill
 // outside (no pad-value pointer) and host-known starts only.
@@ -284,27 +319,15 @@ bool launch_index_map_runs(int32_t element_bytes, const void* x, void* y, int64_
     if (d.in_strides[dim] % run != 0) return false;
   const int64_t run_bytes = run * element_bytes;
   if (run_bytes < 64) return false;
-  const uint64_t bits = static_cast<uint64_t>(run_bytes) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
-  int word = 16;
-  while (word > element_bytes && (bits & static_cast<uint64_t>(word - 1)) != 0) word /= 2;
-  if (word < element_bytes || word % element_bytes != 0) return false;
-  const int64_t words = run_bytes / word, per_word = word / element_bytes, runs = n / run;
-  const unsigned bx = static_cast<unsigned>(std::min<int64_t>(256, (words + 31) / 32 * 32));
-  const unsigned by = std::max(1u, 256u / bx);
-  const dim3 block(bx, by);
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((runs + by - 1) / by, int64_t(1) << 20));
-  auto go = [&](auto tag) {
+  const int64_t runs = n / run;
+  const RowLaunch l = row_launch(run_bytes, runs, x, y);
+  if (l.word < element_bytes || l.word % element_bytes != 0) return false;
+  const int64_t per_word = l.word / element_bytes;
+  with_word(l.word, [&](auto tag) {
     using V = typename decltype(tag)::type;
-    index_map_runs_kernel<V><<<grid, block, 0, stream>>>(static_cast<const V*>(x), static_cast<V*>(y), runs, words,
-                                                         per_word, d, outer);
-  };
-  switch (word) {
-    case 16: go(ew::Tag<uint4>{}); break;
-    case 8: go(ew::Tag<uint2>{}); break;
-    case 4: go(ew::Tag<uint32_t>{}); break;
-    case 2: go(ew::Tag<uint16_t>{}); break;
-    default: go(ew::Tag<uint8_t>{}); break;
-  }
+    index_map_runs_kernel<V><<<l.grid, l.block, 0, stream>>>(static_cast<const V*>(x), static_cast<V*>(y), runs,
+                                                             l.words, per_word, d, outer);
+  });
   return true;
 }
 
@@ -369,27 +392,13 @@ bool launch_gather_rows(int32_t element_bytes, const void* x, const void* indice
                         int64_t outer, int64_t axis_len, int64_t inner, int64_t count, cudaStream_t stream) {
   const int64_t row_bytes = inner * element_bytes;
   if (row_bytes < 64) return false;
-  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
-  int word = 16;
-  while (word > 1 && (bits & static_cast<uint64_t>(word - 1)) != 0) word /= 2;
-  const int64_t words = row_bytes / word;
-  const unsigned bx = static_cast<unsigned>(std::min<int64_t>(256, (words + 31) / 32 * 32));
-  const unsigned by = std::max(1u, 256u / bx);
   const int64_t rows = outer * count;
-  const dim3 block(bx, by);
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((rows + by - 1) / by, int64_t(1) << 20));
-  auto run = [&](auto tag) {
+  const RowLaunch l = row_launch(row_bytes, rows, x, y);
+  with_word(l.word, [&](auto tag) {
     using V = typename decltype(tag)::type;
-    gather_rows_kernel<V><<<grid, block, 0, stream>>>(static_cast<const V*>(x), indices, indices_int64,
-                                                      static_cast<V*>(y), outer, axis_len, count, words);
-  };
-  switch (word) {
-    case 16: run(ew::Tag<uint4>{}); break;
-    case 8: run(ew::Tag<uint2>{}); break;
-    case 4: run(ew::Tag<uint32_t>{}); break;
-    case 2: run(ew::Tag<uint16_t>{}); break;
-    default: run(ew::Tag<uint8_t>{}); break;
-  }
+    gather_rows_kernel<V><<<l.grid, l.block, 0, stream>>>(static_cast<const V*>(x), indices, indices_int64,
+                                                          static_cast<V*>(y), outer, axis_len, count, l.words);
+  });
   return true;
 }
 
