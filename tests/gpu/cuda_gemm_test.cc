@@ -537,44 +537,57 @@ TEST_F(CublasLtTest, CandidatesOnDeviceStartWithTheFirstHeuristic) {
 
 // ---- host-only tests (no device needed) ---------------------------------------------------
 
-// D rows whose bytes are not a multiple of 16 (GPT-2's LM head, N = 50257): the padded variants
-// write a 16-byte-pitched D into the workspace and copy it into place. Same outputs as the
-// reference; offered only for such shapes; a residual (which would need the padded layout) is
-// refused at enqueue.
-TEST_F(CublasLtTest, PaddedRowsForMisalignedOutputs) {
-  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
-    check("Gemm", "transB=1", dt, {Shape64{65, 96}, Shape64{1001, 96}, Shape64{1001}}, "cuda.cublaslt.padded.0");
-    check("MatMul", "", dt, {Shape64{2, 33, 64}, Shape64{64, 501}}, "cuda.cublaslt.padded.0");
-    check("ingot::FusedGemm", "activation=\"Gelu\"", dt, {Shape64{40, 32}, Shape64{32, 999}, Shape64{999}},
-          "cuda.cublaslt.padded.0");
-  }
+// An N whose bytes are not a multiple of 16 (GPT-2's LM head, N = 50257) with B stored [N,K]:
+// the split variants run the aligned columns and the 1-7 column tail as two GEMMs, straight into
+// y ("split") or into a 16-byte-pitched D in the workspace that is then copied into place
+// ("padded"). Same outputs as the reference (tails of 1, 5 and 7 columns, with a bias and a Gelu
+// after it); offered only for such shapes; a residual is refused at enqueue.
+TEST_F(CublasLtTest, SplitVariantsForAMisalignedN) {
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16})
+    for (const char* tactic : {"cuda.cublaslt.split.0", "cuda.cublaslt.padded.0", "cuda.cublaslt.split.1"}) {
+      SCOPED_TRACE(tactic);
+      check("Gemm", "transB=1", dt, {Shape64{65, 96}, Shape64{1001, 96}, Shape64{1001}}, tactic);
+      check("Gemm", "transB=1", dt, {Shape64{3, 64}, Shape64{13, 64}}, tactic);
+      check("ingot::FusedGemm", "transB=1, activation=\"Gelu\"", dt, {Shape64{40, 32}, Shape64{999, 32}, Shape64{999}},
+            tactic);
+    }
   auto names = candidate_names;
-  auto has_padded = [](const std::vector<std::string>& v) {
-    return std::any_of(v.begin(), v.end(), [](const std::string& n) { return n.rfind("cuda.cublaslt.padded.", 0) == 0; });
+  auto has_split = [](const std::vector<std::string>& v) {
+    return std::any_of(v.begin(), v.end(), [](const std::string& n) {
+      return n.rfind("cuda.cublaslt.split.", 0) == 0 || n.rfind("cuda.cublaslt.padded.", 0) == 0;
+    });
   };
-  const auto misaligned = names(graph_text("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1001}}));
-  ASSERT_GE(misaligned.size(), 2u);
-  // Interleaved from the first, so the default optimization level (4 timed) times both kinds.
-  EXPECT_EQ(misaligned[0], "cuda.cublaslt.padded.0");
-  EXPECT_EQ(misaligned[1], "cuda.cublaslt.0");
-  EXPECT_FALSE(has_padded(names(graph_text("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1024}}))));
-  EXPECT_FALSE(has_padded(names(graph_text("MatMul", "", DataType::kFloat32, {Shape64{64, 32}, Shape64{32, 1001}}))));
-  auto g = parse_graph(graph_text("ingot::FusedGemm", "", DataType::kFloat16,
-                                  {Shape64{8, 16}, Shape64{16, 33}, Shape64{33}, Shape64{8, 33}}));
+  const auto misaligned = names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{1001, 32}}));
+  ASSERT_GE(misaligned.size(), 3u);
+  // Interleaved from the first, so the default optimization level (4 timed) times every kind.
+  EXPECT_EQ(misaligned[0], "cuda.cublaslt.split.0");
+  EXPECT_EQ(misaligned[1], "cuda.cublaslt.padded.0");
+  EXPECT_EQ(misaligned[2], "cuda.cublaslt.0");
+  EXPECT_FALSE(has_split(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{1024, 32}}))));
+  EXPECT_FALSE(has_split(names(graph_text("Gemm", "transB=1", DataType::kFloat32, {Shape64{64, 32}, Shape64{1001, 32}}))));
+  // B stored [K,N]: its last columns are not a GEMM of their own.
+  EXPECT_FALSE(has_split(names(graph_text("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1001}}))));
+  // Fewer than 8 columns: nothing aligned to split off.
+  EXPECT_FALSE(has_split(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{5, 32}}))));
+  auto g = parse_graph(graph_text("ingot::FusedGemm", "transB=1", DataType::kFloat16,
+                                  {Shape64{8, 16}, Shape64{33, 16}, Shape64{33}, Shape64{8, 33}}));
   ASSERT_TRUE(g.ok());
   std::vector<Tensor> in;
-  for (const Shape64& sh : {Shape64{8, 16}, Shape64{16, 33}, Shape64{33}, Shape64{8, 33}})
+  for (const Shape64& sh : {Shape64{8, 16}, Shape64{33, 16}, Shape64{33}, Shape64{8, 33}})
     in.push_back(random_tensor(DataType::kFloat16, sh, rng_));
-  auto got = run_tactic(*make_tactic("cuda.cublaslt.padded.0"), *(*g)->nodes()[0], in);
-  ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kUnsupported) << got.status().to_string();
+  for (const char* tactic : {"cuda.cublaslt.split.0", "cuda.cublaslt.padded.0"}) {
+    auto got = run_tactic(*make_tactic(tactic), *(*g)->nodes()[0], in);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kUnsupported) << got.status().to_string();
+  }
 }
 
 TEST(CublasLtFamily, NamesAndParamsRoundTrip) {
   auto family = backend::cuda::cublaslt_family();
   EXPECT_EQ(family.name, "cublaslt");
   for (const std::string name : {"cuda.cublaslt.0", "cuda.cublaslt.3", "cuda.cublaslt.tf32.0", "cuda.cublaslt.tf32.2",
-                                 "cuda.cublaslt.padded.0", "cuda.cublaslt.padded.3"}) {
+                                 "cuda.cublaslt.padded.0", "cuda.cublaslt.padded.3", "cuda.cublaslt.split.0",
+                                 "cuda.cublaslt.split.3"}) {
     auto t = family.create(name, {});
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(t->name(), name);

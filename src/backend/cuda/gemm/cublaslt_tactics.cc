@@ -23,12 +23,18 @@
 //    run the bias epilogue and then our elementwise kernel in place on the output: one more
 //    launch, no extra buffer.
 //
-// Rows of D whose byte length is not a multiple of 16 (GPT-2's LM head: N = 50257 fp16) leave
-// every row but the first misaligned, and cuBLASLt's kernels for such a D ran at ~100 TFLOP/s
-// (3.1 ms for [4096 x 768] x [768 x 50257] on the H200). The "padded" variants write D with its
-// rows padded to 16 bytes into the workspace and copy it into place with one pitched
-// cudaMemcpy2DAsync (a pass over D); the autotuner keeps whichever is faster. Only for one
-// non-batched GEMM without a C matrix or residual (those would need the padded layout too).
+// An N that is not a multiple of 16 bytes (GPT-2's LM head: N = 50257 fp16) makes cuBLASLt run
+// at ~100 TFLOP/s: 3.06 ms for [4096 x 768] x [768 x 50257] on the H200, where N = 50264 takes
+// 0.47 ms (bench/gemm_odd_n_probe.cu, 2026-12-02; PyTorch's x @ W.T takes the same 3.08 ms, and
+// torch.compile pads the weight). Padding only D's row pitch does not help (3.04 ms): the
+// extent is what matters. So for B stored [N,K] (Gemm transB=1, every exported Linear) two
+// variants split N into a multiple of 16 bytes (the fast GEMM) and a tail of 1-7 columns (a
+// second, small GEMM on the last rows of B):
+//  - "split": both write straight into y (the row pitch stays N);
+//  - "padded": both write into the workspace with the pitch rounded up to 16 bytes, and one
+//    pitched cudaMemcpy2DAsync (a pass over D) moves the rows into y.
+// The autotuner keeps whichever of these and the plain algorithms is fastest. Only for one
+// non-batched GEMM without a C matrix or residual (those would need splitting too).
 //
 // Descriptors and the algorithm depend on the current shapes, so a tactic keeps a small
 // cache of plans keyed by shapes and pointer alignments, filled on first use of a shape and
@@ -62,16 +68,24 @@ constexpr int kMaxHeuristics = 4;
 constexpr const char* kPrefix = "cuda.cublaslt.";
 constexpr const char* kTf32Prefix = "cuda.cublaslt.tf32.";
 constexpr const char* kPaddedPrefix = "cuda.cublaslt.padded.";
+constexpr const char* kSplitPrefix = "cuda.cublaslt.split.";
 
-// Elements per 16-byte row unit, and N rounded up to it: the padded variants' D pitch.
+// How the "split" and "padded" variants (header comment) treat N; kNone: one GEMM as it is.
+enum class OddN : uint8_t { kNone, kSplit, kPadded };
+
+// Elements per 16-byte row unit, and N rounded up to it: the padded variant's D pitch.
 int64_t padded_n(int64_t n, int64_t esize) {
   const int64_t unit = 16 / esize;
   return (n + unit - 1) / unit * unit;
 }
 
-// Whether a problem's D rows are misaligned and the padded variant can take it.
-bool wants_padding(int64_t n, int64_t batch, int64_t esize, bool residual, bool c_matrix) {
-  return (n * esize) % 16 != 0 && batch == 1 && !residual && !c_matrix;
+// N rounded down to the 16-byte unit: the split variants' first GEMM.
+int64_t aligned_n(int64_t n, int64_t esize) { return n / (16 / esize) * (16 / esize); }
+
+// Whether a problem's N is a misaligned extent the split variants can take: B stored [N,K]
+// (so its last rows are a GEMM of their own), N of at least one unit, one GEMM, no C matrix.
+bool wants_split(int64_t n, int64_t batch, int64_t esize, bool trans_b, bool residual, bool c_matrix) {
+  return (n * esize) % 16 != 0 && aligned_n(n, esize) > 0 && trans_b && batch == 1 && !residual && !c_matrix;
 }
 
 #define INGOT_CUBLAS_CHECK(expr, node)                                                                       \
@@ -350,11 +364,13 @@ uint32_t alignment_of(const void* p, int64_t batch_stride_bytes) {
 struct PlanKey {
   const ir::Node* node = nullptr;
   int64_t m = 0, n = 0, k = 0, batch = 0, stride_a = 0, stride_b = 0, stride_d = 0;
+  int64_t ld_d = 0;  // D's pitch when it is not n (the split variants)
   CRole c_role = CRole::kNone;
   std::array<uint32_t, 4> align{};  // cuBLASLt's A, B, C, D
   bool operator==(const PlanKey& o) const {
     return node == o.node && m == o.m && n == o.n && k == o.k && batch == o.batch && stride_a == o.stride_a &&
-           stride_b == o.stride_b && stride_d == o.stride_d && c_role == o.c_role && align == o.align;
+           stride_b == o.stride_b && stride_d == o.stride_d && ld_d == o.ld_d && c_role == o.c_role &&
+           align == o.align;
   }
 };
 
@@ -410,7 +426,7 @@ Status init_layout(const ir::Node& node, cublasLtMatrixLayoutOpaque_t* l, cudaDa
 // Layouts for a problem, and up to kMaxHeuristics algorithms for them (count in *found).
 Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_t handle, const PlanKey& key,
                   const void* bias, Plan* plan, std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics>* results,
-                  int* found, int64_t ld_d = 0) {
+                  int* found) {
   plan->key = key;
   const GemmSpec& s = *cfg.spec;
   cudaDataType_t t = cuda_type(cfg.dtype);
@@ -419,7 +435,7 @@ Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_
   int64_t b_rows = s.trans_a ? key.m : key.k, b_cols = s.trans_a ? key.k : key.m;
   INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_a, t, a_rows, a_cols, key.batch, key.stride_b));
   INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_b, t, b_rows, b_cols, key.batch, key.stride_a));
-  INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_d, t, key.n, key.m, key.batch, key.stride_d, ld_d));
+  INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_d, t, key.n, key.m, key.batch, key.stride_d, key.ld_d));
 
   cublasLtMatmulDescOpaque_t desc;
   INGOT_RETURN_IF_ERROR(init_desc(node, cfg, key.c_role, bias, &desc));
@@ -447,11 +463,14 @@ Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_
 
 class CublasLtTactic : public Tactic {
  public:
-  CublasLtTactic(int heuristic_index, bool tf32, bool padded = false)
-      : index_(heuristic_index), tf32_(tf32), padded_(padded) {}
+  CublasLtTactic(int heuristic_index, bool tf32, OddN odd = OddN::kNone)
+      : index_(heuristic_index), tf32_(tf32), odd_(odd) {}
 
   std::string name() const override {
-    return (padded_ ? kPaddedPrefix : tf32_ ? kTf32Prefix : kPrefix) + std::to_string(index_);
+    const char* prefix = odd_ == OddN::kPadded ? kPaddedPrefix : odd_ == OddN::kSplit ? kSplitPrefix
+                         : tf32_                ? kTf32Prefix
+                                                : kPrefix;
+    return prefix + std::to_string(index_);
   }
   bool uses_tf32() const override { return tf32_; }
 
@@ -463,7 +482,7 @@ class CublasLtTactic : public Tactic {
   }
 
   uint64_t workspace_bytes(const ir::Node& node, const std::vector<Shape64>& in) const override {
-    if (!padded_) return kWorkspaceBytes;
+    if (odd_ != OddN::kPadded) return kWorkspaceBytes;
     // cuBLASLt's scratch, then the padded D at the largest shapes.
     auto spec = parse_spec(node);
     if (!spec.ok() || in.size() < 2 || node.outputs().empty() || !node.outputs()[0]) return kWorkspaceBytes;
@@ -505,56 +524,35 @@ class CublasLtTactic : public Tactic {
 
     INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(node));
     LaunchConfig cfg{y.dtype(), tf32_, &spec};
-    int64_t esize = static_cast<int64_t>(storage_bytes(y.dtype(), 1));
-    // The padded variant's D: the workspace after cuBLASLt's scratch (256-byte aligned).
-    void* d_ptr = y.mutable_raw();
-    int64_t ld_d = 0;
-    if (padded_) {
-      if (!wants_padding(p.n, p.batch, esize, r != nullptr, p.c_role == CRole::kMatrix))
-        return unsupported(node.describe(), ": ", name(), " is for one GEMM with misaligned rows and no C matrix");
-      ld_d = padded_n(p.n, esize);
-      d_ptr = static_cast<char*>(io.workspace) + kWorkspaceBytes;
-    }
-    const void* c_ptr = r ? r->raw() : p.c_role == CRole::kMatrix ? c->raw() : d_ptr;
-    const void* bias = p.c_role == CRole::kBias ? c->raw() : nullptr;
-    PlanKey key{&node, p.m, p.n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_d, p.c_role, {}};
-    key.align = {alignment_of(b->raw(), p.batch > 1 ? p.stride_b * esize : 0),
-                 alignment_of(a->raw(), p.batch > 1 ? p.stride_a * esize : 0),
-                 alignment_of(c_ptr, p.batch > 1 ? p.stride_d * esize : 0),
-                 alignment_of(d_ptr, p.batch > 1 ? p.stride_d * esize : 0)};
-
-    const Plan* plan = cache_.find(key);
-    std::unique_ptr<Plan> local;  // owned here only when the cache is full
-    if (!plan) {
-      local = std::make_unique<Plan>();
-      std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
-      int found = 0;
-      INGOT_RETURN_IF_ERROR(build_plan(node, cfg, handle, key, bias, local.get(), &results, &found, ld_d));
-      // A shape may have fewer algorithms than the one this tactic was tuned on: take the last.
-      const cublasLtMatmulHeuristicResult_t& h = results[static_cast<size_t>(std::min(index_, found - 1))];
-      local->algo = h.algo;
-      local->workspace = h.workspaceSize;
-      plan = cache_.insert(local);
-      if (!plan) plan = local.get();
-    }
-
-    cublasLtMatmulDescOpaque_t desc;
-    INGOT_RETURN_IF_ERROR(init_desc(node, cfg, p.c_role, bias, &desc));
-    float alpha = spec.alpha;
-    float beta = r ? 1.0f : p.c_role == CRole::kMatrix ? spec.beta : 0.0f;
-    // cuBLASLt's API takes non-const layout handles; it does not write them.
-    auto* lt_a = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_a);
-    auto* lt_b = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_b);
-    auto* lt_d = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_d);
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(handle, &desc, &alpha, b->raw(), lt_a, a->raw(), lt_b, &beta, c_ptr, lt_d,
-                                      d_ptr, lt_d, &plan->algo, io.workspace, kWorkspaceBytes,
-                                      static_cast<cudaStream_t>(io.stream)),
-                       node);
-    if (padded_) {  // rows of n elements from the padded pitch into y
-      INGOT_CUDA_CHECK(cudaMemcpy2DAsync(y.mutable_raw(), static_cast<size_t>(p.n * esize), d_ptr,
-                                         static_cast<size_t>(ld_d * esize), static_cast<size_t>(p.n * esize),
-                                         static_cast<size_t>(p.m), cudaMemcpyDeviceToDevice,
-                                         static_cast<cudaStream_t>(io.stream)));
+    const int64_t esize = static_cast<int64_t>(storage_bytes(y.dtype(), 1));
+    const cudaStream_t stream = static_cast<cudaStream_t>(io.stream);
+    if (odd_ == OddN::kNone) {
+      const void* c_ptr = r ? r->raw() : p.c_role == CRole::kMatrix ? c->raw() : y.raw();
+      INGOT_RETURN_IF_ERROR(launch(node, cfg, handle, p, index_, p.n, 0, a->raw(), b->raw(), c_ptr,
+                                   p.c_role == CRole::kBias ? c->raw() : nullptr, y.mutable_raw(), spec, r != nullptr,
+                                   io.workspace, stream));
+    } else {
+      if (!wants_split(p.n, p.batch, esize, spec.trans_b, r != nullptr, p.c_role == CRole::kMatrix))
+        return unsupported(node.describe(), ": ", name(), " is for one GEMM of B [N,K] with a misaligned N and no C matrix");
+      // The padded variant's D: the workspace after cuBLASLt's scratch (256-byte aligned).
+      const bool padded = odd_ == OddN::kPadded;
+      char* d = padded ? static_cast<char*>(io.workspace) + kWorkspaceBytes : static_cast<char*>(y.mutable_raw());
+      const int64_t ld = padded ? padded_n(p.n, esize) : p.n;
+      const int64_t n0 = aligned_n(p.n, esize);
+      const char* bias = p.c_role == CRole::kBias ? static_cast<const char*>(c->raw()) : nullptr;
+      // Columns [0, n0) with the tuned algorithm, then [n0, n) (rows n0.. of B) with the first.
+      for (int part = 0; part < 2; ++part) {
+        const int64_t off = part == 0 ? 0 : n0, n = part == 0 ? n0 : p.n - n0;
+        const char* b_part = static_cast<const char*>(b->raw()) + off * p.k * esize;
+        char* d_part = d + off * esize;
+        INGOT_RETURN_IF_ERROR(launch(node, cfg, handle, p, part == 0 ? index_ : 0, n, ld, a->raw(), b_part,
+                                     d_part, bias ? bias + off * esize : nullptr, d_part, spec, false, io.workspace,
+                                     stream));
+      }
+      if (padded)  // rows of n elements from the padded pitch into y
+        INGOT_CUDA_CHECK(cudaMemcpy2DAsync(y.mutable_raw(), static_cast<size_t>(p.n * esize), d,
+                                           static_cast<size_t>(ld * esize), static_cast<size_t>(p.n * esize),
+                                           static_cast<size_t>(p.m), cudaMemcpyDeviceToDevice, stream));
     }
     if (spec.act == Activation::kPost) {  // the activation after the bias epilogue, in place
       const FloatType ft = y.dtype() == DataType::kFloat16    ? FloatType::kF16
@@ -572,19 +570,59 @@ class CublasLtTactic : public Tactic {
   }
 
  private:
+  // One cuBLASLt call: n columns of the problem p (all of it when n == p.n), B and D already
+  // offset to them, D with pitch ld (0: n), cuBLASLt's heuristic algorithm `index`.
+  Status launch(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_t handle, const Problem& p, int index,
+                int64_t n, int64_t ld, const void* a, const void* b, const void* c_ptr, const void* bias,
+                void* d, const GemmSpec& spec, bool residual, void* workspace, cudaStream_t stream) const {
+    const int64_t esize = static_cast<int64_t>(storage_bytes(cfg.dtype, 1));
+    PlanKey key{&node, p.m, n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_d, ld == n ? 0 : ld, p.c_role, {}};
+    key.align = {alignment_of(b, p.batch > 1 ? p.stride_b * esize : 0), alignment_of(a, p.batch > 1 ? p.stride_a * esize : 0),
+                 alignment_of(c_ptr, p.batch > 1 ? p.stride_d * esize : 0),
+                 alignment_of(d, p.batch > 1 ? p.stride_d * esize : 0)};
+    const Plan* plan = cache_.find(key);
+    std::unique_ptr<Plan> local;  // owned here only when the cache is full
+    if (!plan) {
+      local = std::make_unique<Plan>();
+      std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
+      int found = 0;
+      INGOT_RETURN_IF_ERROR(build_plan(node, cfg, handle, key, bias, local.get(), &results, &found));
+      // A shape may have fewer algorithms than the one this tactic was tuned on: take the last.
+      const cublasLtMatmulHeuristicResult_t& h = results[static_cast<size_t>(std::min(index, found - 1))];
+      local->algo = h.algo;
+      local->workspace = h.workspaceSize;
+      plan = cache_.insert(local);
+      if (!plan) plan = local.get();
+    }
+    cublasLtMatmulDescOpaque_t desc;
+    INGOT_RETURN_IF_ERROR(init_desc(node, cfg, p.c_role, bias, &desc));
+    float alpha = spec.alpha;
+    float beta = residual ? 1.0f : p.c_role == CRole::kMatrix ? spec.beta : 0.0f;
+    // cuBLASLt's API takes non-const layout handles; it does not write them.
+    auto* lt_a = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_a);
+    auto* lt_b = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_b);
+    auto* lt_d = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_d);
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(handle, &desc, &alpha, b, lt_a, a, lt_b, &beta, c_ptr, lt_d, d, lt_d, &plan->algo,
+                                      workspace, kWorkspaceBytes, stream),
+                       node);
+    return Status::Ok();
+  }
+
   int index_;
   bool tf32_;
-  bool padded_;
+  OddN odd_;
   mutable PlanCache<Plan> cache_;
 };
 
 // How many heuristic algorithms cuBLASLt offers for the node's shapes (symbolic dims taken as
-// kGuessDim); 1 when that cannot be asked (no device, unknown shapes, any error).
-int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32, bool padded = false) {
+// kGuessDim); 1 when that cannot be asked (no device, unknown shapes, any error). With `split`:
+// for the split variants' first GEMM, and 0 where they do not apply (unknown shapes too).
+int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32, bool split = false) {
   constexpr int64_t kGuessDim = 64;
-  if (!cuda_device_present()) return padded ? 0 : 1;
+  const int none = split ? 0 : 1;
+  if (!cuda_device_present()) return none;
   auto spec = parse_spec(node);
-  if (!spec.ok()) return 1;
+  if (!spec.ok()) return none;
   auto concrete = [&](size_t i) -> Shape64 {
     Shape64 s;
     for (const ir::Dim& d : inputs[i].shape.dims()) s.push_back(d.is_known() ? d.value() : kGuessDim);
@@ -593,24 +631,26 @@ int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inp
   Shape64 as = concrete(0), bs = concrete(1), cs;
   if (spec->c_input >= 0) cs = concrete(static_cast<size_t>(spec->c_input));
   auto p = plan_problem(node, *spec, as, bs, spec->c_input >= 0 ? &cs : nullptr);
-  if (!p.ok() || p->m == 0 || p->n == 0 || p->k == 0) return padded ? 0 : 1;
+  if (!p.ok() || p->m == 0 || p->n == 0 || p->k == 0) return none;
   const int64_t esize = static_cast<int64_t>(storage_bytes(inputs[0].dtype, 1));
-  if (padded) {
-    // Offered only where the shapes are known and the rows misaligned.
+  int64_t n = p->n, ld = 0;
+  if (split) {
     for (size_t i = 0; i < 2; ++i)
       for (const ir::Dim& d : inputs[i].shape.dims())
         if (!d.is_known()) return 0;
-    if (!wants_padding(p->n, p->batch, esize, spec->residual_input >= 0, p->c_role == CRole::kMatrix)) return 0;
+    if (!wants_split(p->n, p->batch, esize, spec->trans_b, spec->residual_input >= 0, p->c_role == CRole::kMatrix))
+      return 0;
+    n = aligned_n(p->n, esize);
+    ld = padded_n(p->n, esize);
   }
   auto handle = lt_handle(node);
-  if (!handle.ok()) return padded ? 0 : 1;
+  if (!handle.ok()) return none;
   LaunchConfig cfg{inputs[0].dtype, tf32, &*spec};
-  PlanKey key{&node, p->m, p->n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_d, p->c_role, {256, 256, 256, 256}};
+  PlanKey key{&node, p->m, n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_d, ld, p->c_role, {256, 256, 256, 256}};
   Plan plan;
   std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
   int found = 0;
-  if (!build_plan(node, cfg, *handle, key, nullptr, &plan, &results, &found, padded ? padded_n(p->n, esize) : 0).ok())
-    return padded ? 0 : 1;
+  if (!build_plan(node, cfg, *handle, key, nullptr, &plan, &results, &found).ok()) return none;
   return std::max(1, std::min(found, kMaxHeuristics));
 }
 
@@ -618,12 +658,13 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   std::vector<std::unique_ptr<Tactic>> out;
   if (!handles_op(node) || inputs.size() < 2) return out;
   int n = heuristic_count(node, inputs, false);
-  // Misaligned rows: the padded variants interleaved from the first, so the autotuner's first
-  // few (4 at the default level) include both kinds; appended after the four plain ones they
-  // were never timed (GPT-2's LM head kept cuda.cublaslt.0 at 3.1 ms in the census of 2026-12-02).
-  const int np = inputs[0].dtype != DataType::kFloat32 ? heuristic_count(node, inputs, false, true) : 0;
-  for (int i = 0; i < std::max(n, np); ++i) {
-    if (i < np) out.push_back(std::make_unique<CublasLtTactic>(i, false, true));
+  // A misaligned N: the split variants first, interleaved, so the autotuner's first few (4 at
+  // the default level) include them; appended after the four plain ones they were never timed
+  // (GPT-2's LM head kept cuda.cublaslt.0 at 3.1 ms in the census of 2026-12-02).
+  const int ns = inputs[0].dtype != DataType::kFloat32 ? heuristic_count(node, inputs, false, true) : 0;
+  for (int i = 0; i < std::max(n, ns); ++i) {
+    if (i < ns) out.push_back(std::make_unique<CublasLtTactic>(i, false, OddN::kSplit));
+    if (i < ns) out.push_back(std::make_unique<CublasLtTactic>(i, false, OddN::kPadded));
     if (i < n) out.push_back(std::make_unique<CublasLtTactic>(i, false));
   }
   // TF32 variants come after the exact ones: the builder keeps them only when TF32 is allowed.
@@ -634,17 +675,23 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   return out;
 }
 
-// "cuda.cublaslt.<i>" / "cuda.cublaslt.tf32.<i>" / "cuda.cublaslt.padded.<i>" with 0 <= i < kMaxHeuristics.
+// "cuda.cublaslt.<i>" / ".tf32.<i>" / ".padded.<i>" / ".split.<i>" with 0 <= i < kMaxHeuristics.
 std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
-  bool tf32 = name.rfind(kTf32Prefix, 0) == 0;
-  bool padded = name.rfind(kPaddedPrefix, 0) == 0;
-  if (!tf32 && !padded && name.rfind(kPrefix, 0) != 0) return nullptr;
-  std::string digits = name.substr(std::strlen(tf32 ? kTf32Prefix : padded ? kPaddedPrefix : kPrefix));
+  const char* prefix = nullptr;
+  for (const char* pre : {kTf32Prefix, kPaddedPrefix, kSplitPrefix, kPrefix})
+    if (name.rfind(pre, 0) == 0) {
+      prefix = pre;
+      break;
+    }
+  if (!prefix) return nullptr;
+  const bool tf32 = prefix == kTf32Prefix;
+  const OddN odd = prefix == kPaddedPrefix ? OddN::kPadded : prefix == kSplitPrefix ? OddN::kSplit : OddN::kNone;
+  std::string digits = name.substr(std::strlen(prefix));
   if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxHeuristics) return nullptr;
   int index = digits[0] - '0';
   if (!params.empty() && (params.size() != 3 || params[0] != 1 || params[1] != index || params[2] != (tf32 ? 1 : 0)))
     return nullptr;
-  return std::make_unique<CublasLtTactic>(index, tf32, padded);
+  return std::make_unique<CublasLtTactic>(index, tf32, odd);
 }
 
 }  // namespace

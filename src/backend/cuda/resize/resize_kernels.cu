@@ -1,12 +1,14 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Resize kernel: one thread per output element (grid-stride), each running
-// resize_math::resize_element (resize_kernels.h) over its own taps, or resize_element_inner2
-// where only the last two dims are resized (every image upsample). Memory bound; the taps of a
-// position are recomputed per element rather than staged, so the launch needs no workspace and
-// no per-shape tables (the launch is graph-capturable and the same for every shape).
+// Resize kernels. The generic one: a thread per output element (grid-stride), each running
+// resize_math::resize_element (resize_kernels.h) over its own taps. The image kernel, where only
+// the last two dims are resized (every image upsample): a thread per output position, its taps
+// computed once and applied to many planes. Neither needs a workspace or per-shape tables (the
+// launches are graph-capturable and the same for every shape).
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/resize/resize_kernels.h"
+
+#include <algorithm>
 
 namespace ingot::backend::cuda {
 namespace {
@@ -31,15 +33,34 @@ __global__ void resize_kernel(const T* x, T* y, ResizeDesc d, int64_t n) {
   }
 }
 
-// Only the last two dims resized (resize_math::inner2_applies): the same arithmetic with two
-// divisions per element in Index (uint32_t when the output fits) instead of the generic walk.
-template <class T, class Index>
-__global__ void resize_inner2_kernel(const T* x, T* y, ResizeDesc d, Index n) {
-  const Index grid_stride = static_cast<Index>(gridDim.x) * blockDim.x;
+// Only the last two dims resized (resize_math::inner2_applies): a thread per output position
+// (oh, ow) computes its taps once, from a small parameter at compile-time offsets (kTaps taps
+// per axis in registers), and applies them to planes blockIdx.y, + gridDim.y, ...: the double
+// coordinate math is amortized over the planes and each plane's row is written coalesced.
+template <class T, int kTaps>
+__global__ void resize_inner2_kernel(const T* x, T* y, resize_math::Inner2Desc d, uint32_t hw_out, int64_t planes) {
+  const uint32_t pos = blockIdx.x * blockDim.x + threadIdx.x;
+  if (pos >= hw_out) return;
+  const uint32_t out_w = static_cast<uint32_t>(d.w.out);
+  const auto taps = resize_math::inner2_taps<kTaps>(d, pos / out_w, pos % out_w);
+  const int64_t in_plane = d.h.in * d.w.in;
   const Loader<T> load{x};
-  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
-    const double v = resize_math::resize_element_inner2<Index>(d, i, load);
-    y[i] = ew::from_f32<T>(static_cast<float>(v));
+  for (int64_t p = blockIdx.y; p < planes; p += gridDim.y)
+    y[p * hw_out + pos] = ew::from_f32<T>(static_cast<float>(resize_math::inner2_value(d, taps, p * in_plane, load)));
+}
+
+template <class T>
+void launch_inner2(const T* x, T* y, const resize_math::Inner2Desc& d, int64_t planes, cudaStream_t stream) {
+  const uint32_t hw = static_cast<uint32_t>(d.h.out * d.w.out);
+  const unsigned gx = static_cast<unsigned>((hw + ew::kThreads - 1) / ew::kThreads);
+  // About 2^20 threads in all (8 blocks of 256 on each of 132 SMs, four times over), the planes
+  // split over grid.y.
+  const int64_t want = ((int64_t{1} << 20) + hw - 1) / hw;
+  const dim3 grid(gx, static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>({planes, want, 65535}))));
+  switch (d.mode) {
+    case ResizeMode::kNearest: resize_inner2_kernel<T, 0><<<grid, ew::kThreads, 0, stream>>>(x, y, d, hw, planes); break;
+    case ResizeMode::kLinear: resize_inner2_kernel<T, 2><<<grid, ew::kThreads, 0, stream>>>(x, y, d, hw, planes); break;
+    default: resize_inner2_kernel<T, 4><<<grid, ew::kThreads, 0, stream>>>(x, y, d, hw, planes); break;
   }
 }
 
@@ -50,15 +71,14 @@ cudaError_t launch_resize(FloatType t, const void* x, void* y, const ResizeDesc&
   int64_t n = 1;
   for (int i = 0; i < desc.rank; ++i) n *= desc.out[i];
   if (n <= 0) return cudaSuccess;
-  const bool inner2 = resize_math::inner2_applies(desc);
+  // The image kernel takes an output plane that 32-bit positions index (every image).
+  const bool inner2 = resize_math::inner2_applies(desc) &&
+                      desc.out[desc.rank - 2] * desc.out[desc.rank - 1] < (int64_t{1} << 31);
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (inner2 && n < (int64_t{1} << 31)) {
-      resize_inner2_kernel<T, uint32_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), desc, static_cast<uint32_t>(n));
-    } else if (inner2) {
-      resize_inner2_kernel<T, int64_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), desc, n);
+    if (inner2) {
+      const int64_t hw = desc.out[desc.rank - 2] * desc.out[desc.rank - 1];
+      launch_inner2(static_cast<const T*>(x), static_cast<T*>(y), resize_math::inner2_desc(desc), n / hw, stream);
     } else {
       resize_kernel<T><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
                                                                         desc, n);

@@ -132,12 +132,34 @@ INGOT_RESIZE_HD double mul(double a, double b) {
 #endif
 }
 
-/// Source coordinate of output position y along dim `d`; sets `extrapolate` for
-/// tf_crop_and_resize positions outside the input.
-INGOT_RESIZE_HD double source_coord(const ResizeDesc& p, int d, double y, bool& extrapolate) {
+/// One resized axis' geometry. The functions below take it by value instead of an index into
+/// ResizeDesc's arrays: a kernel that indexes a by-value parameter array with a run-time index
+/// gets the whole parameter copied to local memory per thread (the image kernel ran at ~1/100 of
+/// the memory bound that way: 3.1 ms for a [16,21,40,40] -> [16,21,320,320] upsample).
+struct AxisGeom {
+  double scale = 1;
+  int64_t in = 0, out = 0;
+  double roi_start = 0, roi_end = 0;
+};
+
+INGOT_RESIZE_HD AxisGeom axis_geom(const ResizeDesc& p, int d) {
+  AxisGeom g;
+  g.scale = p.scale[d];
+  g.in = p.in[d];
+  g.out = p.out[d];
+  g.roi_start = p.roi_start[d];
+  g.roi_end = p.roi_end[d];
+  return g;
+}
+
+/// Source coordinate of output position y along an axis; sets `extrapolate` for
+/// tf_crop_and_resize positions outside the input. `Rule` is ResizeDesc or Inner2Desc (the
+/// mode fields).
+template <class Rule>
+INGOT_RESIZE_HD double source_coord(const Rule& p, const AxisGeom& g, double y, bool& extrapolate) {
   extrapolate = false;
-  const double scale = p.scale[d];
-  const double in_w = static_cast<double>(p.in[d]);
+  const double scale = g.scale;
+  const double in_w = static_cast<double>(g.in);
   const double out_w = mul(scale, in_w);  // the fractional output width, as the spec defines it
   switch (p.coord) {
     case ResizeCoord::kAlignCorners:
@@ -145,9 +167,9 @@ INGOT_RESIZE_HD double source_coord(const ResizeDesc& p, int d, double y, bool& 
     case ResizeCoord::kAsymmetric:
       return y / scale;
     case ResizeCoord::kTfCropAndResize: {
-      const float r0 = static_cast<float>(p.roi_start[d]), r1 = static_cast<float>(p.roi_end[d]);
+      const float r0 = static_cast<float>(g.roi_start), r1 = static_cast<float>(g.roi_end);
       const double extent = static_cast<float>(r1 - r0);
-      const double start = static_cast<float>(r0 * static_cast<float>(p.in[d] - 1));
+      const double start = static_cast<float>(r0 * static_cast<float>(g.in - 1));
       double x = out_w == 1 ? mul(extent, in_w - 1) / 2 : mul(mul(y, extent), in_w - 1) / (out_w - 1);
       x = x + start;
       extrapolate = x < 0 || x > in_w - 1;
@@ -158,7 +180,7 @@ INGOT_RESIZE_HD double source_coord(const ResizeDesc& p, int d, double y, bool& 
     case ResizeCoord::kHalfPixel:
       return (y + 0.5) / scale - 0.5;
     case ResizeCoord::kHalfPixelSymmetric: {
-      const double adjustment = static_cast<double>(p.out[d]) / out_w;
+      const double adjustment = static_cast<double>(g.out) / out_w;
       const double center = in_w / 2;
       const double offset = mul(center, 1 - adjustment);
       return offset + (y + 0.5) / scale - 0.5;
@@ -194,7 +216,8 @@ struct AxisTaps {
 };
 
 /// Coefficient of tap j before any normalization.
-INGOT_RESIZE_HD double raw_coeff(const ResizeDesc& p, const AxisTaps& t, int32_t j) {
+template <class Rule>
+INGOT_RESIZE_HD double raw_coeff(const Rule& p, const AxisTaps& t, int32_t j) {
   if (!p.antialias) {
     if (p.mode == ResizeMode::kLinear) return j == 0 ? 1 - t.ratio : t.ratio;
     switch (j) {
@@ -214,20 +237,22 @@ INGOT_RESIZE_HD double raw_coeff(const ResizeDesc& p, const AxisTaps& t, int32_t
 }
 
 /// Weight of tap j after the antialias normalization and exclude_outside's renormalization.
-INGOT_RESIZE_HD double tap_weight(const ResizeDesc& p, int d, const AxisTaps& t, int32_t j) {
+template <class Rule>
+INGOT_RESIZE_HD double tap_weight(const Rule& p, const AxisGeom& g, const AxisTaps& t, int32_t j) {
   double c = raw_coeff(p, t, j);
   if (p.antialias) c /= t.sum1;
   if (p.exclude_outside) {
     const int64_t i = t.first + j;
-    if (i < 0 || i >= p.in[d]) c = 0;
+    if (i < 0 || i >= g.in) c = 0;
     if (t.sum2 != 0) c /= t.sum2;
   }
   return c;
 }
 
-INGOT_RESIZE_HD AxisTaps axis_taps(const ResizeDesc& p, int d, int64_t y) {
+template <class Rule>
+INGOT_RESIZE_HD AxisTaps axis_taps(const Rule& p, const AxisGeom& g, int64_t y) {
   AxisTaps t;
-  const double x = source_coord(p, d, static_cast<double>(y), t.extrapolate);
+  const double x = source_coord(p, g, static_cast<double>(y), t.extrapolate);
   // Prefer the pixel on the left of x: ratio in (0, 1].
   const double fl = std::floor(x);
   int64_t base = static_cast<int64_t>(fl);
@@ -237,7 +262,7 @@ INGOT_RESIZE_HD AxisTaps axis_taps(const ResizeDesc& p, int d, int64_t y) {
     ratio = 1;
   }
   t.ratio = ratio;
-  const int64_t in_len = p.in[d];
+  const int64_t in_len = g.in;
   if (p.mode == ResizeMode::kNearest) {
     int64_t pick = base + 1;
     if (ratio != 1) {
@@ -246,7 +271,7 @@ INGOT_RESIZE_HD AxisTaps axis_taps(const ResizeDesc& p, int d, int64_t y) {
         case ResizeNearest::kRoundPreferCeil: pick = ratio < 0.5 ? base : base + 1; break;
         case ResizeNearest::kFloor: pick = base; break;
         case ResizeNearest::kCeil: pick = base + 1; break;
-        case ResizeNearest::kSimple: pick = p.scale[d] < 1 ? base + 1 : base; break;
+        case ResizeNearest::kSimple: pick = g.scale < 1 ? base + 1 : base; break;
       }
     }
     t.zero = p.exclude_outside && (pick < 0 || pick >= in_len);
@@ -256,7 +281,7 @@ INGOT_RESIZE_HD AxisTaps axis_taps(const ResizeDesc& p, int d, int64_t y) {
   if (!p.antialias) {
     t.n = p.mode == ResizeMode::kLinear ? 2 : 4;
   } else {
-    t.aa_scale = p.scale[d] < 1.0 ? p.scale[d] : 1.0;
+    t.aa_scale = g.scale < 1.0 ? g.scale : 1.0;
     const double support = p.mode == ResizeMode::kLinear ? 1.0 : 2.0;
     t.aa_start = static_cast<int64_t>(std::floor(-support / t.aa_scale)) + 1;
     t.n = static_cast<int32_t>(2 - 2 * t.aa_start);
@@ -296,7 +321,7 @@ INGOT_RESIZE_HD double resize_element(const ResizeDesc& p, int64_t index, Load&&
         base_off += o[d] * p.in_stride[d];
         continue;
       }
-      const AxisTaps t = axis_taps(p, d, o[d]);
+      const AxisTaps t = axis_taps(p, axis_geom(p, d), o[d]);
       if (t.extrapolate) extrapolate = true;
       else if (t.zero) zero = true;
       else base_off += t.pick * p.in_stride[d];
@@ -313,7 +338,7 @@ INGOT_RESIZE_HD double resize_element(const ResizeDesc& p, int64_t index, Load&&
       base_off += o[d] * p.in_stride[d];
       continue;
     }
-    taps[na] = axis_taps(p, d, o[d]);
+    taps[na] = axis_taps(p, axis_geom(p, d), o[d]);
     // An extrapolated position fills the whole line with the value; later passes of the
     // reference average equal values, which keeps it.
     if (taps[na].extrapolate) return p.extrapolation;
@@ -327,7 +352,7 @@ INGOT_RESIZE_HD double resize_element(const ResizeDesc& p, int64_t index, Load&&
     bool skip = false;
     for (int k = 0; k < na; ++k) {
       const int d = dims[k];
-      const double wk = tap_weight(p, d, taps[k], j[k]);
+      const double wk = tap_weight(p, axis_geom(p, d), taps[k], j[k]);
       skip = skip || wk == 0;  // as the reference: zero-weight taps are not read
       w = mul(w, wk);
       off += clamp_index(taps[k].first + j[k], p.in[d]) * p.in_stride[d];
@@ -341,8 +366,9 @@ INGOT_RESIZE_HD double resize_element(const ResizeDesc& p, int64_t index, Load&&
   return acc;
 }
 
-/// Whether resize_element_inner2 computes this desc: only the last two dims may be resized
-/// (images, NCHW: the spatial dims), without antialias (at most 4 taps per axis).
+/// Whether the image kernel (resize_element_inner2) computes this desc: only the last two dims
+/// may be resized (images, NCHW: the spatial dims), without antialias (2 taps per axis for
+/// linear, 4 for cubic: a count the kernel knows at compile time).
 INGOT_RESIZE_HD bool inner2_applies(const ResizeDesc& p) {
   if (p.rank < 2 || p.antialias) return false;
   for (int d = 0; d + 2 < p.rank; ++d)
@@ -350,71 +376,165 @@ INGOT_RESIZE_HD bool inner2_applies(const ResizeDesc& p) {
   return true;
 }
 
-/// resize_element for a desc inner2_applies() accepts: the same taps, weights, products and
-/// summation order, so the same double, with the index split into (plane, h, w) by two
-/// divisions in `Index` (32-bit where the output fits) instead of a 64-bit division per dim, and
-/// the two axes' taps looped directly. The outer dims are copied, so a plane starts at
-/// plane * in[h] * in[w] in the contiguous input.
-template <class Index, class Load>
-INGOT_RESIZE_HD double resize_element_inner2(const ResizeDesc& p, Index index, Load&& load) {
-  const int hd = p.rank - 2, wd = p.rank - 1;
-  const Index ow = index % static_cast<Index>(p.out[wd]);
-  index /= static_cast<Index>(p.out[wd]);
-  const Index oh = index % static_cast<Index>(p.out[hd]);
-  const Index plane = index / static_cast<Index>(p.out[hd]);
-  int64_t off0 = static_cast<int64_t>(plane) * p.in[hd] * p.in[wd];
-  const int64_t o[2] = {static_cast<int64_t>(oh), static_cast<int64_t>(ow)};
-  if (p.mode == ResizeMode::kNearest) {
+/// The image kernel's parameter: the mode fields and the two inner axes as scalars (no array a
+/// run-time index could reach, see AxisGeom).
+struct Inner2Desc {
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  bool exclude_outside = false;
+  bool antialias = false;  ///< always false here (inner2_applies); read by the shared helpers
+  bool resized_h = false, resized_w = false;
+  double cubic_a = -0.75;
+  double extrapolation = 0.0;
+  AxisGeom h, w;
+};
+
+/// The Inner2Desc of a desc inner2_applies() accepts.
+INGOT_RESIZE_HD Inner2Desc inner2_desc(const ResizeDesc& p) {
+  Inner2Desc q;
+  q.mode = p.mode;
+  q.coord = p.coord;
+  q.nearest = p.nearest;
+  q.exclude_outside = p.exclude_outside;
+  q.antialias = p.antialias;
+  q.resized_h = p.resized[p.rank - 2];
+  q.resized_w = p.resized[p.rank - 1];
+  q.cubic_a = p.cubic_a;
+  q.extrapolation = p.extrapolation;
+  q.h = axis_geom(p, p.rank - 2);
+  q.w = axis_geom(p, p.rank - 1);
+  return q;
+}
+
+/// What one output position (oh, ow) of the image kernel reads, the same for every plane: the
+/// taps of both axes combined (their products formed once), or a constant.
+template <int kTaps>
+struct Inner2Taps {
+  static constexpr int kN = kTaps > 0 ? kTaps * kTaps : 1;
+  enum State : int32_t { kRead = 0, kExtrapolate = 1, kZero = 2 } state = kRead;
+  int32_t count = 0;    ///< products in w/off: kTaps^2 (both axes resized), kTaps (one), 1 (none / nearest)
+  double w[kN] = {};    ///< w[k] = 1 * w_h (* w_w), as resize_element forms it; 0: not read
+  int64_t off[kN] = {}; ///< offset of tap k within a plane
+};
+
+/// The taps of output position (oh, ow) for a desc inner2_applies() accepts, with kTaps taps per
+/// resized axis (0: nearest, 2: linear, 4: cubic; it must match q.mode): the same taps, weights
+/// and products as resize_element, in loops of a compile-time length (unrolled: registers, no stack).
+template <int kTaps>
+INGOT_RESIZE_HD Inner2Taps<kTaps> inner2_taps(const Inner2Desc& q, int64_t oh, int64_t ow) {
+  Inner2Taps<kTaps> r;
+  const int64_t row = q.w.in;  // the h axis' input stride
+  if (kTaps == 0) {
     bool extrapolate = false, zero = false;
-    for (int k = 0; k < 2; ++k) {
-      const int d = hd + k;
-      if (!p.resized[d]) {
-        off0 += o[k] * p.in_stride[d];
-        continue;
-      }
-      const AxisTaps t = axis_taps(p, d, o[k]);
+    int64_t off = 0;
+    if (!q.resized_h) {
+      off += oh * row;
+    } else {
+      const AxisTaps t = axis_taps(q, q.h, oh);
       if (t.extrapolate) extrapolate = true;
       else if (t.zero) zero = true;
-      else off0 += t.pick * p.in_stride[d];
+      else off += t.pick * row;
     }
-    if (extrapolate) return p.extrapolation;
-    if (zero) return 0.0;
-    return load(off0);
-  }
-  AxisTaps taps[2];
-  int dims[2];
-  int na = 0;
-  for (int k = 0; k < 2; ++k) {
-    const int d = hd + k;
-    if (!p.resized[d]) {
-      off0 += o[k] * p.in_stride[d];
-      continue;
+    if (!q.resized_w) {
+      off += ow;
+    } else {
+      const AxisTaps t = axis_taps(q, q.w, ow);
+      if (t.extrapolate) extrapolate = true;
+      else if (t.zero) zero = true;
+      else off += t.pick;
     }
-    taps[na] = axis_taps(p, d, o[k]);
-    if (taps[na].extrapolate) return p.extrapolation;
-    dims[na++] = d;
+    r.state = extrapolate ? Inner2Taps<kTaps>::kExtrapolate : zero ? Inner2Taps<kTaps>::kZero : Inner2Taps<kTaps>::kRead;
+    r.count = 1;
+    r.w[0] = 1;
+    r.off[0] = off;
+    return r;
   }
-  if (na == 0) return 0.0 + load(off0);  // as resize_element's one-tap sum: -0 becomes +0
-  double w0[4], w1[4] = {1, 1, 1, 1};
-  int64_t i0[4], i1[4] = {0, 0, 0, 0};
-  for (int32_t j = 0; j < taps[0].n; ++j) {
-    w0[j] = tap_weight(p, dims[0], taps[0], j);
-    i0[j] = clamp_index(taps[0].first + j, p.in[dims[0]]) * p.in_stride[dims[0]];
+  constexpr int kA = kTaps > 0 ? kTaps : 1;
+  // h's taps in (w0, i0), w's in (w1, i1): fixed roles, so every index is a compile-time one.
+  double w0[kA], w1[kA];
+  int64_t i0[kA], i1[kA];
+  int64_t base = 0;
+  if (q.resized_h) {
+    const AxisTaps t = axis_taps(q, q.h, oh);
+    if (t.extrapolate) {
+      r.state = Inner2Taps<kTaps>::kExtrapolate;
+      return r;
+    }
+    for (int j = 0; j < kA; ++j) {
+      w0[j] = tap_weight(q, q.h, t, j);
+      i0[j] = clamp_index(t.first + j, q.h.in) * row;
+    }
+  } else {
+    base += oh * row;
   }
-  const int32_t n1 = na == 2 ? taps[1].n : 1;
-  for (int32_t j = 0; na == 2 && j < n1; ++j) {
-    w1[j] = tap_weight(p, dims[1], taps[1], j);
-    i1[j] = clamp_index(taps[1].first + j, p.in[dims[1]]) * p.in_stride[dims[1]];
+  if (q.resized_w) {
+    const AxisTaps t = axis_taps(q, q.w, ow);
+    if (t.extrapolate) {
+      r.state = Inner2Taps<kTaps>::kExtrapolate;
+      return r;
+    }
+    for (int j = 0; j < kA; ++j) {
+      w1[j] = tap_weight(q, q.w, t, j);
+      i1[j] = clamp_index(t.first + j, q.w.in);
+    }
+  } else {
+    base += ow;
   }
+  // The products as resize_element forms them: w = 1 * w_h (* w_w), unfused; a zero weight
+  // (either factor) marks a tap that is not read.
+  if (q.resized_h && q.resized_w) {
+    for (int a = 0; a < kA; ++a)
+      for (int b = 0; b < kA; ++b) {
+        const bool skip = w0[a] == 0 || w1[b] == 0;
+        r.w[a * kA + b] = skip ? 0.0 : mul(mul(1.0, w0[a]), w1[b]);
+        r.off[a * kA + b] = base + i0[a] + i1[b];
+      }
+    r.count = kA * kA;
+  } else if (q.resized_h || q.resized_w) {
+    for (int a = 0; a < kA; ++a) {
+      const double wa = q.resized_h ? w0[a] : w1[a];
+      r.w[a] = wa == 0 ? 0.0 : mul(1.0, wa);
+      r.off[a] = base + (q.resized_h ? i0[a] : i1[a]);
+    }
+    r.count = kA;
+  } else {
+    r.count = 1;
+    r.w[0] = 1;
+    r.off[0] = base;
+  }
+  return r;
+}
+
+/// The value at a position with taps `t` in the plane starting at input offset `plane_off`, as
+/// a double before the store's rounding: resize_element's sum, term for term.
+template <int kTaps, class Load>
+INGOT_RESIZE_HD double inner2_value(const Inner2Desc& q, const Inner2Taps<kTaps>& t, int64_t plane_off, Load&& load) {
+  if (t.state == Inner2Taps<kTaps>::kExtrapolate) return q.extrapolation;
+  if (t.state == Inner2Taps<kTaps>::kZero) return 0.0;
+  if (kTaps == 0) return load(plane_off + t.off[0]);
   double acc = 0;
-  for (int32_t a = 0; a < taps[0].n; ++a)
-    for (int32_t b = 0; b < n1; ++b) {
-      // As resize_element: w = 1 * w0 (* w1), zero-weight taps not read.
-      if (w0[a] == 0 || (na == 2 && w1[b] == 0)) continue;
-      const double w = na == 2 ? mul(mul(1.0, w0[a]), w1[b]) : mul(1.0, w0[a]);
-      acc += mul(w, load(off0 + i0[a] + i1[b]));
-    }
+  if (t.count == 1) return acc + load(plane_off + t.off[0]);  // no axis resized: -0 becomes +0, as the sum does
+  for (int k = 0; k < Inner2Taps<kTaps>::kN; ++k)
+    if (k < t.count && t.w[k] != 0) acc += mul(t.w[k], load(plane_off + t.off[k]));
   return acc;
+}
+
+/// resize_element for a desc inner2_applies() accepts, through inner2_taps and inner2_value
+/// (the host replay's entry: the kernel computes the taps once per position and applies them to
+/// every plane), with the tap count q.mode gives. The outer dims are copied, so a plane starts
+/// at plane * in_h * in_w in the contiguous input.
+template <class Load>
+INGOT_RESIZE_HD double resize_element_inner2(const Inner2Desc& q, int64_t index, Load&& load) {
+  const int64_t ow = index % q.w.out;
+  index /= q.w.out;
+  const int64_t oh = index % q.h.out;
+  const int64_t plane_off = index / q.h.out * q.h.in * q.w.in;
+  switch (q.mode) {
+    case ResizeMode::kNearest: return inner2_value(q, inner2_taps<0>(q, oh, ow), plane_off, load);
+    case ResizeMode::kLinear: return inner2_value(q, inner2_taps<2>(q, oh, ow), plane_off, load);
+    default: return inner2_value(q, inner2_taps<4>(q, oh, ow), plane_off, load);
+  }
 }
 
 }  // namespace resize_math
