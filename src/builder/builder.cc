@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -18,6 +19,11 @@
 #include "passes/passes.h"
 
 namespace ingot::builder {
+
+bool is_reshape_op(const ir::Node& node) {
+  static const std::set<std::string> kOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  return node.domain().empty() && kOps.count(node.op_type());
+}
 
 bool op_allows_in_place(const ir::Node& node) {
   // Reference kernels of these ops read element i of each input before writing element i of
@@ -381,6 +387,31 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
       vp.storage = Storage::kArena;
     }
     plan.values.push_back(vp);
+  }
+
+  // A graph output made by a reshape of an intermediate only it reads (GPT-2's logits: Gemm on
+  // [B*S, K], then Reshape to [B, S, N]): the intermediate is written into the output's binding.
+  {
+    std::unordered_map<const ir::Value*, size_t> index_of;
+    for (size_t i = 0; i < plan.values.size(); ++i) index_of[plan.values[i].value] = i;
+    std::map<const ir::Value*, int> output_count;
+    for (const ir::Value* o : graph->outputs()) ++output_count[o];
+    for (const ir::Value* o : graph->outputs()) {
+      const ir::Node* p = o->producer();
+      if (!p || output_count[o] != 1 || inputs.count(o) || !is_reshape_op(*p) || p->outputs().size() != 1 ||
+          p->inputs().empty() || !p->inputs()[0])
+        continue;
+      const ir::Value* x = p->inputs()[0];
+      auto xi = index_of.find(x), oi = index_of.find(o);
+      if (xi == index_of.end() || oi == index_of.end()) continue;
+      ValuePlan& xp = plan.values[xi->second];
+      const ValuePlan& op = plan.values[oi->second];
+      if (xp.storage != Storage::kArena || op.storage != Storage::kBinding || x->uses().size() != 1 ||
+          outputs.count(x) || x->dtype() != o->dtype() || xp.max_bytes != op.max_bytes || o->dtype() == DataType::kString)
+        continue;
+      xp.storage = Storage::kOutputView;
+      xp.offset = oi->second;
+    }
   }
 
   // Arena offsets from lifetimes.

@@ -57,5 +57,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
 
 /// Whether `node`'s output 0 may overwrite its input 0 in place (elementwise, same size).
 bool op_allows_in_place(const ir::Node& node);
+/// Reshape, Flatten, Squeeze, Unsqueeze (default domain): every element stays where it is.
+bool is_reshape_op(const ir::Node& node);
 
 }  // namespace ingot::builder

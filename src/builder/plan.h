@@ -40,13 +40,17 @@ enum class Storage : uint8_t {
   kArena = 1,     ///< an intermediate at arena_offset in the context's arena
   kWeight = 2,    ///< an initializer, in the engine's read-only weights region
   kDynamic = 3,   ///< size unknown until run time (data-dependent): allocated per run
+  /// An intermediate that only a reshape into a graph output reads: it lives in that output's
+  /// binding (ValuePlan::offset is the output's index in Plan::values), seen with its own shape,
+  /// so the reshape runs in place instead of copying into the binding.
+  kOutputView = 4,
 };
 
 /// Planned storage of one value, indexed like Plan::values.
 struct ValuePlan {
   const ir::Value* value = nullptr;  ///< in Plan::graph
   Storage storage = Storage::kArena;
-  uint64_t offset = 0;     ///< arena offset (kArena), weight offset (kWeight)
+  uint64_t offset = 0;     ///< arena offset (kArena), weight offset (kWeight), output value (kOutputView)
   uint64_t max_bytes = 0;  ///< bytes at the profile maximum (kArena, kWeight)
   int first_step = -1;     ///< step producing it (-1: before the first step)
   int last_step = -1;      ///< last step reading it (graph outputs: the last step)

@@ -55,7 +55,7 @@ class Decoder {
           if (p->value() < 0 || static_cast<uint64_t>(p->value()) >= values_.size()) return corrupt("value plan names value id out of range");
           vp.value = values_[static_cast<size_t>(p->value())];
         }
-        if (p->storage() > static_cast<uint8_t>(builder::Storage::kDynamic)) return corrupt("unknown storage kind");
+        if (p->storage() > static_cast<uint8_t>(builder::Storage::kOutputView)) return corrupt("unknown storage kind");
         vp.storage = static_cast<builder::Storage>(p->storage());
         vp.offset = p->offset();
         vp.max_bytes = p->max_bytes();
@@ -63,6 +63,11 @@ class Decoder {
         vp.last_step = p->last_step();
         plan.values.push_back(vp);
       }
+      for (const builder::ValuePlan& vp : plan.values)
+        if (vp.storage == builder::Storage::kOutputView &&
+            (!vp.value || vp.offset >= plan.values.size() ||
+             plan.values[static_cast<size_t>(vp.offset)].storage != builder::Storage::kBinding))
+          return corrupt("a value planned in an output's binding names no output");
     }
     if (e.profiles()) {
       for (const fb::Profile* p : *e.profiles()) {

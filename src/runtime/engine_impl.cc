@@ -484,7 +484,21 @@ Status ContextImpl::prepare_run() {
           INGOT_ASSIGN_OR_RETURN(tensors_[vi], device_tensor(v->dtype(), sh->second));
         }
         break;
+      case builder::Storage::kOutputView:
+        break;  // below, once the outputs' buffers are known
     }
+  }
+  // Intermediates that live in an output's binding (a reshape into the output reads them).
+  for (size_t vi = 0; vi < plan.values.size(); ++vi) {
+    const builder::ValuePlan& vp = plan.values[vi];
+    if (vp.storage != builder::Storage::kOutputView) continue;
+    const ir::Value* v = vp.value;
+    auto sh = shapes_.shapes.find(v);
+    if (sh == shapes_.shapes.end() || shapes_.dynamic.count(v)) return internal_error("no shape for value '", v->name(), "'");
+    const Tensor& out = tensors_[static_cast<size_t>(vp.offset)];
+    if (!out.defined() || out.nbytes() != storage_bytes(v->dtype(), shape_numel(sh->second)))
+      return internal_error("value '", v->name(), "' does not fit the output it is planned in");
+    tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, const_cast<void*>(out.raw()), nullptr);
   }
   // One StepIO per step, pointing at the views above.
   // Subgraphs (If/Loop/Scan bodies) run on the host: a CPU engine's values are there already, a

@@ -89,6 +89,26 @@ TEST_F(CudaDepthwiseConvTest, ChannelsLastResidualAndShapes) {
     check_dw({input(t, {1, 4, 5, 300}), input(t, {300, 3, 3, 1}), input(t, {300}), input(t, {1, 4, 5, 300})},
              fused("activation=\"HardSwish\", channels_last=1, group=300, pads=[1, 1, 1, 1]"));
   }
+  // Channel counts that take 4- and 8-byte packs (ShuffleNet's 58 and 116 in fp16; 8 bytes in
+  // f32), with every unrolled kernel size and a residual; 13 channels with a 7x7 (one element per
+  // thread, unrolled taps); a dilated 5x5 at the border.
+  for (DataType t : kFloatTypes) {
+    for (int64_t c : {58, 116})
+      for (int k : {3, 5, 7}) {
+        const std::string ks = std::to_string(k), pad = std::to_string(k / 2);
+        check_dw({input(t, {2, 9, 7, c}), input(t, {c, k, k, 1}), input(t, {c}), input(t, {2, 5, 4, c})},
+                 fused("activation=\"Relu\", channels_last=1, group=" + std::to_string(c) + ", pads=[" + pad + ", " +
+                       pad + ", " + pad + ", " + pad + "], strides=[2, 2]"));
+      }
+    check_dw({input(t, {1, 10, 9, 13}), input(t, {13, 7, 7, 1}), input(t, {13})},
+             fused("channels_last=1, group=13, pads=[3, 3, 3, 3]"));
+    check_dw({input(t, {2, 6, 11, 20}), input(t, {20, 5, 5, 1})},
+             fused("channels_last=1, dilations=[2, 2], group=20, pads=[4, 4, 4, 4]"));
+  }
+  // ShuffleNetV2's b64 depthwise at full size (fp16, 58 channels: 4-byte packs).
+  check_dw({input(DataType::kFloat16, {64, 28, 28, 58}), input(DataType::kFloat16, {58, 3, 3, 1}),
+            input(DataType::kFloat16, {58})},
+           fused("channels_last=1, group=58, pads=[1, 1, 1, 1]"));
   // MobileNetV3-L's b64 stride-2 depthwise at full size (fp16).
   check_dw({input(DataType::kFloat16, {64, 56, 56, 72}), input(DataType::kFloat16, {72, 5, 5, 1}),
             input(DataType::kFloat16, {72})},

@@ -2,6 +2,8 @@
 #include "backend/cuda/conv/depthwise_conv_kernels.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
@@ -9,7 +11,6 @@ namespace ingot::backend::cuda {
 namespace {
 
 using ew::from_f32;
-using ew::Pack;
 using ew::to_f32;
 
 constexpr int kThreads = 256;
@@ -17,13 +18,18 @@ constexpr int kThreads = 256;
 // 7x7 kernel then take 25 KB of shared memory.
 constexpr int kMaxTilePacks = 32;
 
-// V elements at p: one 16-byte access when V > 1 (p 16-byte aligned), a plain one when V == 1.
+// V consecutive elements as one access of V * sizeof(T) bytes (4, 8 or 16; p aligned to it).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
 template <class T, int V>
 __device__ __forceinline__ void load(const T* p, T (&out)[V]) {
   if constexpr (V == 1) {
     out[0] = *p;
   } else {
-    const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+    const Vec<T, V> pk = *reinterpret_cast<const Vec<T, V>*>(p);
 #pragma unroll
     for (int v = 0; v < V; ++v) out[v] = pk.v[v];
   }
@@ -34,10 +40,10 @@ __device__ __forceinline__ void store(T* p, const T (&in)[V]) {
   if constexpr (V == 1) {
     *p = in[0];
   } else {
-    Pack<T, V> pk;
+    Vec<T, V> pk;
 #pragma unroll
     for (int v = 0; v < V; ++v) pk.v[v] = in[v];
-    *reinterpret_cast<Pack<T, V>*>(p) = pk;
+    *reinterpret_cast<Vec<T, V>*>(p) = pk;
   }
 }
 
@@ -55,8 +61,10 @@ __device__ __forceinline__ float epilogue(float acc, float residual, bool has_re
 // Neighbouring threads of a warp read neighbouring 16-byte packs of one pixel and then of the next
 // pixel, which lies right after it in memory. Only the tile's weights and bias are staged in shared
 // memory, as [kh·kw][tile·V], read from global memory in its own order (coalesced). Index math on
-// pixels is 32-bit (the launcher checks the counts fit).
-template <class T, int V>
+// pixels is 32-bit (the launcher checks the counts fit). K > 0: a K x K kernel (3, 5, 7), its taps
+// unrolled so that a row's loads are issued together (predicated at the borders) instead of one
+// load, one dependent multiply-add at a time; K == 0: kh x kw from the desc.
+template <class T, int V, int K>
 __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__ x, const T* __restrict__ w,
                                                            const T* __restrict__ bias, const T* __restrict__ r,
                                                            T* __restrict__ y, DepthwiseConvDesc d, int tile) {
@@ -90,19 +98,47 @@ __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__
     for (int v = 0; v < V; ++v) acc[v] = to_f32(bs[cl + v]);
     const int iy0 = oy * d.stride_h - d.pad_h, ix0 = ox * d.stride_w - d.pad_w;
     const T* xn = x + static_cast<int64_t>(n) * d.h * d.w * d.c + c0;
-    for (int ky = 0; ky < d.kh; ++ky) {
-      const int iy = iy0 + ky * d.dil_h;
-      if (iy < 0 || iy >= d.h) continue;
-      const T* xrow = xn + static_cast<int64_t>(iy) * d.w * d.c;
-      const T* wrow = ws + ky * d.kw * tile_ch + cl;
-      for (int kx = 0; kx < d.kw; ++kx) {
-        const int ix = ix0 + kx * d.dil_w;
-        if (ix < 0 || ix >= d.w) continue;
-        T in[V], wt[V];
-        load<T, V>(xrow + static_cast<int64_t>(ix) * d.c, in);
-        load<T, V>(wrow + kx * tile_ch, wt);
+    if constexpr (K > 0) {
 #pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] = fmaf(to_f32(in[v]), to_f32(wt[v]), acc[v]);
+      for (int ky = 0; ky < K; ++ky) {
+        const int iy = iy0 + ky * d.dil_h;
+        const bool row_in = iy >= 0 && iy < d.h;
+        const T* xrow = xn + static_cast<int64_t>(iy) * d.w * d.c;
+        const T* wrow = ws + ky * K * tile_ch + cl;
+        T in[K][V];
+#pragma unroll
+        for (int kx = 0; kx < K; ++kx) {  // the row's loads first
+          const int ix = ix0 + kx * d.dil_w;
+          if (row_in && ix >= 0 && ix < d.w) {
+            load<T, V>(xrow + static_cast<int64_t>(ix) * d.c, in[kx]);
+          } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) in[kx][v] = from_f32<T>(0.0f);
+          }
+        }
+#pragma unroll
+        for (int kx = 0; kx < K; ++kx) {
+          T wt[V];
+          load<T, V>(wrow + kx * tile_ch, wt);
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] = fmaf(to_f32(in[kx][v]), to_f32(wt[v]), acc[v]);
+        }
+      }
+    } else {
+      for (int ky = 0; ky < d.kh; ++ky) {
+        const int iy = iy0 + ky * d.dil_h;
+        if (iy < 0 || iy >= d.h) continue;
+        const T* xrow = xn + static_cast<int64_t>(iy) * d.w * d.c;
+        const T* wrow = ws + ky * d.kw * tile_ch + cl;
+        for (int kx = 0; kx < d.kw; ++kx) {
+          const int ix = ix0 + kx * d.dil_w;
+          if (ix < 0 || ix >= d.w) continue;
+          T in[V], wt[V];
+          load<T, V>(xrow + static_cast<int64_t>(ix) * d.c, in);
+          load<T, V>(wrow + kx * tile_ch, wt);
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] = fmaf(to_f32(in[v]), to_f32(wt[v]), acc[v]);
+        }
       }
     }
     const int64_t o = static_cast<int64_t>(p) * d.c + c0;
@@ -147,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_nchw(const T* __restrict__
   }
 }
 
-template <class T, int V>
+template <class T, int V, int K>
 cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void* r, void* y, const DepthwiseConvDesc& d,
                         int sm_count, cudaStream_t stream) {
   const int64_t packs = d.c / V;
@@ -159,7 +195,7 @@ cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void*
   const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * 8 + tiles - 1) / tiles);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((pixels + rows - 1) / rows, want));
   const size_t smem = static_cast<size_t>(d.kh * d.kw + 1) * tile * V * sizeof(T);
-  depthwise_nhwc<T, V><<<dim3(blocks, tiles), tile * rows, smem, stream>>>(
+  depthwise_nhwc<T, V, K><<<dim3(blocks, tiles), tile * rows, smem, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
       static_cast<T*>(y), d, tile);
   return cudaGetLastError();
@@ -193,17 +229,39 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
       err = cudaGetLastError();
       return;
     }
-    constexpr int kV = 16 / sizeof(T);
-    // 16-byte packs need C a multiple of the pack and every pointer the kernel reads by pack aligned
-    // (x, r, y; the staged weights are aligned by construction: [kh·kw][C] with C % kV == 0).
-    const bool packed = d.c % kV == 0 && ew::aligned16(x) && ew::aligned16(y) && (!r || ew::aligned16(r));
+    // The widest pack (16, 8 or 4 bytes) that C is a multiple of and every pointer the kernel reads
+    // by pack is aligned to (x, r, y; the staged weights are aligned by construction: [kh·kw][tile]
+    // with the tile a multiple of the pack): ShuffleNet's 58 and 116 channels take 4- and 8-byte
+    // packs in fp16 instead of one element per thread.
+    auto fits = [&](int bytes) {
+      auto aligned = [&](const void* p) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; };
+      return static_cast<int>(sizeof(T)) <= bytes && d.c % (bytes / static_cast<int>(sizeof(T))) == 0 &&
+             aligned(x) && aligned(y) && (!r || aligned(r));
+    };
+    const int pack_bytes = fits(16) ? 16 : fits(8) ? 8 : fits(4) ? 4 : 0;
     // 32-bit pixel and weight index math in the kernel.
     if (d.n * d.oh * d.ow >= (int64_t{1} << 30) || d.c * d.kh * d.kw >= (int64_t{1} << 31)) {
       err = cudaErrorInvalidValue;
       return;
     }
     const int sms = sm_count > 0 ? sm_count : 132;
-    err = packed ? launch_nhwc<T, kV>(x, w, bias, r, y, d, sms, stream) : launch_nhwc<T, 1>(x, w, bias, r, y, d, sms, stream);
+    const int k = d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) ? d.kh : 0;
+    auto with_k = [&](auto v_tag) {
+      constexpr int V = decltype(v_tag)::value;
+      switch (k) {
+        case 3: return launch_nhwc<T, V, 3>(x, w, bias, r, y, d, sms, stream);
+        case 5: return launch_nhwc<T, V, 5>(x, w, bias, r, y, d, sms, stream);
+        case 7: return launch_nhwc<T, V, 7>(x, w, bias, r, y, d, sms, stream);
+        default: return launch_nhwc<T, V, 0>(x, w, bias, r, y, d, sms, stream);
+      }
+    };
+    constexpr int kE = static_cast<int>(sizeof(T));
+    switch (pack_bytes) {
+      case 16: err = with_k(std::integral_constant<int, 16 / kE>{}); break;
+      case 8: err = with_k(std::integral_constant<int, 8 / kE>{}); break;
+      case 4: err = with_k(std::integral_constant<int, 4 / kE>{}); break;
+      default: err = with_k(std::integral_constant<int, 1>{}); break;
+    }
   });
   return err;
 }

@@ -9,7 +9,8 @@
 // The convolution is memory bound (kh·kw multiply-adds per element read), so the kernels aim at
 // one coalesced read of x per tap and one write of y:
 //  - channels-last (x, r, y [N, H, W, C]): a thread computes V consecutive channels of one output
-//    pixel (V = 16 bytes of the type when C and the pointers allow, else 1); a block owns a tile of
+//    pixel (V = 16, 8 or 4 bytes of the type when C and the pointers allow, else 1; 3x3, 5x5 and
+//    7x7 kernels with their taps unrolled, so a row's loads are in flight together); a block owns a tile of
 //    up to 32 such packs, stages that tile's weights and bias in shared memory as [kh·kw][tile]
 //    (read coalesced), and walks the pixels grid-stride (session 10: staging all C channels per
 //    block with 64-bit index math made [1,7,7,1152] 5x5 take 45 us against cuDNN's 5 us);
