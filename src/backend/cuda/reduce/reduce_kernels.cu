@@ -67,6 +67,8 @@ __device__ __forceinline__ float group_combine(ReduceOp op, float v, float* smem
 }
 
 __device__ __forceinline__ int64_t offset_of(int64_t i, int rank, const int64_t* dims, const int64_t* strides) {
+  // One (merged) dim, the common case (NHWC's H x W, a row): i < dims[0], so no 64-bit division.
+  if (rank == 1) return i * strides[0];
   int64_t off = 0;
   for (int d = rank - 1; d >= 0; --d) {
     off += (i % dims[d]) * strides[d];

@@ -33,9 +33,12 @@ struct ReduceDesc {
 
 /// A strided reduction whose outputs fill fewer than this many 32-output blocks splits each
 /// output's range over more blocks (two launches: partials, then their combination).
-constexpr int64_t kReduceSplitTargetBlocks = 264;  // two waves of the H200's 132 SMs
+/// Eight 256-thread blocks on each of the H200's 132 SMs: the loads a warp has in flight are few
+/// (a few per row), so latency hides only with many warps (264, two waves, left squeeze-excite
+/// pooling of [16,20,20,480] at 37 us in the census profile of 2026-12-02).
+constexpr int64_t kReduceSplitTargetBlocks = 1056;
 /// The fewest reduced elements a split chunk takes.
-constexpr int64_t kReduceMinRowsPerChunk = 256;
+constexpr int64_t kReduceMinRowsPerChunk = 64;
 /// Most scratch a split needs: chunks * outputs floats, chunks <= ceil(target / tiles) and
 /// outputs <= 32 * tiles, so at most (target + tiles) * 32 < 2 * target * 32 floats.
 constexpr uint64_t kReduceWorkspaceBytes = 2 * kReduceSplitTargetBlocks * 32 * sizeof(float);
