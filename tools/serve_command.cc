@@ -37,7 +37,8 @@ class ServeLogger : public Logger {
 }  // namespace
 
 void serve_help() {
-  std::cout << "usage: ingot serve --model-repository DIR [options]\n\n"
+  std::cout << "usage: ingot serve --model-repository DIR [options]\n"
+               "       ingot serve MODEL.gguf [options]   (an OpenAI-compatible LLM server: ingot serve MODEL.gguf --help)\n\n"
                "Serves the models of a Triton-style repository (<DIR>/<model>/config.pbtxt, <DIR>/<model>/<version>/\n"
                "model.onnx or model.engine) over the KServe v2 HTTP/REST and gRPC protocols with dynamic batching. An "
                ".onnx is\n"

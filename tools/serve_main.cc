@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "serve_command.h"
+#include "serve_llm_command.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (ingot::tools::is_llm_serve(args)) return ingot::tools::serve_llm_command(args);
   return ingot::tools::serve_command(args);
 }

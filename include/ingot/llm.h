@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ struct GenerationParams {
   bool ignore_eos = false;    ///< keep going past the end-of-sequence token
   bool chat = false;          ///< wrap each prompt as one user turn of the ChatML template
   int64_t kv_blocks = 0;      ///< KV cache blocks of 16 positions; 0: enough for every prompt at once
+  /// Stop strings (LlmEngine): generation ends before the first one in the text, which is cut there.
+  std::vector<std::string> stop;
+};
+
+/// One turn of a chat (role "system", "user" or "assistant").
+struct ChatMessage {
+  std::string role;
+  std::string content;
 };
 
 struct GenerationResult {
@@ -41,6 +50,8 @@ struct GenerationStats {
   int64_t preemptions = 0;
 };
 
+class LlmEngine;
+
 class LlmModel {
  public:
   /// Loads a Llama-family GGUF file (weights, tokenizer, configuration).
@@ -54,9 +65,69 @@ class LlmModel {
                                                  const GenerationParams& params, GenerationStats* stats = nullptr);
   /// "llama, 30 layers, hidden 576, 9 heads (3 KV), vocab 49152".
   std::string describe() const;
+  /// The prompt's token ids as generate() feeds them (a BOS first where the model has one).
+  Result<std::vector<int32_t>> encode_prompt(const std::string& prompt) const;
+  /// The chat as the model's ChatML template renders it, ending with the assistant's turn opened.
+  /// kUnsupported when the model's template is not ChatML (Jinja templates are not run yet).
+  Result<std::vector<int32_t>> encode_chat(const std::vector<ChatMessage>& messages) const;
 
  private:
+  friend class LlmEngine;
   LlmModel();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// What an LlmEngine request reports, on the engine's thread, in order: text as it is decoded
+/// (complete UTF-8 characters only; a possible start of a stop string is held back), then one
+/// event with `finished` set (its `text` may hold the last piece).
+struct StreamEvent {
+  std::string text;
+  bool finished = false;
+  std::string finish_reason;  ///< with finished: "stop", "length", "model_length", "abort" or "error"
+  std::string error;          ///< finish_reason "error": why
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  ///< generated so far (the end-of-sequence token counted)
+};
+
+struct EngineOptions {
+  int64_t kv_blocks = 512;               ///< KV cache blocks of 16 positions shared by all requests
+  int64_t max_num_seqs = 32;             ///< sequences in one step
+  int64_t max_num_batched_tokens = 256;  ///< tokens computed in one step (decodes + prefill chunks)
+  int64_t max_queued = 64;               ///< requests waiting to start; more are refused (kUnavailable)
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;  ///< sequences now
+  int64_t requests_total = 0, requests_refused = 0;
+  int64_t prompt_tokens_total = 0, generated_tokens_total = 0, preemptions_total = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_free = 0;
+};
+
+/// An engine loop over one model (vLLM's AsyncLLMEngine): requests join the running batch at the
+/// next step (continuous batching, chunked prefill, paged KV cache with prefix caching, recompute
+/// preemption) and stream their text as it is generated. Thread-safe; callbacks run on the
+/// engine's thread and must return quickly.
+class LlmEngine {
+ public:
+  static Result<std::unique_ptr<LlmEngine>> start(std::shared_ptr<LlmModel> model, const EngineOptions& options);
+  /// Stops the loop; requests still running end with finish_reason "abort".
+  ~LlmEngine();
+  LlmEngine(const LlmEngine&) = delete;
+  LlmEngine& operator=(const LlmEngine&) = delete;
+
+  /// Queues a request of prompt token ids (LlmModel::encode_prompt / encode_chat); returns its id.
+  /// kInvalidArgument for bad parameters or a prompt that cannot fit the model; kUnavailable when
+  /// max_queued requests wait already (a server answers 503) or the engine is stopping.
+  Result<int64_t> submit(std::vector<int32_t> prompt, const GenerationParams& params,
+                         std::function<void(const StreamEvent&)> on_event);
+  /// Ends a request (its callback gets finish_reason "abort"); false when it is unknown or over.
+  bool abort(int64_t id);
+  EngineStats stats() const;
+  const LlmModel& model() const;
+
+ private:
+  LlmEngine();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -22,6 +22,7 @@ enum class StatusCode {
   kIoError,          ///< reading or writing a file failed
   kOutOfMemory,      ///< an allocation failed
   kInternal,         ///< an ingot bug: an invariant did not hold
+  kUnavailable,      ///< busy (a full queue) or stopping: try again later (a server's 503)
 };
 
 /// Human-readable name of a code, e.g. "invalid model".

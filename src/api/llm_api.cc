@@ -4,19 +4,12 @@
 #include <chrono>
 #include <map>
 
-#include "llm/cpu_decoder.h"
-#include "llm/gguf.h"
+#include "api/llm_model_impl.h"
 #include "llm/sampling.h"
 #include "llm/scheduler.h"
 #include "llm/tokenizer.h"
 
 namespace ingot {
-
-struct LlmModel::Impl {
-  std::unique_ptr<llm::GgufFile> file;
-  std::unique_ptr<llm::BpeTokenizer> tokenizer;
-  std::unique_ptr<llm::LlamaCpuModel> model;
-};
 
 LlmModel::LlmModel() : impl_(std::make_unique<Impl>()) {}
 LlmModel::~LlmModel() = default;
@@ -34,6 +27,30 @@ std::string LlmModel::describe() const {
   return c.architecture + ", " + std::to_string(c.num_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
          ", " + std::to_string(c.num_heads) + " heads (" + std::to_string(c.num_kv_heads) + " KV), vocab " +
          std::to_string(c.vocab_size);
+}
+
+Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) const {
+  const llm::BpeTokenizer& tok = *impl_->tokenizer;
+  INGOT_ASSIGN_OR_RETURN(std::vector<int32_t> enc, tok.encode(prompt));
+  std::vector<int32_t> v;
+  if (tok.bos_id() >= 0) v.push_back(tok.bos_id());
+  v.insert(v.end(), enc.begin(), enc.end());
+  return v;
+}
+
+Result<std::vector<int32_t>> LlmModel::encode_chat(const std::vector<ChatMessage>& messages) const {
+  if (messages.empty()) return invalid_argument("a chat needs at least one message");
+  auto tmpl = impl_->file->get_string("tokenizer.chat_template");
+  if (tmpl.ok() && tmpl->find("<|im_start|>") == std::string::npos)
+    return unsupported("the model's chat template is not ChatML, and Jinja chat templates are not run yet");
+  std::string text;
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant")
+      return invalid_argument("message role '", m.role, "': expected system, user or assistant");
+    text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  text += "<|im_start|>assistant\n";
+  return impl_->tokenizer->encode(text);
 }
 
 Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::string>& prompts,
@@ -55,12 +72,12 @@ Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::
   std::vector<std::vector<int32_t>> ids;
   int64_t positions = 0, prompt_tokens = 0;
   for (const std::string& p : prompts) {
-    const std::string text =
-        params.chat ? "<|im_start|>user\n" + p + "<|im_end|>\n<|im_start|>assistant\n" : p;
-    INGOT_ASSIGN_OR_RETURN(std::vector<int32_t> enc, tok.encode(text));
     std::vector<int32_t> v;
-    if (tok.bos_id() >= 0 && !params.chat) v.push_back(tok.bos_id());
-    v.insert(v.end(), enc.begin(), enc.end());
+    if (params.chat) {
+      INGOT_ASSIGN_OR_RETURN(v, encode_chat({ChatMessage{"user", p}}));
+    } else {
+      INGOT_ASSIGN_OR_RETURN(v, encode_prompt(p));
+    }
     if (v.empty()) return invalid_argument("generate: prompt ", ids.size(), " has no tokens");
     positions += static_cast<int64_t>(v.size()) + params.max_tokens;
     prompt_tokens += static_cast<int64_t>(v.size());

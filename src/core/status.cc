@@ -15,6 +15,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kOutOfMemory: return "out of memory";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

