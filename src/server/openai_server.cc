@@ -2,6 +2,12 @@
 #include "server/openai_server.h"
 
 #include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -19,12 +25,62 @@ namespace {
 
 using nlohmann::json;
 
+using Clock = std::chrono::steady_clock;
+
 // A request's events, filled on the engine's thread, read by an HTTP worker.
 struct Pending {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<StreamEvent> events;
   int64_t id = -1;
+  Clock::time_point submitted, first;  ///< engine thread: when queued, when its first event came
+  bool any = false;
+};
+
+// vLLM's serving metrics under ingot_llm_ names, observed on the engine's thread per request.
+struct LlmMetrics {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Gauge>& running =
+      prometheus::BuildGauge().Name("ingot_llm_num_requests_running").Help("Sequences in the running batch").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& waiting =
+      prometheus::BuildGauge().Name("ingot_llm_num_requests_waiting").Help("Requests waiting to start").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& kv =
+      prometheus::BuildGauge().Name("ingot_llm_kv_cache_blocks").Help("KV cache blocks, by state (in_use, total)").Register(*registry);
+  prometheus::Family<prometheus::Counter>& prompt_tokens =
+      prometheus::BuildCounter().Name("ingot_llm_prompt_tokens_total").Help("Prompt tokens of finished requests").Register(*registry);
+  prometheus::Family<prometheus::Counter>& generation_tokens =
+      prometheus::BuildCounter().Name("ingot_llm_generation_tokens_total").Help("Tokens generated for finished requests").Register(*registry);
+  prometheus::Family<prometheus::Counter>& finished =
+      prometheus::BuildCounter().Name("ingot_llm_request_success_total").Help("Finished requests, by finish_reason").Register(*registry);
+  prometheus::Family<prometheus::Counter>& refused =
+      prometheus::BuildCounter().Name("ingot_llm_request_refused_total").Help("Requests refused with 503 (queue full)").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& ttft =
+      prometheus::BuildHistogram().Name("ingot_llm_time_to_first_token_seconds").Help("Queued to first token").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& tpot =
+      prometheus::BuildHistogram().Name("ingot_llm_time_per_output_token_seconds").Help("Mean time between output tokens, per request").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& e2e =
+      prometheus::BuildHistogram().Name("ingot_llm_e2e_request_latency_seconds").Help("Queued to finished").Register(*registry);
+  prometheus::Histogram& ttft_h = ttft.Add({}, buckets());
+  prometheus::Histogram& tpot_h = tpot.Add({}, buckets());
+  prometheus::Histogram& e2e_h = e2e.Add({}, buckets());
+  prometheus::Counter& prompt_c = prompt_tokens.Add({});
+  prometheus::Counter& generation_c = generation_tokens.Add({});
+  prometheus::Counter& refused_c = refused.Add({});
+
+  static prometheus::Histogram::BucketBoundaries buckets() {
+    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+  }
+  void observe(const Pending& p, const StreamEvent& ev, Clock::time_point now) {
+    if (!p.any) ttft_h.Observe(std::chrono::duration<double>(now - p.submitted).count());
+    if (!ev.finished) return;
+    const Clock::time_point first = p.any ? p.first : now;
+    e2e_h.Observe(std::chrono::duration<double>(now - p.submitted).count());
+    if (ev.completion_tokens > 1)
+      tpot_h.Observe(std::chrono::duration<double>(now - first).count() / static_cast<double>(ev.completion_tokens - 1));
+    prompt_c.Increment(static_cast<double>(ev.prompt_tokens));
+    generation_c.Increment(static_cast<double>(ev.completion_tokens));
+    finished.Add({{"finish_reason", ev.finish_reason}}).Increment();
+  }
 };
 
 struct HttpError {
@@ -150,6 +206,7 @@ HttpError parse_common(const json& body, const std::string& served, int64_t defa
 struct OpenAiServer::Impl {
   std::shared_ptr<LlmEngine> engine;
   OpenAiServerOptions options;
+  std::shared_ptr<LlmMetrics> metrics = std::make_shared<LlmMetrics>();
   httplib::Server http;
   std::thread thread;
   int port = 0;
@@ -157,16 +214,23 @@ struct OpenAiServer::Impl {
   /// Submits one prompt; the Pending gets its events. A HttpError when the engine refuses it.
   HttpError submit(std::vector<int32_t> ids, const GenerationParams& p, const std::shared_ptr<Pending>& pending) {
     std::weak_ptr<Pending> weak = pending;
-    auto id = engine->submit(std::move(ids), p, [weak](const StreamEvent& ev) {
+    std::shared_ptr<LlmMetrics> m = metrics;
+    pending->submitted = Clock::now();
+    auto id = engine->submit(std::move(ids), p, [weak, m](const StreamEvent& ev) {
       if (auto pp = weak.lock()) {
+        const Clock::time_point now = Clock::now();
         std::lock_guard<std::mutex> lock(pp->mu);
+        m->observe(*pp, ev, now);
+        if (!pp->any) pp->first = now, pp->any = true;
         pp->events.push_back(ev);
         pp->cv.notify_all();
       }
     });
     if (!id.ok()) {
-      if (id.status().code() == StatusCode::kUnavailable)
+      if (id.status().code() == StatusCode::kUnavailable) {
+        metrics->refused_c.Increment();
         return {503, "the server is overloaded: " + id.status().message() + "; retry later", "ServiceUnavailableError"};
+      }
       return bad(id.status().message());
     }
     pending->id = *id;
@@ -198,6 +262,16 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(std::shared_ptr<LlmEn
   impl->http.Get("/v1/models", [impl](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", impl->options.model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "ingot"}};
     res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+  });
+  impl->http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
+    const EngineStats st = impl->engine->stats();
+    LlmMetrics& m = *impl->metrics;
+    m.running.Add({}).Set(static_cast<double>(st.running));
+    m.waiting.Add({}).Set(static_cast<double>(st.waiting));
+    m.kv.Add({{"state", "in_use"}}).Set(static_cast<double>(st.kv_blocks_total - st.kv_blocks_free));
+    m.kv.Add({{"state", "total"}}).Set(static_cast<double>(st.kv_blocks_total));
+    prometheus::TextSerializer serializer;
+    res.set_content(serializer.Serialize(m.registry->Collect()), "text/plain; version=0.0.4");
   });
   impl->http.Post("/v1/completions", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->handle(req, res, false);

@@ -5,6 +5,9 @@
 //   POST /v1/completions       prompt (a string, strings, or token ids) -> text_completion
 //   POST /v1/chat/completions  messages -> chat.completion (ChatML template)
 //   GET  /health               200 while serving
+//   GET  /metrics              Prometheus: TTFT, time per output token and end-to-end latency
+//                              histograms, prompt/generated token and finished/refused request
+//                              counters, running/waiting requests, KV blocks in use (vLLM's set)
 // Both POSTs take max_tokens, temperature, top_p, top_k (vLLM's), seed, stop, ignore_eos
 // (vLLM's), n = 1, and stream (server-sent events, "data: [DONE]" last; stream_options.
 // include_usage adds a usage chunk). Errors are OpenAI's error object: 400 for bad requests or

@@ -69,6 +69,18 @@ def raw_post(url, body, content_type="application/json"):
         return e.code, e.read().decode()
 
 
+def metrics(srv):
+    """The server's Prometheus metrics as {name{labels}: value}."""
+    with urllib.request.urlopen(srv.url.rsplit("/v1", 1)[0] + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ingot", required=True)
@@ -165,6 +177,15 @@ def main():
         check(code == 400 and "error" in json.loads(body), "malformed JSON: 400 with an error object")
         code, body = raw_post(srv.url + "/chat/completions", json.dumps({"messages": []}))
         check(code == 400, "no messages: 400")
+        m = metrics(srv)
+        # 7 requests ran (2 completions, 2 prompts in one, 2 chats, the stop): 4 x 20 tokens at least.
+        check(m.get("ingot_llm_time_to_first_token_seconds_count", 0) == 7 and
+              m.get("ingot_llm_time_per_output_token_seconds_count", 0) == 7 and
+              m.get("ingot_llm_generation_tokens_total", 0) >= 4 * 20 and
+              m.get('ingot_llm_request_success_total{finish_reason="stop"}', 0) >= 1 and
+              m.get('ingot_llm_kv_cache_blocks{state="total"}', 0) == 512 and
+              m.get("ingot_llm_num_requests_running", -1) == 0,
+              "/metrics: TTFT/TPOT histograms, token and request counters, KV blocks, running requests")
     finally:
         srv.close()
 
@@ -187,6 +208,7 @@ def main():
         served = sum(1 for o in outcomes if o == 24)
         check(refused >= 1 and served >= 1 and refused + served == 8,
               f"overload: {served} served in full, {refused} refused with 503, none lost ({outcomes})")
+        check(metrics(srv).get("ingot_llm_request_refused_total", 0) == refused, "/metrics counts the 503s")
     finally:
         srv.close()
 
