@@ -58,14 +58,7 @@ Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::
   const llm::LlamaConfig& cfg = impl_->model->config();
   const llm::BpeTokenizer& tok = *impl_->tokenizer;
   if (prompts.empty()) return invalid_argument("generate: no prompt");
-  llm::SamplingParams sp;
-  sp.max_tokens = params.max_tokens;
-  sp.temperature = params.temperature;
-  sp.top_k = params.top_k;
-  sp.top_p = params.top_p;
-  sp.has_seed = params.has_seed;
-  sp.seed = params.seed;
-  sp.ignore_eos = params.ignore_eos;
+  const llm::SamplingParams sp = sampling_params(params);
   INGOT_RETURN_IF_ERROR(llm::validate(sp, cfg.vocab_size));
 
   constexpr int32_t kBlock = 16;

@@ -126,14 +126,7 @@ Result<int64_t> LlmEngine::submit(std::vector<int32_t> prompt, const GenerationP
   if ((static_cast<int64_t>(prompt.size()) + kBlockSize - 1) / kBlockSize > impl_->options.kv_blocks)
     return invalid_argument("the prompt's ", prompt.size(), " tokens need more than the KV cache's ",
                             impl_->options.kv_blocks, " blocks of ", kBlockSize);
-  llm::SamplingParams sp;
-  sp.max_tokens = params.max_tokens;
-  sp.temperature = params.temperature;
-  sp.top_k = params.top_k;
-  sp.top_p = params.top_p;
-  sp.has_seed = params.has_seed;
-  sp.seed = params.seed;
-  sp.ignore_eos = params.ignore_eos;
+  const llm::SamplingParams sp = sampling_params(params);
   INGOT_RETURN_IF_ERROR(llm::validate(sp, cfg.vocab_size));
   for (const std::string& s : params.stop)
     if (s.empty()) return invalid_argument("an empty stop string");
@@ -256,14 +249,7 @@ void LlmEngine::Impl::run() {
       drop.swap(aborts);
     }
     for (Request& r : admit) {
-      llm::SamplingParams sp;
-      sp.max_tokens = r.params.max_tokens;
-      sp.temperature = r.params.temperature;
-      sp.top_k = r.params.top_k;
-      sp.top_p = r.params.top_p;
-      sp.has_seed = r.params.has_seed;
-      sp.seed = r.params.seed;
-      sp.ignore_eos = r.params.ignore_eos;
+      const llm::SamplingParams sp = sampling_params(r.params);
       llm::GenerationRequest g;
       g.id = r.id;
       g.prompt = r.prompt;

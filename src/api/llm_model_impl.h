@@ -8,6 +8,7 @@
 #include "ingot/llm.h"
 #include "llm/cpu_decoder.h"
 #include "llm/gguf.h"
+#include "llm/sampling.h"
 #include "llm/tokenizer.h"
 
 namespace ingot {
@@ -17,5 +18,18 @@ struct LlmModel::Impl {
   std::unique_ptr<llm::BpeTokenizer> tokenizer;
   std::unique_ptr<llm::LlamaCpuModel> model;
 };
+
+/// The sampler's parameters of a request.
+inline llm::SamplingParams sampling_params(const GenerationParams& p) {
+  llm::SamplingParams sp;
+  sp.max_tokens = p.max_tokens;
+  sp.temperature = p.temperature;
+  sp.top_k = p.top_k;
+  sp.top_p = p.top_p;
+  sp.has_seed = p.has_seed;
+  sp.seed = p.seed;
+  sp.ignore_eos = p.ignore_eos;
+  return sp;
+}
 
 }  // namespace ingot
