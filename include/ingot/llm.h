@@ -63,6 +63,9 @@ class LlmModel {
   /// One result per prompt, in order; the prompts run together (continuous batching).
   Result<std::vector<GenerationResult>> generate(const std::vector<std::string>& prompts,
                                                  const GenerationParams& params, GenerationStats* stats = nullptr);
+  /// generate() from prompts given as token ids (encode_prompt / encode_chat); params.chat unused.
+  Result<std::vector<GenerationResult>> generate_ids(const std::vector<std::vector<int32_t>>& prompts,
+                                                     const GenerationParams& params, GenerationStats* stats = nullptr);
   /// "llama, 30 layers, hidden 576, 9 heads (3 KV), vocab 49152".
   std::string describe() const;
   /// The prompt's token ids as generate() feeds them (a BOS first where the model has one).

@@ -24,6 +24,7 @@ from ._api import (Builder, BuilderFlag, Dims, Error, ErrorCode, ICudaEngine, IE
 from .calibrator import (CalibrationAlgoType, IInt8Calibrator, IInt8EntropyCalibrator,  # noqa: F401
                          IInt8EntropyCalibrator2, IInt8LegacyCalibrator, IInt8MinMaxCalibrator)
 from .compile import CompiledModel, compile  # noqa: F401,A004
+from .llm import LLM, CompletionOutput, RequestOutput, SamplingParams  # noqa: F401
 
 __version__ = _ingot.version()
 

@@ -26,6 +26,7 @@
 #include "ingot/data_type.h"
 #include "ingot/engine.h"
 #include "ingot/inspect.h"
+#include "ingot/llm.h"
 #include "ingot/logger.h"
 #include "ingot/reference.h"
 #include "ingot/status.h"
@@ -296,6 +297,62 @@ NB_MODULE(_ingot, m) {
     for (const auto& t : ref->outputs()) outs.append(info_dict(t));
     return nb::make_tuple(ins, outs, ref->opset(), ref->num_nodes());
   }, "model"_a, "path"_a = "");
+
+  // The LLM runtime (issue 22): the thin half of ingot.LLM (python/ingot/llm.py).
+  nb::class_<ingot::LlmModel>(m, "LlmModel")
+      .def_static("load_gguf", [](const std::string& path) {
+        ingot::Result<std::unique_ptr<ingot::LlmModel>> r = ingot::Status::Ok();
+        {
+          nb::gil_scoped_release release;
+          r = ingot::LlmModel::load_gguf(path);
+        }
+        return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
+      }, "path"_a)
+      .def("describe", &ingot::LlmModel::describe)
+      .def("encode_prompt", [](const ingot::LlmModel& m, const std::string& text) { return take(m.encode_prompt(text)); },
+           "text"_a)
+      .def("encode_chat", [](const ingot::LlmModel& m, const std::vector<std::pair<std::string, std::string>>& turns) {
+        std::vector<ingot::ChatMessage> msgs;
+        for (const auto& [role, content] : turns) msgs.push_back({role, content});
+        return take(m.encode_chat(msgs));
+      }, "messages"_a)
+      .def("generate", [](ingot::LlmModel& m, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,
+                          double temperature, int64_t top_k, double top_p, nb::object seed, bool ignore_eos,
+                          int64_t kv_blocks) {
+        ingot::GenerationParams p;
+        p.max_tokens = max_tokens;
+        p.temperature = temperature;
+        p.top_k = top_k;
+        p.top_p = top_p;
+        p.has_seed = !seed.is_none();
+        if (p.has_seed) p.seed = nb::cast<uint64_t>(seed);
+        p.ignore_eos = ignore_eos;
+        p.kv_blocks = kv_blocks;
+        ingot::Result<std::vector<ingot::GenerationResult>> r = ingot::Status::Ok();
+        ingot::GenerationStats st;
+        {
+          nb::gil_scoped_release release;
+          r = m.generate_ids(prompts, p, &st);
+        }
+        std::vector<ingot::GenerationResult> results = take(std::move(r));
+        nb::list out;
+        for (const ingot::GenerationResult& g : results) {
+          nb::dict d;
+          d["text"] = g.text;
+          d["prompt_ids"] = g.prompt_ids;
+          d["token_ids"] = g.token_ids;
+          d["finish_reason"] = g.finish_reason;
+          out.append(d);
+        }
+        nb::dict stats;
+        stats["seconds"] = st.seconds;
+        stats["steps"] = st.steps;
+        stats["prompt_tokens"] = st.prompt_tokens;
+        stats["generated_tokens"] = st.generated_tokens;
+        stats["preemptions"] = st.preemptions;
+        return nb::make_tuple(out, stats);
+      }, "prompts"_a, "max_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a.none(), "ignore_eos"_a,
+         "kv_blocks"_a);
 
   nb::class_<ConfigBox>(m, "BuilderConfig")
       .def(nb::init<>())

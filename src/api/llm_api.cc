@@ -55,15 +55,8 @@ Result<std::vector<int32_t>> LlmModel::encode_chat(const std::vector<ChatMessage
 
 Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::string>& prompts,
                                                          const GenerationParams& params, GenerationStats* stats) {
-  const llm::LlamaConfig& cfg = impl_->model->config();
-  const llm::BpeTokenizer& tok = *impl_->tokenizer;
   if (prompts.empty()) return invalid_argument("generate: no prompt");
-  const llm::SamplingParams sp = sampling_params(params);
-  INGOT_RETURN_IF_ERROR(llm::validate(sp, cfg.vocab_size));
-
-  constexpr int32_t kBlock = 16;
   std::vector<std::vector<int32_t>> ids;
-  int64_t positions = 0, prompt_tokens = 0;
   for (const std::string& p : prompts) {
     std::vector<int32_t> v;
     if (params.chat) {
@@ -71,10 +64,27 @@ Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::
     } else {
       INGOT_ASSIGN_OR_RETURN(v, encode_prompt(p));
     }
-    if (v.empty()) return invalid_argument("generate: prompt ", ids.size(), " has no tokens");
-    positions += static_cast<int64_t>(v.size()) + params.max_tokens;
-    prompt_tokens += static_cast<int64_t>(v.size());
     ids.push_back(std::move(v));
+  }
+  return generate_ids(ids, params, stats);
+}
+
+Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<std::vector<int32_t>>& ids,
+                                                             const GenerationParams& params, GenerationStats* stats) {
+  const llm::LlamaConfig& cfg = impl_->model->config();
+  const llm::BpeTokenizer& tok = *impl_->tokenizer;
+  if (ids.empty()) return invalid_argument("generate: no prompt");
+  const llm::SamplingParams sp = sampling_params(params);
+  INGOT_RETURN_IF_ERROR(llm::validate(sp, cfg.vocab_size));
+  constexpr int32_t kBlock = 16;
+  int64_t positions = 0, prompt_tokens = 0;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (ids[r].empty()) return invalid_argument("generate: prompt ", r, " has no tokens");
+    for (int32_t t : ids[r])
+      if (t < 0 || t >= cfg.vocab_size) return invalid_argument("generate: prompt ", r, " has token id ", t,
+                                                                " outside the vocabulary");
+    positions += static_cast<int64_t>(ids[r].size()) + params.max_tokens;
+    prompt_tokens += static_cast<int64_t>(ids[r].size());
   }
   const int64_t blocks =
       params.kv_blocks > 0 ? params.kv_blocks : (positions + kBlock - 1) / kBlock + static_cast<int64_t>(ids.size());

@@ -1,0 +1,116 @@
+# Copyright ingot authors. Apache-2.0.
+"""Offline text generation, shaped like TensorRT-LLM's and vLLM's LLM API::
+
+    from ingot import LLM, SamplingParams
+    llm = LLM("SmolLM2-135M-Instruct.Q4_1.gguf")
+    outs = llm.generate(["The capital of France is"], SamplingParams(max_tokens=16, temperature=0))
+    print(outs[0].outputs[0].text)
+    llm.chat([{"role": "user", "content": "Hi!"}], SamplingParams(max_tokens=32))
+
+Prompts given together run together (the scheduler's continuous batching over a paged KV cache).
+Today this runs ingot's CPU reference decoder (fp32); the GPU runtime will sit behind the same
+calls. For a server, `ingot serve MODEL.gguf` speaks the OpenAI API.
+"""
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Union
+
+from . import _ingot
+
+
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
+
+
+@dataclass
+class SamplingParams:
+    """How to sample: greedy when temperature is 0 (the other filters then do not matter)."""
+    max_tokens: int = 16
+    temperature: float = 1.0
+    top_k: int = 0          # 0 or -1: no top-k filter
+    top_p: float = 1.0      # (0, 1]
+    seed: Optional[int] = None
+    ignore_eos: bool = False
+    stop: Optional[Union[str, List[str]]] = None  # not taken offline yet: use `ingot serve`
+
+    def _check(self):
+        if self.stop:
+            raise ValueError("SamplingParams.stop is not supported by LLM.generate yet; "
+                             "`ingot serve MODEL.gguf` takes stop strings")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: List[int]
+    finish_reason: str  # "stop", "length" or "model_length"
+
+
+@dataclass
+class RequestOutput:
+    request_id: int
+    prompt: Optional[str]
+    prompt_token_ids: List[int]
+    outputs: List[CompletionOutput] = field(default_factory=list)
+    finished: bool = True
+
+
+class LLM:
+    """A Llama-family model from a GGUF file (weights, tokenizer and chat template)."""
+
+    def __init__(self, model: str, kv_blocks: int = 0):
+        """kv_blocks: KV cache blocks of 16 positions (0: enough for every prompt at once)."""
+        self._model = _ingot.LlmModel.load_gguf(str(model))
+        self._kv_blocks = int(kv_blocks)
+        self.last_stats = {}
+
+    def __repr__(self):
+        return f"LLM({self._model.describe()})"
+
+    def _run(self, prompts: List[Optional[str]], ids: List[List[int]], params: Optional[SamplingParams]):
+        params = params or SamplingParams()
+        params._check()
+        results, self.last_stats = self._model.generate(ids, int(params.max_tokens), float(params.temperature),
+                                                        int(params.top_k), float(params.top_p), params.seed,
+                                                        bool(params.ignore_eos), self._kv_blocks)
+        return [RequestOutput(i, p, r["prompt_ids"],
+                              [CompletionOutput(0, r["text"], r["token_ids"], r["finish_reason"])])
+                for i, (p, r) in enumerate(zip(prompts, results))]
+
+    def generate(self, prompts: Union[str, Sequence[str], Sequence[Sequence[int]]],
+                 sampling_params: Optional[SamplingParams] = None) -> List[RequestOutput]:
+        """One RequestOutput per prompt, in order. Prompts are strings or lists of token ids."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        prompts = list(prompts)
+        if not prompts:
+            raise ValueError("no prompt")
+        texts, ids = [], []
+        for p in prompts:
+            if isinstance(p, str):
+                texts.append(p)
+                ids.append(self._model.encode_prompt(p))
+            else:
+                texts.append(None)
+                ids.append([int(t) for t in p])
+        return self._run(texts, ids, sampling_params)
+
+    def chat(self, messages, sampling_params: Optional[SamplingParams] = None) -> List[RequestOutput]:
+        """messages: one conversation (a list of {"role", "content"} dicts) or a list of them; each is
+        rendered with the model's ChatML template, the assistant's turn opened."""
+        convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        ids = []
+        for conv in convs:
+            turns = []
+            for m in conv:
+                if not isinstance(m, dict) or "role" not in m or not isinstance(m.get("content"), str):
+                    raise ValueError("each message is a dict with 'role' and a string 'content'")
+                turns.append((m["role"], m["content"]))
+            ids.append(self._model.encode_chat(turns))
+        return self._run([None] * len(ids), ids, sampling_params)
+
+    def tokenize(self, text: str) -> List[int]:
+        return self._model.encode_prompt(text)
+
+
