@@ -14,6 +14,7 @@
 #include "build_command.h"
 #include "compare_command.h"
 #include "generate_command.h"
+#include "tune_command.h"
 #include "inspect_command.h"
 #include "run_command.h"
 
@@ -25,6 +26,7 @@ void usage(std::ostream& os) {
      << "  build MODEL   build an engine from an ONNX model (ingot build --help)\n"
      << "  run MODEL     run an engine or an ONNX model on random or given inputs (ingot run --help)\n"
      << "  compare MODEL compare an engine's outputs with the reference interpreter (ingot compare --help)\n"
+     << "  tune          search build routes for the fastest engine within an accuracy threshold (ingot tune --help)\n"
      << "  generate GGUF generate text with a Llama-family GGUF model on the CPU (ingot generate --help)\n"
      << "  inspect FILE  show a model's graph before/after optimization, or an engine's steps and memory\n"
      << "                (ingot inspect --help)\n"
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   if (cmd == "inspect") return ingot::tools::inspect_command(rest);
   if (cmd == "compare") return ingot::tools::compare_command(rest);
   if (cmd == "generate") return ingot::tools::generate_command(rest);
+  if (cmd == "tune") return ingot::tools::tune_command(rest);
   if (cmd == "serve") return run_serve(argv[0], rest);
   std::cerr << "ingot: unknown command '" << cmd << "' (see ingot --help)\n";
   return 2;
