@@ -45,6 +45,9 @@
 //     bounds, any step): one Gather(x, the slices' indices one after another, axis a). torch's
 //     roll exports as two Slices and a Concat per axis (Swin's shifted windows: 6 copies per
 //     roll over two axes, 2 Gathers after this), patch merging's strided Slices likewise;
+//   - a Conv (static input dims) whose outer kernel taps read only padding at every output position
+//     (DeepLabV3's ASPP, dilation 24/36 on 20x20) -> the Conv on the live taps' weights, pads
+//     reduced to match: same shape and values, fewer taps (often a 1x1 conv);
 //   - an Expand(y, s) operand of a broadcasting elementwise op (Add, Mul, Where,
 //   ...) → y, where the op's output shape stays the same: the op broadcasts y
 //   itself, and no full-size copy is made.
@@ -654,6 +657,75 @@ Result<bool> unit_transpose_to_reshape(ir::Graph &g, ir::Node *n) {
   return true;
 }
 
+// A Conv whose kernel taps outside [first, last] along a spatial axis read only padding at every
+// output position (static input dims; DeepLabV3's ASPP: 3x3 convs with dilation 24 and 36 on a
+// 20x20 map, where only the centre tap ever lands inside) -> the same Conv on the weights cropped
+// to the live taps, each pad reduced by the taps cut on its side times the dilation: the output
+// shape is the same and so are the values (the cut taps only ever multiplied zeros). A kernel
+// left one tap wide along an axis takes dilation 1 there.
+Result<bool> crop_dead_conv_taps(ir::Graph &g, ir::Node *n) {
+  if (n->inputs().size() < 2 || !n->input(0) || !n->input(1) || !n->input(1)->initializer()) return false;
+  const ir::Value *x = n->input(0);
+  const Tensor &wt = *n->input(1)->initializer();
+  if (!x->shape().rank_known() || x->shape().rank() < 3 || !is_float(wt.dtype()) ||
+      wt.rank() != x->shape().rank())
+    return false;
+  const ir::Attributes &at = n->attrs();
+  if (at.get_string("auto_pad", "NOTSET") != "NOTSET") return false;
+  const size_t sp = x->shape().rank() - 2;
+  const std::vector<int64_t> dil = at.get_ints("dilations", std::vector<int64_t>(sp, 1));
+  const std::vector<int64_t> str = at.get_ints("strides", std::vector<int64_t>(sp, 1));
+  const std::vector<int64_t> pads = at.get_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (dil.size() != sp || str.size() != sp || pads.size() != 2 * sp) return false;
+  std::vector<int64_t> first(sp), last(sp), new_pads = pads, new_dil = dil;
+  bool cut = false;
+  for (size_t i = 0; i < sp; ++i) {
+    const ir::Dim &hd = x->shape()[2 + i];
+    const int64_t k = wt.dim(2 + i), d = dil[i], s = str[i], pb = pads[i], pe = pads[sp + i];
+    if (!hd.is_known() || k < 1 || d < 1 || s < 1 || pb < 0 || pe < 0) return false;
+    const int64_t h = hd.value();
+    const int64_t out = (h + pb + pe - d * (k - 1) - 1) / s + 1;
+    if (h < 1 || out < 1) return false;
+    first[i] = -1;
+    for (int64_t t = 0; t < k; ++t) {
+      // The first output position whose input index for tap t is >= 0, and that index.
+      const int64_t off = t * d - pb;
+      const int64_t o0 = off >= 0 ? 0 : (-off + s - 1) / s;
+      if (o0 < out && o0 * s + off < h) {
+        if (first[i] < 0) first[i] = t;
+        last[i] = t;
+      }
+    }
+    if (first[i] < 0) return false;  // the output is the bias alone: leave it
+    new_pads[i] = pb - first[i] * d;
+    new_pads[sp + i] = pe - (k - 1 - last[i]) * d;
+    if (new_pads[i] < 0 || new_pads[sp + i] < 0) return false;
+    if (last[i] == first[i]) new_dil[i] = 1;
+    cut = cut || first[i] > 0 || last[i] < k - 1;
+  }
+  if (!cut) return false;
+  Shape64 shape = wt.shape();
+  for (size_t i = 0; i < sp; ++i) shape[2 + i] = last[i] - first[i] + 1;
+  INGOT_ASSIGN_OR_RETURN(Tensor cropped, Tensor::zeros(wt.dtype(), shape));
+  // Copy element by element: index in the cropped tensor -> index in the full one.
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t e = 0; e < cropped.numel(); ++e) {
+    int64_t src = 0;
+    for (size_t a = 0; a < shape.size(); ++a) src = src * wt.dim(a) + idx[a] + (a >= 2 ? first[a - 2] : 0);
+    cropped.set_f64(e, wt.get_f64(src));
+    for (size_t a = shape.size(); a-- > 0;)
+      if (++idx[a] < shape[a]) break;
+      else idx[a] = 0;
+  }
+  ir::Value *nw = g.add_initializer(unique_value_name(g, n->input(1)->name() + "_live_taps"), std::move(cropped));
+  n->set_input(1, nw);
+  ir::Attributes &ma = n->mutable_attrs();
+  ma.set_ints("pads", new_pads);
+  ma.set_ints("dilations", new_dil);
+  if (at.has("kernel_shape")) ma.set_ints("kernel_shape", Shape64(shape.begin() + 2, shape.end()));
+  return true;
+}
+
 // MatMul(x, Transpose(W, [1, 0])) with W a 2-D constant too large to fold (a tied LM head: GPT-2
 // reads its [50257, 768] embedding as the output projection) -> Reshape(Gemm {transB = 1}
 // (Reshape(x, [M, K]), W), x's leading dims + [N]): the GEMM reads W as stored, nothing
@@ -1188,6 +1260,8 @@ public:
         r = concat_of_slices_to_gather(g, n);
         if (r.ok() && *r)
           removed.insert(n);
+      } else if (is_op(n, "Conv")) {
+        r = crop_dead_conv_taps(g, n);
       } else if (is_op(n, "GatherND")) {
         r = gather_nd_identity(g, n);
         if (r.ok() && *r)

@@ -579,6 +579,57 @@ TEST(PassesCleanup, SimplifyAlgebraTurnsAChannelShuffleIntoAGather) {
   expect_same_outputs(across, *g2);
 }
 
+// "[v0, v1, ...]" for an initializer of n values, none zero.
+std::string weight_values(int64_t n) {
+  std::string s = "[";
+  for (int64_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(0.125 * static_cast<double>((i * 7) % 13 - 6) + 0.0625);
+  return s + "]";
+}
+
+// DeepLabV3's ASPP at a small map: a 3x3 conv with dilation 6 on 5x5 reads only its centre tap
+// (-> a 1x1 conv, no pads); a 5x5 with dilation 4 on 6x7 keeps its middle 3 taps; a conv dilated
+// along H only (strided along W) is cropped along H alone; one whose every tap lands inside is left
+// alone. The outputs stay those of the graph before.
+TEST(PassesCleanup, SimplifyAlgebraCropsConvTapsThatReadOnlyPadding) {
+  auto conv_graph = [](const std::string& x, const std::string& w, int64_t wn, const std::string& attrs) {
+    return "graph g {\n opset \"\" 17\n input %x: f32[" + x + "]\n init %w: f32[" + w + "] = " + weight_values(wn) +
+           "\n init %b: f32[3] = [0.5, -0.25, 1]\n %y = Conv {" + attrs + "}(%x, %w, %b)\n output %y\n}";
+  };
+  struct Case {
+    std::string x, w;
+    int64_t wn;
+    std::string attrs;
+    Shape64 kernel;
+    std::vector<int64_t> pads, dil;
+  };
+  const Case cases[] = {
+      {"1,2,5,5", "3,2,3,3", 54, "dilations=[6, 6], kernel_shape=[3, 3], pads=[6, 6, 6, 6]", {1, 1}, {0, 0, 0, 0}, {1, 1}},
+      {"2,2,6,7", "3,2,5,5", 150, "dilations=[4, 4], pads=[8, 8, 8, 8]", {3, 3}, {4, 4, 4, 4}, {4, 4}},
+      {"1,2,5,9", "3,2,3,3", 54, "dilations=[6, 1], pads=[6, 1, 6, 1], strides=[1, 2]", {1, 3}, {0, 1, 0, 1}, {1, 1}},
+  };
+  for (const Case& c : cases) {
+    const std::string before = conv_graph(c.x, c.w, c.wn, c.attrs);
+    SCOPED_TRACE(before);
+    PassContext ctx;
+    auto pass = make_simplify_algebra();
+    auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+    ASSERT_TRUE(g);
+    ASSERT_EQ(g->nodes().size(), 1u);
+    const ir::Node& n = *g->nodes()[0];
+    const Tensor& w = *n.input(1)->initializer();
+    EXPECT_EQ(Shape64(w.shape().begin() + 2, w.shape().end()), c.kernel);
+    EXPECT_EQ(n.attrs().get_ints("pads"), c.pads);
+    EXPECT_EQ(n.attrs().get_ints("dilations"), c.dil);
+    expect_same_outputs(before, *g);
+  }
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  const std::string live = conv_graph("1,2,5,5", "3,2,3,3", 54, "dilations=[3, 3], pads=[3, 3, 3, 3]");
+  auto g = run_pass(*pass, live, ctx, /*expect_change=*/false);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->nodes()[0]->input(1)->initializer()->dim(2), 3);
+}
+
 // torch.roll over two axes (Swin's shifted windows) as Slice/Slice/Concat per axis, and patch
 // merging's strided Slices: each Concat of Slices of one tensor becomes one Gather.
 TEST(PassesCleanup, SimplifyAlgebraTurnsConcatsOfSlicesIntoGathers) {
