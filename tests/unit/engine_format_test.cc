@@ -492,6 +492,36 @@ TEST(EngineFormat, EveryFlippedByteIsAnError) {
   EXPECT_TRUE(read(b, b.size()).ok());
 }
 
+// A value planned in an output's binding (Storage::kOutputView) round-trips; one whose offset names
+// a value that is not a binding (a foreign or damaged engine with a valid checksum) is refused.
+TEST(EngineFormat, OutputViewsMustNameABinding) {
+  static std::vector<std::shared_ptr<const void>> keep;
+  auto g = import_bytes(control_flow_model(), &keep);
+  Plan p = make_plan(g);
+  int arena = -1, binding = -1, weight = -1;
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    if (arena < 0 && p.values[i].storage == builder::Storage::kArena) arena = static_cast<int>(i);
+    if (binding < 0 && p.values[i].storage == builder::Storage::kBinding) binding = static_cast<int>(i);
+    if (weight < 0 && p.values[i].storage == builder::Storage::kWeight) weight = static_cast<int>(i);
+  }
+  ASSERT_TRUE(arena >= 0 && binding >= 0 && weight >= 0);
+  p.values[static_cast<size_t>(arena)].storage = builder::Storage::kOutputView;
+  p.values[static_cast<size_t>(arena)].offset = static_cast<uint64_t>(binding);
+  Plan back;
+  round_trip(p, &back);
+  ASSERT_EQ(back.values.size(), p.values.size());
+  EXPECT_EQ(back.values[static_cast<size_t>(arena)].storage, builder::Storage::kOutputView);
+  EXPECT_EQ(back.values[static_cast<size_t>(arena)].offset, static_cast<uint64_t>(binding));
+  for (uint64_t bad : {static_cast<uint64_t>(weight), static_cast<uint64_t>(p.values.size()), uint64_t{1} << 40}) {
+    p.values[static_cast<size_t>(arena)].offset = bad;
+    auto bytes = engine::write_engine(p, test_identity());
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    Status s = read(*bytes, bytes->size());
+    ASSERT_FALSE(s.ok()) << "offset " << bad;
+    EXPECT_NE(s.message().find("names no output"), std::string::npos) << s.message();
+  }
+}
+
 TEST(EngineFormat, OtherFormatVersion) {
   auto b = small_engine();
   b[8] = 2;  // u32 little-endian at offset 8
