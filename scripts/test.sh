@@ -15,7 +15,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf fuzz_safetensors
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf fuzz_safetensors fuzz_tokenizer
 
 # run_fuzzer TARGET CORPUS MAX_LEN LOG WHAT: FUZZ_SECONDS of libFuzzer on TARGET; a crash or memory
 # error fails the run (the input is saved under build-fuzz/), UBSan reports are counted.
@@ -127,5 +127,20 @@ cp build-fuzz/gguf-cases/st_single/model.safetensors "$st_corpus/seed_single.saf
 cp build-fuzz/gguf-cases/st_sharded/model-00001-of-00002.safetensors "$st_corpus/seed_shard.safetensors"
 echo "fuzz: safetensors reader, $(ls "$st_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
 run_fuzzer fuzz_safetensors "$st_corpus" 65536 build-fuzz/safetensors.log "safetensors reader"
+
+# The tokenizer.json reader: seeds are two small hand-written tokenizer.json files.
+tok_corpus=build-fuzz/tokenizer-corpus
+rm -rf "$tok_corpus" && mkdir -p "$tok_corpus"
+printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "1": 5},
+ "merges": ["a b", ["\u0120", "ab"]]}, "added_tokens": [{"id": 6, "content": "<s>"}, {"id": 7, "content": "</s>"}],
+ "normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}}' \
+  > "$tok_corpus/seed_bytelevel.json"
+printf '%s' '{"model": {"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, "b": 1, "ab": 2, "1": 3, "2": 4},
+ "merges": ["a b"]}, "added_tokens": [{"id": 5, "content": "<s>"}], "pre_tokenizer": {"type": "Sequence",
+ "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "Split", "pattern": {"Regex":
+ "\\p{L}+|\\p{N}{1,3}|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}]}}' \
+  > "$tok_corpus/seed_sequence.json"
+echo "fuzz: tokenizer.json reader, $(ls "$tok_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
+run_fuzzer fuzz_tokenizer "$tok_corpus" 16384 build-fuzz/tokenizer.log "tokenizer.json reader"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"

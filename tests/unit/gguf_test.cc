@@ -134,6 +134,31 @@ TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   EXPECT_FALSE((*tok)->decode({49152}).ok());
 }
 
+// Two hand-written tokenizer.json files (also the fuzzer's seeds in scripts/test.sh), their ids
+// worked out by hand: GPT-2's regex splits "ab ab" into "ab" and " ab", merged by rank into
+// "ab" and "Ġab"; with Digits, a Split regex and ignore_merges, "ab12" is "ab" (a whole token),
+// "1", "2".
+TEST(TokenizerJson, SmallHandWrittenFiles) {
+  const std::string byte_level = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "1": 5},
+ "merges": ["a b", ["\u0120", "ab"]]}, "added_tokens": [{"id": 6, "content": "<s>"}, {"id": 7, "content": "</s>"}],
+ "normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}})";
+  auto t = BpeTokenizer::from_tokenizer_json(byte_level, "<s>", "</s>");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ((*t)->encode("ab ab").value(), (std::vector<int32_t>{2, 4}));
+  EXPECT_EQ((*t)->encode("<s>ab</s>").value(), (std::vector<int32_t>{6, 2, 7}));
+  EXPECT_EQ((*t)->bos_id(), 6);
+  EXPECT_EQ((*t)->eos_id(), 7);
+  EXPECT_EQ((*t)->decode({6, 2, 4, 7}).value(), "<s>ab ab</s>");
+  const std::string sequence = R"({"model": {"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, "b": 1, "ab": 2, "1": 3, "2": 4},
+ "merges": ["a b"]}, "added_tokens": [{"id": 5, "content": "<s>"}], "pre_tokenizer": {"type": "Sequence",
+ "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "Split", "pattern": {"Regex":
+ "\\p{L}+|\\p{N}{1,3}|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}]}})";
+  auto s = BpeTokenizer::from_tokenizer_json(sequence);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ((*s)->encode("ab12").value(), (std::vector<int32_t>{2, 3, 4}));
+  EXPECT_EQ((*s)->bos_id(), -1);
+}
+
 // The same tokenizer read from the tokenizer.json Hugging Face `tokenizers` saved (merges as
 // pairs), and a Llama-3-style variant (Split by Llama 3's regex, then ByteLevel without one;
 // ignore_merges): ingot's ids equal the library's on the corpus; what is not read is named.
