@@ -273,7 +273,19 @@ std::string cache_scope(const TuneOptions& o) {
   return s.str();
 }
 
+std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* note);
+
+// The cache, or none (with a note) when it is not one of ours or has a field of the wrong type.
 std::map<std::string, Outcome> load_cache(const TuneOptions& o, std::string* note) {
+  try {
+    return read_cache(o, note);
+  } catch (const nlohmann::json::exception& e) {
+    *note = "the tuning cache '" + o.cache_file + "' is malformed (" + e.what() + "; ignored, rewritten)";
+    return {};
+  }
+}
+
+std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* note) {
   std::map<std::string, Outcome> c;
   if (o.cache_file.empty()) return c;
   std::ifstream f(o.cache_file);

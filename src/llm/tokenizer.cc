@@ -122,6 +122,18 @@ void BpeTokenizer::init_byte_map() {
 Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_tokenizer_json(const std::string& text,
                                                                         const std::string& bos_token,
                                                                         const std::string& eos_token) {
+  // A field of the wrong JSON type (json::value and get throw on those) is a malformed file, not
+  // a crash (found by fuzz_tokenizer: {"model": {"type": ["a b"]}}).
+  try {
+    return read_tokenizer_json(text, bos_token, eos_token);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_model("tokenizer.json: a field of the wrong type (", e.what(), ")");
+  }
+}
+
+Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::read_tokenizer_json(const std::string& text,
+                                                                        const std::string& bos_token,
+                                                                        const std::string& eos_token) {
   using nlohmann::json;
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_model("tokenizer.json is not a JSON object");

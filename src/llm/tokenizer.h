@@ -50,6 +50,9 @@ class BpeTokenizer {
   BpeTokenizer() = default;
   Status compile_regex(const std::string& pattern);
   void init_byte_map();
+  static Result<std::unique_ptr<BpeTokenizer>> read_tokenizer_json(const std::string& json_text,
+                                                                   const std::string& bos_token,
+                                                                   const std::string& eos_token);
   void bpe(const std::string& piece, std::vector<int32_t>* out) const;
   void encode_plain(const std::string& text, std::vector<int32_t>* out) const;
 

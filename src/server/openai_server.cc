@@ -273,12 +273,19 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(std::shared_ptr<LlmEn
     prometheus::TextSerializer serializer;
     res.set_content(serializer.Serialize(m.registry->Collect()), "text/plain; version=0.0.4");
   });
-  impl->http.Post("/v1/completions", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->handle(req, res, false);
-  });
-  impl->http.Post("/v1/chat/completions", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->handle(req, res, true);
-  });
+  // A field of the wrong JSON type that a check above missed (json::value and get throw on
+  // those) is a bad request, not a dropped connection.
+  auto guarded = [impl](bool chat) {
+    return [impl, chat](const httplib::Request& req, httplib::Response& res) {
+      try {
+        impl->handle(req, res, chat);
+      } catch (const nlohmann::json::exception& e) {
+        send_error(res, bad(std::string("malformed request: ") + e.what()));
+      }
+    };
+  };
+  impl->http.Post("/v1/completions", guarded(false));
+  impl->http.Post("/v1/chat/completions", guarded(true));
   return s;
 }
 

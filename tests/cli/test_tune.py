@@ -72,6 +72,14 @@ def main():
                        "--dry-run")
     check("a cache made for another loss is not reused", "9 to build" in out and "another model" in err, out + err)
 
+    bad_cache = os.path.join(work, "bad_cache.json")
+    with open(bad_cache, "w") as f:
+        f.write('{"version": "one", "entries": [1, 2]}')
+    rc, out, err = run(a.ingot, "tune", mlp, "--shapes", "x:4x8", "--precisions", "fp32", "--tuning-cache", bad_cache,
+                       timeout=600)
+    check("a malformed tuning cache is ignored with a note and rewritten",
+          rc == 0 and "malformed" in err and json.load(open(bad_cache))["version"] == 1, out + err)
+
     rc, out, err = run(a.ingot, "tune", cnn, "--tuning-timeout", "0.001", timeout=600)
     m = re.search(r"^(\d+) of (\d+) routes", out, re.M)
     check("the timeout stops the search after the first route and keeps the best so far",

@@ -177,6 +177,9 @@ def main():
         check(code == 400 and "error" in json.loads(body), "malformed JSON: 400 with an error object")
         code, body = raw_post(srv.url + "/chat/completions", json.dumps({"messages": []}))
         check(code == 400, "no messages: 400")
+        code, body = raw_post(srv.url + "/chat/completions", json.dumps(
+            {"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}], "max_tokens": 2}))
+        check(code == 400 and "error" in json.loads(body), "a field of the wrong JSON type: 400, not a dropped connection")
         m = metrics(srv)
         # 7 requests ran (2 completions, 2 prompts in one, 2 chats, the stop): 4 x 20 tokens at least.
         check(m.get("ingot_llm_time_to_first_token_seconds_count", 0) == 7 and

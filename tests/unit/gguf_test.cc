@@ -157,6 +157,16 @@ TEST(TokenizerJson, SmallHandWrittenFiles) {
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ((*s)->encode("ab12").value(), (std::vector<int32_t>{2, 3, 4}));
   EXPECT_EQ((*s)->bos_id(), -1);
+  // Fields of the wrong JSON type are errors, not exceptions (fuzz_tokenizer's first find, kept in
+  // tests/fuzz/regressions/tokenizer_type_not_string.json).
+  for (const char* bad : {R"({"model": {"type": ["a b"]}})", R"({"model": {"type": "BPE", "byte_fallback": 3}})",
+                          R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": 7}})",
+                          R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel",
+                              "use_regex": "yes"}})"}) {
+    auto r = BpeTokenizer::from_tokenizer_json(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidModel) << r.status().to_string();
+  }
 }
 
 // The same tokenizer read from the tokenizer.json Hugging Face `tokenizers` saved (merges as
