@@ -128,7 +128,8 @@ cp build-fuzz/gguf-cases/st_sharded/model-00001-of-00002.safetensors "$st_corpus
 echo "fuzz: safetensors reader, $(ls "$st_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
 run_fuzzer fuzz_safetensors "$st_corpus" 65536 build-fuzz/safetensors.log "safetensors reader"
 
-# The tokenizer.json reader: seeds are two small hand-written tokenizer.json files.
+# The tokenizer.json reader: seeds are two small hand-written tokenizer.json files and the
+# regressions.
 tok_corpus=build-fuzz/tokenizer-corpus
 rm -rf "$tok_corpus" && mkdir -p "$tok_corpus"
 printf '%s' '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "1": 5},
@@ -140,6 +141,7 @@ printf '%s' '{"model": {"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, 
  "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "Split", "pattern": {"Regex":
  "\\p{L}+|\\p{N}{1,3}|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}]}}' \
   > "$tok_corpus/seed_sequence.json"
+cp tests/fuzz/regressions/tokenizer_* "$tok_corpus/"  # inputs that once crashed it
 echo "fuzz: tokenizer.json reader, $(ls "$tok_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
 run_fuzzer fuzz_tokenizer "$tok_corpus" 16384 build-fuzz/tokenizer.log "tokenizer.json reader"
 
