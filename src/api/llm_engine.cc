@@ -5,9 +5,9 @@
 // request joins the running batch at the next step. Per step: admit queued requests and aborts,
 // schedule (continuous batching, chunked prefill, preemption), run each scheduled sequence
 // through the decoder, sample, report to the scheduler, then stream every sampled sequence's new
-// text. Text is decoded from all of a request's tokens each time and only the part beyond what
-// was sent goes out, less any incomplete UTF-8 character and any tail that could begin a stop
-// string (both are sent once settled).
+// text. A request's text grows by each new token's bytes and the part beyond what was sent goes
+// out, less any incomplete UTF-8 character and any tail that could begin a stop string (both are
+// sent once settled).
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -63,7 +63,8 @@ struct LlmEngine::Impl {
     Request req;
     llm::Sampler sampler;
     std::vector<int32_t> generated;
-    size_t sent = 0;  ///< bytes of the text already streamed
+    std::string text;  ///< the generated tokens' text, a final end-of-sequence token left out
+    size_t sent = 0;   ///< bytes of `text` already streamed
   };
 
   std::shared_ptr<LlmModel> model;
@@ -178,12 +179,7 @@ void LlmEngine::Impl::finish(Live& l, const std::string& reason, const std::stri
 }
 
 bool LlmEngine::Impl::stream(Live& l, bool last) {
-  const llm::BpeTokenizer& tok = *model->impl_->tokenizer;
-  std::vector<int32_t> shown = l.generated;
-  if (!shown.empty() && shown.back() == tok.eos_id() && !l.req.params.ignore_eos) shown.pop_back();
-  auto text = tok.decode(shown);
-  if (!text.ok()) return false;  // ids come from the model's own vocabulary: not expected
-  const std::string& t = *text;
+  const std::string& t = l.text;
   // A stop string anywhere past what could not have contained it before.
   size_t cut = std::string::npos;
   for (const std::string& st : l.req.params.stop) {
@@ -231,12 +227,6 @@ void LlmEngine::Impl::run() {
     }
     live.clear();
   };
-  auto rest_of = [&](Live& l) -> std::string {
-    std::vector<int32_t> shown = l.generated;
-    if (!shown.empty() && shown.back() == m.tokenizer->eos_id() && !l.req.params.ignore_eos) shown.pop_back();
-    auto t = m.tokenizer->decode(shown);
-    return t.ok() && t->size() > l.sent ? t->substr(l.sent) : "";
-  };
   for (;;) {
     std::deque<Request> admit;
     std::vector<int64_t> drop;
@@ -256,7 +246,7 @@ void LlmEngine::Impl::run() {
       g.max_tokens = r.params.max_tokens;
       if (!r.params.ignore_eos && m.tokenizer->eos_id() >= 0) g.stop_tokens.insert(m.tokenizer->eos_id());
       const int64_t id = r.id;
-      Live l{std::move(r), llm::Sampler(sp, 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(id)), {}, 0};
+      Live l{std::move(r), llm::Sampler(sp, 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(id)), {}, {}, 0};
       Status st = sched.add_request(std::move(g));
       if (!st.ok()) {
         finish(l, "error", "", st.message());
@@ -324,6 +314,12 @@ void LlmEngine::Impl::run() {
       if (it == live.end()) continue;
       Live& l = it->second;
       l.generated.push_back(token);
+      // Byte-level BPE decodes token by token (its text is the concatenation), so the text grows
+      // by this token's alone. The end-of-sequence token ends the sequence and is not shown.
+      if (token != m.tokenizer->eos_id() || l.req.params.ignore_eos) {
+        auto piece = m.tokenizer->decode({token});
+        if (piece.ok()) l.text += *piece;  // ids come from the model's vocabulary: not expected otherwise
+      }
       const bool last = ended.count(id) > 0;
       if (stream(l, last)) {  // a stop string: finished
         if (!last) sched.abort(id);
@@ -335,7 +331,7 @@ void LlmEngine::Impl::run() {
         finish(l, why == llm::SequenceEnd::kStop          ? "stop"
                   : why == llm::SequenceEnd::kModelLength ? "model_length"
                                                           : "length",
-               rest_of(l));
+               l.text.size() > l.sent ? l.text.substr(l.sent) : "");
         live.erase(it);
       }
     }
