@@ -101,6 +101,29 @@ std::string unhex(const std::string& h) {
   return out;
 }
 
+// Every case of a make_gguf_cases.py token file (hex text, a tab, the ids `tokenizers` gives):
+// `tok` gives the same ids and decodes them back to the text (byte-level BPE is lossless).
+void expect_token_cases(const BpeTokenizer& tok, std::istream& cases) {
+  std::string line;
+  int n = 0;
+  while (std::getline(cases, line)) {
+    const size_t tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos);
+    const std::string text = unhex(line.substr(0, tab));
+    std::vector<int32_t> want;
+    std::istringstream ids(line.substr(tab + 1));
+    for (int32_t id; ids >> id;) want.push_back(id);
+    auto got = tok.encode(text);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(*got, want) << "text: " << text;
+    auto back = tok.decode(*got);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, text);
+    ++n;
+  }
+  EXPECT_GE(n, 10);
+}
+
 TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   if (cases_dir().empty()) GTEST_SKIP() << "INGOT_GGUF_CASES not set (ctest sets it to make_gguf_cases.py's output)";
   std::ifstream cases(cases_dir() + "/smollm2_tokens.txt");
@@ -113,24 +136,7 @@ TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   EXPECT_EQ((*tok)->vocab_size(), 49152);
   EXPECT_EQ((*tok)->token((*tok)->eos_id()), "<|im_end|>");
-  std::string line;
-  int n = 0;
-  while (std::getline(cases, line)) {
-    const size_t tab = line.find('\t');
-    ASSERT_NE(tab, std::string::npos);
-    const std::string text = unhex(line.substr(0, tab));
-    std::vector<int32_t> want;
-    std::istringstream ids(line.substr(tab + 1));
-    for (int32_t id; ids >> id;) want.push_back(id);
-    auto got = (*tok)->encode(text);
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    EXPECT_EQ(*got, want) << "text: " << text;
-    auto back = (*tok)->decode(*got);
-    ASSERT_TRUE(back.ok());
-    EXPECT_EQ(*back, text);  // byte-level BPE is lossless
-    ++n;
-  }
-  EXPECT_GE(n, 10);
+  expect_token_cases(**tok, cases);
   EXPECT_FALSE((*tok)->decode({49152}).ok());
 }
 
@@ -191,24 +197,7 @@ TEST(GgufCases, TokenizerJsonMatchesHuggingFaceTokenizers) {
     EXPECT_EQ((*tok)->token((*tok)->eos_id()), "<|im_end|>");
     EXPECT_EQ((*tok)->token((*tok)->bos_id()), "<|im_start|>");
     std::ifstream cases(cases_dir() + "/" + cases_file);
-    std::string line;
-    int n = 0;
-    while (std::getline(cases, line)) {
-      const size_t tab = line.find('\t');
-      ASSERT_NE(tab, std::string::npos);
-      const std::string text = unhex(line.substr(0, tab));
-      std::vector<int32_t> want;
-      std::istringstream ids(line.substr(tab + 1));
-      for (int32_t id; ids >> id;) want.push_back(id);
-      auto got = (*tok)->encode(text);
-      ASSERT_TRUE(got.ok()) << got.status().to_string();
-      EXPECT_EQ(*got, want) << "text: " << text;
-      auto back = (*tok)->decode(*got);
-      ASSERT_TRUE(back.ok());
-      EXPECT_EQ(*back, text);
-      ++n;
-    }
-    EXPECT_GE(n, 10);
+    expect_token_cases(**tok, cases);
   }
   // What the reader does not take, named; malformed files are errors.
   auto refusal = [&](const std::string& from, const std::string& to) {
