@@ -5,6 +5,7 @@
 // that do and do not fill 16-byte packs, bias, residual before and after the activation, and every
 // FusedConv activation in the epilogue; what it refuses (not depthwise, a channel multiplier, a
 // kernel over 7x7, asymmetric pads).
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ using backend::cuda::depthwise_conv_family;
 
 constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 constexpr const char* kTactic = "cuda.conv.depthwise";
+constexpr const char* kStrip = "cuda.conv.depthwise.strip";
 
 std::string fused(const std::string& attrs) { return "ingot::FusedConv {" + attrs + "}"; }
 
@@ -35,7 +37,15 @@ class CudaDepthwiseConvTest : public OpCaseTest {
     Tolerance tol = tolerance_for(t);
     const double eps = t == DataType::kFloat32 ? 1.19e-7 : t == DataType::kFloat16 ? 9.77e-4 : 7.81e-3;
     tol.abs += eps * 2.25 * static_cast<double>(taps);
-    check(depthwise_conv_family(), 17, ins, call, kTactic, 1, -3.0, 3.0, &tol);
+    // Every variant the family offers (the one-pixel kernel always; the strip kernel for
+    // channels-last 3x3/5x5/7x7 with equal strides 1 or 2 and no dilation).
+    const std::vector<std::string> names = candidate_names(depthwise_conv_family(), 17, ins, call);
+    ASSERT_FALSE(names.empty()) << call;
+    EXPECT_EQ(names[0], kTactic);
+    for (const std::string& name : names) {
+      SCOPED_TRACE(name);
+      check(depthwise_conv_family(), 17, ins, call, name, 1, -3.0, 3.0, &tol);
+    }
   }
 };
 
@@ -115,6 +125,58 @@ TEST_F(CudaDepthwiseConvTest, ChannelsLastResidualAndShapes) {
            fused("activation=\"Relu\", channels_last=1, group=72, pads=[2, 2, 2, 2], strides=[2, 2]"));
 }
 
+// The strip kernel (4 outputs along x per thread): output widths that are and are not a whole
+// number of strips (the tail strip's missing outputs are not written), stride 2 with an odd input
+// width, every kernel size, pads smaller than k/2, a residual, and each pack width.
+TEST_F(CudaDepthwiseConvTest, StripKernelEdges) {
+  for (DataType t : kFloatTypes)
+    for (int k : {3, 5, 7})
+      for (int stride : {1, 2})
+        for (int64_t wdt : {4, 7, 13})
+          for (int64_t c : {16, 24, 58}) {
+            const int pad = stride == 1 ? k / 2 : (k - 1) / 2 - (wdt % 2);
+            const int64_t oh = (9 + 2 * pad - k) / stride + 1, ow = (wdt + 2 * pad - k) / stride + 1;
+            if (oh < 1 || ow < 1) continue;
+            const std::string ps = std::to_string(pad), ss = std::to_string(stride);
+            const std::string call = fused("activation=\"Relu\", channels_last=1, group=" + std::to_string(c) +
+                                           ", pads=[" + ps + ", " + ps + ", " + ps + ", " + ps + "], strides=[" + ss +
+                                           ", " + ss + "]");
+            const std::vector<Operand> ins = {input(t, {2, 9, wdt, c}), input(t, {c, k, k, 1}), input(t, {c}),
+                                              input(t, {2, oh, ow, c})};
+            EXPECT_EQ(candidate_names(depthwise_conv_family(), 17, ins, call),
+                      (std::vector<std::string>{kTactic, kStrip}));
+            check_dw(ins, call);
+          }
+}
+
+// Which nodes get the strip variant: not a dilated, channels-first, 1x1 or stride-3 one.
+TEST(CudaDepthwiseConvNoDevice, StripVariantOnlyWhereItRuns) {
+  auto names = [](const std::vector<Operand>& ins, const std::string& call) {
+    auto g = parse_graph(op_graph(17, ins, call, 1));
+    EXPECT_TRUE(g.ok());
+    std::vector<std::string> out;
+    if (!g.ok()) return out;
+    const ir::Node& node = *(*g)->nodes()[0];
+    for (const auto& c : depthwise_conv_family().candidates(node, input_types(node))) out.push_back(c->name());
+    return out;
+  };
+  const DataType h = DataType::kFloat16;
+  const std::vector<std::string> both = {kTactic, kStrip}, plain = {kTactic};
+  EXPECT_EQ(names({input(h, {1, 8, 8, 16}), input(h, {16, 5, 5, 1})}, fused("channels_last=1, group=16, pads=[2, 2, 2, 2]")),
+            both);
+  EXPECT_EQ(names({input(h, {1, 9, 9, 16}), input(h, {16, 3, 3, 1})},
+                  fused("channels_last=1, dilations=[2, 2], group=16, pads=[2, 2, 2, 2]")),
+            plain);
+  EXPECT_EQ(names({input(h, {1, 16, 8, 8}), input(h, {16, 1, 3, 3})}, "Conv {group=16, pads=[1, 1, 1, 1]}"), plain);
+  EXPECT_EQ(names({input(h, {1, 8, 8, 16}), input(h, {16, 1, 1, 1})}, fused("channels_last=1, group=16")), plain);
+  EXPECT_EQ(names({input(h, {1, 9, 9, 16}), input(h, {16, 3, 3, 1})},
+                  fused("channels_last=1, group=16, pads=[1, 1, 1, 1], strides=[3, 3]")),
+            plain);
+  EXPECT_EQ(names({input(h, {1, 9, 9, 16}), input(h, {16, 3, 3, 1})},
+                  fused("channels_last=1, group=16, pads=[1, 1, 1, 1], strides=[1, 2]")),
+            plain);
+}
+
 TEST_F(CudaDepthwiseConvTest, ChannelsFirst) {
   for (DataType t : kFloatTypes) {
     check_dw({input(t, {2, 16, 9, 11}), input(t, {16, 1, 3, 3}), input(t, {16})},
@@ -147,16 +209,26 @@ TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const ir::Node& node = *(*g)->nodes()[0];
   auto cands = depthwise_conv_family().candidates(node, input_types(node));
-  ASSERT_EQ(cands.size(), 1u);
-  auto again = depthwise_conv_family().create(kTactic, cands[0]->serialize());
-  ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->serialize(), cands[0]->serialize());
-  EXPECT_TRUE(again->supports(node, input_types(node)));
+  ASSERT_EQ(cands.size(), 2u);
+  for (const auto& c : cands) {
+    auto again = depthwise_conv_family().create(c->name(), c->serialize());
+    ASSERT_NE(again, nullptr) << c->name();
+    EXPECT_EQ(again->name(), c->name());
+    EXPECT_EQ(again->serialize(), c->serialize());
+    EXPECT_TRUE(again->supports(node, input_types(node)));
+  }
   EXPECT_EQ(depthwise_conv_family().create(kTactic, {}), nullptr);
   std::vector<uint8_t> bad = cands[0]->serialize();
   bad[0] = 99;
   EXPECT_EQ(depthwise_conv_family().create(kTactic, bad), nullptr);
   EXPECT_EQ(depthwise_conv_family().create("cuda.conv.other", cands[0]->serialize()), nullptr);
+  // A name that does not match the params' variant, and a strip width the kernel does not have.
+  EXPECT_EQ(depthwise_conv_family().create(kStrip, cands[0]->serialize()), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kTactic, cands[1]->serialize()), nullptr);
+  std::vector<uint8_t> odd = cands[1]->serialize();
+  const int32_t three = 3;
+  std::memcpy(odd.data() + 1 + 11 * sizeof(int32_t), &three, sizeof three);
+  EXPECT_EQ(depthwise_conv_family().create(kStrip, odd), nullptr);
 }
 
 }  // namespace

@@ -82,8 +82,8 @@ class OpCaseTest : public ::testing::Test {
   std::string no_device_;  ///< empty when a CUDA device is usable
   std::mt19937 rng_{20261130};
 
-  /// Asks `family` for the node (exactly one candidate, named `want`), rebuilds it by name and
-  /// checks every output against the reference. `tune` may edit the parsed node (e.g. set a
+  /// Asks `family` for the node (its candidate named `want`: a family may offer several variants
+  /// of one node), rebuilds it by name and checks every output against the reference. `tune` may edit the parsed node (e.g. set a
   /// tensor attribute the text form cannot state) before anything runs.
   void check(const backend::cuda::TacticFamily& family, int64_t opset, const std::vector<Operand>& ins,
              const std::string& call, const std::string& want, int outputs = 1, double lo = -3.0, double hi = 3.0,
@@ -99,9 +99,15 @@ class OpCaseTest : public ::testing::Test {
       ASSERT_TRUE(st.ok()) << st.to_string();
     }
     auto cands = family.candidates(node, input_types(node));
-    ASSERT_EQ(cands.size(), 1u) << "family refused the node";
-    EXPECT_EQ(cands[0]->name(), want);
-    std::unique_ptr<backend::Tactic> rebuilt = family.create(cands[0]->name(), cands[0]->serialize());
+    ASSERT_FALSE(cands.empty()) << "family refused the node";
+    std::string names;
+    const backend::Tactic* chosen = nullptr;
+    for (const auto& c : cands) {
+      names += " " + c->name();
+      if (c->name() == want) chosen = c.get();
+    }
+    ASSERT_NE(chosen, nullptr) << "no candidate named " << want << " among" << names;
+    std::unique_ptr<backend::Tactic> rebuilt = family.create(chosen->name(), chosen->serialize());
     ASSERT_NE(rebuilt, nullptr);
     std::vector<Tensor> data;
     for (const Operand& o : ins) {
@@ -129,6 +135,20 @@ class OpCaseTest : public ::testing::Test {
       const Tensor& w = (*ref)[o];
       EXPECT_TRUE(all_close((*got)[o], w, tol ? *tol : tolerance_for(w.dtype()))) << "output " << o;
     }
+  }
+
+  /// The names of the candidates `family` offers for the node (in its order).
+  std::vector<std::string> candidate_names(const backend::cuda::TacticFamily& family, int64_t opset,
+                                           const std::vector<Operand>& ins, const std::string& call) {
+    auto g = parse_graph(op_graph(opset, ins, call, 1));
+    std::vector<std::string> names;
+    if (!g.ok()) {
+      ADD_FAILURE() << g.status().to_string();
+      return names;
+    }
+    const ir::Node& node = *(*g)->nodes()[0];
+    for (const auto& c : family.candidates(node, input_types(node))) names.push_back(c->name());
+    return names;
   }
 
   /// Like check(), but the tactic's enqueue is captured into a CUDA graph (which fails on a

@@ -150,6 +150,97 @@ __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__
   }
 }
 
+// Channels-last, a strip of M outputs along x per thread (stride S in both dims, no dilation, a
+// K x K kernel): for each kernel row the thread loads the (M-1)·S + K input pixels its M outputs
+// share and the row's K weights once, then does M·K multiply-adds per channel from registers. Per
+// output that is K·((M-1)·S+K)/M pixel loads and K·K/M weight loads against K·K of each in
+// depthwise_nhwc, whose threads reread every tap from L1/L2. Block shape, channel tiles and the
+// staged weights as in depthwise_nhwc; a strip index walks (n, oy, strip) grid-stride.
+template <class T, int V, int K, int S, int M>
+__global__ void __launch_bounds__(kThreads) depthwise_nhwc_strip(const T* __restrict__ x, const T* __restrict__ w,
+                                                                 const T* __restrict__ bias, const T* __restrict__ r,
+                                                                 T* __restrict__ y, DepthwiseConvDesc d, int tile) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kKK = K * K;
+  constexpr int kIn = (M - 1) * S + K;  // input pixels of one kernel row that the strip reads
+  const int tile_ch = tile * V;
+  T* ws = reinterpret_cast<T*>(smem_raw);  // [K·K][tile_ch]
+  T* bs = ws + kKK * tile_ch;             // [tile_ch]
+  const int c_base = static_cast<int>(blockIdx.y) * tile_ch;
+  const int c_count = min(tile_ch, static_cast<int>(d.c) - c_base);
+  for (int i = threadIdx.x; i < c_count * kKK; i += blockDim.x) {
+    const int c = i / kKK, tap = i - c * kKK;
+    ws[tap * tile_ch + c] = w[static_cast<int64_t>(c_base) * kKK + i];
+  }
+  for (int c = threadIdx.x; c < c_count; c += blockDim.x) bs[c] = bias ? bias[c_base + c] : from_f32<T>(0.0f);
+  __syncthreads();
+  const int rows = blockDim.x / tile;
+  const int lane = threadIdx.x % tile, row = threadIdx.x / tile;
+  const int cl = lane * V;
+  if (row >= rows || cl >= c_count) return;
+  const int oh = static_cast<int>(d.oh), ow = static_cast<int>(d.ow), ih = static_cast<int>(d.h),
+            iw = static_cast<int>(d.w);
+  const int per_row = (ow + M - 1) / M;
+  const int strips = static_cast<int>(d.n) * oh * per_row;
+  const int64_t c0 = c_base + cl;
+  const int64_t pitch = d.c;  // elements from one pixel to the next
+  float bias_v[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) bias_v[v] = to_f32(bs[cl + v]);
+  for (int sidx = static_cast<int>(blockIdx.x) * rows + row; sidx < strips;
+       sidx += static_cast<int>(gridDim.x) * rows) {
+    const int sx = sidx % per_row;
+    const int q = sidx / per_row;
+    const int oy = q % oh;
+    const int n = q / oh;
+    const int ox0 = sx * M;
+    float acc[M][V];
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[m][v] = bias_v[v];
+    const int iy0 = oy * S - d.pad_h, ix0 = ox0 * S - d.pad_w;
+    const T* xn = x + static_cast<int64_t>(n) * ih * iw * pitch + c0;
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky) {
+      const int iy = iy0 + ky;
+      const bool row_in = iy >= 0 && iy < ih;
+      const T* xrow = xn + static_cast<int64_t>(iy) * iw * pitch;
+      T in[kIn][V];
+#pragma unroll
+      for (int j = 0; j < kIn; ++j) {
+        const int ix = ix0 + j;
+        if (row_in && ix >= 0 && ix < iw) {
+          load<T, V>(xrow + static_cast<int64_t>(ix) * pitch, in[j]);
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) in[j][v] = from_f32<T>(0.0f);
+        }
+      }
+      T wt[K][V];
+#pragma unroll
+      for (int kx = 0; kx < K; ++kx) load<T, V>(ws + (ky * K + kx) * tile_ch + cl, wt[kx]);
+#pragma unroll
+      for (int kx = 0; kx < K; ++kx)
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[m][v] = fmaf(to_f32(in[m * S + kx][v]), to_f32(wt[kx][v]), acc[m][v]);
+    }
+    const int64_t o_row = (static_cast<int64_t>(n) * oh + oy) * ow;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (ox0 + m >= ow) break;
+      const int64_t o = (o_row + ox0 + m) * pitch + c0;
+      T res[V], out[V];
+      if (r) load<T, V>(r + o, res);
+#pragma unroll
+      for (int v = 0; v < V; ++v) out[v] = from_f32<T>(epilogue(acc[m][v], r ? to_f32(res[v]) : 0.0f, r != nullptr, d));
+      store<T, V>(y + o, out);
+    }
+  }
+}
+
 // Channels-first: thread -> one output element, the output row fastest. 32-bit index math (the
 // launcher checks the element count fits): 64-bit division made the index cost more than the taps.
 template <class T>
@@ -201,7 +292,30 @@ cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void*
   return cudaGetLastError();
 }
 
+template <class T, int V, int K, int S>
+cudaError_t launch_nhwc_strip(const void* x, const void* w, const void* b, const void* r, void* y,
+                              const DepthwiseConvDesc& d, int sm_count, cudaStream_t stream) {
+  constexpr int M = kDepthwiseStrip;
+  const int64_t packs = d.c / V;
+  const int tile = static_cast<int>(std::min<int64_t>(packs, kMaxTilePacks));
+  const int rows = kThreads / tile;
+  const unsigned tiles = static_cast<unsigned>((packs + tile - 1) / tile);
+  const int64_t strips = d.n * d.oh * ((d.ow + M - 1) / M);
+  const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * 8 + tiles - 1) / tiles);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((strips + rows - 1) / rows, want));
+  const size_t smem = static_cast<size_t>(K * K + 1) * tile * V * sizeof(T);
+  depthwise_nhwc_strip<T, V, K, S, M><<<dim3(blocks, tiles), tile * rows, smem, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
+      static_cast<T*>(y), d, tile);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+bool depthwise_strip_supported(const DepthwiseConvDesc& d) {
+  return d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
+         (d.stride_h == 1 || d.stride_h == 2) && d.dil_h == 1 && d.dil_w == 1;
+}
 
 int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d) {
   const int64_t elem = t == FloatType::kF32 ? 4 : 2;
@@ -246,8 +360,29 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
     }
     const int sms = sm_count > 0 ? sm_count : 132;
     const int k = d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) ? d.kh : 0;
+    // The strip kernel when asked for and the shape allows it; a pack of one element (C or a
+    // pointer not aligned to 4 bytes) keeps the one-pixel kernel.
+    const bool strip = d.strip > 1 && depthwise_strip_supported(d) && pack_bytes != 0;
+    if (d.strip > 1 && !depthwise_strip_supported(d)) {
+      err = cudaErrorInvalidValue;
+      return;
+    }
     auto with_k = [&](auto v_tag) {
       constexpr int V = decltype(v_tag)::value;
+      if constexpr (V > 1) {
+        if (strip) {
+          auto with_s = [&](auto k_tag) {
+            constexpr int K = decltype(k_tag)::value;
+            return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1>(x, w, bias, r, y, d, sms, stream)
+                                   : launch_nhwc_strip<T, V, K, 2>(x, w, bias, r, y, d, sms, stream);
+          };
+          switch (k) {
+            case 3: return with_s(std::integral_constant<int, 3>{});
+            case 5: return with_s(std::integral_constant<int, 5>{});
+            default: return with_s(std::integral_constant<int, 7>{});
+          }
+        }
+      }
       switch (k) {
         case 3: return launch_nhwc<T, V, 3>(x, w, bias, r, y, d, sms, stream);
         case 5: return launch_nhwc<T, V, 5>(x, w, bias, r, y, d, sms, stream);

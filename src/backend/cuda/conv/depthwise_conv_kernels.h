@@ -36,7 +36,17 @@ struct DepthwiseConvDesc {
   UnaryOp act = UnaryOp::kIdentity;  // kIdentity: none
   UnaryParams act_params;            // alpha/beta (LeakyRelu, HardSigmoid), lo/hi (Clip)
   bool residual_after_activation = false;
+  /// 1: a thread per output pixel (depthwise_nhwc); kDepthwiseStrip: a strip of that many outputs
+  /// along x per thread (channels-last 3x3/5x5/7x7, equal strides 1 or 2, no dilation:
+  /// depthwise_strip_supported). The tactic offers both and the builder times them.
+  int strip = 1;
 };
+
+/// Outputs per thread of the strip kernel.
+constexpr int kDepthwiseStrip = 4;
+
+/// Whether the strip kernel runs this shape (else launch_depthwise_conv refuses strip > 1).
+bool depthwise_strip_supported(const DepthwiseConvDesc& d);
 
 /// Bytes of shared memory a channels-last block stages (weights and bias of its channel tile).
 int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d);

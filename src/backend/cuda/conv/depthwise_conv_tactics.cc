@@ -25,6 +25,8 @@ TacticFamily depthwise_conv_family();
 namespace {
 
 constexpr const char* kName = "cuda.conv.depthwise";
+// The same kernel family with a strip of kDepthwiseStrip outputs per thread (the builder times both).
+constexpr const char* kStripName = "cuda.conv.depthwise.strip";
 constexpr int kMaxKernel = 7;
 
 
@@ -56,6 +58,7 @@ struct Spec {
   UnaryOp act = UnaryOp::kIdentity;
   UnaryParams act_params;
   bool residual_after_activation = false;
+  int strip = 1;  // DepthwiseConvDesc::strip
 };
 
 bool small_int(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
@@ -95,6 +98,19 @@ bool parse_spec(const ir::Node& n, Spec* s) {
 
 // X's channel dim and W's kernel dims in the node's layout.
 size_t channel_axis(const Spec& s) { return s.channels_last ? 3 : 1; }
+
+// Whether the strip kernel runs a node of this spec (its dims do not matter).
+bool strip_supported(const Spec& s) {
+  DepthwiseConvDesc d;
+  d.channels_last = s.channels_last;
+  d.kh = s.kh;
+  d.kw = s.kw;
+  d.stride_h = s.stride_h;
+  d.stride_w = s.stride_w;
+  d.dil_h = s.dil_h;
+  d.dil_w = s.dil_w;
+  return depthwise_strip_supported(d);
+}
 
 Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out) {
   Spec s;
@@ -149,10 +165,12 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
 class DepthwiseConvTactic final : public Tactic {
  public:
   explicit DepthwiseConvTactic(const Spec& s) : s_(s) {}
-  std::string name() const override { return kName; }
+  std::string name() const override { return s_.strip > 1 ? kStripName : kName; }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     Spec s;
-    return check(node, inputs, &s).ok() && same(s, s_);
+    if (!check(node, inputs, &s).ok()) return false;
+    s.strip = s_.strip;
+    return same(s, s_) && (s.strip == 1 || strip_supported(s));
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
 
@@ -186,6 +204,7 @@ class DepthwiseConvTactic final : public Tactic {
     d.act = s.act;
     d.act_params = s.act_params;
     d.residual_after_activation = s.residual_after_activation;
+    d.strip = s.strip;
     const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
     const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
     const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
@@ -208,7 +227,8 @@ class DepthwiseConvTactic final : public Tactic {
       out.insert(out.end(), b, b + n);
     };
     const int32_t ints[] = {s_.channels_last, s_.kh, s_.kw, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w,
-                            s_.dil_h, s_.dil_w, static_cast<int32_t>(s_.act), s_.residual_after_activation};
+                            s_.dil_h, s_.dil_w, static_cast<int32_t>(s_.act), s_.residual_after_activation,
+                            s_.strip};
     put(ints, sizeof ints);
     put(&s_.group, sizeof s_.group);
     const float f[] = {s_.act_params.alpha, s_.act_params.beta, s_.act_params.lo, s_.act_params.hi};
@@ -218,9 +238,9 @@ class DepthwiseConvTactic final : public Tactic {
 
   /// The tactic serialize() describes; nullptr for other bytes (an engine of another version).
   static std::unique_ptr<Tactic> deserialize(const std::vector<uint8_t>& p) {
-    constexpr size_t kSize = 1 + 11 * sizeof(int32_t) + sizeof(int64_t) + 4 * sizeof(float);
+    constexpr size_t kSize = 1 + 12 * sizeof(int32_t) + sizeof(int64_t) + 4 * sizeof(float);
     if (p.size() != kSize || p[0] != kParamsVersion) return nullptr;
-    int32_t ints[11];
+    int32_t ints[12];
     std::memcpy(ints, p.data() + 1, sizeof ints);
     Spec s;
     s.channels_last = ints[0] != 0;
@@ -234,6 +254,7 @@ class DepthwiseConvTactic final : public Tactic {
     s.dil_w = ints[8];
     s.act = static_cast<UnaryOp>(ints[9]);
     s.residual_after_activation = ints[10] != 0;
+    s.strip = ints[11];
     std::memcpy(&s.group, p.data() + 1 + sizeof ints, sizeof s.group);
     float f[4];
     std::memcpy(f, p.data() + 1 + sizeof ints + sizeof s.group, sizeof f);
@@ -243,13 +264,14 @@ class DepthwiseConvTactic final : public Tactic {
     s.act_params.hi = f[3];
     if (!small_int(s.kh, 1, kMaxKernel) || !small_int(s.kw, 1, kMaxKernel) || s.stride_h < 1 || s.stride_w < 1 ||
         s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 || ints[9] < 0 ||
-        ints[9] > static_cast<int32_t>(UnaryOp::kSilu))
+        ints[9] > static_cast<int32_t>(UnaryOp::kSilu) || (s.strip != 1 && s.strip != kDepthwiseStrip) ||
+        (s.strip != 1 && !strip_supported(s)))
       return nullptr;
     return std::make_unique<DepthwiseConvTactic>(s);
   }
 
  private:
-  static constexpr uint8_t kParamsVersion = 1;
+  static constexpr uint8_t kParamsVersion = 2;  // 2: the strip
 
   static bool same(const Spec& a, const Spec& b) {
     return a.channels_last == b.channels_last && a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h &&
@@ -257,7 +279,7 @@ class DepthwiseConvTactic final : public Tactic {
            a.dil_w == b.dil_w && a.group == b.group && a.act == b.act &&
            a.residual_after_activation == b.residual_after_activation && a.act_params.alpha == b.act_params.alpha &&
            a.act_params.beta == b.act_params.beta && a.act_params.lo == b.act_params.lo &&
-           a.act_params.hi == b.act_params.hi;
+           a.act_params.hi == b.act_params.hi && a.strip == b.strip;
   }
 
   Spec s_;
@@ -271,11 +293,18 @@ TacticFamily depthwise_conv_family() {
   f.candidates = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
     std::vector<std::unique_ptr<Tactic>> out;
     Spec s;
-    if (check(node, inputs, &s).ok()) out.push_back(std::make_unique<DepthwiseConvTactic>(s));
+    if (!check(node, inputs, &s).ok()) return out;
+    out.push_back(std::make_unique<DepthwiseConvTactic>(s));
+    if (strip_supported(s)) {
+      s.strip = kDepthwiseStrip;
+      out.push_back(std::make_unique<DepthwiseConvTactic>(s));
+    }
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>& params) -> std::unique_ptr<Tactic> {
-    return name == kName ? DepthwiseConvTactic::deserialize(params) : nullptr;
+    if (name != kName && name != kStripName) return nullptr;
+    std::unique_ptr<Tactic> t = DepthwiseConvTactic::deserialize(params);
+    return t && t->name() == name ? std::move(t) : nullptr;
   };
   return f;
 }
