@@ -1,11 +1,12 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // How far is ingot's channels-last depthwise conv from its memory bound, and does the strip
-// kernel (4 outputs along x per thread, depthwise_conv_kernels.cu) close the gap? Session 14's
+// kernels (4 or 8 outputs along x per thread, in wide or 4-byte packs: depthwise_conv_kernels.cu)
+// close the gap? Session 14's
 // profiles put the one-pixel kernel at ~13x its memory time (ShuffleNet b64 [64,28,28,58] 3x3: 35 us).
-// For the census's depthwise layers at batch 64 (fp16, NHWC, bias + ReLU), times both variants
-// and prints us, the bytes moved (x read once, y written once) per second, and the ratio to a
-// 4.0 TB/s bound; checks the strip kernel's output against the one-pixel kernel's (max |diff|).
+// For the census's depthwise layers at batch 64 (fp16, NHWC, bias + ReLU), times every variant
+// and prints us and the best one's ratio to a 4.0 TB/s bound of reading x and writing y once;
+// checks the strip kernels' outputs against the one-pixel kernel's (max |diff|).
 // bench/depthwise_probe_torch.py times PyTorch's conv2d on the same shapes (`--list` prints them).
 // Median of 5 trials of 20 back-to-back launches (CUDA events).
 // Not built by CMake; on a 90a-capable nvcc, from the repository root:
@@ -78,8 +79,16 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  std::printf("%-16s %-22s %3s %2s %10s %10s %8s %8s %8s %10s\n", "model", "input NHWC", "k", "s", "plain us",
-              "strip us", "plain x", "strip x", "speedup", "max|diff|");
+  struct Variant {
+    const char* name;
+    int strip;
+    bool narrow;
+  };
+  const Variant variants[] = {{"plain", 1, false}, {"strip4", 4, false}, {"strip4n", 4, true}, {"strip8n", 8, true}};
+  constexpr int kV = 4;
+  std::printf("%-16s %-18s %2s %2s", "model", "input NHWC", "k", "s");
+  for (const Variant& v : variants) std::printf(" %9s", v.name);
+  std::printf(" %9s %8s %9s\n", "best", "best x", "max|diff|");
   for (const Layer& l : kLayers) {
     DepthwiseConvDesc d;
     d.channels_last = true;
@@ -90,7 +99,7 @@ int main(int argc, char** argv) {
     d.ow = (l.w + 2 * d.pad_w - l.k) / l.s + 1;
     d.act = ingot::backend::cuda::UnaryOp::kRelu;
     const int64_t nx = d.n * d.h * d.w * d.c, ny = d.n * d.oh * d.ow * d.c, nw = d.c * l.k * l.k;
-    __half *x, *w, *b, *y0, *y1;
+    __half *x, *w, *b, *y0, *y1;  // y0: the plain kernel's output, y1: each strip variant's
     CK(cudaMalloc(&x, nx * 2));
     CK(cudaMalloc(&w, nw * 2));
     CK(cudaMalloc(&b, d.c * 2));
@@ -99,10 +108,14 @@ int main(int argc, char** argv) {
     fill<<<1024, 256>>>(x, nx, 1);
     fill<<<64, 256>>>(w, nw, 2);
     fill<<<1, 256>>>(b, d.c, 3);
-    double us[2];
-    for (int variant = 0; variant < 2; ++variant) {
+    CK(cudaMemset(y1, 0xff, ny * 2));
+    double us[kV];
+    double diff = 0;
+    std::vector<__half> h0(ny), h1(ny);
+    for (int variant = 0; variant < kV; ++variant) {
       DepthwiseConvDesc dv = d;
-      dv.strip = variant ? ingot::backend::cuda::kDepthwiseStrip : 1;
+      dv.strip = variants[variant].strip;
+      dv.narrow = variants[variant].narrow;
       __half* y = variant ? y1 : y0;
       auto launch = [&] {
         CK(ingot::backend::cuda::launch_depthwise_conv(ingot::backend::cuda::FloatType::kF16, x, w, b, nullptr, y, dv,
@@ -121,24 +134,33 @@ int main(int argc, char** argv) {
       }
       std::sort(trials.begin(), trials.end());
       us[variant] = trials[2];
+      if (variant == 0) {
+        CK(cudaMemcpy(h0.data(), y0, ny * 2, cudaMemcpyDeviceToHost));
+      } else {
+        CK(cudaMemcpy(h1.data(), y1, ny * 2, cudaMemcpyDeviceToHost));
+        for (int64_t i = 0; i < ny; ++i) {
+          const double e = std::fabs(double(__half2float(h0[i])) - double(__half2float(h1[i])));
+          diff = std::isnan(e) ? INFINITY : std::max(diff, e);
+        }
+        CK(cudaMemset(y1, 0xff, ny * 2));  // NaN for the next variant: one that skips an output shows
+      }
     }
-    std::vector<__half> h0(ny), h1(ny);
-    CK(cudaMemcpy(h0.data(), y0, ny * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h1.data(), y1, ny * 2, cudaMemcpyDeviceToHost));
-    double diff = 0;
-    for (int64_t i = 0; i < ny; ++i)
-      diff = std::max(diff, std::fabs(double(__half2float(h0[i])) - double(__half2float(h1[i]))));
     const double bound_us = double(nx + ny) * 2 / 4.0e12 * 1e6;
     char dims[64];
     std::snprintf(dims, sizeof dims, "%dx%dx%dx%d", l.n, l.h, l.w, l.c);
-    std::printf("%-16s %-22s %3d %2d %10.2f %10.2f %8.1f %8.1f %8.2f %10.3g\n", l.model, dims, l.k, l.s, us[0], us[1],
-                us[0] / bound_us, us[1] / bound_us, us[0] / us[1], diff);
+    int best = 0;
+    for (int v = 1; v < kV; ++v)
+      if (us[v] < us[best]) best = v;
+    std::printf("%-16s %-18s %2d %2d", l.model, dims, l.k, l.s);
+    for (int v = 0; v < kV; ++v) std::printf(" %9.2f", us[v]);
+    std::printf(" %9s %8.1f %9.3g\n", variants[best].name, us[best] / bound_us, diff);
     CK(cudaFree(x));
     CK(cudaFree(w));
     CK(cudaFree(b));
     CK(cudaFree(y0));
     CK(cudaFree(y1));
   }
-  std::printf("(plain x / strip x: time over the 4.0 TB/s bound of reading x and writing y once)\n");
+  std::printf("(us per launch; best x: the best variant's time over the 4.0 TB/s bound of reading x and writing y\n"
+              " once; max|diff|: the strip variants' outputs against the plain kernel's, inf where one was skipped)\n");
   return 0;
 }

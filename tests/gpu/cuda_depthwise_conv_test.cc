@@ -18,7 +18,10 @@ using backend::cuda::depthwise_conv_family;
 
 constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 constexpr const char* kTactic = "cuda.conv.depthwise";
-constexpr const char* kStrip = "cuda.conv.depthwise.strip";
+constexpr const char* kStrip4 = "cuda.conv.depthwise.strip4";
+constexpr const char* kStrip4n = "cuda.conv.depthwise.strip4n";
+constexpr const char* kStrip8n = "cuda.conv.depthwise.strip8n";
+const std::vector<std::string> kEvery = {kTactic, kStrip4, kStrip4n, kStrip8n};
 
 std::string fused(const std::string& attrs) { return "ingot::FusedConv {" + attrs + "}"; }
 
@@ -37,7 +40,7 @@ class CudaDepthwiseConvTest : public OpCaseTest {
     Tolerance tol = tolerance_for(t);
     const double eps = t == DataType::kFloat32 ? 1.19e-7 : t == DataType::kFloat16 ? 9.77e-4 : 7.81e-3;
     tol.abs += eps * 2.25 * static_cast<double>(taps);
-    // Every variant the family offers (the one-pixel kernel always; the strip kernel for
+    // Every variant the family offers (the one-pixel kernel always; the strip kernels for
     // channels-last 3x3/5x5/7x7 with equal strides 1 or 2 and no dilation).
     const std::vector<std::string> names = candidate_names(depthwise_conv_family(), 17, ins, call);
     ASSERT_FALSE(names.empty()) << call;
@@ -125,15 +128,16 @@ TEST_F(CudaDepthwiseConvTest, ChannelsLastResidualAndShapes) {
            fused("activation=\"Relu\", channels_last=1, group=72, pads=[2, 2, 2, 2], strides=[2, 2]"));
 }
 
-// The strip kernel (4 outputs along x per thread): output widths that are and are not a whole
-// number of strips (the tail strip's missing outputs are not written), stride 2 with an odd input
-// width, every kernel size, pads smaller than k/2, a residual, and each pack width.
+// The strip kernels (4 or 8 outputs along x per thread, wide or 4-byte packs): output widths that
+// are and are not a whole number of strips (the tail strip's missing outputs are not written),
+// stride 2 with an odd input width, every kernel size, pads smaller than k/2, a residual, each pack
+// width, and more 4-byte packs than one tile (72 fp16 channels: 36 packs, two tiles of 18).
 TEST_F(CudaDepthwiseConvTest, StripKernelEdges) {
   for (DataType t : kFloatTypes)
     for (int k : {3, 5, 7})
       for (int stride : {1, 2})
         for (int64_t wdt : {4, 7, 13})
-          for (int64_t c : {16, 24, 58}) {
+          for (int64_t c : {16, 24, 58, 72}) {
             const int pad = stride == 1 ? k / 2 : (k - 1) / 2 - (wdt % 2);
             const int64_t oh = (9 + 2 * pad - k) / stride + 1, ow = (wdt + 2 * pad - k) / stride + 1;
             if (oh < 1 || ow < 1) continue;
@@ -143,8 +147,7 @@ TEST_F(CudaDepthwiseConvTest, StripKernelEdges) {
                                            ", " + ss + "]");
             const std::vector<Operand> ins = {input(t, {2, 9, wdt, c}), input(t, {c, k, k, 1}), input(t, {c}),
                                               input(t, {2, oh, ow, c})};
-            EXPECT_EQ(candidate_names(depthwise_conv_family(), 17, ins, call),
-                      (std::vector<std::string>{kTactic, kStrip}));
+            EXPECT_EQ(candidate_names(depthwise_conv_family(), 17, ins, call), kEvery);
             check_dw(ins, call);
           }
 }
@@ -161,7 +164,7 @@ TEST(CudaDepthwiseConvNoDevice, StripVariantOnlyWhereItRuns) {
     return out;
   };
   const DataType h = DataType::kFloat16;
-  const std::vector<std::string> both = {kTactic, kStrip}, plain = {kTactic};
+  const std::vector<std::string> both = kEvery, plain = {kTactic};
   EXPECT_EQ(names({input(h, {1, 8, 8, 16}), input(h, {16, 5, 5, 1})}, fused("channels_last=1, group=16, pads=[2, 2, 2, 2]")),
             both);
   EXPECT_EQ(names({input(h, {1, 9, 9, 16}), input(h, {16, 3, 3, 1})},
@@ -209,7 +212,7 @@ TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const ir::Node& node = *(*g)->nodes()[0];
   auto cands = depthwise_conv_family().candidates(node, input_types(node));
-  ASSERT_EQ(cands.size(), 2u);
+  ASSERT_EQ(cands.size(), 4u);
   for (const auto& c : cands) {
     auto again = depthwise_conv_family().create(c->name(), c->serialize());
     ASSERT_NE(again, nullptr) << c->name();
@@ -223,12 +226,22 @@ TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
   EXPECT_EQ(depthwise_conv_family().create(kTactic, bad), nullptr);
   EXPECT_EQ(depthwise_conv_family().create("cuda.conv.other", cands[0]->serialize()), nullptr);
   // A name that does not match the params' variant, and a strip width the kernel does not have.
-  EXPECT_EQ(depthwise_conv_family().create(kStrip, cands[0]->serialize()), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kStrip4, cands[0]->serialize()), nullptr);
   EXPECT_EQ(depthwise_conv_family().create(kTactic, cands[1]->serialize()), nullptr);
-  std::vector<uint8_t> odd = cands[1]->serialize();
-  const int32_t three = 3;
-  std::memcpy(odd.data() + 1 + 11 * sizeof(int32_t), &three, sizeof three);
-  EXPECT_EQ(depthwise_conv_family().create(kStrip, odd), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kStrip8n, cands[2]->serialize()), nullptr);
+  // Variants that do not exist: a strip of 3, a narrow one-pixel kernel, a wide strip of 8.
+  auto with = [&](const std::vector<uint8_t>& p, int32_t strip, int32_t narrow) {
+    std::vector<uint8_t> out = p;
+    std::memcpy(out.data() + 1 + 11 * sizeof(int32_t), &strip, sizeof strip);
+    std::memcpy(out.data() + 1 + 12 * sizeof(int32_t), &narrow, sizeof narrow);
+    return out;
+  };
+  for (const std::string& name : kEvery) {
+    EXPECT_EQ(depthwise_conv_family().create(name, with(cands[1]->serialize(), 3, 0)), nullptr) << name;
+    EXPECT_EQ(depthwise_conv_family().create(name, with(cands[1]->serialize(), 1, 1)), nullptr) << name;
+    EXPECT_EQ(depthwise_conv_family().create(name, with(cands[1]->serialize(), 8, 0)), nullptr) << name;
+  }
+  EXPECT_NE(depthwise_conv_family().create(kStrip8n, with(cands[1]->serialize(), 8, 1)), nullptr);
 }
 
 }  // namespace

@@ -292,14 +292,14 @@ cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void*
   return cudaGetLastError();
 }
 
-template <class T, int V, int K, int S>
+template <class T, int V, int K, int S, int M>
 cudaError_t launch_nhwc_strip(const void* x, const void* w, const void* b, const void* r, void* y,
                               const DepthwiseConvDesc& d, int sm_count, cudaStream_t stream) {
-  constexpr int M = kDepthwiseStrip;
+  // Tiles of equal size (96 fp16 channels in 4-byte packs: two tiles of 24 packs, not 32 + 16).
   const int64_t packs = d.c / V;
-  const int tile = static_cast<int>(std::min<int64_t>(packs, kMaxTilePacks));
+  const unsigned tiles = static_cast<unsigned>((packs + kMaxTilePacks - 1) / kMaxTilePacks);
+  const int tile = static_cast<int>((packs + tiles - 1) / tiles);
   const int rows = kThreads / tile;
-  const unsigned tiles = static_cast<unsigned>((packs + tile - 1) / tile);
   const int64_t strips = d.n * d.oh * ((d.ow + M - 1) / M);
   const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * 8 + tiles - 1) / tiles);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((strips + rows - 1) / rows, want));
@@ -313,7 +313,8 @@ cudaError_t launch_nhwc_strip(const void* x, const void* w, const void* b, const
 }  // namespace
 
 bool depthwise_strip_supported(const DepthwiseConvDesc& d) {
-  return d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
+  const bool variant = (d.strip == 4 && !d.narrow) || (d.strip == 4 && d.narrow) || (d.strip == 8 && d.narrow);
+  return variant && d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
          (d.stride_h == 1 || d.stride_h == 2) && d.dil_h == 1 && d.dil_w == 1;
 }
 
@@ -360,29 +361,43 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
     }
     const int sms = sm_count > 0 ? sm_count : 132;
     const int k = d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) ? d.kh : 0;
-    // The strip kernel when asked for and the shape allows it; a pack of one element (C or a
-    // pointer not aligned to 4 bytes) keeps the one-pixel kernel.
-    const bool strip = d.strip > 1 && depthwise_strip_supported(d) && pack_bytes != 0;
-    if (d.strip > 1 && !depthwise_strip_supported(d)) {
-      err = cudaErrorInvalidValue;
-      return;
+    constexpr int kE = static_cast<int>(sizeof(T));
+    if (d.strip > 1) {
+      if (!depthwise_strip_supported(d)) {
+        err = cudaErrorInvalidValue;
+        return;
+      }
+      // The strip kernel in its pack width: the widest, or 4 bytes (narrow: fewer registers per
+      // output, more threads in flight). A C or pointer that allows no 4-byte pack keeps the
+      // one-pixel kernel below.
+      const int strip_bytes = d.narrow ? (fits(4) ? 4 : 0) : pack_bytes;
+      auto with_v = [&](auto v_tag) {
+        constexpr int V = decltype(v_tag)::value;
+        auto with_k = [&](auto k_tag) {
+          constexpr int K = decltype(k_tag)::value;
+          if constexpr (V * kE == 4) {  // 8 outputs only in the narrow pack (registers)
+            if (d.strip == 8)
+              return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1, 8>(x, w, bias, r, y, d, sms, stream)
+                                     : launch_nhwc_strip<T, V, K, 2, 8>(x, w, bias, r, y, d, sms, stream);
+          }
+          return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1, 4>(x, w, bias, r, y, d, sms, stream)
+                                 : launch_nhwc_strip<T, V, K, 2, 4>(x, w, bias, r, y, d, sms, stream);
+        };
+        switch (k) {
+          case 3: return with_k(std::integral_constant<int, 3>{});
+          case 5: return with_k(std::integral_constant<int, 5>{});
+          default: return with_k(std::integral_constant<int, 7>{});
+        }
+      };
+      switch (strip_bytes) {
+        case 16: err = with_v(std::integral_constant<int, 16 / kE>{}); return;
+        case 8: err = with_v(std::integral_constant<int, 8 / kE>{}); return;
+        case 4: err = with_v(std::integral_constant<int, 4 / kE>{}); return;
+        default: break;
+      }
     }
     auto with_k = [&](auto v_tag) {
       constexpr int V = decltype(v_tag)::value;
-      if constexpr (V > 1) {
-        if (strip) {
-          auto with_s = [&](auto k_tag) {
-            constexpr int K = decltype(k_tag)::value;
-            return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1>(x, w, bias, r, y, d, sms, stream)
-                                   : launch_nhwc_strip<T, V, K, 2>(x, w, bias, r, y, d, sms, stream);
-          };
-          switch (k) {
-            case 3: return with_s(std::integral_constant<int, 3>{});
-            case 5: return with_s(std::integral_constant<int, 5>{});
-            default: return with_s(std::integral_constant<int, 7>{});
-          }
-        }
-      }
       switch (k) {
         case 3: return launch_nhwc<T, V, 3>(x, w, bias, r, y, d, sms, stream);
         case 5: return launch_nhwc<T, V, 5>(x, w, bias, r, y, d, sms, stream);
@@ -390,7 +405,6 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
         default: return launch_nhwc<T, V, 0>(x, w, bias, r, y, d, sms, stream);
       }
     };
-    constexpr int kE = static_cast<int>(sizeof(T));
     switch (pack_bytes) {
       case 16: err = with_k(std::integral_constant<int, 16 / kE>{}); break;
       case 8: err = with_k(std::integral_constant<int, 8 / kE>{}); break;
