@@ -313,8 +313,7 @@ cudaError_t launch_nhwc_strip(const void* x, const void* w, const void* b, const
 }  // namespace
 
 bool depthwise_strip_supported(const DepthwiseConvDesc& d) {
-  const bool variant = (d.strip == 4 && !d.narrow) || (d.strip == 4 && d.narrow) || (d.strip == 8 && d.narrow);
-  return variant && d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
+  return d.strip == kDepthwiseStrip && d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
          (d.stride_h == 1 || d.stride_h == 2) && d.dil_h == 1 && d.dil_w == 1;
 }
 
@@ -367,33 +366,21 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
         err = cudaErrorInvalidValue;
         return;
       }
-      // The strip kernel in its pack width: the widest, or 4 bytes (narrow: fewer registers per
-      // output, more threads in flight). A C or pointer that allows no 4-byte pack keeps the
-      // one-pixel kernel below.
-      const int strip_bytes = d.narrow ? (fits(4) ? 4 : 0) : pack_bytes;
-      auto with_v = [&](auto v_tag) {
-        constexpr int V = decltype(v_tag)::value;
-        auto with_k = [&](auto k_tag) {
+      // The strip kernel in 4-byte packs (2 fp16 channels): wider packs hold 4x the registers
+      // per output and ran ConvNeXt's 7x7 at 1/4 occupancy (session 15's probe). A C or pointer
+      // that allows no 4-byte pack keeps the one-pixel kernel below.
+      if (fits(4)) {
+        constexpr int V = 4 / kE;
+        auto with_s = [&](auto k_tag) {
           constexpr int K = decltype(k_tag)::value;
-          if constexpr (V * kE == 4) {  // 8 outputs only in the narrow pack (registers)
-            if (d.strip == 8)
-              return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1, 8>(x, w, bias, r, y, d, sms, stream)
-                                     : launch_nhwc_strip<T, V, K, 2, 8>(x, w, bias, r, y, d, sms, stream);
-          }
-          return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1, 4>(x, w, bias, r, y, d, sms, stream)
-                                 : launch_nhwc_strip<T, V, K, 2, 4>(x, w, bias, r, y, d, sms, stream);
+          return d.stride_h == 1 ? launch_nhwc_strip<T, V, K, 1, kDepthwiseStrip>(x, w, bias, r, y, d, sms, stream)
+                                 : launch_nhwc_strip<T, V, K, 2, kDepthwiseStrip>(x, w, bias, r, y, d, sms, stream);
         };
         switch (k) {
-          case 3: return with_k(std::integral_constant<int, 3>{});
-          case 5: return with_k(std::integral_constant<int, 5>{});
-          default: return with_k(std::integral_constant<int, 7>{});
+          case 3: err = with_s(std::integral_constant<int, 3>{}); return;
+          case 5: err = with_s(std::integral_constant<int, 5>{}); return;
+          default: err = with_s(std::integral_constant<int, 7>{}); return;
         }
-      };
-      switch (strip_bytes) {
-        case 16: err = with_v(std::integral_constant<int, 16 / kE>{}); return;
-        case 8: err = with_v(std::integral_constant<int, 8 / kE>{}); return;
-        case 4: err = with_v(std::integral_constant<int, 4 / kE>{}); return;
-        default: break;
       }
     }
     auto with_k = [&](auto v_tag) {

@@ -36,17 +36,17 @@ struct DepthwiseConvDesc {
   UnaryOp act = UnaryOp::kIdentity;  // kIdentity: none
   UnaryParams act_params;            // alpha/beta (LeakyRelu, HardSigmoid), lo/hi (Clip)
   bool residual_after_activation = false;
-  /// 1: a thread per output pixel (depthwise_nhwc); 4 or 8: a strip of that many outputs along x
-  /// per thread (depthwise_nhwc_strip; channels-last 3x3/5x5/7x7, equal strides 1 or 2, no
-  /// dilation: depthwise_strip_supported), in the widest pack C allows or, `narrow`, in 4-byte
-  /// packs (fewer registers, more threads in flight: 7x7 kernels). Variants: strip 4 wide, strip 4
-  /// narrow, strip 8 narrow. The tactic offers each beside the one-pixel kernel; the builder times them.
+  /// 1: a thread per output pixel (depthwise_nhwc); kDepthwiseStrip: a strip of that many outputs
+  /// along x per thread in 4-byte channel packs (depthwise_nhwc_strip; channels-last 3x3/5x5/7x7,
+  /// equal strides 1 or 2, no dilation: depthwise_strip_supported). The tactic offers both and the
+  /// builder times them.
   int strip = 1;
-  bool narrow = false;
 };
 
-/// Whether the strip kernel runs this shape in the desc's variant (else launch_depthwise_conv
-/// refuses strip > 1).
+/// Outputs per thread of the strip kernel.
+constexpr int kDepthwiseStrip = 4;
+
+/// Whether the strip kernel runs this shape (else launch_depthwise_conv refuses strip > 1).
 bool depthwise_strip_supported(const DepthwiseConvDesc& d);
 
 /// Bytes of shared memory a channels-last block stages (weights and bias of its channel tile).

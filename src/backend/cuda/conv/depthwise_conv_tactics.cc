@@ -25,15 +25,11 @@ TacticFamily depthwise_conv_family();
 namespace {
 
 constexpr const char* kName = "cuda.conv.depthwise";
-// The strip variants (DepthwiseConvDesc::strip/narrow), offered beside it for the builder to time.
-struct StripVariant {
-  int strip;
-  bool narrow;
-  const char* name;
-};
-constexpr StripVariant kStripVariants[] = {{4, false, "cuda.conv.depthwise.strip4"},
-                                           {4, true, "cuda.conv.depthwise.strip4n"},
-                                           {8, true, "cuda.conv.depthwise.strip8n"}};
+// The strip variant (DepthwiseConvDesc::strip), offered beside it for the builder to time. One
+// only: the autotuner times a node's first 4 candidates (optimization level 3) and cuDNN's
+// channels-last convs after this family's must stay among them (session 15: three strip variants
+// crowded them out, and ConvNeXt's layout pass then chose channels-first cuDNN, 44 Transposes).
+constexpr const char* kStripName = "cuda.conv.depthwise.strip";
 constexpr int kMaxKernel = 7;
 
 
@@ -65,8 +61,7 @@ struct Spec {
   UnaryOp act = UnaryOp::kIdentity;
   UnaryParams act_params;
   bool residual_after_activation = false;
-  int strip = 1;  // DepthwiseConvDesc::strip and ::narrow
-  bool narrow = false;
+  int strip = 1;  // DepthwiseConvDesc::strip
 };
 
 bool small_int(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
@@ -107,7 +102,7 @@ bool parse_spec(const ir::Node& n, Spec* s) {
 // X's channel dim and W's kernel dims in the node's layout.
 size_t channel_axis(const Spec& s) { return s.channels_last ? 3 : 1; }
 
-// Whether the strip kernel runs a node of this spec in its variant (its dims do not matter).
+// Whether the strip kernel runs a node of this spec (its dims do not matter).
 bool strip_supported(const Spec& s) {
   DepthwiseConvDesc d;
   d.channels_last = s.channels_last;
@@ -117,17 +112,8 @@ bool strip_supported(const Spec& s) {
   d.stride_w = s.stride_w;
   d.dil_h = s.dil_h;
   d.dil_w = s.dil_w;
-  d.strip = s.strip;
-  d.narrow = s.narrow;
+  d.strip = kDepthwiseStrip;
   return depthwise_strip_supported(d);
-}
-
-// The tactic name of a spec's variant; nullptr for a variant that does not exist.
-const char* variant_name(const Spec& s) {
-  if (s.strip == 1) return s.narrow ? nullptr : kName;
-  for (const StripVariant& v : kStripVariants)
-    if (v.strip == s.strip && v.narrow == s.narrow) return v.name;
-  return nullptr;
 }
 
 Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out) {
@@ -183,12 +169,11 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
 class DepthwiseConvTactic final : public Tactic {
  public:
   explicit DepthwiseConvTactic(const Spec& s) : s_(s) {}
-  std::string name() const override { return variant_name(s_); }
+  std::string name() const override { return s_.strip > 1 ? kStripName : kName; }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     Spec s;
     if (!check(node, inputs, &s).ok()) return false;
     s.strip = s_.strip;
-    s.narrow = s_.narrow;
     return same(s, s_) && (s.strip == 1 || strip_supported(s));
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
@@ -224,7 +209,6 @@ class DepthwiseConvTactic final : public Tactic {
     d.act_params = s.act_params;
     d.residual_after_activation = s.residual_after_activation;
     d.strip = s.strip;
-    d.narrow = s.narrow;
     const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
     const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
     const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
@@ -248,7 +232,7 @@ class DepthwiseConvTactic final : public Tactic {
     };
     const int32_t ints[] = {s_.channels_last, s_.kh, s_.kw, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w,
                             s_.dil_h, s_.dil_w, static_cast<int32_t>(s_.act), s_.residual_after_activation,
-                            s_.strip, s_.narrow};
+                            s_.strip};
     put(ints, sizeof ints);
     put(&s_.group, sizeof s_.group);
     const float f[] = {s_.act_params.alpha, s_.act_params.beta, s_.act_params.lo, s_.act_params.hi};
@@ -258,9 +242,9 @@ class DepthwiseConvTactic final : public Tactic {
 
   /// The tactic serialize() describes; nullptr for other bytes (an engine of another version).
   static std::unique_ptr<Tactic> deserialize(const std::vector<uint8_t>& p) {
-    constexpr size_t kSize = 1 + 13 * sizeof(int32_t) + sizeof(int64_t) + 4 * sizeof(float);
+    constexpr size_t kSize = 1 + 12 * sizeof(int32_t) + sizeof(int64_t) + 4 * sizeof(float);
     if (p.size() != kSize || p[0] != kParamsVersion) return nullptr;
-    int32_t ints[13];
+    int32_t ints[12];
     std::memcpy(ints, p.data() + 1, sizeof ints);
     Spec s;
     s.channels_last = ints[0] != 0;
@@ -275,7 +259,6 @@ class DepthwiseConvTactic final : public Tactic {
     s.act = static_cast<UnaryOp>(ints[9]);
     s.residual_after_activation = ints[10] != 0;
     s.strip = ints[11];
-    s.narrow = ints[12] != 0;
     std::memcpy(&s.group, p.data() + 1 + sizeof ints, sizeof s.group);
     float f[4];
     std::memcpy(f, p.data() + 1 + sizeof ints + sizeof s.group, sizeof f);
@@ -285,14 +268,14 @@ class DepthwiseConvTactic final : public Tactic {
     s.act_params.hi = f[3];
     if (!small_int(s.kh, 1, kMaxKernel) || !small_int(s.kw, 1, kMaxKernel) || s.stride_h < 1 || s.stride_w < 1 ||
         s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 || ints[9] < 0 ||
-        ints[9] > static_cast<int32_t>(UnaryOp::kSilu) || ints[12] < 0 || ints[12] > 1 || !variant_name(s) ||
+        ints[9] > static_cast<int32_t>(UnaryOp::kSilu) || (s.strip != 1 && s.strip != kDepthwiseStrip) ||
         (s.strip != 1 && !strip_supported(s)))
       return nullptr;
     return std::make_unique<DepthwiseConvTactic>(s);
   }
 
  private:
-  static constexpr uint8_t kParamsVersion = 2;  // 2: the strip variants
+  static constexpr uint8_t kParamsVersion = 2;  // 2: the strip
 
   static bool same(const Spec& a, const Spec& b) {
     return a.channels_last == b.channels_last && a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h &&
@@ -300,8 +283,7 @@ class DepthwiseConvTactic final : public Tactic {
            a.dil_w == b.dil_w && a.group == b.group && a.act == b.act &&
            a.residual_after_activation == b.residual_after_activation && a.act_params.alpha == b.act_params.alpha &&
            a.act_params.beta == b.act_params.beta && a.act_params.lo == b.act_params.lo &&
-           a.act_params.hi == b.act_params.hi && a.strip == b.strip &&
-           a.narrow == b.narrow;
+           a.act_params.hi == b.act_params.hi && a.strip == b.strip;
   }
 
   Spec s_;
@@ -317,18 +299,14 @@ TacticFamily depthwise_conv_family() {
     Spec s;
     if (!check(node, inputs, &s).ok()) return out;
     out.push_back(std::make_unique<DepthwiseConvTactic>(s));
-    for (const StripVariant& v : kStripVariants) {
-      Spec sv = s;
-      sv.strip = v.strip;
-      sv.narrow = v.narrow;
-      if (strip_supported(sv)) out.push_back(std::make_unique<DepthwiseConvTactic>(sv));
+    if (strip_supported(s)) {
+      s.strip = kDepthwiseStrip;
+      out.push_back(std::make_unique<DepthwiseConvTactic>(s));
     }
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>& params) -> std::unique_ptr<Tactic> {
-    bool known = name == kName;
-    for (const StripVariant& v : kStripVariants) known = known || name == v.name;
-    if (!known) return nullptr;
+    if (name != kName && name != kStripName) return nullptr;
     std::unique_ptr<Tactic> t = DepthwiseConvTactic::deserialize(params);
     return t && t->name() == name ? std::move(t) : nullptr;
   };
