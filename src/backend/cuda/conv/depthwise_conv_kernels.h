@@ -14,6 +14,10 @@
 //    up to 32 such packs, stages that tile's weights and bias in shared memory as [kh·kw][tile]
 //    (read coalesced), and walks the pixels grid-stride (session 10: staging all C channels per
 //    block with 64-bit index math made [1,7,7,1152] 5x5 take 45 us against cuDNN's 5 us);
+//  - channels-last, strip (DepthwiseConvDesc::strip): a thread computes 4 outputs along x in 4-byte
+//    channel packs, loading each kernel row's shared input pixels and weights once (session 15:
+//    ConvNeXt's 7x7 1.5-1.9x, EfficientNet's 5x5 1.2x over the one-pixel kernel, which keeps
+//    MobileNet's stride-2 3x3); the builder times both, and cuDNN's beside them;
 //  - channels-first ([N, C, H, W]): a thread per output element, the row fastest; weights read
 //    through the read-only cache.
 // Weights are [C, kh, kw] in memory either way (KRSC with one channel per group, or KCRS).

@@ -1,6 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// The depthwise convolution tactic ("cuda.conv.depthwise", depthwise_conv_kernels.cu): Conv or
+// The depthwise convolution tactics ("cuda.conv.depthwise" and, for channels-last 3x3/5x5/7x7
+// with equal strides 1 or 2 and no dilation, "cuda.conv.depthwise.strip"; depthwise_conv_kernels.cu): Conv or
 // ingot::FusedConv with group == channels and one input channel per group (W [C, 1, kh, kw], or
 // [C, kh, kw, 1] channels-last), 2-D, fp32/fp16/bf16, kernels up to 7x7, any stride, dilation and
 // symmetric padding, an optional bias and residual, and every FusedConv activation in the same
