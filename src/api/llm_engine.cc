@@ -220,12 +220,24 @@ void LlmEngine::Impl::run() {
     return;
   }
   llm::Scheduler& sched = *created;
+  // The scheduler's state into stats (read by other threads), with a step's token counts.
+  auto publish_stats = [&](int64_t prompt_tokens, int64_t generated) {
+    std::lock_guard<std::mutex> lock(mu);
+    stats.running = sched.num_running();
+    stats.waiting = sched.num_waiting();
+    stats.prompt_tokens_total += prompt_tokens;
+    stats.generated_tokens_total += generated;
+    stats.preemptions_total = sched.num_preemptions();
+    const llm::KvCacheStats cs = sched.cache().stats();
+    stats.kv_blocks_free = cs.blocks_total - cs.blocks_in_use;
+  };
   auto fail_all = [&](const std::string& why) {
     for (auto& [id, l] : live) {
       sched.abort(id);
       finish(l, "error", "", why);
     }
     live.clear();
+    publish_stats(0, 0);
   };
   for (;;) {
     std::deque<Request> admit;
@@ -261,6 +273,7 @@ void LlmEngine::Impl::run() {
       finish(it->second, "abort", "");
       live.erase(it);
     }
+    if (!drop.empty()) publish_stats(0, 0);  // the aborted are out of the batch now (and the loop may idle)
     if (stop) {
       for (auto& [id, l] : live) {
         sched.abort(id);
@@ -335,16 +348,7 @@ void LlmEngine::Impl::run() {
         live.erase(it);
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stats.running = sched.num_running();
-      stats.waiting = sched.num_waiting();
-      stats.prompt_tokens_total += prompt_tokens;
-      stats.generated_tokens_total += static_cast<int64_t>(sampled.size());
-      stats.preemptions_total = sched.num_preemptions();
-      const llm::KvCacheStats cs = sched.cache().stats();
-      stats.kv_blocks_free = cs.blocks_total - cs.blocks_in_use;
-    }
+    publish_stats(prompt_tokens, static_cast<int64_t>(sampled.size()));
   }
 }
 

@@ -27,13 +27,19 @@ using nlohmann::json;
 
 using Clock = std::chrono::steady_clock;
 
-// A request's events, filled on the engine's thread, read by an HTTP worker.
+// A request's events, filled on the engine's thread, read by an HTTP worker (which may have
+// dropped it: a client that went away).
 struct Pending {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<StreamEvent> events;
   int64_t id = -1;
-  Clock::time_point submitted, first;  ///< engine thread: when queued, when its first event came
+};
+
+// A request's times, owned by its engine callback (engine thread only), so that the metrics see
+// every request end, also one whose client went away and whose Pending is gone.
+struct RequestTimes {
+  Clock::time_point submitted, first;  ///< when queued, when its first event came
   bool any = false;
 };
 
@@ -70,7 +76,7 @@ struct LlmMetrics {
   static prometheus::Histogram::BucketBoundaries buckets() {
     return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
   }
-  void observe(const Pending& p, const StreamEvent& ev, Clock::time_point now) {
+  void observe(const RequestTimes& p, const StreamEvent& ev, Clock::time_point now) {
     if (!p.any) ttft_h.Observe(std::chrono::duration<double>(now - p.submitted).count());
     if (!ev.finished) return;
     const Clock::time_point first = p.any ? p.first : now;
@@ -215,13 +221,14 @@ struct OpenAiServer::Impl {
   HttpError submit(std::vector<int32_t> ids, const GenerationParams& p, const std::shared_ptr<Pending>& pending) {
     std::weak_ptr<Pending> weak = pending;
     std::shared_ptr<LlmMetrics> m = metrics;
-    pending->submitted = Clock::now();
-    auto id = engine->submit(std::move(ids), p, [weak, m](const StreamEvent& ev) {
+    auto times = std::make_shared<RequestTimes>();
+    times->submitted = Clock::now();
+    auto id = engine->submit(std::move(ids), p, [weak, m, times](const StreamEvent& ev) {
+      const Clock::time_point now = Clock::now();
+      m->observe(*times, ev, now);
+      if (!times->any) times->first = now, times->any = true;
       if (auto pp = weak.lock()) {
-        const Clock::time_point now = Clock::now();
         std::lock_guard<std::mutex> lock(pp->mu);
-        m->observe(*pp, ev, now);
-        if (!pp->any) pp->first = now, pp->any = true;
         pp->events.push_back(ev);
         pp->cv.notify_all();
       }

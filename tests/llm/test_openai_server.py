@@ -10,14 +10,18 @@ test_generate.py checks against a NumPy reference):
 - several prompts in one completions request come back as choices in order;
 - a stop string cuts the text; stream_options.include_usage adds a usage chunk;
 - bad requests are 400s (n > 1, logprobs, malformed JSON, a bad temperature), another model name
-  a 404, and a full queue a 503 while every accepted request still completes.
+  a 404, and a full queue a 503 while every accepted request still completes;
+- a streaming client that hangs up mid-generation gets its request aborted within a few tokens.
 
 Usage: test_openai_server.py --ingot build/tools/ingot [--gguf PATH]
 """
 import argparse
 import concurrent.futures
+import http.client
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -212,6 +216,46 @@ def main():
         check(refused >= 1 and served >= 1 and refused + served == 8,
               f"overload: {served} served in full, {refused} refused with 503, none lost ({outcomes})")
         check(metrics(srv).get("ingot_llm_request_refused_total", 0) == refused, "/metrics counts the 503s")
+    finally:
+        srv.close()
+
+    # A streaming client that goes away mid-generation: its request is aborted within a few tokens
+    # (the stream's next write fails), not generated to max_tokens; the engine is free again.
+    srv = Server(a.ingot, gguf)
+    try:
+        max_tokens = 400
+        host = srv.base.split("/", 1)[0]
+        conn = http.client.HTTPConnection(host, timeout=120)
+        conn.request("POST", "/v1/completions", json.dumps(
+            {"model": "smollm2", "prompt": "Count: one, two,", "max_tokens": max_tokens, "temperature": 0,
+             "stream": True, "ignore_eos": True}), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        got = b""
+        while got.count(b"data: ") < 3:  # a few streamed tokens, then hang up with a reset
+            piece = r.fp.readline()
+            if not piece:
+                break
+            got += piece
+        check(r.status == 200 and got.count(b"data: ") >= 3, "disconnect: the stream started")
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.sock.close()
+        r.close()
+        deadline, m = time.monotonic() + 60, {}
+        while time.monotonic() < deadline:
+            m = metrics(srv)
+            if m.get('ingot_llm_request_success_total{finish_reason="abort"}', 0) >= 1 and \
+                    m.get("ingot_llm_num_requests_running", -1) == 0:
+                break
+            time.sleep(0.2)
+        aborted = m.get('ingot_llm_request_success_total{finish_reason="abort"}', 0)
+        tokens = m.get("ingot_llm_generation_tokens_total", 0)
+        check(aborted == 1 and m.get("ingot_llm_num_requests_running", -1) == 0 and tokens < max_tokens / 2,
+              f"disconnect: the request was aborted after {tokens:g} of {max_tokens} tokens, none left running "
+              f"({ {k: v for k, v in m.items() if 'success' in k or 'running' in k or 'generation_tokens' in k} })")
+        # The server still answers.
+        client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0, timeout=300)
+        r2 = client.completions.create(model="smollm2", prompt="Hello", max_tokens=4, temperature=0)
+        check(r2.usage.completion_tokens >= 1, "disconnect: the next request is served")
     finally:
         srv.close()
 

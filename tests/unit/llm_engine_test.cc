@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ingot/llm.h"
@@ -153,6 +154,31 @@ TEST_F(LlmEngineTest, AbortFullQueueAndBadRequests) {
     EXPECT_EQ(c->last().finish_reason, "abort");
   }
   EXPECT_FALSE((*engine)->abort(ids_accepted[0])) << "an ended request cannot be aborted again";
+
+  // A request aborted while it decodes, the only one: the loop idles afterwards, and its stats say
+  // so (they were left at the last step's: one running, its KV blocks in use; `ingot serve`'s
+  // /metrics showed a request running forever after its client hung up).
+  {
+    Collector d;
+    auto id = (*engine)->submit(*ids, gp, d.callback());
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    {
+      std::unique_lock<std::mutex> lock(d.mu);
+      ASSERT_TRUE(d.cv.wait_for(lock, std::chrono::seconds(300), [&] { return d.events.size() >= 3; }));
+    }
+    EXPECT_EQ((*engine)->stats().running, 1);
+    EXPECT_TRUE((*engine)->abort(*id));
+    ASSERT_TRUE(d.wait());
+    EXPECT_EQ(d.last().finish_reason, "abort");
+    EngineStats st = (*engine)->stats();
+    for (int i = 0; i < 500 && st.running != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      st = (*engine)->stats();
+    }
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+  }
 
   // Bad requests.
   Collector unused;
