@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/conv/conv_activation.h"
 #include "backend/cuda/conv/depthwise_conv_kernels.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
@@ -33,26 +34,6 @@ constexpr const char* kName = "cuda.conv.depthwise";
 constexpr const char* kStripName = "cuda.conv.depthwise.strip";
 constexpr int kMaxKernel = 7;
 
-
-// FusedConv's activation as the elementwise family's op with its numbers; false when unknown.
-bool activation_of(const ir::Node& n, UnaryOp* op, UnaryParams* p) {
-  const std::string a = n.attrs().get_string("activation", "");
-  const std::vector<float> v = n.attrs().get_floats("activation_params");
-  *p = UnaryParams{};
-  if (a.empty()) *op = UnaryOp::kIdentity;
-  else if (a == "Relu") *op = UnaryOp::kRelu;
-  else if (a == "Sigmoid") *op = UnaryOp::kSigmoid;
-  else if (a == "Tanh") *op = UnaryOp::kTanh;
-  else if (a == "HardSwish") *op = UnaryOp::kHardSwish;
-  else if (a == "Silu") *op = UnaryOp::kSilu;
-  else if (a == "Gelu") *op = UnaryOp::kGelu;
-  else if (a == "GeluTanh") *op = UnaryOp::kGeluTanh;
-  else if (a == "LeakyRelu" && v.size() >= 1) *op = UnaryOp::kLeakyRelu, p->alpha = v[0];
-  else if (a == "HardSigmoid" && v.size() >= 2) *op = UnaryOp::kHardSigmoid, p->alpha = v[0], p->beta = v[1];
-  else if (a == "Clip" && v.size() >= 2) *op = UnaryOp::kClip, p->lo = v[0], p->hi = v[1];
-  else return false;
-  return true;
-}
 
 // Everything the kernel needs but the dims of X: from the node's attributes and W's shape.
 struct Spec {
@@ -91,7 +72,7 @@ bool parse_spec(const ir::Node& n, Spec* s) {
   s->dil_w = static_cast<int>(dil[1]);
   s->group = at.get_int("group", 1);
   if (fused) {
-    if (!activation_of(n, &s->act, &s->act_params)) return false;
+    if (!conv_activation_of(n, &s->act, &s->act_params)) return false;
     s->residual_after_activation =
         s->act != UnaryOp::kIdentity && n.input(3) && at.get_int("residual_before_activation", 1) == 0;
   } else if (n.inputs().size() > 3) {

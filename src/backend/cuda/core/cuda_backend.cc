@@ -172,6 +172,8 @@ class CudaBackend : public Backend {
     // Before cuDNN's: the autotuner's width takes candidates in order, and one candidate always
     // fits. It takes only depthwise layers, with any activation fused.
     families_.push_back(depthwise_conv_family());
+    // Also before cuDNN's, one candidate: CNN stems (C <= 4), which cuDNN pads for its tensor cores.
+    families_.push_back(small_channel_conv_family());
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
     families_.push_back(cudnn_graph_conv_family());  // first: the autotuner's width takes candidates in order
 #endif

@@ -1,0 +1,219 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// "cuda.conv.small_c": channels-last ingot::FusedConv with 1-4 input channels, group 1, a kernel up
+// to 8x8 (any stride, dilation and symmetric padding), K a multiple of 8, fp32/fp16/bf16, an
+// optional bias and residual and any FusedConv activation, in one kernel
+// (small_channel_conv_kernels.cu). The stems of CNNs; the builder times it beside cuDNN's.
+//
+// Refused: channels-first (the layout pass makes stems channels-last in fp16/bf16), grouped or
+// transposed convs, asymmetric pads or auto_pad, open C/K/kernel dims, mixed types.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/conv/conv_activation.h"
+#include "backend/cuda/conv/small_channel_conv_kernels.h"
+#include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/core/device_info.h"
+
+namespace ingot::backend::cuda {
+
+TacticFamily small_channel_conv_family();
+
+namespace {
+
+constexpr const char* kName = "cuda.conv.small_c";
+
+// The layer's numbers but its activation dims (those of the descriptor with n, h, w, oh, ow unset).
+using Spec = SmallConvDesc;
+
+bool in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
+
+Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out) {
+  auto refuse = [&](const std::string& why) { return unsupported(n.describe(), ": ", kName, ": ", why); };
+  if (!(n.domain() == "ingot" && n.op_type() == "FusedConv")) return refuse("not a FusedConv");
+  const ir::Attributes& at = n.attrs();
+  if (at.get_int("channels_last", 0) == 0) return refuse("channels-first");
+  if (at.get_int("transposed", 0) != 0 || at.get_int("group", 1) != 1) return refuse("transposed or grouped");
+  if (at.get_string("auto_pad", "NOTSET") != "NOTSET") return refuse("auto_pad");
+  const std::vector<int64_t> pads = at.get_ints("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> strides = at.get_ints("strides", {1, 1});
+  const std::vector<int64_t> dil = at.get_ints("dilations", {1, 1});
+  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2 || pads[0] != pads[2] || pads[1] != pads[3])
+    return refuse("pads, strides or dilations");
+  for (int64_t v : {pads[0], pads[1]})
+    if (!in_range(v, 0, 1 << 16)) return refuse("pads");
+  for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
+    if (!in_range(v, 1, 1 << 16)) return refuse("strides or dilations");
+  Spec s;
+  s.pad_h = static_cast<int>(pads[0]);
+  s.pad_w = static_cast<int>(pads[1]);
+  s.stride_h = static_cast<int>(strides[0]);
+  s.stride_w = static_cast<int>(strides[1]);
+  s.dil_h = static_cast<int>(dil[0]);
+  s.dil_w = static_cast<int>(dil[1]);
+  if (!conv_activation_of(n, &s.act, &s.act_params)) return refuse("activation");
+  s.residual_after_activation =
+      s.act != UnaryOp::kIdentity && n.input(3) && at.get_int("residual_before_activation", 1) == 0;
+  if (in.size() < 2 || !n.input(0) || !n.input(1) || !n.output(0)) return refuse("needs X and W");
+  const ir::Shape& x = in[0].shape;
+  const ir::Shape& w = in[1].shape;  // [K, kh, kw, C]
+  if (!x.rank_known() || !w.rank_known() || x.rank() != 4 || w.rank() != 4) return refuse("not 2-D");
+  if (!x[3].is_known() || !w[0].is_known() || !w[1].is_known() || !w[2].is_known() || !w[3].is_known())
+    return refuse("open channel or kernel dims");
+  if (w[3].value() != x[3].value()) return refuse("W " + w.to_string() + " does not match X " + x.to_string());
+  s.c = x[3].value();
+  s.k = w[0].value();
+  s.kh = static_cast<int>(std::min<int64_t>(w[1].value(), 1 << 20));
+  s.kw = static_cast<int>(std::min<int64_t>(w[2].value(), 1 << 20));
+  // Dims the kernel's limits do not depend on: 1 here, the real ones at enqueue.
+  s.n = s.h = s.w = s.oh = s.ow = 1;
+  if (!small_conv_supported(s)) return refuse("C, K or kernel outside the kernel's limits");
+  FloatType t;
+  if (!to_float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype) return refuse("dtype");
+  for (size_t i = 1; i < in.size(); ++i)
+    if (n.input(i) && in[i].dtype != in[0].dtype) return refuse("mixed dtypes");
+  if (n.input(2)) {
+    const ir::Shape& b = in[2].shape;
+    if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != s.k)
+      return refuse("bias " + b.to_string());
+  }
+  if (n.input(3)) {
+    const ir::Shape& r = in[3].shape;
+    const ir::Shape& y = n.output(0)->shape();
+    if (!r.rank_known() || !y.rank_known() || r.rank() != 4 || y.rank() != 4)
+      return refuse("residual " + r.to_string());
+    for (size_t i = 0; i < 4; ++i)
+      if (!r[i].provably_equal(y[i])) return refuse("residual " + r.to_string() + " vs " + y.to_string());
+  }
+  if (out) *out = s;
+  return Status::Ok();
+}
+
+class SmallChannelConvTactic final : public Tactic {
+ public:
+  explicit SmallChannelConvTactic(const Spec& s) : s_(s) {}
+  std::string name() const override { return kName; }
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    Spec s;
+    return check(node, inputs, &s).ok() && same(s, s_);
+  }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+
+  Status enqueue(StepIO& io) const override {
+    const ir::Node& node = *io.node;
+    if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
+      return internal_error(node.describe(), ": ", kName, " needs X, W and an output");
+    const Tensor& x = *io.inputs[0];
+    Tensor& y = (*io.outputs)[0];
+    FloatType t;
+    if (!to_float_type(x.dtype(), &t) || x.rank() != 4 || y.rank() != 4 || y.dtype() != x.dtype())
+      return internal_error(node.describe(), ": ", kName, " got ", shape_to_string(x.shape()), " -> ",
+                            shape_to_string(y.shape()));
+    SmallConvDesc d = s_;
+    d.n = x.dim(0);
+    d.h = x.dim(1);
+    d.w = x.dim(2);
+    d.oh = y.dim(1);
+    d.ow = y.dim(2);
+    const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
+    const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
+    const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
+    const Tensor* r = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
+    if (x.dim(3) != d.c || y.dim(0) != d.n || y.dim(3) != d.k || d.oh != want_oh || d.ow != want_ow ||
+        io.inputs[1]->numel() != d.k * d.kh * d.kw * d.c || (b && b->numel() != d.k) || (r && r->shape() != y.shape()))
+      return internal_error(node.describe(), ": ", kName, " shapes do not match the plan: x ", shape_to_string(x.shape()),
+                            ", y ", shape_to_string(y.shape()));
+    if (!small_conv_supported(d))
+      return unsupported(node.describe(), ": ", kName, ": x ", shape_to_string(x.shape()),
+                         " is past the kernel's 32-bit index range");
+    const cudaError_t e = launch_small_channel_conv(t, x.raw(), io.inputs[1]->raw(), b ? b->raw() : nullptr,
+                                                    r ? r->raw() : nullptr, y.mutable_raw(), d,
+                                                    current_device_info().sm_count, static_cast<cudaStream_t>(io.stream));
+    if (e != cudaSuccess) return internal_error(node.describe(), ": ", kName, " launch failed: ", cudaGetErrorString(e));
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override {
+    std::vector<uint8_t> out = {kParamsVersion};
+    auto put = [&](const void* p, size_t n) {
+      const uint8_t* b = static_cast<const uint8_t*>(p);
+      out.insert(out.end(), b, b + n);
+    };
+    const int32_t ints[] = {s_.kh, s_.kw, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w, s_.dil_h, s_.dil_w,
+                            static_cast<int32_t>(s_.act), s_.residual_after_activation};
+    put(ints, sizeof ints);
+    const int64_t dims[] = {s_.c, s_.k};
+    put(dims, sizeof dims);
+    const float f[] = {s_.act_params.alpha, s_.act_params.beta, s_.act_params.lo, s_.act_params.hi};
+    put(f, sizeof f);
+    return out;
+  }
+
+  /// The tactic serialize() describes; nullptr for other bytes (an engine of another version).
+  static std::unique_ptr<Tactic> deserialize(const std::vector<uint8_t>& p) {
+    int32_t ints[10];
+    int64_t dims[2];
+    float f[4];
+    if (p.size() != 1 + sizeof ints + sizeof dims + sizeof f || p[0] != kParamsVersion) return nullptr;
+    std::memcpy(ints, p.data() + 1, sizeof ints);
+    std::memcpy(dims, p.data() + 1 + sizeof ints, sizeof dims);
+    std::memcpy(f, p.data() + 1 + sizeof ints + sizeof dims, sizeof f);
+    Spec s;
+    s.kh = ints[0];
+    s.kw = ints[1];
+    s.stride_h = ints[2];
+    s.stride_w = ints[3];
+    s.pad_h = ints[4];
+    s.pad_w = ints[5];
+    s.dil_h = ints[6];
+    s.dil_w = ints[7];
+    if (ints[8] < 0 || ints[8] > static_cast<int32_t>(UnaryOp::kSilu)) return nullptr;
+    s.act = static_cast<UnaryOp>(ints[8]);
+    s.residual_after_activation = ints[9] != 0;
+    s.c = dims[0];
+    s.k = dims[1];
+    s.act_params.alpha = f[0];
+    s.act_params.beta = f[1];
+    s.act_params.lo = f[2];
+    s.act_params.hi = f[3];
+    s.n = s.h = s.w = s.oh = s.ow = 1;
+    if (!small_conv_supported(s)) return nullptr;
+    return std::make_unique<SmallChannelConvTactic>(s);
+  }
+
+ private:
+  static constexpr uint8_t kParamsVersion = 1;
+
+  static bool same(const Spec& a, const Spec& b) {
+    return a.c == b.c && a.k == b.k && a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h &&
+           a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.dil_h == b.dil_h &&
+           a.dil_w == b.dil_w && a.act == b.act && a.residual_after_activation == b.residual_after_activation &&
+           a.act_params.alpha == b.act_params.alpha && a.act_params.beta == b.act_params.beta &&
+           a.act_params.lo == b.act_params.lo && a.act_params.hi == b.act_params.hi;
+  }
+
+  Spec s_;
+};
+
+}  // namespace
+
+TacticFamily small_channel_conv_family() {
+  TacticFamily f;
+  f.name = "conv.small_c";
+  f.candidates = [](const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+    std::vector<std::unique_ptr<Tactic>> out;
+    Spec s;
+    if (check(node, inputs, &s).ok()) out.push_back(std::make_unique<SmallChannelConvTactic>(s));
+    return out;
+  };
+  f.create = [](const std::string& name, const std::vector<uint8_t>& params) -> std::unique_ptr<Tactic> {
+    if (name != kName) return nullptr;
+    return SmallChannelConvTactic::deserialize(params);
+  };
+  return f;
+}
+
+}  // namespace ingot::backend::cuda
