@@ -71,6 +71,26 @@ TEST_F(CudaDataMovementTest, ConcatAndSplit) {
   }
 }
 
+// The one-launch join (launch_join_rows): channel Concats of channels-last tensors as DenseNet's
+// dense blocks make them (64 + 32 k channels: 16-byte words), more inputs than one launch takes
+// (70: two launches of 64 and 6), parts whose widths allow only 2-byte words (a 3-channel part),
+// zero-width parts between others, and ShuffleNet's channel Split (116 -> 58 + 58: 4-byte words)
+// and a Split into 70 outputs.
+TEST_F(CudaDataMovementTest, ManyPartConcatAndSplit) {
+  for (DataType t : {DataType::kFloat16, DataType::kFloat32}) {
+    std::vector<Operand> dense = {input(t, {2, 5, 3, 64})};
+    for (int k = 0; k < 6; ++k) dense.push_back(input(t, {2, 5, 3, 32}));
+    check_dm(13, dense, "Concat {axis=3}", "concat");
+    std::vector<Operand> many;
+    for (int k = 0; k < 70; ++k) many.push_back(input(t, {3, 2, k % 3 == 0 ? 8 : 16}));
+    check_dm(13, many, "Concat {axis=-1}", "concat");
+    check_dm(13, {input(t, {2, 4, 4, 16}), input(t, {2, 4, 4, 3}), input(t, {2, 4, 4, 0}), input(t, {2, 4, 4, 24})},
+             "Concat {axis=3}", "concat");
+    check_dm(18, {input(t, {2, 7, 7, 116})}, "Split {axis=3, num_outputs=2}", "split", 2);
+    check_dm(18, {input(t, {3, 70 * 8})}, "Split {axis=1, num_outputs=70}", "split", 70);
+  }
+}
+
 TEST_F(CudaDataMovementTest, Slice) {
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   for (DataType t : kTypes) {

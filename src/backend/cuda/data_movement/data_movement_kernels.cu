@@ -1,9 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // Data-movement kernels: one thread per output element, elements moved as unsigned integers of
-// their width (Gather of rows of 64 bytes or more: one row per block row, in words of up to 16
-// bytes). Index math is int64 throughout (tensors above 2^31 elements are common enough
-// for embeddings). Grid-stride loops; no shared memory.
+// their width (Gather of rows of 64 bytes or more: one row per block row, and Concat/Split: a
+// thread per word of the joined rows, both in words of up to 16 bytes). Index math is int64
+// (tensors above 2^31 elements are common enough for embeddings), but Concat/Split's when the
+// launch's thread space fits 32 bits. Grid-stride loops; no shared memory.
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
@@ -131,14 +132,37 @@ __global__ void pad_starts_kernel(const int64_t* pads, const void* axes, bool i6
   }
 }
 
-template <class T>
-__global__ void copy_rows_kernel(const T* src, int64_t src_pitch, T* dst, int64_t dst_pitch, int64_t rows,
-                                 int64_t cols) {
-  const int64_t n = rows * cols;
-  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
-    const int64_t r = i / cols, c = i - r * cols;
-    dst[r * dst_pitch + c] = src[r * src_pitch + c];
+// launch_join_rows' parts, in words: part j covers words [start[j], start[j] + cols[j]) of each
+// row of the thread space (the parts of this launch side by side) and [at[j], at[j] + cols[j]) of
+// the joined row (pitch words).
+struct JoinParams {
+  const void* data[kMaxRowSegments];
+  int64_t start[kMaxRowSegments];
+  int64_t at[kMaxRowSegments];
+  int64_t cols[kMaxRowSegments];
+  int32_t count;
+  int64_t span;   // words per row of the thread space
+  int64_t pitch;  // words per joined row
+};
+
+template <class V, class I, bool kConcat>
+__global__ void join_rows_kernel(const __grid_constant__ JoinParams p, V* joined, I n) {
+  const I grid_stride = static_cast<I>(gridDim.x) * blockDim.x;
+  const I span = static_cast<I>(p.span);
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    const I r = i / span, c = i - r * span;
+    int lo = 0, hi = p.count - 1;  // the last part starting at or before c
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (static_cast<I>(p.start[mid]) <= c) lo = mid;
+      else hi = mid - 1;
+    }
+    const I cc = c - static_cast<I>(p.start[lo]);
+    V* part = static_cast<V*>(const_cast<void*>(p.data[lo]));
+    const int64_t j = static_cast<int64_t>(r) * p.pitch + p.at[lo] + cc;
+    const int64_t k = static_cast<int64_t>(r) * p.cols[lo] + cc;
+    if (kConcat) joined[j] = part[k];
+    else part[k] = joined[j];
   }
 }
 
@@ -370,18 +394,49 @@ cudaError_t launch_pad_starts(const int64_t* pads, const void* axes, bool int64_
   return cudaGetLastError();
 }
 
-cudaError_t launch_copy_rows(int32_t element_bytes, const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch,
-                             int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return cudaSuccess;
-  if (rows == 1 || (src_pitch == cols && dst_pitch == cols))
-    return cudaMemcpyAsync(dst, src, static_cast<size_t>(rows * cols * element_bytes), cudaMemcpyDeviceToDevice,
-                           stream);
-  const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    copy_rows_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(static_cast<const T*>(src), src_pitch,
-                                                                        static_cast<T*>(dst), dst_pitch, rows, cols);
-  });
-  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, int64_t joined_cols, int64_t outer,
+                             const RowSegment* parts, int32_t count, cudaStream_t stream) {
+  if (element_bytes <= 0 || count < 0 || outer < 0 || joined_cols < 0) return cudaErrorInvalidValue;
+  if (outer == 0 || count == 0) return cudaSuccess;
+  // The widest word dividing every row, column offset and address.
+  uint64_t bits = static_cast<uint64_t>(joined_cols * element_bytes) | reinterpret_cast<uintptr_t>(joined);
+  for (int32_t j = 0; j < count; ++j) {
+    if (parts[j].cols < 0 || parts[j].at < 0 || parts[j].at + parts[j].cols > joined_cols) return cudaErrorInvalidValue;
+    if (parts[j].cols == 0) continue;
+    bits |= static_cast<uint64_t>(parts[j].cols * element_bytes) | static_cast<uint64_t>(parts[j].at * element_bytes) |
+            reinterpret_cast<uintptr_t>(parts[j].data);
+  }
+  int word = 16;
+  while (word > 1 && (bits & static_cast<uint64_t>(word - 1)) != 0) word /= 2;
+  for (int32_t first = 0; first < count;) {
+    JoinParams p{};
+    p.pitch = joined_cols * element_bytes / word;
+    int32_t m = 0;
+    for (; first < count && m < kMaxRowSegments; ++first) {
+      if (parts[first].cols == 0) continue;
+      p.data[m] = parts[first].data;
+      p.at[m] = parts[first].at * element_bytes / word;
+      p.cols[m] = parts[first].cols * element_bytes / word;
+      p.start[m] = p.span;
+      p.span += p.cols[m];
+      ++m;
+    }
+    if (m == 0) break;
+    p.count = m;
+    const int64_t n = outer * p.span;
+    const bool narrow = n < (int64_t{1} << 31);
+    with_word(word, [&](auto tag) {
+      using V = typename decltype(tag)::type;
+      V* y = static_cast<V*>(joined);
+      if (concat && narrow) join_rows_kernel<V, uint32_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
+      else if (concat) join_rows_kernel<V, int64_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
+      else if (narrow) join_rows_kernel<V, uint32_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
+      else join_rows_kernel<V, int64_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
+    });
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 namespace {

@@ -56,10 +56,23 @@ cudaError_t launch_slice_starts(const void* starts, const void* axes, const void
 cudaError_t launch_pad_starts(const int64_t* pads, const void* axes, bool int64_axes, int32_t count, int32_t rank,
                               int64_t* start_step, cudaStream_t stream);
 
-/// dst[r * dst_pitch + c] = src[r * src_pitch + c] for r < rows, c < cols (elements): one input
-/// of Concat into its slot of the output, or one output of Split from its slot of the input.
-cudaError_t launch_copy_rows(int32_t element_bytes, const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch,
-                             int64_t rows, int64_t cols, cudaStream_t stream);
+/// One part of a Concat or Split on the [outer, cols] view of the joined tensor: `cols` elements
+/// per row at column `at` of the joined tensor, in its own tensor `data` ([outer, cols], packed).
+/// Parts per launch of launch_join_rows (more take several launches).
+constexpr int32_t kMaxRowSegments = 64;
+
+struct RowSegment {
+  const void* data = nullptr;  ///< the part (Concat: an input; Split: an output, written)
+  int64_t at = 0;
+  int64_t cols = 0;
+};
+
+/// Concat (`concat`: the parts into `joined`) or Split (`joined` into the parts) of any number of
+/// parts in one launch per kMaxRowSegments parts: a thread per word of the joined rows finds its
+/// part, in the widest word (up to 16 bytes) that divides every part's row, `joined_cols` and every
+/// address (DenseNet's Concats of up to 49 inputs were one launch each, at 4-26% of bandwidth).
+cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, int64_t joined_cols, int64_t outer,
+                             const RowSegment* parts, int32_t count, cudaStream_t stream);
 
 /// Gather on the [outer, axis_len, inner] view of x: y[o, k, i] = x[o, idx[k], i] for the
 /// `count` indices (int32 or int64; negative ones count from the end). An index out of

@@ -535,12 +535,24 @@ class DataMovementTactic final : public Tactic {
       if (x == nullptr || x->rank() != y.rank() || x->dtype() != y.dtype()) return mismatch(node, *io.inputs[0], y);
       const int64_t len = x->dim(static_cast<size_t>(axis));
       if (at + len > y_len) return mismatch(node, *x, y);
-      *err = launch_copy_rows(eb, x->raw(), len * inner, static_cast<uint8_t*>(y.mutable_raw()) + at * inner * eb,
-                              y_len * inner, outer, len * inner, stream);
-      if (*err != cudaSuccess) return Status::Ok();
       at += len;
     }
     if (at != y_len) return mismatch(node, *io.inputs[0], y);
+    // The inputs in launches of up to kMaxRowSegments (a stack buffer: enqueue allocates nothing).
+    RowSegment parts[kMaxRowSegments];
+    int32_t m = 0;
+    at = 0;
+    for (size_t i = 0; i < io.inputs.size(); ++i) {
+      const Tensor* x = io.inputs[i];
+      const int64_t len = x->dim(static_cast<size_t>(axis));
+      parts[m++] = RowSegment{x->raw(), at * inner, len * inner};
+      at += len;
+      if (m == kMaxRowSegments || i + 1 == io.inputs.size()) {
+        *err = launch_join_rows(eb, true, y.mutable_raw(), y_len * inner, outer, parts, m, stream);
+        if (*err != cudaSuccess) return Status::Ok();
+        m = 0;
+      }
+    }
     return Status::Ok();
   }
 
@@ -557,10 +569,21 @@ class DataMovementTactic final : public Tactic {
       if (y.rank() != x.rank()) return mismatch(node, x, y);
       const int64_t len = y.dim(static_cast<size_t>(axis));
       if (at + len > x_len) return mismatch(node, x, y);
-      *err = launch_copy_rows(eb, static_cast<const uint8_t*>(x.raw()) + at * inner * eb, x_len * inner,
-                              y.mutable_raw(), len * inner, outer, len * inner, stream);
-      if (*err != cudaSuccess) return Status::Ok();
       at += len;
+    }
+    RowSegment parts[kMaxRowSegments];  // launches of up to kMaxRowSegments outputs
+    int32_t m = 0;
+    at = 0;
+    for (size_t i = 0; i < io.outputs->size(); ++i) {
+      Tensor& y = (*io.outputs)[i];
+      const int64_t len = y.dim(static_cast<size_t>(axis));
+      parts[m++] = RowSegment{y.mutable_raw(), at * inner, len * inner};
+      at += len;
+      if (m == kMaxRowSegments || i + 1 == io.outputs->size()) {
+        *err = launch_join_rows(eb, false, const_cast<void*>(x.raw()), x_len * inner, outer, parts, m, stream);
+        if (*err != cudaSuccess) return Status::Ok();
+        m = 0;
+      }
     }
     return Status::Ok();
   }
