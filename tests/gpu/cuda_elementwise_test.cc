@@ -195,6 +195,12 @@ const std::vector<ShapePair> kBinaryShapes = {
     // BERT's [B, S, H] + [1, S, H], a row vector either side, and periods that are not.
     {{4, 16, 96}, {1, 16, 96}}, {{1, 40}, {6, 40}},         {{5, 3, 64}, {64}},     {{6, 2, 12}, {1, 2, 12}},
     {{3, 1, 8}, {1, 4, 8}},
+    // Packed broadcasts along a contiguous or broadcast innermost dim (binary_broadcast_packed_kernel):
+    // squeeze-excite's scale channels-last [N, H, W, C] * [N, 1, 1, C] (either side) and
+    // channels-first [N, C, H, W] * [N, C, 1, 1] (splat: H*W a whole number of packs), a column
+    // vector [R, 1] beside [R, 32], and sizes that take the element kernel (H*W = 49; C = 20).
+    {{2, 5, 7, 24}, {2, 1, 1, 24}}, {{3, 1, 1, 16}, {3, 4, 2, 16}}, {{2, 24, 4, 8}, {2, 24, 1, 1}},
+    {{5, 1}, {5, 32}},              {{2, 16, 7, 7}, {2, 16, 1, 1}}, {{2, 3, 3, 20}, {2, 1, 1, 20}},
 };
 
 /// Random numpy-broadcastable shapes: rank 0..6, dims 0..6, each side sometimes 1.
