@@ -198,11 +198,15 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   // lowering (which keeps a layer it has no reduced tactic for in fp32), at the types it may lower
   // to, then again at the final types, and before the layout pass so their convolutions can still
   // go channels-last with the split-out ops.
-  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split, options.precision.reduced));
+  // A conv the backend runs fused only channels-last stays fused while the layout pass may make
+  // it so, and is split after it if it did not.
+  const bool may_go_channels_last = options.conv_layout != "nchw";
+  INGOT_RETURN_IF_ERROR(
+      split_host_fusions(*graph, *be, &rep.split, options.precision.reduced, may_go_channels_last));
   mark("split");
   INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
   mark("precision");
-  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split));
+  INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split, DataType::kUndefined, may_go_channels_last));
   mark("split");
   rep.notes.insert(rep.notes.end(), rep.precision.notes.begin(), rep.precision.notes.end());
   // The timing cache serves the layout choice and the tactic choice below.
@@ -218,6 +222,13 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   LayoutTiming layout_timing{&cache, &options.tune, identity, &rep.tune};
   rep.notes.insert(rep.notes.end(), rep.split.notes.begin(), rep.split.notes.end());
   INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
+  if (may_go_channels_last) {
+    // What stayed channels-first of the fused convs kept for channels-last.
+    const size_t noted = rep.split.notes.size();
+    INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split));
+    rep.notes.insert(rep.notes.end(), rep.split.notes.begin() + static_cast<std::ptrdiff_t>(noted),
+                     rep.split.notes.end());
+  }
   if ((rep.split.split > 0 || rep.layout.channels_last_convs > 0) && options.optimize &&
       !options.pipeline.disabled.count("fuse_pointwise")) {
     // The split-out epilogues and the elementwise ops the layout pass moved into channels-last

@@ -39,7 +39,9 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
 /// whose fused form runs only in fp16 is kept, and one the backend lacks in every type is split
 /// before the precision pass decides its type), and again after it at the final types. The
 /// split-out ops are plain ONNX ops; run fuse_pointwise afterwards to merge them.
+/// `channels_last`: also keep a 2-D FusedConv the backend runs only channels-last (the layout pass
+/// may yet make it so); the builder then calls this again after the layout pass, without it.
 Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report,
-                          DataType reduced = DataType::kUndefined);
+                          DataType reduced = DataType::kUndefined, bool channels_last = false);
 
 }  // namespace ingot::builder

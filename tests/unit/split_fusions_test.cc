@@ -46,6 +46,7 @@ class EpilogueBackend : public backend::Backend {
  public:
   std::set<std::string> acts = {""};
   std::set<std::string> fp16_acts;  ///< fused on the device only when the output is fp16
+  std::set<std::string> nhwc_acts;  ///< fused on the device only channels-last (cuDNN's SiLU)
   bool residual = false;
   std::string name() const override { return "test"; }
   backend::Device& device() const override { return backend::host_device(); }
@@ -55,7 +56,9 @@ class EpilogueBackend : public backend::Backend {
     bool fused = n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm");
     const std::string act = n.attrs().get_string("activation", "");
     const bool fp16 = n.output(0)->dtype() == DataType::kFloat16;
-    bool native = !fused || ((acts.count(act) || (fp16 && fp16_acts.count(act))) && (residual || !n.input(3)));
+    const bool nhwc = n.attrs().get_int("channels_last", 0) != 0;
+    bool native = !fused || ((acts.count(act) || (fp16 && fp16_acts.count(act)) || (nhwc && nhwc_acts.count(act))) &&
+                             (residual || !n.input(3)));
     if (native) v.push_back(std::make_unique<NamedTactic>("test.device", false));
     v.push_back(std::make_unique<NamedTactic>("test.host_fallback", true));
     return v;
@@ -94,6 +97,33 @@ TEST(SplitFusions, ActivationTheBackendLacksRunsAfterTheLayer) {
                R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
 %y: f32[1,4,6,6] = HardSwish(%y/layer) @c1/HardSwish
 )");
+}
+
+// A conv whose epilogue the backend fuses only channels-last stays fused while the layout pass may
+// make it channels-last (channels_last = true: the question is asked of a stand-in NHWC node,
+// removed again), and is split when it may not (false: what the builder asks after the layout
+// pass, of what stayed channels-first).
+TEST(SplitFusions, EpilogueFusedOnlyChannelsLastWaitsForTheLayoutPass) {
+  EpilogueBackend be;
+  be.nhwc_acts = {"Silu"};
+  const std::string body =
+      R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Silu", pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)";
+  const std::string before = with_weights(kHead, kConvWeights, body + "  output %y\n");
+  auto g = parse_ir(before);
+  ASSERT_TRUE(g);
+  builder::SplitReport rep;
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep, DataType::kUndefined, true).ok());
+  EXPECT_EQ(rep.split, 0);
+  EXPECT_EQ(node_lines(*g), R"(%y: f32[1,4,6,6] = ingot::FusedConv {activation="Silu", pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)");
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+  EXPECT_EQ(rep.split, 1);
+  EXPECT_EQ(node_lines(*g), R"(%y/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+%c1/Silu/sigmoid: f32[1,4,6,6] = Sigmoid(%y/layer) @c1/Silu/sigmoid
+%y: f32[1,4,6,6] = Mul(%y/layer, %c1/Silu/sigmoid) @c1/Silu
+)");
+  expect_same_outputs(before, *g);
 }
 
 TEST(SplitFusions, ResidualBeforeTheActivationStaysWhenTheBackendFusesIt) {
