@@ -204,7 +204,9 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   INGOT_RETURN_IF_ERROR(
       split_host_fusions(*graph, *be, &rep.split, options.precision.reduced, may_go_channels_last));
   mark("split");
-  INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, options.precision, &rep.precision));
+  PrecisionOptions precision = options.precision;
+  precision.channels_last_convs = may_go_channels_last;
+  INGOT_RETURN_IF_ERROR(lower_precision(*graph, *be, precision, &rep.precision));
   mark("precision");
   INGOT_RETURN_IF_ERROR(split_host_fusions(*graph, *be, &rep.split, DataType::kUndefined, may_go_channels_last));
   mark("split");

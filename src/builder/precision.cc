@@ -1,5 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 #include "builder/precision.h"
+#include "builder/split_fusions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -140,15 +141,18 @@ class Lowering {
       r_.notes.push_back("precision: " + std::to_string(exact.size()) +
                          " layers stay fp32: they compute values rounded to integers or quantization parameters");
 
-    // 1. Decide, in topological order (data-movement layers follow their producers).
-    for (const auto& node : g_.nodes()) {
+    // 1. Decide, in topological order (data-movement layers follow their producers). Over a copy
+    // of the node list: asking about a conv's channels-last twin adds (and removes) a node.
+    std::vector<ir::Node*> order;
+    for (const auto& node : g_.nodes()) order.push_back(node.get());
+    for (ir::Node* node : order) {
       const Rule* rule = find_rule(*node);
       if (!rule) continue;
       std::vector<int> ins = float_slots(node->inputs(), rule->data_inputs);
       std::vector<int> outs = float_slots(node->outputs(), rule->data_outputs);
       if (outs.empty()) continue;
       DataType forced = forced_for(*node, o_, &matched_);
-      DataType target = forced != DataType::kUndefined ? forced : exact.count(node.get()) ? DataType::kFloat32 : o_.reduced;
+      DataType target = forced != DataType::kUndefined ? forced : exact.count(node) ? DataType::kFloat32 : o_.reduced;
       if (target == DataType::kUndefined) continue;
       if (target == DataType::kFloat32) {
         if (rule->role == Role::kCompute) ++r_.kept_fp32;
@@ -183,7 +187,7 @@ class Lowering {
                            " tactic on the " + be_.name() + " backend)");
         continue;
       }
-      plan_[node.get()] = {target, ins, outs};
+      plan_[node] = {target, ins, outs};
       for (int i : outs) low_[node->outputs()[i]] = target;
     }
     // 1b. Weight gathers (embedding tables): a Gather of a weight whose every reader takes its
@@ -323,7 +327,10 @@ class Lowering {
     for (size_t k = 0; k < outs.size(); ++k) n.outputs()[outs[k]]->set_dtype(saved[k]);
     for (const auto& c : cands)
       if (c->capturable()) return true;  // not the host fallback, which synchronizes
-    return false;
+    // The channels-last twin: cuDNN fuses SiLU only channels-last (without this, EfficientNet's
+    // SiLU convs stayed fp32 between Casts: 17 Casts and 30 Transposes at batch 64).
+    return o_.channels_last_convs &&
+           ask_channels_last_twin(g_, n, [&](const ir::Node& twin) { return has_reduced_tactic(twin, ins, outs, t); });
   }
 
   // An fp32 weight among `ins` with finite values the reduced type cannot hold, or nullptr.

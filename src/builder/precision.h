@@ -35,6 +35,10 @@ struct PrecisionOptions {
   /// fp32 graph inputs and float outputs take the reduced type: no Casts at the engine's edges
   /// (callers pass and receive fp16/bf16). Needs `reduced`.
   bool reduced_io = false;
+  /// A 2-D FusedConv counts as having a reduced tactic when its channels-last twin has one (the
+  /// layout pass, after this one, may make it channels-last): the builder sets it unless convs
+  /// stay channels-first.
+  bool channels_last_convs = false;
 };
 
 struct PrecisionReport {

@@ -2,6 +2,7 @@
 #include "builder/split_fusions.h"
 
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,43 +73,9 @@ class Splitter {
     return has_device_tactic(be_, n, reduced_) || (channels_last_ && has_channels_last_tactic(n));
   }
 
-  // Whether the backend has a device tactic for 2-D FusedConv `n` channels-last (NHWC X, residual
-  // and Y, KRSC W: the layout pass's form), asked on a stand-in node with those shapes that is
-  // removed again. cuDNN runs fused SiLU and other runtime-fused epilogues only channels-last:
-  // asking about the channels-first node alone split EfficientNet's 17 SiLU convs before the layout
-  // pass could make them channels-last (session 16: 0.7 ms of batch 64's 3.8 ms in the split-out
-  // pointwise steps).
+  // Whether the backend has a device tactic for `n` channels-last (see channels_last_twin_runs).
   bool has_channels_last_tactic(const ir::Node& n) {
-    if (n.op_type() != "FusedConv" || n.attrs().get_int("channels_last", 0) != 0 ||
-        n.attrs().get_int("transposed", 0) != 0)
-      return false;
-    auto nhwc = [](const ir::Value* v) -> std::optional<ir::Shape> {
-      if (!v || !v->shape().rank_known() || v->shape().rank() != 4) return std::nullopt;
-      const auto& d = v->shape().dims();
-      return ir::Shape(std::vector<ir::Dim>{d[0], d[2], d[3], d[1]});
-    };
-    std::vector<ir::Value*> ins;
-    for (size_t i = 0; i < n.inputs().size(); ++i) {
-      const ir::Value* v = n.input(i);
-      if (!v) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      std::optional<ir::Shape> s = i == 2 ? std::optional<ir::Shape>(v->shape()) : nhwc(v);
-      if (!s) return false;
-      ins.push_back(g_.add_value(passes::unique_value_name(g_, v->name() + "/nhwc_question"), v->dtype(), *s));
-    }
-    std::optional<ir::Shape> ys = nhwc(n.output(0));
-    if (!ys || ins.size() < 2) return false;
-    ir::Value* y = g_.add_value(passes::unique_value_name(g_, n.output(0)->name() + "/nhwc_question"),
-                                n.output(0)->dtype(), *ys);
-    ir::Attributes attrs;
-    for (const auto& [k, a] : n.attrs().all()) attrs.set(k, a);
-    attrs.set_int("channels_last", 1);
-    ir::Node* probe = g_.add_node(n.op_type(), ins, {y}, std::move(attrs), n.name() + "/nhwc_question", n.domain());
-    const bool ok = has_device_tactic(be_, *probe, reduced_);
-    (void)g_.remove_node(probe);
-    return ok;
+    return ask_channels_last_twin(g_, n, [&](const ir::Node& twin) { return has_device_tactic(be_, twin, reduced_); });
   }
 
   // n's op with the same attributes minus the activation, reading X, W, the bias and (when
@@ -197,6 +164,39 @@ class Splitter {
 };
 
 }  // namespace
+
+bool ask_channels_last_twin(ir::Graph& g, const ir::Node& n, const std::function<bool(const ir::Node&)>& ask) {
+  if (n.domain() != "ingot" || n.op_type() != "FusedConv" || n.attrs().get_int("channels_last", 0) != 0 ||
+      n.attrs().get_int("transposed", 0) != 0 || n.outputs().size() != 1 || !n.output(0))
+    return false;
+  auto nhwc = [](const ir::Value* v) -> std::optional<ir::Shape> {
+    if (!v || !v->shape().rank_known() || v->shape().rank() != 4) return std::nullopt;
+    const auto& d = v->shape().dims();
+    return ir::Shape(std::vector<ir::Dim>{d[0], d[2], d[3], d[1]});
+  };
+  std::vector<ir::Value*> ins;
+  for (size_t i = 0; i < n.inputs().size(); ++i) {
+    const ir::Value* v = n.input(i);
+    if (!v) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    std::optional<ir::Shape> s = i == kBiasInput ? std::optional<ir::Shape>(v->shape()) : nhwc(v);
+    if (!s) return false;
+    ins.push_back(g.add_value(passes::unique_value_name(g, v->name() + "/nhwc_twin"), v->dtype(), *s));
+  }
+  std::optional<ir::Shape> ys = nhwc(n.output(0));
+  if (!ys || ins.size() < 2) return false;
+  ir::Value* y =
+      g.add_value(passes::unique_value_name(g, n.output(0)->name() + "/nhwc_twin"), n.output(0)->dtype(), *ys);
+  ir::Attributes attrs;
+  for (const auto& [k, a] : n.attrs().all()) attrs.set(k, a);
+  attrs.set_int("channels_last", 1);
+  ir::Node* twin = g.add_node(n.op_type(), ins, {y}, std::move(attrs), n.name() + "/nhwc_twin", n.domain());
+  const bool ok = ask(*twin);
+  (void)g.remove_node(twin);
+  return ok;
+}
 
 bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType reduced) {
   auto device = [&](const std::vector<ir::TensorType>& types) {

@@ -14,6 +14,7 @@
 
 #include "backend/device.h"
 #include "backend/tactic.h"
+#include "builder/precision.h"
 #include "builder/split_fusions.h"
 #include "graph_check_util.h"
 
@@ -124,6 +125,34 @@ TEST(SplitFusions, EpilogueFusedOnlyChannelsLastWaitsForTheLayoutPass) {
 %y: f32[1,4,6,6] = Mul(%y/layer, %c1/Silu/sigmoid) @c1/Silu
 )");
   expect_same_outputs(before, *g);
+}
+
+// Precision lowering asks the same of the channels-last twin: a SiLU conv the backend fuses only
+// channels-last computes in fp16 when the layout pass may make it channels-last, and stays fp32
+// (between Casts) when convs stay channels-first.
+TEST(SplitFusions, PrecisionLoweringCountsTheChannelsLastTwin) {
+  EpilogueBackend be;
+  be.nhwc_acts = {"Silu"};
+  const std::string body =
+      R"(  %y: f32[1,4,6,6] = ingot::FusedConv {activation="Silu", pads=[1, 1, 1, 1]}(%x, %w, %b) @c1
+)";
+  for (bool channels_last : {true, false}) {
+    SCOPED_TRACE(channels_last ? "channels-last allowed" : "channels-first only");
+    auto g = parse_ir(with_weights(kHead, kConvWeights, body + "  output %y\n"));
+    ASSERT_TRUE(g);
+    builder::PrecisionOptions o;
+    o.reduced = DataType::kFloat16;
+    o.channels_last_convs = channels_last;
+    builder::PrecisionReport rep;
+    Status st = builder::lower_precision(*g, be, o, &rep);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const ir::Node* conv = nullptr;
+    for (const auto& n : g->nodes())
+      if (n->op_type() == "FusedConv") conv = n.get();
+    ASSERT_NE(conv, nullptr);
+    EXPECT_EQ(conv->output(0)->dtype(), channels_last ? DataType::kFloat16 : DataType::kFloat32);
+    EXPECT_EQ(rep.lowered > 0, channels_last);
+  }
 }
 
 TEST(SplitFusions, ResidualBeforeTheActivationStaysWhenTheBackendFusesIt) {
