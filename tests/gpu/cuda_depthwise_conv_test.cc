@@ -27,19 +27,10 @@ std::string fused(const std::string& attrs) { return "ingot::FusedConv {" + attr
 
 class CudaDepthwiseConvTest : public OpCaseTest {
  protected:
-  // check() with an elementwise tolerance for a sum of `taps` products of inputs drawn from
-  // [-3, 3] (mean |x w| 2.25): the kernel sums in fp32 in another order than the reference, and
-  // the reference rounds the sum to the type before the activation and the residual (fp16 values
-  // near 8 are 2^-8 apart), which shows where the residual cancels the activated value. So the
-  // absolute part grows with the sum's typical size, eps(type) * 2.25 * taps: f32 7x7 1.3e-5 (seen
-  // 4.9e-6 on the H200), f16 3x3 0.02 (seen 1.2e-3); a wrong or missing tap is off by ~2.
+  // check() with conv_sum_tolerance (seen: f32 7x7 4.9e-6, f16 3x3 1.2e-3 on the H200).
   void check_dw(const std::vector<Operand>& ins, const std::string& call) {
     const Shape64& w = ins.at(1).shape;  // [C, k, k, 1] channels-last, [C, 1, k, k] channels-first
-    const int64_t taps = w[1] * w[2] * w[3];
-    const DataType t = ins[0].dtype;
-    Tolerance tol = tolerance_for(t);
-    const double eps = t == DataType::kFloat32 ? 1.19e-7 : t == DataType::kFloat16 ? 9.77e-4 : 7.81e-3;
-    tol.abs += eps * 2.25 * static_cast<double>(taps);
+    const Tolerance tol = conv_sum_tolerance(ins[0].dtype, w[1] * w[2] * w[3]);
     // Every variant the family offers (the one-pixel kernel always; the strip kernel for
     // channels-last 3x3/5x5/7x7 with equal strides 1 or 2 and no dilation).
     const std::vector<std::string> names = candidate_names(depthwise_conv_family(), 17, ins, call);
@@ -53,19 +44,8 @@ class CudaDepthwiseConvTest : public OpCaseTest {
 };
 
 TEST_F(CudaDepthwiseConvTest, ChannelsLastEveryActivation) {
-  const char* acts[] = {"",
-                        "activation=\"Relu\", ",
-                        "activation=\"HardSwish\", ",
-                        "activation=\"HardSigmoid\", activation_params=[0.2, 0.5], ",
-                        "activation=\"Clip\", activation_params=[0.0, 6.0], ",
-                        "activation=\"LeakyRelu\", activation_params=[0.1], ",
-                        "activation=\"Sigmoid\", ",
-                        "activation=\"Tanh\", ",
-                        "activation=\"Silu\", ",
-                        "activation=\"Gelu\", ",
-                        "activation=\"GeluTanh\", "};
   for (DataType t : kFloatTypes)
-    for (const char* act : acts)
+    for (const char* act : kConvActivations)
       for (int stride : {1, 2}) {
         const std::string a = std::string(act) + "channels_last=1, group=16, pads=[1, 1, 1, 1], strides=[" +
                               std::to_string(stride) + ", " + std::to_string(stride) + "]";

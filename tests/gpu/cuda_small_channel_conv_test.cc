@@ -29,35 +29,17 @@ std::string strides(int s) { return "strides=[" + std::to_string(s) + ", " + std
 
 class CudaSmallChannelConvTest : public OpCaseTest {
  protected:
-  // check() with an elementwise tolerance for a sum of `taps` products of inputs drawn from
-  // [-3, 3] (mean |x w| 2.25), as the depthwise test reasons: the kernel sums in fp32 in another
-  // order than the reference, which rounds the sum to the type before the epilogue; a wrong or
-  // missing tap is off by ~2.
+  // check() with conv_sum_tolerance over the kh·kw·C taps of W [K, kh, kw, C].
   void check_sc(const std::vector<Operand>& ins, const std::string& call) {
-    const Shape64& w = ins.at(1).shape;  // [K, kh, kw, C]
-    const int64_t taps = w[1] * w[2] * w[3];
-    const DataType t = ins[0].dtype;
-    Tolerance tol = tolerance_for(t);
-    const double eps = t == DataType::kFloat32 ? 1.19e-7 : t == DataType::kFloat16 ? 9.77e-4 : 7.81e-3;
-    tol.abs += eps * 2.25 * static_cast<double>(taps);
+    const Shape64& w = ins.at(1).shape;
+    const Tolerance tol = conv_sum_tolerance(ins[0].dtype, w[1] * w[2] * w[3]);
     check(small_channel_conv_family(), 17, ins, call, kTactic, 1, -3.0, 3.0, &tol);
   }
 };
 
 TEST_F(CudaSmallChannelConvTest, EveryActivation) {
-  const char* acts[] = {"",
-                        "activation=\"Relu\", ",
-                        "activation=\"HardSwish\", ",
-                        "activation=\"HardSigmoid\", activation_params=[0.2, 0.5], ",
-                        "activation=\"Clip\", activation_params=[0.0, 6.0], ",
-                        "activation=\"LeakyRelu\", activation_params=[0.1], ",
-                        "activation=\"Sigmoid\", ",
-                        "activation=\"Tanh\", ",
-                        "activation=\"Silu\", ",
-                        "activation=\"Gelu\", ",
-                        "activation=\"GeluTanh\", "};
   for (DataType t : kFloatTypes)
-    for (const char* act : acts)
+    for (const char* act : kConvActivations)
       check_sc({input(t, {2, 17, 15, 3}), input(t, {16, 3, 3, 3}), input(t, {16})},
                fused(std::string(act) + pads(1) + ", " + strides(2)));
 }

@@ -249,6 +249,18 @@ inline Tolerance tolerance_for(DataType t) {
   }
 }
 
+/// tolerance_for(t) widened for a convolution output that sums `taps` products of inputs drawn
+/// from [-3, 3] (mean |x w| 2.25): the kernel sums in fp32 in another order than the reference,
+/// which rounds the sum to the type before the epilogue (the activation, the residual), so the
+/// absolute part grows with the sum's typical size, eps(t) * 2.25 * taps (f32 7x7: 1.3e-5; f16
+/// 3x3: 0.02); a wrong or missing tap is off by ~2.
+inline Tolerance conv_sum_tolerance(DataType t, int64_t taps) {
+  Tolerance tol = tolerance_for(t);
+  const double eps = t == DataType::kFloat32 ? 1.19e-7 : t == DataType::kFloat16 ? 9.77e-4 : 7.81e-3;
+  tol.abs += eps * 2.25 * static_cast<double>(taps);
+  return tol;
+}
+
 /// Elementwise |got - want| <= abs + rel * |want|; NaN matches NaN, inf matches the same inf.
 /// Reports the first few mismatches with their flat index.
 inline ::testing::AssertionResult all_close(const Tensor& got, const Tensor& want, Tolerance tol) {

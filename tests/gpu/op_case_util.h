@@ -24,6 +24,20 @@ struct Operand {
   bool initializer = false;  ///< declared with `init` and `data` (which is then required)
 };
 
+/// Every FusedConv activation with its parameters, as attribute text to put before the others
+/// (the first: none), for the convolution families that fuse them all.
+inline const char* const kConvActivations[] = {"",
+                                              "activation=\"Relu\", ",
+                                              "activation=\"HardSwish\", ",
+                                              "activation=\"HardSigmoid\", activation_params=[0.2, 0.5], ",
+                                              "activation=\"Clip\", activation_params=[0.0, 6.0], ",
+                                              "activation=\"LeakyRelu\", activation_params=[0.1], ",
+                                              "activation=\"Sigmoid\", ",
+                                              "activation=\"Tanh\", ",
+                                              "activation=\"Silu\", ",
+                                              "activation=\"Gelu\", ",
+                                              "activation=\"GeluTanh\", "};
+
 inline Operand input(DataType t, Shape64 s) { return {t, std::move(s), Tensor(), false}; }
 inline Operand input(Tensor data) { return {data.dtype(), data.shape(), data, false}; }
 inline Operand initializer(Tensor data) { return {data.dtype(), data.shape(), data, true}; }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/conv/conv_activation.h"
+#include "backend/cuda/conv/conv_attrs.h"
 #include "backend/cuda/conv/depthwise_conv_kernels.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
@@ -53,28 +53,18 @@ bool parse_spec(const ir::Node& n, Spec* s) {
   if (!fused && !(n.domain().empty() && n.op_type() == "Conv")) return false;
   const ir::Attributes& at = n.attrs();
   if (fused && at.get_int("transposed", 0) != 0) return false;
-  if (at.get_string("auto_pad", "NOTSET") != "NOTSET") return false;
   s->channels_last = fused && at.get_int("channels_last", 0) != 0;
-  const std::vector<int64_t> pads = at.get_ints("pads", {0, 0, 0, 0});
-  const std::vector<int64_t> strides = at.get_ints("strides", {1, 1});
-  const std::vector<int64_t> dil = at.get_ints("dilations", {1, 1});
-  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2) return false;
-  if (pads[0] != pads[2] || pads[1] != pads[3]) return false;
-  for (int64_t v : {pads[0], pads[1]})
-    if (!small_int(v, 0, 1 << 20)) return false;
-  for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
-    if (!small_int(v, 1, 1 << 20)) return false;
-  s->pad_h = static_cast<int>(pads[0]);
-  s->pad_w = static_cast<int>(pads[1]);
-  s->stride_h = static_cast<int>(strides[0]);
-  s->stride_w = static_cast<int>(strides[1]);
-  s->dil_h = static_cast<int>(dil[0]);
-  s->dil_w = static_cast<int>(dil[1]);
+  ConvWindow w;
+  if (!conv_window_of(at, &w)) return false;
+  s->pad_h = w.pad_h;
+  s->pad_w = w.pad_w;
+  s->stride_h = w.stride_h;
+  s->stride_w = w.stride_w;
+  s->dil_h = w.dil_h;
+  s->dil_w = w.dil_w;
   s->group = at.get_int("group", 1);
   if (fused) {
-    if (!conv_activation_of(n, &s->act, &s->act_params)) return false;
-    s->residual_after_activation =
-        s->act != UnaryOp::kIdentity && n.input(3) && at.get_int("residual_before_activation", 1) == 0;
+    if (!conv_epilogue_of(n, &s->act, &s->act_params, &s->residual_after_activation)) return false;
   } else if (n.inputs().size() > 3) {
     return false;
   }
@@ -128,14 +118,8 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
     if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != c.value())
       return unsupported(n.describe(), ": bias ", b.to_string());
   }
-  if (n.input(3)) {
-    const ir::Shape& r = in[3].shape;
-    const ir::Shape& y = n.output(0)->shape();
-    if (!r.rank_known() || !y.rank_known() || r.rank() != 4 || y.rank() != 4)
-      return unsupported(n.describe(), ": residual ", r.to_string());
-    for (size_t i = 0; i < 4; ++i)
-      if (!r[i].provably_equal(y[i])) return unsupported(n.describe(), ": residual ", r.to_string(), " vs ", y.to_string());
-  }
+  if (n.input(3) && !residual_matches(in[3].shape, n.output(0)->shape()))
+    return unsupported(n.describe(), ": residual ", in[3].shape.to_string(), " vs ", n.output(0)->shape().to_string());
   DepthwiseConvDesc d;
   d.c = c.value();
   d.kh = s.kh;
@@ -162,14 +146,11 @@ class DepthwiseConvTactic final : public Tactic {
 
   Status enqueue(StepIO& io) const override {
     const ir::Node& node = *io.node;
-    if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
-      return internal_error(node.describe(), ": ", kName, " needs X, W and an output");
-    const Tensor& x = *io.inputs[0];
-    Tensor& y = (*io.outputs)[0];
-    FloatType t;
-    if (!to_float_type(x.dtype(), &t) || x.rank() != 4 || y.rank() != 4 || y.dtype() != x.dtype())
-      return internal_error(node.describe(), ": ", kName, " got ", shape_to_string(x.shape()), " -> ",
-                            shape_to_string(y.shape()));
+    ConvTensors c;
+    INGOT_RETURN_IF_ERROR(conv_tensors(io, kName, &c));
+    const Tensor& x = *c.x;
+    Tensor& y = *c.y;
+    const FloatType t = c.t;
     const Spec& s = s_;
     DepthwiseConvDesc d;
     d.channels_last = s.channels_last;
@@ -193,13 +174,13 @@ class DepthwiseConvTactic final : public Tactic {
     d.strip = s.strip;
     const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
     const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
-    const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
-    const Tensor* r = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
+    const Tensor* b = c.b;
+    const Tensor* r = c.r;
     if (d.c != s.group || y.dim(0) != d.n || y.dim(channel_axis(s)) != d.c || d.oh != want_oh || d.ow != want_ow ||
-        io.inputs[1]->numel() != d.c * d.kh * d.kw || (b && b->numel() != d.c) || (r && r->shape() != y.shape()))
+        c.w->numel() != d.c * d.kh * d.kw || (b && b->numel() != d.c) || (r && r->shape() != y.shape()))
       return internal_error(node.describe(), ": ", kName, " shapes do not match the plan: x ", shape_to_string(x.shape()),
                             ", y ", shape_to_string(y.shape()));
-    const cudaError_t e = launch_depthwise_conv(t, x.raw(), io.inputs[1]->raw(), b ? b->raw() : nullptr,
+    const cudaError_t e = launch_depthwise_conv(t, x.raw(), c.w->raw(), b ? b->raw() : nullptr,
                                                 r ? r->raw() : nullptr, y.mutable_raw(), d,
                                                 current_device_info().sm_count, static_cast<cudaStream_t>(io.stream));
     if (e != cudaSuccess) return internal_error(node.describe(), ": ", kName, " launch failed: ", cudaGetErrorString(e));

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/conv/conv_activation.h"
+#include "backend/cuda/conv/conv_attrs.h"
 #include "backend/cuda/conv/small_channel_conv_kernels.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
@@ -29,34 +29,22 @@ constexpr const char* kName = "cuda.conv.small_c";
 // The layer's numbers but its activation dims (those of the descriptor with n, h, w, oh, ow unset).
 using Spec = SmallConvDesc;
 
-bool in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
-
 Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out) {
   auto refuse = [&](const std::string& why) { return unsupported(n.describe(), ": ", kName, ": ", why); };
   if (!(n.domain() == "ingot" && n.op_type() == "FusedConv")) return refuse("not a FusedConv");
   const ir::Attributes& at = n.attrs();
   if (at.get_int("channels_last", 0) == 0) return refuse("channels-first");
   if (at.get_int("transposed", 0) != 0 || at.get_int("group", 1) != 1) return refuse("transposed or grouped");
-  if (at.get_string("auto_pad", "NOTSET") != "NOTSET") return refuse("auto_pad");
-  const std::vector<int64_t> pads = at.get_ints("pads", {0, 0, 0, 0});
-  const std::vector<int64_t> strides = at.get_ints("strides", {1, 1});
-  const std::vector<int64_t> dil = at.get_ints("dilations", {1, 1});
-  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2 || pads[0] != pads[2] || pads[1] != pads[3])
-    return refuse("pads, strides or dilations");
-  for (int64_t v : {pads[0], pads[1]})
-    if (!in_range(v, 0, 1 << 16)) return refuse("pads");
-  for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
-    if (!in_range(v, 1, 1 << 16)) return refuse("strides or dilations");
+  ConvWindow win;
+  if (!conv_window_of(at, &win)) return refuse("auto_pad, asymmetric pads, strides or dilations");
   Spec s;
-  s.pad_h = static_cast<int>(pads[0]);
-  s.pad_w = static_cast<int>(pads[1]);
-  s.stride_h = static_cast<int>(strides[0]);
-  s.stride_w = static_cast<int>(strides[1]);
-  s.dil_h = static_cast<int>(dil[0]);
-  s.dil_w = static_cast<int>(dil[1]);
-  if (!conv_activation_of(n, &s.act, &s.act_params)) return refuse("activation");
-  s.residual_after_activation =
-      s.act != UnaryOp::kIdentity && n.input(3) && at.get_int("residual_before_activation", 1) == 0;
+  s.pad_h = win.pad_h;
+  s.pad_w = win.pad_w;
+  s.stride_h = win.stride_h;
+  s.stride_w = win.stride_w;
+  s.dil_h = win.dil_h;
+  s.dil_w = win.dil_w;
+  if (!conv_epilogue_of(n, &s.act, &s.act_params, &s.residual_after_activation)) return refuse("activation");
   if (in.size() < 2 || !n.input(0) || !n.input(1) || !n.output(0)) return refuse("needs X and W");
   const ir::Shape& x = in[0].shape;
   const ir::Shape& w = in[1].shape;  // [K, kh, kw, C]
@@ -80,14 +68,8 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
     if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != s.k)
       return refuse("bias " + b.to_string());
   }
-  if (n.input(3)) {
-    const ir::Shape& r = in[3].shape;
-    const ir::Shape& y = n.output(0)->shape();
-    if (!r.rank_known() || !y.rank_known() || r.rank() != 4 || y.rank() != 4)
-      return refuse("residual " + r.to_string());
-    for (size_t i = 0; i < 4; ++i)
-      if (!r[i].provably_equal(y[i])) return refuse("residual " + r.to_string() + " vs " + y.to_string());
-  }
+  if (n.input(3) && !residual_matches(in[3].shape, n.output(0)->shape()))
+    return refuse("residual " + in[3].shape.to_string() + " vs " + n.output(0)->shape().to_string());
   if (out) *out = s;
   return Status::Ok();
 }
@@ -104,14 +86,11 @@ class SmallChannelConvTactic final : public Tactic {
 
   Status enqueue(StepIO& io) const override {
     const ir::Node& node = *io.node;
-    if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
-      return internal_error(node.describe(), ": ", kName, " needs X, W and an output");
-    const Tensor& x = *io.inputs[0];
-    Tensor& y = (*io.outputs)[0];
-    FloatType t;
-    if (!to_float_type(x.dtype(), &t) || x.rank() != 4 || y.rank() != 4 || y.dtype() != x.dtype())
-      return internal_error(node.describe(), ": ", kName, " got ", shape_to_string(x.shape()), " -> ",
-                            shape_to_string(y.shape()));
+    ConvTensors c;
+    INGOT_RETURN_IF_ERROR(conv_tensors(io, kName, &c));
+    const Tensor& x = *c.x;
+    Tensor& y = *c.y;
+    const FloatType t = c.t;
     SmallConvDesc d = s_;
     d.n = x.dim(0);
     d.h = x.dim(1);
@@ -120,16 +99,16 @@ class SmallChannelConvTactic final : public Tactic {
     d.ow = y.dim(2);
     const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
     const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
-    const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
-    const Tensor* r = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
+    const Tensor* b = c.b;
+    const Tensor* r = c.r;
     if (x.dim(3) != d.c || y.dim(0) != d.n || y.dim(3) != d.k || d.oh != want_oh || d.ow != want_ow ||
-        io.inputs[1]->numel() != d.k * d.kh * d.kw * d.c || (b && b->numel() != d.k) || (r && r->shape() != y.shape()))
+        c.w->numel() != d.k * d.kh * d.kw * d.c || (b && b->numel() != d.k) || (r && r->shape() != y.shape()))
       return internal_error(node.describe(), ": ", kName, " shapes do not match the plan: x ", shape_to_string(x.shape()),
                             ", y ", shape_to_string(y.shape()));
     if (!small_conv_supported(d))
       return unsupported(node.describe(), ": ", kName, ": x ", shape_to_string(x.shape()),
                          " is past the kernel's 32-bit index range");
-    const cudaError_t e = launch_small_channel_conv(t, x.raw(), io.inputs[1]->raw(), b ? b->raw() : nullptr,
+    const cudaError_t e = launch_small_channel_conv(t, x.raw(), c.w->raw(), b ? b->raw() : nullptr,
                                                     r ? r->raw() : nullptr, y.mutable_raw(), d,
                                                     current_device_info().sm_count, static_cast<cudaStream_t>(io.stream));
     if (e != cudaSuccess) return internal_error(node.describe(), ": ", kName, " launch failed: ", cudaGetErrorString(e));

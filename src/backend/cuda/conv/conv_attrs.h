@@ -1,0 +1,104 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// What the convolution kernels that run their whole epilogue themselves (depthwise, small-channel)
+// read from a Conv / ingot::FusedConv node the same way: the 2-D window (symmetric pads, strides,
+// dilations), the activation as the elementwise family's op, the residual's order and shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/pointwise/elementwise_kernels.h"
+#include "ir/graph.h"
+
+namespace ingot::backend::cuda {
+
+/// `n`'s activation (none: kIdentity) with its numbers; false when unknown.
+inline bool conv_activation_of(const ir::Node& n, UnaryOp* op, UnaryParams* p) {
+  const std::string a = n.attrs().get_string("activation", "");
+  const std::vector<float> v = n.attrs().get_floats("activation_params");
+  *p = UnaryParams{};
+  if (a.empty()) *op = UnaryOp::kIdentity;
+  else if (a == "Relu") *op = UnaryOp::kRelu;
+  else if (a == "Sigmoid") *op = UnaryOp::kSigmoid;
+  else if (a == "Tanh") *op = UnaryOp::kTanh;
+  else if (a == "HardSwish") *op = UnaryOp::kHardSwish;
+  else if (a == "Silu") *op = UnaryOp::kSilu;
+  else if (a == "Gelu") *op = UnaryOp::kGelu;
+  else if (a == "GeluTanh") *op = UnaryOp::kGeluTanh;
+  else if (a == "LeakyRelu" && v.size() >= 1) *op = UnaryOp::kLeakyRelu, p->alpha = v[0];
+  else if (a == "HardSigmoid" && v.size() >= 2) *op = UnaryOp::kHardSigmoid, p->alpha = v[0], p->beta = v[1];
+  else if (a == "Clip" && v.size() >= 2) *op = UnaryOp::kClip, p->lo = v[0], p->hi = v[1];
+  else return false;
+  return true;
+}
+
+/// A 2-D convolution's window: symmetric pads, strides and dilations.
+struct ConvWindow {
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+};
+
+/// `at`'s 2-D window; false for auto_pad, asymmetric pads or values outside [0 | 1, 2^20].
+inline bool conv_window_of(const ir::Attributes& at, ConvWindow* w) {
+  if (at.get_string("auto_pad", "NOTSET") != "NOTSET") return false;
+  const std::vector<int64_t> pads = at.get_ints("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> strides = at.get_ints("strides", {1, 1});
+  const std::vector<int64_t> dil = at.get_ints("dilations", {1, 1});
+  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2 || pads[0] != pads[2] || pads[1] != pads[3])
+    return false;
+  auto in = [](int64_t v, int64_t lo) { return v >= lo && v <= (int64_t{1} << 20); };
+  if (!in(pads[0], 0) || !in(pads[1], 0) || !in(strides[0], 1) || !in(strides[1], 1) || !in(dil[0], 1) || !in(dil[1], 1))
+    return false;
+  *w = ConvWindow{static_cast<int>(pads[0]),   static_cast<int>(pads[1]), static_cast<int>(strides[0]),
+                  static_cast<int>(strides[1]), static_cast<int>(dil[0]),  static_cast<int>(dil[1])};
+  return true;
+}
+
+/// FusedConv `n`'s activation and whether its residual comes after it (act(conv + b) + r, with an
+/// activation and a residual and residual_before_activation = 0); false for an unknown activation.
+inline bool conv_epilogue_of(const ir::Node& n, UnaryOp* op, UnaryParams* p, bool* residual_after_activation) {
+  if (!conv_activation_of(n, op, p)) return false;
+  *residual_after_activation =
+      *op != UnaryOp::kIdentity && n.input(3) && n.attrs().get_int("residual_before_activation", 1) == 0;
+  return true;
+}
+
+/// Whether residual shape `r` provably equals output shape `y` (both 4-D).
+inline bool residual_matches(const ir::Shape& r, const ir::Shape& y) {
+  if (!r.rank_known() || !y.rank_known() || r.rank() != 4 || y.rank() != 4) return false;
+  for (size_t i = 0; i < 4; ++i)
+    if (!r[i].provably_equal(y[i])) return false;
+  return true;
+}
+
+/// A 2-D float conv step's tensors: X, W, Y, the bias and the residual (null when absent), and X's
+/// float type.
+struct ConvTensors {
+  const Tensor* x = nullptr;
+  const Tensor* w = nullptr;
+  const Tensor* b = nullptr;
+  const Tensor* r = nullptr;
+  Tensor* y = nullptr;
+  FloatType t = FloatType::kF32;
+};
+
+/// `io`'s ConvTensors; an internal error naming the node and `tactic` when X, W or Y is missing,
+/// not 4-D, or of another type than X.
+inline Status conv_tensors(const StepIO& io, const char* tactic, ConvTensors* c) {
+  const ir::Node& node = *io.node;
+  if (io.inputs.size() < 2 || !io.inputs[0] || !io.inputs[1] || !io.outputs || io.outputs->empty())
+    return internal_error(node.describe(), ": ", tactic, " needs X, W and an output");
+  c->x = io.inputs[0];
+  c->w = io.inputs[1];
+  c->b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
+  c->r = io.inputs.size() > 3 ? io.inputs[3] : nullptr;
+  c->y = &(*io.outputs)[0];
+  if (!to_float_type(c->x->dtype(), &c->t) || c->x->rank() != 4 || c->y->rank() != 4 || c->y->dtype() != c->x->dtype())
+    return internal_error(node.describe(), ": ", tactic, " got ", shape_to_string(c->x->shape()), " -> ",
+                          shape_to_string(c->y->shape()));
+  return Status::Ok();
+}
+
+}  // namespace ingot::backend::cuda
