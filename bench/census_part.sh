@@ -2,12 +2,14 @@
 # Copyright ingot authors. Apache-2.0.
 # One device call's part of the model census (bench/census.py), from packed binaries:
 #   bash bench/pack.sh build dev                     (here; carry build/devpack.tar.xz)
-#   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
+#   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] [CENSUS_FLAGS=--keep-work] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
 # Unpacks build/devpack.tar.xz, prepares the models in parallel (exports, references, warm
 # torch.compile caches) while the GPU tests run in 4 shards (GPU_TESTS=1), then times the models
 # in the given order until LIMIT_S seconds after the start (census.py skips a model that would not
-# fit), and leaves everything in $OUT/NAME.tgz (census.json, census.md, logs, GPU test logs): one
-# file, so the device tool's limit on returned files never drops a log. Prints the table last.
+# fit; CENSUS_FLAGS go to census.py: --keep-work leaves every engine, ONNX file and input in
+# /tmp/cw for a probe later in the same call, e.g. bench/probe_wrong.sh), and leaves everything in
+# $OUT/NAME.tgz (census.json, census.md, logs, GPU test logs): one file, so the device tool's limit
+# on returned files never drops a log. Prints the table last.
 set -uo pipefail
 name=$1
 models=$2
@@ -41,7 +43,7 @@ run_census() {  # out-dir models [flags]
   local minutes
   minutes=$(python3 -c "print(round($left / 60, 2))")
   timeout "$left" python3 bench/census.py --ingot $B/tools/ingot --work /tmp/cw --out "$t/$out" --max-minutes "$minutes" \
-    --models "$list" "$@" >> "$t/census.log" 2>&1
+    --models "$list" "$@" ${CENSUS_FLAGS:-} >> "$t/census.log" 2>&1
   echo "census $out rc $? after $SECONDS s"
 }
 [ "${PROFILE_MODELS:-}" = all ] && PROFILE_MODELS=$models

@@ -8,12 +8,14 @@
 # and initcheck (out-of-bounds writes, reads of memory nothing wrote). Full logs in OUTDIR; one
 # line per variant on stdout.
 #   bash bench/probe_wrong.sh INGOT MODEL.onnx name:in.npy[,..] OUTDIR [variant ...]
-# variants: census opt1 nchw nhwc relu sanitize (default: all); an OUTDIR/NAME.engine already there
-# is used as it is (e.g. the census's own engine as census.engine)
+# variants: census opt1 nchw nhwc relu sanitize graph (default: all); an OUTDIR/NAME.engine already
+# there is used as it is (e.g. the census's own engine as census.engine). graph: the census engine's
+# outputs run once without a CUDA graph and 20 times back to back from one (NaN counts and ranges
+# of each), for wrong outputs that only a replayed graph shows (RegNetY b64, session 16).
 set -uo pipefail
 ingot=$1 model=$2 load=$3 out=$4
 shift 4
-variants=${*:-census opt1 nchw nhwc relu sanitize}
+variants=${*:-census opt1 nchw nhwc relu sanitize graph}
 mkdir -p "$out"
 tol=(--atol 0.05 --rtol 0.05)
 base=(--backend cuda --fp16 --tactic-timing device)
@@ -52,6 +54,12 @@ for v in $variants; do
           --warmup 0 --warmup-ms 0 --iterations 1 --duration 0 > "$out/sanitize_$tool.log" 2>&1
         echo "compute-sanitizer $tool: rc $? $(grep -E 'ERROR SUMMARY' "$out/sanitize_$tool.log" | tail -1)"
         grep -m3 -A4 -E '^========= (Invalid|Uninitialized|Program hit)' "$out/sanitize_$tool.log" | head -16
+      done ;;
+    graph)
+      [ -f "$out/census.engine" ] || "$ingot" build "$model" -o "$out/census.engine" "${base[@]}" > /dev/null 2>&1
+      for how in "--iterations 1 --warmup 0" "--iterations 20 --warmup 2 --cuda-graph --no-data-transfers --back-to-back 20"; do
+        # shellcheck disable=SC2086
+        echo "run $how: $(timeout 120 "$ingot" run "$out/census.engine" --load-inputs "$load" $how 2>&1 | grep -E '^  \S+ +(f|bf)[0-9]+\[' | head -3 | tr -s ' ' | tr '\n' ';')"
       done ;;
     *) echo "unknown variant $v" ;;
   esac
