@@ -33,9 +33,8 @@ bool op_allows_in_place(const ir::Node& node) {
   static const std::set<std::string> kOps = {
       "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Abs", "Neg", "Sqrt", "Reciprocal", "Erf", "Gelu",
       "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish",
-      "Floor", "Ceil", "Round", "Sin", "Cos", "Add", "Sub", "Mul", "Div", "Identity",
-      "Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-  return node.domain().empty() && kOps.count(node.op_type()) && node.outputs().size() == 1;
+      "Floor", "Ceil", "Round", "Sin", "Cos", "Add", "Sub", "Mul", "Div", "Identity"};
+  return node.domain().empty() && (kOps.count(node.op_type()) || is_reshape_op(node)) && node.outputs().size() == 1;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <unordered_set>
 
 namespace ingot::llm {
 
@@ -96,8 +97,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_gguf(const GgufFile& fi
       if ((types->ints[i] == 3 || types->ints[i] == 4) && !t->tokens_[i].empty())  // control, user-defined
         t->specials_.push_back(t->tokens_[i]);
   }
-  std::sort(t->specials_.begin(), t->specials_.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  t->index_specials();
   auto id_of = [&](const char* key) -> int32_t {
     auto r = file.get_int(key);
     return r.ok() && *r >= 0 && *r < static_cast<int64_t>(t->tokens_.size()) ? static_cast<int32_t>(*r) : -1;
@@ -218,8 +218,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::read_tokenizer_json(const st
       INGOT_RETURN_IF_ERROR(place(c, a["id"].get<int64_t>()));
       if (!c.empty()) t->specials_.push_back(c);
     }
-  std::sort(t->specials_.begin(), t->specials_.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  t->index_specials();
   if (!m.contains("merges") || !m["merges"].is_array()) return invalid_model("tokenizer.json has no model.merges");
   int32_t rank = 0;
   for (const json& mg : m["merges"]) {
@@ -357,12 +356,20 @@ Result<std::vector<int32_t>> BpeTokenizer::encode(const std::string& text) const
   return out;
 }
 
+void BpeTokenizer::index_specials() {
+  std::sort(specials_.begin(), specials_.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  const std::unordered_set<std::string> set(specials_.begin(), specials_.end());
+  special_id_.assign(tokens_.size(), false);
+  for (size_t i = 0; i < tokens_.size(); ++i) special_id_[i] = set.count(tokens_[i]) > 0;
+}
+
 Result<std::string> BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size()) return invalid_argument("decode: token id ", id, " outside the vocabulary of ", vocab_size());
     const std::string& t = tokens_[static_cast<size_t>(id)];
-    if (std::find(specials_.begin(), specials_.end(), t) != specials_.end()) {
+    if (special_id_[static_cast<size_t>(id)]) {
       out += t;
       continue;
     }

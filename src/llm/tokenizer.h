@@ -60,6 +60,8 @@ class BpeTokenizer {
   std::unordered_map<std::string, int32_t> ids_;
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank
   std::vector<std::string> specials_;                    // longest first
+  std::vector<bool> special_id_;                         // per id: its text is a special token's
+  void index_specials();                                 // sorts specials_, fills special_id_
   bool split_digits_ = false;
   bool ignore_merges_ = false;  ///< a pre-token piece that is in the vocabulary is taken whole
   int32_t bos_ = -1, eos_ = -1;
