@@ -2,12 +2,14 @@
 #include "builder/autotune.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "backend/device.h"
@@ -212,11 +214,49 @@ void fill_timing_input(Tensor& t) {
   for (size_t off = pattern; off < total; off += pattern) std::memcpy(bytes + off, bytes, std::min(pattern, total - off));
 }
 
+std::string tactic_family(const std::string& name) {
+  size_t end = name.size();
+  while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
+  if (end < name.size() && end > 0 && name[end - 1] == '.') --end;
+  return name.substr(0, end);
+}
+
+std::vector<size_t> considered_candidates(const std::vector<std::unique_ptr<backend::Tactic>>& cands, size_t width) {
+  std::vector<size_t> out;
+  std::set<std::string> families;
+  for (size_t i = 0; i < cands.size() && i < width; ++i) {
+    out.push_back(i);
+    families.insert(tactic_family(cands[i]->name()));
+  }
+  if (width < 2) return out;
+  for (size_t i = width; i < cands.size(); ++i) {
+    if (!cands[i]->capturable()) continue;
+    if (families.insert(tactic_family(cands[i]->name())).second) out.push_back(i);
+  }
+  return out;
+}
+
 Result<size_t> choose_tactic(const backend::Backend& be, const ir::Node& node,
                              std::vector<std::unique_ptr<backend::Tactic>>& cands, const std::string& key,
                              const std::vector<Shape64>& in_shapes, const std::vector<Shape64>& out_shapes,
                              const TuneOptions& options, TimingCache& cache, TuneStats& stats) {
-  size_t n = std::min<size_t>(cands.size(), static_cast<size_t>(candidates_for_level(options.optimization_level)));
+  const size_t width =
+      std::min<size_t>(cands.size(), static_cast<size_t>(candidates_for_level(options.optimization_level)));
+  // The considered candidates first (the rest keep their order behind them); indices below and the
+  // one returned refer to the reordered list.
+  const std::vector<size_t> pick = considered_candidates(cands, width);
+  if (pick.size() > width) {
+    std::vector<bool> taken(cands.size(), false);
+    std::vector<std::unique_ptr<backend::Tactic>> reordered;
+    for (size_t i : pick) {
+      reordered.push_back(std::move(cands[i]));
+      taken[i] = true;
+    }
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (!taken[i]) reordered.push_back(std::move(cands[i]));
+    cands = std::move(reordered);
+  }
+  size_t n = pick.size();
   if (n == 0 || (n == 1 && !options.time_single)) return 0;
   // What the cache knows decides when it knows every candidate considered.
   const std::map<std::string, double>* known = cache.find(key);

@@ -71,6 +71,17 @@ void fill_timing_input(Tensor& t);
 /// How many of the backend's candidates a level considers.
 int candidates_for_level(int level);
 
+/// A tactic's family for the autotuner's width: its name without a trailing number
+/// ("cuda.cudnn.graph.conv.3" -> "cuda.cudnn.graph.conv", "cuda.cublaslt.0" -> "cuda.cublaslt").
+std::string tactic_family(const std::string& name);
+
+/// Indices of the candidates choose_tactic times at `width` (candidates_for_level): the first
+/// `width`, then (width >= 2) the first capturable candidate of each family not among them, in
+/// order. A family's variants come first in the backend's list and used to crowd later families
+/// out: three depthwise strip variants kept cuDNN's channels-last convs from being timed, and
+/// ConvNeXt's layout went channels-first (session 15).
+std::vector<size_t> considered_candidates(const std::vector<std::unique_ptr<backend::Tactic>>& cands, size_t width);
+
 /// Chooses among `cands` (already filtered by supports()): returns the index of the fastest at
 /// the opt shapes, timing what the cache does not know. One candidate, or a backend that does not
 /// time, returns 0 without measuring. `device` holds the timing buffers.

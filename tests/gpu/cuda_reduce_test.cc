@@ -134,6 +134,29 @@ TEST_F(CudaReduceTest, SplitStridedPooling) {
   }
 }
 
+// Strided reductions in 16-byte packs (reduce_strided_packed_kernel): squeeze-excite pooling of
+// NHWC with C a whole number of packs (8 fp16/bf16, 4 fp32 channels) at batch 8 (packed tiles of
+// 256 fp16 outputs across images, split over chunks) and batch 1; C = 8 (one pack: a tile mostly
+// past the end); C = 20 (packs in fp32 only, fp16/bf16 take the unpacked kernel); a middle-axis
+// reduction [2, 300, 64] -> [2, 64].
+TEST_F(CudaReduceTest, PackedStridedPooling) {
+  for (DataType t : kFloatTypes) {
+    const Tolerance tol = reduce_tolerance(t);
+    Tolerance mean = tol;
+    mean.abs = t == DataType::kFloat32 ? 1e-5 : 1e-2;
+    check(reduce_family(), 18, {input(t, {8, 28, 28, 144}), initializer(i64s({1, 2}))}, "ReduceMean {keepdims=1}",
+          "cuda.reduce.reducemean", 1, -1, 1, &mean);
+    check(reduce_family(), 18, {input(t, {1, 56, 56, 96}), initializer(i64s({1, 2}))}, "ReduceMean {keepdims=1}",
+          "cuda.reduce.reducemean", 1, -1, 1, &mean);
+    check(reduce_family(), 18, {input(t, {3, 9, 9, 8}), initializer(i64s({1, 2}))}, "ReduceMax {keepdims=0}",
+          "cuda.reduce.reducemax", 1, -3, 3, &tol);
+    check(reduce_family(), 18, {input(t, {2, 17, 13, 20}), initializer(i64s({1, 2}))}, "ReduceSum {keepdims=1}",
+          "cuda.reduce.reducesum", 1, 0.5, 2, &tol);
+    check(reduce_family(), 18, {input(t, {2, 300, 64}), initializer(i64s({1}))}, "ReduceL2 {keepdims=0}",
+          "cuda.reduce.reducel2", 1, -2, 2, &tol);
+  }
+}
+
 // Which views split, host-side: few outputs of long strided ranges do; many outputs, short
 // ranges and contiguous (row) reductions do not; the partials always fit the workspace.
 TEST(CudaReduceSplit, ChunksFollowTheShape) {
@@ -160,13 +183,22 @@ TEST(CudaReduceSplit, ChunksFollowTheShape) {
   rows.red_strides[0] = 1;
   rows.kept_strides[0] = 12544;
   EXPECT_EQ(reduce_split_chunks(rows), 1);
-  for (int64_t outputs : {1, 7, 31, 32, 33, 100, 1000, 8000, 8447})
-    for (int64_t count : {256, 1000, 12544, 1 << 20}) {
-      const ReduceDesc d = strided(outputs, count);
-      EXPECT_LE(static_cast<uint64_t>(reduce_split_chunks(d)) * static_cast<uint64_t>(outputs) * sizeof(float),
-                kReduceWorkspaceBytes)
-          << outputs << " outputs of " << count;
-    }
+  // Packed tiles hold 32 * 8 fp16 outputs: EfficientNet's batch-64 SE pooling (64 x 144 outputs of
+  // 56 x 56) splits once packed, not unpacked.
+  EXPECT_EQ(backend::cuda::reduce_pack_width(strided(64 * 144, 56 * 56), 2), 8);
+  EXPECT_EQ(backend::cuda::reduce_pack_width(strided(64 * 144, 56 * 56), 4), 4);
+  EXPECT_EQ(backend::cuda::reduce_pack_width(strided(20, 100), 2), 1);
+  EXPECT_EQ(reduce_split_chunks(strided(64 * 144, 56 * 56)), 4);
+  EXPECT_GT(reduce_split_chunks(strided(64 * 144, 56 * 56), 2), 4);
+  for (int element_bytes : {0, 2, 4})
+    for (int64_t outputs : {1, 7, 31, 32, 33, 100, 1000, 8000, 8447, 8448, 64 * 1152})
+      for (int64_t count : {256, 1000, 12544, 1 << 20}) {
+        const ReduceDesc d = strided(outputs, count);
+        EXPECT_LE(static_cast<uint64_t>(reduce_split_chunks(d, element_bytes)) * static_cast<uint64_t>(outputs) *
+                      sizeof(float),
+                  kReduceWorkspaceBytes)
+            << outputs << " outputs of " << count << ", " << element_bytes << "-byte elements";
+      }
 }
 
 TEST_F(CudaReduceTest, NoopWithEmptyAxes) {

@@ -3,7 +3,8 @@
 // The small-channel (stem) convolution tactic against the CPU reference (cpu::run_node on the same
 // inputs): channels-last, fp32/fp16/bf16, 1-4 input channels, 1x1 to 8x8 kernels with strides,
 // dilation and padding, output widths that are and are not whole 4-pixel groups (both thread
-// shapes: one pixel per thread at small sizes, four at batch sizes), bias or none, a residual
+// shapes: one pixel per thread at small sizes, four at batch sizes; rows of several tiles; tiles
+// narrowed to fit shared memory), bias or none, a residual
 // before and after the activation, and every FusedConv activation; what it refuses.
 #include <string>
 #include <vector>
@@ -63,6 +64,14 @@ TEST_F(CudaSmallChannelConvTest, ChannelsKernelsStridesResidual) {
       check_sc({input(t, {2, 9, 7, 3}), input(t, {32, 3, 3, 3}), input(t, {32}), input(t, {2, 9, 7, 32})},
                fused("activation=\"HardSwish\", " + pads(1) + ", residual_before_activation=" + std::to_string(before)));
   }
+  // Rows wider than one tile (256 pixels): 600 at stride 1, and an 8x8 kernel with K 64 over 4
+  // channels, whose weights leave room for only a 128-pixel tile in shared memory.
+  check_sc({input(DataType::kFloat16, {1, 3, 600, 3}), input(DataType::kFloat16, {16, 3, 3, 3}),
+            input(DataType::kFloat16, {16})},
+           fused(pads(1)));
+  check_sc({input(DataType::kFloat32, {1, 12, 300, 4}), input(DataType::kFloat32, {64, 8, 8, 4}),
+            input(DataType::kFloat32, {64})},
+           fused("activation=\"Relu\", " + pads(3)));
   // Enough pixels for four per thread: an output width of 115 (not a whole number of 4-pixel
   // groups) at batch 8 in fp16, and MobileNetV2's batch-16 stem with its ReLU6.
   check_sc({input(DataType::kFloat16, {8, 230, 230, 3}), input(DataType::kFloat16, {64, 3, 3, 3}),

@@ -227,6 +227,26 @@ TEST_F(Autotune, LevelBoundsTheSearchAndFailingCandidatesAreSkipped) {
   EXPECT_EQ(stats.failed, 2);
 }
 
+// Beyond the width, the first candidate of each family not yet among the timed ones is timed too:
+// a family's variants (first in the backend's list) cannot crowd a later family out.
+TEST_F(Autotune, EachFamilysFirstCandidateIsTimedBeyondTheWidth) {
+  EXPECT_EQ(builder::tactic_family("cuda.cudnn.graph.conv.12"), "cuda.cudnn.graph.conv");
+  EXPECT_EQ(builder::tactic_family("cuda.conv.depthwise.strip"), "cuda.conv.depthwise.strip");
+  EXPECT_EQ(builder::tactic_family("fake.algo3"), "fake.algo");
+  std::vector<std::unique_ptr<backend::Tactic>> cands;
+  const char* names[] = {"a.v.0", "a.v.1", "a.v.2", "a.v.3", "a.v.4", "b.w", "c.x.0", "c.x.1"};
+  const double times[] = {0.5, 0.4, 0.6, 0.7, 0.01, 0.3, 0.2, 0.05};
+  for (size_t i = 0; i < 8; ++i) cands.push_back(std::make_unique<FakeTactic>(names[i], times[i]));
+  cands.push_back(std::make_unique<FakeTactic>("d.host", 0.001, false));  // never an extra
+  EXPECT_EQ(builder::considered_candidates(cands, 4), (std::vector<size_t>{0, 1, 2, 3, 5, 6}));
+  EXPECT_EQ(builder::considered_candidates(cands, 1), (std::vector<size_t>{0}));  // level 1: no timing
+  opt.optimization_level = 3;  // width 4
+  auto best = builder::choose_tactic(be, mm, cands, "fam", in, out, opt, cache, stats);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(be.timings, 6);  // a.v.0-3, b.w, c.x.0; not a.v.4, c.x.1 or the host one
+  EXPECT_EQ(cands[*best]->name(), "c.x.0");
+}
+
 // A host-synchronizing candidate (the CUDA host fallback) is timed only when nothing else runs.
 TEST_F(Autotune, HostSynchronizingCandidatesAreTimedOnlyAsALastResort) {
   std::vector<std::unique_ptr<backend::Tactic>> cands;

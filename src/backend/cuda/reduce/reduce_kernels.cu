@@ -161,6 +161,51 @@ __global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, con
   }
 }
 
+// reduce_strided_kernel with V neighbouring outputs per lane, read as one 16-byte pack per reduced
+// row (squeeze-excite pooling of NHWC: [N, H*W, C] over H*W, a warp reads 512 bytes per row instead
+// of 64): the kept innermost dim is contiguous and a whole number of packs, x 16-byte aligned, the
+// reduced dims one (merged) dim. Lane l of a warp takes outputs base + l*V .. + V-1.
+template <class T, int V>
+__global__ void __launch_bounds__(kBlock) reduce_strided_packed_kernel(ReduceOp op, const T* x, T* y, float* partial,
+                                                                       ReduceDesc d) {
+  __shared__ float part[kRows][32 * V + 1];
+  const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
+  const int64_t chunk = (d.count + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t r1 = min(d.count, r0 + chunk);
+  const int64_t rstride = d.red_strides[0];
+  constexpr int64_t kTile = 32 * V;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile; base < d.outputs;
+       base += static_cast<int64_t>(gridDim.x) * kTile) {
+    const int64_t o = base + static_cast<int64_t>(lane) * V;
+    const bool live = o < d.outputs;
+    const T* xo = live ? x + offset_of(o, d.kept_rank, d.kept_dims, d.kept_strides) : x;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = identity_of(op);
+    if (live)
+#pragma unroll 4
+      for (int64_t r = r0 + row; r < r1; r += kRows) {
+        const ew::Pack<T, V> p = *reinterpret_cast<const ew::Pack<T, V>*>(xo + r * rstride);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = combine(op, acc[k], lift(op, to_f32(p.v[k])));
+      }
+    __syncthreads();  // part may still be read from the previous iteration
+#pragma unroll
+    for (int k = 0; k < V; ++k) part[row][lane * V + k] = acc[k];
+    __syncthreads();
+    // The block's 32 * V outputs, one per thread (and a second round when 32 * V > kBlock).
+    for (int j = threadIdx.x; j < kTile; j += kBlock) {
+      const int64_t oj = base + j;
+      if (oj >= d.outputs) continue;
+      float v = part[0][j];
+      for (int w = 1; w < kRows; ++w) v = combine(op, v, part[w][j]);
+      if (partial) partial[static_cast<int64_t>(blockIdx.y) * d.outputs + oj] = v;
+      else y[oj] = from_f32<T>(finalize(op, v, d.count));
+    }
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(kBlock) reduce_finish_kernel(ReduceOp op, const float* partial, int chunks, T* y,
                                                                ReduceDesc d) {
@@ -218,10 +263,19 @@ __global__ void __launch_bounds__(kBlock) arg_kernel(bool is_max, bool last, con
 
 }  // namespace
 
-int reduce_split_chunks(const ReduceDesc& d) {
+int reduce_pack_width(const ReduceDesc& d, int element_bytes) {
+  if (element_bytes <= 0 || element_bytes > 16 || 16 % element_bytes != 0) return 1;
+  const int v = 16 / element_bytes;
+  const bool ok = d.red_rank == 1 && d.kept_rank >= 1 && d.kept_strides[d.kept_rank - 1] == 1 &&
+                  d.kept_dims[d.kept_rank - 1] % v == 0 && d.red_strides[0] % v == 0;
+  return ok ? v : 1;
+}
+
+int reduce_split_chunks(const ReduceDesc& d, int element_bytes) {
   const bool contiguous = d.red_rank > 0 && d.red_strides[d.red_rank - 1] == 1;
   if (contiguous || d.count < kRows || d.outputs <= 0) return 1;
-  const int64_t tiles = (d.outputs + 31) / 32;
+  const int64_t tile = 32 * static_cast<int64_t>(reduce_pack_width(d, element_bytes));
+  const int64_t tiles = (d.outputs + tile - 1) / tile;
   if (tiles >= kReduceSplitTargetBlocks) return 1;
   // At least kReduceMinRowsPerChunk rows per chunk (a warp row walks count / chunks / kRows of them).
   const int64_t by_rows = d.count / kReduceMinRowsPerChunk;
@@ -237,7 +291,8 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
   const bool contiguous = d.red_rank > 0 && d.red_strides[d.red_rank - 1] == 1;
   int g = 1;
   if (contiguous && d.count >= 16) g = (d.count >= 8192 && d.outputs <= 512) ? kBlock : 32;
-  int chunks = op == ReduceOp::kLogSumExp ? 1 : reduce_split_chunks(d);
+  const int element_bytes = t == FloatType::kF32 ? 4 : 2;
+  int chunks = op == ReduceOp::kLogSumExp ? 1 : reduce_split_chunks(d, element_bytes);
   if (chunks > 1 && (workspace == nullptr ||
                      static_cast<uint64_t>(chunks) * static_cast<uint64_t>(d.outputs) * sizeof(float) > workspace_bytes))
     chunks = 1;  // no room for the partials: one chunk, as before
@@ -245,7 +300,16 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
     using T = typename decltype(tag)::type;
     const auto* xp = static_cast<const T*>(x);
     auto* yp = static_cast<T*>(y);
-    if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp) {
+    constexpr int V = 16 / sizeof(T);
+    const bool packed = reduce_pack_width(d, static_cast<int>(sizeof(T))) == V && ew::aligned16(x);
+    if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp && packed) {
+      // The split was sized for 32-output tiles; packed tiles hold 32 * V.
+      const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32 * V));
+      float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
+      reduce_strided_packed_kernel<T, V>
+          <<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
+      if (partial) reduce_finish_kernel<T><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, partial, chunks, yp, d);
+    } else if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp) {
       const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32));
       float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
       reduce_strided_kernel<T><<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);

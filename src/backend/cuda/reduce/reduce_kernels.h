@@ -39,12 +39,19 @@ struct ReduceDesc {
 constexpr int64_t kReduceSplitTargetBlocks = 1056;
 /// The fewest reduced elements a split chunk takes.
 constexpr int64_t kReduceMinRowsPerChunk = 64;
+/// Outputs a strided reduction's lane takes as one 16-byte pack per reduced row when `desc` allows
+/// it for elements of `element_bytes` (one merged reduced dim, the kept innermost dim contiguous and
+/// a whole number of packs, the reduced stride too): 16 / element_bytes, else 1 (also for 0). The
+/// launcher also needs x 16-byte aligned.
+int reduce_pack_width(const ReduceDesc& desc, int element_bytes);
 /// Most scratch a split needs: chunks * outputs floats, chunks <= ceil(target / tiles) and
-/// outputs <= 32 * tiles, so at most (target + tiles) * 32 < 2 * target * 32 floats.
-constexpr uint64_t kReduceWorkspaceBytes = 2 * kReduceSplitTargetBlocks * 32 * sizeof(float);
+/// outputs <= 32 * V * tiles (V <= 8, the pack width of 2-byte types), so at most
+/// (target + tiles) * 32 * V < 2 * target * 32 * 8 floats.
+constexpr uint64_t kReduceWorkspaceBytes = 2 * kReduceSplitTargetBlocks * 32 * 8 * sizeof(float);
 
-/// How many chunks launch_reduce splits `desc`'s reduced range into (1: no split).
-int reduce_split_chunks(const ReduceDesc& desc);
+/// How many chunks launch_reduce splits `desc`'s reduced range into (1: no split), for elements
+/// of `element_bytes` (0: as if unpacked; the tiles are 32 * reduce_pack_width outputs).
+int reduce_split_chunks(const ReduceDesc& desc, int element_bytes = 0);
 
 /// y[o] = reduction of the `count` elements of output o (y contiguous, `outputs` elements).
 /// Max/Min propagate NaN; an empty reduction gives the op's identity (Mean: NaN). `workspace`
