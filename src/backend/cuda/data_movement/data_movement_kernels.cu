@@ -396,7 +396,8 @@ cudaError_t launch_pad_starts(const int64_t* pads, const void* axes, bool int64_
 
 cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, int64_t joined_cols, int64_t outer,
                              const RowSegment* parts, int32_t count, cudaStream_t stream) {
-  if (element_bytes <= 0 || count < 0 || outer < 0 || joined_cols < 0) return cudaErrorInvalidValue;
+  if (element_bytes <= 0 || count < 0 || count > kMaxRowSegments || outer < 0 || joined_cols < 0)
+    return cudaErrorInvalidValue;
   if (outer == 0 || count == 0) return cudaSuccess;
   // The widest word dividing every row, column offset and address.
   uint64_t bits = static_cast<uint64_t>(joined_cols * element_bytes) | reinterpret_cast<uintptr_t>(joined);
@@ -408,35 +409,31 @@ cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, i
   }
   int word = 16;
   while (word > 1 && (bits & static_cast<uint64_t>(word - 1)) != 0) word /= 2;
-  for (int32_t first = 0; first < count;) {
-    JoinParams p{};
-    p.pitch = joined_cols * element_bytes / word;
-    int32_t m = 0;
-    for (; first < count && m < kMaxRowSegments; ++first) {
-      if (parts[first].cols == 0) continue;
-      p.data[m] = parts[first].data;
-      p.at[m] = parts[first].at * element_bytes / word;
-      p.cols[m] = parts[first].cols * element_bytes / word;
-      p.start[m] = p.span;
-      p.span += p.cols[m];
-      ++m;
-    }
-    if (m == 0) break;
-    p.count = m;
-    const int64_t n = outer * p.span;
-    const bool narrow = n < (int64_t{1} << 31);
-    with_word(word, [&](auto tag) {
-      using V = typename decltype(tag)::type;
-      V* y = static_cast<V*>(joined);
-      if (concat && narrow) join_rows_kernel<V, uint32_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
-      else if (concat) join_rows_kernel<V, int64_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
-      else if (narrow) join_rows_kernel<V, uint32_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
-      else join_rows_kernel<V, int64_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
-    });
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
+  JoinParams p{};
+  p.pitch = joined_cols * element_bytes / word;
+  int32_t m = 0;
+  for (int32_t j = 0; j < count; ++j) {
+    if (parts[j].cols == 0) continue;  // zero-width parts take no threads
+    p.data[m] = parts[j].data;
+    p.at[m] = parts[j].at * element_bytes / word;
+    p.cols[m] = parts[j].cols * element_bytes / word;
+    p.start[m] = p.span;
+    p.span += p.cols[m];
+    ++m;
   }
-  return cudaSuccess;
+  if (m == 0) return cudaSuccess;
+  p.count = m;
+  const int64_t n = outer * p.span;
+  const bool narrow = n < (int64_t{1} << 31);
+  with_word(word, [&](auto tag) {
+    using V = typename decltype(tag)::type;
+    V* y = static_cast<V*>(joined);
+    if (concat && narrow) join_rows_kernel<V, uint32_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
+    else if (concat) join_rows_kernel<V, int64_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
+    else if (narrow) join_rows_kernel<V, uint32_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
+    else join_rows_kernel<V, int64_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
+  });
+  return cudaGetLastError();
 }
 
 namespace {

@@ -58,7 +58,7 @@ cudaError_t launch_pad_starts(const int64_t* pads, const void* axes, bool int64_
 
 /// One part of a Concat or Split on the [outer, cols] view of the joined tensor: `cols` elements
 /// per row at column `at` of the joined tensor, in its own tensor `data` ([outer, cols], packed).
-/// Parts per launch of launch_join_rows (more take several launches).
+/// Parts per launch_join_rows call.
 constexpr int32_t kMaxRowSegments = 64;
 
 struct RowSegment {
@@ -67,9 +67,9 @@ struct RowSegment {
   int64_t cols = 0;
 };
 
-/// Concat (`concat`: the parts into `joined`) or Split (`joined` into the parts) of any number of
-/// parts in one launch per kMaxRowSegments parts: a thread per word of the joined rows finds its
-/// part, in the widest word (up to 16 bytes) that divides every part's row, `joined_cols` and every
+/// Concat (`concat`: the parts into `joined`) or Split (`joined` into the parts) of up to
+/// kMaxRowSegments parts in one launch (more: one call per kMaxRowSegments, the caller's loop): a
+/// thread per word of the joined rows finds its part, in the widest word (up to 16 bytes) that divides every part's row, `joined_cols` and every
 /// address (DenseNet's Concats of up to 49 inputs were one launch each, at 4-26% of bandwidth).
 cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, int64_t joined_cols, int64_t outer,
                              const RowSegment* parts, int32_t count, cudaStream_t stream);

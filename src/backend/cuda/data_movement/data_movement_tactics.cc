@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/core/cuda_tactics.h"
@@ -538,21 +539,9 @@ class DataMovementTactic final : public Tactic {
       at += len;
     }
     if (at != y_len) return mismatch(node, *io.inputs[0], y);
-    // The inputs in launches of up to kMaxRowSegments (a stack buffer: enqueue allocates nothing).
-    RowSegment parts[kMaxRowSegments];
-    int32_t m = 0;
-    at = 0;
-    for (size_t i = 0; i < io.inputs.size(); ++i) {
-      const Tensor* x = io.inputs[i];
-      const int64_t len = x->dim(static_cast<size_t>(axis));
-      parts[m++] = RowSegment{x->raw(), at * inner, len * inner};
-      at += len;
-      if (m == kMaxRowSegments || i + 1 == io.inputs.size()) {
-        *err = launch_join_rows(eb, true, y.mutable_raw(), y_len * inner, outer, parts, m, stream);
-        if (*err != cudaSuccess) return Status::Ok();
-        m = 0;
-      }
-    }
+    *err = join(eb, true, y.mutable_raw(), y_len, outer, inner, io.inputs.size(), stream, [&](size_t i) {
+      return std::make_pair(const_cast<void*>(io.inputs[i]->raw()), io.inputs[i]->dim(static_cast<size_t>(axis)));
+    });
     return Status::Ok();
   }
 
@@ -571,23 +560,34 @@ class DataMovementTactic final : public Tactic {
       if (at + len > x_len) return mismatch(node, x, y);
       at += len;
     }
-    RowSegment parts[kMaxRowSegments];  // launches of up to kMaxRowSegments outputs
-    int32_t m = 0;
-    at = 0;
-    for (size_t i = 0; i < io.outputs->size(); ++i) {
+    *err = join(eb, false, const_cast<void*>(x.raw()), x_len, outer, inner, io.outputs->size(), stream, [&](size_t i) {
       Tensor& y = (*io.outputs)[i];
-      const int64_t len = y.dim(static_cast<size_t>(axis));
-      parts[m++] = RowSegment{y.mutable_raw(), at * inner, len * inner};
-      at += len;
-      if (m == kMaxRowSegments || i + 1 == io.outputs->size()) {
-        *err = launch_join_rows(eb, false, const_cast<void*>(x.raw()), x_len * inner, outer, parts, m, stream);
-        if (*err != cudaSuccess) return Status::Ok();
-        m = 0;
-      }
-    }
+      return std::make_pair(y.mutable_raw(), y.dim(static_cast<size_t>(axis)));
+    });
     return Status::Ok();
   }
 
+  // Concat (`concat`) or Split of `count` parts along an axis of `joined_len` on the [outer, len,
+  // inner] view, part(i) giving part i's data and its length along the axis: launch_join_rows in
+  // launches of up to kMaxRowSegments parts from a stack buffer (enqueue allocates nothing).
+  template <class Part>
+  static cudaError_t join(int32_t eb, bool concat, void* joined, int64_t joined_len, int64_t outer, int64_t inner,
+                          size_t count, cudaStream_t stream, Part&& part) {
+    RowSegment parts[kMaxRowSegments];
+    int32_t m = 0;
+    int64_t at = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const auto [data, len] = part(i);
+      parts[m++] = RowSegment{data, at * inner, len * inner};
+      at += len;
+      if (m == kMaxRowSegments || i + 1 == count) {
+        const cudaError_t e = launch_join_rows(eb, concat, joined, joined_len * inner, outer, parts, m, stream);
+        if (e != cudaSuccess) return e;
+        m = 0;
+      }
+    }
+    return cudaSuccess;
+  }
   Kind kind_;
 };
 
