@@ -614,6 +614,7 @@ struct RooflineBasis {
   GpuInfo info;                     // name and arch (gpu engines)
   const PeakRates *peaks = nullptr; // nullptr: CPU engine or an arch not in kPeaks
   std::string why_none;             // why there are no roofline figures
+  std::string timing;               // ExecutionContext::profile_timing(): "device: ..." or "host: ..."
 };
 
 // TFLOP/s with enough digits to tell small rates apart.
@@ -666,8 +667,8 @@ void print_profile(const std::vector<LayerRow> &rows,
   os << "total " << fmt(total, 4) << " ms over " << rows.size() << " steps, "
      << fmt(flops, 0)
      << " FLOPs counted (Conv/MatMul/Gemm and their fused forms)\n";
-  os << "ms: host wall time from the step's enqueue to the end of a synchronize after it; host ms: "
-     << (basis.gpu ? "the enqueue call alone (a step whose host ms is most of its ms is host-bound "
+  os << "ms: " << basis.timing << "\nhost ms: "
+     << (basis.gpu ? "the enqueue call alone (a step whose host ms exceeds its ms is host-bound "
                      "without a CUDA graph)\n"
                    : "the enqueue call alone (on the CPU: the step's execution)\n");
   if (!basis.peaks) {
@@ -690,7 +691,7 @@ Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
                      int runs, const RooflineBasis &basis) {
   std::ostringstream ss;
   ss << "{\n  \"profilingRuns\": " << runs << ",\n  \"backend\": \""
-     << (basis.gpu ? "gpu" : "cpu") << "\",\n";
+     << (basis.gpu ? "gpu" : "cpu") << "\",\n  \"timing\": \"" << json_escape(basis.timing) << "\",\n";
   if (basis.gpu)
     ss << "  \"gpu\": {\"name\": \"" << json_escape(basis.info.name)
        << "\", \"sm\": " << basis.info.sm << "},\n";
@@ -1100,6 +1101,7 @@ Status run_benchmark(const std::shared_ptr<Engine> &engine,
     return s;
   RooflineBasis basis;
   basis.gpu = gpu;
+  basis.timing = ctx.profile_timing();
   if (!gpu) {
     basis.why_none = "CPU engine";
   } else if (auto info = current_gpu(); !info.ok()) {

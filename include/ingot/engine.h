@@ -45,10 +45,11 @@ struct MemoryFigures {
 
 class ExecutionContext;
 
-/// Receives per-layer timings while a context with a profiler runs (like TensorRT's IProfiler).
-/// Called on the enqueueing thread after each step with the host's wall time from just before
-/// the step's enqueue to the end of a synchronize after it: on GPU engines that includes the
-/// host's enqueue cost and the synchronization's latency (~10 us), not the GPU's time alone.
+/// Receives per-layer timings while a context with a profiler runs (like TensorRT's IProfiler),
+/// on the enqueueing thread: a step's device time on CUDA engines that can be captured, else the
+/// host's wall time from just before the step's enqueue to the end of a synchronize after it
+/// (which includes the host's enqueue cost and the synchronization's latency, ~10 us).
+/// ExecutionContext::set_profiler and profile_timing() say which.
 class Profiler {
  public:
   virtual ~Profiler() = default;
@@ -109,8 +110,16 @@ class ExecutionContext {
   /// Runs the engine on `stream` (a cudaStream_t for CUDA engines; ignored, and the call is
   /// synchronous, for CPU engines). Fails when an input is unbound or shapes are not set.
   virtual Status enqueue(void* stream = nullptr) = 0;
-  /// Per-layer timing during enqueue; nullptr turns it off. Not owned.
+  /// Per-layer timing during enqueue; nullptr turns it off. Not owned. On a CUDA engine whose
+  /// steps can all be captured, enqueue replays a CUDA graph of the steps with a timing event
+  /// between every two, and reports each step's device time (what a graph run spends on it: no
+  /// host enqueue, no synchronize latency); it still reports the host time of each step's
+  /// enqueue once, while capturing. Otherwise (CPU engines, a step that cannot be captured, the
+  /// legacy default stream, a tensor listener) it reports host wall time from each step's
+  /// enqueue to a synchronize after it. profile_timing() says which.
   virtual void set_profiler(Profiler* profiler) = 0;
+  /// After an enqueue with a profiler: "device: ..." or "host: ..." and why (see set_profiler).
+  virtual std::string profile_timing() const = 0;
   /// Every intermediate tensor during enqueue; nullptr turns it off. Not owned.
   virtual void set_tensor_listener(TensorListener* listener) = 0;
   /// CUDA engines: capture the whole enqueue into a CUDA graph, once per set of input shapes

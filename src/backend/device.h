@@ -35,6 +35,12 @@ class Device {
   /// Ends the capture begun on `stream` and instantiates it; the handle frees the graph.
   virtual Result<std::shared_ptr<void>> end_capture(void* stream) { return unsupported("no capture in progress"); }
   virtual Status launch_graph(void* graph, void* stream) { return unsupported("no graphs on this device"); }
+  /// Timing markers (CUDA events) for per-step device times: record_marker puts one on `stream`,
+  /// or, while the stream is being captured, into the graph as a node (a replay records it).
+  /// marker_elapsed_ms: the device time between two completed markers. The host device has none.
+  virtual Result<std::shared_ptr<void>> create_marker() { return unsupported("no timing markers on this device"); }
+  virtual Status record_marker(void* marker, void* stream) { return unsupported("no timing markers on this device"); }
+  virtual Result<float> marker_elapsed_ms(void* from, void* to) { return unsupported("no timing markers on this device"); }
   /// "sm_90" for a CUDA device, "" for the host.
   virtual std::string arch() const = 0;
   /// Library versions an engine built here is bound to (e.g. "cudart" -> "13000").

@@ -40,14 +40,28 @@ class ContextImpl : public ExecutionContext {
   void set_tensor_listener(TensorListener* listener) override { listener_ = listener; }
   Status set_cuda_graph_mode(bool enabled) override;
   std::string cuda_graph_status() const override { return graph_status_; }
+  std::string profile_timing() const override { return profile_timing_; }
 
  private:
+  /// How run_steps times each step for the profiler: not at all, host wall time up to a
+  /// synchronize after the step, or a timing marker before each step and after the last (device
+  /// time; nothing synchronizes, so the steps can be captured).
+  enum class StepTiming { kNone, kHostSync, kMarkers };
   /// Runs every step and the output copies: the work a CUDA graph captures.
-  Status run_steps(void* stream);
+  Status run_steps(void* stream, StepTiming timing);
+  /// enqueue with a profiler attached: the steps' device times from a graph with a marker
+  /// between steps, replayed (what a graph run spends, without host enqueue or synchronize
+  /// latency), or host times where that graph cannot be made (profile_timing() says why).
+  Status run_profiled(void* stream);
   /// Why this run cannot be captured into a graph, or "".
   std::string capture_blocker(void* stream) const;
+  /// The part of capture_blocker about the stream and the steps themselves.
+  std::string step_capture_blocker(void* stream) const;
   bool graph_mode_ = false;
   std::shared_ptr<void> graph_;  ///< instantiated graph for the current views and shapes
+  std::shared_ptr<void> profile_graph_;         ///< run_profiled's graph (steps with markers)
+  std::vector<std::shared_ptr<void>> markers_;  ///< one before each step and one after the last
+  std::string profile_timing_;
   int plain_runs_since_prepare_ = 0;
   std::string graph_status_;
   Profiler* profiler_ = nullptr;
@@ -546,6 +560,7 @@ Status ContextImpl::prepare_run() {
   }
   views_valid_ = true;
   graph_.reset();
+  profile_graph_.reset();
   plain_runs_since_prepare_ = 0;
   return Status::Ok();
 }
@@ -560,9 +575,13 @@ Status ContextImpl::set_cuda_graph_mode(bool enabled) {
 }
 
 std::string ContextImpl::capture_blocker(void* stream) const {
-  if (!stream) return "enqueue is on the legacy default stream, which cannot be captured; pass a created stream";
-  if (profiler_) return "a profiler is attached (per-layer timing synchronizes after every step)";
+  if (profiler_) return "a profiler is attached (per-layer timing replays its own graph with markers between steps)";
   if (listener_) return "a tensor listener is attached (it copies every intermediate to the host)";
+  return step_capture_blocker(stream);
+}
+
+std::string ContextImpl::step_capture_blocker(void* stream) const {
+  if (!stream) return "enqueue is on the legacy default stream, which cannot be captured; pass a created stream";
   const builder::Plan& plan = engine_->plan();
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     if (step_dynamic_[s])
@@ -577,7 +596,11 @@ std::string ContextImpl::capture_blocker(void* stream) const {
 
 Status ContextImpl::enqueue(void* stream) {
   if (!shapes_valid_ || !views_valid_) INGOT_RETURN_IF_ERROR(prepare_run());
-  if (!graph_mode_) return run_steps(stream);
+  if (profiler_) {
+    if (graph_mode_) graph_status_ = capture_blocker(stream);
+    return run_profiled(stream);
+  }
+  if (!graph_mode_) return run_steps(stream, StepTiming::kNone);
   if (graph_ && stream && !profiler_ && !listener_) {  // a graph replays on any stream
     graph_status_.clear();
     return engine_->device().launch_graph(graph_.get(), stream);
@@ -587,21 +610,62 @@ Status ContextImpl::enqueue(void* stream) {
   // lets tactics build their per-shape plans outside the capture. The next one is captured.
   if (!graph_status_.empty() || plain_runs_since_prepare_ == 0) {
     ++plain_runs_since_prepare_;
-    return run_steps(stream);
+    return run_steps(stream, StepTiming::kNone);
   }
   INGOT_RETURN_IF_ERROR(engine_->device().begin_capture(stream));
-  Status st = run_steps(stream);
+  Status st = run_steps(stream, StepTiming::kNone);
   auto g = engine_->device().end_capture(stream);
   if (!st.ok()) return Status(st.code(), "during CUDA graph capture: " + st.message());
   if (!g.ok()) {
     graph_status_ = g.status().message();
-    return run_steps(stream);
+    return run_steps(stream, StepTiming::kNone);
   }
   graph_ = std::move(g).value();
   return engine_->device().launch_graph(graph_.get(), stream);
 }
 
-Status ContextImpl::run_steps(void* stream) {
+Status ContextImpl::run_profiled(void* stream) {
+  backend::Device& dev = engine_->device();
+  const size_t n = engine_->plan().steps.size();
+  std::string why = dev.is_host()    ? "a CPU engine: the step's execution"
+                    : listener_      ? "a tensor listener is attached"
+                                     : step_capture_blocker(stream);
+  if (why.empty() && !profile_graph_) {
+    if (plain_runs_since_prepare_ == 0) {
+      // As in graph mode: the first run after the shapes or bindings change settles output
+      // buffers and the tactics' per-shape plans outside a capture. Not reported.
+      ++plain_runs_since_prepare_;
+      INGOT_RETURN_IF_ERROR(run_steps(stream, StepTiming::kNone));
+    }
+    while (markers_.size() < n + 1) {
+      auto m = dev.create_marker();
+      if (!m.ok()) return m.status();
+      markers_.push_back(std::move(m).value());
+    }
+    INGOT_RETURN_IF_ERROR(dev.begin_capture(stream));
+    Status st = run_steps(stream, StepTiming::kMarkers);
+    auto g = dev.end_capture(stream);
+    if (!st.ok()) return Status(st.code(), "during the profiling graph's capture: " + st.message());
+    if (g.ok())
+      profile_graph_ = std::move(g).value();
+    else
+      why = "its capture failed: " + g.status().message();
+  }
+  if (!why.empty()) {
+    profile_timing_ = "host: wall time from each step's enqueue to a synchronize after it (no device timing: " + why + ")";
+    return run_steps(stream, StepTiming::kHostSync);
+  }
+  INGOT_RETURN_IF_ERROR(dev.launch_graph(profile_graph_.get(), stream));
+  INGOT_RETURN_IF_ERROR(dev.synchronize(stream));
+  for (size_t s = 0; s < n; ++s) {
+    INGOT_ASSIGN_OR_RETURN(float ms, dev.marker_elapsed_ms(markers_[s].get(), markers_[s + 1].get()));
+    profiler_->report_layer_time(static_cast<int>(s), engine_->layers()[s].name.c_str(), ms);
+  }
+  profile_timing_ = "device: each step's GPU time in a CUDA graph replay, between markers recorded around it";
+  return Status::Ok();
+}
+
+Status ContextImpl::run_steps(void* stream, StepTiming timing) {
   host_copies_.clear();
   run_stream_ = stream;
   const builder::Plan& plan = engine_->plan();
@@ -627,16 +691,20 @@ Status ContextImpl::run_steps(void* stream) {
     }
     sio.stream = stream;
     using Clock = std::chrono::steady_clock;
-    const auto t0 = profiler_ ? Clock::now() : Clock::time_point();
+    const bool timed = timing != StepTiming::kNone && profiler_;
+    if (timing == StepTiming::kMarkers) INGOT_RETURN_IF_ERROR(engine_->device().record_marker(markers_[s].get(), stream));
+    const auto t0 = timed ? Clock::now() : Clock::time_point();
     Status st = engine_->tactics()[s]->enqueue(sio);
     if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());
-    if (profiler_) {
+    if (timed) {
       const char* name = engine_->layers()[s].name.c_str();
       profiler_->report_layer_enqueue_time(static_cast<int>(s), name,
                                            std::chrono::duration<float, std::milli>(Clock::now() - t0).count());
+    }
+    if (timed && timing == StepTiming::kHostSync) {
       INGOT_RETURN_IF_ERROR(engine_->device().synchronize(stream));
       float ms = std::chrono::duration<float, std::milli>(Clock::now() - t0).count();
-      profiler_->report_layer_time(static_cast<int>(s), name, ms);
+      profiler_->report_layer_time(static_cast<int>(s), engine_->layers()[s].name.c_str(), ms);
     }
     if (step_dynamic_[s])
       for (size_t o = 0; o < outs.size(); ++o)
@@ -657,6 +725,8 @@ Status ContextImpl::run_steps(void* stream) {
       }
     }
   }
+  if (timing == StepTiming::kMarkers)
+    INGOT_RETURN_IF_ERROR(engine_->device().record_marker(markers_[plan.steps.size()].get(), stream));
   // Outputs that no step wrote into their binding: data-dependent shapes, strings, or outputs
   // that are graph inputs / initializers themselves.
   for (size_t i = 0; i < io.size(); ++i) {

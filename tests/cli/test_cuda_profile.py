@@ -106,6 +106,10 @@ def main():
             rc, out, err = run(ingot, "run", e, "--dump-profile", "--export-profile", prof, "--iterations", "20",
                                "--onnx", model)
             p = json.load(open(prof)) if rc == 0 and os.path.exists(prof) else {}
+            # Every step of these engines can be captured: the profile times them on the device.
+            check(f"{label}: the profile reports device times (a graph with markers between steps)",
+                  p.get("timing", "").startswith("device:") and re.search(r"^ms: device: ", out, re.M) is not None,
+                  p.get("timing", "") + "\n" + out[-600:])
             check(f"{label}: profile names the GPU and its arch",
                   p.get("gpu", {}).get("sm") == sm and sm is not None and p["gpu"].get("name"), str(p.get("gpu")))
             peaks = p.get("peaks")

@@ -157,6 +157,8 @@ def main():
               str(p["layers"][:2]))
         check("--export-profile: percentages sum to ~100",
               abs(sum(l["percent"] for l in p["layers"]) - 100) < 1e-3, str(p["layers"]))
+        check("--export-profile: a CPU engine's steps are timed on the host, and it says so",
+              p.get("timing", "").startswith("host:") and "CPU engine" in p.get("timing", ""), str(p.get("timing")))
         # On the CPU a step's enqueue is its execution: the enqueue time is there and within the step's.
         check("--export-profile: every step's host enqueue time, at most its time",
               p["layers"] and all(l["enqueueMs"] is not None and 0 <= l["enqueueMs"] <= l["medianMs"]

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -199,13 +200,50 @@ TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
     EXPECT_TRUE(std::isfinite(b[0]));
   }
 
-  // A profiler forces plain launches (it times each step), and says so.
-  struct NullProfiler : Profiler {
-    void report_layer_time(int, const char*, float) noexcept override {}
+  // A profiler replaces the context's graph with its own timing graph, and says so; it reports
+  // every step's device time once per enqueue (a marker between steps), within the enqueue's
+  // wall time, and the outputs stay bit-identical to the plain run's.
+  struct StepTimes : Profiler {
+    std::vector<int> steps;
+    std::vector<float> ms;
+    int enqueue_reports = 0;
+    void report_layer_time(int step, const char*, float t) noexcept override {
+      steps.push_back(step);
+      ms.push_back(t);
+    }
+    void report_layer_enqueue_time(int, const char*, float) noexcept override { ++enqueue_reports; }
   } prof;
   (*graphed)->set_profiler(&prof);
-  ASSERT_TRUE((*graphed)->enqueue(stream).ok());
-  EXPECT_NE((*graphed)->cuda_graph_status().find("profiler"), std::string::npos);
+  const size_t nsteps = (*engine)->layers().size();
+  std::vector<float> a(ny), b(ny);
+  ASSERT_EQ(cudaMemcpy(a.data(), dy_plain, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_EQ(cudaMemset(dy_graph, 0xFF, ny * 4), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const size_t before = prof.steps.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = (*graphed)->enqueue(stream);  // synchronizes: the times are read after the replay
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ((*graphed)->profile_timing().rfind("device:", 0), 0u) << (*graphed)->profile_timing();
+    EXPECT_NE((*graphed)->cuda_graph_status().find("profiler"), std::string::npos);
+    ASSERT_EQ(prof.steps.size() - before, nsteps) << "run " << run;
+    double sum = 0;
+    for (size_t i = 0; i < nsteps; ++i) {
+      EXPECT_EQ(prof.steps[before + i], static_cast<int>(i));
+      EXPECT_TRUE(prof.ms[before + i] >= 0 && std::isfinite(prof.ms[before + i])) << prof.ms[before + i];
+      sum += prof.ms[before + i];
+    }
+    EXPECT_GT(sum, 0.0);
+    EXPECT_LE(sum, wall_ms) << "the steps' device times exceed the enqueue's wall time";
+    ASSERT_EQ(cudaMemcpy(b.data(), dy_graph, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), ny * 4), 0) << "run " << run << ": profiled output differs";
+  }
+  EXPECT_EQ(prof.enqueue_reports, static_cast<int>(nsteps)) << "host enqueue times: once, at the capture";
+  // The legacy default stream cannot be captured: host timing, and it says why.
+  ASSERT_TRUE((*graphed)->enqueue(nullptr).ok());
+  EXPECT_EQ((*graphed)->profile_timing().rfind("host:", 0), 0u) << (*graphed)->profile_timing();
+  EXPECT_NE((*graphed)->profile_timing().find("default stream"), std::string::npos);
   (*graphed)->set_profiler(nullptr);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);

@@ -244,6 +244,9 @@ TEST(Runtime, ProfilerReportsEveryStepInOrder) {
   EXPECT_GE(rec.total_ms, 0.0) << "a negative or NaN step time";
   EXPECT_TRUE(rec.enqueue_within_step) << "an enqueue time missing, late, or longer than its step";
   EXPECT_LE(rec.total_ms, wall_ms) << "steps timed longer than the runs took";
+  // CPU engines have no device timing: host wall time, and the context says so.
+  EXPECT_EQ((*profiled)->profile_timing().rfind("host:", 0), 0u) << (*profiled)->profile_timing();
+  EXPECT_NE((*profiled)->profile_timing().find("CPU engine"), std::string::npos) << (*profiled)->profile_timing();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i;
 }

@@ -81,6 +81,22 @@ class CudaDevice : public Device {
     INGOT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
     return Status::Ok();
   }
+  Result<std::shared_ptr<void>> create_marker() override {
+    cudaEvent_t e = nullptr;
+    INGOT_CUDA_CHECK(cudaEventCreate(&e));  // default flags: timing on
+    return std::shared_ptr<void>(e, [](void* x) { cudaEventDestroy(static_cast<cudaEvent_t>(x)); });
+  }
+  Status record_marker(void* marker, void* stream) override {
+    // External: a node of the graph while capturing (a plain record would only order streams).
+    INGOT_CUDA_CHECK(
+        cudaEventRecordWithFlags(static_cast<cudaEvent_t>(marker), static_cast<cudaStream_t>(stream), cudaEventRecordExternal));
+    return Status::Ok();
+  }
+  Result<float> marker_elapsed_ms(void* from, void* to) override {
+    float ms = 0;
+    INGOT_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
+    return ms;
+  }
   std::string arch() const override { return arch_; }
   std::map<std::string, std::string> library_versions() const override {
     int rt = 0;
