@@ -8,7 +8,7 @@
 # and initcheck (out-of-bounds writes, reads of memory nothing wrote). Full logs in OUTDIR; one
 # line per variant on stdout.
 #   bash bench/probe_wrong.sh INGOT MODEL.onnx name:in.npy[,..] OUTDIR [variant ...]
-# variants: census opt1 nchw nhwc relu sanitize graph (default: all); an OUTDIR/NAME.engine already
+# variants: census opt1 nchw nhwc relu sanitize graph layouts (default: all but layouts); an OUTDIR/NAME.engine already
 # there is used as it is (e.g. the census's own engine as census.engine). graph: the census engine's
 # outputs run once without a CUDA graph and 20 times back to back from one (NaN counts and ranges
 # of each), for wrong outputs that only a replayed graph shows (RegNetY b64, session 16).
@@ -60,6 +60,14 @@ for v in $variants; do
       for how in "--iterations 1 --warmup 0" "--iterations 20 --warmup 2 --cuda-graph --no-data-transfers --back-to-back 20"; do
         # shellcheck disable=SC2086
         echo "run $how: $(timeout 120 "$ingot" run "$out/census.engine" --load-inputs "$load" $how 2>&1 | grep -E '^  \S+ +(f|bf)[0-9]+\[' | head -3 | tr -s ' ' | tr '\n' ';')"
+      done ;;
+    layouts)
+      # Quick, no reference: channels-first and channels-last builds, each run once on the input
+      # (output summaries with their NaN counts), for a wrong output that one layout's tactics give.
+      for lay in nchw nhwc; do
+        [ -f "$out/run_$lay.engine" ] || "$ingot" build "$model" -o "$out/run_$lay.engine" "${base[@]}" --conv-layout "$lay" \
+          > "$out/run_$lay.build.log" 2>&1 || { echo "$lay: build failed: $(tail -1 "$out/run_$lay.build.log")"; continue; }
+        echo "$lay run once: $(timeout 120 "$ingot" run "$out/run_$lay.engine" --load-inputs "$load" --iterations 1 --warmup 0 2>&1 | grep -E '^  \S+ +(f|bf)[0-9]+\[' | head -3 | tr -s ' ' | tr '\n' ';')"
       done ;;
     *) echo "unknown variant $v" ;;
   esac

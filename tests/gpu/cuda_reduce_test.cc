@@ -5,10 +5,12 @@
 // input form, keepdims both ways, negative axes, noop_with_empty_axes), shapes that take the
 // thread-, warp- and block-per-output paths, and ArgMax/ArgMin with ties and select_last_index,
 // in f32/f16/bf16. Also which nodes the family refuses.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/reduce/reduce_kernels.h"
+#include "core/dtype.h"
 #include "op_case_util.h"
 
 namespace ingot::gpu_test {
@@ -134,26 +136,41 @@ TEST_F(CudaReduceTest, SplitStridedPooling) {
   }
 }
 
-// Strided reductions in 16-byte packs (reduce_strided_packed_kernel): squeeze-excite pooling of
-// NHWC with C a whole number of packs (8 fp16/bf16, 4 fp32 channels) at batch 8 (packed tiles of
-// 256 fp16 outputs across images, split over chunks) and batch 1; C = 8 (one pack: a tile mostly
-// past the end); C = 20 (packs in fp32 only, fp16/bf16 take the unpacked kernel); a middle-axis
-// reduction [2, 300, 64] -> [2, 64].
+// Strided reductions in 16-byte packs (reduce_strided_packed_kernel, tactic cuda.reduce.<op>.packed):
+// squeeze-excite pooling of NHWC with C a whole number of packs (8 fp16/bf16, 4 fp32 channels) at
+// batch 8 (packed tiles of 256 fp16 outputs across images, split over chunks) and batch 1; C = 8
+// (one pack: a tile mostly past the end); C = 20 (packs in fp32 only: fp16/bf16 are not offered the
+// packed variant); a middle-axis reduction [2, 300, 64] -> [2, 64]. Both variants, against the
+// reference.
 TEST_F(CudaReduceTest, PackedStridedPooling) {
+  struct Case {
+    Shape64 shape;
+    std::vector<int64_t> axes;
+    std::string call, tactic;
+    double lo, hi;
+  };
+  const std::vector<Case> cases = {
+      {{8, 28, 28, 144}, {1, 2}, "ReduceMean {keepdims=1}", "cuda.reduce.reducemean", -1, 1},
+      {{1, 56, 56, 96}, {1, 2}, "ReduceMean {keepdims=1}", "cuda.reduce.reducemean", -1, 1},
+      {{3, 9, 9, 8}, {1, 2}, "ReduceMax {keepdims=0}", "cuda.reduce.reducemax", -3, 3},
+      {{2, 17, 13, 20}, {1, 2}, "ReduceSum {keepdims=1}", "cuda.reduce.reducesum", 0.5, 2},
+      {{2, 300, 64}, {1}, "ReduceL2 {keepdims=0}", "cuda.reduce.reducel2", -2, 2},
+  };
   for (DataType t : kFloatTypes) {
     const Tolerance tol = reduce_tolerance(t);
     Tolerance mean = tol;
     mean.abs = t == DataType::kFloat32 ? 1e-5 : 1e-2;
-    check(reduce_family(), 18, {input(t, {8, 28, 28, 144}), initializer(i64s({1, 2}))}, "ReduceMean {keepdims=1}",
-          "cuda.reduce.reducemean", 1, -1, 1, &mean);
-    check(reduce_family(), 18, {input(t, {1, 56, 56, 96}), initializer(i64s({1, 2}))}, "ReduceMean {keepdims=1}",
-          "cuda.reduce.reducemean", 1, -1, 1, &mean);
-    check(reduce_family(), 18, {input(t, {3, 9, 9, 8}), initializer(i64s({1, 2}))}, "ReduceMax {keepdims=0}",
-          "cuda.reduce.reducemax", 1, -3, 3, &tol);
-    check(reduce_family(), 18, {input(t, {2, 17, 13, 20}), initializer(i64s({1, 2}))}, "ReduceSum {keepdims=1}",
-          "cuda.reduce.reducesum", 1, 0.5, 2, &tol);
-    check(reduce_family(), 18, {input(t, {2, 300, 64}), initializer(i64s({1}))}, "ReduceL2 {keepdims=0}",
-          "cuda.reduce.reducel2", 1, -2, 2, &tol);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.call + " " + shape_to_string(c.shape) + " " + data_type_name(t));
+      const std::vector<Operand> ins = {input(t, c.shape), initializer(i64s(c.axes))};
+      const Tolerance* use = c.tactic == "cuda.reduce.reducemean" ? &mean : &tol;
+      const auto names = candidate_names(reduce_family(), 18, ins, c.call);
+      const bool offered = std::find(names.begin(), names.end(), c.tactic + ".packed") != names.end();
+      const int64_t pack = 16 / (data_type_bits(t) / 8);
+      EXPECT_EQ(offered, c.shape.back() % pack == 0) << "packed variant offered where it can (never) pack";
+      check(reduce_family(), 18, ins, c.call, c.tactic, 1, c.lo, c.hi, use);
+      if (offered) check(reduce_family(), 18, ins, c.call, c.tactic + ".packed", 1, c.lo, c.hi, use);
+    }
   }
 }
 

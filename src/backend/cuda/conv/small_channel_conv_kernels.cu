@@ -22,12 +22,8 @@ struct alignas(16) Pack8 {
 };
 
 // One thread: P output pixels along x (ox0 .. ox0 + P - 1) x 8 output channels (k0 .. k0 + 7).
-// C (1-4) is a template parameter so the tap loop over channels unrolls; KS (3, 4 or 7: the
-// stems' square kernels; 0: d.kh x d.kw at run time) unrolls the taps too, so a thread's input
-// loads are all in flight together (session 16: with run-time tap loops MobileNetV2's batch-64
-// stem took 0.225 ms in the engine, ~10x its FMA time; staging the input rows in shared memory
-// instead, with run-time loops, took 0.287 ms).
-template <class T, int P, int C, int KS>
+// C (1-4) is a template parameter so the tap loop over channels unrolls.
+template <class T, int P, int C>
 __global__ void __launch_bounds__(kThreads)
     small_conv_nhwc(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                     const T* __restrict__ r, T* __restrict__ y, SmallConvDesc d, int groups_x, int kpacks,
@@ -61,14 +57,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int p = 0; p < P; ++p) acc[p][j] = b;
     }
-    const int kh = KS ? KS : d.kh, kw = KS ? KS : d.kw;
-#pragma unroll
-    for (int ry = 0; ry < kh; ++ry) {
+    for (int ry = 0; ry < d.kh; ++ry) {
       const int iy = oy * d.stride_h - d.pad_h + ry * d.dil_h;
       if (iy < 0 || iy >= H) continue;
       const T* xrow = x + (static_cast<int64_t>(n) * H + iy) * W * C;
-#pragma unroll
-      for (int sx = 0; sx < kw; ++sx) {
+      for (int sx = 0; sx < d.kw; ++sx) {
         int ix[P];
         bool in[P];
 #pragma unroll
@@ -76,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
           ix[p] = (ox0 + p) * d.stride_w - d.pad_w + sx * d.dil_w;
           in[p] = ix[p] >= 0 && ix[p] < W && ox0 + p < OW;
         }
-        const float* wtap = ws + ((ry * kw + sx) * C) * K + k0;
+        const float* wtap = ws + ((ry * d.kw + sx) * C) * K + k0;
 #pragma unroll
         for (int ci = 0; ci < C; ++ci) {
           float xv[P];
@@ -130,19 +123,11 @@ cudaError_t launch_p(const void* x, const void* w, const void* bias, const void*
         static_cast<T*>(y), d, groups_x, kpacks, static_cast<int>(total));
     return cudaGetLastError();
   };
-  if (d.c == 3 && d.kh == d.kw) {  // RGB stems: taps unrolled
-    switch (d.kh) {
-      case 3: return go(small_conv_nhwc<T, P, 3, 3>);
-      case 4: return go(small_conv_nhwc<T, P, 3, 4>);
-      case 7: return go(small_conv_nhwc<T, P, 3, 7>);
-      default: break;
-    }
-  }
   switch (d.c) {
-    case 1: return go(small_conv_nhwc<T, P, 1, 0>);
-    case 2: return go(small_conv_nhwc<T, P, 2, 0>);
-    case 3: return go(small_conv_nhwc<T, P, 3, 0>);
-    case 4: return go(small_conv_nhwc<T, P, 4, 0>);
+    case 1: return go(small_conv_nhwc<T, P, 1>);
+    case 2: return go(small_conv_nhwc<T, P, 2>);
+    case 3: return go(small_conv_nhwc<T, P, 3>);
+    case 4: return go(small_conv_nhwc<T, P, 4>);
     default: return cudaErrorInvalidValue;
   }
 }

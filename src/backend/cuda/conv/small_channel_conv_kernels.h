@@ -12,11 +12,10 @@
 // of fp32 FMA): CUDA cores suffice.
 //
 // The kernel: the block stages all weights as fp32 [kh·kw·C][K] and the bias in shared memory; a
-// thread computes 4 consecutive output pixels along x (1 at batch-1 sizes, for enough threads) for
-// 8 consecutive output channels (one 16-byte pack of fp16/bf16, two of fp32), so each weight read
-// from shared memory serves 4 multiply-adds; threads of one pixel group differ in their channel
-// pack, so a warp's stores are whole 64+-byte runs of y. RGB stems' 3x3, 4x4 and 7x7 taps are
-// unrolled. Accumulation in fp32.
+// thread computes kSmallConvPixels consecutive output pixels along x for 8 consecutive output
+// channels (one 16-byte pack of fp16/bf16, two of fp32), so each weight read from shared memory
+// serves kSmallConvPixels multiply-adds; threads of one pixel group differ in their channel pack,
+// so a warp's stores are whole 64+-byte runs of y. Accumulation in fp32.
 #pragma once
 
 #include <cuda_runtime_api.h>

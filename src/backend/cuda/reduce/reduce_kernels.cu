@@ -284,15 +284,17 @@ int reduce_split_chunks(const ReduceDesc& d, int element_bytes) {
 }
 
 cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, const ReduceDesc& d, void* workspace,
-                          size_t workspace_bytes, cudaStream_t stream) {
+                          size_t workspace_bytes, cudaStream_t stream, bool allow_pack) {
   if (d.outputs <= 0) return cudaSuccess;
   if (d.kept_rank < 0 || d.kept_rank > kMaxDims || d.red_rank < 0 || d.red_rank > kMaxDims)
     return cudaErrorInvalidValue;
   const bool contiguous = d.red_rank > 0 && d.red_strides[d.red_rank - 1] == 1;
   int g = 1;
   if (contiguous && d.count >= 16) g = (d.count >= 8192 && d.outputs <= 512) ? kBlock : 32;
+  const bool strided = g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp;
   const int element_bytes = t == FloatType::kF32 ? 4 : 2;
-  int chunks = op == ReduceOp::kLogSumExp ? 1 : reduce_split_chunks(d, element_bytes);
+  const bool packed = allow_pack && strided && reduce_pack_width(d, element_bytes) > 1 && ew::aligned16(x);
+  int chunks = op == ReduceOp::kLogSumExp ? 1 : reduce_split_chunks(d, packed ? element_bytes : 0);
   if (chunks > 1 && (workspace == nullptr ||
                      static_cast<uint64_t>(chunks) * static_cast<uint64_t>(d.outputs) * sizeof(float) > workspace_bytes))
     chunks = 1;  // no room for the partials: one chunk, as before
@@ -301,19 +303,14 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
     const auto* xp = static_cast<const T*>(x);
     auto* yp = static_cast<T*>(y);
     constexpr int V = 16 / sizeof(T);
-    const bool packed = reduce_pack_width(d, static_cast<int>(sizeof(T))) == V && ew::aligned16(x);
-    if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp && packed) {
-      // The split was sized for 32-output tiles; packed tiles hold 32 * V.
+    float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
+    if (strided && packed) {
       const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32 * V));
-      float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
       reduce_strided_packed_kernel<T, V>
           <<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
-      if (partial) reduce_finish_kernel<T><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, partial, chunks, yp, d);
-    } else if (g == 1 && d.count >= kRows && op != ReduceOp::kLogSumExp) {
+    } else if (strided) {
       const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32));
-      float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
       reduce_strided_kernel<T><<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
-      if (partial) reduce_finish_kernel<T><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, partial, chunks, yp, d);
     } else if (g == 1) {
       reduce_kernel<T, 1><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, xp, yp, d);
     } else if (g == 32) {
@@ -321,6 +318,8 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
     } else {
       reduce_kernel<T, kBlock><<<ew::grid_for(d.outputs, 1), kBlock, 0, stream>>>(op, xp, yp, d);
     }
+    if (strided && partial)
+      reduce_finish_kernel<T><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, partial, chunks, yp, d);
   });
   return cudaGetLastError();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/core/cuda_tactics.h"
+#include "core/dtype.h"
 #include "backend/cuda/reduce/reduce_kernels.h"
 
 namespace ingot::backend::cuda {
@@ -122,14 +123,30 @@ ReduceDesc reduce_view(const Shape64& shape, const bool (&red)[kMaxDims]) {
   return d;
 }
 
+// Whether a strided reduction of `in` can read 16-byte packs of neighbouring outputs: the last
+// axis kept and known, a whole number of packs (reduce_pack_width decides at run time; this only
+// keeps the packed variant away from nodes that could never use it).
+bool may_pack(const ir::Node& node, const ir::TensorType& in) {
+  if (!in.shape.rank_known() || in.shape.rank() > static_cast<size_t>(kMaxDims)) return false;
+  const int64_t rank = static_cast<int64_t>(in.shape.rank());
+  const int64_t bytes = data_type_bits(in.dtype) / 8;
+  bool red[kMaxDims];
+  if (rank < 2 || bytes <= 0 || 16 % bytes != 0 || !reduced_dims(node, rank, red) || red[rank - 1]) return false;
+  const ir::Dim& last = in.shape[static_cast<size_t>(rank - 1)];
+  return last.is_known() && last.value() % (16 / bytes) == 0;
+}
+
+// A reduction; `packed`: cuda.reduce.<op>.packed, whose strided reductions read 16-byte packs
+// (launch_reduce's allow_pack; the autotuner keeps it where it wins: large inputs).
 class ReduceTactic final : public Tactic {
  public:
-  explicit ReduceTactic(const OpEntry& e) : e_(e) {}
+  ReduceTactic(const OpEntry& e, bool packed) : e_(e), packed_(packed) {}
 
-  std::string name() const override { return std::string("cuda.reduce.") + e_.tactic; }
+  std::string name() const override { return std::string("cuda.reduce.") + e_.tactic + (packed_ ? ".packed" : ""); }
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
     if (classify(node) != &e_ || in.empty() || in[0].dtype == DataType::kUndefined) return false;
+    if (packed_ && (e_.arg || e_.reduce == ReduceOp::kLogSumExp || !may_pack(node, in[0]))) return false;
     if (node.outputs().size() != 1 || node.output(0) == nullptr) return false;
     FloatType t;
     if (!to_float_type(in[0].dtype, &t)) return false;
@@ -189,7 +206,7 @@ class ReduceTactic final : public Tactic {
         return internal_error(node.describe(), ": output ", shape_to_string(y.shape()), " does not fit the input ",
                               shape_to_string(x.shape()));
       err = launch_reduce(e_.reduce, t, x.raw(), y.mutable_raw(), d, io.workspace,
-                          io.workspace ? kReduceWorkspaceBytes : 0, stream);
+                          io.workspace ? kReduceWorkspaceBytes : 0, stream, packed_);
     }
     if (err != cudaSuccess)
       return internal_error(node.describe(), ": ", name(), " launch failed: ", cudaGetErrorString(err));
@@ -198,6 +215,7 @@ class ReduceTactic final : public Tactic {
 
  private:
   const OpEntry& e_;
+  bool packed_;
 };
 
 // CumSum over an axis given by an initializer (a computed axis would need a host read); f32/f16/
@@ -282,14 +300,17 @@ TacticFamily reduce_family() {
     }
     const OpEntry* e = classify(node);
     if (e == nullptr) return out;
-    auto t = std::make_unique<ReduceTactic>(*e);
-    if (t->supports(node, inputs)) out.push_back(std::move(t));
+    for (bool packed : {false, true}) {
+      auto t = std::make_unique<ReduceTactic>(*e, packed);
+      if (t->supports(node, inputs)) out.push_back(std::move(t));
+    }
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>&) -> std::unique_ptr<Tactic> {
     if (name == "cuda.reduce.cumsum") return std::make_unique<CumSumTactic>();
     for (const OpEntry& e : kOps)
-      if (name == std::string("cuda.reduce.") + e.tactic) return std::make_unique<ReduceTactic>(e);
+      for (bool packed : {false, true})
+        if (name == ReduceTactic(e, packed).name()) return std::make_unique<ReduceTactic>(e, packed);
     return nullptr;
   };
   return f;
