@@ -19,6 +19,7 @@
 #include "ingot/reference.h"
 #include "benchmark.h"
 #include "device_io.h"
+#include "finite_check.h"
 #include "inputs.h"
 #include "npy.h"
 #include "options.h"
@@ -36,6 +37,7 @@ struct RunOptions {
   bool verbose = false;
   std::map<std::string, std::string> input_files;      // --load-inputs name:file.npy
   std::string save_outputs;                            // --save-outputs DIR
+  bool check_finite = false;                           // --check-finite
   std::string onnx;                                    // --onnx FILE: the model an engine was built from
   BuilderConfig build;                                 // builder flags for an .onnx built on the fly
   bool build_flag_given = false;
@@ -49,6 +51,10 @@ class ModelRunner {
   virtual ~ModelRunner() = default;
   virtual const std::vector<TensorInfo>& inputs() const = 0;
   virtual Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& inputs) = 0;
+  /// A run with `listener` seeing every step's outputs (engines only; the interpreter: nullptr).
+  virtual Result<std::vector<HostTensor>> run_listened(const std::vector<HostTensor>&, TensorListener*) {
+    return Status(StatusCode::kUnsupported, "the reference interpreter has no steps to listen to");
+  }
   virtual void describe(std::ostream& os) const = 0;
   virtual void verbose(std::ostream& os) const {}
   /// The engine behind the runner; nullptr for the interpreter.
@@ -109,6 +115,12 @@ class EngineRunner : public ModelRunner {
     s = ctx_->enqueue(io_->stream());
     if (!s.ok()) return s;
     return io_->download_all();
+  }
+  Result<std::vector<HostTensor>> run_listened(const std::vector<HostTensor>& in, TensorListener* listener) override {
+    ctx_->set_tensor_listener(listener);
+    auto out = run(in);
+    ctx_->set_tensor_listener(nullptr);
+    return out;
   }
   void describe(std::ostream& os) const override {
     os << engine_->backend() << " engine (" << engine_->layers().size() << " steps)";
@@ -213,6 +225,9 @@ void run_help() {
                "  --shapes name:1x3x224x224   shapes for inputs with open dims (comma-separated list)\n"
                "  --load-inputs name:f.npy    read inputs from .npy files (others are random)\n"
                "  --save-outputs DIR          write each output to DIR/<name>.npy (DIR is made when missing)\n"
+               "  --check-finite              fail when an output holds NaN or Inf; for engines, one more run\n"
+               "                              names every step whose outputs hold them (the first is where\n"
+               "                              they start) and which rows of the leading (batch) dim\n"
                "  --seed N                    seed for random inputs (default 1)\n"
                "  --profile-index N           run in the engine's optimization profile N (default 0)\n"
                "  --onnx MODEL.onnx           the model an engine was built from: its weight shapes give the\n"
@@ -281,6 +296,8 @@ int run_command(const std::vector<std::string>& args) {
         std::cerr << "ingot run: --load-inputs: " << err << "\n";
         return 2;
       }
+    } else if (a == "--check-finite") {
+      opt.check_finite = true;
     } else if (a == "--save-outputs") {
       if (!value(opt.save_outputs)) return 2;
     } else if (a == "--onnx") {
@@ -431,6 +448,32 @@ int run_command(const std::vector<std::string>& args) {
         return 1;
       }
     }
+  }
+  if (opt.check_finite) {
+    // Like Polygraphy's --validate, with every step of an engine marked as an output.
+    bool bad = false;
+    for (const HostTensor& t : *outs) {
+      const NonFinite f = scan_non_finite(t);
+      if (!f.any()) continue;
+      bad = true;
+      std::cout << "output " << t.name << ": " << f.nan << " NaN, " << f.inf << " Inf of " << f.numel;
+      if (f.rows > 0) std::cout << " in rows " << index_ranges(f.bad_rows) << " (" << f.bad_rows.size() << " of " << f.rows << ")";
+      std::cout << "\n";
+    }
+    if (model.engine()) {
+      FiniteScan scan;
+      auto again = model.run_listened(inputs, &scan);
+      if (!again.ok()) {
+        std::cerr << "ingot run: --check-finite: " << again.status().to_string() << "\n";
+        return 1;
+      }
+      print_finite_report(scan, *model.engine(), 12, std::cout);
+    }
+    if (bad) {
+      std::cerr << "ingot run: --check-finite: an output holds NaN or Inf\n";
+      return 1;
+    }
+    std::cout << "outputs are finite\n";
   }
   return 0;
 }

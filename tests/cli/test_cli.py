@@ -92,6 +92,33 @@ def main():
         rc, out, err = run(ingot, "run", mlp, "--shapes", "x:2x8", "--save-outputs", deep)
         check("run --save-outputs makes a missing folder", rc == 0 and os.path.exists(os.path.join(deep, "probs.npy")),
               out + err)
+        # --check-finite: Sqrt of a negative row gives NaN at the first step; the next step (Relu)
+        # carries it, the last (Add of a finite constant) too. The report names step 0 first and the
+        # rows (1 and 3 of 4), and the run fails; with finite inputs it passes and says so.
+        g = onnx.helper.make_graph(
+            [onnx.helper.make_node("Sqrt", ["x"], ["s"], name="root"),
+             onnx.helper.make_node("Relu", ["s"], ["r"], name="relu"),
+             onnx.helper.make_node("Add", ["r", "c"], ["y"], name="add")],
+            "nan_rows", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 3])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 3])],
+            [numpy_helper.from_array(np.full([3], 0.5, np.float32), "c")])
+        nan_model = os.path.join(tmp, "nan_rows.onnx")
+        onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)]), nan_model)
+        xs = np.array([[1, 4, 9], [-1, 2, 3], [0.5, 0.25, 1], [2, -8, -2]], np.float32)
+        np.save(os.path.join(tmp, "nan_x.npy"), xs)
+        rc, out, err = run(ingot, "run", nan_model, "--load-inputs", f"x:{os.path.join(tmp, 'nan_x.npy')}",
+                           "--check-finite", "--opt-level", "0")
+        steps = [l for l in out.splitlines() if l.startswith("  step ")]
+        check("run --check-finite fails on a NaN output, naming its rows",
+              rc == 1 and "output y: 3 NaN, 0 Inf of 12 in rows 1, 3 (2 of 4)" in out and "NaN or Inf" in err, out + err)
+        check("run --check-finite names the first step that makes NaN, then the ones carrying it",
+              "the first at step 0" in out and len(steps) >= 1 and steps[0].startswith("  step 0  Sqrt 'root'")
+              and "3 NaN, 0 Inf of 12; rows 1, 3 (2 of 4)" in steps[0], out)
+        np.save(os.path.join(tmp, "ok_x.npy"), np.abs(xs))
+        rc, out, err = run(ingot, "run", nan_model, "--load-inputs", f"x:{os.path.join(tmp, 'ok_x.npy')}",
+                           "--check-finite")
+        check("run --check-finite passes finite outputs and says every step was finite",
+              rc == 0 and "outputs are finite" in out and "tensors of" in out and "are finite" in out, out + err)
         irdir = os.path.join(tmp, "made", "ir")
         rc, out, err = run(ingot, "build", mlp, "-o", auto_eng, "--shapes", "x:2x8", "--dump-ir", irdir)
         check("build --dump-ir makes a missing folder", rc == 0 and os.path.exists(os.path.join(irdir, "00_input.ir")),

@@ -1,0 +1,86 @@
+// Copyright ingot authors. Apache-2.0.
+#include "finite_check.h"
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+
+namespace ingot::tools {
+
+NonFinite scan_non_finite(const HostTensor& t) {
+  NonFinite r;
+  r.numel = t.numel();
+  switch (t.dtype) {
+    case DataType::kFloat32: case DataType::kFloat64: case DataType::kFloat16: case DataType::kBFloat16: break;
+    default: return r;
+  }
+  r.rows = t.shape.empty() ? 0 : t.shape[0];
+  const int64_t per_row = r.rows > 0 ? r.numel / r.rows : 0;
+  int64_t last_row = -1;
+  for (int64_t i = 0; i < r.numel; ++i) {
+    const double v = t.element(i);
+    if (std::isfinite(v)) continue;
+    if (std::isnan(v)) ++r.nan;
+    else ++r.inf;
+    const int64_t row = per_row > 0 ? i / per_row : -1;
+    if (row >= 0 && row != last_row) r.bad_rows.push_back(row), last_row = row;
+  }
+  return r;
+}
+
+std::string index_ranges(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(v[i]);
+    if (j > i) s += "-" + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+void FiniteScan::on_tensor(int layer_index, const char* tensor_name, DataType dtype, const std::vector<int64_t>& dims,
+                           const void* data) noexcept {
+  try {
+    ++seen_;
+    auto h = HostTensor::zeros(tensor_name ? tensor_name : "", dtype, dims);
+    if (!h.ok() || dtype == DataType::kString) return;
+    if (data && !h->data.empty()) std::memcpy(h->data.data(), data, h->data.size());
+    NonFinite f = scan_non_finite(*h);
+    if (f.any()) hits_.push_back({layer_index, h->name, dims, std::move(f)});
+  } catch (...) {
+    incomplete_ = true;  // out of memory: said in the report rather than thrown through the engine
+  }
+}
+
+void print_finite_report(const FiniteScan& scan, const Engine& engine, int max_steps, std::ostream& os) {
+  const auto& layers = engine.layers();
+  os << "non-finite check (every step's outputs, one run):";
+  if (scan.incomplete()) os << " INCOMPLETE (a tensor could not be copied to the host)";
+  if (scan.hits().empty()) {
+    os << " all " << scan.tensors_seen() << " tensors of " << layers.size() << " steps are finite\n";
+    return;
+  }
+  os << " " << scan.hits().size() << " of " << scan.tensors_seen() << " tensors hold NaN or Inf; the first at step "
+     << scan.hits().front().step << "\n";
+  int shown = 0;
+  for (const FiniteScan::Hit& h : scan.hits()) {
+    if (shown++ == max_steps) {
+      os << "  ... " << scan.hits().size() - static_cast<size_t>(max_steps) << " more\n";
+      break;
+    }
+    const LayerDesc* l = h.step >= 0 && static_cast<size_t>(h.step) < layers.size() ? &layers[h.step] : nullptr;
+    os << "  step " << h.step << "  " << (l ? l->op + " '" + l->name + "'  tactic " + l->tactic : "?") << "  -> "
+       << h.tensor << " [";
+    for (size_t i = 0; i < h.dims.size(); ++i) os << (i ? "," : "") << h.dims[i];
+    os << "]: " << h.found.nan << " NaN, " << h.found.inf << " Inf of " << h.found.numel;
+    if (h.found.rows > 0)
+      os << "; rows " << index_ranges(h.found.bad_rows) << " (" << h.found.bad_rows.size() << " of " << h.found.rows
+         << ")";
+    os << "\n";
+  }
+}
+
+}  // namespace ingot::tools
