@@ -107,8 +107,8 @@ def check_tokenizer(a, path, llm):
     ingot_adds_bos = outs[0][0][:1] == [bos]
     print(f"tokenizer: BOS {bos} ({llm.detokenize([bos], special=True).decode()!r}); added by ingot: "
           f"{ingot_adds_bos}, by llama.cpp (tokenizer.ggml.add_bos_token): {llama_adds_bos}")
-    if ingot_adds_bos != llama_adds_bos:
-        failures += 1
+    bos_differs = ingot_adds_bos != llama_adds_bos
+    if bos_differs:
         print(f"FAIL: BOS policies differ: ingot {'prepends' if ingot_adds_bos else 'omits'} BOS {bos}, "
               f"llama.cpp {'prepends' if llama_adds_bos else 'omits'} it (the texts' ids are still compared "
               f"without it, and part 2 feeds llama.cpp ingot's prompt ids as they are)")
@@ -127,7 +127,7 @@ def check_tokenizer(a, path, llm):
         failures += 1
     print(f"tokenizer: {len(kTokenizerPrompts) - failures} of {len(kTokenizerPrompts)} prompts ({n_ids} ids) "
           f"equal to llama.cpp's")
-    return failures
+    return failures + int(bos_differs)
 
 
 def check_generation(a, path, llm, ref):
