@@ -68,7 +68,8 @@ class LlmModel {
                                                      const GenerationParams& params, GenerationStats* stats = nullptr);
   /// "llama, 30 layers, hidden 576, 9 heads (3 KV), vocab 49152".
   std::string describe() const;
-  /// The prompt's token ids as generate() feeds them (a BOS first where the model has one).
+  /// The prompt's token ids as generate() feeds them (a BOS first where the model asks for one:
+  /// GGUF tokenizer.ggml.add_bos_token).
   Result<std::vector<int32_t>> encode_prompt(const std::string& prompt) const;
   /// The chat as the model's ChatML template renders it, ending with the assistant's turn opened.
   /// kUnsupported when the model's template is not ChatML (Jinja templates are not run yet).

@@ -33,7 +33,7 @@ Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) 
   const llm::BpeTokenizer& tok = *impl_->tokenizer;
   INGOT_ASSIGN_OR_RETURN(std::vector<int32_t> enc, tok.encode(prompt));
   std::vector<int32_t> v;
-  if (tok.bos_id() >= 0) v.push_back(tok.bos_id());
+  if (tok.add_bos()) v.push_back(tok.bos_id());
   v.insert(v.end(), enc.begin(), enc.end());
   return v;
 }

@@ -104,6 +104,8 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_gguf(const GgufFile& fi
   };
   t->bos_ = id_of("tokenizer.ggml.bos_token_id");
   t->eos_ = id_of("tokenizer.ggml.eos_token_id");
+  auto add_bos = file.get_int("tokenizer.ggml.add_bos_token");  // a GGUF bool
+  t->add_bos_ = t->bos_ >= 0 && (!add_bos.ok() || *add_bos != 0);
   t->init_byte_map();
   return t;
 }
@@ -235,6 +237,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::read_tokenizer_json(const st
   };
   t->bos_ = id_of(bos_token);
   t->eos_ = id_of(eos_token);
+  t->add_bos_ = t->bos_ >= 0;
   t->init_byte_map();
   return t;
 }

@@ -43,6 +43,9 @@ class BpeTokenizer {
 
   int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t bos_id() const { return bos_; }
+  /// Whether a plain prompt starts with BOS: GGUF's tokenizer.ggml.add_bos_token where given (as
+  /// llama.cpp reads it; SmolLM2 says false), else whenever a BOS id is known.
+  bool add_bos() const { return add_bos_; }
   int32_t eos_id() const { return eos_; }
   const std::string& token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
 
@@ -65,6 +68,7 @@ class BpeTokenizer {
   bool split_digits_ = false;
   bool ignore_merges_ = false;  ///< a pre-token piece that is in the vocabulary is taken whole
   int32_t bos_ = -1, eos_ = -1;
+  bool add_bos_ = false;
   void* regex_ = nullptr;  // pcre2_code_8*: the pre-tokenizer
   void* digit_ = nullptr;  // pcre2_code_8*: one digit (split_digits_)
   std::string byte_char_[256];

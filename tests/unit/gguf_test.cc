@@ -136,6 +136,10 @@ TEST(GgufCases, SmolLM2TokenizerMatchesHuggingFaceTokenizers) {
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   EXPECT_EQ((*tok)->vocab_size(), 49152);
   EXPECT_EQ((*tok)->token((*tok)->eos_id()), "<|im_end|>");
+  // The file names BOS (<|im_start|>, id 1) but says add_bos_token = false (gguf-py reads the same):
+  // plain prompts start without it, as in llama.cpp.
+  EXPECT_EQ((*tok)->bos_id(), 1);
+  EXPECT_FALSE((*tok)->add_bos());
   expect_token_cases(**tok, cases);
   EXPECT_FALSE((*tok)->decode({49152}).ok());
 }
