@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend/cuda/gemm/cutlass_gemm_kernels.cuh"
+#include "probe_check.cuh"
 
 using namespace ingot::backend::cuda;
 using namespace ingot::backend::cuda::cutlass_detail;
@@ -43,15 +44,6 @@ using Coop = Shape<Int<128>, Int<256>, Int<64>>;
 using PP = Shape<Int<128>, Int<128>, Int<64>>;
 using C1 = Shape<Int<1>, Int<1>, Int<1>>;
 constexpr CutlassEpilogue kB = CutlassEpilogue::kBias, kG = CutlassEpilogue::kBiasGelu;
-
-#define CHECK(x)                                                                \
-  do {                                                                          \
-    cudaError_t e = (x);                                                        \
-    if (e != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 // The synthetic activations: a dependent chain the compiler cannot shorten (fma does not
 // reassociate), and the Gelu's two MUFU ops without its polynomial.
@@ -135,17 +127,17 @@ int main(int argc, char** argv) {
   for (auto& v : a) v = __float2half(u(rng));
   for (auto& v : bias) v = __float2half(u(rng));
   void *da, *db, *dbias, *dd, *dref, *ws;
-  CHECK(cudaMalloc(&da, a.size() * 2));
-  CHECK(cudaMalloc(&db, b.size() * 2));
-  CHECK(cudaMalloc(&dbias, bias.size() * 2));
-  CHECK(cudaMalloc(&dd, size_t(kMaxM) * kMaxN * 2));
-  CHECK(cudaMalloc(&dref, size_t(kMaxM) * kMaxN * 2));
-  CHECK(cudaMalloc(&ws, 1 << 20));
-  CHECK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(dbias, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&da, a.size() * 2));
+  CK(cudaMalloc(&db, b.size() * 2));
+  CK(cudaMalloc(&dbias, bias.size() * 2));
+  CK(cudaMalloc(&dd, size_t(kMaxM) * kMaxN * 2));
+  CK(cudaMalloc(&dref, size_t(kMaxM) * kMaxN * 2));
+  CK(cudaMalloc(&ws, 1 << 20));
+  CK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dbias, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice));
   int dev = 0, sms = 0;
-  CHECK(cudaGetDevice(&dev));
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 
   using PP192 = Shape<Int<128>, Int<192>, Int<64>>;
   // Synthetic activations (session 7, for why the ping-pong kernel hides so little of the Gelu):
@@ -175,10 +167,10 @@ int main(int argc, char** argv) {
       {"128x192 pingpong", "bias only", GemmKernel<PP192, C1, Pingpong, F16, kB>::entry(), false},
   };
   cudaStream_t st;
-  CHECK(cudaStreamCreate(&st));
+  CK(cudaStreamCreate(&st));
   cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
   std::vector<__half> ref(size_t(kMaxM) * kMaxN), got(size_t(kMaxM) * kMaxN);
   std::printf("launches per trial: %d (7 trials, median)\n", launches);
   std::printf("%-10s %-18s %-24s %9s %9s %14s  %s\n", "shape", "config", "epilogue", "us", "TFLOP/s", "max diff (ulp)",
@@ -187,7 +179,7 @@ int main(int argc, char** argv) {
     const int m = pr.m, n = pr.n, k = pr.k;
     const float s = 1.f / std::sqrt(float(k));
     for (size_t i = 0; i < size_t(k) * n; ++i) b[i] = __float2half(u(rng) * s * 2.f);  // outputs ~ N(0, ~0.7)
-    CHECK(cudaMemcpy(db, b.data(), size_t(k) * n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, b.data(), size_t(k) * n * 2, cudaMemcpyHostToDevice));
     CutlassGemmProblem p;
     p.m = m, p.n = n, p.k = k, p.a = da, p.b = db, p.lda = k, p.ldb = n, p.ldd = n, p.sm_count = sms;
     const double tflop = 2.0 * m * n * k / 1e12;
@@ -209,12 +201,12 @@ int main(int argc, char** argv) {
       std::vector<float> trials;
       const std::string started = utc_now();
       for (int t = 0; t < 7; ++t) {
-        CHECK(cudaEventRecord(e0, st));
+        CK(cudaEventRecord(e0, st));
         for (int i = 0; i < launches; ++i) v.e.run(p, ws, 1 << 20, st);
-        CHECK(cudaEventRecord(e1, st));
-        CHECK(cudaEventSynchronize(e1));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
         float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
         trials.push_back(ms * 1000.f / float(launches));
       }
       const std::string ended = utc_now();
@@ -222,8 +214,8 @@ int main(int argc, char** argv) {
       const float us = trials[3];
       char diff[32] = "-";
       if (v.gelu && !is_ref && !v.no_bias && v.checked) {
-        CHECK(cudaMemcpy(ref.data(), dref, size_t(m) * n * 2, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(got.data(), dd, size_t(m) * n * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(ref.data(), dref, size_t(m) * n * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(got.data(), dd, size_t(m) * n * 2, cudaMemcpyDeviceToHost));
         double worst = 0;
         for (size_t i = 0; i < size_t(m) * n; ++i) {
           const float r = __half2float(ref[i]), g = __half2float(got[i]);

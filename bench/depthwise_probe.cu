@@ -25,15 +25,7 @@
 #include <vector>
 
 #include "backend/cuda/conv/depthwise_conv_kernels.cu"  // the kernels themselves, not a copy
-
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
+#include "probe_check.cuh"
 
 namespace {
 

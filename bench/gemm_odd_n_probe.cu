@@ -26,15 +26,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "probe_check.cuh"
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));             \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 #define CB(x)                                                                   \
   do {                                                                          \
     cublasStatus_t s_ = (x);                                                    \
