@@ -26,6 +26,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+
 #include "probe_check.cuh"
 
 #define CB(x)                                                                   \

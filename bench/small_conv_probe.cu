@@ -51,30 +51,41 @@ int main() {
   std::printf("%-30s %10s %10s %10s %8s\n", "stem", "us", "mem us", "fma us", "x fma");
   for (const Stem& st : kStems) {
     SmallConvDesc d;
-    d.n = st.n; d.h = st.h; d.w = st.w; d.c = 3; d.k = st.k;
-    d.kh = d.kw = st.ks; d.stride_h = d.stride_w = st.s; d.pad_h = d.pad_w = st.pad;
+    d.n = st.n;
+    d.h = st.h;
+    d.w = st.w;
+    d.c = 3;
+    d.k = st.k;
+    d.kh = d.kw = st.ks;
+    d.stride_h = d.stride_w = st.s;
+    d.pad_h = d.pad_w = st.pad;
     d.oh = (d.h + 2 * d.pad_h - d.kh) / d.stride_h + 1;
     d.ow = (d.w + 2 * d.pad_w - d.kw) / d.stride_w + 1;
     d.act = st.act;
-    d.act_params.lo = 0; d.act_params.hi = 6;
+    d.act_params.lo = 0;
+    d.act_params.hi = 6;
     const size_t nx = d.n * d.h * d.w * 3, ny = d.n * d.oh * d.ow * d.k, nw = d.k * d.kh * d.kw * 3;
     std::vector<__half> hx(nx), hw(nw), hb(d.k);
     for (auto& v : hx) v = __float2half(u(rng));
     for (auto& v : hw) v = __float2half(u(rng) * 0.2f);
     for (auto& v : hb) v = __float2half(u(rng) * 0.1f);
     __half *x, *w, *b, *y;
-    CK(cudaMalloc(&x, nx * 2)); CK(cudaMalloc(&w, nw * 2)); CK(cudaMalloc(&b, d.k * 2)); CK(cudaMalloc(&y, ny * 2));
+    CK(cudaMalloc(&x, nx * 2));
+    CK(cudaMalloc(&w, nw * 2));
+    CK(cudaMalloc(&b, d.k * 2));
+    CK(cudaMalloc(&y, ny * 2));
     CK(cudaMemcpy(x, hx.data(), nx * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(w, hw.data(), nw * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(b, hb.data(), d.k * 2, cudaMemcpyHostToDevice));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
     std::vector<float> trials;
     for (int t = 0; t < 6; ++t) {
       CK(cudaEventRecord(e0));
       for (int i = 0; i < 20; ++i)
-        CK(ingot::backend::cuda::launch_small_channel_conv(ingot::backend::cuda::FloatType::kF16, x, w, b, nullptr, y, d,
-                                                           sms, nullptr));
+        CK(ingot::backend::cuda::launch_small_channel_conv(ingot::backend::cuda::FloatType::kF16, x, w, b, nullptr, y,
+                                                           d, sms, nullptr));
       CK(cudaEventRecord(e1));
       CK(cudaEventSynchronize(e1));
       float ms = 0;
@@ -86,7 +97,10 @@ int main() {
     const double mem_us = (nx + ny) * 2.0 / 4.0e12 * 1e6;
     const double fma_us = double(ny) * d.kh * d.kw * 3 / 33.5e12 * 1e6;
     std::printf("%-30s %10.1f %10.1f %10.1f %8.1f\n", st.model, us, mem_us, fma_us, us / fma_us);
-    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
+    cudaFree(x);
+    cudaFree(w);
+    cudaFree(b);
+    cudaFree(y);
   }
   return 0;
 }

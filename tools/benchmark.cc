@@ -690,8 +690,8 @@ void print_profile(const std::vector<LayerRow> &rows,
 Status write_profile(const std::string &path, const std::vector<LayerRow> &rows,
                      int runs, const RooflineBasis &basis) {
   std::ostringstream ss;
-  ss << "{\n  \"profilingRuns\": " << runs << ",\n  \"backend\": \""
-     << (basis.gpu ? "gpu" : "cpu") << "\",\n  \"timing\": \"" << json_escape(basis.timing) << "\",\n";
+  ss << "{\n  \"profilingRuns\": " << runs << ",\n  \"backend\": \"" << (basis.gpu ? "gpu" : "cpu")
+     << "\",\n  \"timing\": \"" << json_escape(basis.timing) << "\",\n";
   if (basis.gpu)
     ss << "  \"gpu\": {\"name\": \"" << json_escape(basis.info.name)
        << "\", \"sm\": " << basis.info.sm << "},\n";

@@ -11,8 +11,13 @@ NonFinite scan_non_finite(const HostTensor& t) {
   NonFinite r;
   r.numel = t.numel();
   switch (t.dtype) {
-    case DataType::kFloat32: case DataType::kFloat64: case DataType::kFloat16: case DataType::kBFloat16: break;
-    default: return r;
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      break;
+    default:
+      return r;
   }
   r.rows = t.shape.empty() ? 0 : t.shape[0];
   const int64_t per_row = r.rows > 0 ? r.numel / r.rows : 0;
@@ -20,8 +25,10 @@ NonFinite scan_non_finite(const HostTensor& t) {
   for (int64_t i = 0; i < r.numel; ++i) {
     const double v = t.element(i);
     if (std::isfinite(v)) continue;
-    if (std::isnan(v)) ++r.nan;
-    else ++r.inf;
+    if (std::isnan(v))
+      ++r.nan;
+    else
+      ++r.inf;
     const int64_t row = per_row > 0 ? i / per_row : -1;
     if (row >= 0 && row != last_row) r.bad_rows.push_back(row), last_row = row;
   }

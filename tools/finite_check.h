@@ -20,7 +20,7 @@ namespace ingot::tools {
 /// that hold any (the batch rows; empty for scalars).
 struct NonFinite {
   int64_t nan = 0, inf = 0, numel = 0;
-  int64_t rows = 0;            ///< size of the leading dim (0 for scalars)
+  int64_t rows = 0;  ///< size of the leading dim (0 for scalars)
   std::vector<int64_t> bad_rows;
   bool any() const { return nan + inf > 0; }
 };

@@ -3,23 +3,23 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <memory>
-#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 
-#include "ingot/builder.h"
-#include "ingot/engine.h"
-#include "ingot/reference.h"
 #include "benchmark.h"
 #include "device_io.h"
 #include "finite_check.h"
+#include "ingot/builder.h"
+#include "ingot/engine.h"
+#include "ingot/reference.h"
 #include "inputs.h"
 #include "npy.h"
 #include "options.h"
@@ -233,8 +233,7 @@ void run_help() {
                "  --onnx MODEL.onnx           the model an engine was built from: its weight shapes give the\n"
                "                              profile's FLOPs and bytes of Conv steps and of every weight read\n"
                "\nbuilding (an .onnx is built into an engine first; as ingot build):\n"
-            << build_flags_help()
-            << "\nbenchmarking (engines; the interpreter takes only --iterations):\n";
+            << build_flags_help() << "\nbenchmarking (engines; the interpreter takes only --iterations):\n";
   benchmark_help(std::cout);
 }
 
@@ -457,7 +456,8 @@ int run_command(const std::vector<std::string>& args) {
       if (!f.any()) continue;
       bad = true;
       std::cout << "output " << t.name << ": " << f.nan << " NaN, " << f.inf << " Inf of " << f.numel;
-      if (f.rows > 0) std::cout << " in rows " << index_ranges(f.bad_rows) << " (" << f.bad_rows.size() << " of " << f.rows << ")";
+      if (f.rows > 0)
+        std::cout << " in rows " << index_ranges(f.bad_rows) << " (" << f.bad_rows.size() << " of " << f.rows << ")";
       std::cout << "\n";
     }
     if (model.engine()) {

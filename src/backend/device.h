@@ -40,7 +40,9 @@ class Device {
   /// marker_elapsed_ms: the device time between two completed markers. The host device has none.
   virtual Result<std::shared_ptr<void>> create_marker() { return unsupported("no timing markers on this device"); }
   virtual Status record_marker(void* marker, void* stream) { return unsupported("no timing markers on this device"); }
-  virtual Result<float> marker_elapsed_ms(void* from, void* to) { return unsupported("no timing markers on this device"); }
+  virtual Result<float> marker_elapsed_ms(void* from, void* to) {
+    return unsupported("no timing markers on this device");
+  }
   /// "sm_90" for a CUDA device, "" for the host.
   virtual std::string arch() const = 0;
   /// Library versions an engine built here is bound to (e.g. "cudart" -> "13000").

@@ -627,9 +627,9 @@ Status ContextImpl::enqueue(void* stream) {
 Status ContextImpl::run_profiled(void* stream) {
   backend::Device& dev = engine_->device();
   const size_t n = engine_->plan().steps.size();
-  std::string why = dev.is_host()    ? "a CPU engine: the step's execution"
-                    : listener_      ? "a tensor listener is attached"
-                                     : step_capture_blocker(stream);
+  std::string why = dev.is_host() ? "a CPU engine: the step's execution"
+                    : listener_   ? "a tensor listener is attached"
+                                  : step_capture_blocker(stream);
   if (why.empty() && !profile_graph_) {
     if (plain_runs_since_prepare_ == 0) {
       // As in graph mode: the first run after the shapes or bindings change settles output
@@ -652,7 +652,8 @@ Status ContextImpl::run_profiled(void* stream) {
       why = "its capture failed: " + g.status().message();
   }
   if (!why.empty()) {
-    profile_timing_ = "host: wall time from each step's enqueue to a synchronize after it (no device timing: " + why + ")";
+    profile_timing_ =
+        "host: wall time from each step's enqueue to a synchronize after it (no device timing: " + why + ")";
     return run_steps(stream, StepTiming::kHostSync);
   }
   INGOT_RETURN_IF_ERROR(dev.launch_graph(profile_graph_.get(), stream));
@@ -692,7 +693,8 @@ Status ContextImpl::run_steps(void* stream, StepTiming timing) {
     sio.stream = stream;
     using Clock = std::chrono::steady_clock;
     const bool timed = timing != StepTiming::kNone && profiler_;
-    if (timing == StepTiming::kMarkers) INGOT_RETURN_IF_ERROR(engine_->device().record_marker(markers_[s].get(), stream));
+    if (timing == StepTiming::kMarkers)
+      INGOT_RETURN_IF_ERROR(engine_->device().record_marker(markers_[s].get(), stream));
     const auto t0 = timed ? Clock::now() : Clock::time_point();
     Status st = engine_->tactics()[s]->enqueue(sio);
     if (!st.ok()) return Status(st.code(), "step " + std::to_string(s) + ": " + st.message());

@@ -7,11 +7,10 @@
 #include <execinfo.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -21,9 +20,9 @@
 #include "gpu_test_util.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
+#include "mlp_model.h"
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
-#include "mlp_model.h"
 #include "quiet_logger.h"
 
 // Counts host allocations made by this thread while counting is on.

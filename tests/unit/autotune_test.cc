@@ -240,7 +240,7 @@ TEST_F(Autotune, EachFamilysFirstCandidateIsTimedBeyondTheWidth) {
   cands.push_back(std::make_unique<FakeTactic>("d.host", 0.001, false));  // never an extra
   EXPECT_EQ(builder::considered_candidates(cands, 4), (std::vector<size_t>{0, 1, 2, 3, 5, 6}));
   EXPECT_EQ(builder::considered_candidates(cands, 1), (std::vector<size_t>{0}));  // level 1: no timing
-  opt.optimization_level = 3;  // width 4
+  opt.optimization_level = 3;                                                     // width 4
   auto best = builder::choose_tactic(be, mm, cands, "fam", in, out, opt, cache, stats);
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(be.timings, 6);  // a.v.0-3, b.w, c.x.0; not a.v.4, c.x.1 or the host one

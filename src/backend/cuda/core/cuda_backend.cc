@@ -88,8 +88,8 @@ class CudaDevice : public Device {
   }
   Status record_marker(void* marker, void* stream) override {
     // External: a node of the graph while capturing (a plain record would only order streams).
-    INGOT_CUDA_CHECK(
-        cudaEventRecordWithFlags(static_cast<cudaEvent_t>(marker), static_cast<cudaStream_t>(stream), cudaEventRecordExternal));
+    INGOT_CUDA_CHECK(cudaEventRecordWithFlags(static_cast<cudaEvent_t>(marker), static_cast<cudaStream_t>(stream),
+                                              cudaEventRecordExternal));
     return Status::Ok();
   }
   Result<float> marker_elapsed_ms(void* from, void* to) override {

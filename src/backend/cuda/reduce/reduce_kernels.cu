@@ -166,8 +166,8 @@ __global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, con
 // of 64): the kept innermost dim is contiguous and a whole number of packs, x 16-byte aligned, the
 // reduced dims one (merged) dim. Lane l of a warp takes outputs base + l*V .. + V-1.
 template <class T, int V>
-__global__ void __launch_bounds__(kBlock) reduce_strided_packed_kernel(ReduceOp op, const T* x, T* y, float* partial,
-                                                                       ReduceDesc d) {
+__global__ void __launch_bounds__(kBlock)
+    reduce_strided_packed_kernel(ReduceOp op, const T* x, T* y, float* partial, ReduceDesc d) {
   __shared__ float part[kRows][32 * V + 1];
   const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
   const int64_t chunk = (d.count + gridDim.y - 1) / gridDim.y;
@@ -200,8 +200,10 @@ __global__ void __launch_bounds__(kBlock) reduce_strided_packed_kernel(ReduceOp 
       if (oj >= d.outputs) continue;
       float v = part[0][j];
       for (int w = 1; w < kRows; ++w) v = combine(op, v, part[w][j]);
-      if (partial) partial[static_cast<int64_t>(blockIdx.y) * d.outputs + oj] = v;
-      else y[oj] = from_f32<T>(finalize(op, v, d.count));
+      if (partial)
+        partial[static_cast<int64_t>(blockIdx.y) * d.outputs + oj] = v;
+      else
+        y[oj] = from_f32<T>(finalize(op, v, d.count));
     }
   }
 }
@@ -310,7 +312,8 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
           <<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
     } else if (strided) {
       const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32));
-      reduce_strided_kernel<T><<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
+      reduce_strided_kernel<T>
+          <<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
     } else if (g == 1) {
       reduce_kernel<T, 1><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, xp, yp, d);
     } else if (g == 32) {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backend/cuda/core/cuda_tactics.h"
-#include "core/dtype.h"
 #include "backend/cuda/reduce/reduce_kernels.h"
+#include "core/dtype.h"
 
 namespace ingot::backend::cuda {
 namespace {
