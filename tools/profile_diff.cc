@@ -85,6 +85,7 @@ Result<Profile> read_profile_file(const std::string& path) {
                   "profile '" + path + "' has no \"layers\" array (write it with ingot run ENGINE --export-profile FILE)");
   Profile prof;
   if (j.contains("profilingRuns") && j["profilingRuns"].is_number()) prof.runs = j["profilingRuns"].get<int>();
+  if (j.contains("timing") && j["timing"].is_string()) prof.timing = j["timing"].get<std::string>();
   std::vector<ProfileStep>& steps = prof.steps;
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const nlohmann::json& l = j["layers"][i];
@@ -162,7 +163,14 @@ int profile_diff_command(const std::string& a_path, const std::string& b_path, c
   char head[256];
   std::snprintf(head, sizeof head, "%.4f ms (%zu steps) -> %.4f ms (%zu steps): %s ms (%+.1f%%)", ta, a->size(), tb,
                 b->size(), signed_ms(tb - ta).c_str(), ta > 0 ? 100.0 * (tb - ta) / ta : 0.0);
-  os << "profile diff: A " << a_path << "\n              B " << b_path << "\ntotal " << head << "\n\n";
+  os << "profile diff: A " << a_path << "\n              B " << b_path << "\ntotal " << head << "\n";
+  // Device times (a graph replay) and host times (enqueue to a synchronize, per step) differ by
+  // the host's share, so a step-by-step diff across the two would show changes nobody made.
+  auto basis = [](const std::string& t) { return t.empty() ? std::string("host") : t.substr(0, t.find(':')); };
+  if (basis(pa->timing) != basis(pb->timing))
+    os << "warning: A's steps are timed on the " << basis(pa->timing) << ", B's on the " << basis(pb->timing)
+       << ": their times are not comparable step by step (profile both with the same ingot and engine kind)\n";
+  os << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%10s %10s %10s  %-48s %s\n", "change ms", "A ms", "B ms", "step (op)", "tactic");
   os << line;

@@ -23,6 +23,9 @@ struct ProfileStep {
 struct Profile {
   std::vector<ProfileStep> steps;
   int runs = 0;
+  /// How its steps were timed ("timing": "device: ..." or "host: ..."); "" in files written before
+  /// the field (host wall time then).
+  std::string timing;
 };
 
 /// Reads an --export-profile file (nlohmann/json); errors name the file and what is wrong.

@@ -303,6 +303,16 @@ def main():
                 pairs = []
             check("--diff-svg draws a pair of bars per row (at most 40 rows)",
                   len(pairs) == 2 * min(40, len(rows)), f"{len(pairs)} bars, {len(rows)} rows")
+            # Profiles timed differently (host wall time against device time) are flagged; the same
+            # basis is not.
+            check("--diff of two profiles of one basis has no timing warning", "warning:" not in out, out)
+            timed = json.loads(json.dumps(base))
+            timed["timing"] = "device: each step's GPU time in a CUDA graph replay"
+            timed_path = os.path.join(tmp, "device_profile.json")
+            json.dump(timed, open(timed_path, "w"))
+            rc, out, err = run(ingot, "inspect", "--diff", prof, timed_path)
+            check("--diff warns when A is timed on the host and B on the device",
+                  rc == 0 and "warning: A's steps are timed on the host, B's on the device" in out, out + err)
         check("--diff test profile has steps", diff_ok, str(len(ls)))
 
         # Errors: one line on stderr, a non-zero exit.
