@@ -562,6 +562,9 @@ def row_notes(r):
             notes.append(f"{label} b{b} accuracy: {acc['error']}")
         if acc.get("degenerate"):
             notes.append(f"{label} b{b}: the fp32 reference output is constant (degenerate): cosine says nothing")
+        if acc.get("non_finite"):
+            notes.append(f"{label} b{b}: NaN/Inf in ingot's outputs; ingot run --check-finite: "
+                         + " | ".join(acc["non_finite"][:4]))
     meta = r.get("meta") or {}
     if meta.get("attention"):
         notes.append(f"{label}: attention exported {meta['attention'].get('export')}, "
@@ -1078,6 +1081,14 @@ class Census(harness.Harness):
             return None, error_line(out, err, rc)
         return self.read_outputs(out_dir, names), None
 
+    def non_finite_report(self, tag, engine, load):
+        """`ingot run --check-finite` on the engine: the lines naming the outputs with NaN/Inf and the
+        first steps whose outputs hold them (the first is where they start), or None without any."""
+        rc, out, err = self.ingot(f"{tag}_finite", "run", engine, "--load-inputs", load, "--check-finite",
+                                  cap=max(120, self.a.slow_cap_s * 2))
+        lines = [ln.strip() for ln in out.splitlines() if ln.startswith(("output ", "non-finite check", "  step "))]
+        return lines[:6] or None
+
     def read_outputs(self, out_dir, names):
         """{name: array} of the .npy files `ingot run --save-outputs out_dir` wrote; removes the folder."""
         import numpy as np
@@ -1139,6 +1150,11 @@ class Census(harness.Harness):
                                                  "compared by position")
         entry["accuracy"] = harness.compare_outputs(out_names, got, want)
         entry["accuracy"]["degenerate"] = any(degenerate(w) for w in want)
+        import numpy as np
+        if any(not np.all(np.isfinite(np.asarray(g, dtype=np.float64))) for g in got.values()):
+            # Where the NaN/Inf start, in this call: the engine and its inputs are still here.
+            entry["accuracy"]["non_finite"] = self.non_finite_report(tag, engine, load) or [
+                "ingot run --check-finite gave no report"]
         if prof and os.path.exists(prof):
             entry["profile_top"] = harness.top_layers(json.load(open(prof)))
         elif prof:
@@ -1639,6 +1655,13 @@ if a[0] == "inspect":
     sys.exit(0)
 if a[0] == "run":
     assert "--load-inputs" in a and ":" in a[a.index("--load-inputs") + 1]
+    if "--check-finite" in a:
+        print("outputs:\n  out0  f32[1,3]  min 1  max 1  mean 1  std 0  nan 2")
+        print("output out0: 2 NaN, 0 Inf of 3 in rows 0 (1 of 1)")
+        print("non-finite check (every step's outputs, one run): 2 of 6 tensors hold NaN or Inf; the first at step 3")
+        print("  step 3  Mul 'mul_1'  tactic cuda.elementwise.binary  -> y [1,3]: 2 NaN, 0 Inf of 3; rows 0 (1 of 1)")
+        print("ingot run: --check-finite: an output holds NaN or Inf", file=sys.stderr)
+        sys.exit(1)
     if "--save-outputs" in a:
         import numpy as np
         np.save(os.path.join(a[a.index("--save-outputs") + 1], "out0.npy"), np.array([1.0, 2.0, 3.0], np.float32))
@@ -1868,6 +1891,10 @@ def self_test():
                t["queries"] == 3 and not t["graph"] and "host_fallback" in t["graph_status"] and t["few_queries"])
         got, err = c.ingot_outputs("m_b1", os.path.join(c.work, "m_b1.engine"), "input:/x.npy", ["out0"])
         expect("ingot outputs read back", err is None and list(got) == ["out0"] and got["out0"].shape == (3,))
+        rep = c.non_finite_report("m_b1", os.path.join(c.work, "m_b1.engine"), "input:/x.npy")
+        expect("--check-finite report: the output line, the first step, nothing else",
+               rep is not None and len(rep) == 3 and rep[0].startswith("output out0: 2 NaN")
+               and rep[2].startswith("step 3  Mul 'mul_1'"))
         c.cleanup("m_b1")
         left = os.listdir(c.work)
         expect("cleanup removes a tag's files only", not any(f.startswith("m_b1") for f in left)
