@@ -564,7 +564,7 @@ def row_notes(r):
             notes.append(f"{label} b{b}: the fp32 reference output is constant (degenerate): cosine says nothing")
         if acc.get("non_finite"):
             notes.append(f"{label} b{b}: NaN/Inf in ingot's outputs; ingot run --check-finite: "
-                         + " | ".join(acc["non_finite"][:4]))
+                         + " | ".join(acc["non_finite"][:5]))
     meta = r.get("meta") or {}
     if meta.get("attention"):
         notes.append(f"{label}: attention exported {meta['attention'].get('export')}, "
@@ -1086,8 +1086,8 @@ class Census(harness.Harness):
         first steps whose outputs hold them (the first is where they start), or None without any."""
         rc, out, err = self.ingot(f"{tag}_finite", "run", engine, "--load-inputs", load, "--check-finite",
                                   cap=max(120, self.a.slow_cap_s * 2))
-        lines = [ln.strip() for ln in out.splitlines() if ln.startswith(("output ", "non-finite check", "  step "))]
-        return lines[:6] or None
+        lines = [ln.strip() for ln in out.splitlines() if ln.startswith(("output ", "non-finite check", "  step ", "  inputs of step "))]
+        return lines[:7] or None
 
     def read_outputs(self, out_dir, names):
         """{name: array} of the .npy files `ingot run --save-outputs out_dir` wrote; removes the folder."""
@@ -1660,6 +1660,7 @@ if a[0] == "run":
         print("output out0: 2 NaN, 0 Inf of 3 in rows 0 (1 of 1)")
         print("non-finite check (every step's outputs, one run): 2 of 6 tensors hold NaN or Inf; the first at step 3")
         print("  step 3  Mul 'mul_1'  tactic cuda.elementwise.binary  -> y [1,3]: 2 NaN, 0 Inf of 3; rows 0 (1 of 1)")
+        print("  inputs of step 3 (largest finite |x|): a 6.55e+04")
         print("ingot run: --check-finite: an output holds NaN or Inf", file=sys.stderr)
         sys.exit(1)
     if "--save-outputs" in a:
@@ -1892,9 +1893,9 @@ def self_test():
         got, err = c.ingot_outputs("m_b1", os.path.join(c.work, "m_b1.engine"), "input:/x.npy", ["out0"])
         expect("ingot outputs read back", err is None and list(got) == ["out0"] and got["out0"].shape == (3,))
         rep = c.non_finite_report("m_b1", os.path.join(c.work, "m_b1.engine"), "input:/x.npy")
-        expect("--check-finite report: the output line, the first step, nothing else",
-               rep is not None and len(rep) == 3 and rep[0].startswith("output out0: 2 NaN")
-               and rep[2].startswith("step 3  Mul 'mul_1'"))
+        expect("--check-finite report: the output line, the first step, its inputs' |x|, nothing else",
+               rep is not None and len(rep) == 4 and rep[0].startswith("output out0: 2 NaN")
+               and rep[2].startswith("step 3  Mul 'mul_1'") and rep[3].endswith("a 6.55e+04"))
         c.cleanup("m_b1")
         left = os.listdir(c.work)
         expect("cleanup removes a tag's files only", not any(f.startswith("m_b1") for f in left)

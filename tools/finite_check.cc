@@ -1,7 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 #include "finite_check.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ostream>
 
@@ -24,7 +26,10 @@ NonFinite scan_non_finite(const HostTensor& t) {
   int64_t last_row = -1;
   for (int64_t i = 0; i < r.numel; ++i) {
     const double v = t.element(i);
-    if (std::isfinite(v)) continue;
+    if (std::isfinite(v)) {
+      r.max_abs = std::max(r.max_abs, std::fabs(v));
+      continue;
+    }
     if (std::isnan(v))
       ++r.nan;
     else
@@ -56,11 +61,34 @@ void FiniteScan::on_tensor(int layer_index, const char* tensor_name, DataType dt
     if (!h.ok() || dtype == DataType::kString) return;
     if (data && !h->data.empty()) std::memcpy(h->data.data(), data, h->data.size());
     NonFinite f = scan_non_finite(*h);
+    if (f.numel > 0 && dtype != DataType::kString) max_abs_[h->name] = f.max_abs;
     if (f.any()) hits_.push_back({layer_index, h->name, dims, std::move(f)});
   } catch (...) {
     incomplete_ = true;  // out of memory: said in the report rather than thrown through the engine
   }
 }
+
+namespace {
+// What fed the first bad step: inputs near fp16's limit mean overflow, small ones a wrong kernel.
+void print_first_inputs(const FiniteScan& scan, const std::vector<LayerDesc>& layers, int step, std::ostream& os) {
+  if (step < 0 || static_cast<size_t>(step) >= layers.size()) return;
+  os << "  inputs of step " << step << " (largest finite |x|):";
+  int named = 0;
+  std::vector<std::string> said;
+  for (const std::string& in : layers[step].inputs) {
+    auto it = scan.max_abs().find(in);
+    // An engine input or a weight is not seen by the listener; Mul(s, s) names s once.
+    if (it == scan.max_abs().end() || std::find(said.begin(), said.end(), in) != said.end()) continue;
+    char v[32];
+    std::snprintf(v, sizeof v, "%.4g", it->second);
+    os << " " << in << " " << v;
+    said.push_back(in);
+    ++named;
+  }
+  if (named == 0) os << " none recorded (engine inputs or weights)";
+  os << "\n";
+}
+}  // namespace
 
 void print_finite_report(const FiniteScan& scan, const Engine& engine, int max_steps, std::ostream& os) {
   const auto& layers = engine.layers();
@@ -87,6 +115,7 @@ void print_finite_report(const FiniteScan& scan, const Engine& engine, int max_s
       os << "; rows " << index_ranges(h.found.bad_rows) << " (" << h.found.bad_rows.size() << " of " << h.found.rows
          << ")";
     os << "\n";
+    if (shown == 1) print_first_inputs(scan, layers, h.step, os);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ namespace ingot::tools {
 /// that hold any (the batch rows; empty for scalars).
 struct NonFinite {
   int64_t nan = 0, inf = 0, numel = 0;
-  int64_t rows = 0;  ///< size of the leading dim (0 for scalars)
+  int64_t rows = 0;       ///< size of the leading dim (0 for scalars)
+  double max_abs = 0.0;   ///< largest |x| of the finite values (fp16 overflows past 65504)
   std::vector<int64_t> bad_rows;
   bool any() const { return nan + inf > 0; }
 };
@@ -44,11 +46,15 @@ class FiniteScan : public TensorListener {
   void on_tensor(int layer_index, const char* tensor_name, DataType dtype, const std::vector<int64_t>& dims,
                  const void* data) noexcept override;
   const std::vector<Hit>& hits() const { return hits_; }
+  /// Largest finite |x| of every float tensor seen, by name: a first bad step whose inputs reach
+  /// fp16's 65504 overflowed; one whose inputs are small computed garbage.
+  const std::map<std::string, double>& max_abs() const { return max_abs_; }
   int tensors_seen() const { return seen_; }
   bool incomplete() const { return incomplete_; }
 
  private:
   std::vector<Hit> hits_;
+  std::map<std::string, double> max_abs_;
   int seen_ = 0;
   bool incomplete_ = false;
 };

@@ -114,6 +114,21 @@ def main():
         check("run --check-finite names the first step that makes NaN, then the ones carrying it",
               "the first at step 0" in out and len(steps) >= 1 and steps[0].startswith("  step 0  Sqrt 'root'")
               and "3 NaN, 0 Inf of 12; rows 1, 3 (2 of 4)" in steps[0], out)
+        # The first bad step's inputs with their largest finite |x|: an fp32 square of 5e20 overflows.
+        g = onnx.helper.make_graph(
+            [onnx.helper.make_node("Mul", ["x", "big"], ["s"], name="scale"),
+             onnx.helper.make_node("Mul", ["s", "s"], ["y"], name="square")],
+            "overflow", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 2])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 2])],
+            [numpy_helper.from_array(np.array(1e20, np.float32), "big")])
+        ovf_model = os.path.join(tmp, "overflow.onnx")
+        onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)]), ovf_model)
+        np.save(os.path.join(tmp, "ovf_x.npy"), np.array([[1e-3, 5], [0.5, 2e-3]], np.float32))
+        rc, out, err = run(ingot, "run", ovf_model, "--load-inputs", f"x:{os.path.join(tmp, 'ovf_x.npy')}",
+                           "--check-finite", "--opt-level", "0")
+        check("run --check-finite gives the largest finite |x| of the first bad step's inputs",
+              rc == 1 and "the first at step 1" in out and "0 NaN, 2 Inf of 4; rows 0-1 (2 of 2)" in out
+              and "inputs of step 1 (largest finite |x|): s 5e+20" in out, out + err)
         np.save(os.path.join(tmp, "ok_x.npy"), np.abs(xs))
         rc, out, err = run(ingot, "run", nan_model, "--load-inputs", f"x:{os.path.join(tmp, 'ok_x.npy')}",
                            "--check-finite")
