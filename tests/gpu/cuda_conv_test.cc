@@ -147,6 +147,14 @@ class CudnnConvTest : public CudaTest, public ::testing::WithParamInterface<std:
     std::vector<Tensor> in;
     for (const Input& s : ins) in.push_back(s ? random_tensor(dt, *s, rng_) : Tensor());
     auto got = run_tactic(*tactic, node, in);
+    // The graph family offers up to kMaxCandidates of the plans cuDNN's heuristics list; which of
+    // them build is found when the builder times them, and one that does not is dropped (fp32
+    // Sigmoid on one pixel: 1 of 4 builds). Counted as not offered, as above.
+    if (graph_family() && !got.ok() && got.status().code() == StatusCode::kUnsupported &&
+        got.status().to_string().find("buildable plans") != std::string::npos) {
+      ++not_offered_[GetParam() + data_type_name(dt)];
+      return;
+    }
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     auto want = run_reference(node, in);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
@@ -373,6 +381,27 @@ TEST_P(CudnnConvTest, SqueezeExciteOnePixelEveryPlan) {
         check("ingot::FusedConv", "", dt, {Shape64{n, k, 1, 1}, Shape64{c, k, 1, 1}, Shape64{c}}, name, false);
         check("ingot::FusedConv", "channels_last=1, activation=\"Relu\"", dt,
               {Shape64{n, 1, 1, c}, Shape64{k, 1, 1, c}, Shape64{k}}, name, false);
+      }
+  }
+}
+
+// RegNetY-1.6GF's squeeze-excite convs at batch 64 (squeezed widths 12, 30, 84, 222: not all
+// multiples of 8), the expand conv with its Sigmoid where the family fuses it: a channels-first
+// plan gave values up to 716 out of the Sigmoid in the census engine (2026-12-03), its outputs
+// NaN. Every plan, both layouts.
+TEST_P(CudnnConvTest, SqueezeExciteRegNetShapesEveryPlan) {
+  const char* expand = graph_family() ? "activation=\"Sigmoid\"" : "";
+  for (int i = 0; i < max_index(); ++i) {
+    std::string name = GetParam() + std::to_string(i);
+    for (DataType dt : kDtypes)
+      for (auto [n, c, k] : {std::array<int64_t, 3>{64, 120, 30}, std::array<int64_t, 3>{64, 336, 30},
+                             std::array<int64_t, 3>{64, 336, 84}, std::array<int64_t, 3>{64, 888, 222},
+                             std::array<int64_t, 3>{64, 48, 12}, std::array<int64_t, 3>{1, 336, 84}}) {
+        check("ingot::FusedConv", "activation=\"Relu\"", dt, {Shape64{n, c, 1, 1}, Shape64{k, c, 1, 1}, Shape64{k}},
+              name, false);
+        check("ingot::FusedConv", expand, dt, {Shape64{n, k, 1, 1}, Shape64{c, k, 1, 1}, Shape64{c}}, name, false);
+        check("ingot::FusedConv", std::string("channels_last=1") + (*expand ? ", " : "") + expand, dt,
+              {Shape64{n, 1, 1, k}, Shape64{c, 1, 1, k}, Shape64{c}}, name, false);
       }
   }
 }

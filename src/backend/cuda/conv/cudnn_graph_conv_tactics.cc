@@ -85,6 +85,19 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_la
   return s;
 }
 
+// One pixel in, a 1x1 kernel, no padding (squeeze-excite's convs on pooled [N, C, 1, 1]): NCHW and
+// NHWC are the same bytes, and so are KCRS and KRSC weights, so the key says channels-last and the
+// graph gets channels-last strides. cuDNN's channels-first plans for these were wrong on the H200:
+// RegNetY-1.6GF's conv + Sigmoid [64, 30, 1, 1] -> [64, 336, 1, 1] on plan 1 gave values up to 716
+// (2026-12-03), MobileNetV3's squeeze conv at batch 64 a cosine of 0.40 (2026-12-01). The
+// channels-last plans are cuDNN's (and our tests') main path.
+ConvKey graph_key(ConvKey k, const ConvSpec& s) {
+  if (k.channels_last || s.spatial != 2 || k.nd != 4) return k;
+  const bool one_pixel = k.x[2] == 1 && k.x[3] == 1 && k.w[2] == 1 && k.w[3] == 1 && s.pads[0] == 0 && s.pads[1] == 0;
+  if (one_pixel) k.channels_last = true;
+  return k;
+}
+
 struct GraphPlan {
   ConvKey key;
   std::array<int64_t, kConvMaxNd> y{};  // channels-first output dims
@@ -371,6 +384,7 @@ class CudnnGraphConvTactic : public Tactic {
     const ir::Node& node = *io.node;
     INGOT_ASSIGN_OR_RETURN(ConvCall c, read_conv_call(io));
     if (c.empty) return Status::Ok();
+    c.key = graph_key(c.key, c.spec);
     const Tensor *x = c.x, *w = c.w, *b = c.b, *r = c.r;
     Tensor& y = *c.y;
     INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
@@ -423,6 +437,7 @@ class CudnnGraphConvTactic : public Tactic {
     const Shape64 ws = spec.channels_last ? to_channels_first(in[1]) : in[1];
     INGOT_ASSIGN_OR_RETURN(ConvKey key, make_conv_key(node, spec, node.outputs()[0]->dtype(), xs, ws,
                                                       present(spec.bias_input), present(spec.residual_input)));
+    key = graph_key(key, spec);
     INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
     GraphPlan p;
     INGOT_RETURN_IF_ERROR(build_plan(node, spec, key, index_, handle, &p));
@@ -455,6 +470,7 @@ int plan_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) 
   ConvSpec spec;
   auto key = guessed_conv_key(node, inputs, &spec);
   if (!key.ok()) return 1;
+  *key = graph_key(*key, spec);
   auto handle = cudnn_thread_handle(node);
   if (!handle.ok()) return 1;
   std::shared_ptr<SharedGraph> sg = shared_graph(graph_signature(spec, *key));
