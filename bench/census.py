@@ -163,6 +163,52 @@ def estimate_s(name, a, n_batches):
     return est
 
 
+# Seconds a model's prepare() took on the H200 machine with 8-9 preparing beside it (prep.log of
+# the census parts of sessions 16-18, the longest seen). The preparation of a part lasts as long as
+# its slowest model: MaxViT's 207 s held session 18's call 3 for 100 s after the others were done,
+# and four of its eight models did not fit the time left.
+PREP_WALL_S = {
+    "distilbert": 44, "gpt2": 46, "qwen2": 52, "squeezenet1_1": 45, "t5_encoder": 49, "llama": 49, "deit_small": 58,
+    "whisper_encoder": 60, "convnext_tiny": 60, "vit_b_16": 63, "fcn_resnet50": 65, "mobilenet_v2": 67,
+    "resnet50": 67, "mnasnet1_0": 67, "resnext50_32x4d": 68, "shufflenet_v2_x1_0": 70, "bert": 73, "roberta": 74,
+    "mobilenet_v3_large": 76, "deeplabv3_mobilenet_v3_large": 86, "lraspp_mobilenet_v3_large": 86,
+    "efficientnet_b0": 87, "regnet_y_1_6gf": 94, "densenet121": 98, "efficientnet_v2_s": 110, "swin_t": 140,
+    "maxvit_t": 207,
+}
+
+
+def n_batches_of(name, a):
+    return len(parse_batches(a.batches)) if a.batches else 2
+
+
+def timed_estimate_s(name, a, prepared):
+    """Rough seconds of a model's timed run: after prepare() its measured time where there is one
+    (15% spare, 10% more with --profile), else half the rough cost; unprepared, the rough cost."""
+    n = n_batches_of(name, a)
+    est = estimate_s(name, a, n)
+    if not prepared:
+        return est
+    measured = PREPARED_S.get(name)
+    return measured * (1.25 if a.profile else 1.15) * n / 2.0 if measured else est * 0.5
+
+
+def plan_part(names, limit_s, a, margin_s=20):
+    """The models of one device call, in the given order, that fit `limit_s` seconds: the parallel
+    preparation lasts as long as its slowest model (PREP_WALL_S, 90 s when unknown), then the timed
+    runs add up. A model that would not fit is left out before anything is prepared for it (its
+    preparation would only delay the others). Returns (chosen, [(name, why)])."""
+    chosen, skipped, prep, timed = [], [], 0.0, 0.0
+    for m in names:
+        p = max(prep, PREP_WALL_S.get(m, 90))
+        t = timed + timed_estimate_s(m, a, prepared=True)
+        if p + t + margin_s <= limit_s:
+            chosen.append(m)
+            prep, timed = p, t
+        else:
+            skipped.append((m, f"about {p:.0f} s preparing + {t:.0f} s timing > {limit_s - margin_s:.0f} s"))
+    return chosen, skipped
+
+
 def select_models(models_arg, family_arg):
     """(names, notes about unknown names/families) from --models and --family: table order, or
     --models' own order (what runs first when the time budget cannot take them all)."""
@@ -1510,13 +1556,8 @@ class Census(harness.Harness):
         sampler = self.start_gpu_sampler()
         try:
             for name in names:
-                n_batches = len(self.batches(MODELS[name]))
-                est = estimate_s(name, self.a, n_batches)
-                if os.path.exists(self.prep_path(name)):
-                    # exports, references and Inductor's compile done: the measured time where
-                    # there is one (15% spare, 10% more with --profile), else half the rough cost
-                    measured = PREPARED_S.get(name)
-                    est = measured * (1.25 if self.a.profile else 1.15) * n_batches / 2.0 if measured else est * 0.5
+                # exports, references and Inductor's compile done by prepare(), or not
+                est = timed_estimate_s(name, self.a, os.path.exists(self.prep_path(name)))
                 if self.budget.left() < est:
                     row = self.new_row(name, "dynamo")
                     row["status"] = "skipped"
@@ -1740,6 +1781,16 @@ def self_test():
         if not cond:
             failures.append(name)
 
+    expect("every model has a preparation time for the planner", set(PREP_WALL_S) == set(MODELS))
+    pa = parser().parse_args([])
+    chosen, skipped = plan_part(["distilbert", "maxvit_t", "gpt2", "qwen2"], 300, pa)
+    expect("plan_part leaves out the model whose preparation would hold the call, keeps the order",
+           chosen == ["distilbert", "gpt2", "qwen2"] and [m for m, _ in skipped] == ["maxvit_t"])
+    chosen, skipped = plan_part(["distilbert", "gpt2", "qwen2"], 200, pa)
+    expect("plan_part stops adding timed runs at the limit",
+           chosen == ["distilbert", "gpt2"] and [m for m, _ in skipped] == ["qwen2"])
+    expect("timed_estimate_s: prepared and measured is below the rough cost",
+           timed_estimate_s("gpt2", pa, True) < timed_estimate_s("gpt2", pa, False))
     fams = {s["family"] for s in MODELS.values()}
     expect("at least 24 models over the five families", len(MODELS) >= 24 and fams == set(FAMILIES))
     expect("at least ResNet-50, MobileNetV3-L and BERT get a legacy row",
@@ -1969,6 +2020,9 @@ def parser():
                     help="combine earlier census.json files: print the table (and write census.json/.md to --out "
                          "when given)")
     ap.add_argument("--list", action="store_true", help="print the model table and exit")
+    ap.add_argument("--plan-s", type=float, default=None, metavar="SECONDS",
+                    help="print the models of --models that one device call of SECONDS fits (preparation, "
+                         "then timing; bench/census_part.sh) comma-separated, the rest on stderr, and exit")
     ap.add_argument("--self-test", action="store_true", help="check the table/JSON/merge logic on made-up numbers")
     return ap
 
@@ -1989,6 +2043,13 @@ def main():
         return self_test()
     if a.list:
         return list_models()
+    if a.plan_s is not None:
+        names, notes = select_models(a.models, a.family)
+        chosen, skipped = plan_part(names, a.plan_s, a)
+        for m, why in skipped:
+            print(f"{m}: left out of this call: {why}", file=sys.stderr)
+        print(",".join(chosen))
+        return 0
     if a.merge:
         merged = merge([json.load(open(p)) for p in a.merge])
         if any(x == "--out" or x.startswith("--out=") for x in argv):

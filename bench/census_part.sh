@@ -3,8 +3,8 @@
 # One device call's part of the model census (bench/census.py), from packed binaries:
 #   bash bench/pack.sh build dev                     (here; carry build/devpack.tar.xz)
 #   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] [CENSUS_FLAGS=--keep-work] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
-# Unpacks build/devpack.tar.xz, prepares the models in parallel (exports, references, warm
-# torch.compile caches) while the GPU tests run in 4 shards (GPU_TESTS=1), then times the models
+# Unpacks build/devpack.tar.xz, keeps the models that fit LIMIT_S (census.py --plan-s), prepares
+# them in parallel (exports, references, warm torch.compile caches) while the GPU tests run in 4 shards (GPU_TESTS=1), then times the models
 # in the given order until LIMIT_S seconds after the start (census.py skips a model that would not
 # fit; CENSUS_FLAGS go to census.py: --keep-work leaves every engine, ONNX file and input in
 # /tmp/cw for a probe later in the same call, e.g. bench/probe_wrong.sh), and leaves everything in
@@ -21,6 +21,13 @@ tar xJf build/devpack.tar.xz -C build
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 B=build/dev
+# Only the models this call fits are prepared (census.py --plan-s: the preparation lasts as long as
+# its slowest model, then the timed runs add up); the rest are printed (plan.log) and
+# left for another call.
+planned=$(python3 bench/census.py --plan-s "$((limit - 15))" --models "$models" 2> "$t/plan.log")
+[ -n "$planned" ] || planned=$models
+cat "$t/plan.log"
+models=$planned
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$t/gpu.txt" 2>&1
 python3 bench/census.py --ingot $B/tools/ingot --out "$t/prep" --work /tmp/cw --prepare-jobs "$jobs" --prepare-only \
   --models "$models" > "$t/prep.log" 2>&1 &
