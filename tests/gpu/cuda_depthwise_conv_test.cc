@@ -212,6 +212,23 @@ TEST_F(CudaDepthwiseConvTest, RefusesWhatIsNotDepthwise) {
 }
 
 // An engine's tactic is rebuilt from its name and params alone; other bytes are refused.
+// Engines keep these bytes: {2, channels_last, kh, kw, strides, pads, dilations, act, residual
+// order, strip (int32), group (int64), alpha, beta, lo, hi (float)}. A change of layout must bump
+// the version; engines written before it then fail to load naming the tactic, never misread.
+TEST(CudaDepthwiseConvNoDevice, ParamsKeepTheirByteLayout) {
+  ParamBytes p(2);
+  for (int32_t v : {1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 1}) p.add(v);  // act 1 = Relu, strip 1
+  p.add(int64_t{96});
+  for (float v : {0.0f, 0.0f, 0.0f, 6.0f}) p.add(v);
+  auto t = depthwise_conv_family().create(kTactic, p.b);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->serialize(), p.b);
+  std::vector<uint8_t> shorter(p.b.begin(), p.b.end() - 1), longer = p.b;
+  longer.push_back(0);
+  EXPECT_EQ(depthwise_conv_family().create(kTactic, shorter), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kTactic, longer), nullptr);
+}
+
 TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
   auto g =
       parse_graph(op_graph(17, {input(DataType::kFloat16, {1, 8, 8, 16}), input(DataType::kFloat16, {16, 3, 3, 1})},

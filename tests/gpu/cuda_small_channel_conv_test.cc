@@ -103,5 +103,24 @@ TEST(CudaSmallChannelConvNoDevice, Refusals) {
   EXPECT_FALSE(offered({input(h, {1, 8, 8, 3}), input(h, {16, 3, 3, 3})}, fused("pads=[1, 1, 0, 0]")));
 }
 
+// Engines keep these bytes: {1, kh, kw, strides, pads, dilations, act, residual order (int32), c, k
+// (int64), alpha, beta, lo, hi (float)}; a change of layout must bump the version.
+TEST(CudaSmallChannelConvNoDevice, ParamsKeepTheirByteLayout) {
+  ParamBytes p(1);
+  for (int32_t v : {3, 3, 2, 2, 1, 1, 1, 1, 1, 0}) p.add(v);  // 3x3 stride 2 pad 1, act 1 = Relu
+  p.add(int64_t{3}).add(int64_t{32});
+  for (float v : {0.0f, 0.0f, 0.0f, 6.0f}) p.add(v);
+  auto t = small_channel_conv_family().create(kTactic, p.b);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->serialize(), p.b);
+  std::vector<uint8_t> shorter(p.b.begin(), p.b.end() - 1), longer = p.b;
+  longer.push_back(0);
+  EXPECT_EQ(small_channel_conv_family().create(kTactic, shorter), nullptr);
+  EXPECT_EQ(small_channel_conv_family().create(kTactic, longer), nullptr);
+  std::vector<uint8_t> other = p.b;
+  other[0] = 7;
+  EXPECT_EQ(small_channel_conv_family().create(kTactic, other), nullptr);
+}
+
 }  // namespace
 }  // namespace ingot::gpu_test

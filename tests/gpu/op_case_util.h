@@ -244,4 +244,17 @@ class OpCaseTest : public ::testing::Test {
   }
 };
 
+/// The params bytes an engine keeps for a tactic, written field by field as the engine format has
+/// them (tests that a tactic still reads engines written before a change).
+struct ParamBytes {
+  std::vector<uint8_t> b;
+  explicit ParamBytes(uint8_t version) : b{version} {}
+  template <class T>
+  ParamBytes& add(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b.insert(b.end(), p, p + sizeof v);
+    return *this;
+  }
+};
+
 }  // namespace ingot::gpu_test

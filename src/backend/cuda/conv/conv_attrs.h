@@ -1,11 +1,13 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// What the convolution kernels that run their whole epilogue themselves (depthwise, small-channel)
-// read from a Conv / ingot::FusedConv node the same way: the 2-D window (symmetric pads, strides,
-// dilations), the activation as the elementwise family's op, the residual's order and shape.
+// What the convolution kernels that run their whole epilogue themselves (depthwise, small-channel,
+// ...) read from a Conv / ingot::FusedConv node the same way: the 2-D window (symmetric pads,
+// strides, dilations), the activation as the elementwise family's op, the residual's order and
+// shape; and how their tactics keep those numbers in the engine (ParamWriter / ParamReader).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,97 @@ inline Status conv_tensors(const StepIO& io, const char* tactic, ConvTensors* c)
     return internal_error(node.describe(), ": ", tactic, " got ", shape_to_string(c->x->shape()), " -> ",
                           shape_to_string(c->y->shape()));
   return Status::Ok();
+}
+
+/// A tactic's params as the engine keeps them: a version byte, then fixed-size fields in the order
+/// they are put, native byte order (an engine is bound to its machine).
+class ParamWriter {
+ public:
+  explicit ParamWriter(uint8_t version) : out_{version} {}
+  ParamWriter& i32(int64_t v) { return put(static_cast<int32_t>(v)); }
+  ParamWriter& i64(int64_t v) { return put(v); }
+  ParamWriter& f32(float v) { return put(v); }
+  std::vector<uint8_t> take() { return std::move(out_); }
+
+ private:
+  template <class T>
+  ParamWriter& put(T v) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&v);
+    out_.insert(out_.end(), b, b + sizeof v);
+    return *this;
+  }
+  std::vector<uint8_t> out_;
+};
+
+/// Reads ParamWriter's bytes back in the same order. A wrong version byte, a read past the end or
+/// bytes left over make done() false (an engine of another version: the tactic is not created).
+class ParamReader {
+ public:
+  ParamReader(const std::vector<uint8_t>& p, uint8_t version) : p_(p), ok_(!p.empty() && p[0] == version) {}
+  int32_t i32() { return get<int32_t>(); }
+  int64_t i64() { return get<int64_t>(); }
+  float f32() { return get<float>(); }
+  bool done() const { return ok_ && pos_ == p_.size(); }
+
+ private:
+  template <class T>
+  T get() {
+    T v{};
+    if (ok_ && pos_ + sizeof v <= p_.size()) {
+      std::memcpy(&v, p_.data() + pos_, sizeof v);
+      pos_ += sizeof v;
+    } else {
+      ok_ = false;
+    }
+    return v;
+  }
+  const std::vector<uint8_t>& p_;
+  size_t pos_ = 1;
+  bool ok_;
+};
+
+/// The activation's numbers, as these tactics keep them: alpha, beta, lo, hi.
+inline void put_act_params(ParamWriter& w, const UnaryParams& p) { w.f32(p.alpha).f32(p.beta).f32(p.lo).f32(p.hi); }
+inline UnaryParams get_act_params(ParamReader& r) {
+  UnaryParams p;
+  p.alpha = r.f32();
+  p.beta = r.f32();
+  p.lo = r.f32();
+  p.hi = r.f32();
+  return p;
+}
+
+/// A kept activation back as the op: false for a value no activation of these kernels has.
+inline bool act_from_int(int32_t v, UnaryOp* op) {
+  if (v < 0 || v > static_cast<int32_t>(UnaryOp::kSilu)) return false;
+  *op = static_cast<UnaryOp>(v);
+  return true;
+}
+
+/// The window as these tactics keep it: kh, kw, strides, pads (int32 each).
+template <class D>
+void put_window(ParamWriter& w, const D& d) {
+  w.i32(d.kh).i32(d.kw).i32(d.stride_h).i32(d.stride_w);
+  w.i32(d.pad_h).i32(d.pad_w);
+}
+template <class D>
+void get_window(ParamReader& r, D* d) {
+  d->kh = r.i32();
+  d->kw = r.i32();
+  d->stride_h = r.i32();
+  d->stride_w = r.i32();
+  d->pad_h = r.i32();
+  d->pad_w = r.i32();
+}
+
+/// Whether two of these kernels' descriptors have the same window (kernel, strides, pads) and
+/// epilogue (activation with its numbers, residual order); each tactic compares its own fields too.
+template <class D>
+bool same_window_and_epilogue(const D& a, const D& b) {
+  return a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h && a.stride_w == b.stride_w && a.pad_h == b.pad_h &&
+         a.pad_w == b.pad_w && a.act == b.act && a.residual_after_activation == b.residual_after_activation &&
+         a.act_params.alpha == b.act_params.alpha && a.act_params.beta == b.act_params.beta &&
+         a.act_params.lo == b.act_params.lo && a.act_params.hi == b.act_params.hi;
 }
 
 }  // namespace ingot::backend::cuda

@@ -10,7 +10,6 @@
 // Refused: a transposed conv, asymmetric pads or auto_pad, a channel multiplier (C_out != C_in),
 // mixed types, weights larger than kDepthwiseMaxSmemBytes staged (channels-last), shapes with
 // open channel or kernel dims.
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -187,52 +186,36 @@ class DepthwiseConvTactic final : public Tactic {
     return Status::Ok();
   }
 
+  // {version, channels_last, kh, kw, strides, pads, dilations, act, residual order, strip (int32),
+  // group (int64), act params}.
   std::vector<uint8_t> serialize() const override {
-    std::vector<uint8_t> out = {kParamsVersion};
-    auto put = [&](const void* p, size_t n) {
-      const uint8_t* b = static_cast<const uint8_t*>(p);
-      out.insert(out.end(), b, b + n);
-    };
-    const int32_t ints[] = {s_.channels_last, s_.kh, s_.kw, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w,
-                            s_.dil_h, s_.dil_w, static_cast<int32_t>(s_.act), s_.residual_after_activation,
-                            s_.strip};
-    put(ints, sizeof ints);
-    put(&s_.group, sizeof s_.group);
-    const float f[] = {s_.act_params.alpha, s_.act_params.beta, s_.act_params.lo, s_.act_params.hi};
-    put(f, sizeof f);
-    return out;
+    ParamWriter w(kParamsVersion);
+    w.i32(s_.channels_last);
+    put_window(w, s_);
+    w.i32(s_.dil_h).i32(s_.dil_w);
+    w.i32(static_cast<int32_t>(s_.act)).i32(s_.residual_after_activation).i32(s_.strip);
+    w.i64(s_.group);
+    put_act_params(w, s_.act_params);
+    return w.take();
   }
 
   /// The tactic serialize() describes; nullptr for other bytes (an engine of another version).
   static std::unique_ptr<Tactic> deserialize(const std::vector<uint8_t>& p) {
-    constexpr size_t kSize = 1 + 12 * sizeof(int32_t) + sizeof(int64_t) + 4 * sizeof(float);
-    if (p.size() != kSize || p[0] != kParamsVersion) return nullptr;
-    int32_t ints[12];
-    std::memcpy(ints, p.data() + 1, sizeof ints);
+    ParamReader r(p, kParamsVersion);
     Spec s;
-    s.channels_last = ints[0] != 0;
-    s.kh = ints[1];
-    s.kw = ints[2];
-    s.stride_h = ints[3];
-    s.stride_w = ints[4];
-    s.pad_h = ints[5];
-    s.pad_w = ints[6];
-    s.dil_h = ints[7];
-    s.dil_w = ints[8];
-    s.act = static_cast<UnaryOp>(ints[9]);
-    s.residual_after_activation = ints[10] != 0;
-    s.strip = ints[11];
-    std::memcpy(&s.group, p.data() + 1 + sizeof ints, sizeof s.group);
-    float f[4];
-    std::memcpy(f, p.data() + 1 + sizeof ints + sizeof s.group, sizeof f);
-    s.act_params.alpha = f[0];
-    s.act_params.beta = f[1];
-    s.act_params.lo = f[2];
-    s.act_params.hi = f[3];
+    s.channels_last = r.i32() != 0;
+    get_window(r, &s);
+    s.dil_h = r.i32();
+    s.dil_w = r.i32();
+    const int32_t act = r.i32();
+    s.residual_after_activation = r.i32() != 0;
+    s.strip = r.i32();
+    s.group = r.i64();
+    s.act_params = get_act_params(r);
+    if (!r.done() || !act_from_int(act, &s.act)) return nullptr;
     if (!small_int(s.kh, 1, kMaxKernel) || !small_int(s.kw, 1, kMaxKernel) || s.stride_h < 1 || s.stride_w < 1 ||
-        s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 || ints[9] < 0 ||
-        ints[9] > static_cast<int32_t>(UnaryOp::kSilu) || (s.strip != 1 && s.strip != kDepthwiseStrip) ||
-        (s.strip != 1 && !strip_supported(s)))
+        s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 ||
+        (s.strip != 1 && s.strip != kDepthwiseStrip) || (s.strip != 1 && !strip_supported(s)))
       return nullptr;
     return std::make_unique<DepthwiseConvTactic>(s);
   }
@@ -241,12 +224,8 @@ class DepthwiseConvTactic final : public Tactic {
   static constexpr uint8_t kParamsVersion = 2;  // 2: the strip
 
   static bool same(const Spec& a, const Spec& b) {
-    return a.channels_last == b.channels_last && a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h &&
-           a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.dil_h == b.dil_h &&
-           a.dil_w == b.dil_w && a.group == b.group && a.act == b.act &&
-           a.residual_after_activation == b.residual_after_activation && a.act_params.alpha == b.act_params.alpha &&
-           a.act_params.beta == b.act_params.beta && a.act_params.lo == b.act_params.lo &&
-           a.act_params.hi == b.act_params.hi && a.strip == b.strip;
+    return same_window_and_epilogue(a, b) && a.channels_last == b.channels_last && a.dil_h == b.dil_h &&
+           a.dil_w == b.dil_w && a.group == b.group && a.strip == b.strip;
   }
 
   Spec s_;

@@ -8,7 +8,6 @@
 // Refused: channels-first (the layout pass makes stems channels-last in fp16/bf16), grouped or
 // transposed convs, asymmetric pads or auto_pad, open C/K/kernel dims, mixed types.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,49 +114,30 @@ class SmallChannelConvTactic final : public Tactic {
     return Status::Ok();
   }
 
+  // {version, kh, kw, strides, pads, dilations, act, residual order (int32), c, k (int64), act params}.
   std::vector<uint8_t> serialize() const override {
-    std::vector<uint8_t> out = {kParamsVersion};
-    auto put = [&](const void* p, size_t n) {
-      const uint8_t* b = static_cast<const uint8_t*>(p);
-      out.insert(out.end(), b, b + n);
-    };
-    const int32_t ints[] = {s_.kh, s_.kw, s_.stride_h, s_.stride_w, s_.pad_h, s_.pad_w, s_.dil_h, s_.dil_w,
-                            static_cast<int32_t>(s_.act), s_.residual_after_activation};
-    put(ints, sizeof ints);
-    const int64_t dims[] = {s_.c, s_.k};
-    put(dims, sizeof dims);
-    const float f[] = {s_.act_params.alpha, s_.act_params.beta, s_.act_params.lo, s_.act_params.hi};
-    put(f, sizeof f);
-    return out;
+    ParamWriter w(kParamsVersion);
+    put_window(w, s_);
+    w.i32(s_.dil_h).i32(s_.dil_w);
+    w.i32(static_cast<int32_t>(s_.act)).i32(s_.residual_after_activation);
+    w.i64(s_.c).i64(s_.k);
+    put_act_params(w, s_.act_params);
+    return w.take();
   }
 
   /// The tactic serialize() describes; nullptr for other bytes (an engine of another version).
   static std::unique_ptr<Tactic> deserialize(const std::vector<uint8_t>& p) {
-    int32_t ints[10];
-    int64_t dims[2];
-    float f[4];
-    if (p.size() != 1 + sizeof ints + sizeof dims + sizeof f || p[0] != kParamsVersion) return nullptr;
-    std::memcpy(ints, p.data() + 1, sizeof ints);
-    std::memcpy(dims, p.data() + 1 + sizeof ints, sizeof dims);
-    std::memcpy(f, p.data() + 1 + sizeof ints + sizeof dims, sizeof f);
+    ParamReader r(p, kParamsVersion);
     Spec s;
-    s.kh = ints[0];
-    s.kw = ints[1];
-    s.stride_h = ints[2];
-    s.stride_w = ints[3];
-    s.pad_h = ints[4];
-    s.pad_w = ints[5];
-    s.dil_h = ints[6];
-    s.dil_w = ints[7];
-    if (ints[8] < 0 || ints[8] > static_cast<int32_t>(UnaryOp::kSilu)) return nullptr;
-    s.act = static_cast<UnaryOp>(ints[8]);
-    s.residual_after_activation = ints[9] != 0;
-    s.c = dims[0];
-    s.k = dims[1];
-    s.act_params.alpha = f[0];
-    s.act_params.beta = f[1];
-    s.act_params.lo = f[2];
-    s.act_params.hi = f[3];
+    get_window(r, &s);
+    s.dil_h = r.i32();
+    s.dil_w = r.i32();
+    const int32_t act = r.i32();
+    s.residual_after_activation = r.i32() != 0;
+    s.c = r.i64();
+    s.k = r.i64();
+    s.act_params = get_act_params(r);
+    if (!r.done() || !act_from_int(act, &s.act)) return nullptr;
     s.n = s.h = s.w = s.oh = s.ow = 1;
     if (!small_conv_supported(s)) return nullptr;
     return std::make_unique<SmallChannelConvTactic>(s);
@@ -167,11 +147,7 @@ class SmallChannelConvTactic final : public Tactic {
   static constexpr uint8_t kParamsVersion = 1;
 
   static bool same(const Spec& a, const Spec& b) {
-    return a.c == b.c && a.k == b.k && a.kh == b.kh && a.kw == b.kw && a.stride_h == b.stride_h &&
-           a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.dil_h == b.dil_h &&
-           a.dil_w == b.dil_w && a.act == b.act && a.residual_after_activation == b.residual_after_activation &&
-           a.act_params.alpha == b.act_params.alpha && a.act_params.beta == b.act_params.beta &&
-           a.act_params.lo == b.act_params.lo && a.act_params.hi == b.act_params.hi;
+    return same_window_and_epilogue(a, b) && a.c == b.c && a.k == b.k && a.dil_h == b.dil_h && a.dil_w == b.dil_w;
   }
 
   Spec s_;
