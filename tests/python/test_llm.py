@@ -56,7 +56,11 @@ def test_chat_matches_the_cli(trt, llm, ingot_bin):
     two = llm.chat([[{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": q}],
                     [{"role": "user", "content": q}]], trt.SamplingParams(max_tokens=16, temperature=0))
     assert len(two) == 2 and two[1].outputs[0].text == out[0].outputs[0].text
-    assert len(two[0].prompt_token_ids) > len(two[1].prompt_token_ids)
+    # A chat's own system turn opens its prompt; one without gets the template's default (SmolLM2's).
+    own = llm.tokenize("<|im_start|>system\nAnswer in one word.<|im_end|>\n")
+    default = llm.tokenize("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert two[0].prompt_token_ids[:len(own)] == own
+    assert two[1].prompt_token_ids[:len(default)] == default
 
 
 def test_seeds_reproduce_sampling(trt, llm):

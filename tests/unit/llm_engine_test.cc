@@ -217,7 +217,16 @@ TEST_F(LlmEngineTest, ChatPromptsAreChatMl) {
   auto user_only = model_->encode_chat({{"user", "Hi"}});
   ASSERT_TRUE(user_only.ok());
   EXPECT_EQ(*user_only, (*r)[0].prompt_ids) << "generate --chat and encode_chat render the same";
-  EXPECT_GT(ids->size(), user_only->size());
+  // The chat's own system turn opens its prompt; a chat without one gets the template's default
+  // (SmolLM2's), or none for a model whose template adds none.
+  auto own = model_->render_chat({{"system", "Be brief."}, {"user", "Hi"}});
+  auto plain = model_->render_chat({{"user", "Hi"}});
+  ASSERT_TRUE(own.ok() && plain.ok());
+  EXPECT_EQ(own->rfind("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi", 0), 0u) << *own;
+  EXPECT_TRUE(plain->rfind("<|im_start|>user\nHi", 0) == 0 ||
+              plain->rfind("<|im_start|>system\nYou are a helpful AI assistant named SmolLM", 0) == 0)
+      << *plain;
+  EXPECT_NE(*ids, *user_only);
   EXPECT_EQ(model_->encode_chat({{"tool", "x"}}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(model_->encode_chat({}).status().code(), StatusCode::kInvalidArgument);
 }
