@@ -363,7 +363,7 @@ class ElementwiseTactic final : public Tactic {
       }
       case Kind::kBinary: {
         BinaryOp op;
-        FloatType t;
+        FloatType t = FloatType::kF32;  // set by to_float_type unless the op is on integers
         const bool ints = integer_binary(node, y.dtype());
         if (io.inputs.size() < 2 || io.inputs[1] == nullptr || !binary_op(node, &op) ||
             (!ints && !to_float_type(y.dtype(), &t)))
