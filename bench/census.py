@@ -143,7 +143,9 @@ PREPARED_S = {
     "swin_t": 50, "maxvit_t": 117, "t5_encoder": 19, "whisper_encoder": 23, "convnext_tiny": 36,
     "deeplabv3_mobilenet_v3_large": 68, "lraspp_mobilenet_v3_large": 41, "mnasnet1_0": 41, "fcn_resnet50": 56,
     "mobilenet_v3_large": 47, "llama": 42, "roberta": 35, "densenet121": 74, "shufflenet_v2_x1_0": 31, "gpt2": 56,
-    "mobilenet_v2": 43, "squeezenet1_1": 40, "efficientnet_v2_s": 90,
+    "mobilenet_v2": 43, "squeezenet1_1": 40, "efficientnet_v2_s": 90, "regnet_y_1_6gf": 65, "distilbert": 23,
+    "qwen2": 34, "bert": 39, "resnet50": 56, "resnext50_32x4d": 37, "vit_b_16": 30, "deit_small": 20,
+    "efficientnet_b0": 85,
 }
 
 
