@@ -5,39 +5,106 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <ostream>
 
 namespace ingot::tools {
 
-NonFinite scan_non_finite(const HostTensor& t) {
-  NonFinite r;
-  r.numel = t.numel();
-  switch (t.dtype) {
-    case DataType::kFloat32:
-    case DataType::kFloat64:
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      break;
-    default:
-      return r;
-  }
-  r.rows = t.shape.empty() ? 0 : t.shape[0];
-  const int64_t per_row = r.rows > 0 ? r.numel / r.rows : 0;
+namespace {
+
+// |x| of a finite fp16 value from its bits (exponent 31 is Inf/NaN, handled by the caller).
+double half_magnitude(uint16_t h) {
+  const int e = (h >> 10) & 0x1f;
+  const int m = h & 0x3ff;
+  return e == 0 ? std::ldexp(m, -24) : std::ldexp(m | 0x400, e - 25);
+}
+
+// Walks n elements: value(i) gives one as double (NaN/Inf where the element is), so every dtype
+// shares the counting.
+template <class ValueAt>
+void scan_values(int64_t n, int64_t per_row, ValueAt value, NonFinite* r) {
   int64_t last_row = -1;
-  for (int64_t i = 0; i < r.numel; ++i) {
-    const double v = t.element(i);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = value(i);
     if (std::isfinite(v)) {
-      r.max_abs = std::max(r.max_abs, std::fabs(v));
+      r->max_abs = std::max(r->max_abs, std::fabs(v));
       continue;
     }
     if (std::isnan(v))
-      ++r.nan;
+      ++r->nan;
     else
-      ++r.inf;
+      ++r->inf;
     const int64_t row = per_row > 0 ? i / per_row : -1;
-    if (row >= 0 && row != last_row) r.bad_rows.push_back(row), last_row = row;
+    if (row >= 0 && row != last_row) r->bad_rows.push_back(row), last_row = row;
+  }
+}
+
+}  // namespace
+
+NonFinite scan_non_finite(DataType dtype, const std::vector<int64_t>& shape, const void* data) {
+  NonFinite r;
+  r.numel = 1;
+  for (int64_t d : shape) r.numel *= d;
+  if (!data || r.numel <= 0) {
+    r.numel = std::max<int64_t>(r.numel, 0);
+    return r;
+  }
+  r.rows = shape.empty() ? 0 : shape[0];
+  const int64_t per_row = r.rows > 0 ? r.numel / r.rows : 0;
+  // In place, by dtype: fp16 and bf16 from their bits (no copy, no per-element tensor view).
+  switch (dtype) {
+    case DataType::kFloat32: {
+      const float* p = static_cast<const float*>(data);
+      scan_values(
+          r.numel, per_row, [p](int64_t i) { return static_cast<double>(p[i]); }, &r);
+      break;
+    }
+    case DataType::kFloat64: {
+      const double* p = static_cast<const double*>(data);
+      scan_values(
+          r.numel, per_row, [p](int64_t i) { return p[i]; }, &r);
+      break;
+    }
+    case DataType::kFloat16: {
+      const uint16_t* p = static_cast<const uint16_t*>(data);
+      scan_values(
+          r.numel, per_row,
+          [p](int64_t i) {
+            const uint16_t h = p[i];
+            if ((h & 0x7c00) == 0x7c00)
+              return (h & 0x3ff) ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+            return half_magnitude(h);  // the sign does not matter to |x|
+          },
+          &r);
+      break;
+    }
+    case DataType::kBFloat16: {
+      const uint16_t* p = static_cast<const uint16_t*>(data);
+      scan_values(
+          r.numel, per_row,
+          [p](int64_t i) {
+            const uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+            float f;
+            std::memcpy(&f, &bits, sizeof f);
+            return static_cast<double>(f);
+          },
+          &r);
+      break;
+    }
+    default:
+      r.rows = 0;  // integer, bool and string tensors are always finite
+      break;
   }
   return r;
+}
+
+NonFinite scan_non_finite(const HostTensor& t) {
+  if (t.dtype == DataType::kString) {
+    NonFinite r;
+    r.numel = t.numel();
+    return r;
+  }
+  return scan_non_finite(t.dtype, t.shape, t.data.empty() ? nullptr : t.data.data());
 }
 
 std::string index_ranges(const std::vector<int64_t>& v) {
@@ -57,12 +124,12 @@ void FiniteScan::on_tensor(int layer_index, const char* tensor_name, DataType dt
                            const void* data) noexcept {
   try {
     ++seen_;
-    auto h = HostTensor::zeros(tensor_name ? tensor_name : "", dtype, dims);
-    if (!h.ok() || dtype == DataType::kString) return;
-    if (data && !h->data.empty()) std::memcpy(h->data.data(), data, h->data.size());
-    NonFinite f = scan_non_finite(*h);
-    if (f.numel > 0 && dtype != DataType::kString) max_abs_[h->name] = f.max_abs;
-    if (f.any()) hits_.push_back({layer_index, h->name, dims, std::move(f)});
+    if (dtype == DataType::kString) return;
+    // The listener's host buffer is scanned where it lies (it lives for the callback).
+    NonFinite f = scan_non_finite(dtype, dims, data);
+    const std::string name = tensor_name ? tensor_name : "";
+    if (f.numel > 0) max_abs_[name] = f.max_abs;
+    if (f.any()) hits_.push_back({layer_index, name, dims, std::move(f)});
   } catch (...) {
     incomplete_ = true;  // out of memory: said in the report rather than thrown through the engine
   }

@@ -29,6 +29,8 @@ struct NonFinite {
 
 /// Scans a tensor; integer, bool and string tensors are always finite.
 NonFinite scan_non_finite(const HostTensor& t);
+/// The same over `data` (dtype, row-major `shape`) where it lies; null data scans as empty.
+NonFinite scan_non_finite(DataType dtype, const std::vector<int64_t>& shape, const void* data);
 
 /// "0-3, 7, 9-63" for sorted indices.
 std::string index_ranges(const std::vector<int64_t>& sorted);

@@ -129,6 +129,32 @@ def main():
         check("run --check-finite gives the largest finite |x| of the first bad step's inputs",
               rc == 1 and "the first at step 1" in out and "0 NaN, 2 Inf of 4; rows 0-1 (2 of 2)" in out
               and "inputs of step 1 (largest finite |x|): s 5e+20" in out, out + err)
+        # The same in fp16, read from the bits where the listener's buffer lies: 300^2 overflows to
+        # Inf, Sqrt(-1) (step 0 of a second model) gives a NaN.
+        g = onnx.helper.make_graph(
+            [onnx.helper.make_node("Mul", ["x", "big"], ["s"], name="scale"),
+             onnx.helper.make_node("Mul", ["s", "s"], ["y"], name="square")],
+            "overflow16", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [2, 2])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT16, [2, 2])],
+            [numpy_helper.from_array(np.array(300, np.float16), "big")])
+        ovf16 = os.path.join(tmp, "overflow16.onnx")
+        onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)]), ovf16)
+        np.save(os.path.join(tmp, "ovf16_x.npy"), np.array([[1, 0.01], [0.5, 0.001]], np.float16))
+        rc, out, err = run(ingot, "run", ovf16, "--load-inputs", f"x:{os.path.join(tmp, 'ovf16_x.npy')}",
+                           "--check-finite", "--opt-level", "0")
+        check("run --check-finite reads fp16 tensors: an Inf and the largest finite |x| before it",
+              rc == 1 and "output y: 0 NaN, 1 Inf of 4 in rows 0 (1 of 2)" in out and "the first at step 1" in out
+              and "inputs of step 1 (largest finite |x|): s 300" in out, out + err)
+        g = onnx.helper.make_graph([onnx.helper.make_node("Sqrt", ["x"], ["y"], name="root")], "nan16",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [3, 2])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT16, [3, 2])])
+        nan16 = os.path.join(tmp, "nan16.onnx")
+        onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)]), nan16)
+        np.save(os.path.join(tmp, "nan16_x.npy"), np.array([[4, 1], [2, 9], [-1, 16]], np.float16))
+        rc, out, err = run(ingot, "run", nan16, "--load-inputs", f"x:{os.path.join(tmp, 'nan16_x.npy')}",
+                           "--check-finite", "--opt-level", "0")
+        check("run --check-finite finds an fp16 NaN and its row",
+              rc == 1 and "output y: 1 NaN, 0 Inf of 6 in rows 2 (1 of 3)" in out, out + err)
         np.save(os.path.join(tmp, "ok_x.npy"), np.abs(xs))
         rc, out, err = run(ingot, "run", nan_model, "--load-inputs", f"x:{os.path.join(tmp, 'ok_x.npy')}",
                            "--check-finite")
