@@ -194,14 +194,15 @@ def timed_estimate_s(name, a, prepared):
     return measured * (1.25 if a.profile else 1.15) * n / 2.0 if measured else est * 0.5
 
 
-def plan_part(names, limit_s, a, margin_s=20):
+def plan_part(names, limit_s, a, margin_s=20, prepared=()):
     """The models of one device call, in the given order, that fit `limit_s` seconds: the parallel
     preparation lasts as long as its slowest model (PREP_WALL_S, 90 s when unknown), then the timed
     runs add up. A model that would not fit is left out before anything is prepared for it (its
-    preparation would only delay the others). Returns (chosen, [(name, why)])."""
+    preparation would only delay the others). `prepared`: models already prepared (an earlier call
+    on the same machine), which add no preparation. Returns (chosen, [(name, why)])."""
     chosen, skipped, prep, timed = [], [], 0.0, 0.0
     for m in names:
-        p = max(prep, PREP_WALL_S.get(m, 90))
+        p = prep if m in prepared else max(prep, PREP_WALL_S.get(m, 90))
         t = timed + timed_estimate_s(m, a, prepared=True)
         if p + t + margin_s <= limit_s:
             chosen.append(m)
@@ -1511,6 +1512,13 @@ class Census(harness.Harness):
         """--prepare-jobs N: prepare() of every model in N worker processes before anything is timed
         (so nothing competes with the timing); a failed model is redone in the timed run."""
         import multiprocessing as mp
+        # Models an earlier call on the same machine prepared in this --work folder are kept.
+        done = [n for n in names if os.path.exists(self.prep_path(n))]
+        if done:
+            self.log(f"already prepared in {self.work}: {', '.join(done)}")
+        names = [n for n in names if n not in done]
+        if not names:
+            return
         jobs = min(self.a.prepare_jobs, len(names))
         self.log(f"preparing {len(names)} models in {jobs} processes (exports, references, torch.compile caches)")
         t = time.monotonic()
@@ -1788,6 +1796,9 @@ def self_test():
     chosen, skipped = plan_part(["distilbert", "maxvit_t", "gpt2", "qwen2"], 300, pa)
     expect("plan_part leaves out the model whose preparation would hold the call, keeps the order",
            chosen == ["distilbert", "gpt2", "qwen2"] and [m for m, _ in skipped] == ["maxvit_t"])
+    chosen, skipped = plan_part(["distilbert", "maxvit_t", "gpt2", "qwen2"], 300, pa, prepared={"maxvit_t"})
+    expect("plan_part: a model prepared by an earlier call adds only its timed run",
+           chosen == ["distilbert", "maxvit_t", "gpt2"] and [m for m, _ in skipped] == ["qwen2"])
     chosen, skipped = plan_part(["distilbert", "gpt2", "qwen2"], 200, pa)
     expect("plan_part stops adding timed runs at the limit",
            chosen == ["distilbert", "gpt2"] and [m for m, _ in skipped] == ["qwen2"])
@@ -2047,7 +2058,9 @@ def main():
         return list_models()
     if a.plan_s is not None:
         names, notes = select_models(a.models, a.family)
-        chosen, skipped = plan_part(names, a.plan_s, a)
+        # With --work, what an earlier call on this machine prepared there costs no preparation.
+        prepared = {n for n in names if a.work and os.path.exists(os.path.join(a.work, f"{n}_prepared.pt"))}
+        chosen, skipped = plan_part(names, a.plan_s, a, prepared=prepared)
         for m, why in skipped:
             print(f"{m}: left out of this call: {why}", file=sys.stderr)
         print(",".join(chosen))

@@ -2,7 +2,7 @@
 # Copyright ingot authors. Apache-2.0.
 # One device call's part of the model census (bench/census.py), from packed binaries:
 #   bash bench/pack.sh build dev                     (here; carry build/devpack.tar.xz)
-#   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] [CENSUS_FLAGS=--keep-work] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
+#   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] [PLAN_EXTRA_S=60] [CENSUS_FLAGS=--keep-work] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
 # Unpacks build/devpack.tar.xz, keeps the models that fit LIMIT_S (census.py --plan-s), prepares
 # them in parallel (exports, references, warm torch.compile caches) while the GPU tests run in 4 shards (GPU_TESTS=1), then times the models
 # in the given order until LIMIT_S seconds after the start (census.py skips a model that would not
@@ -24,7 +24,9 @@ B=build/dev
 # Only the models this call fits are prepared (census.py --plan-s: the preparation lasts as long as
 # its slowest model, then the timed runs add up); the rest are printed (plan.log) and
 # left for another call.
-planned=$(python3 bench/census.py --plan-s "$((limit - 15))" --models "$models" 2> "$t/plan.log")
+# PLAN_EXTRA_S: plan for that many seconds more (models prepared here and not reached are kept in
+# /tmp/cw for the next call on the same machine; census.py still skips what would not fit).
+planned=$(python3 bench/census.py --plan-s "$((limit - 15 + ${PLAN_EXTRA_S:-0}))" --work /tmp/cw --models "$models" 2> "$t/plan.log")
 [ -n "$planned" ] || planned=$models
 cat "$t/plan.log"
 models=$planned
