@@ -71,9 +71,11 @@ class LlmModel {
   /// The prompt's token ids as generate() feeds them (a BOS first where the model asks for one:
   /// GGUF tokenizer.ggml.add_bos_token).
   Result<std::vector<int32_t>> encode_prompt(const std::string& prompt) const;
-  /// The chat as the model's chat template renders it, ending with the assistant's turn opened:
-  /// ChatML, with the default system turn the template adds to a chat that opens without one.
-  /// kUnsupported when the template is not ChatML (ingot does not run Jinja templates yet).
+  /// The chat as the model's chat template (its Jinja program, run as transformers runs it, with
+  /// the model's BOS/EOS text) renders it, ending with the assistant's turn opened; plain ChatML
+  /// for a model without a template. kInvalidArgument for an empty chat, a role other than system,
+  /// user and assistant, or an error the template raises; kInvalidModel for a template ingot
+  /// cannot parse.
   Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const;
   /// render_chat's text as token ids.
   Result<std::vector<int32_t>> encode_chat(const std::vector<ChatMessage>& messages) const;

@@ -19,6 +19,12 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path) {
   INGOT_ASSIGN_OR_RETURN(m->impl_->file, llm::GgufFile::open(path));
   INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_gguf(*m->impl_->file));
   INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file));
+  // Parsed once; a template ingot cannot parse fails chats only, not the model's loading.
+  auto tmpl = m->impl_->file->get_string("tokenizer.chat_template");
+  m->impl_->chat_template = llm::ChatTemplate::parse(tmpl.ok() ? *tmpl : std::string());
+  const llm::BpeTokenizer& tok = *m->impl_->tokenizer;
+  if (tok.bos_id() >= 0) m->impl_->chat_tokens.bos_token = tok.token(tok.bos_id());
+  if (tok.eos_id() >= 0) m->impl_->chat_tokens.eos_token = tok.token(tok.eos_id());
   return m;
 }
 
@@ -39,11 +45,10 @@ Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) 
 }
 
 Result<std::string> LlmModel::render_chat(const std::vector<ChatMessage>& messages) const {
-  auto tmpl = impl_->file->get_string("tokenizer.chat_template");
-  INGOT_ASSIGN_OR_RETURN(llm::ChatFormat f, llm::chat_format_of(tmpl.ok() ? *tmpl : std::string()));
+  if (!impl_->chat_template.ok()) return impl_->chat_template.status();
   std::vector<llm::ChatTurn> turns;
   for (const ChatMessage& m : messages) turns.push_back({m.role, m.content});
-  return llm::render_chat(f, turns);
+  return impl_->chat_template->render(turns, impl_->chat_tokens);
 }
 
 Result<std::vector<int32_t>> LlmModel::encode_chat(const std::vector<ChatMessage>& messages) const {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "ingot/llm.h"
+#include "llm/chat_template.h"
 #include "llm/cpu_decoder.h"
 #include "llm/gguf.h"
 #include "llm/sampling.h"
@@ -17,6 +18,8 @@ struct LlmModel::Impl {
   std::unique_ptr<llm::GgufFile> file;
   std::unique_ptr<llm::BpeTokenizer> tokenizer;
   std::unique_ptr<llm::LlamaCpuModel> model;
+  Result<llm::ChatTemplate> chat_template = invalid_model("no chat template loaded");  ///< the GGUF's, parsed
+  llm::ChatTemplateTokens chat_tokens;  ///< BOS/EOS text for the template
 };
 
 /// The sampler's parameters of a request.

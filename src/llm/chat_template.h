@@ -1,19 +1,18 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Chat prompts in the form a model's own chat template (GGUF `tokenizer.chat_template`, a Jinja
-// program) gives them. ingot does not run Jinja yet: it recognizes a template family by its
-// markers, as llama.cpp did before it ran templates, and renders that family's form. ChatML
-// (`<|im_start|>role\n...<|im_end|>\n`, SmolLM2, Qwen2) is the one family so far, with the default
-// system turn many ChatML templates add when the chat does not start with one (SmolLM2: "You are a
-// helpful AI assistant named SmolLM, ..."): without it the prompt differs from what
-// transformers, llama.cpp and vLLM give the model. Other templates are refused by name.
+// Chat prompts as a model's own chat template (GGUF `tokenizer.chat_template`, tokenizer_config.json's
+// `chat_template`, a Jinja program) renders them, run by ingot's Jinja interpreter (jinja.h) with
+// the variables transformers' apply_chat_template and vLLM give it: `messages` (a list of
+// {role, content}), `add_generation_prompt`, `bos_token`, `eos_token`, and the functions
+// `raise_exception(message)` and `strftime_now(format)`; `tools` and `documents` stay undefined.
+// A model without a template gets plain ChatML (`<|im_start|>role\n...<|im_end|>\n`).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "llm/jinja.h"
 
 namespace ingot::llm {
 
@@ -22,18 +21,31 @@ struct ChatTurn {
   std::string content;
 };
 
-/// What a recognized template renders: ChatML, and the system turn it adds to a chat that does
-/// not open with one (none when the template adds nothing).
-struct ChatFormat {
-  std::optional<std::string> default_system;
+/// The special tokens' text a template may write (`{{ bos_token }}`); "" when the model has none.
+struct ChatTemplateTokens {
+  std::string bos_token;
+  std::string eos_token;
 };
 
-/// The format of `tmpl` (empty: plain ChatML, no default system turn); kUnsupported naming the
-/// template's start for one that is not ChatML.
-Result<ChatFormat> chat_format_of(const std::string& tmpl);
+class ChatTemplate {
+ public:
+  /// Parses `source` once (empty: plain ChatML); kInvalidModel naming the line for a template
+  /// ingot cannot parse.
+  static Result<ChatTemplate> parse(const std::string& source);
 
-/// The chat in `f`'s form, ending with the assistant's turn opened (add_generation_prompt);
-/// kInvalidArgument for an empty chat or a role other than system, user and assistant.
-Result<std::string> render_chat(const ChatFormat& f, const std::vector<ChatTurn>& turns);
+  /// The prompt for `turns`, with the assistant's turn opened when `add_generation_prompt`:
+  /// kInvalidArgument for an empty chat, a role other than system, user and assistant, or an error
+  /// the template raises (raise_exception's message, e.g. roles that do not alternate) or meets;
+  /// each template error names its line.
+  Result<std::string> render(const std::vector<ChatTurn>& turns, const ChatTemplateTokens& tokens,
+                             bool add_generation_prompt = true) const;
+
+ private:
+  jinja::Template template_;
+};
+
+/// ChatTemplate::parse(tmpl) then render(turns, tokens), with the generation prompt.
+Result<std::string> render_chat_template(const std::string& tmpl, const std::vector<ChatTurn>& turns,
+                                         const ChatTemplateTokens& tokens);
 
 }  // namespace ingot::llm

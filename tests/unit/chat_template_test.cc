@@ -1,8 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Chat templates: which ChatML templates add a default system turn, and the prompt text rendered.
-// The expected prompts follow the templates' Jinja by hand; the real SmolLM2 GGUF's template is
-// also checked against llama-cpp-python's Jinja rendering (tests/llm/test_llama_cpp_oracle.py).
+// Chat templates rendered by the Jinja interpreter: the expected prompts follow the templates'
+// Jinja by hand. Many real templates are checked against jinja2 itself in
+// tests/llm/test_chat_templates.py, and the real SmolLM2 GGUF's against llama-cpp-python's
+// rendering (tests/llm/test_llama_cpp_oracle.py).
 #include "llm/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -34,54 +35,63 @@ const char* kLlama3Like =
     "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
     "'<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}{% endfor %}";
 
+const ChatTemplateTokens kTokens{"<|begin_of_text|>", "<|eot_id|>"};
+
+std::string render(const char* tmpl, const std::vector<ChatTurn>& turns) {
+  auto text = render_chat_template(tmpl, turns, kTokens);
+  EXPECT_TRUE(text.ok()) << text.status().to_string();
+  return text.ok() ? *text : "";
+}
+
 TEST(ChatTemplate, SmolLM2AddsItsDefaultSystemTurnToAChatWithoutOne) {
-  auto f = chat_format_of(kSmolLM2);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  ASSERT_TRUE(f->default_system.has_value());
-  EXPECT_EQ(*f->default_system, "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
-  auto text = render_chat(*f, {{"user", "Hi"}});
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text,
+  EXPECT_EQ(render(kSmolLM2, {{"user", "Hi"}}),
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   // A chat that opens with its own system turn keeps it, and gets no default.
-  text = render_chat(*f, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}});
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text,
+  EXPECT_EQ(render(kSmolLM2, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
             "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, EscapedLiteralInTheElseBranch) {
-  auto f = chat_format_of(kEscapedWithElse);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  ASSERT_TRUE(f->default_system.has_value());
-  EXPECT_EQ(*f->default_system, "You are a test assistant.\tBe brief.");
+  EXPECT_EQ(render(kEscapedWithElse, {{"user", "Hi"}}),
+            "<|im_start|>system\nYou are a test assistant.\tBe brief.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render(kEscapedWithElse, {{"system", "S"}, {"user", "Hi"}}),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, PlainChatMLAndNoTemplateAddNothing) {
-  for (const char* t : {kPlainChatML, ""}) {
-    auto f = chat_format_of(t);
-    ASSERT_TRUE(f.ok()) << f.status().to_string();
-    EXPECT_FALSE(f->default_system.has_value()) << t;
-    auto text = render_chat(*f, {{"user", "Hi"}});
-    ASSERT_TRUE(text.ok());
-    EXPECT_EQ(*text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  }
+  for (const char* t : {kPlainChatML, ""})
+    EXPECT_EQ(render(t, {{"user", "Hi"}}), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n") << t;
 }
 
-TEST(ChatTemplate, OtherFamiliesAreRefusedByName) {
-  auto f = chat_format_of(kLlama3Like);
-  ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(f.status().to_string().find("not ChatML"), std::string::npos);
-  EXPECT_NE(f.status().to_string().find("{{ bos_token }}"), std::string::npos) << "names the template";
+// Refused by name before ingot ran Jinja; now rendered, with the model's BOS text.
+TEST(ChatTemplate, OtherFamiliesRender) {
+  EXPECT_EQ(render(kLlama3Like, {{"system", "S"}, {"user", "Hi"}}),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+}
+
+TEST(ChatTemplate, RaisedErrorsAndBadTemplatesAreStatuses) {
+  const char* alternate =
+      "{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+      "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+      "{% endif %}{{ m['content'] }}{% endfor %}";
+  auto r = render_chat_template(alternate, {{"user", "a"}, {"user", "b"}}, kTokens);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("Conversation roles must alternate"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("line 1"), std::string::npos) << r.status().message();
+  auto bad = ChatTemplate::parse("{% for m in messages %}{{ m.content }}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidModel);
+  EXPECT_NE(bad.status().message().find("endfor"), std::string::npos) << bad.status().message();
 }
 
 TEST(ChatTemplate, BadChatsAreInvalidArguments) {
-  ChatFormat f;
-  EXPECT_EQ(render_chat(f, {}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(render_chat(f, {{"tool", "x"}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(render_chat_template("", {}, kTokens).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(render_chat_template("", {{"tool", "x"}}, kTokens).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
