@@ -15,7 +15,7 @@ cmake --build build -j "$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DINGOT_FUZZ=ON -DINGOT_CUDA=OFF -DINGOT_BUILD_TESTS=OFF -DINGOT_BUILD_TOOLS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf fuzz_safetensors fuzz_tokenizer
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_onnx_importer fuzz_engine_loader fuzz_infer_request fuzz_grpc_request fuzz_gguf fuzz_safetensors fuzz_tokenizer fuzz_jinja
 
 # run_fuzzer TARGET CORPUS MAX_LEN LOG WHAT: FUZZ_SECONDS of libFuzzer on TARGET; a crash or memory
 # error fails the run (the input is saved under build-fuzz/), UBSan reports are counted.
@@ -144,5 +144,18 @@ printf '%s' '{"model": {"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, 
 cp tests/fuzz/regressions/tokenizer_* "$tok_corpus/"  # inputs that once crashed it
 echo "fuzz: tokenizer.json reader, $(ls "$tok_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
 run_fuzzer fuzz_tokenizer "$tok_corpus" 16384 build-fuzz/tokenizer.log "tokenizer.json reader"
+
+# The chat-template interpreter: seeds are the real models' templates the jinja2 cross-check renders.
+jinja_corpus=build-fuzz/jinja-corpus
+rm -rf "$jinja_corpus" && mkdir -p "$jinja_corpus"
+python3 - "$jinja_corpus" <<'PY'
+import os, sys
+sys.path.insert(0, "tests/llm")
+from test_chat_templates import TEMPLATES
+for name, text in TEMPLATES.items():
+    open(os.path.join(sys.argv[1], f"seed_{name}.jinja"), "w").write(text)
+PY
+echo "fuzz: chat-template interpreter, $(ls "$jinja_corpus" | wc -l) seeds, ${FUZZ_SECONDS}s"
+run_fuzzer fuzz_jinja "$jinja_corpus" 16384 build-fuzz/jinja.log "chat-template interpreter"
 
 ctest --test-dir build --output-on-failure -j "$(nproc)"
