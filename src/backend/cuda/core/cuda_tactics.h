@@ -59,6 +59,7 @@ TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, line
 TacticFamily topk_family();          // topk_tactics.cc: TopK
 TacticFamily depthwise_conv_family(); // conv/depthwise_conv_tactics.cc: depthwise Conv / FusedConv, any activation
 TacticFamily small_channel_conv_family(); // conv/small_channel_conv_tactics.cc: channels-last FusedConv with C <= 4 (stems)
+TacticFamily grouped_conv_family();       // conv/grouped_conv_tactics.cc: channels-last grouped FusedConv, widths 2-64
 #ifdef INGOT_WITH_CUDNN
 TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::FusedConv (legacy API)
 #endif
