@@ -1,13 +1,13 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// How far is ingot's channels-last depthwise conv from its memory bound, and does the strip
-// kernel (4 outputs along x per thread in 4-byte channel packs: depthwise_conv_kernels.cu) close
-// the gap? (Session 15 call 2 also timed a strip of 4 in the widest pack and one of 8 in 4-byte
-// packs; bench/RESULTS.md has their numbers.) Session 14's
+// How far is ingot's channels-last depthwise conv from its memory bound, and do the strip
+// kernel (4 outputs along x per thread in 4-byte channel packs: depthwise_conv_kernels.cu) and the
+// tiled one (session 20: each block's input window staged in shared memory once) close the gap? (Session 15 call 2 also
+// timed a strip of 4 in the widest pack and one of 8 in 4-byte packs; bench/RESULTS.md has their numbers.) Session 14's
 // profiles put the one-pixel kernel at ~13x its memory time (ShuffleNet b64 [64,28,28,58] 3x3: 35 us).
 // For the census's depthwise layers at batch 64 (fp16, NHWC, bias + ReLU), times every variant
 // and prints us and the best one's ratio to a 4.0 TB/s bound of reading x and writing y once;
-// checks the strip kernel's outputs against the one-pixel kernel's (max |diff|).
+// checks the strip and tiled kernels' outputs against the one-pixel kernel's (max |diff|).
 // bench/depthwise_probe_torch.py times PyTorch's conv2d on the same shapes (`--list` prints them).
 // Median of 5 trials of 20 back-to-back launches (CUDA events).
 // Not built by CMake; on a 90a-capable nvcc, from the repository root:
@@ -75,9 +75,11 @@ int main(int argc, char** argv) {
   struct Variant {
     const char* name;
     int strip;
+    bool tiled;
   };
-  const Variant variants[] = {{"plain", 1}, {"strip", ingot::backend::cuda::kDepthwiseStrip}};
-  constexpr int kV = 2;
+  const Variant variants[] = {
+      {"plain", 1, false}, {"strip", ingot::backend::cuda::kDepthwiseStrip, false}, {"tiled", 1, true}};
+  constexpr int kV = 3;
   std::printf("%-16s %-18s %2s %2s", "model", "input NHWC", "k", "s");
   for (const Variant& v : variants) std::printf(" %9s", v.name);
   std::printf(" %9s %8s %9s\n", "best", "best x", "max|diff|");
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
     for (int variant = 0; variant < kV; ++variant) {
       DepthwiseConvDesc dv = d;
       dv.strip = variants[variant].strip;
+      dv.tiled = variants[variant].tiled;
       __half* y = variant ? y1 : y0;
       auto launch = [&] {
         CK(ingot::backend::cuda::launch_depthwise_conv(ingot::backend::cuda::FloatType::kF16, x, w, b, nullptr, y, dv,

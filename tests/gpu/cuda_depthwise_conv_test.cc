@@ -21,7 +21,8 @@ using backend::cuda::depthwise_conv_family;
 constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 constexpr const char* kTactic = "cuda.conv.depthwise";
 constexpr const char* kStrip = "cuda.conv.depthwise.strip";
-const std::vector<std::string> kEvery = {kTactic, kStrip};
+constexpr const char* kTiled = "cuda.conv.depthwise.tiled";
+const std::vector<std::string> kEvery = {kTactic, kTiled, kStrip};
 
 std::string fused(const std::string& attrs) { return "ingot::FusedConv {" + attrs + "}"; }
 
@@ -31,8 +32,8 @@ class CudaDepthwiseConvTest : public OpCaseTest {
   void check_dw(const std::vector<Operand>& ins, const std::string& call) {
     const Shape64& w = ins.at(1).shape;  // [C, k, k, 1] channels-last, [C, 1, k, k] channels-first
     const Tolerance tol = conv_sum_tolerance(ins[0].dtype, w[1] * w[2] * w[3]);
-    // Every variant the family offers (the one-pixel kernel always; the strip kernel for
-    // channels-last 3x3/5x5/7x7 with equal strides 1 or 2 and no dilation).
+    // Every variant the family offers (the one-pixel kernel always; the tiled and strip kernels
+    // for channels-last 3x3/5x5/7x7 with equal strides 1 or 2 and no dilation).
     const std::vector<std::string> names = candidate_names(depthwise_conv_family(), 17, ins, call);
     ASSERT_FALSE(names.empty()) << call;
     EXPECT_EQ(names[0], kTactic);
@@ -133,7 +134,35 @@ TEST_F(CudaDepthwiseConvTest, StripKernelEdges) {
           }
 }
 
-// Which nodes get the strip variant: not a dilated, channels-first, 1x1 or stride-3 one.
+// The tiled kernel (8 x 16 output tiles, 16 channel words a block): layers of several tiles in
+// both dims with partial tiles at the right and bottom, pads smaller than k/2 and none, more than
+// one channel tile with a partial last one (72 fp16 channels: 16-byte loads, 36 words = 16 + 16
+// + 4; 58: 4-byte loads, 29 words = 16 + 13; f32 40: 16 + 16 + 8), a residual after the
+// activation, and an odd C in fp16 (no 4-byte word: the one-pixel kernel runs instead).
+TEST_F(CudaDepthwiseConvTest, TiledKernelTiles) {
+  for (DataType t : kFloatTypes)
+    for (int k : {3, 5, 7})
+      for (int stride : {1, 2})
+        for (int pad : {k / 2, 0})
+          for (int64_t c : {72, 58, 40, 7}) {
+            const int64_t h = 21, wdt = 37;
+            const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (wdt + 2 * pad - k) / stride + 1;
+            const std::string ps = std::to_string(pad), ss = std::to_string(stride);
+            const std::string call =
+                fused("activation=\"HardSwish\", channels_last=1, group=" + std::to_string(c) + ", pads=[" + ps + ", " +
+                      ps + ", " + ps + ", " + ps + "], residual_before_activation=0, strides=[" + ss + ", " + ss + "]");
+            const std::vector<Operand> ins = {input(t, {2, h, wdt, c}), input(t, {c, k, k, 1}), input(t, {c}),
+                                              input(t, {2, oh, ow, c})};
+            EXPECT_EQ(candidate_names(depthwise_conv_family(), 17, ins, call), kEvery);
+            check_dw(ins, call);
+          }
+  // MobileNetV2's b64 first depthwise layer at full size (fp16, 32 channels: one channel tile).
+  check_dw({input(DataType::kFloat16, {64, 112, 112, 32}), input(DataType::kFloat16, {32, 3, 3, 1}),
+            input(DataType::kFloat16, {32})},
+           fused("activation=\"Clip\", activation_params=[0.0, 6.0], channels_last=1, group=32, pads=[1, 1, 1, 1]"));
+}
+
+// Which nodes get the tiled and strip variants: not a dilated, channels-first, 1x1 or stride-3 one.
 TEST(CudaDepthwiseConvNoDevice, StripVariantOnlyWhereItRuns) {
   auto names = [](const std::vector<Operand>& ins, const std::string& call) {
     auto g = parse_graph(op_graph(17, ins, call, 1));
@@ -212,12 +241,12 @@ TEST_F(CudaDepthwiseConvTest, RefusesWhatIsNotDepthwise) {
 }
 
 // An engine's tactic is rebuilt from its name and params alone; other bytes are refused.
-// Engines keep these bytes: {2, channels_last, kh, kw, strides, pads, dilations, act, residual
-// order, strip (int32), group (int64), alpha, beta, lo, hi (float)}. A change of layout must bump
+// Engines keep these bytes: {3, channels_last, kh, kw, strides, pads, dilations, act, residual
+// order, strip, tiled (int32), group (int64), alpha, beta, lo, hi (float)}. A change of layout must bump
 // the version; engines written before it then fail to load naming the tactic, never misread.
 TEST(CudaDepthwiseConvNoDevice, ParamsKeepTheirByteLayout) {
-  ParamBytes p(2);
-  for (int32_t v : {1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 1}) p.add(v);  // act 1 = Relu, strip 1
+  ParamBytes p(3);
+  for (int32_t v : {1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 1, 0}) p.add(v);  // act 1 = Relu, strip 1, not tiled
   p.add(int64_t{96});
   for (float v : {0.0f, 0.0f, 0.0f, 6.0f}) p.add(v);
   auto t = depthwise_conv_family().create(kTactic, p.b);
@@ -237,7 +266,7 @@ TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const ir::Node& node = *(*g)->nodes()[0];
   auto cands = depthwise_conv_family().candidates(node, input_types(node));
-  ASSERT_EQ(cands.size(), 2u);
+  ASSERT_EQ(cands.size(), 3u);  // plain, tiled, strip
   for (const auto& c : cands) {
     auto again = depthwise_conv_family().create(c->name(), c->serialize());
     ASSERT_NE(again, nullptr) << c->name();
@@ -250,14 +279,20 @@ TEST(CudaDepthwiseConvNoDevice, ParamsRoundTripAndForeignParamsAreRefused) {
   bad[0] = 99;
   EXPECT_EQ(depthwise_conv_family().create(kTactic, bad), nullptr);
   EXPECT_EQ(depthwise_conv_family().create("cuda.conv.other", cands[0]->serialize()), nullptr);
-  // A name that does not match the params' variant, and a strip width the kernel does not have.
+  // A name that does not match the params' variant.
   EXPECT_EQ(depthwise_conv_family().create(kStrip, cands[0]->serialize()), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kTiled, cands[0]->serialize()), nullptr);
   EXPECT_EQ(depthwise_conv_family().create(kTactic, cands[1]->serialize()), nullptr);
-  // A strip width the kernel does not have.
-  std::vector<uint8_t> odd = cands[1]->serialize();
-  const int32_t three = 3;
-  std::memcpy(odd.data() + 1 + 11 * sizeof(int32_t), &three, sizeof three);
-  EXPECT_EQ(depthwise_conv_family().create(kStrip, odd), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kStrip, cands[1]->serialize()), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kTactic, cands[2]->serialize()), nullptr);
+  // A strip width the kernel does not have; a tiled flag other than 0 and 1; tiled and strip together.
+  auto with_i32 = [](std::vector<uint8_t> b, int field, int32_t v) {
+    std::memcpy(b.data() + 1 + field * sizeof(int32_t), &v, sizeof v);
+    return b;
+  };
+  EXPECT_EQ(depthwise_conv_family().create(kStrip, with_i32(cands[2]->serialize(), 11, 3)), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kTiled, with_i32(cands[1]->serialize(), 12, 2)), nullptr);
+  EXPECT_EQ(depthwise_conv_family().create(kTiled, with_i32(cands[1]->serialize(), 11, 4)), nullptr);
 }
 
 }  // namespace

@@ -3,13 +3,18 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
+#include "backend/cuda/conv/conv_device_util.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
 namespace {
 
+using conv_util::epilogue;
+using conv_util::load;
+using conv_util::store;
 using ew::from_f32;
 using ew::to_f32;
 
@@ -17,43 +22,6 @@ constexpr int kThreads = 256;
 // Channel packs per channels-last block: 32 packs = 256 fp16 channels; the tile's weights of a
 // 7x7 kernel then take 25 KB of shared memory.
 constexpr int kMaxTilePacks = 32;
-
-// V consecutive elements as one access of V * sizeof(T) bytes (4, 8 or 16; p aligned to it).
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
-template <class T, int V>
-__device__ __forceinline__ void load(const T* p, T (&out)[V]) {
-  if constexpr (V == 1) {
-    out[0] = *p;
-  } else {
-    const Vec<T, V> pk = *reinterpret_cast<const Vec<T, V>*>(p);
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = pk.v[v];
-  }
-}
-
-template <class T, int V>
-__device__ __forceinline__ void store(T* p, const T (&in)[V]) {
-  if constexpr (V == 1) {
-    *p = in[0];
-  } else {
-    Vec<T, V> pk;
-#pragma unroll
-    for (int v = 0; v < V; ++v) pk.v[v] = in[v];
-    *reinterpret_cast<Vec<T, V>*>(p) = pk;
-  }
-}
-
-__device__ __forceinline__ float epilogue(float acc, float residual, bool has_residual, const DepthwiseConvDesc& d) {
-  if (has_residual && !d.residual_after_activation) acc += residual;
-  if (d.act != UnaryOp::kIdentity)
-    acc = ew::apply_unary(d.act, acc, d.act_params.alpha, d.act_params.beta, d.act_params.lo, d.act_params.hi);
-  if (has_residual && d.residual_after_activation) acc += residual;
-  return acc;
-}
 
 // Channels-last. A block owns a tile of `tile` channel packs (V channels each) and walks output
 // pixels: thread (lane = threadIdx.x % tile, row = threadIdx.x / tile) computes pack `lane` of
@@ -310,12 +278,215 @@ cudaError_t launch_nhwc_strip(const void* x, const void* w, const void* b, const
   return cudaGetLastError();
 }
 
+// Channels-last, tiled through shared memory (DepthwiseConvDesc::tiled): a block computes an
+// output tile of kTiledRows x kTiledCols pixels over kTiledWords 4-byte words of channels (32
+// fp16/bf16 or 16 fp32 channels) of one image. It first copies the tile's input window
+// ((rows - 1)·S + K) x ((cols - 1)·S + K) pixels, zero outside the image, into shared memory in
+// 16- or 4-byte loads (LV words each) that are all in flight together, then each thread computes
+// kDepthwiseStrip outputs along x of one channel word from shared memory, its kernel rows' inputs
+// and weights (staged as fp32) read once per strip. Global memory sees each input pixel about once
+// (the halo, 1.1-1.4x, mostly from L2), where the one-pixel kernel reads every tap through L1/L2
+// (3x3: 9 reads per output; its 64x112x112x32 layer ran at 1/4 of the memory bound, session 15).
+//
+// Shared memory is [rows][pitch] words with a pixel's words contiguous; a warp is 32 / 16 = 2
+// strips in neighbouring output rows, i.e. input rows S apart, and the pitch is padded so that S
+// rows lie 16 words apart modulo 32 banks: the two half-warps read disjoint banks.
+constexpr int kTiledWords = 16;
+constexpr int kTiledRows = 8;
+constexpr int kTiledStripsPerRow = 4;
+constexpr int kTiledCols = kTiledStripsPerRow * kDepthwiseStrip;
+
+// The tile's input window and shared-memory row pitch (words) for a K x K kernel at stride S.
+struct TiledWindow {
+  int in_rows, in_cols, pitch;
+};
+__host__ __device__ constexpr TiledWindow tiled_window(int k, int s) {
+  const int rows = (kTiledRows - 1) * s + k, cols = (kTiledCols - 1) * s + k;
+  int pad = 0;
+  while (pad < 32 && ((cols * kTiledWords + pad) * s) % 32 != 16) pad += 4;
+  return {rows, cols, cols * kTiledWords + pad};
+}
+
+// Where a launch's tiles lie: tiles_x · tiles_y spatial tiles per image (blockIdx.x walks them,
+// x fastest, then images); blockIdx.y is the channel tile.
+struct TiledGrid {
+  int tiles_x, tiles_y;
+  int words;  // channel words per pixel (C / E)
+};
+
+template <class T, int K, int S, int LV>
+__global__ void __launch_bounds__(kThreads)
+    depthwise_nhwc_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                         const T* __restrict__ r, T* __restrict__ y, DepthwiseConvDesc d, TiledGrid g) {
+  constexpr int E = 4 / static_cast<int>(sizeof(T));  // channels per word
+  constexpr TiledWindow kWin = tiled_window(K, S);
+  constexpr int kKK = K * K;
+  constexpr int kIn = (kDepthwiseStrip - 1) * S + K;  // input pixels of one kernel row of a strip
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint32_t* xs = reinterpret_cast<uint32_t*>(smem_raw);                  // [in_rows][pitch] words
+  float* ws = reinterpret_cast<float*>(xs + kWin.in_rows * kWin.pitch);  // [K·K][kTiledWords·E]
+  float* bs = ws + kKK * kTiledWords * E;                                // [kTiledWords·E]
+
+  int t = static_cast<int>(blockIdx.x);
+  const int tx = t % g.tiles_x;
+  t /= g.tiles_x;
+  const int ty = t % g.tiles_y;
+  const int n = t / g.tiles_y;
+  const int w_base = static_cast<int>(blockIdx.y) * kTiledWords;  // first channel word of the tile
+  const int w_count = min(kTiledWords, g.words - w_base);
+  const int64_t C = d.c;
+  const int H = static_cast<int>(d.h), W = static_cast<int>(d.w);
+  const int iy0 = ty * kTiledRows * S - d.pad_h, ix0 = tx * kTiledCols * S - d.pad_w;
+
+  // The input window: chunk (LV words) fastest, so a warp reads a pixel's channel words and then
+  // the next pixel's.
+  {
+    constexpr int kChunks = kTiledWords / LV;
+    const T* xn = x + static_cast<int64_t>(n) * H * W * C + static_cast<int64_t>(w_base) * E;
+    for (int i = threadIdx.x; i < kWin.in_rows * kWin.in_cols * kChunks; i += kThreads) {
+      const int chunk = i % kChunks, pix = i / kChunks;
+      const int ry = pix / kWin.in_cols, rx = pix - ry * kWin.in_cols;
+      const int iy = iy0 + ry, ix = ix0 + rx, wd = chunk * LV;
+      uint32_t v[LV];
+      if (wd < w_count && iy >= 0 && iy < H && ix >= 0 && ix < W) {
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(xn + (static_cast<int64_t>(iy) * W + ix) * C) + wd;
+        if constexpr (LV == 4) {
+          const uint4 q = *reinterpret_cast<const uint4*>(src);
+          v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+#pragma unroll
+          for (int u = 0; u < LV; ++u) v[u] = src[u];
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < LV; ++u) v[u] = 0;
+      }
+      uint32_t* dst = xs + ry * kWin.pitch + rx * kTiledWords + wd;
+      if constexpr (LV == 4) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(v[0], v[1], v[2], v[3]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < LV; ++u) dst[u] = v[u];
+      }
+    }
+  }
+  // Weights [C][K][K] -> fp32 [tap][channel of the tile]; read in their own order (coalesced).
+  const int c_base = w_base * E, c_count = w_count * E;
+  for (int i = threadIdx.x; i < c_count * kKK; i += kThreads) {
+    const int c = i / kKK, tap = i - c * kKK;
+    ws[tap * kTiledWords * E + c] = to_f32(w[static_cast<int64_t>(c_base) * kKK + i]);
+  }
+  for (int c = threadIdx.x; c < c_count; c += kThreads) bs[c] = bias ? to_f32(bias[c_base + c]) : 0.0f;
+  __syncthreads();
+
+  const int wd = threadIdx.x % kTiledWords;
+  if (wd >= w_count) return;
+  const int OH = static_cast<int>(d.oh), OW = static_cast<int>(d.ow);
+  const int64_t c0 = static_cast<int64_t>(w_base + wd) * E;
+  constexpr int kStrips = kTiledRows * kTiledStripsPerRow;
+  constexpr int kPerPass = kThreads / kTiledWords;
+  static_assert(kStrips % kPerPass == 0 && kTiledRows % 2 == 0, "whole passes; a warp's two strips share a column");
+#pragma unroll 1
+  for (int st = threadIdx.x / kTiledWords; st < kStrips; st += kPerPass) {
+    const int row = st % kTiledRows, xs_i = st / kTiledRows;
+    const int oy = ty * kTiledRows + row, ox0 = tx * kTiledCols + xs_i * kDepthwiseStrip;
+    if (oy >= OH || ox0 >= OW) continue;
+    float acc[kDepthwiseStrip][E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float b = bs[wd * E + e];
+#pragma unroll
+      for (int m = 0; m < kDepthwiseStrip; ++m) acc[m][e] = b;
+    }
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky) {
+      const uint32_t* srow = xs + (row * S + ky) * kWin.pitch + (xs_i * kDepthwiseStrip * S) * kTiledWords + wd;
+      float in[kIn][E];
+#pragma unroll
+      for (int j = 0; j < kIn; ++j) {
+        const uint32_t u = srow[j * kTiledWords];
+        T pk[E];
+        memcpy(pk, &u, sizeof u);
+#pragma unroll
+        for (int e = 0; e < E; ++e) in[j][e] = to_f32(pk[e]);
+      }
+      const float* wrow = ws + ky * K * kTiledWords * E + wd * E;
+#pragma unroll
+      for (int kx = 0; kx < K; ++kx) {
+        float wt[E];
+        if constexpr (E == 2) {
+          const float2 q = *reinterpret_cast<const float2*>(wrow + kx * kTiledWords * E);
+          wt[0] = q.x;
+          wt[1] = q.y;
+        } else {
+          wt[0] = wrow[kx * kTiledWords * E];
+        }
+#pragma unroll
+        for (int m = 0; m < kDepthwiseStrip; ++m)
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[m][e] = fmaf(in[m * S + kx][e], wt[e], acc[m][e]);
+      }
+    }
+    const int64_t o_row = (static_cast<int64_t>(n) * OH + oy) * OW;
+#pragma unroll
+    for (int m = 0; m < kDepthwiseStrip; ++m) {
+      if (ox0 + m >= OW) break;
+      const int64_t o = (o_row + ox0 + m) * C + c0;
+      T res[E], out[E];
+      if (r) load<T, E>(r + o, res);
+#pragma unroll
+      for (int e = 0; e < E; ++e) out[e] = from_f32<T>(epilogue(acc[m][e], r ? to_f32(res[e]) : 0.0f, r != nullptr, d));
+      store<T, E>(y + o, out);
+    }
+  }
+}
+
+template <class T, int K, int S>
+size_t tiled_smem_bytes() {
+  constexpr TiledWindow win = tiled_window(K, S);
+  constexpr int E = 4 / static_cast<int>(sizeof(T));
+  return static_cast<size_t>(win.in_rows) * win.pitch * 4 + static_cast<size_t>(K * K + 1) * kTiledWords * E * 4;
+}
+
+template <class T, int K, int S, int LV>
+cudaError_t launch_nhwc_tiled(const void* x, const void* w, const void* b, const void* r, void* y,
+                              const DepthwiseConvDesc& d, cudaStream_t stream) {
+  constexpr int E = 4 / static_cast<int>(sizeof(T));
+  TiledGrid g;
+  g.tiles_x = static_cast<int>((d.ow + kTiledCols - 1) / kTiledCols);
+  g.tiles_y = static_cast<int>((d.oh + kTiledRows - 1) / kTiledRows);
+  g.words = static_cast<int>(d.c / E);
+  const int64_t blocks = d.n * g.tiles_x * g.tiles_y;
+  const int64_t ctiles = (g.words + kTiledWords - 1) / kTiledWords;
+  if (blocks >= (int64_t{1} << 31) || ctiles > 65535) return cudaErrorInvalidValue;
+  const size_t smem = tiled_smem_bytes<T, K, S>();
+  auto kernel = depthwise_nhwc_tiled<T, K, S, LV>;
+  if (smem > 48 * 1024) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(ctiles)), kThreads, smem, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
+      static_cast<T*>(y), d, g);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+namespace {
+// The strip and tiled kernels' window: channels-last 3x3/5x5/7x7, equal strides 1 or 2, no dilation.
+bool strip_window(const DepthwiseConvDesc& d) {
+  return d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
+         (d.stride_h == 1 || d.stride_h == 2) && d.dil_h == 1 && d.dil_w == 1;
+}
 }  // namespace
 
 bool depthwise_strip_supported(const DepthwiseConvDesc& d) {
-  return d.strip == kDepthwiseStrip && d.channels_last && d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) && d.stride_h == d.stride_w &&
-         (d.stride_h == 1 || d.stride_h == 2) && d.dil_h == 1 && d.dil_w == 1;
+  return d.strip == kDepthwiseStrip && !d.tiled && strip_window(d);
 }
+
+bool depthwise_tiled_supported(const DepthwiseConvDesc& d) { return d.tiled && d.strip == 1 && strip_window(d); }
 
 int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d) {
   const int64_t elem = t == FloatType::kF32 ? 4 : 2;
@@ -361,6 +532,36 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
     const int sms = sm_count > 0 ? sm_count : 132;
     const int k = d.kh == d.kw && (d.kh == 3 || d.kh == 5 || d.kh == 7) ? d.kh : 0;
     constexpr int kE = static_cast<int>(sizeof(T));
+    if (d.tiled) {
+      if (!depthwise_tiled_supported(d)) {
+        err = cudaErrorInvalidValue;
+        return;
+      }
+      // 4-byte words of channels (2 fp16/bf16, 1 fp32): a C or pointer that allows none keeps the
+      // one-pixel kernel below. 16-byte loads of the input window where C and x allow them.
+      if (fits(4)) {
+        auto with_ks = [&](auto k_tag, auto s_tag) {
+          constexpr int K = decltype(k_tag)::value, S = decltype(s_tag)::value;
+          return fits(16) ? launch_nhwc_tiled<T, K, S, 4>(x, w, bias, r, y, d, stream)
+                          : launch_nhwc_tiled<T, K, S, 1>(x, w, bias, r, y, d, stream);
+        };
+        auto with_k = [&](auto k_tag) {
+          return d.stride_h == 1 ? with_ks(k_tag, std::integral_constant<int, 1>{})
+                                 : with_ks(k_tag, std::integral_constant<int, 2>{});
+        };
+        switch (k) {
+          case 3:
+            err = with_k(std::integral_constant<int, 3>{});
+            return;
+          case 5:
+            err = with_k(std::integral_constant<int, 5>{});
+            return;
+          default:
+            err = with_k(std::integral_constant<int, 7>{});
+            return;
+        }
+      }
+    }
     if (d.strip > 1) {
       if (!depthwise_strip_supported(d)) {
         err = cudaErrorInvalidValue;

@@ -18,6 +18,11 @@
 //    channel packs, loading each kernel row's shared input pixels and weights once (session 15:
 //    ConvNeXt's 7x7 1.5-1.9x, EfficientNet's 5x5 1.2x over the one-pixel kernel, which keeps
 //    MobileNet's stride-2 3x3); the builder times both, and cuDNN's beside them;
+//  - channels-last, tiled (DepthwiseConvDesc::tiled; the strip kernel's windows): a block stages
+//    an 8 x 16 output tile's input window for 32 fp16 (16 fp32) channels in shared memory, read
+//    from global memory once in 16- or 4-byte loads, and its threads compute strips of 4 outputs
+//    from there (session 20: the one-pixel kernel rereads every tap through L1/L2 and stayed at
+//    2-5x of the memory bound on MobileNetV2's 3x3 layers);
 //  - channels-first ([N, C, H, W]): a thread per output element, the row fastest; weights read
 //    through the read-only cache.
 // Weights are [C, kh, kw] in memory either way (KRSC with one channel per group, or KCRS).
@@ -45,6 +50,9 @@ struct DepthwiseConvDesc {
   /// equal strides 1 or 2, no dilation: depthwise_strip_supported). The tactic offers both and the
   /// builder times them.
   int strip = 1;
+  /// The tiled kernel (depthwise_nhwc_tiled; strip 1, the strip kernel's windows): a block's input
+  /// window staged in shared memory once, each thread a strip of kDepthwiseStrip outputs from it.
+  bool tiled = false;
 };
 
 /// Outputs per thread of the strip kernel.
@@ -52,6 +60,8 @@ constexpr int kDepthwiseStrip = 4;
 
 /// Whether the strip kernel runs this shape (else launch_depthwise_conv refuses strip > 1).
 bool depthwise_strip_supported(const DepthwiseConvDesc& d);
+/// Whether the tiled kernel runs this shape (else launch_depthwise_conv refuses tiled).
+bool depthwise_tiled_supported(const DepthwiseConvDesc& d);
 
 /// Bytes of shared memory a channels-last block stages (weights and bias of its channel tile).
 int64_t depthwise_conv_smem_bytes(FloatType t, const DepthwiseConvDesc& d);

@@ -1,7 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // The depthwise convolution tactics ("cuda.conv.depthwise" and, for channels-last 3x3/5x5/7x7
-// with equal strides 1 or 2 and no dilation, "cuda.conv.depthwise.strip"; depthwise_conv_kernels.cu): Conv or
+// with equal strides 1 or 2 and no dilation, "cuda.conv.depthwise.tiled" and
+// "cuda.conv.depthwise.strip"; depthwise_conv_kernels.cu): Conv or
 // ingot::FusedConv with group == channels and one input channel per group (W [C, 1, kh, kw], or
 // [C, kh, kw, 1] channels-last), 2-D, fp32/fp16/bf16, kernels up to 7x7, any stride, dilation and
 // symmetric padding, an optional bias and residual, and every FusedConv activation in the same
@@ -31,6 +32,9 @@ constexpr const char* kName = "cuda.conv.depthwise";
 // channels-last convs after this family's must stay among them (session 15: three strip variants
 // crowded them out, and ConvNeXt's layout pass then chose channels-first cuDNN, 44 Transposes).
 constexpr const char* kStripName = "cuda.conv.depthwise.strip";
+// The tiled variant (DepthwiseConvDesc::tiled): with it this family offers three, and cuDNN's first
+// channels-last plan stays the fourth (CudnnStaysInsideTheAutotunersWidth).
+constexpr const char* kTiledName = "cuda.conv.depthwise.tiled";
 constexpr int kMaxKernel = 7;
 
 
@@ -43,6 +47,7 @@ struct Spec {
   UnaryParams act_params;
   bool residual_after_activation = false;
   int strip = 1;  // DepthwiseConvDesc::strip
+  bool tiled = false;  // DepthwiseConvDesc::tiled
 };
 
 bool small_int(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
@@ -73,8 +78,8 @@ bool parse_spec(const ir::Node& n, Spec* s) {
 // X's channel dim and W's kernel dims in the node's layout.
 size_t channel_axis(const Spec& s) { return s.channels_last ? 3 : 1; }
 
-// Whether the strip kernel runs a node of this spec (its dims do not matter).
-bool strip_supported(const Spec& s) {
+// The desc of a node of this spec but its dims.
+DepthwiseConvDesc window_desc(const Spec& s) {
   DepthwiseConvDesc d;
   d.channels_last = s.channels_last;
   d.kh = s.kh;
@@ -83,8 +88,27 @@ bool strip_supported(const Spec& s) {
   d.stride_w = s.stride_w;
   d.dil_h = s.dil_h;
   d.dil_w = s.dil_w;
-  d.strip = kDepthwiseStrip;
-  return depthwise_strip_supported(d);
+  d.strip = s.strip;
+  d.tiled = s.tiled;
+  return d;
+}
+
+// Whether the strip / tiled kernel runs a node of this spec (its dims do not matter).
+bool strip_supported(Spec s) {
+  s.strip = kDepthwiseStrip;
+  s.tiled = false;
+  return depthwise_strip_supported(window_desc(s));
+}
+bool tiled_supported(Spec s) {
+  s.strip = 1;
+  s.tiled = true;
+  return depthwise_tiled_supported(window_desc(s));
+}
+
+// Whether the spec's variant runs it.
+bool variant_supported(const Spec& s) {
+  if (s.tiled) return s.strip == 1 && tiled_supported(s);
+  return s.strip == 1 || (s.strip == kDepthwiseStrip && strip_supported(s));
 }
 
 Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out) {
@@ -134,12 +158,13 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
 class DepthwiseConvTactic final : public Tactic {
  public:
   explicit DepthwiseConvTactic(const Spec& s) : s_(s) {}
-  std::string name() const override { return s_.strip > 1 ? kStripName : kName; }
+  std::string name() const override { return s_.tiled ? kTiledName : s_.strip > 1 ? kStripName : kName; }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     Spec s;
     if (!check(node, inputs, &s).ok()) return false;
     s.strip = s_.strip;
-    return same(s, s_) && (s.strip == 1 || strip_supported(s));
+    s.tiled = s_.tiled;
+    return same(s, s_) && variant_supported(s);
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
 
@@ -171,6 +196,7 @@ class DepthwiseConvTactic final : public Tactic {
     d.act_params = s.act_params;
     d.residual_after_activation = s.residual_after_activation;
     d.strip = s.strip;
+    d.tiled = s.tiled;
     const int64_t want_oh = (d.h + 2 * d.pad_h - static_cast<int64_t>(d.dil_h) * (d.kh - 1) - 1) / d.stride_h + 1;
     const int64_t want_ow = (d.w + 2 * d.pad_w - static_cast<int64_t>(d.dil_w) * (d.kw - 1) - 1) / d.stride_w + 1;
     const Tensor* b = c.b;
@@ -186,14 +212,14 @@ class DepthwiseConvTactic final : public Tactic {
     return Status::Ok();
   }
 
-  // {version, channels_last, kh, kw, strides, pads, dilations, act, residual order, strip (int32),
-  // group (int64), act params}.
+  // {version, channels_last, kh, kw, strides, pads, dilations, act, residual order, strip, tiled
+  // (int32), group (int64), act params}.
   std::vector<uint8_t> serialize() const override {
     ParamWriter w(kParamsVersion);
     w.i32(s_.channels_last);
     put_window(w, s_);
     w.i32(s_.dil_h).i32(s_.dil_w);
-    w.i32(static_cast<int32_t>(s_.act)).i32(s_.residual_after_activation).i32(s_.strip);
+    w.i32(static_cast<int32_t>(s_.act)).i32(s_.residual_after_activation).i32(s_.strip).i32(s_.tiled);
     w.i64(s_.group);
     put_act_params(w, s_.act_params);
     return w.take();
@@ -210,22 +236,24 @@ class DepthwiseConvTactic final : public Tactic {
     const int32_t act = r.i32();
     s.residual_after_activation = r.i32() != 0;
     s.strip = r.i32();
+    const int32_t tiled = r.i32();
+    s.tiled = tiled == 1;
     s.group = r.i64();
     s.act_params = get_act_params(r);
     if (!r.done() || !act_from_int(act, &s.act)) return nullptr;
     if (!small_int(s.kh, 1, kMaxKernel) || !small_int(s.kw, 1, kMaxKernel) || s.stride_h < 1 || s.stride_w < 1 ||
-        s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 ||
-        (s.strip != 1 && s.strip != kDepthwiseStrip) || (s.strip != 1 && !strip_supported(s)))
+        s.dil_h < 1 || s.dil_w < 1 || s.pad_h < 0 || s.pad_w < 0 || s.group < 1 || (tiled != 0 && tiled != 1) ||
+        !variant_supported(s))
       return nullptr;
     return std::make_unique<DepthwiseConvTactic>(s);
   }
 
  private:
-  static constexpr uint8_t kParamsVersion = 2;  // 2: the strip
+  static constexpr uint8_t kParamsVersion = 3;  // 2: the strip; 3: tiled
 
   static bool same(const Spec& a, const Spec& b) {
     return same_window_and_epilogue(a, b) && a.channels_last == b.channels_last && a.dil_h == b.dil_h &&
-           a.dil_w == b.dil_w && a.group == b.group && a.strip == b.strip;
+           a.dil_w == b.dil_w && a.group == b.group && a.strip == b.strip && a.tiled == b.tiled;
   }
 
   Spec s_;
@@ -241,6 +269,11 @@ TacticFamily depthwise_conv_family() {
     Spec s;
     if (!check(node, inputs, &s).ok()) return out;
     out.push_back(std::make_unique<DepthwiseConvTactic>(s));
+    if (tiled_supported(s)) {
+      Spec t = s;
+      t.tiled = true;
+      out.push_back(std::make_unique<DepthwiseConvTactic>(t));
+    }
     if (strip_supported(s)) {
       s.strip = kDepthwiseStrip;
       out.push_back(std::make_unique<DepthwiseConvTactic>(s));
@@ -248,7 +281,7 @@ TacticFamily depthwise_conv_family() {
     return out;
   };
   f.create = [](const std::string& name, const std::vector<uint8_t>& params) -> std::unique_ptr<Tactic> {
-    if (name != kName && name != kStripName) return nullptr;
+    if (name != kName && name != kStripName && name != kTiledName) return nullptr;
     std::unique_ptr<Tactic> t = DepthwiseConvTactic::deserialize(params);
     return t && t->name() == name ? std::move(t) : nullptr;
   };

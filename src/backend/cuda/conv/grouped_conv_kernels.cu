@@ -5,11 +5,16 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/conv/conv_device_util.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
 namespace {
 
+using conv_util::epilogue;
+using conv_util::load_f32;
+using conv_util::store;
+using conv_util::Vec;
 using ew::from_f32;
 using ew::to_f32;
 
@@ -29,43 +34,6 @@ struct Tiling {
   int spr = 0;       // strips (P outputs along x) per output row
   int strips = 0;    // n · oh · spr
 };
-
-// V consecutive elements as one access of V * sizeof(T) bytes (p aligned to it).
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
-template <class T, int V>
-__device__ __forceinline__ void load_f32(const T* p, float (&out)[V]) {
-  if constexpr (V == 1) {
-    out[0] = to_f32(*p);
-  } else {
-    const Vec<T, V> pk = *reinterpret_cast<const Vec<T, V>*>(p);
-#pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = to_f32(pk.v[v]);
-  }
-}
-
-template <class T, int V>
-__device__ __forceinline__ void store(T* p, const T (&in)[V]) {
-  if constexpr (V == 1) {
-    *p = in[0];
-  } else {
-    Vec<T, V> pk;
-#pragma unroll
-    for (int v = 0; v < V; ++v) pk.v[v] = in[v];
-    *reinterpret_cast<Vec<T, V>*>(p) = pk;
-  }
-}
-
-__device__ __forceinline__ float epilogue(float acc, float residual, bool has_residual, const GroupedConvDesc& d) {
-  if (has_residual && !d.residual_after_activation) acc += residual;
-  if (d.act != UnaryOp::kIdentity)
-    acc = ew::apply_unary(d.act, acc, d.act_params.alpha, d.act_params.beta, d.act_params.lo, d.act_params.hi);
-  if (has_residual && d.residual_after_activation) acc += residual;
-  return acc;
-}
 
 // Stages a tile's weights, read in their own (KRSC) order so that the reads coalesce, as fp32
 // ws[(tap · g + ci) · co_tile + co]; channels co_count .. co_tile - 1 (past the group) are zero.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/conv/conv_device_util.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -94,11 +95,7 @@ __global__ void __launch_bounds__(kThreads)
       Pack8<T> out;
 #pragma unroll
       for (int j = 0; j < kPack; ++j) {
-        float v = acc[p][j];
-        if (r && !d.residual_after_activation) v += to_f32(res.v[j]);
-        v = ew::apply_unary(d.act, v, d.act_params.alpha, d.act_params.beta, d.act_params.lo, d.act_params.hi);
-        if (r && d.residual_after_activation) v += to_f32(res.v[j]);
-        out.v[j] = from_f32<T>(v);
+        out.v[j] = from_f32<T>(conv_util::epilogue(acc[p][j], r ? to_f32(res.v[j]) : 0.0f, r != nullptr, d));
       }
       *reinterpret_cast<Pack8<T>*>(y + off) = out;
     }
