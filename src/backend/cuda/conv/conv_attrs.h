@@ -75,6 +75,25 @@ inline bool residual_matches(const ir::Shape& r, const ir::Shape& y) {
   return true;
 }
 
+/// What is wrong with a conv node's operand types for these kernels, or "" when nothing: X a float
+/// type, Y and every other present input of X's type, the bias (input 2) `[channels]`, the
+/// residual (input 3) provably of Y's shape.
+inline std::string conv_operands_problem(const ir::Node& n, const std::vector<ir::TensorType>& in, int64_t channels) {
+  FloatType t;
+  if (in.empty() || !n.output(0) || !to_float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype)
+    return "dtype";
+  for (size_t i = 1; i < in.size(); ++i)
+    if (n.input(i) && in[i].dtype != in[0].dtype) return "mixed dtypes";
+  if (n.input(2) && in.size() > 2) {
+    const ir::Shape& b = in[2].shape;
+    if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != channels)
+      return "bias " + b.to_string();
+  }
+  if (n.input(3) && in.size() > 3 && !residual_matches(in[3].shape, n.output(0)->shape()))
+    return "residual " + in[3].shape.to_string() + " vs " + n.output(0)->shape().to_string();
+  return "";
+}
+
 /// A 2-D float conv step's tensors: X, W, Y, the bias and the residual (null when absent), and X's
 /// float type.
 struct ConvTensors {

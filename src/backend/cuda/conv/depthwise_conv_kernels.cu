@@ -13,7 +13,9 @@ namespace ingot::backend::cuda {
 namespace {
 
 using conv_util::epilogue;
+using conv_util::epilogue_n;
 using conv_util::load;
+using conv_util::load_f32;
 using conv_util::store;
 using ew::from_f32;
 using ew::to_f32;
@@ -110,10 +112,12 @@ __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__
       }
     }
     const int64_t o = static_cast<int64_t>(p) * d.c + c0;
-    T res[V], out[V];
-    if (r) load<T, V>(r + o, res);
+    float res[V] = {};
+    if (r) load_f32<T, V>(r + o, res);
+    epilogue_n(acc, res, r != nullptr, d);
+    T out[V];
 #pragma unroll
-    for (int v = 0; v < V; ++v) out[v] = from_f32<T>(epilogue(acc[v], r ? to_f32(res[v]) : 0.0f, r != nullptr, d));
+    for (int v = 0; v < V; ++v) out[v] = from_f32<T>(acc[v]);
     store<T, V>(y + o, out);
   }
 }
@@ -200,10 +204,12 @@ __global__ void __launch_bounds__(kThreads) depthwise_nhwc_strip(const T* __rest
     for (int m = 0; m < M; ++m) {
       if (ox0 + m >= ow) break;
       const int64_t o = (o_row + ox0 + m) * pitch + c0;
-      T res[V], out[V];
-      if (r) load<T, V>(r + o, res);
+      float res[V] = {};
+      if (r) load_f32<T, V>(r + o, res);
+      epilogue_n(acc[m], res, r != nullptr, d);
+      T out[V];
 #pragma unroll
-      for (int v = 0; v < V; ++v) out[v] = from_f32<T>(epilogue(acc[m][v], r ? to_f32(res[v]) : 0.0f, r != nullptr, d));
+      for (int v = 0; v < V; ++v) out[v] = from_f32<T>(acc[m][v]);
       store<T, V>(y + o, out);
     }
   }
@@ -432,10 +438,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int m = 0; m < kDepthwiseStrip; ++m) {
       if (ox0 + m >= OW) break;
       const int64_t o = (o_row + ox0 + m) * C + c0;
-      T res[E], out[E];
-      if (r) load<T, E>(r + o, res);
+      float res[E] = {};
+      if (r) load_f32<T, E>(r + o, res);
+      epilogue_n(acc[m], res, r != nullptr, d);
+      T out[E];
 #pragma unroll
-      for (int e = 0; e < E; ++e) out[e] = from_f32<T>(epilogue(acc[m][e], r ? to_f32(res[e]) : 0.0f, r != nullptr, d));
+      for (int e = 0; e < E; ++e) out[e] = from_f32<T>(acc[m][e]);
       store<T, E>(y + o, out);
     }
   }

@@ -132,17 +132,10 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
     return unsupported(n.describe(), ": kernel ", w.to_string(), " larger than ", kMaxKernel, "x", kMaxKernel);
   s.kh = static_cast<int>(kh.value());
   s.kw = static_cast<int>(kw.value());
+  const std::string bad = conv_operands_problem(n, in, c.value());
+  if (!bad.empty()) return unsupported(n.describe(), ": ", bad);
   FloatType t;
-  if (!to_float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype) return unsupported(n.describe(), ": dtype");
-  for (size_t i = 1; i < in.size(); ++i)
-    if (n.input(i) && in[i].dtype != in[0].dtype) return unsupported(n.describe(), ": mixed dtypes");
-  if (n.input(2)) {
-    const ir::Shape& b = in[2].shape;
-    if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != c.value())
-      return unsupported(n.describe(), ": bias ", b.to_string());
-  }
-  if (n.input(3) && !residual_matches(in[3].shape, n.output(0)->shape()))
-    return unsupported(n.describe(), ": residual ", in[3].shape.to_string(), " vs ", n.output(0)->shape().to_string());
+  if (!to_float_type(in[0].dtype, &t)) return unsupported(n.describe(), ": dtype");
   DepthwiseConvDesc d;
   d.c = c.value();
   d.kh = s.kh;

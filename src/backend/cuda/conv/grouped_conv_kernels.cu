@@ -11,7 +11,7 @@
 namespace ingot::backend::cuda {
 namespace {
 
-using conv_util::epilogue;
+using conv_util::epilogue_n;
 using conv_util::load_f32;
 using conv_util::store;
 using conv_util::Vec;
@@ -189,11 +189,14 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int j = 0; j < M; j += VS) {
         if (co0 + j >= co_count) break;
-        float res[VS];
+        float res[VS] = {}, v[VS];
         if (r) load_f32<T, VS>(r + o + j, res);
+#pragma unroll
+        for (int u = 0; u < VS; ++u) v[u] = acc[p][j + u];
+        epilogue_n(v, res, r != nullptr, d);
         T out[VS];
 #pragma unroll
-        for (int u = 0; u < VS; ++u) out[u] = from_f32<T>(epilogue(acc[p][j + u], r ? res[u] : 0.0f, r != nullptr, d));
+        for (int u = 0; u < VS; ++u) out[u] = from_f32<T>(v[u]);
         store<T, VS>(y + o + j, out);
       }
     }

@@ -75,17 +75,8 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
   // Dims the kernel's limits do not depend on: 1 here, the real ones at enqueue.
   s.n = s.h = s.w = s.oh = s.ow = 1;
   if (!grouped_conv_supported(s)) return refuse("outside the kernel's limits");
-  FloatType t;
-  if (!to_float_type(in[0].dtype, &t) || n.output(0)->dtype() != in[0].dtype) return refuse("dtype");
-  for (size_t i = 1; i < in.size(); ++i)
-    if (n.input(i) && in[i].dtype != in[0].dtype) return refuse("mixed dtypes");
-  if (n.input(2)) {
-    const ir::Shape& b = in[2].shape;
-    if (!b.rank_known() || b.rank() != 1 || !b[0].is_known() || b[0].value() != s.c)
-      return refuse("bias " + b.to_string());
-  }
-  if (n.input(3) && !residual_matches(in[3].shape, n.output(0)->shape()))
-    return refuse("residual " + in[3].shape.to_string() + " vs " + n.output(0)->shape().to_string());
+  const std::string bad = conv_operands_problem(n, in, s.c);
+  if (!bad.empty()) return refuse(bad);
   if (out) *out = s;
   return Status::Ok();
 }

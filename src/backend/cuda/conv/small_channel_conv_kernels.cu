@@ -90,13 +90,16 @@ __global__ void __launch_bounds__(kThreads)
     for (int p = 0; p < P; ++p) {
       if (ox0 + p >= OW) break;
       const int64_t off = ((static_cast<int64_t>(n) * OH + oy) * OW + ox0 + p) * K + k0;
-      Pack8<T> res;
-      if (r) res = *reinterpret_cast<const Pack8<T>*>(r + off);
+      float res[kPack] = {};
+      if (r) {
+        const Pack8<T> rp = *reinterpret_cast<const Pack8<T>*>(r + off);
+#pragma unroll
+        for (int j = 0; j < kPack; ++j) res[j] = to_f32(rp.v[j]);
+      }
+      conv_util::epilogue_n(acc[p], res, r != nullptr, d);
       Pack8<T> out;
 #pragma unroll
-      for (int j = 0; j < kPack; ++j) {
-        out.v[j] = from_f32<T>(conv_util::epilogue(acc[p][j], r ? to_f32(res.v[j]) : 0.0f, r != nullptr, d));
-      }
+      for (int j = 0; j < kPack; ++j) out.v[j] = from_f32<T>(acc[p][j]);
       *reinterpret_cast<Pack8<T>*>(y + off) = out;
     }
   }
