@@ -5,7 +5,9 @@
 // ends), Gather and GatherElements (negative indices, int32 and int64), ScatterND, Expand, Tile,
 // Pad (constant/reflect/edge/wrap, negative pads, axes), with Slice's and Pad's parameters as
 // initializers or computed tensors, ConstantOfShape and Range, over
-// floats, int64, bool and uint8 with odd sizes. Also which nodes the family refuses.
+// floats, int64, bool and uint8 with odd sizes. The shared-memory paths have their own cases:
+// last-axis Gathers (the channel shuffle), Concat/Split of a few narrow parts, and the launchers
+// on misaligned buffers. Also which nodes the family refuses.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "op_case_util.h"
 
 namespace ingot::gpu_test {
@@ -36,6 +39,24 @@ class CudaDataMovementTest : public OpCaseTest {
     Tensor r = Tensor::zeros(t, shape).value();
     std::uniform_int_distribution<int64_t> d(-n, n - 1);
     for (int64_t i = 0; i < r.numel(); ++i) r.set_i64(i, d(rng_));
+    return r;
+  }
+
+  /// PyTorch's channel shuffle of c channels in `groups` groups as Gather indices: output channel
+  /// k reads input channel (k % groups) * (c / groups) + k / groups.
+  static Tensor shuffle_indices(DataType t, int64_t c, int64_t groups) {
+    Tensor r = Tensor::zeros(t, {c}).value();
+    for (int64_t k = 0; k < c; ++k) r.set_i64(k, (k % groups) * (c / groups) + k / groups);
+    return r;
+  }
+
+  /// A random permutation of [0, n), about half of it written as the negative equivalent.
+  Tensor permutation(DataType t, int64_t n) {
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    std::iota(v.begin(), v.end(), 0);
+    std::shuffle(v.begin(), v.end(), rng_);
+    Tensor r = Tensor::zeros(t, {n}).value();
+    for (int64_t k = 0; k < n; ++k) r.set_i64(k, v[static_cast<size_t>(k)] - (rng_() % 2 ? n : 0));
     return r;
   }
 };
@@ -88,6 +109,136 @@ TEST_F(CudaDataMovementTest, ManyPartConcatAndSplit) {
              "Concat {axis=3}", "concat");
     check_dm(18, {input(t, {2, 7, 7, 116})}, "Split {axis=3, num_outputs=2}", "split", 2);
     check_dm(18, {input(t, {3, 70 * 8})}, "Split {axis=1, num_outputs=70}", "split", 70);
+  }
+}
+
+// Concat and Split of up to four parts whose rows are not whole 16-byte words take the staged
+// join (launch_join_staged): ShuffleNet's halves (58 + 58 fp16 channels: 4-byte units; 116 + 116:
+// 8-byte units), odd widths (29, 3, 5, 7 channels: 1- and 2-byte units), three and four parts, a
+// zero-width part among them, a Concat along a middle axis, and enough rows that blocks walk
+// several chunks. Five parts, or rows in whole 16-byte words, keep the general join.
+TEST_F(CudaDataMovementTest, NarrowRowConcatAndSplit) {
+  for (DataType t : kTypes) {
+    SCOPED_TRACE(data_type_name(t));
+    for (int64_t c : {58, 116, 29, 3}) {
+      check_dm(13, {input(t, {2, 5, 7, c}), input(t, {2, 5, 7, c})}, "Concat {axis=3}", "concat");
+      check_dm(18, {input(t, {2, 5, 7, 2 * c})}, "Split {axis=-1, num_outputs=2}", "split", 2);
+    }
+    check_dm(13, {input(t, {3, 5, 7, 29}), input(t, {3, 5, 7, 0}), input(t, {3, 5, 7, 31})}, "Concat {axis=-1}",
+             "concat");
+    check_dm(13, {input(t, {4, 9, 3}), input(t, {4, 9, 5}), input(t, {4, 9, 7})}, "Concat {axis=2}", "concat");
+    check_dm(13, {input(t, {33, 1}), input(t, {33, 2}), input(t, {33, 3}), input(t, {33, 4})}, "Concat {axis=1}",
+             "concat");
+    check_dm(13, {input(t, {4, 3, 5}), input(t, {4, 2, 5})}, "Concat {axis=1}", "concat");
+    check_dm(13, {input(t, {1, 3}), input(t, {1, 2})}, "Concat {axis=1}", "concat");
+    check_dm(13, {input(t, {3, 5, 7, 15}), initializer(i64s({4, 5, 6}))}, "Split {axis=3}", "split", 3);
+    check_dm(13, {input(t, {31, 10}), initializer(i64s({1, 2, 3, 4}))}, "Split {axis=1}", "split", 4);
+    check_dm(13, {input(t, {31, 15}), initializer(i64s({1, 2, 3, 4, 5}))}, "Split {axis=1}", "split", 5);
+    check_dm(13, {input(t, {4, 9, 5}), initializer(i64s({2, 0, 7}))}, "Split {axis=1}", "split", 3);
+    check_dm(13,
+             {input(t, {5, 1, 7}), input(t, {5, 1, 7}), input(t, {5, 1, 7}), input(t, {5, 1, 7}), input(t, {5, 1, 7})},
+             "Concat {axis=1}", "concat");
+  }
+  for (DataType t : {DataType::kFloat16, DataType::kUInt8}) {
+    check_dm(13, {input(t, {8, 130, 130, 58}), input(t, {8, 130, 130, 58})}, "Concat {axis=3}", "concat");
+    check_dm(18, {input(t, {8, 130, 130, 116})}, "Split {axis=3, num_outputs=2}", "split", 2);
+  }
+}
+
+// The launchers on buffers that are not 16-byte aligned (a tensor at any element offset): the
+// column gather stages rows element by element and keeps narrow rows narrow, the join falls back
+// to its general kernel. 2-byte elements against the same loops on the host, bit for bit.
+TEST_F(CudaDataMovementTest, LaunchersOnMisalignedBuffers) {
+  if (!no_device_.empty()) GTEST_SKIP() << no_device_;
+  std::uniform_int_distribution<int> bits(1, 0xFFFE);  // never zero, never the poison
+  auto random_bits = [&](int64_t n) {
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (uint16_t& e : v) e = static_cast<uint16_t>(bits(rng_));
+    return v;
+  };
+  // A device buffer holding `v` from element `shift` on; `v` empty: room for n elements, poisoned.
+  auto device = [](const std::vector<uint16_t>& v, int64_t n, int64_t shift) {
+    DeviceBuffer b(static_cast<size_t>(n + shift) * 2);
+    EXPECT_TRUE(b.valid());
+    EXPECT_EQ(cudaMemset(b.get(), 0xFF, b.bytes()), cudaSuccess);
+    if (!v.empty())
+      EXPECT_EQ(cudaMemcpy(static_cast<uint16_t*>(b.get()) + shift, v.data(), v.size() * 2, cudaMemcpyHostToDevice),
+                cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return b;
+  };
+  auto host = [](const DeviceBuffer& b, int64_t n, int64_t shift) {
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(v.data(), static_cast<const uint16_t*>(b.get()) + shift, v.size() * 2, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return v;
+  };
+  struct GatherCase {
+    int64_t outer, axis, inner, count, x_shift, y_shift;
+  };
+  for (const GatherCase& c :
+       {GatherCase{70, 116, 1, 116, 0, 0}, GatherCase{70, 116, 1, 116, 1, 0}, GatherCase{70, 116, 1, 116, 0, 1},
+        GatherCase{70, 116, 1, 116, 3, 5}, GatherCase{70, 9, 4, 5, 0, 0}, GatherCase{70, 9, 4, 5, 1, 1},
+        GatherCase{70, 9, 4, 5, 2, 0}, GatherCase{33, 900, 1, 7, 1, 3}}) {
+    SCOPED_TRACE("gather outer " + std::to_string(c.outer) + " axis " + std::to_string(c.axis) + " inner " +
+                 std::to_string(c.inner) + " count " + std::to_string(c.count) + " shifts " +
+                 std::to_string(c.x_shift) + "/" + std::to_string(c.y_shift));
+    const std::vector<uint16_t> x = random_bits(c.outer * c.axis * c.inner);
+    std::vector<int32_t> idx(static_cast<size_t>(c.count));
+    std::uniform_int_distribution<int32_t> pick(static_cast<int32_t>(-c.axis), static_cast<int32_t>(c.axis - 1));
+    for (int32_t& i : idx) i = pick(rng_);
+    std::vector<uint16_t> want(static_cast<size_t>(c.outer * c.count * c.inner));
+    for (int64_t o = 0; o < c.outer; ++o)
+      for (int64_t k = 0; k < c.count; ++k) {
+        const int64_t j =
+            idx[static_cast<size_t>(k)] < 0 ? idx[static_cast<size_t>(k)] + c.axis : idx[static_cast<size_t>(k)];
+        for (int64_t i = 0; i < c.inner; ++i)
+          want[static_cast<size_t>((o * c.count + k) * c.inner + i)] =
+              x[static_cast<size_t>((o * c.axis + j) * c.inner + i)];
+      }
+    DeviceBuffer dx = device(x, static_cast<int64_t>(x.size()), c.x_shift);
+    DeviceBuffer dy = device({}, static_cast<int64_t>(want.size()), c.y_shift);
+    DeviceBuffer di(idx.size() * 4);
+    ASSERT_EQ(cudaMemcpy(di.get(), idx.data(), idx.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(backend::cuda::launch_gather(2, static_cast<uint16_t*>(dx.get()) + c.x_shift, di.get(), false,
+                                           static_cast<uint16_t*>(dy.get()) + c.y_shift, c.outer, c.axis, c.inner,
+                                           c.count, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(host(dy, static_cast<int64_t>(want.size()), c.y_shift), want);
+  }
+  // Concat and Split of 58 + 58 2-byte columns on 70 rows, one buffer at a time shifted.
+  const int64_t rows = 70, half = 58;
+  for (int64_t moved = 0; moved < 4; ++moved) {
+    for (bool concat : {true, false}) {
+      SCOPED_TRACE(std::string(concat ? "concat" : "split") + ", shifted buffer " + std::to_string(moved));
+      const int64_t shift[3] = {moved == 1 ? 1 : 0, moved == 2 ? 3 : 0, moved == 3 ? 2 : 0};  // part 0, 1, joined
+      std::vector<uint16_t> part[2] = {random_bits(rows * half), random_bits(rows * half)};
+      std::vector<uint16_t> joined = random_bits(rows * 2 * half);
+      if (concat) {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < 2 * half; ++c)
+            joined[static_cast<size_t>(r * 2 * half + c)] = part[c / half][static_cast<size_t>(r * half + c % half)];
+      } else {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < 2 * half; ++c)
+            part[c / half][static_cast<size_t>(r * half + c % half)] = joined[static_cast<size_t>(r * 2 * half + c)];
+      }
+      DeviceBuffer dp[2] = {device(concat ? part[0] : std::vector<uint16_t>{}, rows * half, shift[0]),
+                            device(concat ? part[1] : std::vector<uint16_t>{}, rows * half, shift[1])};
+      DeviceBuffer dj = device(concat ? std::vector<uint16_t>{} : joined, rows * 2 * half, shift[2]);
+      backend::cuda::RowSegment segs[2] = {{static_cast<uint16_t*>(dp[0].get()) + shift[0], 0, half},
+                                           {static_cast<uint16_t*>(dp[1].get()) + shift[1], half, half}};
+      ASSERT_EQ(backend::cuda::launch_join_rows(2, concat, static_cast<uint16_t*>(dj.get()) + shift[2], 2 * half, rows,
+                                                segs, 2, nullptr),
+                cudaSuccess);
+      if (concat) {
+        EXPECT_EQ(host(dj, rows * 2 * half, shift[2]), joined);
+      } else {
+        EXPECT_EQ(host(dp[0], rows * half, shift[0]), part[0]);
+        EXPECT_EQ(host(dp[1], rows * half, shift[1]), part[1]);
+      }
+    }
   }
 }
 
@@ -159,6 +310,56 @@ TEST_F(CudaDataMovementTest, Gather) {
       check_dm(13, {input(t, {300, 768}), input(indices(it, {4, 128}, 300))}, "Gather", "gather");  // BERT's rows
     }
   }
+}
+
+// Gathers of rows narrower than 64 bytes take the column-table kernel (launch_gather_columns)
+// from 16 rows on: staged through shared memory where the gather reads most of each row, straight
+// from global memory where it reads few columns of wide rows. The channel shuffle of NHWC
+// tensors (a last-axis Gather, inner 1) with ShuffleNet's widths and odd ones; random indices of
+// both signs with repeats; whole-axis permutations; fewer and more indices than the axis holds;
+// 1-row and 16-row inputs (the element kernel, then the column kernel's smallest).
+TEST_F(CudaDataMovementTest, LastAxisGather) {
+  const DataType types[] = {DataType::kFloat16, DataType::kFloat32, DataType::kBFloat16, DataType::kInt64,
+                            DataType::kUInt8};
+  for (DataType t : types) {
+    for (DataType it : {DataType::kInt32, DataType::kInt64}) {
+      SCOPED_TRACE(std::string(data_type_name(t)) + " indices " + data_type_name(it));
+      for (int64_t c : {116, 58, 29, 3}) {
+        const Shape64 x = {2, 5, 7, c};
+        if (c % 2 == 0)
+          check_dm(13, {input(t, x), initializer(shuffle_indices(it, c, 2))}, "Gather {axis=3}", "gather");
+        check_dm(13, {input(t, x), input(shuffle_indices(it, c, c % 2 == 0 ? c / 2 : 1))}, "Gather {axis=-1}",
+                 "gather");
+        check_dm(13, {input(t, x), input(permutation(it, c))}, "Gather {axis=-1}", "gather");
+        check_dm(13, {input(t, x), input(indices(it, {c}, c))}, "Gather {axis=-1}", "gather");
+        check_dm(13, {input(t, x), input(indices(it, {c / 2 + 1}, c))}, "Gather {axis=-1}", "gather");
+        check_dm(13, {input(t, x), input(indices(it, {2, c + 3}, c))}, "Gather {axis=-1}", "gather");
+      }
+      check_dm(13, {input(t, {4, 5, 232}), input(shuffle_indices(it, 232, 4))}, "Gather {axis=2}", "gather");
+      check_dm(13, {input(t, {16, 13}), input(indices(it, {13}, 13))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {17, 1}), input(indices(it, {5}, 1))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {1, 9}), input(indices(it, {9}, 9))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {2, 5, 7, 116}), input(indices(it, {}, 116))}, "Gather {axis=3}", "gather");  // scalar
+      // Few columns of wide rows: gathered from global memory, not staged.
+      check_dm(13, {input(t, {20, 3000}), input(indices(it, {7}, 3000))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {40, 700}), input(indices(it, {3, 5}, 700))}, "Gather {axis=-1}", "gather");
+      // Narrow rows of several elements (inner > 1; 2 or 4 of them move as one wider element).
+      check_dm(13, {input(t, {40, 9, 3}), input(indices(it, {4}, 9))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {6, 5, 11, 4}), input(indices(it, {2, 7}, 11))}, "Gather {axis=2}", "gather");
+      check_dm(13, {input(t, {30, 6, 2}), input(permutation(it, 6))}, "Gather {axis=1}", "gather");
+      check_dm(13, {input(t, {18, 300, 2}), input(indices(it, {9}, 300))}, "Gather {axis=1}", "gather");
+    }
+  }
+  // As many columns as the table takes, and one more (the element kernel).
+  check_dm(13, {input(DataType::kFloat16, {20, 4096}), input(permutation(DataType::kInt64, 4096))}, "Gather {axis=1}",
+           "gather");
+  check_dm(13, {input(DataType::kFloat16, {20, 4097}), input(permutation(DataType::kInt64, 4097))}, "Gather {axis=1}",
+           "gather");
+  // More chunks than blocks (each block walks several) and a partial last chunk: 70000 rows.
+  check_dm(13, {input(DataType::kFloat32, {7, 100, 100, 116}), initializer(shuffle_indices(DataType::kInt64, 116, 2))},
+           "Gather {axis=3}", "gather");
+  check_dm(13, {input(DataType::kFloat16, {64, 7, 7, 464}), initializer(shuffle_indices(DataType::kInt64, 464, 2))},
+           "Gather {axis=3}", "gather");
 }
 
 TEST_F(CudaDataMovementTest, GatherElements) {
@@ -306,6 +507,10 @@ TEST_F(CudaDataMovementTest, CapturesIntoACudaGraph) {
   check_captured(f, 17, {initializer(i64s({2, 3, 5}))}, "ConstantOfShape");
   check_captured(f, 13, {input(DataType::kFloat32, {50, 16}), input(indices(DataType::kInt64, {2, 7}, 50))},
                  "Gather");
+  check_captured(f, 13, {input(DataType::kFloat16, {2, 5, 7, 116}), input(shuffle_indices(DataType::kInt64, 116, 2))},
+                 "Gather {axis=3}");
+  check_captured(f, 13, {input(DataType::kFloat16, {2, 5, 7, 58}), input(DataType::kFloat16, {2, 5, 7, 58})},
+                 "Concat {axis=3}");
 }
 
 TEST_F(CudaDataMovementTest, RefusesWhatItDoesNotHandle) {

@@ -4,12 +4,15 @@
 // their width (Gather of rows of 64 bytes or more: one row per block row, and Concat/Split: a
 // thread per word of the joined rows, both in words of up to 16 bytes). Index math is int64
 // (tensors above 2^31 elements are common enough for embeddings), but Concat/Split's when the
-// launch's thread space fits 32 bits. Grid-stride loops; no shared memory.
-#include "backend/cuda/data_movement/data_movement_kernels.h"
-#include "backend/cuda/pointwise/elementwise_common.cuh"
-
+// launch's thread space fits 32 bits. Grid-stride loops; no shared memory. Gathers of narrower
+// rows (a last-axis Gather: the channel shuffle) and Concat/Split of a few parts whose rows are
+// not whole 16-byte words go through shared memory first (staged_rows_kernels.cu) where they fit.
 #include <algorithm>
 #include <cstdint>
+
+#include "backend/cuda/data_movement/data_movement_kernels.h"
+#include "backend/cuda/data_movement/staged_rows_kernels.h"
+#include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
 namespace {
@@ -422,6 +425,13 @@ cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, i
     ++m;
   }
   if (m == 0) return cudaSuccess;
+  if (m <= kMaxStagedParts && word < 16) {
+    // Rows in narrow words (ShuffleNet's 58-channel fp16 halves: 4 bytes) go through shared
+    // memory in 16-byte words instead.
+    RowSegment units[kMaxStagedParts];
+    for (int32_t j = 0; j < m; ++j) units[j] = RowSegment{p.data[j], p.at[j], p.cols[j]};
+    if (launch_join_staged(word, concat, joined, p.pitch, outer, units, m, stream)) return cudaGetLastError();
+  }
   p.count = m;
   const int64_t n = outer * p.span;
   const bool narrow = n < (int64_t{1} << 31);
@@ -460,7 +470,8 @@ cudaError_t launch_gather(int32_t element_bytes, const void* x, const void* indi
                           int64_t outer, int64_t axis_len, int64_t inner, int64_t count, cudaStream_t stream) {
   const int64_t n = outer * count * inner;
   if (n <= 0) return cudaSuccess;
-  if (launch_gather_rows(element_bytes, x, indices, indices_int64, y, outer, axis_len, inner, count, stream))
+  if (launch_gather_rows(element_bytes, x, indices, indices_int64, y, outer, axis_len, inner, count, stream) ||
+      launch_gather_columns(element_bytes, x, indices, indices_int64, y, outer, axis_len, inner, count, stream))
     return cudaGetLastError();
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;

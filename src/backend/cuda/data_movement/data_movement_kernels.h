@@ -69,14 +69,18 @@ struct RowSegment {
 
 /// Concat (`concat`: the parts into `joined`) or Split (`joined` into the parts) of up to
 /// kMaxRowSegments parts in one launch (more: one call per kMaxRowSegments, the caller's loop): a
-/// thread per word of the joined rows finds its part, in the widest word (up to 16 bytes) that divides every part's row, `joined_cols` and every
-/// address (DenseNet's Concats of up to 49 inputs were one launch each, at 4-26% of bandwidth).
+/// thread per word of the joined rows finds its part, in the widest word (up to 16 bytes) that
+/// divides every part's row, `joined_cols` and every address (DenseNet's Concats of up to 49
+/// inputs were one launch each, at 4-26% of bandwidth). Up to four parts that tile the row in
+/// words narrower than 16 bytes are staged through shared memory instead (launch_join_staged).
 cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, int64_t joined_cols, int64_t outer,
                              const RowSegment* parts, int32_t count, cudaStream_t stream);
 
 /// Gather on the [outer, axis_len, inner] view of x: y[o, k, i] = x[o, idx[k], i] for the
 /// `count` indices (int32 or int64; negative ones count from the end). An index out of
-/// [-axis_len, axis_len) writes zeros (the host tactic would report an error instead).
+/// [-axis_len, axis_len) writes zeros (the host tactic would report an error instead). Rows of
+/// 64 bytes or more are copied whole; narrower ones (inner 1: a last-axis Gather) go through a
+/// column table in shared memory (launch_gather_columns) where the shape fits it.
 cudaError_t launch_gather(int32_t element_bytes, const void* x, const void* indices, bool indices_int64, void* y,
                           int64_t outer, int64_t axis_len, int64_t inner, int64_t count, cudaStream_t stream);
 
