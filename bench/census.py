@@ -208,7 +208,9 @@ def plan_part(names, limit_s, a, margin_s=20, prepared=()):
             chosen.append(m)
             prep, timed = p, t
         else:
-            skipped.append((m, f"about {p:.0f} s preparing + {t:.0f} s timing > {limit_s - margin_s:.0f} s"))
+            own = timed_estimate_s(m, a, prepared=True) + (0.0 if m in prepared else PREP_WALL_S.get(m, 90))
+            skipped.append((m, f"about {p:.0f} s preparing + {t:.0f} s timing with the models before it > "
+                               f"{limit_s - margin_s:.0f} s (alone about {own:.0f} s)"))
     return chosen, skipped
 
 
@@ -1799,6 +1801,8 @@ def self_test():
     chosen, skipped = plan_part(["distilbert", "maxvit_t", "gpt2", "qwen2"], 300, pa, prepared={"maxvit_t"})
     expect("plan_part: a model prepared by an earlier call adds only its timed run",
            chosen == ["distilbert", "maxvit_t", "gpt2"] and [m for m, _ in skipped] == ["qwen2"])
+    expect("plan_part says what a left-out model would take alone",
+           "alone about" in skipped[0][1] and "with the models before it" in skipped[0][1])
     chosen, skipped = plan_part(["distilbert", "gpt2", "qwen2"], 200, pa)
     expect("plan_part stops adding timed runs at the limit",
            chosen == ["distilbert", "gpt2"] and [m for m, _ in skipped] == ["qwen2"])
