@@ -1,6 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 #include "llm/chat_template.h"
 
+#include <algorithm>
 #include <ctime>
 
 namespace ingot::llm {
@@ -46,12 +47,24 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatTurn>& turns, con
                               [](const jinja::List& args, const jinja::KwArgs&) -> Result<jinja::Value> {
                                 if (args.size() != 1 || !args[0].is_string())
                                   return invalid_argument("strftime_now takes one format string");
+                                const std::string& fmt = args[0].str();
+                                if (fmt.empty()) return jinja::Value(std::string());
                                 const std::time_t now = std::time(nullptr);
                                 std::tm local{};
                                 localtime_r(&now, &local);
-                                char buf[256];
-                                const size_t n = std::strftime(buf, sizeof(buf), args[0].str().c_str(), &local);
-                                return jinja::Value(std::string(buf, n));
+                                // strftime returns 0 when the result does not fit (or is empty): grow
+                                // the buffer up to a cap, then say so rather than give "".
+                                constexpr size_t kMaxBytes = size_t{1} << 20;
+                                std::string buf;
+                                for (size_t size = std::max<size_t>(256, 2 * fmt.size()); size <= kMaxBytes;
+                                     size *= 2) {
+                                  buf.resize(size);
+                                  const size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &local);
+                                  if (n > 0) return jinja::Value(buf.substr(0, n));
+                                }
+                                return invalid_argument("strftime_now: the format '", fmt.substr(0, 40),
+                                                        fmt.size() > 40 ? "...'" : "'",
+                                                        " gives an empty result or one over ", kMaxBytes, " bytes");
                               })},
   };
   auto text = template_.render(context);

@@ -8,6 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace ingot::llm {
 namespace {
 
@@ -87,6 +91,35 @@ TEST(ChatTemplate, RaisedErrorsAndBadTemplatesAreStatuses) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidModel);
   EXPECT_NE(bad.status().message().find("endfor"), std::string::npos) << bad.status().message();
+}
+
+// strftime_now (Llama 3.x templates write today's date with it): any length of result, the same
+// text as std::strftime for a short format; an empty format gives ""; a result over the cap is an
+// error that names the function, not an empty string (a fixed 256-byte buffer gave "" for 256+).
+TEST(ChatTemplate, StrftimeNowFormatsAnyLength) {
+  const std::vector<ChatTurn> chat = {{"user", "hi"}};
+  auto year = render_chat_template("{{ strftime_now('%Y') }}", chat, kTokens);
+  ASSERT_TRUE(year.ok()) << year.status().to_string();
+  ASSERT_EQ(year->size(), 4u) << *year;
+  EXPECT_TRUE(std::all_of(year->begin(), year->end(), [](char c) { return c >= '0' && c <= '9'; })) << *year;
+  // 300 copies of "%Y-": 1500 characters, each copy the year and a dash.
+  std::string fmt, want;
+  for (int i = 0; i < 300; ++i) fmt += "%Y-", want += *year + "-";
+  auto longer = render_chat_template("{{ strftime_now('" + fmt + "') }}", chat, kTokens);
+  ASSERT_TRUE(longer.ok()) << longer.status().to_string();
+  EXPECT_EQ(*longer, want);
+  auto empty = render_chat_template("[{{ strftime_now('') }}]", chat, kTokens);
+  ASSERT_TRUE(empty.ok()) << empty.status().to_string();
+  EXPECT_EQ(*empty, "[]");
+  // 100000 copies of "%c" (a date and time each, ~24 characters): past the 1 MiB cap.
+  std::string huge;
+  for (int i = 0; i < 100000; ++i) huge += "%c";
+  auto over = render_chat_template("{{ strftime_now('" + huge + "') }}", chat, kTokens);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("strftime_now"), std::string::npos) << over.status().message();
+  auto wrong = render_chat_template("{{ strftime_now(3) }}", chat, kTokens);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("strftime_now"), std::string::npos) << wrong.status().message();
 }
 
 TEST(ChatTemplate, BadChatsAreInvalidArguments) {
