@@ -17,7 +17,7 @@
 //  - channels-last, strip (DepthwiseConvDesc::strip): a thread computes 4 outputs along x in 4-byte
 //    channel packs, loading each kernel row's shared input pixels and weights once (session 15:
 //    ConvNeXt's 7x7 1.5-1.9x, EfficientNet's 5x5 1.2x over the one-pixel kernel, which keeps
-//    MobileNet's stride-2 3x3); the builder times both, and cuDNN's beside them;
+//    MobileNet's stride-2 3x3); the builder times it with the one-pixel and tiled kernels and cuDNN's;
 //  - channels-last, tiled (DepthwiseConvDesc::tiled; the strip kernel's windows): a block stages
 //    an 8 x 16 output tile's input window for 32 fp16 (16 fp32) channels in shared memory, read
 //    from global memory once in 16- or 4-byte loads, and its threads compute strips of 4 outputs
@@ -47,8 +47,8 @@ struct DepthwiseConvDesc {
   bool residual_after_activation = false;
   /// 1: a thread per output pixel (depthwise_nhwc); kDepthwiseStrip: a strip of that many outputs
   /// along x per thread in 4-byte channel packs (depthwise_nhwc_strip; channels-last 3x3/5x5/7x7,
-  /// equal strides 1 or 2, no dilation: depthwise_strip_supported). The tactic offers both and the
-  /// builder times them.
+  /// equal strides 1 or 2, no dilation: depthwise_strip_supported). The tactic offers it beside the
+  /// one-pixel and tiled kernels and the builder times them.
   int strip = 1;
   /// The tiled kernel (depthwise_nhwc_tiled; strip 1, the strip kernel's windows): a block's input
   /// window staged in shared memory once, each thread a strip of kDepthwiseStrip outputs from it.
