@@ -1319,6 +1319,8 @@ class Census(harness.Harness):
                     return {"compile_s": compile_s}
                 lat = self.torch_time(lambda: fn(*x), sync_mark=True)
                 b2b = self.b2b_time(lambda: fn(*x), sync_mark=True)
+                if self.a.torch_profile:
+                    self.torch_kernel_table(tag, lambda: fn(*x), mark)
                 mark()
                 outs = [o.float().cpu().numpy() for o in flat_outputs(fn(*x))]
             return {"lat_ms": lat["ms"], "b2b_ms": b2b["ms"], "compile_s": compile_s, "queries": lat["queries"],
@@ -1331,6 +1333,35 @@ class Census(harness.Harness):
             torch._dynamo.reset()
             gc.collect()
             torch.cuda.empty_cache()
+
+    def torch_kernel_table(self, tag, fn, mark, iterations=20):
+        """--torch-profile: torch.profiler's CUDA kernels of `iterations` compiled queries (the other side
+        of --profile's per-layer table), per-query device us, into logs/<tag>_torch_profile.log."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+        try:
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(iterations):
+                    mark()
+                    fn()
+                torch.cuda.synchronize()
+            kernels = {}
+            for ev in prof.events():
+                if ev.device_type != torch.autograd.DeviceType.CUDA:
+                    continue
+                k = kernels.setdefault(ev.name, [0.0, 0])
+                k[0] += ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
+                k[1] += 1
+            total = sum(v[0] for v in kernels.values()) / iterations
+            lines = [f"# {tag}: torch.compile's CUDA kernels, us per query over {iterations} queries; "
+                     f"sum {total:.1f} us", f"{'us/query':>10} {'calls/q':>8}  kernel"]
+            for name, (us, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0]):
+                lines.append(f"{us / iterations:10.2f} {n / iterations:8.1f}  {name[:160]}")
+            with open(os.path.join(self.logs, f"{tag}_torch_profile.log"), "w") as f:
+                f.write("\n".join(lines) + "\n")
+        except Exception:  # noqa: BLE001
+            self.log_exception(tag, "torch profiler")
 
     # -- one model
     def new_row(self, name, variant):
@@ -1990,6 +2021,9 @@ def parser():
     ap.add_argument("--profile", action="store_true",
                     help="also a per-layer profile of every engine (logs/<model>_b<N>_profile.{log,json}; "
                          "its top steps in census.json)")
+    ap.add_argument("--torch-profile", action="store_true",
+                    help="also torch.profiler's CUDA kernel table of each torch.compile run "
+                         "(logs/<model>_b<N>_torch_profile.log)")
     ap.add_argument("--models", default="", help="comma-separated model names (--list shows them)")
     ap.add_argument("--family", default="", help="comma-separated families: " + ",".join(FAMILIES))
     ap.add_argument("--max-minutes", type=float, default=9.0,

@@ -44,7 +44,8 @@ wait
 echo "prepared in $SECONDS s"
 grep -h "tests ran\|PASSED\|FAILED" "$t"/gpu_tests_*.log 2>/dev/null
 # PROFILE_MODELS (a subset of the models, timed first, or 'all'): with census.py --profile, the per-layer
-# profile of each timed run too (into census_profiled/); the rest without it (into census/).
+# profile of each timed run too, and torch.profiler's kernel table of the torch.compile side (--torch-profile),
+# into census_profiled/; the rest without them (into census/).
 run_census() {  # out-dir models [flags]
   local out=$1 list=$2; shift 2
   [ -z "$list" ] && return 0
@@ -58,7 +59,7 @@ run_census() {  # out-dir models [flags]
 [ "${PROFILE_MODELS:-}" = all ] && PROFILE_MODELS=$models
 rest=$(python3 -c "import sys; p=set(sys.argv[2].split(',')) - {''}; print(','.join(m for m in sys.argv[1].split(',') if m not in p))" \
   "$models" "${PROFILE_MODELS:-}")
-run_census census_profiled "${PROFILE_MODELS:-}" --profile
+run_census census_profiled "${PROFILE_MODELS:-}" --profile --torch-profile
 run_census census "$rest"
 tar czf "$OUT/$name.tgz" -C /tmp "census_$name"
 grep -h "s (estimated\|would not fit" "$t/census.log"
