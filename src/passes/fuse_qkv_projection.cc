@@ -14,7 +14,8 @@
 // launches per layer.
 //
 // Matched: FusedGemm kind "matmul" with a 2-D constant weight [K, N] and an optional constant
-// bias [N] (or plain MatMuls by 2-D constants: bias-free projections such as T5's), no activation, no residual, identical attributes, the same input x, each output read
+// bias [N] (or plain MatMuls by 2-D constants: bias-free projections such as T5's, or Whisper's
+// k_proj beside biased q and v: a zero bias third), no activation, no residual, identical attributes, the same input x, each output read
 // only by the attention. Refused (noted): Gemm-kind projections (2-D tensors, not the 3-D form
 // the packed attention takes), projections with an epilogue, differing weight shapes or types
 // (grouped-query K/V with fewer heads), and projections whose outputs are read elsewhere.
@@ -94,14 +95,20 @@ class FuseQkvProjection final : public Pass {
     if (proj[0] == proj[1] || proj[1] == proj[2] || proj[0] == proj[2]) return false;
     Value* x = proj[0]->input(0);
     std::vector<Tensor> weights, biases;
+    // A plain MatMul is a FusedGemm {kind="matmul"} without a bias (Whisper's k_proj has none
+    // while q and v have theirs).
+    auto attrs_of = [](const Node* p) {
+      ir::Attributes a = p->attrs();
+      if (is_plain_matmul(p)) a.set_string("kind", "matmul");
+      return a;
+    };
     for (Node* p : proj) {
-      if (p->op_type() != proj[0]->op_type()) return refuse(ctx, att, "Q, K and V projections are different ops");
       if (is_ingot(p, "FusedGemm") && p->attrs().get_string("kind", "gemm") != "matmul")
         return refuse(ctx, att, p->describe() + " is not a MatMul projection");
       if (!p->attrs().get_string("activation", "").empty() || p->inputs().size() > 3)
         return refuse(ctx, att, p->describe() + " has an activation or residual epilogue");
       if (p->input(0) != x) return refuse(ctx, att, "Q, K and V project different inputs");
-      if (!same_scalar_attrs(p->attrs(), proj[0]->attrs())) return refuse(ctx, att, "projections differ in attributes");
+      if (!same_scalar_attrs(attrs_of(p), attrs_of(proj[0]))) return refuse(ctx, att, "projections differ in attributes");
       std::optional<Tensor> w = constant_value(p->input(1));
       if (!w || w->rank() != 2) return refuse(ctx, att, p->describe() + " has no constant 2-D weight");
       if (!weights.empty() && (w->shape() != weights[0].shape() || w->dtype() != weights[0].dtype()))
@@ -133,8 +140,7 @@ class FuseQkvProjection final : public Pass {
     if (qkv_shape.rank_known() && qkv_shape.rank() == 3)
       qkv_shape[2] = qkv_shape[2].is_known() ? ir::Dim(3 * qkv_shape[2].value()) : ir::Dim::unknown();
     Value* qkv = g.add_value(unique_value_name(g, base, "."), att->input(0)->dtype(), qkv_shape);
-    ir::Attributes gemm_attrs = proj[0]->attrs();
-    if (is_plain_matmul(proj[0])) gemm_attrs.set_string("kind", "matmul");
+    ir::Attributes gemm_attrs = attrs_of(proj[0]);
     Node* gemm = g.add_node("FusedGemm", {x, w, b}, {qkv}, std::move(gemm_attrs), base, kIngotDomain);
     for (Node* p : proj) gemm->absorb_origins(*p);
 

@@ -53,6 +53,9 @@ PassManager default_pipeline() {
   //    epilogues (bias, activation, residual) next; pointwise chains last, so they do not take
   //    the bias/activation/residual Adds that belong in an epilogue.
   pm.add(make_fold_batchnorm());
+  //    1-D convolutions as 2-D ones of height 1 (after BatchNorm folds into them, before their
+  //    epilogues fuse), so channels-last regions and the 2-D conv kernels take them too.
+  pm.add(make_lift_conv1d());
   pm.add(make_fuse_conv_gemm());
   //    An attention's Q/K/V projections become one GEMM once each is a FusedGemm with its bias
   //    (they read one input; the packed attention reads the three thirds of its output).

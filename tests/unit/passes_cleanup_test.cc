@@ -1084,6 +1084,38 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsColumnDivisorsIntoMatMulAndGemm) {
   expect_same_outputs(before, *g);
 }
 
+// Whisper's q: the scale after the biased projection moves through the bias Add, then folds
+// into the weights; the cleanup group runs simplify_algebra to a fixed point.
+TEST(PassesCleanup, SimplifyAlgebraFoldsAScaleBehindTheBiasAdd) {
+  const std::string before = R"(graph g {
+    opset "" 17
+    input %x: f32[3,2]
+    init %w: f32[2,2] = [1, 2, 3, 4]
+    init %b: f32[2] = [1, -2]
+    init %s: f32[] = [0.5]
+    %m = MatMul(%x, %w)
+    %a = Add(%b, %m)
+    %y = Mul(%a, %s)
+    output %y
+  })";
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto g = run_pass(*pass, before, ctx, true, /*then_remove_dead=*/true);
+  ASSERT_TRUE(g);
+  auto again = pass->run(*g, ctx);  // the Mul now follows the MatMul: it folds
+  ASSERT_TRUE(again.ok() && *again);
+  ASSERT_TRUE(make_remove_dead_nodes()->run(*g, ctx).ok());
+  std::string ops;
+  for (const auto& n : g->nodes()) ops += n->op_type() + " ";
+  EXPECT_EQ(ops, "MatMul Add ");
+  expect_same_outputs(before, *g);
+  // The projection read elsewhere too: nothing moves.
+  std::string shared = before;
+  shared.replace(shared.find("    output %y"), 0, "    output %m\n");
+  auto g2 = run_pass(*pass, shared, ctx, false);
+  ASSERT_TRUE(g2);
+}
+
 TEST(PassesCleanup, SimplifyAlgebraRefusesScalesThatMixChannelsOrShareOutputs) {
   const std::string before = R"(graph g {
     opset "" 17

@@ -31,6 +31,7 @@ std::unique_ptr<Pass> make_recognize_gelu_silu();
 std::unique_ptr<Pass> make_recognize_attention();
 std::unique_ptr<Pass> make_recognize_softmax();
 std::unique_ptr<Pass> make_lower_einsum();
+std::unique_ptr<Pass> make_lift_conv1d();
 
 namespace {
 
@@ -811,6 +812,48 @@ TEST(PassesPattern, EinsumBatchedMatrixProductsBecomeMatMul) {
            {"bij,bjk", "[2,3,4]", "[2,4,5]"}}) {      // implicit output
     Outcome o = run_pass(*pass, einsum_graph(eq, a, b));
     EXPECT_FALSE(o.changed) << eq << "\n" << ir::to_text(*o.graph);
+  }
+}
+
+// ---------------------------------------------------------------- Conv1d
+
+std::string conv1d_graph(const std::string& body) {
+  return R"(graph g {
+  opset "" 20
+  input %x: f32[2,3,9]
+  init %w: f32[4,3,3] = [0.5, -0.3, 0.2, 0.1, 0.7, -0.6, 0.4, -0.2, 0.9, -0.8, 0.3, 0.6, 0.2, -0.5, 0.1, 0.8, -0.4, 0.3, 0.6, 0.1, -0.9, 0.2, 0.5, -0.7, 0.3, 0.4, -0.1, -0.6, 0.8, 0.2, 0.1, -0.3, 0.7, 0.5, -0.2, 0.4]
+  init %w2: f32[4,2,2] = [0.3, -0.5, 0.8, 0.1, -0.2, 0.6, 0.4, -0.9, 0.7, 0.2, -0.3, 0.5, 0.1, -0.4, 0.9, 0.6]
+  init %b: f32[4] = [0.1, -0.2, 0.3, -0.4]
+  init %half: f32[] = [0.5]
+  init %pc: f32[4,1] = [1.5, -0.5, 2.0, 0.25]
+)" + body + "}\n";
+}
+
+TEST(PassesPattern, Conv1dRunsAsAHeightOneConv2d) {
+  auto pass = make_lift_conv1d();
+  // Pads, stride, dilation; the Reshape back sinks below Gelu, a scalar Mul and a per-channel Add,
+  // and the second conv reads the lifted tensor (grouped, stride 2).
+  expect_same_numbers(*pass, conv1d_graph(R"(
+  %a = Conv {pads=[1, 2], dilations=[2]}(%x, %w, %b)
+  %g = Gelu(%a)
+  %m = Mul(%g, %half)
+  %p = Add(%m, %pc)
+  %c = Conv {group=2, strides=[2], kernel_shape=[2]}(%p, %w2)
+  output %c
+)"), "Reshape Conv Gelu Mul Add Conv Reshape ");
+  // A value read by the graph and by a second op stays rank 3 for them.
+  expect_same_numbers(*pass, conv1d_graph(R"(
+  %a = Conv {auto_pad="VALID"}(%x, %w)
+  %r = Relu(%a)
+  %s = Sigmoid(%a)
+  output %r
+  output %s
+)"), "Reshape Conv Reshape Relu Sigmoid ");
+  // Weights that are not constants, 2-D convs and SAME padding: left alone.
+  for (const char* body : {"  input %wx: f32[4,3,3]\n  %a = Conv(%x, %wx)\n  output %a\n",
+                           "  %a = Conv {auto_pad=\"SAME_UPPER\"}(%x, %w)\n  output %a\n"}) {
+    Outcome o = run_pass(*pass, conv1d_graph(body));
+    EXPECT_FALSE(o.changed) << body;
   }
 }
 
