@@ -150,6 +150,56 @@ class RecognizeRotary : public Pass {
     for (Node* n : nodes) removed->insert(n);
     INGOT_RETURN_IF_ERROR(remove_nodes_consumers_first(g, nodes, name()));
     take_over_name(g, out, fused_out);
+    INGOT_ASSIGN_OR_RETURN(bool sunk, sink_input_transpose(g, fused, removed));
+    if (sunk) ctx.note(name(), "'" + node_name + "' rotates before the head transpose, which the attention can read as a view");
+    return true;
+  }
+
+  // RotaryEmbedding(Transpose(x0, p), cos, sin) with p keeping the last axis and cos/sin constants
+  // -> Transpose(RotaryEmbedding(x0, cos', sin'), p), cos' = cos permuted back by p's inverse.
+  // Llama's q/k are projected [B,S,H*D], viewed [B,S,H,D] and transposed to [B,H,S,D] before
+  // the rotation: with the transpose below it, attention_strided_views makes it a strided read
+  // of the rotated [B,S,H,D] tensor, and no Transpose kernel runs (two per layer before).
+  Result<bool> sink_input_transpose(Graph& g, Node* rot, std::set<const Node*>* removed) {
+    Value* x = rot->input(0);
+    Node* t = onnx_producer(x, "Transpose");
+    if (!t || !t->input(0) || !has_single_consumer(g, x) || !x->shape().rank_known()) return false;
+    const size_t r = x->shape().rank();
+    const std::vector<int64_t> p = t->attrs().get_ints("perm");
+    if (p.size() != r || p[r - 1] != static_cast<int64_t>(r - 1)) return false;
+    std::vector<size_t> inv(r);
+    for (size_t i = 0; i < r; ++i) {
+      if (p[i] < 0 || p[i] >= static_cast<int64_t>(r)) return false;
+      inv[static_cast<size_t>(p[i])] = i;
+    }
+    Value* x0 = t->input(0);
+    std::vector<Value*> params;
+    for (Value* c : {rot->input(1), rot->input(2)}) {
+      auto data = constant_value(c);
+      if (!data || data->rank() > r) return false;
+      Shape64 full = data->shape();
+      while (full.size() < r) full.insert(full.begin(), 1);
+      INGOT_ASSIGN_OR_RETURN(Tensor aligned, data->reshaped(full));
+      INGOT_ASSIGN_OR_RETURN(Tensor permuted, permute_dims(aligned, inv));
+      std::vector<ir::Dim> dims;
+      for (int64_t d : permuted.shape()) dims.push_back(ir::Dim(d));
+      if (!ir::rotary_param_fits(x0->shape(), ir::Shape(dims), /*provably=*/true)) return false;
+      params.push_back(make_initializer(g, c->name() + ".unpermuted", std::move(permuted)));
+    }
+    Value* y = rot->output(0);
+    Value* y0 = g.add_value(unique_value_name(g, y->name() + ".rotated", "."), y->dtype(), x0->shape());
+    Node* rot0 = g.add_node("RotaryEmbedding", {x0, params[0], params[1]}, {y0}, {}, rot->name(), kIngotDomain);
+    rot0->absorb_origins(*rot);
+    Value* yt = g.add_value(unique_value_name(g, y->name() + ".t", "."), y->dtype(), y->shape());
+    ir::Attributes attrs;
+    attrs.set_ints("perm", p);
+    Node* t2 = g.add_node("Transpose", {y0}, {yt}, std::move(attrs), t->name());
+    t2->absorb_origins(*t);
+    g.replace_all_uses(y, yt);
+    removed->insert(rot);
+    removed->insert(t);
+    INGOT_RETURN_IF_ERROR(remove_nodes_consumers_first(g, {rot, t}, name()));
+    take_over_name(g, y, yt);
     return true;
   }
 };

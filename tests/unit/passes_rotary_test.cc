@@ -107,6 +107,30 @@ TEST(PassesRotary, LlamaRotateHalfBecomesOneOp) {
   expect_rewritten(llama_text(), "%y: f32[2,4,6,8] = ingot::RotaryEmbedding(%x, %cos, %sin) @rope/RotaryEmbedding\n");
 }
 
+// Llama's export: q projected [B,S,H*D], viewed [B,S,H,D], transposed to [B,H,S,D], then rotated
+// with [1,1,S,D] tables. The rotation moves above the transpose (tables permuted to [1,S,1,D]), so
+// the Transpose left feeds the attention directly, which reads it as a strided view.
+TEST(PassesRotary, HeadTransposeMovesBelowTheRotation) {
+  const std::string head = R"(graph g {
+  opset "" 17
+  input %q: f32[2,6,4,8]
+  init %zero: i64[1] = [0]
+  init %half: i64[1] = [4]
+  init %big: i64[1] = [9223372036854775807]
+  init %last: i64[1] = [-1]
+  init %one: i64[1] = [1]
+)";
+  const std::string body = "  %x = Transpose {perm=[0, 2, 1, 3]}(%q) @heads\n" + kLlamaBody;
+  expect_rewritten(with_weights(head, {{"cos", {1, 1, 6, 8}}, {"sin", {1, 1, 6, 8}}}, body),
+                   "%y.rotated: f32[2,6,4,8] = ingot::RotaryEmbedding(%q, %cos.unpermuted, %sin.unpermuted) "
+                   "@rope/RotaryEmbedding\n%y: f32[2,4,6,8] = Transpose {perm=[0, 2, 1, 3]}(%y.rotated) @heads\n");
+  // The transposed x read elsewhere too: the rotation stays below it.
+  const std::string shared = "  %x = Transpose {perm=[0, 2, 1, 3]}(%q) @heads\n  output %x\n" + kLlamaBody;
+  Rewritten r = run_rotary(with_weights(head, {{"cos", {1, 1, 6, 8}}, {"sin", {1, 1, 6, 8}}}, shared));
+  EXPECT_NE(node_lines(*r.graph).find("ingot::RotaryEmbedding(%x, %cos, %sin)"), std::string::npos)
+      << node_lines(*r.graph);
+}
+
 // Operands of both Muls and of the Add swapped, axes as 3 and the upper end as D; x read
 // elsewhere too (another graph output); cos/sin computed from graph inputs, [S, D].
 TEST(PassesRotary, OperandOrderAxisFormsAndComputedTables) {
