@@ -231,11 +231,8 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
                      rep.split.notes.end());
   }
   if (rep.layout.channels_last_convs > 0 && options.optimize && !options.pipeline.disabled.count("simplify_algebra")) {
-    // Where a region ends in a view chain (a 1-D conv's [N,1,W,C] transposed back, squeezed,
-    // then permuted by the model to [N,W,C]), the chain is one Reshape: no data moves.
     passes::PassContext pctx(options.pipeline.pass_options);
-    INGOT_ASSIGN_OR_RETURN(bool simplified, passes::make_simplify_algebra()->run(*graph, pctx));
-    if (simplified) INGOT_RETURN_IF_ERROR(passes::make_remove_dead_nodes()->run(*graph, pctx).status());
+    INGOT_RETURN_IF_ERROR(simplify_region_edges(*graph, pctx));
   }
   if ((rep.split.split > 0 || rep.layout.channels_last_convs > 0) && options.optimize &&
       !options.pipeline.disabled.count("fuse_pointwise")) {

@@ -13,6 +13,7 @@
 #include "builder/precision.h"
 #include "ir/op_registry.h"
 #include "ir/verify.h"
+#include "passes/passes.h"
 
 namespace ingot::builder {
 
@@ -801,6 +802,13 @@ Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::s
     return invalid_argument("conv layout must be auto, nhwc or nchw, got '", mode, "'");
   Layout l(g, be, mode, report ? *report : local, timing);
   return l.run();
+}
+
+Status simplify_region_edges(ir::Graph& g, passes::PassContext& ctx) {
+  INGOT_ASSIGN_OR_RETURN(bool simplified, passes::make_simplify_algebra()->run(g, ctx));
+  if (!simplified) return Status::Ok();
+  INGOT_RETURN_IF_ERROR(g.topological_sort());  // rewrites append their nodes at the end
+  return passes::make_remove_dead_nodes()->run(g, ctx).status();
 }
 
 }  // namespace ingot::builder

@@ -19,6 +19,7 @@
 #include "builder/autotune.h"
 #include "core/status.h"
 #include "ir/graph.h"
+#include "passes/pass.h"
 
 namespace ingot::builder {
 
@@ -43,5 +44,10 @@ struct LayoutTiming {
 /// region is made only when its total is faster.
 Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report,
                           const LayoutTiming* timing = nullptr);
+
+/// After choose_conv_layout made channels-last regions: where a region ends in a view chain (a
+/// 1-D conv's [N,1,W,C] transposed back, squeezed, then permuted by the model to [N,W,C]), the
+/// chain is one Reshape and no data moves (simplify_algebra, then dead nodes go).
+Status simplify_region_edges(ir::Graph& g, passes::PassContext& ctx);
 
 }  // namespace ingot::builder
