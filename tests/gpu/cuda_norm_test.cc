@@ -4,7 +4,8 @@
 // inputs): RMSNormalization (opset 23 and ingot's form) over one or several trailing axes, and
 // GroupNormalization with per-group (opset 18) and per-channel (opset 21) scale/bias and
 // InstanceNormalization, in
-// f32/f16/bf16 on odd sizes and rows longer than a block. Also which nodes the family refuses.
+// f32/f16/bf16 on odd sizes and rows longer than a block (RMSNormalization through the LayerNorm
+// row kernels' RMS mode: warp-per-row and block-per-row). Also which nodes the family refuses.
 #include <string>
 #include <vector>
 
@@ -25,7 +26,10 @@ TEST_F(CudaNormTest, RmsNormalization) {
     int64_t axis;
   };
   const Case cases[] = {{{2, 7, 768}, {768}, -1}, {{3, 5, 6}, {5, 6}, 1}, {{4, 1027}, {1, 1027}, -1},
-                        {{2, 3, 1, 9}, {9}, 2},   {{5, 33}, {33}, 1}};
+                        {{2, 3, 1, 9}, {9}, 2},   {{5, 33}, {33}, 1},
+                        // The warp-per-row kernel (Llama's 512 over many rows, its widest 2048 fp16
+                        // rows) and the block kernel past it (4096).
+                        {{96, 512}, {512}, -1},   {{8, 2048}, {2048}, -1}, {{3, 4096}, {4096}, -1}};
   for (DataType t : kFloatTypes) {
     for (const Case& c : cases) {
       const std::string attrs = " {axis=" + std::to_string(c.axis) + ", epsilon=0.001}";

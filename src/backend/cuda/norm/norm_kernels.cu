@@ -1,6 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Row normalization kernel for RMSNormalization and GroupNormalization: one 256-thread block per
+// Row normalization kernel for GroupNormalization (and InstanceNormalization): one 256-thread block per
 // row; the mean, then the centred sum of squares (no catastrophic cancellation), then the
 // normalized write, each a pass over the row in global memory (rows of GroupNorm can exceed
 // shared memory). fp32 statistics, one rounding on store.
@@ -32,12 +32,9 @@ __global__ void __launch_bounds__(kThreads) row_norm_kernel(const T* x, const T*
   for (int64_t r = blockIdx.x; r < d.rows; r += gridDim.x) {
     const T* xr = x + r * d.row_len;
     T* yr = y + r * d.row_len;
-    float mean = 0.0f;
-    if (!d.rms) {
-      float s = 0.0f;
-      for (int64_t i = threadIdx.x; i < d.row_len; i += kThreads) s += to_f32(xr[i]);
-      mean = d.row_len > 0 ? block_sum(s, smem) / static_cast<float>(d.row_len) : 0.0f;
-    }
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < d.row_len; i += kThreads) s += to_f32(xr[i]);
+    const float mean = d.row_len > 0 ? block_sum(s, smem) / static_cast<float>(d.row_len) : 0.0f;
     float s2 = 0.0f;
     for (int64_t i = threadIdx.x; i < d.row_len; i += kThreads) {
       const float v = to_f32(xr[i]) - mean;
@@ -48,12 +45,8 @@ __global__ void __launch_bounds__(kThreads) row_norm_kernel(const T* x, const T*
     const int64_t g = r % d.groups;
     for (int64_t i = threadIdx.x; i < d.row_len; i += kThreads) {
       const float v = (to_f32(xr[i]) - mean) * inv;
-      if (d.rms) {
-        yr[i] = from_f32<T>(v * to_f32(scale[i]));
-      } else {
-        const int64_t p = d.per_group ? g : g * d.channels_per_group + i / d.inner;
-        yr[i] = from_f32<T>(v * to_f32(scale[p]) + (bias ? to_f32(bias[p]) : 0.0f));
-      }
+      const int64_t p = d.per_group ? g : g * d.channels_per_group + i / d.inner;
+      yr[i] = from_f32<T>(v * to_f32(scale[p]) + (bias ? to_f32(bias[p]) : 0.0f));
     }
   }
 }

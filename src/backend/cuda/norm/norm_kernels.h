@@ -1,8 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Launchers for the normalization family's device code (norm_kernels.cu): RMSNormalization and
-// GroupNormalization as one row kernel (a block per row, statistics in fp32, two passes for the
-// variance). LayerNormalization stays with the elementwise family. Plain C++ so norm_tactics.cc
+// Launchers for the normalization family's device code (norm_kernels.cu): GroupNormalization
+// (and InstanceNormalization) as one row kernel (a block per row, statistics in fp32, two passes
+// for the variance). LayerNormalization and RMSNormalization run the elementwise family's row
+// kernels (launch_layernorm). Plain C++ so norm_tactics.cc
 // compiles with the host compiler; launchers enqueue on `stream`, never synchronize, and return
 // cudaGetLastError() after the launch.
 #pragma once
@@ -16,12 +17,10 @@
 namespace ingot::backend::cuda {
 
 /// `rows` contiguous rows of `row_len` elements of x and y (type t; scale/bias of the same type).
-///  - rms: y = x / sqrt(mean(x^2) + eps) * scale[i], scale holding row_len elements.
-///  - otherwise (GroupNormalization): row r is group r % groups of a sample; element i of it
-///    is channel (r % groups) * channels_per_group + i / inner; y = scale * (x - mean) /
-///    sqrt(var + eps) + bias, with scale/bias per channel, or per group when per_group.
+/// Row r is group r % groups of a sample; element i of it is channel (r % groups) *
+/// channels_per_group + i / inner; y = scale * (x - mean) / sqrt(var + eps) + bias, with
+/// scale/bias per channel, or per group when per_group.
 struct RowNormDesc {
-  bool rms = false;
   int64_t rows = 0;
   int64_t row_len = 0;
   int64_t groups = 1;

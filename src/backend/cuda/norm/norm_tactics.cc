@@ -115,13 +115,19 @@ class NormTactic final : public Tactic {
       if (rank == 0 || axis < -rank || axis >= rank)
         return invalid_argument(node.describe(), ": axis ", axis, " out of range for rank ", rank);
       if (axis < 0) axis += rank;
-      d.rms = true;
       d.rows = 1;
       d.row_len = 1;
       for (int64_t i = 0; i < rank; ++i) (i < axis ? d.rows : d.row_len) *= x.dim(static_cast<size_t>(i));
       if (scale.numel() != d.row_len)
         return invalid_argument(node.describe(), ": scale must hold the ", d.row_len,
                                 " elements of the normalized dims, got ", shape_to_string(scale.shape()));
+      // Contiguous rows: the LayerNorm row kernels' RMS mode (a warp per row in registers,
+      // 16-byte loads, when the row fits and is aligned).
+      const cudaError_t err = launch_layernorm(t, x.raw(), scale.raw(), nullptr, y.mutable_raw(), d.rows, d.row_len,
+                                               d.epsilon, static_cast<cudaStream_t>(io.stream), /*rms=*/true);
+      if (err != cudaSuccess)
+        return internal_error(node.describe(), ": ", name(), " launch failed: ", cudaGetErrorString(err));
+      return Status::Ok();
     } else {
       const Tensor* b = io.inputs.size() > 2 ? io.inputs[2] : nullptr;
       const int64_t n = rank >= 2 ? x.dim(0) : 0, c = rank >= 2 ? x.dim(1) : 0;

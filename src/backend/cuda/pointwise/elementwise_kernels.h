@@ -96,9 +96,10 @@ cudaError_t launch_softmax(FloatType t, const void* x, void* y, int64_t outer, i
                            cudaStream_t stream);
 
 /// LayerNormalization of each contiguous row of `len` elements (rows = outer); gamma and the
-/// optional beta (nullptr) hold `len` elements of type `t`.
+/// optional beta (nullptr) hold `len` elements of type `t`. rms: RMSNormalization instead
+/// (x / sqrt(mean(x^2) + epsilon) * gamma; beta ignored).
 cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, const void* beta, void* y, int64_t outer,
-                             int64_t len, float epsilon, cudaStream_t stream);
+                             int64_t len, float epsilon, cudaStream_t stream, bool rms = false);
 
 /// y = transpose(x): y's dims are out_dims; in_strides[d] is x's element stride along the input
 /// dim that becomes output dim d. Elements of 1, 2, 4 or 8 bytes (any dtype of those widths).
