@@ -33,6 +33,9 @@ TEST_F(CudaRotaryTest, MatchesReference) {
       {{2, 2, 3, 5, 128}, {1, 1, 1, 5, 128}, {5, 128}},     // rank 5, cos and sin shaped apart
       {{3, 2, 9, 64}, {1, 1, 9, 64}, {3, 1, 9, 64}},        // one table per batch row, one shared
       {{1, 1, 1, 32}, {1, 32}, {1, 1, 1, 32}},              // one row
+      {{4, 128, 8, 64}, {1, 128, 1, 64}, {1, 128, 1, 64}},  // before the head transpose: [B, S, H, D]
+      {{2, 5, 3, 12}, {1, 5, 1, 12}, {1, 5, 1, 12}},        // D/2 = 6: one pair a thread in fp16
+      {{3, 4, 10}, {4, 10}, {4, 10}},                       // D/2 = 5: one pair a thread in every type
   };
   for (DataType t : kFloatTypes)
     for (const Case& c : cases)
