@@ -17,6 +17,9 @@
 // last axis would mean "keys past it are hidden" to Attention, not a broadcast. The wide nodes
 // stay for other readers and are removed as dead otherwise.
 // Refused silently: anything else (the mask stays as it is).
+//
+// A mask that is the causal lower triangle (a constant, or Where of a constant bool, as exporters
+// fold decoders' masks at fixed shapes) goes altogether: the attention's is_causal = 1 instead.
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,7 +67,7 @@ class NarrowAttentionMask final : public Pass {
  public:
   const char* name() const override { return kName; }
 
-  Result<bool> run(Graph& g, PassContext&) override {
+  Result<bool> run(Graph& g, PassContext& ctx) override {
     narrowed_.clear();
     std::vector<Node*> attentions;
     for (const auto& n : g.nodes())
@@ -72,6 +75,23 @@ class NarrowAttentionMask final : public Pass {
     bool changed = false;
     for (Node* a : attentions) {
       Value* mask = a->input(3);
+      if (causal_pattern(*a, mask)) {
+        // The mask says "key j <= query i" and nothing else: the attention's own causal mode
+        // (no mask to read; cuDNN's causal SDPA skips the upper tiles).
+        ir::Attributes attrs = a->attrs();
+        attrs.set_int("is_causal", 1);
+        std::vector<Value*> ins(a->inputs().begin(), a->inputs().begin() + 3);
+        Value* out = a->output(0);
+        Value* y = g.add_value(unique_value_name(g, out->name() + ".causal", "."), out->dtype(), out->shape());
+        Node* c = g.add_node(a->op_type(), ins, {y}, std::move(attrs), a->name(), a->domain());
+        c->absorb_origins(*a);
+        g.replace_all_uses(out, y);
+        INGOT_RETURN_IF_ERROR(g.remove_node(a));
+        take_over_name(g, out, y);
+        ctx.note(kName, "the mask of " + c->describe() + " is the causal triangle: is_causal=1, no mask read");
+        changed = true;
+        continue;
+      }
       INGOT_ASSIGN_OR_RETURN(Value * n, narrow(g, mask));
       if (n == mask || !same_last_dim(n, mask)) continue;
       a->set_input(3, n);
@@ -135,6 +155,51 @@ class NarrowAttentionMask final : public Pass {
     Node* n = g.add_node(p.op_type(), ins, {out}, p.attrs(), p.name().empty() ? "" : p.name() + "/narrow", p.domain());
     n->absorb_origins(p);
     return out;
+  }
+
+  /// Whether `mask` (Attention's input 3 of `a`) hides exactly the keys after each query: a
+  /// constant [.., S, S] (bool: true = keep; float: 0 kept, <= -65504 hidden), or Where(c, 0,
+  /// fill) of such a constant bool c, every leading index the same lower triangle. Exporters fold
+  /// decoders' causal masks to such constants at fixed shapes (GPT-2, Llama, Qwen2: a
+  /// [B, 1, S, S] fp32 bias read by every layer). Only without other masking (no past, no
+  /// windows, not causal already, no padding lengths).
+  static bool causal_pattern(const Node& a, const Value* mask) {
+    const ir::Attributes& at = a.attrs();
+    if (a.outputs().size() != 1 || at.get_int("is_causal", 0) != 0 || at.get_int("left_window_size", -1) >= 0 ||
+        at.get_int("right_window_size", -1) >= 0 || at.get_int("mask_batch_period", 0) != 0)
+      return false;
+    for (size_t i = 4; i < a.inputs().size(); ++i)
+      if (a.input(i)) return false;  // past K/V or padding lengths shift the triangle
+    std::optional<Tensor> keep;
+    bool keep_if_zero = false;  // a float bias: kept where 0
+    const Node* p = mask->producer();
+    if (is_onnx(p, "Where") && p->inputs().size() == 3) {
+      auto zero = scalar_value(p->input(1)), fill = scalar_value(p->input(2));
+      if (!zero || *zero != 0.0 || !fill || !(*fill <= -65504.0)) return false;
+      keep = constant_value(p->input(0));
+      if (!keep || keep->dtype() != DataType::kBool) return false;
+    } else {
+      keep = constant_value(mask);
+      if (!keep) return false;
+      keep_if_zero = keep->dtype() != DataType::kBool;
+    }
+    const Shape64& s = keep->shape();
+    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2] || s.back() < 1) return false;
+    const int64_t n = s.back();
+    // Q and K/V of that length (a square mask on a shorter query block would be misread).
+    const ir::Shape& q = a.input(0)->shape();
+    if (!q.rank_known() || q.rank() < 3 || !(q[q.rank() - 2] == ir::Dim(n))) return false;
+    for (int64_t i = 0; i < keep->numel(); ++i) {
+      const int64_t r = (i / n) % n, c = i % n;
+      const double v = keep->get_f64(i);
+      const bool kept = keep_if_zero ? v == 0.0 : v != 0.0;
+      if (!keep_if_zero || kept) {
+        if (kept != (c <= r)) return false;
+      } else if (!(v <= -65504.0)) {
+        return false;  // a finite penalty, not a hidden key
+      }
+    }
+    return true;
   }
 
   std::map<Value*, Value*> narrowed_;

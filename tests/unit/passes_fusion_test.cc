@@ -349,6 +349,36 @@ TEST(PassesFusion, ConvBiasReluBecomesFusedConv) {
   expect_equivalent(t, *g);
 }
 
+// Llama's gated MLP: silu(x·Wg) * (x·Wu). The SiLU stays out of the gate GEMM and fuses with the
+// product's Mul into one pointwise kernel; a SiLU that gates nothing still fuses into its GEMM.
+TEST(PassesFusion, GatedMlpActivationFusesWithTheProductNotTheGemm) {
+  const std::string head = "graph g {\n  opset \"\" 17\n  input %x: f32[2,3,8]\n" + init_text("wg", {8, 6}, 31) +
+                           init_text("wu", {8, 6}, 32);
+  const std::string t = head +
+                        "  %g = MatMul(%x, %wg) @gate\n  %s = Sigmoid(%g) @sig\n  %a = Mul(%g, %s) @silu\n"
+                        "  %u = MatMul(%x, %wu) @up\n  %y = Mul(%a, %u) @gated\n  output %y\n}\n";
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_fuse_conv_gemm());
+  passes.push_back(make_fuse_pointwise());
+  PassContext ctx;
+  auto g = run_passes(t, std::move(passes), &ctx);
+  ASSERT_TRUE(g);
+  std::string ops;
+  for (const auto& n : g->nodes()) ops += n->op_type() + " ";
+  EXPECT_EQ(ops, "MatMul MatMul Pointwise ") << ir::to_text(*g);
+  EXPECT_TRUE(has_note(ctx, "gates a product"));
+  expect_equivalent(t, *g);
+  // The same SiLU read by a Mul with a constant (a scale, not a gate): fused into the GEMM.
+  const std::string scaled = head + "  init %k: f32[] = [0.5]\n" +
+                             "  %g = MatMul(%x, %wg) @gate\n  %s = Sigmoid(%g) @sig\n  %a = Mul(%g, %s) @silu\n"
+                             "  %y = Mul(%a, %k) @scaled\n  output %y\n}\n";
+  PassContext ctx2;
+  auto g2 = run_passes(scaled, one(make_fuse_conv_gemm()), &ctx2);
+  ASSERT_TRUE(g2);
+  EXPECT_EQ(g2->nodes()[0]->op_type(), "FusedGemm");
+  EXPECT_EQ(g2->nodes()[0]->attrs().get_string("activation", ""), "Silu");
+}
+
 TEST(PassesFusion, ConvTransposeBiasActivationResidualBecomesTransposedFusedConv) {
   // ConvTranspose (group 2, stride 2, output_padding) + per-channel bias + LeakyRelu + residual.
   std::string head = "graph g {\n  opset \"\" 17\n  input %x: f32[1,4,3,3]\n  input %r: f32[1,6,8,8]\n" +
@@ -616,6 +646,50 @@ TEST(PassesFusion, AttentionMaskIsComputedAtItsNarrowShape) {
   for (const auto& n : g2->nodes())
     if (n->op_type() == "Attention") EXPECT_EQ(n->input(3)->name(), "pad");
   expect_equivalent(e, *g2);
+}
+
+// Decoders exported at fixed shapes fold their causal mask to a constant: Where(tril, 0, min) or
+// the float bias itself. Either becomes is_causal = 1 and no mask input.
+std::string causal_graph(const std::string& mask_init, const std::string& bias) {
+  return "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n"
+         "  input %q: f32[2,4,8]\n  input %k: f32[2,4,8]\n  input %v: f32[2,4,8]\n" + mask_init +
+         "  init %zero: f32[] = [0]\n  init %low: f32[] = [-inf]\n" + bias +
+         "  %y = ingot::Attention {kv_num_heads=2, q_num_heads=2, scale=0.5}(%q, %k, %v, %bias) @att\n"
+         "  output %y\n}\n";
+}
+
+TEST(PassesFusion, CausalConstantMaskBecomesIsCausal) {
+  const std::string tril = "[1,0,0,0, 1,1,0,0, 1,1,1,0, 1,1,1,1, 1,0,0,0, 1,1,0,0, 1,1,1,0, 1,1,1,1]";
+  const std::string where = causal_graph("  init %tril: bool[2,1,4,4] = " + tril + "\n",
+                                         "  %bias = Where(%tril, %zero, %low) @where\n");
+  const std::string lo = "-3.4e38";
+  const std::string bias_init = "  init %bias: f32[1,1,4,4] = [0," + lo + "," + lo + "," + lo + ", 0,0," + lo + "," +
+                                lo + ", 0,0,0," + lo + ", 0,0,0,0]\n";
+  for (const std::string& t : {where, causal_graph(bias_init, "")}) {
+    PassContext ctx;
+    auto g = run_passes(t, one(make_narrow_attention_mask()), &ctx);
+    ASSERT_TRUE(g);
+    const ir::Node* att = nullptr;
+    for (const auto& n : g->nodes())
+      if (n->op_type() == "Attention") att = n.get();
+    ASSERT_NE(att, nullptr);
+    EXPECT_EQ(att->attrs().get_int("is_causal", 0), 1);
+    EXPECT_EQ(att->inputs().size(), 3u);
+    EXPECT_EQ(att->output(0)->name(), "y");
+    EXPECT_TRUE(has_note(ctx, "causal triangle"));
+    expect_equivalent(t, *g);
+  }
+  // Not the triangle (one kept key above the diagonal), or a finite penalty: the mask stays.
+  std::string off = tril;
+  off[3] = '1';
+  for (const std::string& t :
+       {causal_graph("  init %tril: bool[2,1,4,4] = " + off + "\n", "  %bias = Where(%tril, %zero, %low) @where\n"),
+        causal_graph("  init %bias: f32[1,1,4,4] = [0,-100,-100,-100, 0,0,-100,-100, 0,0,0,-100, 0,0,0,0]\n", "")}) {
+    PassContext ctx;
+    auto g = run_passes(t, one(make_narrow_attention_mask()), &ctx, false);
+    ASSERT_TRUE(g);
+    EXPECT_FALSE(has_note(ctx, "causal triangle"));
+  }
 }
 
 TEST(PassesFusion, AttentionMaskNarrowingRefusals) {
