@@ -5,7 +5,8 @@
 // that reads each input once and writes only the final value.
 //
 // Matches elementwise ops of the default domain (unary math and activations, broadcasting
-// binary arithmetic/comparison/logic, Where, Clip, PRelu, and Cast between float types) joined
+// binary arithmetic/comparison/logic, Where, Clip, PRelu, and Cast between float types) and
+// ingot::Silu / ingot::Gelu, joined
 // through values read by exactly one node and not graph outputs. Runs after fuse_conv_gemm so
 // layer epilogues go to FusedConv/FusedGemm first.
 // Refuses: a lone op (nothing to gain), ops with several outputs, values read outside the tree
@@ -35,7 +36,11 @@ bool is_elementwise(const ir::Node& n) {
       "Elu", "Selu", "Celu", "Gelu", "Mish", "ThresholdedRelu", "Clip", "PRelu", "Add", "Sub", "Mul",
       "Div", "Pow", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
       "Xor", "Not", "Where", "Cast"};
-  if (!n.domain().empty() || !kOps.count(n.op_type()) || n.outputs().size() != 1 || !n.output(0)) return false;
+  // The activations pattern recognition makes (ingot::Silu; ingot::Gelu below opset 20) fuse too:
+  // Llama's silu(gate) * up is one kernel then.
+  const bool ingot_act = n.domain() == kIngotDomain && (n.op_type() == "Silu" || n.op_type() == "Gelu");
+  if ((!n.domain().empty() || !kOps.count(n.op_type())) && !ingot_act) return false;
+  if (n.outputs().size() != 1 || !n.output(0)) return false;
   for (const ir::Value* v : n.inputs())
     if (!v) return n.op_type() == "Clip";  // Clip may omit min or max
   if (n.op_type() == "Cast") {

@@ -93,7 +93,7 @@ Shape64 shape_of(const Case& c, size_t i, const std::vector<Shape64>& shapes) {
 
 /// The flat graph text of a case for `mode` and per-input shapes.
 std::string case_text(const Case& c, Mode mode, const std::vector<Shape64>& shapes) {
-  std::string g = "graph main {\n  opset \"\" " + std::to_string(c.opset) + "\n";
+  std::string g = "graph main {\n  opset \"\" " + std::to_string(c.opset) + "\n  opset \"ingot\" 1\n";
   std::string pre, ops = c.ops;
   for (size_t i = 0; i < c.ins.size(); ++i) {
     const In& in = c.ins[i];
@@ -158,6 +158,11 @@ std::vector<Case> all_cases() {
     v.push_back(c);
   }
   v.push_back({"Gelu(erf) + b", {kA, kB}, "  %t = Gelu($a)\n  $y = Add(%t, $b)\n", true, 20});
+  // The activations recognize_gelu_silu makes: Llama's gated MLP is silu(gate) * up.
+  v.push_back({"ingot::Silu * b", {In{"a", DataType::kUndefined, -8, 8}, kB}, "  %t = ingot::Silu($a)\n  $y = Mul(%t, $b)\n",
+               true, 17});
+  v.push_back({"ingot::Gelu(tanh) * b", {kA, kB}, "  %t = ingot::Gelu {approximate=\"tanh\"}($a)\n  $y = Mul(%t, $b)\n",
+               true, 17});
   v.push_back({"Gelu(tanh) * b", {kA, kB}, "  %t = Gelu {approximate=\"tanh\"}($a)\n  $y = Mul(%t, $b)\n", true, 20});
   v.push_back({"residual Add+Relu", {kA, kB}, "  %t = Add($a, $b)\n  $y = Relu(%t)\n"});
   v.push_back({"bias, scale, sub, div", {kA, kB, kC},

@@ -352,22 +352,24 @@ TEST(PassesFusion, ConvBiasReluBecomesFusedConv) {
 // Llama's gated MLP: silu(x·Wg) * (x·Wu). The SiLU stays out of the gate GEMM and fuses with the
 // product's Mul into one pointwise kernel; a SiLU that gates nothing still fuses into its GEMM.
 TEST(PassesFusion, GatedMlpActivationFusesWithTheProductNotTheGemm) {
-  const std::string head = "graph g {\n  opset \"\" 17\n  input %x: f32[2,3,8]\n" + init_text("wg", {8, 6}, 31) +
-                           init_text("wu", {8, 6}, 32);
-  const std::string t = head +
-                        "  %g = MatMul(%x, %wg) @gate\n  %s = Sigmoid(%g) @sig\n  %a = Mul(%g, %s) @silu\n"
-                        "  %u = MatMul(%x, %wu) @up\n  %y = Mul(%a, %u) @gated\n  output %y\n}\n";
-  std::vector<std::unique_ptr<Pass>> passes;
-  passes.push_back(make_fuse_conv_gemm());
-  passes.push_back(make_fuse_pointwise());
-  PassContext ctx;
-  auto g = run_passes(t, std::move(passes), &ctx);
-  ASSERT_TRUE(g);
-  std::string ops;
-  for (const auto& n : g->nodes()) ops += n->op_type() + " ";
-  EXPECT_EQ(ops, "MatMul MatMul Pointwise ") << ir::to_text(*g);
-  EXPECT_TRUE(has_note(ctx, "gates a product"));
-  expect_equivalent(t, *g);
+  const std::string head = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[2,3,8]\n" +
+                           init_text("wg", {8, 6}, 31) + init_text("wu", {8, 6}, 32);
+  // SiLU written out, and as recognize_gelu_silu leaves it (ingot::Silu).
+  for (const std::string silu : {"  %s = Sigmoid(%g) @sig\n  %a = Mul(%g, %s) @silu\n", "  %a = ingot::Silu(%g) @silu\n"}) {
+    const std::string t = head + "  %g = MatMul(%x, %wg) @gate\n" + silu +
+                          "  %u = MatMul(%x, %wu) @up\n  %y = Mul(%a, %u) @gated\n  output %y\n}\n";
+    std::vector<std::unique_ptr<Pass>> passes;
+    passes.push_back(make_fuse_conv_gemm());
+    passes.push_back(make_fuse_pointwise());
+    PassContext ctx;
+    auto g = run_passes(t, std::move(passes), &ctx);
+    ASSERT_TRUE(g);
+    std::string ops;
+    for (const auto& n : g->nodes()) ops += n->op_type() + " ";
+    EXPECT_EQ(ops, "MatMul MatMul Pointwise ") << ir::to_text(*g);
+    EXPECT_TRUE(has_note(ctx, "gates a product"));
+    expect_equivalent(t, *g);
+  }
   // The same SiLU read by a Mul with a constant (a scale, not a gate): fused into the GEMM.
   const std::string scaled = head + "  init %k: f32[] = [0.5]\n" +
                              "  %g = MatMul(%x, %wg) @gate\n  %s = Sigmoid(%g) @sig\n  %a = Mul(%g, %s) @silu\n"

@@ -231,7 +231,9 @@ class BodyWriter {
 
   Status write_node(const ir::Node& n, std::ostringstream& code) {
     const std::string& op = n.op_type();
-    if (!n.domain().empty() && n.domain() != "ai.onnx") return fail(&n, "domain '", n.domain(), "' is not supported");
+    const bool ingot_act = n.domain() == "ingot" && (op == "Silu" || op == "Gelu");
+    if (!n.domain().empty() && n.domain() != "ai.onnx" && !ingot_act)
+      return fail(&n, "domain '", n.domain(), "' is not supported");
     if (n.outputs().size() != 1 || !n.output(0)) return fail(&n, "must have exactly one output");
     if (opset_ < 7 && n.attrs().get_int("broadcast", 0) != 0) return fail(&n, "legacy broadcast is not supported");
     std::vector<std::string> a;
@@ -269,7 +271,7 @@ class BodyWriter {
     auto plain = kPlainMath.find(op);
     if (plain != kPlainMath.end() || op == "Reciprocal" || op == "Sigmoid" || op == "Softplus" ||
         op == "Softsign" || op == "HardSwish" || op == "HardSigmoid" || op == "LeakyRelu" || op == "Elu" ||
-        op == "Selu" || op == "Celu" || op == "Gelu" || op == "Mish" || op == "ThresholdedRelu") {
+        op == "Selu" || op == "Celu" || op == "Gelu" || op == "Mish" || op == "ThresholdedRelu" || op == "Silu") {
       if (!need(1, 1) || !present(0)) return fail(&n, "expects one input");
       if (!fp) return fail(&n, "type ", data_type_name(t0), " is not supported");
       if (plain != kPlainMath.end()) {
@@ -302,6 +304,8 @@ class BodyWriter {
             " : " + lit(d, 0) + ")";
       } else if (op == "ThresholdedRelu") {
         e = x + " > " + attr("alpha", 1.0f) + " ? " + x + " : " + lit(d, 0);
+      } else if (op == "Silu") {
+        e = x + " * pw_sigmoid(" + x + ")";
       } else if (op == "Mish") {
         e = x + " * " + fn(d, "tanh") + "(pw_softplus(" + x + "))";
       } else if (op == "Gelu") {
