@@ -141,6 +141,14 @@ class Lowering {
       r_.notes.push_back("precision: " + std::to_string(exact.size()) +
                          " layers stay fp32: they compute values rounded to integers or quantization parameters");
 
+    // Reduced I/O: fp32 graph inputs arrive in the reduced type. Reduced readers take them as they
+    // are; readers that stay fp32 get a Cast up below, as every reduced value's fp32 readers do.
+    // Marked before deciding, so data movement on an input follows it (lift_conv1d's Reshape of
+    // Whisper's mel input ran fp32 between two Casts).
+    if (o_.reduced_io)
+      for (ir::Value* in : g_.inputs())
+        if (!in->initializer() && in->dtype() == DataType::kFloat32) low_[in] = o_.reduced;
+
     // 1. Decide, in topological order (data-movement layers follow their producers). Over a copy
     // of the node list: asking about a conv's channels-last twin adds (and removes) a node.
     std::vector<ir::Node*> order;
@@ -229,11 +237,6 @@ class Lowering {
       }
       if (!exists) return invalid_argument("a layer precision names '", name, "', which is no layer of the model");
     }
-    // Reduced I/O: fp32 graph inputs arrive in the reduced type. Reduced readers take them as they
-    // are; readers that stay fp32 get a Cast up below, as every reduced value's fp32 readers do.
-    if (o_.reduced_io)
-      for (ir::Value* in : g_.inputs())
-        if (!in->initializer() && in->dtype() == DataType::kFloat32) low_[in] = o_.reduced;
     if (plan_.empty() && low_.empty()) return Status::Ok();
 
     // 2. Rewrite: values, weights, casts at the boundaries, Pointwise bodies.
