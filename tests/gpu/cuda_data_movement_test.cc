@@ -242,6 +242,38 @@ TEST_F(CudaDataMovementTest, LaunchersOnMisalignedBuffers) {
   }
 }
 
+// The padded GEMM's odd-N copy: rows of 2-byte elements between pitches of any alignment
+// (GPT-2's 50257 logits from a 50264 pitch), against a host copy; bytes around y stay poisoned.
+TEST_F(CudaDataMovementTest, PitchedRowCopyOfTwoByteElements) {
+  if (!no_device_.empty()) GTEST_SKIP() << no_device_;
+  std::uniform_int_distribution<int> bits(1, 0xFFFE);
+  struct Case {
+    int64_t rows, elems, x_pitch, y_pitch, x_shift, y_shift;
+  };
+  for (const Case& c : {Case{37, 50257, 50264, 50257, 0, 0}, Case{9, 17, 24, 17, 1, 3}, Case{70, 5, 8, 5, 0, 1},
+                        Case{3, 1, 1, 1, 0, 0}, Case{5, 4099, 4099, 4101, 7, 2}, Case{2, 8, 8, 8, 0, 0}}) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + " elems " + std::to_string(c.elems) + " pitches " +
+                 std::to_string(c.x_pitch) + "/" + std::to_string(c.y_pitch) + " shifts " + std::to_string(c.x_shift) +
+                 "/" + std::to_string(c.y_shift));
+    const int64_t nx = c.rows * c.x_pitch + c.x_shift, ny = c.rows * c.y_pitch + c.y_shift + 8;
+    std::vector<uint16_t> x(static_cast<size_t>(nx)), want(static_cast<size_t>(ny), 0xFFFF);
+    for (uint16_t& e : x) e = static_cast<uint16_t>(bits(rng_));
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t i = 0; i < c.elems; ++i)
+        want[static_cast<size_t>(c.y_shift + r * c.y_pitch + i)] = x[static_cast<size_t>(c.x_shift + r * c.x_pitch + i)];
+    DeviceBuffer dx(x.size() * 2), dy(want.size() * 2);
+    ASSERT_EQ(cudaMemcpy(dx.get(), x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dy.get(), 0xFF, dy.bytes()), cudaSuccess);
+    ASSERT_EQ(backend::cuda::launch_copy_rows_u16(static_cast<uint16_t*>(dx.get()) + c.x_shift, c.x_pitch,
+                                                  static_cast<uint16_t*>(dy.get()) + c.y_shift, c.y_pitch, c.elems,
+                                                  c.rows, nullptr),
+              cudaSuccess);
+    std::vector<uint16_t> got(want.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), dy.get(), got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, want);
+  }
+}
+
 TEST_F(CudaDataMovementTest, Slice) {
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   for (DataType t : kTypes) {

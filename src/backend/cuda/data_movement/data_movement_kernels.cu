@@ -289,6 +289,35 @@ __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
     y[i] = static_cast<T>(s + static_cast<Acc>(i) * dl);
 }
 
+// Thread u of row r covers y's 16-byte unit u counted from the unit holding the row's first
+// element: lanes whose unit lies wholly inside the row store 8 elements at once, the partial
+// units at both ends element by element. x is read 2 bytes at a time (coalesced across the warp).
+__global__ void copy_rows_u16_kernel(const uint16_t* x, int64_t x_pitch, uint16_t* y, int64_t y_pitch,
+                                     int64_t row_elems, int64_t rows) {
+  struct alignas(16) Unit {
+    uint16_t v[8];
+  };
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const uint16_t* xr = x + r * x_pitch;
+    uint16_t* yr = y + r * y_pitch;
+    const int64_t lead = static_cast<int64_t>((reinterpret_cast<uintptr_t>(yr) & 15u) >> 1);  // elements before the unit boundary
+    const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t first = u * 8 - lead;  // the unit's first element in the row (may be negative)
+    if (first >= row_elems || first + 8 <= 0) continue;
+    if (first >= 0 && first + 8 <= row_elems) {
+      Unit w;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) w.v[e] = xr[first + e];
+      *reinterpret_cast<Unit*>(yr + first) = w;
+    } else {
+      for (int e = 0; e < 8; ++e) {
+        const int64_t i = first + e;
+        if (i >= 0 && i < row_elems) yr[i] = xr[i];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -501,6 +530,20 @@ cudaError_t launch_scatter_nd(int32_t element_bytes, const void* updates, const 
 cudaError_t launch_gather_nd(int32_t element_bytes, const void* x, const int64_t* indices, void* y, int64_t slices,
                              int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream) {
   return launch_nd_slices<true>(element_bytes, x, indices, y, slices, slice_size, desc, stream);
+}
+
+cudaError_t launch_copy_rows_u16(const void* x, int64_t x_pitch, void* y, int64_t y_pitch, int64_t row_elems,
+                                 int64_t rows, cudaStream_t stream) {
+  if (rows <= 0 || row_elems <= 0) return cudaSuccess;
+  if ((reinterpret_cast<uintptr_t>(x) & 1u) || (reinterpret_cast<uintptr_t>(y) & 1u)) return cudaErrorInvalidValue;
+  // One block row per 16-byte unit of a y row (the unit before the first 16-byte boundary and
+  // the one after the last are partial), blockIdx.y walks the rows.
+  const int64_t units = row_elems / 8 + 2;
+  const dim3 grid(static_cast<unsigned>((units + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  copy_rows_u16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), x_pitch,
+                                                      static_cast<uint16_t*>(y), y_pitch, row_elems, rows);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits, cudaStream_t stream) {

@@ -113,6 +113,13 @@ cudaError_t launch_scatter_nd(int32_t element_bytes, const void* updates, const 
 cudaError_t launch_gather_nd(int32_t element_bytes, const void* x, const int64_t* indices, void* y, int64_t slices,
                              int64_t slice_size, const ScatterNdDesc& desc, cudaStream_t stream);
 
+/// `rows` rows of `row_elems` 2-byte elements from x (row pitch x_pitch elements) into y (pitch
+/// y_pitch): each thread stores 16 aligned bytes of y and gathers them from x whatever x's and
+/// y's alignments (the padded cuBLASLt GEMM's odd-N copy: GPT-2's [4096, 50257] fp16 logits
+/// into rows 2 bytes apart from 16-byte alignment, which cudaMemcpy2DAsync moved slowly).
+cudaError_t launch_copy_rows_u16(const void* x, int64_t x_pitch, void* y, int64_t y_pitch, int64_t row_elems,
+                                 int64_t rows, cudaStream_t stream);
+
 /// y[i] = the element whose bytes are the low `element_bytes` bytes of `bits`, i < n.
 cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits, cudaStream_t stream);
 

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "backend/cuda/core/cuda_check.h"
+#include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "backend/cuda/core/plan_cache.h"
 #include "backend/cuda/core/cuda_tactics.h"
@@ -549,7 +550,9 @@ class CublasLtTactic : public Tactic {
                                      d_part, bias ? bias + off * esize : nullptr, d_part, spec, false, io.workspace,
                                      stream));
       }
-      if (padded)  // rows of n elements from the padded pitch into y
+      if (padded && esize == 2)  // rows of n elements from the padded pitch into y
+        INGOT_CUDA_CHECK(launch_copy_rows_u16(d, ld, y.mutable_raw(), p.n, p.n, p.m, stream));
+      else if (padded)
         INGOT_CUDA_CHECK(cudaMemcpy2DAsync(y.mutable_raw(), static_cast<size_t>(p.n * esize), d,
                                            static_cast<size_t>(ld * esize), static_cast<size_t>(p.n * esize),
                                            static_cast<size_t>(p.m), cudaMemcpyDeviceToDevice, stream));
