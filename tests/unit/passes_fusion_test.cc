@@ -67,6 +67,14 @@ std::unique_ptr<ir::Graph> run_passes(const std::string& text, std::vector<std::
   return g;
 }
 
+/// The last node of `g` with op type `op` (any domain), or nullptr.
+const ir::Node* last_of(const ir::Graph& g, const char* op) {
+  const ir::Node* found = nullptr;
+  for (const auto& n : g.nodes())
+    if (n->op_type() == op) found = n.get();
+  return found;
+}
+
 std::vector<std::unique_ptr<Pass>> one(std::unique_ptr<Pass> p) {
   std::vector<std::unique_ptr<Pass>> v;
   v.push_back(std::move(p));
@@ -623,9 +631,7 @@ TEST(PassesFusion, AttentionMaskIsComputedAtItsNarrowShape) {
   PassContext ctx;
   auto g = run_passes(t, one(make_narrow_attention_mask()), &ctx);
   ASSERT_TRUE(g);
-  const ir::Node* att = nullptr;
-  for (const auto& n : g->nodes())
-    if (n->op_type() == "Attention") att = n.get();
+  const ir::Node* att = last_of(*g, "Attention");
   ASSERT_NE(att, nullptr);
   const ir::Value* mask = att->input(3);
   EXPECT_EQ(mask->shape().to_string(), "[2,1,1,5]");
@@ -671,9 +677,7 @@ TEST(PassesFusion, CausalConstantMaskBecomesIsCausal) {
     PassContext ctx;
     auto g = run_passes(t, one(make_narrow_attention_mask()), &ctx);
     ASSERT_TRUE(g);
-    const ir::Node* att = nullptr;
-    for (const auto& n : g->nodes())
-      if (n->op_type() == "Attention") att = n.get();
+    const ir::Node* att = last_of(*g, "Attention");
     ASSERT_NE(att, nullptr);
     EXPECT_EQ(att->attrs().get_int("is_causal", 0), 1);
     EXPECT_EQ(att->inputs().size(), 3u);

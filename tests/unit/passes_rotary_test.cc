@@ -37,15 +37,19 @@ using testing_util::node_lines;
 using testing_util::parse_ir;
 using testing_util::with_weights;
 
-constexpr const char* kHead = R"(graph g {
+// The graph head declaring `input`, with the Slice bounds as weights.
+std::string head_with(const std::string& input) {
+  return R"(graph g {
   opset "" 17
-  input %x: f32[2,4,6,8]
+  )" + input + R"(
   init %zero: i64[1] = [0]
   init %half: i64[1] = [4]
   init %big: i64[1] = [9223372036854775807]
   init %last: i64[1] = [-1]
   init %one: i64[1] = [1]
 )";
+}
+const std::string kHead = head_with("input %x: f32[2,4,6,8]");
 
 // The export's form: Llama's cos/sin tables [1, 1, S, D] as weights.
 const std::string kLlamaBody = R"(  %lo = Slice(%x, %zero, %half, %last, %one)
@@ -111,15 +115,7 @@ TEST(PassesRotary, LlamaRotateHalfBecomesOneOp) {
 // with [1,1,S,D] tables. The rotation moves above the transpose (tables permuted to [1,S,1,D]), so
 // the Transpose left feeds the attention directly, which reads it as a strided view.
 TEST(PassesRotary, HeadTransposeMovesBelowTheRotation) {
-  const std::string head = R"(graph g {
-  opset "" 17
-  input %q: f32[2,6,4,8]
-  init %zero: i64[1] = [0]
-  init %half: i64[1] = [4]
-  init %big: i64[1] = [9223372036854775807]
-  init %last: i64[1] = [-1]
-  init %one: i64[1] = [1]
-)";
+  const std::string head = head_with("input %q: f32[2,6,4,8]");
   const std::string body = "  %x = Transpose {perm=[0, 2, 1, 3]}(%q) @heads\n" + kLlamaBody;
   expect_rewritten(with_weights(head, {{"cos", {1, 1, 6, 8}}, {"sin", {1, 1, 6, 8}}}, body),
                    "%y.rotated: f32[2,6,4,8] = ingot::RotaryEmbedding(%q, %cos.unpermuted, %sin.unpermuted) "
