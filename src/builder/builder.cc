@@ -232,7 +232,7 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   }
   if (rep.layout.channels_last_convs > 0 && options.optimize && !options.pipeline.disabled.count("simplify_algebra")) {
     passes::PassContext pctx(options.pipeline.pass_options);
-    INGOT_RETURN_IF_ERROR(simplify_region_edges(*graph, pctx));
+    INGOT_RETURN_IF_ERROR(simplify_region_edges(*graph, pctx, &rep.layout));
   }
   if ((rep.split.split > 0 || rep.layout.channels_last_convs > 0) && options.optimize &&
       !options.pipeline.disabled.count("fuse_pointwise")) {

@@ -63,7 +63,11 @@ class Layout {
       if (c->uses().empty()) g_.remove_initializer(c);  // an NHWC copy replaced it
     INGOT_RETURN_IF_ERROR(g_.topological_sort());
     INGOT_RETURN_IF_ERROR(ir::infer_graph(g_));
-    for (const auto& n : g_.nodes()) r_.reformats += n->op_type() == "Transpose" && created_.count(n.get());
+    for (const auto& n : g_.nodes()) {
+      if (n->op_type() != "Transpose" || !created_.count(n.get())) continue;
+      ++r_.reformats;
+      r_.reformat_values.push_back(n->output(0)->name());
+    }
     return ir::verify_graph(g_);
   }
 
@@ -804,11 +808,22 @@ Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::s
   return l.run();
 }
 
-Status simplify_region_edges(ir::Graph& g, passes::PassContext& ctx) {
+Status simplify_region_edges(ir::Graph& g, passes::PassContext& ctx, LayoutReport* report) {
   INGOT_ASSIGN_OR_RETURN(bool simplified, passes::make_simplify_algebra()->run(g, ctx));
   if (!simplified) return Status::Ok();
   INGOT_RETURN_IF_ERROR(g.topological_sort());  // rewrites append their nodes at the end
-  return passes::make_remove_dead_nodes()->run(g, ctx).status();
+  INGOT_RETURN_IF_ERROR(passes::make_remove_dead_nodes()->run(g, ctx).status());
+  if (report) {  // the reformats still Transposes (one that moved only unit axes is a Reshape now)
+    std::set<std::string> ours(report->reformat_values.begin(), report->reformat_values.end());
+    report->reformats = 0;
+    report->reformat_values.clear();
+    for (const auto& n : g.nodes()) {
+      if (n->op_type() != "Transpose" || !n->output(0) || !ours.count(n->output(0)->name())) continue;
+      ++report->reformats;
+      report->reformat_values.push_back(n->output(0)->name());
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace ingot::builder

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "backend/tactic.h"
 #include "builder/autotune.h"
@@ -26,6 +27,7 @@ namespace ingot::builder {
 struct LayoutReport {
   int channels_last_convs = 0;  ///< convolutions now channels-last
   int reformats = 0;            ///< Transpose steps left at region boundaries
+  std::vector<std::string> reformat_values;  ///< their outputs' names
   double nchw_ms = -1, nhwc_ms = -1;  ///< measured totals when "auto" timed both layouts
 };
 
@@ -48,6 +50,7 @@ Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::s
 /// After choose_conv_layout made channels-last regions: where a region ends in a view chain (a
 /// 1-D conv's [N,1,W,C] transposed back, squeezed, then permuted by the model to [N,W,C]), the
 /// chain is one Reshape and no data moves (simplify_algebra, then dead nodes go).
-Status simplify_region_edges(ir::Graph& g, passes::PassContext& ctx);
+/// `report` (choose_conv_layout's): its reformats are counted again afterwards.
+Status simplify_region_edges(ir::Graph& g, passes::PassContext& ctx, LayoutReport* report = nullptr);
 
 }  // namespace ingot::builder
