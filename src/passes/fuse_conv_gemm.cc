@@ -65,8 +65,7 @@ std::optional<Activation> match_activation(const ir::Graph& g, ir::Value* v) {
   if (!n || n->outputs().size() != 1) return std::nullopt;
   // Besides ai.onnx activations, the ones pattern recognition creates for older opsets
   // (ingot::Gelu below opset 20, ingot::Silu) fuse the same way.
-  const bool ingot_act = n->domain() == kIngotDomain && (n->op_type() == "Gelu" || n->op_type() == "Silu");
-  if (!n->domain().empty() && !ingot_act) return std::nullopt;
+  if (!n->domain().empty() && !fusion::is_ingot_activation(*n)) return std::nullopt;
   const ir::Attributes& at = n->attrs();
   const std::string& op = n->op_type();
   Activation act{op, {}, {n}, n->output(0)};

@@ -29,27 +29,7 @@ namespace {
 
 constexpr const char* kName = "fuse_pointwise";
 
-bool is_elementwise(const ir::Node& n) {
-  static const std::set<std::string> kOps = {
-      "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "Sigmoid", "Tanh", "Erf", "Floor", "Ceil",
-      "Round", "Sign", "Sin", "Cos", "Tan", "Softplus", "Softsign", "HardSwish", "HardSigmoid", "LeakyRelu",
-      "Elu", "Selu", "Celu", "Gelu", "Mish", "ThresholdedRelu", "Clip", "PRelu", "Add", "Sub", "Mul",
-      "Div", "Pow", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
-      "Xor", "Not", "Where", "Cast"};
-  // The activations pattern recognition makes (ingot::Silu; ingot::Gelu below opset 20) fuse too:
-  // Llama's silu(gate) * up is one kernel then.
-  const bool ingot_act = n.domain() == kIngotDomain && (n.op_type() == "Silu" || n.op_type() == "Gelu");
-  if ((!n.domain().empty() || !kOps.count(n.op_type())) && !ingot_act) return false;
-  if (n.outputs().size() != 1 || !n.output(0)) return false;
-  for (const ir::Value* v : n.inputs())
-    if (!v) return n.op_type() == "Clip";  // Clip may omit min or max
-  if (n.op_type() == "Cast") {
-    const ir::Value* in = n.input(0);
-    return in && is_float(in->dtype()) && is_float(n.output(0)->dtype()) && !is_float8(in->dtype()) &&
-           !is_float8(n.output(0)->dtype());
-  }
-  return true;
-}
+using fusion::is_elementwise;
 
 class FusePointwise final : public Pass {
  public:

@@ -2,6 +2,10 @@
 #include "passes/fusion_rewrite.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
+
+#include "passes/pass.h"
 
 namespace ingot::passes::fusion {
 
@@ -18,6 +22,29 @@ ir::Value* other_operand(const ir::Node& n, const ir::Value* v) {
 }
 
 bool is_onnx_op(const ir::Node& n, const char* op_type) { return n.domain().empty() && n.op_type() == op_type; }
+
+bool is_ingot_activation(const ir::Node& n) {
+  return n.domain() == kIngotDomain && (n.op_type() == "Silu" || n.op_type() == "Gelu");
+}
+
+bool is_elementwise(const ir::Node& n) {
+  static const std::set<std::string> kOps = {
+      "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "Sigmoid", "Tanh", "Erf", "Floor", "Ceil",
+      "Round", "Sign", "Sin", "Cos", "Tan", "Softplus", "Softsign", "HardSwish", "HardSigmoid", "LeakyRelu",
+      "Elu", "Selu", "Celu", "Gelu", "Mish", "ThresholdedRelu", "Clip", "PRelu", "Add", "Sub", "Mul",
+      "Div", "Pow", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+      "Xor", "Not", "Where", "Cast"};
+  if ((!n.domain().empty() || !kOps.count(n.op_type())) && !is_ingot_activation(n)) return false;
+  if (n.outputs().size() != 1 || !n.output(0)) return false;
+  for (const ir::Value* v : n.inputs())
+    if (!v) return n.op_type() == "Clip";  // Clip may omit min or max
+  if (n.op_type() == "Cast") {
+    const ir::Value* in = n.input(0);
+    return in && is_float(in->dtype()) && is_float(n.output(0)->dtype()) && !is_float8(in->dtype()) &&
+           !is_float8(n.output(0)->dtype());
+  }
+  return true;
+}
 
 size_t node_index(const ir::Graph& g, const ir::Node* n) {
   for (size_t i = 0; i < g.nodes().size(); ++i)

@@ -23,6 +23,13 @@ ir::Node* single_consumer(const ir::Graph& g, const ir::Value* v);
 ir::Value* other_operand(const ir::Node& n, const ir::Value* v);
 /// A node of the default ONNX domain with this op type?
 bool is_onnx_op(const ir::Node& n, const char* op_type);
+/// ingot::Silu or ingot::Gelu: the activations pattern recognition makes (ingot::Gelu below
+/// opset 20), which fuse wherever their ONNX forms do.
+bool is_ingot_activation(const ir::Node& n);
+/// An elementwise op fuse_pointwise puts into one kernel (unary math and activations, ingot's
+/// too, broadcasting arithmetic/comparison/logic, Where, Clip, PRelu, Cast between non-fp8 float
+/// types), with one output and no absent input but Clip's bounds.
+bool is_elementwise(const ir::Node& n);
 
 /// Creates `op_type` in `domain` reading `inputs`, whose single output takes over `last`: its
 /// readers, its graph-output slot and its name. Every node in `absorbed` is removed (they must

@@ -20,10 +20,10 @@
 // to the backends as it is), and ConvTranspose.
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "passes/fusion_rewrite.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -44,16 +44,6 @@ ir::Shape lifted_shape(const ir::Shape& s) {
   std::vector<ir::Dim> d = s.dims();
   d.insert(d.begin() + 2, ir::Dim(1));
   return ir::Shape(d);
-}
-
-/// Elementwise ops whose Reshape-free form on the lifted tensor is the same op.
-bool elementwise(const Node& n) {
-  static const std::set<std::string> kOps = {
-      "Relu", "Gelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Elu", "Selu", "Softplus",
-      "Mish", "Erf", "Abs", "Neg", "Exp", "Sqrt", "Reciprocal", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
-      "PRelu", "Cast"};
-  const bool ingot_act = n.domain() == "ingot" && (n.op_type() == "Gelu" || n.op_type() == "Silu");
-  return ((n.domain().empty() && kOps.count(n.op_type())) || ingot_act) && n.outputs().size() == 1 && n.output(0);
 }
 
 class LiftConv1d final : public Pass {
@@ -111,7 +101,7 @@ class LiftConv1d final : public Pass {
     std::vector<Node*> gone = {origin};
     for (;;) {
       Node* u = single_consumer(g, y3);
-      if (!u || !elementwise(*u) || !sinkable(*u, y3)) break;
+      if (!u || !fusion::is_elementwise(*u) || !sinkable(*u, y3)) break;
       std::vector<Value*> ins;
       for (Value* in : u->inputs()) ins.push_back(in == y3 ? y4 : lifted_constant(g, in));
       Value* out3 = u->output(0);
