@@ -69,6 +69,7 @@ class NarrowAttentionMask final : public Pass {
 
   Result<bool> run(Graph& g, PassContext& ctx) override {
     narrowed_.clear();
+    triangle_.clear();
     std::vector<Node*> attentions;
     for (const auto& n : g.nodes())
       if (is_attention(*n) && n->inputs().size() > 3 && n->input(3)) attentions.push_back(n.get());
@@ -163,46 +164,56 @@ class NarrowAttentionMask final : public Pass {
   /// decoders' causal masks to such constants at fixed shapes (GPT-2, Llama, Qwen2: a
   /// [B, 1, S, S] fp32 bias read by every layer). Only without other masking (no past, no
   /// windows, not causal already, no padding lengths).
-  static bool causal_pattern(const Node& a, const Value* mask) {
+  bool causal_pattern(const Node& a, const Value* mask) {
     const ir::Attributes& at = a.attrs();
     if (a.outputs().size() != 1 || at.get_int("is_causal", 0) != 0 || at.get_int("left_window_size", -1) >= 0 ||
         at.get_int("right_window_size", -1) >= 0 || at.get_int("mask_batch_period", 0) != 0)
       return false;
     for (size_t i = 4; i < a.inputs().size(); ++i)
       if (a.input(i)) return false;  // past K/V or padding lengths shift the triangle
+    const int64_t n = triangle_side(mask);
+    // Q and K/V of that length (a square mask on a shorter query block would be misread).
+    const ir::Shape& q = a.input(0)->shape();
+    return n > 0 && q.rank_known() && q.rank() >= 3 && q[q.rank() - 2] == ir::Dim(n);
+  }
+
+  /// S when `mask` is the causal triangle [.., S, S] described above, else -1. Every layer of a
+  /// decoder reads the same mask: it is scanned once (B*S*S elements) per run.
+  int64_t triangle_side(const Value* mask) {
+    auto it = triangle_.find(mask);
+    if (it != triangle_.end()) return it->second;
+    int64_t& side = triangle_[mask] = -1;
     std::optional<Tensor> keep;
     bool keep_if_zero = false;  // a float bias: kept where 0
     const Node* p = mask->producer();
     if (is_onnx(p, "Where") && p->inputs().size() == 3) {
       auto zero = scalar_value(p->input(1)), fill = scalar_value(p->input(2));
-      if (!zero || *zero != 0.0 || !fill || !(*fill <= -65504.0)) return false;
+      if (!zero || *zero != 0.0 || !fill || !(*fill <= -65504.0)) return side;
       keep = constant_value(p->input(0));
-      if (!keep || keep->dtype() != DataType::kBool) return false;
+      if (!keep || keep->dtype() != DataType::kBool) return side;
     } else {
       keep = constant_value(mask);
-      if (!keep) return false;
+      if (!keep) return side;
       keep_if_zero = keep->dtype() != DataType::kBool;
     }
     const Shape64& s = keep->shape();
-    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2] || s.back() < 1) return false;
+    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2] || s.back() < 1) return side;
     const int64_t n = s.back();
-    // Q and K/V of that length (a square mask on a shorter query block would be misread).
-    const ir::Shape& q = a.input(0)->shape();
-    if (!q.rank_known() || q.rank() < 3 || !(q[q.rank() - 2] == ir::Dim(n))) return false;
     for (int64_t i = 0; i < keep->numel(); ++i) {
       const int64_t r = (i / n) % n, c = i % n;
       const double v = keep->get_f64(i);
       const bool kept = keep_if_zero ? v == 0.0 : v != 0.0;
       if (!keep_if_zero || kept) {
-        if (kept != (c <= r)) return false;
+        if (kept != (c <= r)) return side;
       } else if (!(v <= -65504.0)) {
-        return false;  // a finite penalty, not a hidden key
+        return side;  // a finite penalty, not a hidden key
       }
     }
-    return true;
+    return side = n;
   }
 
   std::map<Value*, Value*> narrowed_;
+  std::map<const Value*, int64_t> triangle_;  // triangle_side() per mask value, this run
 };
 
 }  // namespace
