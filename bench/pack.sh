@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copyright ingot authors. Apache-2.0.
-# Packs the stripped binaries a GPU run needs (ingot, the GPU tests, the conformance runner, the
+# Packs the stripped binaries a GPU run needs (ingot, ingot-serve, the GPU tests, the conformance runner, the
 # server tests and their shared libraries) from a CUDA build folder into build/<name>/, for the
 # device tool to carry as one archive:
 #   bash bench/pack.sh build dev [devmain ...]   -> build/devpack.tar.xz holding build/dev, ...
@@ -15,10 +15,12 @@ name=$1; shift
 d=build/$name
 rm -rf "$d"; mkdir -p "$d/tests/server" "$d/tools"
 strip -o "$d/tools/ingot" "$src/tools/ingot"
+strip -o "$d/tools/ingot-serve" "$src/tools/ingot-serve"  # `ingot serve` runs it from the same folder
 strip -o "$d/tests/ingot_gpu_tests" "$src/tests/ingot_gpu_tests"
 strip -o "$d/tests/conformance_runner" "$src/tests/conformance_runner"
 strip -o "$d/tests/server/ingot_server_tests" "$src/tests/server/ingot_server_tests"
 bash bench/collect_libs.sh "$src/tests/server/ingot_server_tests" "$d/devlibs" > /dev/null
+bash bench/collect_libs.sh "$src/tools/ingot-serve" "$d/devlibs" > /dev/null
 [ "$keep" = 1 ] && exit 0
 tar cJf build/devpack.tar.xz -C build "$name" "$@"
 ls -la build/devpack.tar.xz
