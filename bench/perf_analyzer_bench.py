@@ -27,6 +27,7 @@ import csv
 import io
 import json
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -59,6 +60,15 @@ def parse_csv(text):
                     "compute_infer_us": num("Server Compute Infer"), "compute_output_us": num("Server Compute Output"),
                     "send_recv_us": num("Network+Server Send/Recv")})
     return out
+
+
+def proc_memory(pid):
+    """VmRSS and VmHWM (peak) of a process in MiB, from /proc (None where it is gone)."""
+    try:
+        fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+        return {k: round(int(fields[k].split()[0]) / 1024) for k in ("VmRSS", "VmHWM") if k in fields}
+    except OSError:
+        return None
 
 
 def fmt(v, digits=0):
@@ -123,6 +133,9 @@ def main():
     ap.add_argument("--max-minutes", type=float, default=7.0)
     ap.add_argument("--measurement-ms", type=int, default=4000)
     ap.add_argument("--stability", type=int, default=10, help="perf_analyzer --stability-percentage")
+    ap.add_argument("--queue-delay-us", type=int, default=2000,
+                    help="the models' max_queue_delay_microseconds (Triton's default is 0: a free instance takes "
+                         "what is queued at once)")
     ap.add_argument("--out", default=os.environ.get("OUT", "perf-analyzer-out"))
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
@@ -145,7 +158,7 @@ def main():
         print("export:", h.export("resnet50", model, onnx_path, "auto"), flush=True)
     ins, outs = serve_bench.signature(onnx_path)
     repo = os.path.join(work, "repo")
-    cfg = argparse.Namespace(max_batch=128, queue_delay_us=2000, instances=2, backend="cuda", fp16=True)
+    cfg = argparse.Namespace(max_batch=128, queue_delay_us=a.queue_delay_us, instances=2, backend="cuda", fp16=True)
     for name, extra in (("resnet50", ""), ("resnet50_fp16io", "reduced_io: true ")):
         text = serve_bench.config_text(name, ins, outs, cfg)
         if extra:  # fp16 inputs and outputs: the config names them FP16, the engine takes them
@@ -177,7 +190,11 @@ def main():
             t = time.time()
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             open(os.path.join(a.out, f"{name}.log"), "w").write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
-            r = {"seconds": time.time() - t, "cmd": cmd}
+            r = {"seconds": time.time() - t, "cmd": cmd, "server_memory": proc_memory(server.proc.pid)}
+            if p.returncode < 0:  # killed by a signal: what the kernel said, and how big both processes were
+                r["children_max_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                r["dmesg"] = subprocess.run(["sh", "-c", "dmesg 2>&1 | tail -5"], capture_output=True,
+                                            text=True).stdout[-800:]
             if p.returncode == 0 and os.path.exists(csv_path):
                 rows = parse_csv(open(csv_path).read())
                 r.update(row=rows[-1] if rows else None, stable="Failed to obtain stable" not in p.stdout + p.stderr)
@@ -192,6 +209,12 @@ def main():
                                                        [])
     finally:
         server.stop()
+    print(f"max_queue_delay_microseconds {a.queue_delay_us}; server memory (MiB) after each configuration: " +
+          ", ".join(f"{k} {(v.get('server_memory') or {}).get('VmRSS')}/{(v.get('server_memory') or {}).get('VmHWM')}"
+                    for k, v in results.items()))
+    for k, v in results.items():
+        if v.get("dmesg") is not None:
+            print(f"{k}: killed; children's max RSS {v.get('children_max_rss_kib')} KiB; dmesg: {v['dmesg'].strip()}")
     print(f"ingot run --streams 2 on the served engine (batch 128, copies): {fmt(run_rate)} img/s")
     print("== perf_analyzer table ==")
     print(table(results, run_rate))

@@ -4,7 +4,7 @@
 #   bash bench/pack.sh build dev; bash bench/fetch_perf_analyzer.sh      (here)
 #   (cd build/whl && pip download --no-deps tritonclient==2.73.0 ...)   (here: the gRPC half of the shm test)
 #   carry: build/devpack.tar.xz build/perf_analyzer.whl build/whl
-#   [PA_CONFIGS=g16s,h16s,...] [PA_MINUTES=8] [PA_MEASUREMENT_MS=2500] bash bench/serve_part.sh NAME   (there)
+#   [PA_CONFIGS=g16s,h16s,...] [PA_MINUTES=8] [PA_MEASUREMENT_MS=2500] [PA_ARGS="--queue-delay-us 0"] bash bench/serve_part.sh NAME   (there)
 # Unpacks build/devpack.tar.xz, runs Triton's CUDA shared-memory test through `ingot serve`
 # (tests/server/test_cuda_shared_memory.py, HTTP and tritonclient.grpc), then perf_analyzer against
 # `ingot serve` with ResNet-50 fp16 (bench/perf_analyzer_bench.py: its configurations, then `ingot
@@ -29,9 +29,9 @@ echo "CUDA shared memory through ingot serve (rc $?): $(tail -1 "$t/cuda_shm.log
 grep -E "^(FAIL|skip)" "$t/cuda_shm.log" | head -10
 python3 bench/perf_analyzer_bench.py --ingot $B/tools/ingot --wheel build/perf_analyzer.whl --out "$t/pa" \
   --max-minutes "${PA_MINUTES:-8}" --measurement-ms "${PA_MEASUREMENT_MS:-2500}" \
-  ${PA_CONFIGS:+--configs "$PA_CONFIGS"} > "$t/pa.log" 2>&1
+  ${PA_CONFIGS:+--configs "$PA_CONFIGS"} ${PA_ARGS:-} > "$t/pa.log" 2>&1
 echo "perf_analyzer_bench rc $? after $SECONDS s"
 tar czf "$OUT/$name.tgz" -C /tmp "serve_$name"
 grep -E "^(export|server up|[a-z0-9]+: )" "$t/pa.log" | head -30
-sed -n '/^ingot run --streams/,$p' "$t/pa.log"
+sed -n '/^max_queue_delay_microseconds/,$p' "$t/pa.log"
 grep -q '^== perf_analyzer table ==$' "$t/pa.log" || tail -30 "$t/pa.log"

@@ -379,8 +379,9 @@ std::string build_infer_response(const std::string& model_name, const std::strin
     // Types JSON cannot carry exactly (fp16/bf16) always go binary.
     bool binary = !t.shm && (t.binary || t.dtype == DataType::kFloat16 || t.dtype == DataType::kBFloat16);
     if (t.shm) {
-      o["parameters"] = {{"shared_memory_region", t.shm->region}, {"shared_memory_byte_size", t.bytes}};
-      if (t.shm->offset) o["parameters"]["shared_memory_offset"] = t.shm->offset;
+      // Written into the region, named in the response by nothing but name, datatype and shape, as
+      // Triton does: its C++ HTTP client (perf_analyzer) reads any output "parameters" as
+      // binary_data_size and fails on a response that carries others.
     } else if (binary) {
       o["parameters"] = {{"binary_data_size", t.bytes}};
       any_binary = true;

@@ -161,16 +161,18 @@ TEST(InferRequestParser, SharedMemoryInputsAndOutputs) {
                "needs shared_memory_byte_size");
 }
 
-TEST(InferResponse, SharedMemoryOutputsNameTheirRegion) {
+// Triton's C++ HTTP client (perf_analyzer) takes an output with "parameters" to carry
+// binary_data_size; a shared-memory output is written into its region and named by no parameters.
+TEST(InferResponse, SharedMemoryOutputsCarryNoParameters) {
   float y[3] = {1.5f, -2, 3};
   std::optional<size_t> header;
   std::string body = build_infer_response(
       "m", "1", "", {{"y", DataType::kFloat32, {1, 3}, y, 12, true, SharedMemoryRef{"out", 8, 64}}}, &header);
   EXPECT_FALSE(header.has_value());  // nothing binary follows
   json j = json::parse(body);
-  EXPECT_EQ(j["outputs"][0]["parameters"]["shared_memory_region"], "out");
-  EXPECT_EQ(j["outputs"][0]["parameters"]["shared_memory_byte_size"], 12);
-  EXPECT_EQ(j["outputs"][0]["parameters"]["shared_memory_offset"], 8);
+  EXPECT_EQ(j["outputs"][0]["name"], "y");
+  EXPECT_EQ(j["outputs"][0]["shape"], json::array({1, 3}));
+  EXPECT_FALSE(j["outputs"][0].contains("parameters"));
   EXPECT_FALSE(j["outputs"][0].contains("data"));
 }
 

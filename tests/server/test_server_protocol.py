@@ -148,7 +148,7 @@ def main():
         got = np.frombuffer(bytes(region[4096 + x.nbytes:4096 + x.nbytes + want.nbytes]), dtype=np.float32)
         check("shared memory: infer reads x from the region and writes probs into it, equal to onnxruntime",
               status == 200 and "data" not in resp["outputs"][0] and
-              resp["outputs"][0]["parameters"]["shared_memory_region"] == "io" and
+              "parameters" not in resp["outputs"][0] and  # as Triton: its C++ client reads them as binary
               np.allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6), (status, body[:300]))
         req["inputs"][0]["parameters"]["shared_memory_region"] = "nope"
         status, _, body = c.request("POST", "/v2/models/mlp/infer", json.dumps(req).encode())
