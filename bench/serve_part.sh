@@ -2,7 +2,8 @@
 # Copyright ingot authors. Apache-2.0.
 # One device call of issue 19's serving measurements, from packed binaries:
 #   bash bench/pack.sh build dev; bash bench/fetch_perf_analyzer.sh      (here)
-#   (cd build/whl && pip download --no-deps tritonclient==2.73.0 ...)   (here: the gRPC half of the shm test)
+#   (cd build/whl && pip download --no-deps tritonclient==2.73.0 python-rapidjson==1.25 ...)   (here: the gRPC
+#   half of the shm test; tritonclient.grpc imports rapidjson, which the GPU machine lacks)
 #   carry: build/devpack.tar.xz build/perf_analyzer.whl build/whl
 #   [PA_CONFIGS=g16s,h16s,...] [PA_MINUTES=8] [PA_MEASUREMENT_MS=2500] [PA_ARGS="--queue-delay-us 0"] bash bench/serve_part.sh NAME   (there)
 # Unpacks build/devpack.tar.xz, runs Triton's CUDA shared-memory test through `ingot serve`

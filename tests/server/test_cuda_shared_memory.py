@@ -102,7 +102,10 @@ def main():
     check("HTTP: infer reads x from device memory and writes probs there, equal to onnxruntime",
           status == 200 and np.allclose(got, want, rtol=1e-5, atol=1e-6), (status, raw[:300], got))
     try:
-        import tritonclient.grpc as tg
+        try:
+            import tritonclient.grpc as tg
+        except RuntimeError as e:  # tritonclient's own word when one of its grpc needs is missing
+            raise ImportError(str(e).split(". ")[0]) from e
         gc = tg.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
         gc.unregister_cuda_shared_memory("out")
         d_out2 = cuda.malloc(want.nbytes)
