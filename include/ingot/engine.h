@@ -132,6 +132,12 @@ class ExecutionContext {
   /// Empty when the last enqueue replayed (or captured) a graph or the mode is off; otherwise
   /// the reason it ran plain launches, naming the step at fault.
   virtual std::string cuda_graph_status() const = 0;
+  /// How many captured graphs the context keeps for later replay. A graph is kept per set of
+  /// input shapes and bindings (up to 16, the oldest dropped first), so a context that
+  /// alternates between a few batch sizes and fixed buffers (a server's prepared sizes) replays
+  /// each from its first enqueue after the first capture. Graphs whose run allocated buffers
+  /// of its own (an unbound output, sizes known only from the shapes) are not kept.
+  virtual int cuda_graphs_held() const { return 0; }
 };
 
 class Runtime {

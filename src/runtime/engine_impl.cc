@@ -8,8 +8,8 @@
 
 #include "backend/cpu/executor.h"
 #include "backend/device.h"
-#include "core/dtype.h"
 #include "builder/shape_propagation.h"
+#include "core/dtype.h"
 #include "ir/op_registry.h"
 
 namespace ingot::runtime {
@@ -40,6 +40,7 @@ class ContextImpl : public ExecutionContext {
   void set_tensor_listener(TensorListener* listener) override { listener_ = listener; }
   Status set_cuda_graph_mode(bool enabled) override;
   std::string cuda_graph_status() const override { return graph_status_; }
+  int cuda_graphs_held() const override { return static_cast<int>(graphs_.size()); }
   std::string profile_timing() const override { return profile_timing_; }
 
  private:
@@ -59,6 +60,23 @@ class ContextImpl : public ExecutionContext {
   std::string step_capture_blocker(void* stream) const;
   bool graph_mode_ = false;
   std::shared_ptr<void> graph_;  ///< instantiated graph for the current views and shapes
+  /// What a captured graph depends on: the profile, every input's dims and every binding. The
+  /// arena's offsets, the weights and the workspace do not move, so equal keys mean equal views.
+  struct GraphKey {
+    int profile = 0;
+    std::vector<Shape64> shapes;
+    std::vector<void*> addresses;
+    bool operator==(const GraphKey& o) const {
+      return profile == o.profile && shapes == o.shapes && addresses == o.addresses;
+    }
+  };
+  /// Graphs kept for earlier keys, oldest first (a server's prepared batch sizes each keep
+  /// theirs): only graphs whose views hold no buffer allocated for the run (every output bound,
+  /// no shape-settled kDynamic value), since prepare_run frees those when the key changes.
+  static constexpr size_t kMaxGraphs = 16;
+  std::vector<std::pair<GraphKey, std::shared_ptr<void>>> graphs_;
+  GraphKey graph_key_;                          ///< the current views' key
+  bool graph_keepable_ = false;                 ///< the current views allocated nothing (see graphs_)
   std::shared_ptr<void> profile_graph_;         ///< run_profiled's graph (steps with markers)
   std::vector<std::shared_ptr<void>> markers_;  ///< one before each step and one after the last
   std::string profile_timing_;
@@ -85,14 +103,14 @@ class ContextImpl : public ExecutionContext {
   std::shared_ptr<void> arena_;
   std::shared_ptr<void> workspace_;  ///< scratch shared by the steps (they run one at a time)
   int profile_ = 0;
-  std::vector<Shape64> input_shapes_;      // per io index (inputs only)
+  std::vector<Shape64> input_shapes_;  // per io index (inputs only)
   std::vector<bool> input_shape_set_;
-  std::vector<void*> addresses_;           // per io index
-  std::vector<Tensor> owned_outputs_;      // per io index, for unbound outputs
+  std::vector<void*> addresses_;       // per io index
+  std::vector<Tensor> owned_outputs_;  // per io index, for unbound outputs
   bool shapes_valid_ = false;
   builder::ShapeState shapes_;
-  std::vector<Tensor> tensors_;            // per plan value, views valid for the current run
-  bool views_valid_ = false;               // tensors_ and step_io_ match shapes and bindings
+  std::vector<Tensor> tensors_;  // per plan value, views valid for the current run
+  bool views_valid_ = false;     // tensors_ and step_io_ match shapes and bindings
   cpu::SubgraphRunner runner_;
   std::unordered_map<const ir::Value*, Tensor> host_copies_;  // host_copy(): cleared every run
   void* run_stream_ = nullptr;                                // the stream of the current run
@@ -137,7 +155,8 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
         const Tensor* init = plan_.values[i].value->initializer();
         if (!init || init->dtype() == DataType::kString) continue;
         INGOT_ASSIGN_OR_RETURN(device_values_[i], allocate(init->dtype(), init->shape()));
-        INGOT_RETURN_IF_ERROR(device_->copy_to_device(device_values_[i].mutable_raw(), init->raw(), init->nbytes(), nullptr));
+        INGOT_RETURN_IF_ERROR(
+            device_->copy_to_device(device_values_[i].mutable_raw(), init->raw(), init->nbytes(), nullptr));
       }
       INGOT_RETURN_IF_ERROR(device_->synchronize(nullptr));
     }
@@ -167,7 +186,8 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
   Status profile_dimensions(int profile, const std::string& input, std::vector<int64_t>* min, std::vector<int64_t>* opt,
                             std::vector<int64_t>* max) const override {
     if (profile < 0 || profile >= num_profiles())
-      return make_status(StatusCode::kOutOfRange, "profile ", profile, " does not exist (engine has ", num_profiles(), ")");
+      return make_status(StatusCode::kOutOfRange, "profile ", profile, " does not exist (engine has ", num_profiles(),
+                         ")");
     const builder::ProfileDims* d = plan_.profiles[profile].find(input);
     if (!d) return make_status(StatusCode::kNotFound, "profile ", profile, " has no entry for '", input, "'");
     if (min) *min = d->min;
@@ -243,7 +263,8 @@ Status ContextImpl::init() {
   if (ws) {
     auto p = engine_->device().allocate(ws);
     if (!p.ok())
-      return make_status(StatusCode::kOutOfMemory, "cannot allocate the ", ws, "-byte workspace: ", p.status().message());
+      return make_status(StatusCode::kOutOfMemory, "cannot allocate the ", ws,
+                         "-byte workspace: ", p.status().message());
     backend::Device* dev = &engine_->device();
     workspace_ = std::shared_ptr<void>(*p, [dev](void* q) { dev->release(q); });
   }
@@ -333,7 +354,8 @@ Status ContextImpl::infer_shapes() {
   for (size_t i = 0; i < io.size(); ++i) {
     if (!io[i].is_input) continue;
     if (!input_shape_set_[i])
-      return make_status(StatusCode::kInvalidArgument, "input '", io[i].name, "' has open dims: call set_input_shape first");
+      return make_status(StatusCode::kInvalidArgument, "input '", io[i].name,
+                         "' has open dims: call set_input_shape first");
     in[engine_->io_values()[i]] = input_shapes_[i];
   }
   INGOT_ASSIGN_OR_RETURN(shapes_, builder::propagate_shapes(*engine_->plan().graph, in));
@@ -386,8 +408,10 @@ Status ContextImpl::settle_outputs(const ir::Node& node, const std::vector<const
       t.dtype = inputs[i]->dtype();
       t.shape = ir::Shape::from_concrete(inputs[i]->shape());
       const ir::Value* v = node.inputs()[i];
-      if (engine_->device().is_host()) val = inputs[i];
-      else if (v && v->initializer()) val = v->initializer();
+      if (engine_->device().is_host())
+        val = inputs[i];
+      else if (v && v->initializer())
+        val = v->initializer();
       else if (v) {
         auto h = shapes_.host_values.find(v);
         if (h != shapes_.host_values.end()) val = &h->second;
@@ -437,6 +461,7 @@ Status ContextImpl::prepare_run() {
   // Views for the current shapes and bindings: weights, arena tensors, bindings, and buffers for
   // values whose size the shapes settle. Rebuilt only when shapes or bindings change, so the
   // steady-state enqueue below touches no allocator.
+  bool allocated_for_run = false;  // a buffer these views own (freed when they are rebuilt)
   for (size_t vi = 0; vi < plan.values.size(); ++vi) {
     const builder::ValuePlan& vp = plan.values[vi];
     const ir::Value* v = vp.value;
@@ -446,7 +471,7 @@ Status ContextImpl::prepare_run() {
     switch (vp.storage) {
       case builder::Storage::kWeight:
         tensors_[vi] = engine_->device_value(static_cast<int>(vi)) ? *engine_->device_value(static_cast<int>(vi))
-                                                                  : *v->initializer();
+                                                                   : *v->initializer();
         break;
       case builder::Storage::kArena:
         if (!known) return internal_error("no shape for arena value '", v->name(), "'");
@@ -467,14 +492,17 @@ Status ContextImpl::prepare_run() {
               break;
             }
             if (shape_numel(input_shapes_[i]) == 0) {  // nothing to read: no memory needed
+              allocated_for_run = true;
               INGOT_ASSIGN_OR_RETURN(tensors_[vi], device_tensor(v->dtype(), input_shapes_[i]));
               break;
             }
-            return make_status(StatusCode::kInvalidArgument, "input '", v->name(), "' has no address: call set_tensor_address");
+            return make_status(StatusCode::kInvalidArgument, "input '", v->name(),
+                               "' has no address: call set_tensor_address");
           }
           if (v->dtype() == DataType::kString) {
             // String bindings are arrays of std::string in host memory on every backend (strings
             // never live on a device); copied in each run.
+            allocated_for_run = true;
             INGOT_ASSIGN_OR_RETURN(tensors_[vi], Tensor::zeros(DataType::kString, input_shapes_[i]));
           } else {
             tensors_[vi] = Tensor::borrow(v->dtype(), input_shapes_[i], addresses_[i], nullptr);
@@ -482,6 +510,7 @@ Status ContextImpl::prepare_run() {
         } else if (known && v->dtype() != DataType::kString) {
           void* addr = addresses_[i];
           if (!addr) {
+            allocated_for_run = true;  // reallocated when another shape needs other sizes
             if (!owned_outputs_[i].defined() || owned_outputs_[i].shape() != sh->second) {
               INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], device_tensor(v->dtype(), sh->second));
             }
@@ -495,6 +524,7 @@ Status ContextImpl::prepare_run() {
         // Sizes unknown at build time: when these shapes settle them, give the step a buffer so
         // any tactic can write it; data-dependent ones are allocated by their step each run.
         if (known && v->dtype() != DataType::kString) {
+          allocated_for_run = true;
           INGOT_ASSIGN_OR_RETURN(tensors_[vi], device_tensor(v->dtype(), sh->second));
         }
         break;
@@ -508,7 +538,8 @@ Status ContextImpl::prepare_run() {
     if (vp.storage != builder::Storage::kOutputView) continue;
     const ir::Value* v = vp.value;
     auto sh = shapes_.shapes.find(v);
-    if (sh == shapes_.shapes.end() || shapes_.dynamic.count(v)) return internal_error("no shape for value '", v->name(), "'");
+    if (sh == shapes_.shapes.end() || shapes_.dynamic.count(v))
+      return internal_error("no shape for value '", v->name(), "'");
     const Tensor& out = tensors_[static_cast<size_t>(vp.offset)];
     if (!out.defined() || out.nbytes() != storage_bytes(v->dtype(), shape_numel(sh->second)))
       return internal_error("value '", v->name(), "' does not fit the output it is planned in");
@@ -555,13 +586,26 @@ Status ContextImpl::prepare_run() {
     sio.workspace = workspace_.get();
     sio.subgraph_runner = runner_;
     sio.allocate_output = [this](DataType dt, const Shape64& shape) { return device_tensor(dt, shape); };
-    sio.in_place = !step_outputs_[s].empty() && step_outputs_[s][0].defined() && !sio.inputs.empty() &&
-                   sio.inputs[0] && sio.inputs[0]->raw() == step_outputs_[s][0].raw();
+    sio.in_place = !step_outputs_[s].empty() && step_outputs_[s][0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
+                   sio.inputs[0]->raw() == step_outputs_[s][0].raw();
   }
   views_valid_ = true;
   graph_.reset();
   profile_graph_.reset();
   plain_runs_since_prepare_ = 0;
+  graph_key_ = GraphKey{profile_, input_shapes_, addresses_};
+  graph_keepable_ = !allocated_for_run;
+  if (!graph_keepable_) {
+    graphs_.clear();
+  } else {
+    for (const auto& [key, g] : graphs_) {
+      if (key == graph_key_) {
+        graph_ = g;  // the same views as when it was captured: replay from the first enqueue
+        plain_runs_since_prepare_ = 1;
+        break;
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -570,6 +614,7 @@ Status ContextImpl::set_cuda_graph_mode(bool enabled) {
     return unsupported("CUDA graphs need a CUDA engine; this engine runs on the ", engine_->backend(), " backend");
   graph_mode_ = enabled;
   graph_.reset();
+  graphs_.clear();
   graph_status_.clear();
   return Status::Ok();
 }
@@ -585,8 +630,7 @@ std::string ContextImpl::step_capture_blocker(void* stream) const {
   const builder::Plan& plan = engine_->plan();
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     if (step_dynamic_[s])
-      return "step " + std::to_string(s) + " (" + plan.steps[s].node->describe() +
-             ") has data-dependent output shapes";
+      return "step " + std::to_string(s) + " (" + plan.steps[s].node->describe() + ") has data-dependent output shapes";
     if (!engine_->tactics()[s]->capturable())
       return "step " + std::to_string(s) + " (" + plan.steps[s].node->describe() + ") runs tactic " +
              plan.steps[s].tactic + ", which synchronizes with the host";
@@ -621,6 +665,10 @@ Status ContextImpl::enqueue(void* stream) {
     return run_steps(stream, StepTiming::kNone);
   }
   graph_ = std::move(g).value();
+  if (graph_keepable_) {
+    if (graphs_.size() == kMaxGraphs) graphs_.erase(graphs_.begin());
+    graphs_.emplace_back(graph_key_, graph_);
+  }
   return engine_->device().launch_graph(graph_.get(), stream);
 }
 
@@ -751,7 +799,8 @@ Status ContextImpl::run_steps(void* stream, StepTiming timing) {
         owned_outputs_[i] = t->clone();
       } else {
         INGOT_ASSIGN_OR_RETURN(owned_outputs_[i], device_tensor(t->dtype(), t->shape()));
-        INGOT_RETURN_IF_ERROR(engine_->device().copy_on_device(owned_outputs_[i].mutable_raw(), t->raw(), t->nbytes(), stream));
+        INGOT_RETURN_IF_ERROR(
+            engine_->device().copy_on_device(owned_outputs_[i].mutable_raw(), t->raw(), t->nbytes(), stream));
       }
       copied = true;
     }

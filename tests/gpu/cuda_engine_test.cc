@@ -7,6 +7,7 @@
 #include <execinfo.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -245,6 +246,88 @@ TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
   EXPECT_NE((*graphed)->profile_timing().find("default stream"), std::string::npos);
   (*graphed)->set_profiler(nullptr);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  cudaFree(dx);
+  cudaFree(dy_plain);
+  cudaFree(dy_graph);
+}
+
+// A context keeps one graph per set of input shapes and bindings: a server alternating between
+// its prepared batch sizes replays each size's graph from the first enqueue after a size change
+// (no plain run, no new capture), with outputs bit-identical to a plain context's. An unbound
+// output (the context's own buffer, reallocated per shape) keeps no graph.
+TEST_F(CudaEngine, GraphModeKeepsAGraphPerBatchSize) {
+  std::string bytes = gpu_test::mlp_onnx(-1, 64, 128, 10, 7);
+  Quiet quiet;
+  BuilderConfig cfg;
+  cfg.backend = BackendKind::kCuda;
+  OptimizationProfile prof;
+  prof.set_dimensions("x", {1, 64}, {16, 64}, {32, 64});
+  cfg.profiles.push_back(prof);
+  auto eng_bytes = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
+  ASSERT_TRUE(eng_bytes.ok()) << eng_bytes.status().to_string();
+  auto engine = Runtime(quiet).deserialize(eng_bytes->data(), eng_bytes->size());
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto plain = (*engine)->create_execution_context();
+  auto graphed = (*engine)->create_execution_context();
+  auto unbound = (*engine)->create_execution_context();
+  ASSERT_TRUE(plain.ok() && graphed.ok() && unbound.ok());
+  ASSERT_TRUE((*graphed)->set_cuda_graph_mode(true).ok());
+  ASSERT_TRUE((*unbound)->set_cuda_graph_mode(true).ok());
+  const std::vector<ExecutionContext*> all = {plain->get(), graphed->get(), unbound->get()};
+
+  const size_t max_rows = 32;
+  void *dx = nullptr, *dy_plain = nullptr, *dy_graph = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, max_rows * 64 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy_plain, max_rows * 10 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy_graph, max_rows * 10 * 4), cudaSuccess);
+  for (ExecutionContext* c : all) ASSERT_TRUE(c->set_tensor_address("x", dx).ok());
+  ASSERT_TRUE((*plain)->set_tensor_address("probs", dy_plain).ok());
+  ASSERT_TRUE((*graphed)->set_tensor_address("probs", dy_graph).ok());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  // Each size twice (plain run, then capture), then every size again in a new order: replays.
+  const std::vector<int64_t> rows_seq = {4, 4, 16, 16, 32, 32, 4, 32, 16, 4, 16, 32};
+  for (size_t k = 0; k < rows_seq.size(); ++k) {
+    const int64_t rows = rows_seq[k];
+    std::vector<float> x(static_cast<size_t>(rows) * 64);
+    for (float& v : x) v = u(rng);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dy_graph, 0xFF, max_rows * 10 * 4), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (ExecutionContext* c : all) ASSERT_TRUE(c->set_input_shape("x", {rows, 64}).ok());
+    ASSERT_TRUE((*plain)->enqueue(stream).ok());
+    Status st = (*graphed)->enqueue(stream);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ((*graphed)->cuda_graph_status(), "") << "k " << k;
+    // Captured at a size's second run; later visits find that graph (a new capture would add one).
+    EXPECT_EQ((*graphed)->cuda_graphs_held(), static_cast<int>(std::min<size_t>(k + 1, 6) / 2)) << "k " << k;
+    ASSERT_TRUE((*unbound)->enqueue(stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const size_t ny = static_cast<size_t>(rows) * 10;
+    std::vector<float> a(ny), b(ny), c(ny), tail(max_rows * 10 - ny);
+    ASSERT_EQ(cudaMemcpy(a.data(), dy_plain, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b.data(), dy_graph, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), ny * 4), 0)
+        << "rows " << rows << " (k " << k << "): graph output differs";
+    if (!tail.empty()) {  // rows past the batch are not written (the poison stays)
+      ASSERT_EQ(cudaMemcpy(tail.data(), static_cast<float*>(dy_graph) + ny, tail.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_TRUE(std::isnan(tail[0]) && std::isnan(tail.back())) << "rows " << rows;
+    }
+    const void* own = (*unbound)->tensor_address("probs");
+    ASSERT_NE(own, nullptr);
+    ASSERT_EQ(cudaMemcpy(c.data(), own, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), ny * 4), 0) << "rows " << rows << ": unbound-output run differs";
+    EXPECT_EQ((*unbound)->cuda_graphs_held(), 0) << "a graph over the context's own output buffer was kept";
+  }
+  // Graph mode off and on again drops the kept graphs.
+  ASSERT_TRUE((*graphed)->set_cuda_graph_mode(false).ok());
+  ASSERT_TRUE((*graphed)->set_cuda_graph_mode(true).ok());
+  EXPECT_EQ((*graphed)->cuda_graphs_held(), 0);
   cudaStreamDestroy(stream);
   cudaFree(dx);
   cudaFree(dy_plain);
