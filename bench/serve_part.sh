@@ -5,7 +5,7 @@
 #   (cd build/whl && pip download --no-deps tritonclient==2.73.0 python-rapidjson==1.25 ...)   (here: the gRPC
 #   half of the shm test; tritonclient.grpc imports rapidjson, which the GPU machine lacks)
 #   carry: build/devpack.tar.xz build/perf_analyzer.whl build/whl
-#   [PA_CONFIGS=g16s,h16s,...] [PA_MINUTES=8] [PA_MEASUREMENT_MS=2500] [PA_ARGS="--queue-delay-us 0"] bash bench/serve_part.sh NAME   (there)
+#   [GTEST_FILTER_GPU='CudaEngine.*'] [PA_CONFIGS=g16s,h16s,...] [PA_MINUTES=8] [PA_MEASUREMENT_MS=2500] [PA_ARGS="--queue-delay-us 0"] bash bench/serve_part.sh NAME   (there)
 # Unpacks build/devpack.tar.xz, runs Triton's CUDA shared-memory test through `ingot serve`
 # (tests/server/test_cuda_shared_memory.py, HTTP and tritonclient.grpc), then perf_analyzer against
 # `ingot serve` with ResNet-50 fp16 (bench/perf_analyzer_bench.py: its configurations, then `ingot
@@ -24,6 +24,15 @@ if ls build/whl/*.whl > /dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$t/gpu.txt" 2>&1
+# GTEST_FILTER_GPU: GPU tests first (ingot_gpu_tests with that filter, and the server tests' CUDA cases).
+if [ -n "${GTEST_FILTER_GPU:-}" ]; then
+  $B/tests/ingot_gpu_tests --gtest_filter="$GTEST_FILTER_GPU" > "$t/gpu_tests.log" 2>&1
+  echo "ingot_gpu_tests ($GTEST_FILTER_GPU) rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$t/gpu_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]|Failure$' "$t/gpu_tests.log" | head -10
+  $B/tests/server/ingot_server_tests --gtest_filter='Cuda*' > "$t/server_cuda_tests.log" 2>&1
+  echo "ingot_server_tests (Cuda*) rc $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$t/server_cuda_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]|Failure$' "$t/server_cuda_tests.log" | head -10
+fi
 python3 tests/models/make_models.py -o "$t/models" > "$t/models.log" 2>&1
 python3 tests/server/test_cuda_shared_memory.py --ingot $B/tools/ingot --models "$t/models" > "$t/cuda_shm.log" 2>&1
 echo "CUDA shared memory through ingot serve (rc $?): $(tail -1 "$t/cuda_shm.log")"

@@ -158,6 +158,11 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
     // Every instance runs on the device the engine was loaded on (one engine per process today).
     auto ctx = b->engine_->create_execution_context();
     if (!ctx.ok()) return ctx.status();
+    // A graph per executed batch size: the prepared sizes' are captured by the warm-up below.
+    if (cuda && b->options_.cuda_graphs) {
+      Status st = ctx.value()->set_cuda_graph_mode(true);
+      if (!st.ok()) return st;
+    }
     b->contexts_.push_back(std::move(ctx.value()));
     b->device_io_.push_back(std::make_unique<DeviceIo>());
 #ifdef INGOT_WITH_CUDA
@@ -197,6 +202,15 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
   }
   Status warmed = b->warm_up();
   if (!warmed.ok()) return warmed;
+  if (cuda) {
+    if (!b->options_.cuda_graphs) {
+      b->cuda_graphs_ = "off (the config's optimization.cuda.graphs)";
+    } else if (std::string why = b->contexts_.front()->cuda_graph_status(); !why.empty()) {
+      b->cuda_graphs_ = "off: " + why;
+    } else {
+      b->cuda_graphs_ = "on (" + std::to_string(b->contexts_.front()->cuda_graphs_held()) + " graphs per instance)";
+    }
+  }
   for (size_t i = 0; i < b->contexts_.size(); ++i) b->workers_.emplace_back(&DynamicBatcher::worker, b.get(), i);
   return b;
 }
@@ -223,28 +237,33 @@ Status DynamicBatcher::warm_up() {
     }
   }
   const Clock::time_point start = Clock::now();
+  // In graph mode a context runs a new size's first batch plainly (tactics settle their per-shape
+  // plans) and captures the second: two warm-up batches per size, so that a request finds the graph.
+  const int passes = cuda_ && options_.cuda_graphs ? 2 : 1;
   for (size_t i = 0; i < contexts_.size(); ++i) {
     std::vector<std::string> buffers(signature_.inputs.size());
     for (int64_t rows : prepared_) {
-      auto p = std::make_shared<Pending>();
-      p->batch_size = rows;
-      for (const TensorSpec& spec : signature_.inputs) {
-        InferInput in;
-        in.name = spec.name;
-        in.dtype = spec.dtype;
-        in.shape.push_back(rows);
-        in.shape.insert(in.shape.end(), spec.dims.begin(), spec.dims.end());
-        in.data.assign(static_cast<size_t>(element_count(in.shape)) * element_size(spec.dtype), '\0');
-        p->request.inputs.push_back(std::move(in));
-      }
-      p->enqueued = Clock::now();
-      std::future<InferResult> done = p->promise.get_future();
-      execute(*contexts_[i], cuda_ ? device_io_[i].get() : nullptr, buffers, {p}, /*warm_up=*/true);
-      InferResult r = done.get();
-      if (r.error) {
-        return Status(StatusCode::kInternal, "model '" + signature_.name + "': warm-up batch of " +
-                                                 std::to_string(rows) + " on instance " + std::to_string(i) +
-                                                 " failed: " + r.error->message);
+      for (int pass = 0; pass < passes; ++pass) {
+        auto p = std::make_shared<Pending>();
+        p->batch_size = rows;
+        for (const TensorSpec& spec : signature_.inputs) {
+          InferInput in;
+          in.name = spec.name;
+          in.dtype = spec.dtype;
+          in.shape.push_back(rows);
+          in.shape.insert(in.shape.end(), spec.dims.begin(), spec.dims.end());
+          in.data.assign(static_cast<size_t>(element_count(in.shape)) * element_size(spec.dtype), '\0');
+          p->request.inputs.push_back(std::move(in));
+        }
+        p->enqueued = Clock::now();
+        std::future<InferResult> done = p->promise.get_future();
+        execute(*contexts_[i], cuda_ ? device_io_[i].get() : nullptr, buffers, {p}, /*warm_up=*/true);
+        InferResult r = done.get();
+        if (r.error) {
+          return Status(StatusCode::kInternal, "model '" + signature_.name + "': warm-up batch of " +
+                                                   std::to_string(rows) + " on instance " + std::to_string(i) +
+                                                   " failed: " + r.error->message);
+        }
       }
     }
   }
@@ -466,6 +485,15 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
         const InferInput& in = batch[r]->request.inputs[i];
         const size_t n = in.byte_size();
         const char* from = in.bytes();
+        if (in.external && in.external->device) {
+          if (n) {
+            st = cuda_status(
+                cudaMemcpyAsync(dev->inputs[i]->bytes() + offset, from, n, cudaMemcpyDeviceToDevice, dev->stream),
+                "copying an input from CUDA shared memory");
+          }
+          offset += n;
+          continue;
+        }
         if (!in.external || !in.external->pinned) {
           st = staging.reserve(total);
           if (!st.ok()) break;
@@ -487,7 +515,28 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
     }
 #endif
     if (!dev) {
-      if (batch.size() == 1 && pad == 0) {
+      bool on_device = false;  // a CUDA shared-memory input served by a cpu instance
+      for (const auto& p : batch)
+        on_device = on_device || (p->request.inputs[i].external && p->request.inputs[i].external->device);
+      if (on_device) {
+        std::string& buf = buffers[i];
+        buf.assign(total + pad, '\0');
+        size_t offset = 0;
+        for (const auto& p : batch) {
+          const InferInput& in = p->request.inputs[i];
+#ifdef INGOT_WITH_CUDA
+          if (in.external && in.external->device) {
+            if (st.ok() && in.byte_size())
+              st = cuda_status(cudaMemcpy(&buf[offset], in.bytes(), in.byte_size(), cudaMemcpyDeviceToHost),
+                               "reading an input from CUDA shared memory");
+          } else {
+            std::memcpy(&buf[offset], in.bytes(), in.byte_size());
+          }
+#endif
+          offset += in.byte_size();
+        }
+        address = buf.data();
+      } else if (batch.size() == 1 && pad == 0) {
         address = const_cast<char*>(batch.front()->request.inputs[i].bytes());
       } else {
         std::string& buf = buffers[i];

@@ -85,6 +85,10 @@ class DynamicBatcher {
   int64_t padded_rows(int64_t rows) const;
   /// Wall time the load-time warm-up took (every instance, every prepared size).
   double warm_up_ms() const { return warm_up_ms_; }
+  /// cuda engines: whether batches replay CUDA graphs, for the load log: "on (N graphs per
+  /// instance)", "off (the config's optimization.cuda.graphs)", or "off: " and the runtime's
+  /// reason (a step that cannot be captured); "" for cpu engines.
+  const std::string& cuda_graphs() const { return cuda_graphs_; }
 
  private:
   struct Pending;
@@ -110,6 +114,7 @@ class DynamicBatcher {
   int64_t batch_limit_;  // rows a batch is formed at without waiting
   std::vector<int64_t> prepared_;
   double warm_up_ms_ = 0;
+  std::string cuda_graphs_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

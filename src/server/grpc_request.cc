@@ -102,7 +102,8 @@ std::optional<RequestError> shm_params(const ParameterMap& params, const std::st
 
 }  // namespace
 
-std::optional<RequestError> infer_request_from_proto(const inference::ModelInferRequest& p, InferRequest* out) {
+std::optional<RequestError> infer_request_from_proto(inference::ModelInferRequest* proto, InferRequest* out) {
+  const inference::ModelInferRequest& p = *proto;
   auto bad = [](std::string m) { return RequestError{400, std::move(m)}; };
   out->id = p.id();
   if (p.inputs().empty()) return bad("the request has no inputs");
@@ -148,7 +149,7 @@ std::optional<RequestError> infer_request_from_proto(const inference::ModelInfer
       }
     } else if (!p.raw_input_contents().empty()) {
       if (t.has_contents()) return bad("input '" + in.name + "': both contents and raw_input_contents are given");
-      in.data = p.raw_input_contents(raw_index++);
+      in.data.swap(*proto->mutable_raw_input_contents(raw_index++));  // moved, not copied: it can be MBs
     } else {
       std::string why;
       if (!pack_contents(t.contents(), in.dtype, in.data, why)) return bad("input '" + in.name + "': " + why);

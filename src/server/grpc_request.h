@@ -15,7 +15,8 @@ namespace ingot::server {
 
 /// Errors (400) name the input or output and what is wrong: unknown datatype, BYTES, negative
 /// dims, contents that disagree with the shape, both or neither kind of contents, a shared-memory
-/// parameter of the wrong type or size, duplicate inputs.
-std::optional<RequestError> infer_request_from_proto(const inference::ModelInferRequest& p, InferRequest* out);
+/// parameter of the wrong type or size, duplicate inputs. The inputs' raw_input_contents are moved
+/// out of `p` into the request (left empty there), not copied.
+std::optional<RequestError> infer_request_from_proto(inference::ModelInferRequest* p, InferRequest* out);
 
 }  // namespace ingot::server

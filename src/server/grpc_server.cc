@@ -222,7 +222,9 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
   }
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,
                           inference::ModelInferResponse* r) override {
-    return infer_one(*q, r);
+    // gRPC's synchronous API hands the request as const, but the message is the call's own,
+    // created mutable and destroyed after this returns: its input bytes (MBs) are moved out.
+    return infer_one(const_cast<inference::ModelInferRequest*>(q), r);
   }
 
   // Each request read from the stream runs on its own thread (up to kStreamInFlight at once, so
@@ -238,9 +240,9 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
     std::condition_variable cv;
     int in_flight = 0;
     bool write_failed = false;
-    auto answer = [&](const inference::ModelInferRequest& q) {
+    auto answer = [&](inference::ModelInferRequest& q) {
       inference::ModelStreamInferResponse out;
-      grpc::Status st = infer_one(q, out.mutable_infer_response());
+      grpc::Status st = infer_one(&q, out.mutable_infer_response());
       if (!st.ok()) {
         out.set_error_message(st.error_message());
         out.mutable_infer_response()->set_id(q.id());
@@ -271,8 +273,7 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
   }
 
   // One request to its response (ModelInfer, and each request of a stream).
-  grpc::Status infer_one(const inference::ModelInferRequest& proto, inference::ModelInferResponse* r) {
-    const inference::ModelInferRequest* q = &proto;
+  grpc::Status infer_one(inference::ModelInferRequest* q, inference::ModelInferResponse* r) {
     Clock::time_point start = Clock::now();
     auto ns = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(); };
     if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
@@ -284,7 +285,7 @@ struct GrpcServer::Impl final : public inference::GRPCInferenceService::Service 
       return to_grpc(RequestError{err.http_status, "model '" + m->name + "': " + err.message});
     };
     InferRequest request;
-    if (auto pe = infer_request_from_proto(*q, &request)) return fail(*pe);
+    if (auto pe = infer_request_from_proto(q, &request)) return fail(*pe);
     if (auto se = shared_memory.attach_inputs(&request)) return fail(*se);
     int64_t batch = 1;
     if (auto ve = validate_request(request, m->signature, &batch)) return fail(*ve);

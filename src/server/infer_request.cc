@@ -257,7 +257,8 @@ std::optional<RequestError> parse_infer_request(const char* body, size_t size, s
           return bad("input '" + in.name + "': binary_data_size " + std::to_string(*binary_size) +
                      " runs past the body (" + std::to_string(size - offset) + " bytes left)");
         }
-        in.data.assign(body + offset, *binary_size);
+        // A view, not a copy (a request can carry MBs): the caller keeps `body` for the request.
+        in.external = ExternalBytes{body + offset, static_cast<size_t>(*binary_size), false, {}};
         offset += *binary_size;
       }
       out->inputs.push_back(std::move(in));

@@ -35,8 +35,11 @@ struct SharedMemoryRef {
 struct ExternalBytes {
   const char* data = nullptr;
   size_t size = 0;
-  bool pinned = false;                ///< page-locked (registered with CUDA): the device can DMA from it
-  std::shared_ptr<const void> hold;   ///< keeps the region mapped while the request is in flight
+  bool pinned = false;               ///< page-locked (registered with CUDA): the device can DMA from it
+  std::shared_ptr<const void> hold;  ///< keeps the region mapped while the request is in flight
+  /// CUDA device memory (a CUDA shared-memory region, opened from its cudaIpc handle): never read
+  /// on the host; a cuda instance copies it device to device, a cpu one copies it to the host first.
+  bool device = false;
 };
 
 /// One input tensor of a request; `data` holds the elements packed, little-endian, unless they
@@ -56,7 +59,7 @@ struct InferInput {
 
 struct RequestedOutput {
   std::string name;
-  bool binary = false;  ///< answer with the binary-tensor extension
+  bool binary = false;                 ///< answer with the binary-tensor extension
   std::optional<SharedMemoryRef> shm;  ///< write the tensor into this region instead of the response
 };
 
@@ -71,8 +74,10 @@ struct InferRequest {
 
 /// Parses an infer request body. `header_length` is the Inference-Header-Content-Length header
 /// (nullopt when absent: the whole body is JSON); the binary tensors follow the JSON header in
-/// input order. Errors (400): malformed JSON, missing/ill-typed fields, unknown datatypes,
-/// data that disagrees with the shape, binary sizes that do not add up to the body.
+/// input order. A binary tensor's bytes are not copied: its `external` points into `body`, which
+/// the caller keeps until the request is answered (read inputs through bytes()). Errors (400):
+/// malformed JSON, missing/ill-typed fields, unknown datatypes, data that disagrees with the
+/// shape, binary sizes that do not add up to the body.
 std::optional<RequestError> parse_infer_request(const char* body, size_t size, std::optional<size_t> header_length,
                                                 InferRequest* out);
 

@@ -174,6 +174,7 @@ Result<BatchingOptions> batching_options(const config::ModelConfig& config, cons
       o.prepared_sizes.erase(std::unique(o.prepared_sizes.begin(), o.prepared_sizes.end()), o.prepared_sizes.end());
     }
   }
+  if (config.optimization().cuda().has_graphs()) o.cuda_graphs = config.optimization().cuda().graphs();
   o.instances = 0;
   for (const config::ModelInstanceGroup& g : config.instance_group()) {
     int count = g.count() == 0 ? 1 : g.count();

@@ -51,6 +51,10 @@ struct BatchingOptions {
   /// cpu engines, whose kernels prepare nothing per shape), "none", or a list "1,2,4,8".
   enum class Prepared { kAuto, kNone, kList } prepared = Prepared::kAuto;
   std::vector<int64_t> prepared_sizes;  ///< kList: ascending, unique, within [1, max_batch_size]
+  /// cuda engines: each instance's context replays a CUDA graph per batch size it runs (captured
+  /// during the prepared sizes' warm-up), as `ingot run --cuda-graph` does. On unless the config
+  /// says `optimization { cuda { graphs: false } }`; ignored for cpu engines.
+  bool cuda_graphs = true;
 };
 Result<BatchingOptions> batching_options(const config::ModelConfig& config, const std::string& file);
 

@@ -198,6 +198,9 @@ Result<std::shared_ptr<ServedModel>> ModelRepository::load_version(const std::st
                                    "up to the next one; warm-up " + ms + " ms)")
                                       .c_str());
   }
+  if (!m->batcher->cuda_graphs().empty()) {
+    logger_->log(Severity::kInfo, ("model '" + name + "': CUDA graphs " + m->batcher->cuda_graphs()).c_str());
+  }
   return m;
 }
 

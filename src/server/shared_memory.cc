@@ -245,16 +245,15 @@ std::optional<RequestError> SharedMemoryManager::attach_inputs(InferRequest* req
     std::shared_ptr<Region> r = find(*in.shm, &error);
     if (!r) return RequestError{error->http_status, "input '" + in.name + "': " + error->message};
     if (r->info.kind == SharedMemoryKind::kCuda) {
-#ifdef INGOT_WITH_CUDA
-      in.data.resize(static_cast<size_t>(in.shm->byte_size));
-      const cudaError_t e =
-          cudaMemcpy(in.data.data(), r->base + in.shm->offset, in.data.size(), cudaMemcpyDeviceToHost);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        return RequestError{500, "input '" + in.name + "': reading CUDA shared-memory region '" + in.shm->region +
-                                     "': " + cudaGetErrorString(e)};
-      }
-#endif
+      // Left on the device: the batcher copies it device to device into the instance's input
+      // buffer (it went device -> host -> pinned staging -> device before: 5.6 ms of a 16-image
+      // request's compute input on the H200, 2026-12-04).
+      ExternalBytes bytes;
+      bytes.data = reinterpret_cast<const char*>(r->base + in.shm->offset);
+      bytes.size = static_cast<size_t>(in.shm->byte_size);
+      bytes.device = true;
+      bytes.hold = std::move(r);
+      in.external = std::move(bytes);
       continue;
     }
     ExternalBytes bytes;

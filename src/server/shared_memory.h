@@ -66,15 +66,15 @@ class SharedMemoryManager {
 
   /// Points `out` at `ref`'s bytes (offset and size inside the region) in place, holding the
   /// region mapped for as long as `out` lives. System regions only (a CUDA region's bytes are
-  /// device memory: attach_inputs copies them).
+  /// device memory: see attach_inputs).
   std::optional<RequestError> view(const SharedMemoryRef& ref, ExternalBytes* out) const;
   /// Writes `bytes` (host memory) at `ref` (a copy to the device for a CUDA region); `bytes`
   /// must fit in ref.byte_size.
   std::optional<RequestError> write(const SharedMemoryRef& ref, const void* data, size_t bytes) const;
 
   /// The protocol-independent half of an infer request (HTTP and gRPC): every input that names a
-  /// system region reads it in place (view()), one in a CUDA region is copied to the host (a copy
-  /// the batcher's own upload then repeats: correct, not yet fast); errors (400) name the input.
+  /// system region reads it in place (view()), one in a CUDA region points at the device memory
+  /// (ExternalBytes::device: the batcher copies it device to device); errors (400) name the input.
   std::optional<RequestError> attach_inputs(InferRequest* request) const;
 
  private:

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inference::ModelInferRequest proto;
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
   InferRequest request;
-  if (infer_request_from_proto(proto, &request)) return 0;
+  if (infer_request_from_proto(&proto, &request)) return 0;
   for (const InferInput& in : request.inputs) {
     const size_t esize = element_size(in.dtype);
     // The conversion promised packed data of the shape's size, or a shared-memory slice of it.

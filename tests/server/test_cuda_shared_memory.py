@@ -73,8 +73,12 @@ def main():
     mlp = os.path.join(args.models, "mlp_symbolic_batch", "model.onnx")
     sess = ort.InferenceSession(mlp, providers=["CPUExecutionProvider"])
     repo = tempfile.mkdtemp(prefix="ingot-cudashm-")
-    add_model(repo, "mlp", mlp, 'max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 8 ] } ]\n'
-              'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    io = ('max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 8 ] } ]\n'
+          'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    add_model(repo, "mlp", mlp, io)  # a cpu instance: the region's bytes are copied to the host
+    # A cuda instance (a CUDA graph per prepared batch size): the region's bytes are copied device
+    # to device into its input buffer, with a padded batch (3 rows run as the prepared 4).
+    add_model(repo, "mlp_gpu", mlp, io + 'instance_group [ { kind: KIND_GPU count: 1 } ]\n')
     server = Server(args.ingot, repo, "--access-log", "off")
     c = Client(server.port)
     x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
@@ -101,6 +105,13 @@ def main():
     cuda.d2h(d_out, got)
     check("HTTP: infer reads x from device memory and writes probs there, equal to onnxruntime",
           status == 200 and np.allclose(got, want, rtol=1e-5, atol=1e-6), (status, raw[:300], got))
+    for attempt in range(3):  # each a fresh output, so a stale one cannot pass
+        cuda.h2d(d_out, np.full_like(want, np.nan))
+        status, _, raw = c.request("POST", "/v2/models/mlp_gpu/infer", json.dumps(body).encode())
+        got = np.zeros_like(want)
+        cuda.d2h(d_out, got)
+        check(f"HTTP: a cuda instance reads x device to device, equal to onnxruntime (request {attempt + 1})",
+              status == 200 and np.allclose(got, want, rtol=1e-4, atol=1e-5), (status, raw[:300], got))
     try:
         try:
             import tritonclient.grpc as tg
