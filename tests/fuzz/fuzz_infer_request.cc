@@ -34,8 +34,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<OutputTensor> outs;
   for (const InferInput& in : request.inputs) {
     size_t esize = element_size(in.dtype);
-    if (esize == 0 || in.data.size() % esize != 0) __builtin_trap();  // the parser promised packed data
-    outs.push_back({in.name, in.dtype, in.shape, in.data.data(), in.data.size(), request.binary_outputs});
+    if (esize == 0 || in.byte_size() % esize != 0) __builtin_trap();  // the parser promised packed data
+    // A binary tensor is a view into the body: it must lie inside it.
+    if (in.external) {
+      const char* body = reinterpret_cast<const char*>(data);
+      if (in.external->data < body || in.external->size > size || in.external->data > body + (size - in.external->size))
+        __builtin_trap();
+    }
+    outs.push_back({in.name, in.dtype, in.shape, in.bytes(), in.byte_size(), request.binary_outputs});
   }
   std::optional<size_t> out_header;
   std::string body = build_infer_response("m", "1", request.id, outs, &out_header);
