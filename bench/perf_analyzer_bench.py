@@ -71,13 +71,30 @@ def proc_memory(pid):
         return None
 
 
+def model_counts(client, model):
+    """(inference_count, execution_count) of a model from the server's statistics (Triton's JSON)."""
+    status, _, raw = client.request("GET", f"/v2/models/{model}/stats")
+    if status != 200:
+        return None
+    st = (json.loads(raw).get("model_stats") or [{}])[0]
+    return st.get("inference_count", 0), st.get("execution_count", 0)
+
+
+def mean_batch(before, after):
+    """Images per executed batch between two model_counts() readings (perf_analyzer's warm-up and
+    unstable windows included), or None."""
+    if not before or not after or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def fmt(v, digits=0):
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
 def table(results, run_rate):
     head = ["config", "proto", "b", "c", "shm", "inputs", "img/s", "x run", "p50 ms", "p99 ms", "queue", "in", "infer",
-            "out", "stable"]
+            "out", "batch", "stable"]
     lines = [head]
     for name, r in results.items():
         proto, b, c, shm, model = CONFIGS[name]
@@ -87,7 +104,7 @@ def table(results, run_rate):
         lines.append([name, proto, str(b), str(c), shm, "fp16" if model.endswith("fp16io") else "fp32",
                       fmt(m.get("throughput")), fmt(ratio, 2) if ratio else "-", us("p50_us"), us("p99_us"),
                       us("queue_us"), us("compute_input_us"), us("compute_infer_us"), us("compute_output_us"),
-                      "yes" if r.get("stable") else r.get("error", "no")[:40]])
+                      fmt(r.get("mean_batch"), 1), "yes" if r.get("stable") else r.get("error", "no")[:40]])
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in lines)
 
@@ -101,9 +118,10 @@ def self_test():
     assert rows == [{"concurrency": 8.0, "throughput": 12345.6, "p50_us": 9000.0, "p99_us": 12000.0, "avg_us": 9100.0,
                      "queue_us": 1500.0, "compute_input_us": 300.0, "compute_infer_us": 4000.0,
                      "compute_output_us": 250.0, "send_recv_us": 200.0}], rows
-    t = table({"g16s": {"row": rows[0], "stable": True}, "h1c1": {"error": "perf_analyzer rc 1: no stable window"}},
-              20000.0)
-    assert "12,346" in t and "0.62" in t and "12.00" in t and "no stable window" in t, t
+    assert mean_batch((100, 10), (1700, 110)) == 16.0 and mean_batch((5, 5), (5, 5)) is None
+    t = table({"g16s": {"row": rows[0], "stable": True, "mean_batch": 16.0},
+               "h1c1": {"error": "perf_analyzer rc 1: no stable window"}}, 20000.0)
+    assert "12,346" in t and "0.62" in t and "12.00" in t and "16.0" in t and "no stable window" in t, t
     print(t)
     print("self-test ok")
     return 0
@@ -171,6 +189,8 @@ def main():
     server = Server(a.ingot, repo, "--access-log", "off", startup_timeout=900)
     print(f"server up in {time.time() - t0:.1f} s (two engines built from the ONNX, prepared sizes warmed)", flush=True)
     results = {}
+    from server_harness import Client
+    stats_client = Client(server.port)
     try:
         for name in [n.strip() for n in a.configs.split(",") if n.strip()]:
             if name not in CONFIGS:
@@ -188,9 +208,12 @@ def main():
             if shm != "none":
                 cmd += ["--shared-memory", shm, "--output-shared-memory-size", str(4 * 1000 * b * 4)]
             t = time.time()
+            before = model_counts(stats_client, model)
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            after = model_counts(stats_client, model)
             open(os.path.join(a.out, f"{name}.log"), "w").write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
-            r = {"seconds": time.time() - t, "cmd": cmd, "server_memory": proc_memory(server.proc.pid)}
+            r = {"seconds": time.time() - t, "cmd": cmd, "server_memory": proc_memory(server.proc.pid),
+                 "mean_batch": mean_batch(before, after)}
             if p.returncode < 0:  # killed by a signal: what the kernel said, and how big both processes were
                 r["children_max_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
                 r["dmesg"] = subprocess.run(["sh", "-c", "dmesg 2>&1 | tail -5"], capture_output=True,
