@@ -64,20 +64,27 @@ std::string mlp_model() { return gpu_test::mlp_onnx(16, 64, 128, 10, 3); }
 
 class CudaEngine : public gpu_test::CudaTest {};
 
+// The model built as a CUDA engine and loaded; nullptr (after a failed expectation) when either fails.
+std::shared_ptr<Engine> cuda_engine(const std::string& onnx, BuilderConfig cfg = {}) {
+  Quiet quiet;
+  cfg.backend = BackendKind::kCuda;
+  auto bytes = Builder(quiet).build_serialized_from_bytes(onnx.data(), onnx.size(), cfg);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
+  if (!bytes.ok()) return nullptr;
+  auto engine = Runtime(quiet).deserialize(bytes->data(), bytes->size());
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
 TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoAGraph) {
   std::string bytes = mlp_model();
-  Quiet quiet;
-  BuilderConfig cfg;
-  cfg.backend = BackendKind::kCuda;
-  auto eng_bytes = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
-  ASSERT_TRUE(eng_bytes.ok()) << eng_bytes.status().to_string();
-  auto engine = Runtime(quiet).deserialize(eng_bytes->data(), eng_bytes->size());
-  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  for (const LayerDesc& l : (*engine)->layers()) {
+  std::shared_ptr<Engine> engine = cuda_engine(bytes);
+  ASSERT_TRUE(engine);
+  for (const LayerDesc& l : engine->layers()) {
     std::printf("  %-20s %-24s %s\n", l.op.c_str(), l.name.c_str(), l.tactic.c_str());
     EXPECT_NE(l.tactic, "cuda.host_fallback") << l.op;
   }
-  auto ctx = (*engine)->create_execution_context();
+  auto ctx = engine->create_execution_context();
   ASSERT_TRUE(ctx.ok());
 
   Tensor x = Tensor::zeros(DataType::kFloat32, {16, 64}).value();
@@ -145,16 +152,10 @@ TEST_F(CudaEngine, AllCudaTacticsMatchTheReferenceAllocateNothingAndCaptureIntoA
 // The context's own CUDA-graph mode: plain first run, captured second, replays after; replays
 // read the current input data, allocate nothing on the host, and give bit-identical outputs.
 TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
-  std::string bytes = mlp_model();
-  Quiet quiet;
-  BuilderConfig cfg;
-  cfg.backend = BackendKind::kCuda;
-  auto eng_bytes = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
-  ASSERT_TRUE(eng_bytes.ok()) << eng_bytes.status().to_string();
-  auto engine = Runtime(quiet).deserialize(eng_bytes->data(), eng_bytes->size());
-  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  auto plain = (*engine)->create_execution_context();
-  auto graphed = (*engine)->create_execution_context();
+  std::shared_ptr<Engine> engine = cuda_engine(mlp_model());
+  ASSERT_TRUE(engine);
+  auto plain = engine->create_execution_context();
+  auto graphed = engine->create_execution_context();
   ASSERT_TRUE(plain.ok() && graphed.ok());
   ASSERT_TRUE((*graphed)->set_cuda_graph_mode(true).ok());
 
@@ -214,7 +215,7 @@ TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
     void report_layer_enqueue_time(int, const char*, float) noexcept override { ++enqueue_reports; }
   } prof;
   (*graphed)->set_profiler(&prof);
-  const size_t nsteps = (*engine)->layers().size();
+  const size_t nsteps = engine->layers().size();
   std::vector<float> a(ny), b(ny);
   ASSERT_EQ(cudaMemcpy(a.data(), dy_plain, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   for (int run = 0; run < 3; ++run) {
@@ -257,20 +258,15 @@ TEST_F(CudaEngine, GraphModeReplaysBitIdenticalAndSaysWhyWhenItCannot) {
 // (no plain run, no new capture), with outputs bit-identical to a plain context's. An unbound
 // output (the context's own buffer, reallocated per shape) keeps no graph.
 TEST_F(CudaEngine, GraphModeKeepsAGraphPerBatchSize) {
-  std::string bytes = gpu_test::mlp_onnx(-1, 64, 128, 10, 7);
-  Quiet quiet;
   BuilderConfig cfg;
-  cfg.backend = BackendKind::kCuda;
   OptimizationProfile prof;
   prof.set_dimensions("x", {1, 64}, {16, 64}, {32, 64});
   cfg.profiles.push_back(prof);
-  auto eng_bytes = Builder(quiet).build_serialized_from_bytes(bytes.data(), bytes.size(), cfg);
-  ASSERT_TRUE(eng_bytes.ok()) << eng_bytes.status().to_string();
-  auto engine = Runtime(quiet).deserialize(eng_bytes->data(), eng_bytes->size());
-  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  auto plain = (*engine)->create_execution_context();
-  auto graphed = (*engine)->create_execution_context();
-  auto unbound = (*engine)->create_execution_context();
+  std::shared_ptr<Engine> engine = cuda_engine(gpu_test::mlp_onnx(-1, 64, 128, 10, 7), cfg);
+  ASSERT_TRUE(engine);
+  auto plain = engine->create_execution_context();
+  auto graphed = engine->create_execution_context();
+  auto unbound = engine->create_execution_context();
   ASSERT_TRUE(plain.ok() && graphed.ok() && unbound.ok());
   ASSERT_TRUE((*graphed)->set_cuda_graph_mode(true).ok());
   ASSERT_TRUE((*unbound)->set_cuda_graph_mode(true).ok());
