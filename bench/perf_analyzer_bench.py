@@ -88,6 +88,17 @@ def mean_batch(before, after):
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
+def ingot_run_b1(ingot, engine, ins):
+    """`ingot run` at batch 1 on the served engine, one synchronized query at a time with copies and a
+    CUDA graph: (median ms, p99 ms, log tail). Issue 19's bar for c1: p99 at most this p99 + 1 ms."""
+    import re
+    shapes = ",".join(f"{n}:{'x'.join(str(d) for d in [1] + list(dims))}" for n, _, dims in ins)
+    cmd = [ingot, "run", engine, "--shapes", shapes, "--cuda-graph", "--iterations", "300", "--duration", "2"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    m = re.search(r"^Latency: .*?median = ([\d.]+) ms.*?percentile\(99%\) = ([\d.]+) ms", p.stdout, re.M)
+    return (float(m.group(1)) if m else None), (float(m.group(2)) if m else None), p.stdout[-1200:] + p.stderr[-400:]
+
+
 def fmt(v, digits=0):
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -230,6 +241,8 @@ def main():
         a.dynamic_shapes = None
         run_rate, run_log = serve_bench.ingot_run_rate(argparse.Namespace(ingot=a.ingot, dynamic_shapes=None), engine,
                                                        [])
+        b1_median, b1_p99, b1_log = ingot_run_b1(a.ingot, engine, ins)
+        open(os.path.join(a.out, "ingot_run_b1.log"), "w").write(b1_log)
     finally:
         server.stop()
     print(f"max_queue_delay_microseconds {a.queue_delay_us}; server memory (MiB) after each configuration: " +
@@ -239,6 +252,8 @@ def main():
         if v.get("dmesg") is not None:
             print(f"{k}: killed; children's max RSS {v.get('children_max_rss_kib')} KiB; dmesg: {v['dmesg'].strip()}")
     print(f"ingot run --streams 2 on the served engine (batch 128, copies): {fmt(run_rate)} img/s")
+    print(f"ingot run on the served engine at batch 1 (copies, CUDA graph, synchronized): median {fmt(b1_median, 3)} ms, "
+          f"p99 {fmt(b1_p99, 3)} ms (c1's bar: p99 at most {fmt(b1_p99 + 1 if b1_p99 else None, 3)} ms)")
     print("== perf_analyzer table ==")
     print(table(results, run_rate))
     json.dump({"results": results, "ingot_run_img_s": run_rate, "ingot_run_log": run_log},
