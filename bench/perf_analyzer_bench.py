@@ -162,6 +162,9 @@ def main():
     ap.add_argument("--max-minutes", type=float, default=7.0)
     ap.add_argument("--measurement-ms", type=int, default=4000)
     ap.add_argument("--stability", type=int, default=10, help="perf_analyzer --stability-percentage")
+    ap.add_argument("--request-count", type=int, default=3000,
+                    help="requests per measurement window of the -b 1 request-body configurations at c > 1 "
+                         "(count windows: perf_analyzer's memory grows per request)")
     ap.add_argument("--queue-delay-us", type=int, default=2000,
                     help="the models' max_queue_delay_microseconds (Triton's default is 0: a free instance takes "
                          "what is queued at once)")
@@ -218,12 +221,20 @@ def main():
                    str(a.stability), "--max-trials", "8", "-f", csv_path]
             if shm != "none":
                 cmd += ["--shared-memory", shm, "--output-shared-memory-size", str(4 * 1000 * b * 4)]
+            elif b == 1 and c > 1:
+                # perf_analyzer 2.60 grows by about half a MB per request here (it was OOM-killed at
+                # 125 GB RSS after ~20 s of -b 1 at c >= 16, 2026-12-05): windows of a fixed request
+                # count bound it, where time windows grow with the server's speed.
+                cmd += ["--measurement-mode", "count_windows", "--measurement-request-count",
+                        str(a.request_count)]
+                cmd[cmd.index("--max-trials") + 1] = "5"  # a window lasts at least 1 s
             t = time.time()
             before = model_counts(stats_client, model)
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             after = model_counts(stats_client, model)
             open(os.path.join(a.out, f"{name}.log"), "w").write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
             r = {"seconds": time.time() - t, "cmd": cmd, "server_memory": proc_memory(server.proc.pid),
+                 "children_max_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
                  "mean_batch": mean_batch(before, after)}
             if p.returncode < 0:  # killed by a signal: what the kernel said, and how big both processes were
                 r["children_max_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
