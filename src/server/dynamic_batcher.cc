@@ -179,11 +179,7 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
     if (o.prepared == BatchingOptions::Prepared::kList) {
       b->prepared_ = o.prepared_sizes;
     } else if (o.prepared == BatchingOptions::Prepared::kAuto && cuda) {
-      for (int64_t p = 1; p < b->signature_.max_batch_size; p *= 2) b->prepared_.push_back(p);
-      b->prepared_.push_back(b->signature_.max_batch_size);
-      for (int64_t p : o.preferred_sizes) b->prepared_.push_back(p);
-      std::sort(b->prepared_.begin(), b->prepared_.end());
-      b->prepared_.erase(std::unique(b->prepared_.begin(), b->prepared_.end()), b->prepared_.end());
+      b->prepared_ = auto_prepared_sizes(b->signature_.max_batch_size, o.preferred_sizes);
     }
   }
   // Only sizes profile 0 accepts for every input's batch dim (a profile may start above 1).
@@ -213,6 +209,20 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
   }
   for (size_t i = 0; i < b->contexts_.size(); ++i) b->workers_.emplace_back(&DynamicBatcher::worker, b.get(), i);
   return b;
+}
+
+std::vector<int64_t> auto_prepared_sizes(int64_t max_batch_size, const std::vector<int64_t>& preferred) {
+  std::vector<int64_t> sizes;
+  for (int64_t p = 1; p < max_batch_size; p *= 2) {
+    sizes.push_back(p);
+    if (p >= 2 && p + p / 2 < max_batch_size) sizes.push_back(p + p / 2);
+  }
+  sizes.push_back(max_batch_size);
+  for (int64_t p : preferred)
+    if (p >= 1 && p <= max_batch_size) sizes.push_back(p);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
 }
 
 int64_t DynamicBatcher::padded_rows(int64_t rows) const {

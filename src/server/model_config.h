@@ -47,7 +47,7 @@ struct BatchingOptions {
   /// Batch sizes prepared at load (each instance runs one warm-up batch of each, so tactics build
   /// their per-shape plans then, not on a request) and that executed batches are padded up to:
   /// the config parameter "ingot.prepared_batch_sizes" = "auto" (the default: for cuda engines
-  /// the powers of two up to max_batch_size, max_batch_size and the preferred sizes; none for
+  /// auto_prepared_sizes(): powers of two and their midpoints, max_batch_size and the preferred sizes; none for
   /// cpu engines, whose kernels prepare nothing per shape), "none", or a list "1,2,4,8".
   enum class Prepared { kAuto, kNone, kList } prepared = Prepared::kAuto;
   std::vector<int64_t> prepared_sizes;  ///< kList: ascending, unique, within [1, max_batch_size]

@@ -635,6 +635,23 @@ TEST_F(BatcherFixture, ConcurrentRequestsBatchAndSplitBackInOrder) {
 // load, kept out of the statistics; afterwards every batch runs padded up to the next prepared
 // size, so no batch size outside that set reaches the engine, and each request still gets exactly
 // its own rows. On the CPU backend nothing is prepared unless the config lists sizes.
+// What `auto` prepares for cuda engines: powers of two and their midpoints, max_batch_size and the
+// preferred sizes, so no batch is padded by a third or more.
+TEST(PreparedSizes, AutoHasPowersOfTwoAndMidpoints) {
+  EXPECT_EQ(auto_prepared_sizes(128, {}), (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}));
+  EXPECT_EQ(auto_prepared_sizes(16, {10}), (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 10, 12, 16}));
+  EXPECT_EQ(auto_prepared_sizes(100, {}), (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 100}));
+  EXPECT_EQ(auto_prepared_sizes(1, {}), (std::vector<int64_t>{1}));
+  for (int64_t max : {5, 17, 64, 100, 128, 1000}) {
+    const std::vector<int64_t> sizes = auto_prepared_sizes(max, {});
+    ASSERT_EQ(sizes.back(), max);
+    for (int64_t rows = 1; rows <= max; ++rows) {
+      const int64_t padded = *std::lower_bound(sizes.begin(), sizes.end(), rows);
+      EXPECT_LT(3 * (padded - rows), padded) << rows << " rows run as " << padded << " (max " << max << ")";
+    }
+  }
+}
+
 TEST_F(BatcherFixture, BatchesRunPaddedToSizesPreparedAtLoad) {
   sig.inputs[0].dims = {4};
   sig.outputs[0].dims = {4};
@@ -805,7 +822,10 @@ TEST(CudaBatcher, PinnedPageableDeviceAndOwnedInputsGiveExactAnswers) {
     constexpr int kThreads = 24;
     const int64_t width = d > 0 ? d : 4;
     // Graphs per prepared size, captured by the warm-up (fixed width; the open width prepares none).
-    if (d > 0) EXPECT_EQ((*b)->cuda_graphs().rfind("on (", 0), 0u) << (*b)->cuda_graphs();
+    if (d > 0) {
+      EXPECT_EQ((*b)->prepared_sizes(), auto_prepared_sizes(16, {}));
+      EXPECT_EQ((*b)->cuda_graphs(), "on (8 graphs per instance)");
+    }
     float* pinned = nullptr;
     ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), kThreads * 3 * width * sizeof(float)), cudaSuccess);
     float* on_device = nullptr;  // as a CUDA shared-memory region's bytes
