@@ -203,6 +203,8 @@ Result<std::unique_ptr<DynamicBatcher>> DynamicBatcher::create(std::shared_ptr<E
       b->cuda_graphs_ = "off (the config's optimization.cuda.graphs)";
     } else if (std::string why = b->contexts_.front()->cuda_graph_status(); !why.empty()) {
       b->cuda_graphs_ = "off: " + why;
+    } else if (b->prepared_.empty()) {
+      b->cuda_graphs_ = "on (no prepared sizes: a batch size's graph is captured at its second batch)";
     } else {
       b->cuda_graphs_ = "on (" + std::to_string(b->contexts_.front()->cuda_graphs_held()) + " graphs per instance)";
     }
