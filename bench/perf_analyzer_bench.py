@@ -99,6 +99,36 @@ def ingot_run_b1(ingot, engine, ins):
     return (float(m.group(1)) if m else None), (float(m.group(2)) if m else None), p.stdout[-1200:] + p.stderr[-400:]
 
 
+def run_watched(cmd, cap_mib, timeout_s=300, every_s=0.25):
+    """Runs perf_analyzer with its RSS sampled every `every_s` seconds and stops it (SIGKILL) past
+    `cap_mib` MiB or `timeout_s`, before the machine's OOM killer does. Returns (returncode, stdout,
+    stderr, {peak_mib, mib_per_s, stopped}): mib_per_s is the RSS growth from the first sample to the
+    peak; stopped says why it was stopped, or is None."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        t0, first, peak, peak_t, stopped = time.time(), None, 0, 0.0, None
+        while p.poll() is None:
+            rss = (proc_memory(p.pid) or {}).get("VmRSS") or 0
+            now = time.time() - t0
+            if first is None and rss:
+                first = (now, rss)
+            if rss > peak:
+                peak, peak_t = rss, now
+            if rss > cap_mib:
+                stopped = f"stopped at {rss:,} MiB RSS after {now:.0f} s (cap {cap_mib:,} MiB)"
+            elif now > timeout_s:
+                stopped = f"stopped after {timeout_s} s"
+            if stopped:
+                p.kill()
+                p.wait()
+                break
+            time.sleep(every_s)
+        out.seek(0)
+        err.seek(0)
+        growth = (peak - first[1]) / (peak_t - first[0]) if first and peak_t > first[0] else None
+        return p.returncode, out.read(), err.read(), {"peak_mib": peak, "mib_per_s": growth, "stopped": stopped}
+
+
 def fmt(v, digits=0):
     return "-" if v is None else f"{v:,.{digits}f}"
 
@@ -134,6 +164,15 @@ def self_test():
                "h1c1": {"error": "perf_analyzer rc 1: no stable window"}}, 20000.0)
     assert "12,346" in t and "0.62" in t and "12.00" in t and "16.0" in t and "no stable window" in t, t
     print(t)
+    # The RSS watchdog: a child growing 10 MiB every 20 ms is stopped past the cap, and says so; a child that
+    # ends on its own keeps its exit code and output.
+    grow = [sys.executable, "-c", "import time\na = []\nfor _ in range(400):\n    a.append(bytearray(10 << 20))\n"
+            "    time.sleep(0.02)\n"]
+    rc, _, _, w = run_watched(grow, cap_mib=300, every_s=0.05)
+    assert rc < 0 and w["stopped"] and "cap 300 MiB" in w["stopped"] and w["peak_mib"] > 300, (rc, w)
+    assert w["mib_per_s"] and w["mib_per_s"] > 50, w
+    rc, out, _, w = run_watched([sys.executable, "-c", "print('done')"], cap_mib=300, every_s=0.05)
+    assert rc == 0 and out.strip() == "done" and w["stopped"] is None, (rc, out, w)
     print("self-test ok")
     return 0
 
@@ -162,9 +201,11 @@ def main():
     ap.add_argument("--max-minutes", type=float, default=7.0)
     ap.add_argument("--measurement-ms", type=int, default=4000)
     ap.add_argument("--stability", type=int, default=10, help="perf_analyzer --stability-percentage")
-    ap.add_argument("--request-count", type=int, default=3000,
-                    help="requests per measurement window of the -b 1 request-body configurations at c > 1 "
-                         "(count windows: perf_analyzer's memory grows per request)")
+    ap.add_argument("--short-window-ms", type=int, default=1000,
+                    help="measurement window of the -b 1 request-body configurations at c > 1 (at most 4 "
+                         "trials: perf_analyzer's memory grows fast there)")
+    ap.add_argument("--client-rss-cap-mib", type=int, default=80000,
+                    help="stop perf_analyzer past this RSS (MiB), before the machine's OOM killer does")
     ap.add_argument("--queue-delay-us", type=int, default=2000,
                     help="the models' max_queue_delay_microseconds (Triton's default is 0: a free instance takes "
                          "what is queued at once)")
@@ -222,20 +263,22 @@ def main():
             if shm != "none":
                 cmd += ["--shared-memory", shm, "--output-shared-memory-size", str(4 * 1000 * b * 4)]
             elif b == 1 and c > 1:
-                # perf_analyzer 2.60 grows by about half a MB per request here (it was OOM-killed at
-                # 125 GB RSS after ~20 s of -b 1 at c >= 16, 2026-12-05): windows of a fixed request
-                # count bound it, where time windows grow with the server's speed.
-                cmd += ["--measurement-mode", "count_windows", "--measurement-request-count",
-                        str(a.request_count)]
-                cmd[cmd.index("--max-trials") + 1] = "5"  # a window lasts at least 1 s
+                # perf_analyzer 2.60 grows fast here: OOM-killed at ~125 GB RSS after ~20 s of -b 1 at
+                # c >= 16 (2026-12-05), in 2.5 s time windows and in count windows of 3000 requests
+                # alike. Short windows and few trials, and run_watched stops it first and says how fast
+                # it grew.
+                cmd[cmd.index("--measurement-interval") + 1] = str(a.short_window_ms)
+                cmd[cmd.index("--max-trials") + 1] = "4"
             t = time.time()
             before = model_counts(stats_client, model)
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            rc, stdout, stderr, watch = run_watched(cmd, a.client_rss_cap_mib)
+            p = argparse.Namespace(returncode=rc, stdout=stdout, stderr=stderr)
             after = model_counts(stats_client, model)
             open(os.path.join(a.out, f"{name}.log"), "w").write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
             r = {"seconds": time.time() - t, "cmd": cmd, "server_memory": proc_memory(server.proc.pid),
-                 "children_max_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
-                 "mean_batch": mean_batch(before, after)}
+                 "perf_analyzer_memory": watch, "mean_batch": mean_batch(before, after)}
+            print(f"{name}: perf_analyzer peak RSS {watch['peak_mib']:,} MiB, growing "
+                  f"{fmt(watch['mib_per_s'])} MiB/s" + (f"; {watch['stopped']}" if watch["stopped"] else ""), flush=True)
             if p.returncode < 0:  # killed by a signal: what the kernel said, and how big both processes were
                 r["children_max_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
                 r["dmesg"] = subprocess.run(["sh", "-c", "dmesg 2>&1 | tail -5"], capture_output=True,
@@ -244,7 +287,8 @@ def main():
                 rows = parse_csv(open(csv_path).read())
                 r.update(row=rows[-1] if rows else None, stable="Failed to obtain stable" not in p.stdout + p.stderr)
             else:
-                r["error"] = f"perf_analyzer rc {p.returncode}: " + ((p.stderr or p.stdout).strip().splitlines() or [""])[-1]
+                r["error"] = (f"perf_analyzer {watch['stopped']}" if watch["stopped"] else
+                              f"perf_analyzer rc {p.returncode}: " + ((p.stderr or p.stdout).strip().splitlines() or [""])[-1])
             results[name] = r
             print(f"{name}: {fmt((r.get('row') or {}).get('throughput'))} img/s"
                   f"{'' if r.get('stable', False) else '  (' + r.get('error', 'not stable') + ')'}", flush=True)
