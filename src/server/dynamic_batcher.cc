@@ -528,33 +528,30 @@ void DynamicBatcher::execute(ExecutionContext& ctx, DeviceIo* dev, std::vector<s
 #endif
     if (!dev) {
       bool on_device = false;  // a CUDA shared-memory input served by a cpu instance
-      for (const auto& p : batch)
-        on_device = on_device || (p->request.inputs[i].external && p->request.inputs[i].external->device);
-      if (on_device) {
-        std::string& buf = buffers[i];
-        buf.assign(total + pad, '\0');
-        size_t offset = 0;
-        for (const auto& p : batch) {
-          const InferInput& in = p->request.inputs[i];
-#ifdef INGOT_WITH_CUDA
-          if (in.external && in.external->device) {
-            if (st.ok() && in.byte_size())
-              st = cuda_status(cudaMemcpy(&buf[offset], in.bytes(), in.byte_size(), cudaMemcpyDeviceToHost),
-                               "reading an input from CUDA shared memory");
-          } else {
-            std::memcpy(&buf[offset], in.bytes(), in.byte_size());
-          }
-#endif
-          offset += in.byte_size();
-        }
-        address = buf.data();
-      } else if (batch.size() == 1 && pad == 0) {
+      for (const auto& p : batch) {
+        const InferInput& in = p->request.inputs[i];
+        on_device = on_device || (in.external && in.external->device);
+      }
+      if (batch.size() == 1 && pad == 0 && !on_device) {
         address = const_cast<char*>(batch.front()->request.inputs[i].bytes());
       } else {
         std::string& buf = buffers[i];
         buf.clear();
         buf.reserve(total + pad);
-        for (const auto& p : batch) buf.append(p->request.inputs[i].bytes(), p->request.inputs[i].byte_size());
+        for (const auto& p : batch) {
+          const InferInput& in = p->request.inputs[i];
+          if (!(in.external && in.external->device)) {
+            buf.append(in.bytes(), in.byte_size());
+            continue;
+          }
+#ifdef INGOT_WITH_CUDA  // device bytes exist only in a CUDA build (attach_inputs of a CUDA region)
+          const size_t at = buf.size();
+          buf.resize(at + in.byte_size());
+          if (st.ok() && in.byte_size())
+            st = cuda_status(cudaMemcpy(&buf[at], in.bytes(), in.byte_size(), cudaMemcpyDeviceToHost),
+                             "reading an input from CUDA shared memory");
+#endif
+        }
         buf.append(pad, '\0');
         address = buf.data();
       }
