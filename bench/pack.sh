@@ -7,20 +7,34 @@
 #   there: tar xJf build/devpack.tar.xz -C build; B=build/dev bash bench/device.sh
 # With several names, the first is packed from the build folder now and the others must have been
 # packed before (bench/pack.sh --keep build devmain packs one without making the archive).
+# PACK_ARCHIVE names the archive (default devpack). PACK_PARTS (default "ingot serve gpu
+# conformance server") picks what goes in; PACK_PYTHON=1 adds libingot installed (<name>/prefix: the static library, headers, CMake package) for building the
+# Python extension on the GPU machine, whose Python (3.12) is not ours (bench/python_part.sh).
 set -euo pipefail
+parts=" ${PACK_PARTS:-ingot serve gpu conformance server} "
 keep=0
 if [ "${1:-}" = --keep ]; then keep=1; shift; fi
 src=$1; shift
 name=$1; shift
 d=build/$name
 rm -rf "$d"; mkdir -p "$d/tests/server" "$d/tools"
-strip -o "$d/tools/ingot" "$src/tools/ingot"
-strip -o "$d/tools/ingot-serve" "$src/tools/ingot-serve"  # `ingot serve` runs it from the same folder
-strip -o "$d/tests/ingot_gpu_tests" "$src/tests/ingot_gpu_tests"
-strip -o "$d/tests/conformance_runner" "$src/tests/conformance_runner"
-strip -o "$d/tests/server/ingot_server_tests" "$src/tests/server/ingot_server_tests"
-bash bench/collect_libs.sh "$src/tests/server/ingot_server_tests" "$d/devlibs" > /dev/null
-bash bench/collect_libs.sh "$src/tools/ingot-serve" "$d/devlibs" > /dev/null
+has() { [[ "$parts" == *" $1 "* ]]; }
+if has ingot; then strip -o "$d/tools/ingot" "$src/tools/ingot"; fi
+if has serve; then strip -o "$d/tools/ingot-serve" "$src/tools/ingot-serve"; fi  # `ingot serve` runs it from the same folder
+if has gpu; then strip -o "$d/tests/ingot_gpu_tests" "$src/tests/ingot_gpu_tests"; fi
+if has conformance; then strip -o "$d/tests/conformance_runner" "$src/tests/conformance_runner"; fi
+if has server; then
+  strip -o "$d/tests/server/ingot_server_tests" "$src/tests/server/ingot_server_tests"
+  bash bench/collect_libs.sh "$src/tests/server/ingot_server_tests" "$d/devlibs" > /dev/null
+fi
+if has serve; then bash bench/collect_libs.sh "$src/tools/ingot-serve" "$d/devlibs" > /dev/null; fi
+if [ "${PACK_PYTHON:-0}" = 1 ]; then
+  cmake --install "$src" --prefix "$d/prefix" > /dev/null
+  strip --strip-debug "$d/prefix/lib/libingot.a"
+  rm -rf "$d/prefix/bin"
+  bash bench/collect_libs.sh "$src/tools/ingot" "$d/devlibs" > /dev/null  # protobuf-lite, pcre2
+fi
 [ "$keep" = 1 ] && exit 0
-tar cJf build/devpack.tar.xz -C build "$name" "$@"
-ls -la build/devpack.tar.xz
+archive=build/${PACK_ARCHIVE:-devpack}.tar.xz
+tar cJf "$archive" -C build "$name" "$@"
+ls -la "$archive"

@@ -125,9 +125,10 @@ class ExecutionContext {
   /// CUDA engines: capture the whole enqueue into a CUDA graph, once per set of input shapes
   /// and bindings, and replay it on later enqueues (far fewer launch gaps at small batch).
   /// When a step cannot be captured (a host-fallback step, data-dependent shapes, an attached
-  /// profiler or listener, the legacy default stream), enqueue runs plain launches and
-  /// cuda_graph_status() says why. Replayed outputs are bit-identical to plain enqueue. Fails
-  /// with kUnsupported on CPU engines when enabling.
+  /// profiler or listener), enqueue runs plain launches and cuda_graph_status() says why. On the
+  /// legacy default stream (nullptr), the capture happens on a stream of the context's own and
+  /// the graph is launched on the legacy stream. Replayed outputs are bit-identical to plain
+  /// enqueue. Fails with kUnsupported on CPU engines when enabling.
   virtual Status set_cuda_graph_mode(bool enabled) = 0;
   /// Empty when the last enqueue replayed (or captured) a graph or the mode is off; otherwise
   /// the reason it ran plain launches, naming the step at fault.

@@ -4,9 +4,12 @@
     run = ingot.compile("model.onnx", fp16=True, shapes={"input": (1, 3, 224, 224)})
     (logits,) = run(x)
 
-CUDA engines take and fill torch tensors (or anything with __cuda_array_interface__) in place on
-the caller's current stream, with a CUDA graph replayed once the shapes settle; CPU engines take
-and return numpy arrays. shapes gives an input's fixed dims, or (min, opt, max) for a profile.
+CUDA engines read CUDA tensors in place (torch tensors, or anything with __cuda_array_interface__
+or __dlpack__; no copy, the engine's input dtype, else TypeError) and write new torch tensors, on
+the caller's current stream (the legacy default one too), replaying a CUDA graph once a set of
+shapes and buffers repeats (the context keeps up to 16: a loop that drops each result before the
+next call alternates between two output buffers and replays). CPU engines take and return numpy
+arrays. shapes gives an input's fixed dims, or (min, opt, max) for a profile.
 """
 import os
 
@@ -24,6 +27,9 @@ class CompiledModel:
         self.outputs = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
                         if engine.get_tensor_mode(engine.get_tensor_name(i)) == _api.TensorIOMode.OUTPUT]
         self.cuda = engine.backend == "cuda"
+        self._dtypes = None  # DataType -> torch dtype, made on the first CUDA call
+        self._shapes = None  # the input shapes the context was last set to
+        self._out_shapes = None
         if self.cuda and cuda_graph:
             self.context.set_cuda_graph_mode(True)
 
@@ -61,29 +67,61 @@ class CompiledModel:
         self._check(self.context.execute_async_v3(0), "execute")
         return outs
 
+    def _torch_dtypes(self):
+        import torch
+        return {_api.DataType.FLOAT: torch.float32, _api.DataType.HALF: torch.float16,
+                _api.DataType.BF16: torch.bfloat16, _api.DataType.INT64: torch.int64,
+                _api.DataType.INT32: torch.int32, _api.DataType.INT8: torch.int8,
+                _api.DataType.BOOL: torch.bool, _api.DataType.UINT8: torch.uint8}
+
+    def _as_cuda_tensor(self, name, t):
+        """A torch view of a CUDA tensor (torch.Tensor, __cuda_array_interface__ or DLPack), no copy."""
+        import torch
+        if not isinstance(t, torch.Tensor):
+            if hasattr(t, "__cuda_array_interface__"):
+                t = torch.as_tensor(t, device="cuda")
+            elif hasattr(t, "__dlpack__"):
+                t = torch.from_dlpack(t)
+            else:
+                raise TypeError(f"input '{name}': a CUDA engine takes torch tensors or objects with "
+                                f"__cuda_array_interface__ or __dlpack__, not {type(t).__name__}")
+        if not t.is_cuda:
+            raise TypeError(f"input '{name}' is on {t.device}; this CUDA engine reads GPU memory "
+                            f"(move it with .cuda() first)")
+        want = self._dtypes.get(self.engine.get_tensor_dtype(name))
+        if want is not None and t.dtype != want:
+            raise TypeError(f"input '{name}' is {t.dtype}; the engine takes {want}")
+        return t.contiguous()
+
     def _run_cuda(self, feeds):
         import torch
-        stream = torch.cuda.current_stream()
-        keep = []
-        for name in self.inputs:
-            t = feeds[name]
-            if not isinstance(t, torch.Tensor) and hasattr(t, "__cuda_array_interface__"):
-                t = torch.as_tensor(t, device="cuda")
-            t = t.contiguous()
-            keep.append(t)
-            self._check(self.context.set_input_shape(name, tuple(t.shape)), f"set_input_shape('{name}')")
-            self._check(self.context.set_tensor_address(name, t.data_ptr()), f"set_tensor_address('{name}')")
-        outs = []
-        dtypes = {_api.DataType.FLOAT: torch.float32, _api.DataType.HALF: torch.float16,
-                  _api.DataType.BF16: torch.bfloat16, _api.DataType.INT64: torch.int64,
-                  _api.DataType.INT32: torch.int32, _api.DataType.INT8: torch.int8,
-                  _api.DataType.BOOL: torch.bool, _api.DataType.UINT8: torch.uint8}
-        for name in self.outputs:
-            shape = tuple(self.context.get_tensor_shape(name))
-            o = torch.empty(shape, dtype=dtypes[self.engine.get_tensor_dtype(name)], device=keep[0].device)
-            self._check(self.context.set_tensor_address(name, o.data_ptr()), f"set_tensor_address('{name}')")
-            outs.append(o)
-        self._check(self.context.execute_async_v3(stream.cuda_stream), "execute_async_v3")
+        if self._dtypes is None:
+            self._dtypes = self._torch_dtypes()
+        ts = [self._as_cuda_tensor(name, feeds[name]) for name in self.inputs]
+        shapes = tuple(tuple(t.shape) for t in ts)
+        ctx = self.context._ctx  # the extension's context: one call per binding, errors raise
+        try:
+            if shapes != self._shapes:
+                self._shapes = None
+                for name, shape in zip(self.inputs, shapes):
+                    ctx.set_input_shape(name, list(shape))
+                ctx.infer_shapes()
+                self._out_shapes = [tuple(ctx.tensor_shape(n)) for n in self.outputs]
+                self._shapes = shapes
+            for name, t in zip(self.inputs, ts):
+                ctx.set_tensor_address(name, t.data_ptr())
+            device = ts[0].device if ts else torch.device("cuda")
+            outs = []
+            for name, shape in zip(self.outputs, self._out_shapes):
+                o = torch.empty(shape, dtype=self._dtypes[self.engine.get_tensor_dtype(name)], device=device)
+                ctx.set_tensor_address(name, o.data_ptr())
+                outs.append(o)
+            # The caller's current stream (the legacy default one too: the context captures its
+            # graph on a stream of its own and launches it there).
+            ctx.enqueue(torch.cuda.current_stream(device).cuda_stream)
+        except _api.Error:
+            self._shapes = None  # set everything again next call
+            raise
         return outs
 
 

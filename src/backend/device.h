@@ -35,6 +35,9 @@ class Device {
   /// Ends the capture begun on `stream` and instantiates it; the handle frees the graph.
   virtual Result<std::shared_ptr<void>> end_capture(void* stream) { return unsupported("no capture in progress"); }
   virtual Status launch_graph(void* graph, void* stream) { return unsupported("no graphs on this device"); }
+  /// A stream of the device's own (CUDA: non-blocking), freed with the handle: where a context
+  /// captures a graph it replays on the legacy default stream, which cannot be captured.
+  virtual Result<std::shared_ptr<void>> create_stream() { return unsupported("no streams on this device"); }
   /// Timing markers (CUDA events) for per-step device times: record_marker puts one on `stream`,
   /// or, while the stream is being captured, into the graph as a node (a replay records it).
   /// marker_elapsed_ms: the device time between two completed markers. The host device has none.

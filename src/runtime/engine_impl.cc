@@ -82,6 +82,9 @@ class ContextImpl : public ExecutionContext {
   std::string profile_timing_;
   int plain_runs_since_prepare_ = 0;
   std::string graph_status_;
+  /// Graph mode on the legacy default stream: the capture happens on this stream of the
+  /// context's own (made on first need), the replay on the caller's.
+  std::shared_ptr<void> capture_stream_;
   Profiler* profiler_ = nullptr;
   TensorListener* listener_ = nullptr;
   int io_index(const std::string& name) const;
@@ -645,20 +648,31 @@ Status ContextImpl::enqueue(void* stream) {
     return run_profiled(stream);
   }
   if (!graph_mode_) return run_steps(stream, StepTiming::kNone);
-  if (graph_ && stream && !profiler_ && !listener_) {  // a graph replays on any stream
+  if (graph_ && !profiler_ && !listener_) {  // a graph replays on any stream, the legacy one too
     graph_status_.clear();
     return engine_->device().launch_graph(graph_.get(), stream);
   }
-  graph_status_ = capture_blocker(stream);
+  // The legacy default stream (torch's current stream unless the caller made one) cannot be
+  // captured; capturing runs nothing, so the steps are captured on a stream of our own and the
+  // graph is launched on the caller's.
+  void* capture_on = stream;
+  if (!capture_on && !engine_->device().is_host()) {
+    if (!capture_stream_) {
+      auto s = engine_->device().create_stream();
+      if (s.ok()) capture_stream_ = std::move(s).value();
+    }
+    capture_on = capture_stream_.get();
+  }
+  graph_status_ = capture_blocker(capture_on);
   // The first run after the shapes or bindings change is plain: it settles output buffers and
   // lets tactics build their per-shape plans outside the capture. The next one is captured.
   if (!graph_status_.empty() || plain_runs_since_prepare_ == 0) {
     ++plain_runs_since_prepare_;
     return run_steps(stream, StepTiming::kNone);
   }
-  INGOT_RETURN_IF_ERROR(engine_->device().begin_capture(stream));
-  Status st = run_steps(stream, StepTiming::kNone);
-  auto g = engine_->device().end_capture(stream);
+  INGOT_RETURN_IF_ERROR(engine_->device().begin_capture(capture_on));
+  Status st = run_steps(capture_on, StepTiming::kNone);
+  auto g = engine_->device().end_capture(capture_on);
   if (!st.ok()) return Status(st.code(), "during CUDA graph capture: " + st.message());
   if (!g.ok()) {
     graph_status_ = g.status().message();

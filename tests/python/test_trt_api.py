@@ -19,8 +19,46 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "data", "fashion_mnist", "cnn.onnx")  # image [batch,1,28,28] -> logits
 
 
+def tol(trt):
+    """fp32 engines against onnxruntime: summation order on the CPU backend, also the GPU's
+    kernels (cuDNN/cuBLASLt fp32, no TF32 unless asked) on a CUDA one."""
+    return dict(rtol=1e-3, atol=1e-3) if trt.default_backend() == "cuda" else dict(rtol=1e-4, atol=1e-4)
+
+
 def check(name, cond, detail=""):
     assert cond, f"{name}: {detail}"
+
+
+class Memory:
+    """Where a script's tensors live, as TensorRT samples allocate them: torch CUDA tensors on a
+    machine with a GPU (engines are CUDA engines there; addresses are device pointers, work runs
+    on torch's current stream), numpy arrays on the CPU backend (host addresses)."""
+
+    def __init__(self, trt):
+        self.cuda = trt.default_backend() == "cuda"
+        if self.cuda:
+            import torch
+            self.torch = torch
+
+    def from_numpy(self, a):
+        return self.torch.from_numpy(np.ascontiguousarray(a)).cuda() if self.cuda else np.ascontiguousarray(a)
+
+    def empty(self, shape, dtype):
+        if self.cuda:
+            return self.torch.empty(tuple(shape), dtype=getattr(self.torch, np.dtype(dtype).name), device="cuda")
+        return np.empty(tuple(shape), dtype=dtype)
+
+    def ptr(self, buf):
+        return buf.data_ptr() if self.cuda else buf.ctypes.data
+
+    def stream(self):
+        return self.torch.cuda.current_stream().cuda_stream if self.cuda else 0
+
+    def to_numpy(self, buf):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            return buf.cpu().numpy()
+        return buf
 
 
 def reference(x):
@@ -48,12 +86,14 @@ class Capture:
 
 # ---- a TensorRT-style script: everything below `import ingot as trt` is TensorRT's API ----------
 
-def trt_style_build(trt, logger, onnx_path):
+def trt_style_build(trt, logger, onnx_path, fp16=False):
     builder = trt.Builder(logger)
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH))
     parser = trt.OnnxParser(network, logger)
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1 << 28)
+    if fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
     with open(onnx_path, "rb") as model:
         if not parser.parse(model.read()):
             for error in range(parser.num_errors):
@@ -66,22 +106,23 @@ def trt_style_build(trt, logger, onnx_path):
 
 
 def trt_style_infer(trt, engine, x):
+    mem = Memory(trt)
     context = engine.create_execution_context()
     buffers = {}
     for i in range(engine.num_io_tensors):
         name = engine.get_tensor_name(i)
         if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
             context.set_input_shape(name, x.shape)
-            buffers[name] = np.ascontiguousarray(x, dtype=trt.nptype(engine.get_tensor_dtype(name)))
+            buffers[name] = mem.from_numpy(x.astype(trt.nptype(engine.get_tensor_dtype(name))))
     for i in range(engine.num_io_tensors):
         name = engine.get_tensor_name(i)
         if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
             shape = tuple(context.get_tensor_shape(name))
-            buffers[name] = np.empty(shape, dtype=trt.nptype(engine.get_tensor_dtype(name)))
+            buffers[name] = mem.empty(shape, trt.nptype(engine.get_tensor_dtype(name)))
     for name, buf in buffers.items():
-        context.set_tensor_address(name, buf.ctypes.data)
-    ok = context.execute_async_v3(0)
-    return ok, buffers, context
+        context.set_tensor_address(name, mem.ptr(buf))
+    ok = context.execute_async_v3(mem.stream())
+    return ok, {name: mem.to_numpy(buf) for name, buf in buffers.items()}, context
 
 
 def test_build_and_run(trt, work):
@@ -115,15 +156,18 @@ def test_build_and_run(trt, work):
         want = reference(x)
         got = buffers["logits"]
         check(f"execute_async_v3 at batch {batch} matches onnxruntime",
-              ok and got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4),
+              ok and got.shape == want.shape and np.allclose(got, want, **tol(trt)),
               f"ok {ok}, max diff {np.abs(got - want).max() if got.shape == want.shape else got.shape}")
     # execute_v2: one address per I/O tensor, in get_tensor_name order.
+    mem = Memory(trt)
     x = rng.standard_normal((3, 1, 28, 28)).astype(np.float32)
     context = engine.create_execution_context()
     context.set_input_shape("image", x.shape)
-    out = np.empty(tuple(context.get_tensor_shape("logits")), np.float32)
-    ok = context.execute_v2([x.ctypes.data, out.ctypes.data])
-    check("execute_v2 matches onnxruntime", ok and np.allclose(out, reference(x), rtol=1e-4, atol=1e-4))
+    xd = mem.from_numpy(x)
+    out = mem.empty(tuple(context.get_tensor_shape("logits")), np.float32)
+    ok = context.execute_v2([mem.ptr(xd), mem.ptr(out)])
+    out = mem.to_numpy(out)
+    check("execute_v2 matches onnxruntime", ok and np.allclose(out, reference(x), **tol(trt)))
     # A shape outside the profile: False, and the logger says which input, dim and range.
     before = len(cap.errors())
     ok = context.set_input_shape("image", (64, 1, 28, 28))
@@ -133,6 +177,27 @@ def test_build_and_run(trt, work):
     # An unknown tensor name.
     check("unknown tensor mode is NONE", engine.get_tensor_mode("nope") == trt.TensorIOMode.NONE)
     check("engine.serialize() round-trips", bytes(engine.serialize()) == bytes(serialized))
+
+
+def test_fp16_dynamic_batch(trt):
+    """The same script with BuilderFlag.FP16: layers in fp16 (engine I/O stays fp32), any batch
+    of the profile, fp16's tolerance against onnxruntime's fp32."""
+    cap = Capture(trt)
+    serialized = trt_style_build(trt, cap.logger, MODEL, fp16=True)
+    check("FP16 build_serialized_network", serialized is not None, cap.errors())
+    engine = trt.Runtime(cap.logger).deserialize_cuda_engine(serialized)
+    check("FP16 engine deserializes", engine is not None, cap.errors())
+    precisions = {layer.get("precision") for layer in engine.layers}
+    check("some layers run in fp16", "f16" in precisions, precisions)
+    rng = np.random.default_rng(4)
+    for batch in (1, 7, 32):
+        x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+        ok, buffers, _ = trt_style_infer(trt, engine, x)
+        got, want = buffers["logits"], reference(x)
+        cos = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        check(f"FP16 engine at batch {batch}: cosine {cos:.6f}, max error {err:.2e} of the largest logit",
+              ok and got.shape == want.shape and cos > 0.9995 and err < 1e-2)
 
 
 def test_parser_errors(trt):
@@ -176,10 +241,13 @@ def test_foreign_engine(trt):
 
 class ArrayCalibrator:
     """A TensorRT IInt8EntropyCalibrator2 subclass as TensorRT's samples write one; `pointers`
-    returns addresses (the samples' device pointers; host memory here) instead of arrays."""
+    returns addresses (the samples' device pointers on a GPU; host memory on the CPU backend)
+    instead of arrays."""
 
     @staticmethod
     def make(trt, batches, cache_file, pointers=False):
+        mem = Memory(trt)
+
         class Calibrator(trt.IInt8EntropyCalibrator2):
             def __init__(self):
                 trt.IInt8EntropyCalibrator2.__init__(self)
@@ -195,8 +263,12 @@ class ArrayCalibrator:
                 if not self.batches:
                     return None
                 b = np.ascontiguousarray(self.batches.pop(0))
-                self.keep = b
-                return [int(b.ctypes.data)] if pointers else [b]
+                if not pointers:
+                    return [b]
+                self.keep = mem.from_numpy(b)
+                if mem.cuda:
+                    mem.torch.cuda.synchronize()  # the copy is done before ingot reads the pointer
+                return [int(mem.ptr(self.keep))]
 
             def read_calibration_cache(self):
                 if os.path.exists(cache_file):
@@ -259,14 +331,16 @@ def test_int8_calibrator(trt, work):
 
 
 def test_compile(trt):
+    mem = Memory(trt)
     run = trt.compile(MODEL, shapes={"image": ((1, 1, 28, 28), (4, 1, 28, 28), (8, 1, 28, 28))})
     x = np.random.default_rng(9).standard_normal((6, 1, 28, 28)).astype(np.float32)
-    (got,) = run(x)
-    check("ingot.compile runs numpy arrays", np.allclose(got, reference(x), rtol=1e-4, atol=1e-4))
-    (got2,) = run(image=x[:2])
-    check("ingot.compile takes inputs by name and other batch sizes", got2.shape == (2, 10))
+    (got,) = run(mem.from_numpy(x))
+    kind = "torch CUDA tensors" if mem.cuda else "numpy arrays"
+    check(f"ingot.compile runs {kind}", np.allclose(mem.to_numpy(got), reference(x), **tol(trt)))
+    (got2,) = run(image=mem.from_numpy(x[:2]))
+    check("ingot.compile takes inputs by name and other batch sizes", tuple(got2.shape) == (2, 10))
     try:
-        run(np.zeros((9, 1, 28, 28), np.float32))
+        run(mem.from_numpy(np.ones((9, 1, 28, 28), np.float32)))
         check("ingot.compile refuses a batch outside the profile", False)
     except trt.Error as e:
         check("ingot.compile refuses a batch outside the profile", "9" in str(e) or "profile" in str(e), str(e))

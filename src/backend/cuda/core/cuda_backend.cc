@@ -81,6 +81,11 @@ class CudaDevice : public Device {
     INGOT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
     return Status::Ok();
   }
+  Result<std::shared_ptr<void>> create_stream() override {
+    cudaStream_t s = nullptr;
+    INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return std::shared_ptr<void>(s, [](void* x) { cudaStreamDestroy(static_cast<cudaStream_t>(x)); });
+  }
   Result<std::shared_ptr<void>> create_marker() override {
     cudaEvent_t e = nullptr;
     INGOT_CUDA_CHECK(cudaEventCreate(&e));  // default flags: timing on
