@@ -22,7 +22,7 @@ CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 export LD_LIBRARY_PATH=$CUDNN:$P/devlibs:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 finish() {
-  tar czf "$OUT/$name.tgz" -C /tmp "py_$name"
+  tar czf "$OUT/$name.tgz" --exclude='*.onnx' --exclude='*.engine' -C /tmp "py_$name"
   [ -f "$t/overhead.log" ] && sed -n '/^ResNet-50/,$p' "$t/overhead.log"
 }
 trap finish EXIT
@@ -55,6 +55,8 @@ SECONDS=0
 rc=$?
 echo "extension build rc $rc in $SECONDS s"
 if [ $rc != 0 ]; then tail -30 "$t/ext_build.log"; exit 1; fi
+ninja -C /tmp/pyb -t commands _ingot | tail -1 > "$t/ext_link_command.txt"
+echo "extension exports $(nm -D --defined-only /tmp/pyb/_ingot*.so | wc -l) symbols ($(nm -D --defined-only /tmp/pyb/_ingot*.so | grep -c '__once_proxy') __once_proxy)"
 mkdir -p /tmp/pkg/ingot
 cp python/ingot/*.py python/ingot/py.typed /tmp/pkg/ingot/
 cp /tmp/pyb/_ingot*.so /tmp/pkg/ingot/
@@ -64,7 +66,9 @@ python3 -c "import ingot; print('import ingot', ingot.__version__, 'backend', in
 python3 -m pytest -q -rs -p no:cacheprovider tests/python --ingot "$P/tools/ingot" > "$t/pytest.log" 2>&1
 echo "pytest tests/python rc $?: $(tail -1 "$t/pytest.log")"
 grep -E "^(FAILED|ERROR|SKIPPED)" "$t/pytest.log" | head -20
+grep -q "Fatal Python error" "$t/pytest.log" && grep -A25 "Fatal Python error" "$t/pytest.log" | grep -v "^Extension modules"
 
 python3 bench/python_overhead.py --ingot "$P/tools/ingot" --work "$t/overhead" --out "$t" > "$t/overhead.log" 2>&1
 echo "python_overhead rc $? after $SECONDS s"
 grep -E "^(export|ingot build)" "$t/overhead.log"
+grep -q "Fatal Python error" "$t/overhead.log" && grep -A25 "Fatal Python error" "$t/overhead.log" | grep -v "^Extension modules"

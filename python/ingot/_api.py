@@ -688,3 +688,8 @@ class IExecutionContext:
     @property
     def cuda_graph_status(self):
         return self._ctx.cuda_graph_status
+
+    @property
+    def cuda_graphs_held(self):
+        """How many captured graphs the context keeps (one per set of shapes and buffers, up to 16)."""
+        return self._ctx.cuda_graphs_held

@@ -38,6 +38,19 @@ class CompiledModel:
             raise _api.Error(f"{what} failed (see the log)")
 
     def __call__(self, *args, **kwargs):
+        return self._call(None, args, kwargs)
+
+    def run_into(self, outputs, *args, **kwargs):
+        """As calling the model, but writes into `outputs` (one CUDA tensor per engine output, in
+        order, of the output's shape and dtype) and returns them: with the same buffers every
+        call, the context replays one CUDA graph and rebuilds nothing (CUDA engines only)."""
+        if not self.cuda:
+            raise TypeError("run_into takes CUDA tensors; this is a CPU engine (call the model instead)")
+        if len(outputs) != len(self.outputs):
+            raise TypeError(f"{len(outputs)} output tensors given, the engine has {len(self.outputs)}: {self.outputs}")
+        return self._call(list(outputs), args, kwargs)
+
+    def _call(self, into, args, kwargs):
         if len(args) > len(self.inputs):
             raise TypeError(f"{len(args)} inputs given, the model takes {len(self.inputs)}: {self.inputs}")
         feeds = dict(zip(self.inputs, args))
@@ -45,7 +58,7 @@ class CompiledModel:
         missing = [n for n in self.inputs if n not in feeds]
         if missing:
             raise TypeError(f"missing inputs {missing}")
-        return self._run_cuda(feeds) if self.cuda else self._run_cpu(feeds)
+        return self._run_cuda(feeds, into) if self.cuda else self._run_cpu(feeds)
 
     def _run_cpu(self, feeds):
         import numpy as np
@@ -74,7 +87,7 @@ class CompiledModel:
                 _api.DataType.INT32: torch.int32, _api.DataType.INT8: torch.int8,
                 _api.DataType.BOOL: torch.bool, _api.DataType.UINT8: torch.uint8}
 
-    def _as_cuda_tensor(self, name, t):
+    def _as_cuda_tensor(self, name, t, want=None, output=False):
         """A torch view of a CUDA tensor (torch.Tensor, __cuda_array_interface__ or DLPack), no copy."""
         import torch
         if not isinstance(t, torch.Tensor):
@@ -86,14 +99,17 @@ class CompiledModel:
                 raise TypeError(f"input '{name}': a CUDA engine takes torch tensors or objects with "
                                 f"__cuda_array_interface__ or __dlpack__, not {type(t).__name__}")
         if not t.is_cuda:
-            raise TypeError(f"input '{name}' is on {t.device}; this CUDA engine reads GPU memory "
+            raise TypeError(f"'{name}' is on {t.device}; this CUDA engine reads and writes GPU memory "
                             f"(move it with .cuda() first)")
-        want = self._dtypes.get(self.engine.get_tensor_dtype(name))
+        if want is None:
+            want = self._dtypes.get(self.engine.get_tensor_dtype(name))
         if want is not None and t.dtype != want:
-            raise TypeError(f"input '{name}' is {t.dtype}; the engine takes {want}")
+            raise TypeError(f"'{name}' is {t.dtype}; the engine's tensor is {want}")
+        if output and not t.is_contiguous():
+            raise TypeError(f"output '{name}' is not contiguous; the engine writes dense row-major tensors")
         return t.contiguous()
 
-    def _run_cuda(self, feeds):
+    def _run_cuda(self, feeds, into=None):
         import torch
         if self._dtypes is None:
             self._dtypes = self._torch_dtypes()
@@ -112,8 +128,14 @@ class CompiledModel:
                 ctx.set_tensor_address(name, t.data_ptr())
             device = ts[0].device if ts else torch.device("cuda")
             outs = []
-            for name, shape in zip(self.outputs, self._out_shapes):
-                o = torch.empty(shape, dtype=self._dtypes[self.engine.get_tensor_dtype(name)], device=device)
+            for k, (name, shape) in enumerate(zip(self.outputs, self._out_shapes)):
+                dtype = self._dtypes[self.engine.get_tensor_dtype(name)]
+                if into is None:
+                    o = torch.empty(shape, dtype=dtype, device=device)
+                else:
+                    o = self._as_cuda_tensor(name, into[k], dtype, output=True)
+                    if tuple(o.shape) != tuple(shape):
+                        raise TypeError(f"output '{name}' is {tuple(o.shape)}; this call writes {tuple(shape)}")
                 ctx.set_tensor_address(name, o.data_ptr())
                 outs.append(o)
             # The caller's current stream (the legacy default one too: the context captures its

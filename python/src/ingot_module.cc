@@ -478,6 +478,7 @@ NB_MODULE(_ingot, m) {
       }, "stream"_a = 0)
       .def("set_cuda_graph_mode", [](ContextBox& c, bool on) { check(c.ctx->set_cuda_graph_mode(on)); })
       .def_prop_ro("cuda_graph_status", [](ContextBox& c) { return c.ctx->cuda_graph_status(); })
+      .def_prop_ro("cuda_graphs_held", [](ContextBox& c) { return c.ctx->cuda_graphs_held(); })
       .def_prop_ro("engine", [](ContextBox& c) { return c.engine; });
 
   m.def("deserialize", [](nb::bytes data, nb::object log_fn) {

@@ -75,6 +75,10 @@ class ContextImpl : public ExecutionContext {
   /// no shape-settled kDynamic value), since prepare_run frees those when the key changes.
   static constexpr size_t kMaxGraphs = 16;
   std::vector<std::pair<GraphKey, std::shared_ptr<void>>> graphs_;
+  /// Keys that have had their plain first run (buffers settled, per-shape plans built): the next
+  /// enqueue with one of them captures at once, so a caller alternating between buffers (a
+  /// Python loop whose output tensors take turns) gets graphs too. Oldest first, at most 32.
+  std::vector<GraphKey> settled_;
   GraphKey graph_key_;                          ///< the current views' key
   bool graph_keepable_ = false;                 ///< the current views allocated nothing (see graphs_)
   std::shared_ptr<void> profile_graph_;         ///< run_profiled's graph (steps with markers)
@@ -600,6 +604,7 @@ Status ContextImpl::prepare_run() {
   graph_keepable_ = !allocated_for_run;
   if (!graph_keepable_) {
     graphs_.clear();
+    settled_.clear();
   } else {
     for (const auto& [key, g] : graphs_) {
       if (key == graph_key_) {
@@ -608,6 +613,8 @@ Status ContextImpl::prepare_run() {
         break;
       }
     }
+    for (const GraphKey& key : settled_)
+      if (!graph_ && key == graph_key_) plain_runs_since_prepare_ = 1;  // capture at the next enqueue
   }
   return Status::Ok();
 }
@@ -618,6 +625,7 @@ Status ContextImpl::set_cuda_graph_mode(bool enabled) {
   graph_mode_ = enabled;
   graph_.reset();
   graphs_.clear();
+  settled_.clear();
   graph_status_.clear();
   return Status::Ok();
 }
@@ -667,6 +675,10 @@ Status ContextImpl::enqueue(void* stream) {
   // The first run after the shapes or bindings change is plain: it settles output buffers and
   // lets tactics build their per-shape plans outside the capture. The next one is captured.
   if (!graph_status_.empty() || plain_runs_since_prepare_ == 0) {
+    if (graph_status_.empty() && graph_keepable_) {
+      if (settled_.size() == 2 * kMaxGraphs) settled_.erase(settled_.begin());
+      settled_.push_back(graph_key_);
+    }
     ++plain_runs_since_prepare_;
     return run_steps(stream, StepTiming::kNone);
   }

@@ -26,8 +26,13 @@ def torch(trt):
 
 
 def reference(x):
+    """onnxruntime on the model; its IR version (14, opset 17) lowered to 10 for onnxruntime
+    builds that read IR <= 13 (the GPU machine's 1.30): opset 17 needs nothing newer."""
+    import onnx
     import onnxruntime as ort
-    sess = ort.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    m = onnx.load(MODEL)
+    m.ir_version = min(m.ir_version, 10)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, {"image": x})[0]
 
 
@@ -67,6 +72,28 @@ def test_graph_replays_on_the_legacy_default_stream(run, torch):
         assert ok, f"call {call}: cosine {cos}"
         if call >= 2:  # plain run, capture, then replays (two output buffers alternate)
             assert run.context.cuda_graph_status == "", run.context.cuda_graph_status
+    assert run.context.cuda_graphs_held >= 1, "no graph was kept for the alternating output buffers"
+
+
+def test_run_into_fixed_buffers(run, torch):
+    x_np = np.random.default_rng(6).standard_normal((8, 1, 28, 28)).astype(np.float32)
+    x = torch.from_numpy(x_np).cuda()
+    y = torch.empty((8, 10), device="cuda")
+    want = reference(x_np)
+    held = None
+    for call in range(4):
+        (got,) = run.run_into([y], x)
+        torch.cuda.synchronize()
+        assert got.data_ptr() == y.data_ptr()
+        ok, cos = close(y, want)
+        assert ok, f"call {call}: cosine {cos}"
+        if call == 2:
+            held = run.context.cuda_graphs_held
+    assert run.context.cuda_graph_status == "" and run.context.cuda_graphs_held == held, "a new graph per call"
+    with pytest.raises(TypeError, match="contiguous"):
+        run.run_into([torch.empty((10, 8), device="cuda").t()], x)
+    with pytest.raises(TypeError, match="float16|float32"):
+        run.run_into([torch.empty((8, 10), device="cuda", dtype=torch.float16)], x)
 
 
 def test_runs_on_the_callers_stream(run, torch):
