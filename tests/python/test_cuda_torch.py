@@ -6,13 +6,9 @@ The raw TensorRT-style context on torch memory is covered by test_trt_api.py on 
 
 Skipped on machines without a CUDA device (CI); run on the GPU machine by bench/python_part.sh.
 """
-import os
-
 import numpy as np
 import pytest
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = os.path.join(HERE, "..", "data", "fashion_mnist", "cnn.onnx")
+from fmnist import MODEL, reference
 
 
 @pytest.fixture(scope="module")
@@ -23,17 +19,6 @@ def torch(trt):
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
     return torch
-
-
-def reference(x):
-    """onnxruntime on the model; its IR version (14, opset 17) lowered to 10 for onnxruntime
-    builds that read IR <= 13 (the GPU machine's 1.30): opset 17 needs nothing newer."""
-    import onnx
-    import onnxruntime as ort
-    m = onnx.load(MODEL)
-    m.ir_version = min(m.ir_version, 10)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"image": x})[0]
 
 
 @pytest.fixture(scope="module")

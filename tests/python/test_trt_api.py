@@ -15,8 +15,9 @@ import subprocess
 
 import numpy as np
 
+from fmnist import MODEL, reference
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = os.path.join(HERE, "..", "data", "fashion_mnist", "cnn.onnx")  # image [batch,1,28,28] -> logits
 
 
 def tol(trt):
@@ -59,17 +60,6 @@ class Memory:
             self.torch.cuda.synchronize()
             return buf.cpu().numpy()
         return buf
-
-
-def reference(x):
-    """onnxruntime on the model; its IR version (14, opset 17) lowered to 10 for onnxruntime
-    builds that read IR <= 13 (the GPU machine's 1.30): opset 17 needs nothing newer."""
-    import onnx
-    import onnxruntime as ort
-    m = onnx.load(MODEL)
-    m.ir_version = min(m.ir_version, 10)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"image": x})[0]
 
 
 class Capture:
@@ -354,7 +344,6 @@ def test_compile(trt):
 def test_version(trt, ingot_bin):
     out = subprocess.run([ingot_bin, "--version"], capture_output=True, text=True).stdout
     check("ingot.__version__ matches `ingot --version`", out.split()[1] == trt.__version__, (out, trt.__version__))
-
 
 
 def test_module_exports_only_its_entry_point(trt):
