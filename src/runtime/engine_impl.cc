@@ -99,6 +99,15 @@ class ContextImpl : public ExecutionContext {
   Status settle_outputs(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs);
   /// Builds the views and per-step StepIO for the current shapes and bindings.
   Status prepare_run();
+  /// After set_tensor_address changed only addresses of bindings the views borrow (same shapes,
+  /// no buffer of the run's own): re-points those views, the output views and the steps' output
+  /// tensors, and picks the graph for the new key; the rest of prepare_run's work stands.
+  void rebind();
+  /// The graph key of the current views, and the kept graph (or the settled key) that matches.
+  void select_graph(bool keepable);
+  /// Whether the views borrow io tensor i's binding at `address` (a plain device view).
+  bool borrows_binding(int i, const void* address) const;
+  bool rebind_pending_ = false;  ///< set_tensor_address moved a borrowed binding (see rebind)
   /// Whether output o of step s had a buffer when the run was prepared (not data-dependent).
   bool prepared_defined(size_t s, size_t o) const { return step_prepared_[s].size() > o && step_prepared_[s][o]; }
 
@@ -341,9 +350,55 @@ Status ContextImpl::set_input_shape(const std::string& name, const std::vector<i
 Status ContextImpl::set_tensor_address(const std::string& name, void* address) {
   int i = io_index(name);
   if (i < 0) return make_status(StatusCode::kNotFound, "'", name, "' is not an input or output of the engine");
-  if (addresses_[i] != address) views_valid_ = false;
+  if (addresses_[i] != address) {
+    // A new address for a buffer the prepared views borrow only re-points them (rebind) where
+    // the views own nothing of the run; anything else is prepared again.
+    if (views_valid_ && graph_keepable_ && address && borrows_binding(i, addresses_[i]))
+      rebind_pending_ = true;
+    else
+      views_valid_ = false;
+  }
   addresses_[i] = address;
   return Status::Ok();
+}
+
+bool ContextImpl::borrows_binding(int i, const void* address) const {
+  if (!address) return false;
+  const int vi = engine_->value_index(engine_->io_values()[static_cast<size_t>(i)]);
+  if (vi < 0 || static_cast<size_t>(vi) >= tensors_.size()) return false;
+  const Tensor& t = tensors_[static_cast<size_t>(vi)];
+  return t.defined() && t.dtype() != DataType::kString && t.raw() == address;
+}
+
+void ContextImpl::rebind() {
+  const builder::Plan& plan = engine_->plan();
+  const auto& io = engine_->io_tensors();
+  for (size_t i = 0; i < io.size(); ++i) {
+    const int vi = engine_->value_index(engine_->io_values()[i]);
+    if (vi < 0) continue;
+    Tensor& t = tensors_[static_cast<size_t>(vi)];
+    if (t.defined() && t.dtype() != DataType::kString && addresses_[i] && t.raw() != addresses_[i])
+      t = Tensor::borrow(t.dtype(), t.shape(), addresses_[i], nullptr);
+  }
+  for (size_t vi = 0; vi < plan.values.size(); ++vi) {
+    const builder::ValuePlan& vp = plan.values[vi];
+    if (vp.storage != builder::Storage::kOutputView) continue;
+    const Tensor& out = tensors_[static_cast<size_t>(vp.offset)];
+    Tensor& t = tensors_[vi];
+    t = Tensor::borrow(t.dtype(), t.shape(), const_cast<void*>(out.raw()), nullptr);
+  }
+  for (size_t s = 0; s < step_io_.size(); ++s) {
+    backend::StepIO& sio = step_io_[s];
+    std::vector<Tensor>& outs = step_outputs_[s];
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const int vi = step_out_vi_[s][o];
+      if (vi >= 0 && prepared_defined(s, o)) outs[o] = tensors_[static_cast<size_t>(vi)];
+    }
+    sio.in_place = !outs.empty() && outs[0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
+                   sio.inputs[0]->raw() == outs[0].raw();
+  }
+  rebind_pending_ = false;
+  select_graph(graph_keepable_);
 }
 
 const void* ContextImpl::tensor_address(const std::string& name) const {
@@ -597,11 +652,17 @@ Status ContextImpl::prepare_run() {
                    sio.inputs[0]->raw() == step_outputs_[s][0].raw();
   }
   views_valid_ = true;
+  rebind_pending_ = false;
+  select_graph(!allocated_for_run);
+  return Status::Ok();
+}
+
+void ContextImpl::select_graph(bool keepable) {
   graph_.reset();
   profile_graph_.reset();
   plain_runs_since_prepare_ = 0;
   graph_key_ = GraphKey{profile_, input_shapes_, addresses_};
-  graph_keepable_ = !allocated_for_run;
+  graph_keepable_ = keepable;
   if (!graph_keepable_) {
     graphs_.clear();
     settled_.clear();
@@ -616,7 +677,6 @@ Status ContextImpl::prepare_run() {
     for (const GraphKey& key : settled_)
       if (!graph_ && key == graph_key_) plain_runs_since_prepare_ = 1;  // capture at the next enqueue
   }
-  return Status::Ok();
 }
 
 Status ContextImpl::set_cuda_graph_mode(bool enabled) {
@@ -650,7 +710,10 @@ std::string ContextImpl::step_capture_blocker(void* stream) const {
 }
 
 Status ContextImpl::enqueue(void* stream) {
-  if (!shapes_valid_ || !views_valid_) INGOT_RETURN_IF_ERROR(prepare_run());
+  if (!shapes_valid_ || !views_valid_)
+    INGOT_RETURN_IF_ERROR(prepare_run());
+  else if (rebind_pending_)
+    rebind();
   if (profiler_) {
     if (graph_mode_) graph_status_ = capture_blocker(stream);
     return run_profiled(stream);
