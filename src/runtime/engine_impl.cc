@@ -102,7 +102,14 @@ class ContextImpl : public ExecutionContext {
   /// After set_tensor_address changed only addresses of bindings the views borrow (same shapes,
   /// no buffer of the run's own): re-points those views, the output views and the steps' output
   /// tensors, and picks the graph for the new key; the rest of prepare_run's work stands.
-  void rebind();
+  Status rebind();
+  /// Points the intermediates planned in an output's binding (Storage::kOutputView) at it.
+  Status point_output_views();
+  /// Whether the step's first output is its first input's buffer (StepIO::in_place).
+  static bool reads_own_output(const backend::StepIO& sio, const std::vector<Tensor>& outs) {
+    return !outs.empty() && outs[0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
+           sio.inputs[0]->raw() == outs[0].raw();
+  }
   /// The graph key of the current views, and the kept graph (or the settled key) that matches.
   void select_graph(bool keepable);
   /// Whether the views borrow io tensor i's binding at `address` (a plain device view).
@@ -370,8 +377,7 @@ bool ContextImpl::borrows_binding(int i, const void* address) const {
   return t.defined() && t.dtype() != DataType::kString && t.raw() == address;
 }
 
-void ContextImpl::rebind() {
-  const builder::Plan& plan = engine_->plan();
+Status ContextImpl::rebind() {
   const auto& io = engine_->io_tensors();
   for (size_t i = 0; i < io.size(); ++i) {
     const int vi = engine_->value_index(engine_->io_values()[i]);
@@ -380,13 +386,7 @@ void ContextImpl::rebind() {
     if (t.defined() && t.dtype() != DataType::kString && addresses_[i] && t.raw() != addresses_[i])
       t = Tensor::borrow(t.dtype(), t.shape(), addresses_[i], nullptr);
   }
-  for (size_t vi = 0; vi < plan.values.size(); ++vi) {
-    const builder::ValuePlan& vp = plan.values[vi];
-    if (vp.storage != builder::Storage::kOutputView) continue;
-    const Tensor& out = tensors_[static_cast<size_t>(vp.offset)];
-    Tensor& t = tensors_[vi];
-    t = Tensor::borrow(t.dtype(), t.shape(), const_cast<void*>(out.raw()), nullptr);
-  }
+  INGOT_RETURN_IF_ERROR(point_output_views());
   for (size_t s = 0; s < step_io_.size(); ++s) {
     backend::StepIO& sio = step_io_[s];
     std::vector<Tensor>& outs = step_outputs_[s];
@@ -394,11 +394,11 @@ void ContextImpl::rebind() {
       const int vi = step_out_vi_[s][o];
       if (vi >= 0 && prepared_defined(s, o)) outs[o] = tensors_[static_cast<size_t>(vi)];
     }
-    sio.in_place = !outs.empty() && outs[0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
-                   sio.inputs[0]->raw() == outs[0].raw();
+    sio.in_place = reads_own_output(sio, outs);
   }
   rebind_pending_ = false;
   select_graph(graph_keepable_);
+  return Status::Ok();
 }
 
 const void* ContextImpl::tensor_address(const std::string& name) const {
@@ -516,6 +516,23 @@ const Tensor* ContextImpl::host_copy(const ir::Value* v) {
   return &(host_copies_[v] = std::move(h).value());
 }
 
+Status ContextImpl::point_output_views() {
+  const builder::Plan& plan = engine_->plan();
+  for (size_t vi = 0; vi < plan.values.size(); ++vi) {
+    const builder::ValuePlan& vp = plan.values[vi];
+    if (vp.storage != builder::Storage::kOutputView) continue;
+    const ir::Value* v = vp.value;
+    auto sh = shapes_.shapes.find(v);
+    if (sh == shapes_.shapes.end() || shapes_.dynamic.count(v))
+      return internal_error("no shape for value '", v->name(), "'");
+    const Tensor& out = tensors_[static_cast<size_t>(vp.offset)];
+    if (!out.defined() || out.nbytes() != storage_bytes(v->dtype(), shape_numel(sh->second)))
+      return internal_error("value '", v->name(), "' does not fit the output it is planned in");
+    tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, const_cast<void*>(out.raw()), nullptr);
+  }
+  return Status::Ok();
+}
+
 Status ContextImpl::prepare_run() {
   if (!shapes_valid_) INGOT_RETURN_IF_ERROR(infer_shapes());
   const builder::Plan& plan = engine_->plan();
@@ -594,19 +611,7 @@ Status ContextImpl::prepare_run() {
         break;  // below, once the outputs' buffers are known
     }
   }
-  // Intermediates that live in an output's binding (a reshape into the output reads them).
-  for (size_t vi = 0; vi < plan.values.size(); ++vi) {
-    const builder::ValuePlan& vp = plan.values[vi];
-    if (vp.storage != builder::Storage::kOutputView) continue;
-    const ir::Value* v = vp.value;
-    auto sh = shapes_.shapes.find(v);
-    if (sh == shapes_.shapes.end() || shapes_.dynamic.count(v))
-      return internal_error("no shape for value '", v->name(), "'");
-    const Tensor& out = tensors_[static_cast<size_t>(vp.offset)];
-    if (!out.defined() || out.nbytes() != storage_bytes(v->dtype(), shape_numel(sh->second)))
-      return internal_error("value '", v->name(), "' does not fit the output it is planned in");
-    tensors_[vi] = Tensor::borrow(v->dtype(), sh->second, const_cast<void*>(out.raw()), nullptr);
-  }
+  INGOT_RETURN_IF_ERROR(point_output_views());
   // One StepIO per step, pointing at the views above.
   // Subgraphs (If/Loop/Scan bodies) run on the host: a CPU engine's values are there already, a
   // device engine's outer-scope values are copied to the host when a body reads them.
@@ -648,8 +653,7 @@ Status ContextImpl::prepare_run() {
     sio.workspace = workspace_.get();
     sio.subgraph_runner = runner_;
     sio.allocate_output = [this](DataType dt, const Shape64& shape) { return device_tensor(dt, shape); };
-    sio.in_place = !step_outputs_[s].empty() && step_outputs_[s][0].defined() && !sio.inputs.empty() && sio.inputs[0] &&
-                   sio.inputs[0]->raw() == step_outputs_[s][0].raw();
+    sio.in_place = reads_own_output(sio, step_outputs_[s]);
   }
   views_valid_ = true;
   rebind_pending_ = false;
@@ -713,7 +717,7 @@ Status ContextImpl::enqueue(void* stream) {
   if (!shapes_valid_ || !views_valid_)
     INGOT_RETURN_IF_ERROR(prepare_run());
   else if (rebind_pending_)
-    rebind();
+    INGOT_RETURN_IF_ERROR(rebind());
   if (profiler_) {
     if (graph_mode_) graph_status_ = capture_blocker(stream);
     return run_profiled(stream);
