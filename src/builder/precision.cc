@@ -56,7 +56,9 @@ const Rule* find_rule(const ir::Node& n) {
       {"Attention", {Role::kCompute, {0, 1, 2}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
       {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
       {"RMSNormalization", {Role::kCompute, {}, {0}}}, {"Pointwise", {Role::kCompute, {}, {0}}},
-      {"RotaryEmbedding", {Role::kCompute, {}, {0}}}};
+      {"RotaryEmbedding", {Role::kCompute, {}, {0}}},
+      // The 8-bit operands and the fp32 scales stay; the bias and the result take the type.
+      {"QuantGemm", {Role::kCompute, {4}, {0}}}};
   const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;
   if (!n.domain().empty() && n.domain() != "ingot") return nullptr;
   auto it = table.find(n.op_type());
@@ -253,6 +255,7 @@ class Lowering {
         n->set_input(i, r);
       }
       if (n->op_type() == "Pointwise") INGOT_RETURN_IF_ERROR(wrap_body(*n, d));
+      if (n->op_type() == "QuantGemm") n->mutable_attrs().set_int("output_dtype", static_cast<int64_t>(d.type));
     }
     for (auto& [v, t] : low_) v->set_dtype(t);
     // Readers that stay fp32 (including subgraph nodes and graph outputs) get a cast back.

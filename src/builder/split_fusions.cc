@@ -18,6 +18,8 @@ bool is_fused_layer(const ir::Node& n) {
   return n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm");
 }
 
+bool is_quant_gemm(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantGemm"; }
+
 // FusedConv/FusedGemm inputs: X|A, W|B, bias|C, residual.
 constexpr size_t kBiasInput = 2, kResidualInput = 3;
 
@@ -65,6 +67,56 @@ class Splitter {
       return true;
     }
     return false;
+  }
+
+  // Splits ingot::QuantGemm when the backend has no device tactic for it: X is dequantized by a
+  // DequantizeLinear step, the weight at build time (a float [K, N] constant), then MatMul, the
+  // bias Add, the activation and a Cast to the output type run as float ops.
+  Result<bool> split_quant(ir::Node* n, std::string* note) {
+    if (runs_on_device(*n)) return false;
+    const Tensor* w = n->input(1)->initializer();
+    const Tensor* sw = n->input(3)->initializer();
+    if (!w || !sw || w->rank() != 2) return false;  // left as it is: the build names it on the host
+    const int64_t nn = w->dim(0), kk = w->dim(1);
+    const std::string base = n->name().empty() ? "quant_gemm" : n->name();
+    INGOT_ASSIGN_OR_RETURN(Tensor wf, Tensor::zeros(DataType::kFloat32, {kk, nn}));
+    for (int64_t j = 0; j < nn; ++j)
+      for (int64_t i = 0; i < kk; ++i)
+        wf.set_f64(i * nn + j, w->get_f64(j * kk + i) * sw->get_f64(sw->numel() == 1 ? 0 : j));
+    ir::Value* wv = passes::make_initializer(g_, base + "/w_float", std::move(wf));
+    ir::Value* xq = n->input(0);
+    ir::Value* xf = g_.add_value(passes::unique_value_name(g_, base + "/x_float"), DataType::kFloat32, xq->shape());
+    g_.add_node("DequantizeLinear", {xq, n->input(2)}, {xf}, {}, base + "/dequantize");
+    const ir::Value* y = n->output(0);
+    ir::Value* cur = g_.add_value(passes::unique_value_name(g_, base + "/matmul"), DataType::kFloat32, y->shape());
+    g_.add_node("MatMul", {xf, wv}, {cur}, {}, base + "/matmul");
+    if (const ir::Value* b = n->input(4)) {
+      if (!b->initializer()) return false;
+      INGOT_ASSIGN_OR_RETURN(Tensor bf, Tensor::zeros(DataType::kFloat32, b->initializer()->shape()));
+      for (int64_t i = 0; i < bf.numel(); ++i) bf.set_f64(i, b->initializer()->get_f64(i));
+      cur = add_op("Add", {cur, passes::make_initializer(g_, base + "/bias_float", std::move(bf))}, {}, base + "/bias");
+    }
+    const std::string act = n->attrs().get_string("activation", "");
+    if (!act.empty()) {
+      INGOT_ASSIGN_OR_RETURN(cur, add_activation(act, n->attrs().get_floats("activation_params"), cur, base + "/" + act));
+    }
+    if (y->dtype() != DataType::kFloat32) {
+      ir::Attributes a;
+      a.set_int("to", static_cast<int64_t>(y->dtype()));
+      ir::Value* c = g_.add_value(passes::unique_value_name(g_, base + "/cast"), y->dtype(), y->shape());
+      g_.add_node("Cast", {cur}, {c}, std::move(a), base + "/cast");
+      cur = c;
+    }
+    ir::Value* old = n->output(0);
+    const std::string name = old->name();
+    *note = n->describe() + ": the " + be_.name() +
+            " backend has no quantized GEMM for it; it runs dequantized, as DequantizeLinear, MatMul" +
+            (n->input(4) ? ", Add" : "") + (act.empty() ? "" : ", " + act) + " in float";
+    g_.replace_all_uses(old, cur);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+    g_.rename_value(old, "");
+    g_.rename_value(cur, name);
+    return true;
   }
 
  private:
@@ -209,8 +261,8 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
   ir::Value* y = n.output(0);
   if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y || y->dtype() != DataType::kFloat32)
     return false;
-  for (ir::TensorType& t : types)
-    if (t.dtype == DataType::kFloat32) t.dtype = reduced;
+  for (size_t i = 0; i < types.size(); ++i)  // QuantGemm's scales (inputs 2, 3) stay fp32
+    if (types[i].dtype == DataType::kFloat32 && !(is_quant_gemm(n) && (i == 2 || i == 3))) types[i].dtype = reduced;
   // Tactics may read the output type from the node: set it while asking.
   y->set_dtype(reduced);
   const bool ok = device(types);
@@ -222,12 +274,12 @@ Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport*
                           bool channels_last) {
   std::vector<ir::Node*> fused;
   for (const auto& n : g.nodes())
-    if (is_fused_layer(*n)) fused.push_back(n.get());
+    if (is_fused_layer(*n) || is_quant_gemm(*n)) fused.push_back(n.get());
   Splitter splitter(g, be, reduced, channels_last);
   bool changed = false;
   for (ir::Node* n : fused) {
     std::string note;
-    INGOT_ASSIGN_OR_RETURN(bool done, splitter.split(n, &note));
+    INGOT_ASSIGN_OR_RETURN(bool done, is_quant_gemm(*n) ? splitter.split_quant(n, &note) : splitter.split(n, &note));
     if (!done) continue;
     changed = true;
     if (report) {

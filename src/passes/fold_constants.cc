@@ -24,7 +24,9 @@
 //   Bernoulli,
 //     Multinomial, Dropout — inference Dropout is remove_noops' job);
 //   - non-tensor outputs (sequences, optionals) and ops the CPU backend cannot
-//   run (noted).
+//   run (noted);
+//   - a DequantizeLinear of an 8-bit constant weight that a MatMul/Gemm reads:
+//     fuse_quant_gemm multiplies the 8-bit numbers (and folds the ones it leaves).
 #include <set>
 
 #include "backend/cpu/executor.h"
@@ -133,7 +135,7 @@ public:
     for (const auto &n : g.nodes())
       nodes.push_back(n.get());
     for (ir::Node *n : nodes) {
-      if (is_non_deterministic(*n) || has_subgraph(*n))
+      if (is_non_deterministic(*n) || has_subgraph(*n) || keeps_quantized_weight(*n))
         continue;
       bool tensors_only = true;
       for (const ir::Value *o : n->outputs())

@@ -52,6 +52,9 @@ PassManager default_pipeline() {
   //    Conv -> BN -> Relu becomes Conv -> Relu and fuses into one FusedConv; conv/gemm
   //    epilogues (bias, activation, residual) next; pointwise chains last, so they do not take
   //    the bias/activation/residual Adds that belong in an epilogue.
+  //    Explicitly quantized linear layers (DequantizeLinear on both operands) first: fusing
+  //    their bias and activation as float layers would lose the 8-bit operands.
+  pm.add(make_fuse_quant_gemm());
   pm.add(make_fold_batchnorm());
   //    1-D convolutions as 2-D ones of height 1 (after BatchNorm folds into them, before their
   //    epilogues fuse), so channels-last regions and the 2-D conv kernels take them too.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 
 #include "core/dtype.h"
 
@@ -67,6 +68,36 @@ Tensor fake_quant_weight(const Tensor& w, int64_t axis, QuantType type) {
   return out;
 }
 
+// A MatMul/Gemm weight in its 8-bit form for a DequantizeLinear: the numbers and the scale (per
+// output channel along `axis` for int8; one for FP8, as TensorRT and modelopt scale FP8 weights
+// and as the FP8 tensor-core GEMMs take them). Each rounds exactly as fake_quant_weight's do.
+std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantType type) {
+  const DataType qt = type == QuantType::kFp8E4M3 ? DataType::kFloat8E4M3FN : DataType::kInt8;
+  if (type == QuantType::kFp8E4M3) axis = -1;
+  const Shape64& s = w.shape();
+  const int64_t channels = axis >= 0 ? s[static_cast<size_t>(axis)] : 1;
+  int64_t inner = 1;
+  for (size_t d = axis >= 0 ? static_cast<size_t>(axis) + 1 : 0; d < s.size(); ++d) inner *= s[d];
+  auto channel_of = [&](int64_t k) { return axis >= 0 ? (k / inner) % channels : 0; };
+  std::vector<double> amax(static_cast<size_t>(channels), 0.0);
+  for (int64_t k = 0; k < w.numel(); ++k)
+    amax[channel_of(k)] = std::max(amax[channel_of(k)], std::fabs(w.get_f64(k)));
+  Tensor scale = Tensor::zeros(DataType::kFloat32, axis >= 0 ? Shape64{channels} : Shape64{}).value();
+  for (int64_t c = 0; c < channels; ++c) {
+    const double a = amax[static_cast<size_t>(c)];
+    scale.set_f64(c, a > 0 ? static_cast<float>(a / quant_max(type)) : 1.0f);
+  }
+  Tensor q = Tensor::zeros(qt, s).value();
+  for (int64_t k = 0; k < w.numel(); ++k) {
+    const double sc = scale.get_f64(channel_of(k));
+    const double v = w.get_f64(k) / sc;
+    q.set_f64(k, type == QuantType::kFp8E4M3 ? static_cast<double>(small_float_to_float(
+                                                   float_to_small_float(static_cast<float>(v), qt, true), qt))
+                                             : std::clamp(std::nearbyint(v), -127.0, 127.0));
+  }
+  return {std::move(q), std::move(scale)};
+}
+
 std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type() : n.name(); }
 
 }  // namespace
@@ -121,6 +152,9 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
       acts.push_back(i);
     }
     if (why.empty() && acts.empty()) why = "no activation input";
+    // A product of two activations (attention's Q.K^T and P.V) stays in float: the fused
+    // attention kernels run it, and Q/DQ pairs between them would break the pattern up.
+    if (why.empty() && weight == SIZE_MAX) why = "no constant weight (a product of activations)";
     if (!why.empty()) {
       rep.kept.push_back(layer + " (" + n->op_type() + "): " + why);
       continue;
@@ -147,9 +181,23 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
       ir::Value* w = n->input(weight);
       const Tensor& wt = *w->initializer();
       const int64_t axis = channel_axis(*n, static_cast<int64_t>(wt.shape().size()));
-      ir::Value* nw = g.add_initializer(fresh_name(g, w->name() + tag + "_rounded"), fake_quant_weight(wt, axis, type));
-      nw->set_shape(w->shape());
-      n->set_input(weight, nw);
+      if (n->op_type() != "Conv" && wt.rank() == 2) {
+        // MatMul / Gemm: the 8-bit weight and a DequantizeLinear, which fuse_quant_gemm turns
+        // with the activation's pair into one quantized GEMM.
+        auto [q, sc] = quantize_weight(wt, axis, type);
+        ir::Value* qv = g.add_initializer(fresh_name(g, w->name() + tag), std::move(q));
+        ir::Value* sv = g.add_initializer(fresh_name(g, w->name() + tag + "_scale"), std::move(sc));
+        ir::Value* dq = g.add_value(fresh_name(g, w->name() + "_dequantized"), DataType::kFloat32, w->shape());
+        ir::Attributes a;
+        if (axis >= 0 && type == QuantType::kInt8) a.set_int("axis", axis);
+        g.add_node("DequantizeLinear", {qv, sv}, {dq}, std::move(a), w->name() + "/dequantize");
+        n->set_input(weight, dq);
+      } else {
+        ir::Value* nw =
+            g.add_initializer(fresh_name(g, w->name() + tag + "_rounded"), fake_quant_weight(wt, axis, type));
+        nw->set_shape(w->shape());
+        n->set_input(weight, nw);
+      }
     }
     ++rep.quantized_layers;
     rep.int8.push_back(layer);

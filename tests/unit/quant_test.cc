@@ -163,7 +163,10 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
   EXPECT_NE(lines.find("QuantizeLinear(%x, %x_int8_scale, %x_int8_zero_point) @x/quantize"), std::string::npos)
       << lines;
   EXPECT_NE(lines.find("= Conv(%x_dequantized, %w_int8_rounded, %b) @conv"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("= MatMul(%m_dequantized, %v_int8_rounded) @mm"), std::string::npos) << lines;
+  // A MatMul's weight stays 8-bit behind a DequantizeLinear (fuse_quant_gemm takes the pair).
+  EXPECT_NE(lines.find("= DequantizeLinear {axis=1}(%v_int8, %v_int8_scale) @v/dequantize"), std::string::npos)
+      << lines;
+  EXPECT_NE(lines.find("= MatMul(%m_dequantized, %v_dequantized) @mm"), std::string::npos) << lines;
   EXPECT_NE(lines.find("= Conv(%r, %w2, %b2) @conv2"), std::string::npos) << lines;
 
   // The rewritten graph computes int8 layers: inputs rounded to scale steps (clamped to 127),
@@ -179,14 +182,27 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
       EXPECT_NEAR(steps, std::round(steps), 1e-3) << "channel " << k;
     }
   }
-  const ir::Value* vq = g->find_value("v_int8_rounded");  // MatMul [K, N]: per column
-  ASSERT_TRUE(vq && vq->initializer());
+  // MatMul [K, N]: int8 numbers and one scale per column, max |v| of the column / 127; the
+  // column's largest magnitude is 127 steps.
+  const ir::Value* vi = g->find_value("v_int8");
+  const ir::Value* vs = g->find_value("v_int8_scale");
+  const ir::Value* v0 = g->find_value("v");
+  ASSERT_TRUE(vi && vi->initializer() && vs && vs->initializer() && v0 && v0->initializer());
+  ASSERT_EQ(vi->initializer()->dtype(), DataType::kInt8);
+  ASSERT_EQ(vs->initializer()->shape(), Shape64{3});
+  Tensor vq = Tensor::zeros(DataType::kFloat32, {5, 3}).value();  // dequantized, for the reference
   for (int64_t n = 0; n < 3; ++n) {
-    double amax = 0;
-    for (int64_t k = 0; k < 5; ++k) amax = std::max(amax, std::fabs(vq->initializer()->get_f64(k * 3 + n)));
+    double amax = 0, qmax = 0;
     for (int64_t k = 0; k < 5; ++k) {
-      const double steps = vq->initializer()->get_f64(k * 3 + n) / (amax / 127);
-      EXPECT_NEAR(steps, std::round(steps), 1e-3) << "column " << n;
+      amax = std::max(amax, std::fabs(v0->initializer()->get_f64(k * 3 + n)));
+      qmax = std::max(qmax, std::fabs(vi->initializer()->get_f64(k * 3 + n)));
+    }
+    EXPECT_NEAR(vs->initializer()->get_f64(n), amax / 127, 1e-7) << "column " << n;
+    EXPECT_EQ(qmax, 127.0) << "column " << n;
+    for (int64_t k = 0; k < 5; ++k) {
+      const double q = vi->initializer()->get_f64(k * 3 + n);
+      EXPECT_EQ(q, std::nearbyint(v0->initializer()->get_f64(k * 3 + n) / vs->initializer()->get_f64(n)));
+      vq.set_f64(k * 3 + n, static_cast<float>(q * vs->initializer()->get_f64(n)));
     }
   }
   cpu::Executor ex;
@@ -210,7 +226,7 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
   auto ref = parse_ir(text);
   ASSERT_TRUE(ref);
   ref->set_initializer(ref->find_value("w"), *wq->initializer());
-  ref->set_initializer(ref->find_value("v"), *vq->initializer());
+  ref->set_initializer(ref->find_value("v"), vq);
   auto want = ex.run(*ref, {{"x", xr}, {"m", mr}});
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   auto got = ex.run(*g, {{"x", x}, {"m", m}});

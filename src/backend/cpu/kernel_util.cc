@@ -1,6 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
 #include "backend/cpu/kernel_util.h"
 
+#include <algorithm>
+#include <cmath>
+#include <string>
+
 namespace ingot::cpu {
 
 BroadcastIndexer::BroadcastIndexer(const Shape64& out_shape, const Shape64& in_shape) {
@@ -42,5 +46,28 @@ int64_t ravel_index(const Shape64& idx, const Shape64& strides) {
 
 std::vector<int64_t> tensor_to_i64(const Tensor& t) { return t.to_i64_vector(); }
 std::vector<double> tensor_to_f64(const Tensor& t) { return t.to_f64_vector(); }
+
+namespace {
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+}  // namespace
+
+double apply_activation(const std::string& act, const std::vector<float>& p, double x) {
+  if (act.empty()) return x;
+  if (act == "Relu") return std::isnan(x) ? x : std::max(0.0, x);
+  if (act == "Clip") return std::isnan(x) ? x : std::min<double>(std::max<double>(x, p[0]), p[1]);
+  if (act == "LeakyRelu") return x < 0 ? p[0] * x : x;
+  if (act == "Sigmoid") return sigmoid(x);
+  if (act == "Tanh") return std::tanh(x);
+  if (act == "HardSwish") return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
+  if (act == "HardSigmoid") return std::max(0.0, std::min(1.0, double(p[0]) * x + p[1]));
+  if (act == "Gelu") return gelu(x);
+  if (act == "GeluTanh") return gelu_tanh(x);
+  if (act == "Silu") return x * sigmoid(x);
+  return x;
+}
 
 }  // namespace ingot::cpu

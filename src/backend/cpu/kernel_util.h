@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -54,5 +55,10 @@ void for_each_mapped(const Shape64& shape, const Shape64& map_strides, F&& f) {
 std::vector<int64_t> tensor_to_i64(const Tensor& t);
 /// Float contents of any numeric dtype as doubles.
 std::vector<double> tensor_to_f64(const Tensor& t);
+
+/// A fused epilogue's activation (FusedConv / FusedGemm / QuantGemm `activation`, its numbers
+/// in `params`): "" (none), Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSwish, HardSigmoid, Gelu
+/// (erf), GeluTanh, Silu; an unknown name leaves x as it is (op inference rejects those).
+double apply_activation(const std::string& act, const std::vector<float>& params, double x);
 
 }  // namespace ingot::cpu

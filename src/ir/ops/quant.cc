@@ -2,7 +2,16 @@
 //
 // Type conversion and quantization ops: Cast, CastLike, BitCast, QuantizeLinear,
 // DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
-// QLinearConv.
+// QLinearConv; and ingot::QuantGemm, the quantized linear layer fuse_quant_gemm forms:
+//
+//   QuantGemm(X, W, x_scale, w_scale, [B]) -> Y   (domain "ingot", opset 1)
+//     X: int8 or float8e4m3fn, [..., K]; W: X's type, [N, K] (a Linear layer's weight, Gemm's
+//     transB = 1); x_scale: float32, one value; w_scale: float32, one value or [N]; B: optional
+//     float [N]. Y: [..., N] of type `output_dtype` (float32, float16 or bfloat16; default float32).
+//     Y = act(x_scale * w_scale[n] * sum_k X[.., k] * W[n, k] + B[n]), `activation` and
+//     `activation_params` as FusedGemm's. int8 products accumulate exactly (int32); fp8 in fp32.
+//     What DequantizeLinear(X) -> MatMul(., DequantizeLinear(W)^T) -> Add(B) -> act computes,
+//     without the float copies of X and W.
 #include <string>
 #include <vector>
 
@@ -235,6 +244,43 @@ void register_quant_ops(OpRegistry& r) {
         c.set_output(0, DataType::kInt32, *s);
         return Status::Ok();
       });
+
+  r.add("QuantGemm", "ingot").inputs(4, 5).outputs(1, 1).opsets(1)
+      .attr("activation", AttrType::kString)
+      .attr("activation_params", AttrType::kFloats)
+      .attr("output_dtype", AttrType::kInt)
+      .infer([](InferenceContext& c) -> Status {
+        const DataType q = c.input_dtype(0);
+        if (q != DataType::kInt8 && q != DataType::kFloat8E4M3FN)
+          return c.error("X must be int8 or float8e4m3fn, got ", data_type_name(q));
+        if (c.input_dtype(1) != q) return c.error("W must have X's type ", data_type_name(q));
+        if (c.input_dtype(2) != DataType::kFloat32 || c.input_dtype(3) != DataType::kFloat32)
+          return c.error("x_scale and w_scale must be float32");
+        const auto out = static_cast<DataType>(c.attrs().get_int("output_dtype", 1));
+        if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16)
+          return c.error("output_dtype must be float32, float16 or bfloat16");
+        if (c.has_input(4) && !is_float(c.input_dtype(4))) return c.error("B must be float");
+        const Shape& x = c.input_shape(0);
+        const Shape& w = c.input_shape(1);
+        if (w.rank_known() && w.rank() != 2) return c.error("W must be [N, K], got ", w.to_string());
+        if (x.rank_known() && x.rank() < 1) return c.error("X must have rank >= 1");
+        for (size_t i : {size_t{2}, size_t{3}}) {
+          const Shape& s = c.input_shape(i);
+          if (s.rank_known() && s.rank() > 1) return c.error("scale ", i, " must be a scalar or a vector");
+        }
+        if (!x.rank_known() || !w.rank_known()) {
+          c.set_output(0, out, Shape::unknown_rank());
+          return Status::Ok();
+        }
+        const Dim& k = x.dims().back();
+        if (k.is_known() && w.dims()[1].is_known() && k.value() != w.dims()[1].value())
+          return c.error("X has K = ", k.value(), ", W has ", w.dims()[1].value());
+        std::vector<Dim> dims = x.dims();
+        dims.back() = w.dims()[0];
+        c.set_output(0, out, Shape(dims));
+        return Status::Ok();
+      })
+      .doc("quantized (int8/fp8) linear layer: act(x_scale*w_scale*X.W^T + B)");
 
   conv_attrs(r.add("QLinearConv").inputs(8, 9).outputs(1, 1).opsets(10))
       .infer([](InferenceContext& c) -> Status {

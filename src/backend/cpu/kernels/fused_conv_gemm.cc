@@ -32,27 +32,6 @@ Result<Tensor> run_inner(const KernelContext& k, const std::string& op_type, ir:
   return outs[0];
 }
 
-double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-double activate(const std::string& act, const std::vector<float>& p, double x) {
-  if (act.empty()) return x;
-  if (act == "Relu") return std::isnan(x) ? x : std::max(0.0, x);
-  if (act == "Clip") return std::isnan(x) ? x : std::min<double>(std::max<double>(x, p[0]), p[1]);
-  if (act == "LeakyRelu") return x < 0 ? p[0] * x : x;
-  if (act == "Sigmoid") return sigmoid(x);
-  if (act == "Tanh") return std::tanh(x);
-  if (act == "HardSwish") return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
-  if (act == "HardSigmoid") return std::max(0.0, std::min(1.0, double(p[0]) * x + p[1]));
-  if (act == "Gelu") return gelu(x);
-  if (act == "GeluTanh") return gelu_tanh(x);
-  if (act == "Silu") return x * sigmoid(x);
-  return x;
-}
-
 // y = act(y + bias [+ residual]) [+ residual], in place. `bias` broadcasts to y's shape along
 // `bias_axis` (a 1-D tensor) or numpy-style when bias_axis < 0; `bias_scale` multiplies it.
 Status apply_epilogue(KernelContext& k, Tensor& y, const Tensor* bias, int64_t bias_axis, double bias_scale,
@@ -82,7 +61,7 @@ Status apply_epilogue(KernelContext& k, Tensor& y, const Tensor* bias, int64_t b
       v += bias_scale * bias->get_f64(bi);
     }
     if (residual && res_first) v += residual->get_f64(i);
-    v = activate(act, params, v);
+    v = apply_activation(act, params, v);
     if (residual && !res_first) v += residual->get_f64(i);
     y.set_f64(i, v);
   }

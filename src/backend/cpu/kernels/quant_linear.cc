@@ -525,9 +525,69 @@ Status qlinear_conv(KernelContext& k) {
   return Status::Ok();
 }
 
+/// ingot::QuantGemm: Y = act(x_scale * w_scale[n] * X.W^T + B[n]), X [..., K], W [N, K]. int8
+/// products accumulate in int64 (exact), fp8 ones in double; the epilogue runs in double and Y
+/// is rounded once to its type.
+Status quant_gemm(KernelContext& k) {
+  const Tensor& x = *k.input(0);
+  const Tensor& w = *k.input(1);
+  const Tensor& xs = *k.input(2);
+  const Tensor& ws = *k.input(3);
+  const Tensor* b = k.input(4);
+  const DataType q = x.dtype();
+  if ((q != DataType::kInt8 && q != DataType::kFloat8E4M3FN) || w.dtype() != q)
+    return k.error("X and W must both be int8 or both float8e4m3fn");
+  if (w.rank() != 2 || x.rank() < 1 || x.shape().back() != w.dim(1))
+    return k.error("X ", shape_to_string(x.shape()), " and W ", shape_to_string(w.shape()), " do not match ([..., K], [N, K])");
+  const int64_t n_out = w.dim(0), kk = w.dim(1), m_rows = kk ? x.numel() / kk : 0;
+  if (xs.numel() != 1 || (ws.numel() != 1 && ws.numel() != n_out))
+    return k.error("x_scale must have one value, w_scale one or ", n_out);
+  if (b && b->numel() != n_out) return k.error("B has ", b->numel(), " values, N is ", n_out);
+  const auto out_t = static_cast<DataType>(k.attrs().get_int("output_dtype", 1));
+  Shape64 ys = x.shape();
+  ys.back() = n_out;
+  INGOT_ASSIGN_OR_RETURN(Tensor * y, ensure_output(k, 0, out_t, ys));
+  const std::string act = k.attrs().get_string("activation", "");
+  const std::vector<float> params = k.attrs().get_floats("activation_params");
+  const bool int8 = q == DataType::kInt8;
+  // Decoded operands, so the loop below does no per-element conversions.
+  std::vector<double> xf, wf;
+  std::vector<int64_t> xi, wi;
+  if (int8) {
+    xi.resize(static_cast<size_t>(x.numel()));
+    wi.resize(static_cast<size_t>(w.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) xi[i] = x.get_i64(i);
+    for (int64_t i = 0; i < w.numel(); ++i) wi[i] = w.get_i64(i);
+  } else {
+    xf.resize(static_cast<size_t>(x.numel()));
+    wf.resize(static_cast<size_t>(w.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) xf[i] = x.get_f64(i);
+    for (int64_t i = 0; i < w.numel(); ++i) wf[i] = w.get_f64(i);
+  }
+  const double sx = xs.get_f64(0);
+  for (int64_t m = 0; m < m_rows; ++m) {
+    for (int64_t n = 0; n < n_out; ++n) {
+      double acc;
+      if (int8) {
+        int64_t a = 0;
+        for (int64_t i = 0; i < kk; ++i) a += xi[m * kk + i] * wi[n * kk + i];
+        acc = static_cast<double>(a);
+      } else {
+        acc = 0;
+        for (int64_t i = 0; i < kk; ++i) acc += xf[m * kk + i] * wf[n * kk + i];
+      }
+      double v = acc * sx * ws.get_f64(ws.numel() == 1 ? 0 : n);
+      if (b) v += b->get_f64(n);
+      y->set_f64(m * n_out + n, apply_activation(act, params, v));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_quant_linear_kernels(KernelRegistry& r) {
+  r.add("QuantGemm", quant_gemm, "ingot");
   r.add("QuantizeLinear", quantize_linear);
   r.add("DequantizeLinear", dequantize_linear);
   r.add("DynamicQuantizeLinear", dynamic_quantize_linear);

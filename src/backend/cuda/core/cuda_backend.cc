@@ -190,6 +190,7 @@ class CudaBackend : public Backend {
     families_.push_back(cudnn_matmul_family());
 #endif
     families_.push_back(cublaslt_family());
+    families_.push_back(quant_gemm_family());
     // Before cuDNN's: the autotuner's width takes candidates in order, and one candidate always
     // fits. It takes only depthwise layers, with any activation fused.
     families_.push_back(depthwise_conv_family());

@@ -48,13 +48,14 @@ struct TacticFamily {
 TacticFamily pointwise_family();    // pointwise_tactics.cc: ingot::Pointwise (NVRTC-generated kernels)
 TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
 TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
+TacticFamily quant_gemm_family();   // quant_gemm_tactics.cc: ingot::QuantGemm (int8, fp8) through cuBLASLt
 TacticFamily attention_family();    // attention_tactics.cc: Attention, ingot::Attention
 TacticFamily pool_family();          // pool_tactics.cc: MaxPool, AveragePool, GlobalMax/AveragePool
 TacticFamily reduce_family();        // reduce_tactics.cc: Reduce*, ArgMax, ArgMin
 TacticFamily data_movement_family(); // data_movement_tactics.cc: Reshape..Shape, Concat, Slice, Gather, Pad, ...
 TacticFamily norm_family();          // norm_tactics.cc: RMSNormalization, GroupNormalization
 TacticFamily rotary_family();        // pointwise/rotary_tactics.cc: ingot::RotaryEmbedding
-TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8)
+TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8/fp8 e4m3fn)
 TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, linear, cubic)
 TacticFamily topk_family();          // topk_tactics.cc: TopK
 TacticFamily depthwise_conv_family(); // conv/depthwise_conv_tactics.cc: depthwise Conv / FusedConv, any activation

@@ -2,6 +2,14 @@
 //
 // QuantizeLinear / DequantizeLinear kernels: one thread per element, grid-stride, the scale and
 // zero point of the element's channel read through the cache (they are a few hundred bytes).
+// float8e4m3fn goes through cuda_fp8.h: __nv_cvt_float_to_fp8 with __NV_SATFINITE (one
+// cvt.rn.satfinite on sm_89+) rounds to nearest even as src/core/float8.cc does; the cases where
+// the two encodings could differ are decided here first (NaN keeps its sign there, and without
+// saturation a magnitude above 464 -- past the tie between 448 and the next step, 480 -- is NaN).
+//
+// The QuantGemm epilogue: one thread per output element, grid-stride, the column from a modulo.
+#include <cuda_fp8.h>
+
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/quant/quant_kernels.h"
 
@@ -19,9 +27,23 @@ __device__ __forceinline__ float round_to(FloatType t, float v) {
   }
 }
 
+__device__ __forceinline__ float e4m3_to_f32(uint8_t b) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
+}
+
+// float -> float8e4m3fn as float_to_small_float (src/core/float8.cc) encodes it.
+__device__ __forceinline__ uint8_t f32_to_e4m3(float v, bool saturate) {
+  const uint8_t sign = signbit(v) ? 0x80 : 0x00;
+  if (isnan(v)) return sign | 0x7f;
+  // Round-to-nearest-even takes (448, 464] down to 448 and anything above up to 480, which E4M3FN
+  // lacks: that (inf included) overflows. Saturated, the conversion's satfinite clamps it.
+  if (!saturate && fabsf(v) > 464.0f) return sign | 0x7f;
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
 template <class X, class S, class Q>
 __global__ void quantize_kernel(const X* x, const S* scale, const Q* zp, Q* y, QuantDesc d, FloatType quotient) {
-  const float lo = d.int8 ? -128.0f : 0.0f, hi = d.int8 ? 127.0f : 255.0f;
+  const float lo = d.type == QuantType::kInt8 ? -128.0f : 0.0f, hi = d.type == QuantType::kInt8 ? 127.0f : 255.0f;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
     const int64_t j = (i / d.inner) % d.axis_len;
@@ -30,6 +52,21 @@ __global__ void quantize_kernel(const X* x, const S* scale, const Q* zp, Q* y, Q
     float v = isnan(q) ? z : rintf(q) + z;
     v = rintf(fminf(fmaxf(v, lo), hi));
     y[i] = static_cast<Q>(static_cast<int>(v));
+  }
+}
+
+template <class X, class S>
+__global__ void quantize_fp8_kernel(const X* x, const S* scale, const uint8_t* zp, uint8_t* y, QuantDesc d,
+                                    FloatType quotient) {
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
+    const int64_t j = (i / d.inner) % d.axis_len;
+    float q = round_to(quotient, round_to(quotient, to_f32(x[i])) / round_to(quotient, to_f32(scale[j])));
+    if (zp) {
+      const float z = e4m3_to_f32(zp[j]);
+      if (z != 0.0f) q += z;  // as the reference: a zero point of +-0 leaves -0 alone
+    }
+    y[i] = f32_to_e4m3(q, d.saturate);
   }
 }
 
@@ -43,10 +80,42 @@ __global__ void dequantize_kernel(const Q* x, const S* scale, const Q* zp, Y* y,
   }
 }
 
+template <class S, class Y>
+__global__ void dequantize_fp8_kernel(const uint8_t* x, const S* scale, Y* y, QuantDesc d) {
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
+    const int64_t j = (i / d.inner) % d.axis_len;
+    y[i] = from_f32<Y>(e4m3_to_f32(x[i]) * to_f32(scale[j]));  // the product is exact in fp32's rounding
+  }
+}
+
 template <class F>
-void dispatch_quantized(bool int8, F&& f) {
-  if (int8) f(ew::Tag<int8_t>{});
+void dispatch_quantized(QuantType t, F&& f) {
+  if (t == QuantType::kInt8) f(ew::Tag<int8_t>{});
   else f(ew::Tag<uint8_t>{});
+}
+
+__device__ __forceinline__ double acc_to_f64(int32_t v) { return static_cast<double>(v); }
+template <class T>
+__device__ __forceinline__ double acc_to_f64(T v) {
+  return static_cast<double>(to_f32(v));
+}
+
+// A is int32 (a GEMM's accumulators) or Y (in place); B the bias's storage type.
+template <class A, class Y, class B>
+__global__ void quant_gemm_epilogue_kernel(const A* acc, Y* y, const B* bias, QuantGemmEpilogue e) {
+  const int64_t n = e.rows * e.cols;
+  const double xs = e.x_scale ? static_cast<double>(*e.x_scale) : 1.0;
+  const UnaryParams& p = e.act_params;
+  const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
+    const int64_t c = i % e.cols;
+    // x_scale * w_scale is exact in double; the accumulator times it rounds once.
+    const double s = e.w_scale ? xs * static_cast<double>(e.w_scale[e.w_per_channel ? c : 0]) : xs;
+    double v = acc_to_f64(acc[i]) * s;
+    if (bias) v += static_cast<double>(to_f32(bias[c]));
+    y[i] = from_f32<Y>(ew::apply_unary(e.act, static_cast<float>(v), p.alpha, p.beta, p.lo, p.hi));
+  }
 }
 
 }  // namespace
@@ -60,7 +129,13 @@ cudaError_t launch_quantize(FloatType x_type, FloatType scale_type, FloatType qu
     using X = typename decltype(xt)::type;
     ew::dispatch_float(scale_type, [&](auto st) {
       using S = typename decltype(st)::type;
-      dispatch_quantized(d.int8, [&](auto qt) {
+      if (d.type == QuantType::kFloat8E4M3FN) {
+        quantize_fp8_kernel<X, S><<<ew::grid_for(d.n), ew::kThreads, 0, stream>>>(
+            static_cast<const X*>(x), static_cast<const S*>(scale), static_cast<const uint8_t*>(zero_point),
+            static_cast<uint8_t*>(y), d, quotient);
+        return;
+      }
+      dispatch_quantized(d.type, [&](auto qt) {
         using Q = typename decltype(qt)::type;
         quantize_kernel<X, S, Q><<<ew::grid_for(d.n), ew::kThreads, 0, stream>>>(
             static_cast<const X*>(x), static_cast<const S*>(scale), static_cast<const Q*>(zero_point),
@@ -79,12 +154,39 @@ cudaError_t launch_dequantize(FloatType scale_type, FloatType y_type, const void
     using S = typename decltype(st)::type;
     ew::dispatch_float(y_type, [&](auto yt) {
       using Y = typename decltype(yt)::type;
-      dispatch_quantized(d.int8, [&](auto qt) {
+      if (d.type == QuantType::kFloat8E4M3FN) {
+        dequantize_fp8_kernel<S, Y><<<ew::grid_for(d.n), ew::kThreads, 0, stream>>>(
+            static_cast<const uint8_t*>(x), static_cast<const S*>(scale), static_cast<Y*>(y), d);
+        return;
+      }
+      dispatch_quantized(d.type, [&](auto qt) {
         using Q = typename decltype(qt)::type;
         dequantize_kernel<Q, S, Y><<<ew::grid_for(d.n), ew::kThreads, 0, stream>>>(
             static_cast<const Q*>(x), static_cast<const S*>(scale), static_cast<const Q*>(zero_point),
             static_cast<Y*>(y), d);
       });
+    });
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_quant_gemm_epilogue(const void* acc, bool acc_int32, FloatType y_type, void* y,
+                                       const QuantGemmEpilogue& e, cudaStream_t stream) {
+  if (e.rows < 0 || e.cols < 0 || (e.cols == 0 && e.rows > 0)) return cudaErrorInvalidValue;
+  const int64_t n = e.rows * e.cols;
+  if (n == 0) return cudaSuccess;
+  if (!acc_int32 && acc != y) return cudaErrorInvalidValue;
+  ew::dispatch_float(y_type, [&](auto yt) {
+    using Y = typename decltype(yt)::type;
+    ew::dispatch_float(e.bias_type, [&](auto bt) {
+      using B = typename decltype(bt)::type;
+      const B* bias = static_cast<const B*>(e.bias);
+      if (acc_int32)
+        quant_gemm_epilogue_kernel<int32_t, Y, B><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+            static_cast<const int32_t*>(acc), static_cast<Y*>(y), bias, e);
+      else
+        quant_gemm_epilogue_kernel<Y, Y, B><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
+            static_cast<const Y*>(acc), static_cast<Y*>(y), bias, e);
     });
   });
   return cudaGetLastError();

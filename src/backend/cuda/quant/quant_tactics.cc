@@ -1,13 +1,16 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // The linear-quantization tactic family of the cuda backend (host side): QuantizeLinear from
-// f32/f16/bf16 to int8/uint8 and DequantizeLinear from int8/uint8 to the scale's float type,
-// per tensor (one-element scale) or per axis (a vector along `axis`), with or without a zero
-// point. Rounding follows the reference: the quotient is rounded to the common float type
-// (f32 when x and the scale differ), then half to even, then saturated.
+// f32/f16/bf16 to int8/uint8/float8e4m3fn and DequantizeLinear from those to the scale's float
+// type, per tensor (one-element scale) or per axis (a vector along `axis`), with or without a
+// zero point. Rounding follows the reference: the quotient is rounded to the common float type
+// (f32 when x and the scale differ), then half to even (integers: then saturated; float8: to the
+// nearest even fp8, out-of-range values to +-448 with `saturate` = 1, the default, else NaN).
+// A float8 zero point is added to the quotient in fp32 when nonzero (exported models carry
+// zeros), and ignored by DequantizeLinear, as the reference does.
 //
 // Refused (the host fallback runs them): blocked quantization (block_size), the precision
-// attribute, 16-bit/4-bit/float8 quantized types, int32 DequantizeLinear input.
+// attribute, 16-bit/4-bit types and the other float8 formats, int32 DequantizeLinear input.
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +23,13 @@ namespace {
 
 bool is_onnx(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 
+bool is_quant_type(DataType t) {
+  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kFloat8E4M3FN;
+}
 
-bool is_byte_quant(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+QuantType quant_type(DataType t) {
+  return t == DataType::kInt8 ? QuantType::kInt8 : t == DataType::kUInt8 ? QuantType::kUInt8 : QuantType::kFloat8E4M3FN;
+}
 
 bool has_input(const std::vector<ir::TensorType>& in, size_t i) {
   return i < in.size() && in[i].dtype != DataType::kUndefined;
@@ -55,10 +63,10 @@ class QuantTactic final : public Tactic {
     FloatType f;
     if (!to_float_type(in[1].dtype, &f) || !in[1].shape.rank_known() || in[1].shape.rank() > 1) return false;
     if (quantize_) {
-      if (!to_float_type(in[0].dtype, &f) || !is_byte_quant(out)) return false;
+      if (!to_float_type(in[0].dtype, &f) || !is_quant_type(out)) return false;
       return !has_input(in, 2) || in[2].dtype == out;
     }
-    if (!is_byte_quant(in[0].dtype) || out != in[1].dtype) return false;
+    if (!is_quant_type(in[0].dtype) || out != in[1].dtype) return false;
     return !has_input(in, 2) || in[2].dtype == in[0].dtype;
   }
 
@@ -87,18 +95,20 @@ class QuantTactic final : public Tactic {
     cudaError_t err;
     auto stream = static_cast<cudaStream_t>(io.stream);
     if (quantize_) {
-      if (!to_float_type(x.dtype(), &xt) || !to_float_type(scale.dtype(), &st) || !is_byte_quant(y.dtype()) ||
+      if (!to_float_type(x.dtype(), &xt) || !to_float_type(scale.dtype(), &st) || !is_quant_type(y.dtype()) ||
           (zp != nullptr && zp->dtype() != y.dtype()))
         return internal_error(node.describe(), ": types do not match the tactic ", name());
-      d.int8 = y.dtype() == DataType::kInt8;
+      d.type = quant_type(y.dtype());
+      d.saturate = node.attrs().get_int("saturate", 1) != 0;
       const FloatType quotient = x.dtype() == scale.dtype() ? xt : FloatType::kF32;
       err = launch_quantize(xt, st, quotient, x.raw(), scale.raw(), zp ? zp->raw() : nullptr, y.mutable_raw(), d,
                             stream);
     } else {
-      if (!is_byte_quant(x.dtype()) || !to_float_type(scale.dtype(), &st) || !to_float_type(y.dtype(), &yt) ||
+      if (!is_quant_type(x.dtype()) || !to_float_type(scale.dtype(), &st) || !to_float_type(y.dtype(), &yt) ||
           (zp != nullptr && zp->dtype() != x.dtype()))
         return internal_error(node.describe(), ": types do not match the tactic ", name());
-      d.int8 = x.dtype() == DataType::kInt8;
+      d.type = quant_type(x.dtype());
+      if (d.type == QuantType::kFloat8E4M3FN) zp = nullptr;  // a float x has no zero point to subtract
       err = launch_dequantize(st, yt, x.raw(), scale.raw(), zp ? zp->raw() : nullptr, y.mutable_raw(), d, stream);
     }
     if (err != cudaSuccess)

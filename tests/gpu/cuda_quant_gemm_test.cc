@@ -1,0 +1,209 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The cuBLASLt QuantGemm tactics (ingot::QuantGemm, int8 and float8e4m3fn) against the CPU
+// reference (cpu::run_node on the same host inputs): M of 1, 5, 64, 300 and a 3-D X [2, 37, K],
+// K of 16, 64, 320, N of 16, 48, 784; random non-zero data; per-tensor and per-channel w_scale
+// (int8), with and without a bias of each float type, activations none, Relu, GeluTanh (fused in
+// cuBLASLt's fp8 epilogue when the bias allows) and Gelu (our epilogue kernel), outputs fp32,
+// fp16 and bf16. Tolerances by precision: int8 accumulates exactly, so only the output rounding
+// (and fp32 activation math) differs; fp8 sums in fp32 in cuBLASLt's order, and a bias cuBLASLt
+// cannot take is added after Y's rounding. Scales are chosen so outputs are O(1), which makes
+// the absolute parts meaningful. Also: each tactic refuses what it does not handle, names round
+// trip, and an int8 enqueue captures into a CUDA graph.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/device_info.h"
+#include "op_case_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using backend::cuda::quant_gemm_family;
+
+constexpr const char* kInt8 = "cuda.quant_gemm.cublaslt_int8";
+constexpr const char* kFp8 = "cuda.quant_gemm.cublaslt_fp8";
+
+// X shapes ([..., K]) and N: M of 1, 5, 64, 300 and a 3-D X.
+struct Shape {
+  Shape64 x;
+  int64_t n;
+};
+const Shape kShapes[] = {{{1, 64}, 48},  {{5, 16}, 16},     {{64, 320}, 784},
+                         {{300, 64}, 784}, {{2, 37, 320}, 48}, {{300, 320}, 16}};
+
+const char* const kActs[] = {"", "Relu", "GeluTanh", "Gelu"};
+
+class CudaQuantGemmTest : public OpCaseTest {
+ protected:
+  // "" when fp8 GEMMs can run here (or no device: check() then skips by itself).
+  static std::string fp8_skip_reason() {
+    const int cc = backend::cuda::current_device_info().cc;
+    if (cc != 0 && cc < 89) return "fp8 GEMMs need compute capability 8.9 or newer, the device is " + std::to_string(cc);
+    return "";
+  }
+
+  Tensor int8_data(const Shape64& s) {
+    Tensor t = Tensor::zeros(DataType::kInt8, s).value();
+    std::uniform_int_distribution<int> d(-127, 127);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_i64(i, d(rng_));
+    return t;
+  }
+  // Values in [-4, 4] rounded to fp8 (none below 0.1 in magnitude).
+  Tensor fp8_data(const Shape64& s) { return random_tensor(DataType::kFloat8E4M3FN, s, rng_, -4.0, 4.0); }
+  // Positive float32 scales in [lo, hi): one value (shape [] or [1]) or n.
+  Tensor scales(int64_t n, bool scalar_rank0, double lo, double hi) {
+    const Shape64 s = n > 1 ? Shape64{n} : scalar_rank0 ? Shape64{} : Shape64{1};
+    return random_tensor(DataType::kFloat32, s, rng_, lo, hi);
+  }
+
+  static std::string call(DataType out, const std::string& act) {
+    std::string c = "ingot::QuantGemm {output_dtype=" + std::to_string(static_cast<int>(out));
+    if (!act.empty()) c += ", activation=\"" + act + "\"";
+    return c + "}";
+  }
+
+  static Tolerance tolerance(DataType q, DataType out) {
+    if (q == DataType::kInt8) return tolerance_for(out);  // only the output's rounding
+    switch (out) {
+      case DataType::kFloat32: return {1e-4, 1e-4};
+      case DataType::kFloat16: return {1e-2, 5e-3};
+      default: return {2e-2, 2e-2};
+    }
+  }
+
+  // One QuantGemm case through the tactic `want`. Scales keep |Y| around 1: int8 sums reach
+  // ~sqrt(K) * 5400, fp8 ones ~sqrt(K) * 5.
+  void run(DataType q, const Shape& shape, bool per_channel, DataType bias, const std::string& act, DataType out) {
+    const int64_t k = shape.x.back(), n = shape.n;
+    SCOPED_TRACE(std::string(data_type_name(q)) + " X " + shape_to_string(shape.x) + " N " + std::to_string(n) +
+                 (per_channel ? " per-channel" : " per-tensor") + " bias " +
+                 (bias == DataType::kUndefined ? "none" : data_type_name(bias)) + " act '" + act + "' out " +
+                 data_type_name(out));
+    const bool int8 = q == DataType::kInt8;
+    std::vector<Operand> ins = {
+        input(int8 ? int8_data(shape.x) : fp8_data(shape.x)),
+        input(int8 ? int8_data({n, k}) : fp8_data({n, k})),
+        input(int8 ? scales(1, per_channel, 0.01, 0.02) : scales(1, per_channel, 0.05, 0.15)),
+        input(int8 ? scales(per_channel ? n : 1, !per_channel, 0.001, 0.003) : scales(1, true, 0.05, 0.15))};
+    if (bias != DataType::kUndefined) ins.push_back(input(random_tensor(bias, {n}, rng_, -1.0, 1.0)));
+    const Tolerance tol = tolerance(q, out);
+    check(quant_gemm_family(), 17, ins, call(out, act), int8 ? kInt8 : kFp8, 1, -3.0, 3.0, &tol);
+  }
+};
+
+TEST_F(CudaQuantGemmTest, Int8MatchesReference) {
+  const DataType biases[] = {DataType::kUndefined, DataType::kFloat32, DataType::kFloat16};
+  int i = 0;
+  for (const Shape& s : kShapes)
+    for (const char* act : kActs)
+      for (DataType out : {DataType::kFloat32, DataType::kFloat16}) {
+        run(DataType::kInt8, s, i % 2 == 1, biases[i % 3], act, out);
+        ++i;
+      }
+  run(DataType::kInt8, kShapes[2], true, DataType::kBFloat16, "Gelu", DataType::kBFloat16);
+  // The activations only our epilogue kernel has, with their parameters.
+  for (const char* act : {"Silu", "Sigmoid", "Tanh", "HardSwish"})
+    run(DataType::kInt8, kShapes[1], true, DataType::kFloat32, act, DataType::kFloat16);
+}
+
+TEST_F(CudaQuantGemmTest, Int8ActivationParameters) {
+  const Shape s = kShapes[0];
+  for (const char* act : {"activation=\"Clip\", activation_params=[-0.5, 0.5]",
+                          "activation=\"LeakyRelu\", activation_params=[0.1]",
+                          "activation=\"HardSigmoid\", activation_params=[0.2, 0.5]"}) {
+    const int64_t k = s.x.back();
+    std::vector<Operand> ins = {input(int8_data(s.x)), input(int8_data({s.n, k})), input(scales(1, true, 0.01, 0.02)),
+                                input(scales(s.n, false, 0.001, 0.003)),
+                                input(random_tensor(DataType::kFloat32, {s.n}, rng_, -1.0, 1.0))};
+    check(quant_gemm_family(), 17, ins, std::string("ingot::QuantGemm {") + act + "}", kInt8);
+  }
+}
+
+TEST_F(CudaQuantGemmTest, Fp8MatchesReference) {
+  const std::string why = fp8_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  // Biases: none, Y's type (cuBLASLt's epilogue for fp16/bf16 Y), and one it cannot take (ours).
+  int i = 0;
+  for (const Shape& s : kShapes)
+    for (const char* act : kActs)
+      for (DataType out : {DataType::kFloat32, DataType::kFloat16}) {
+        const DataType other = out == DataType::kFloat32 ? DataType::kFloat16 : DataType::kFloat32;
+        const DataType bias = i % 3 == 0 ? DataType::kUndefined : i % 3 == 1 ? out : other;
+        run(DataType::kFloat8E4M3FN, s, false, bias, act, out);
+        ++i;
+      }
+  for (DataType bias : {DataType::kBFloat16, DataType::kFloat32})
+    for (const char* act : {"Relu", "GeluTanh", "Silu"})
+      run(DataType::kFloat8E4M3FN, kShapes[2], false, bias, act, DataType::kBFloat16);
+}
+
+TEST_F(CudaQuantGemmTest, RefusesWhatItDoesNotHandle) {
+  // fp8 with a per-channel w_scale (cuBLASLt's fp8 scales are per tensor).
+  refuses(quant_gemm_family(), 17,
+          {input(DataType::kFloat8E4M3FN, {8, 64}), input(DataType::kFloat8E4M3FN, {48, 64}),
+           input(DataType::kFloat32, {}), input(DataType::kFloat32, {48})},
+          "ingot::QuantGemm {output_dtype=10}");
+  // fp8 with K % 16 != 0, and with N * 2 bytes not a multiple of 16.
+  refuses(quant_gemm_family(), 17,
+          {input(DataType::kFloat8E4M3FN, {8, 40}), input(DataType::kFloat8E4M3FN, {48, 40}),
+           input(DataType::kFloat32, {}), input(DataType::kFloat32, {})},
+          "ingot::QuantGemm {output_dtype=10}");
+  refuses(quant_gemm_family(), 17,
+          {input(DataType::kFloat8E4M3FN, {8, 64}), input(DataType::kFloat8E4M3FN, {20, 64}),
+           input(DataType::kFloat32, {}), input(DataType::kFloat32, {})},
+          "ingot::QuantGemm {output_dtype=10}");
+  // int8 with K % 4 != 0.
+  refuses(quant_gemm_family(), 17,
+          {input(DataType::kInt8, {8, 18}), input(DataType::kInt8, {48, 18}), input(DataType::kFloat32, {}),
+           input(DataType::kFloat32, {48})},
+          "ingot::QuantGemm {output_dtype=1}");
+  // A w_scale that is neither one value nor [N]; a Clip without its bounds.
+  refuses(quant_gemm_family(), 17,
+          {input(DataType::kInt8, {8, 64}), input(DataType::kInt8, {48, 64}), input(DataType::kFloat32, {}),
+           input(DataType::kFloat32, {24})},
+          "ingot::QuantGemm {output_dtype=1}");
+  refuses(quant_gemm_family(), 17,
+          {input(DataType::kInt8, {8, 64}), input(DataType::kInt8, {48, 64}), input(DataType::kFloat32, {}),
+           input(DataType::kFloat32, {})},
+          "ingot::QuantGemm {output_dtype=1, activation=\"Clip\"}");
+  // uint8 X and W (op inference takes only int8/fp8, so the types are handed to the family as
+  // a caller with stale types would).
+  auto g = parse_graph(op_graph(17,
+                                {input(DataType::kInt8, {8, 64}), input(DataType::kInt8, {48, 64}),
+                                 input(DataType::kFloat32, {}), input(DataType::kFloat32, {})},
+                                "ingot::QuantGemm {output_dtype=1}"));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const ir::Node& node = *(*g)->nodes()[0];
+  std::vector<ir::TensorType> types = input_types(node);
+  EXPECT_FALSE(quant_gemm_family().candidates(node, types).empty());
+  types[0].dtype = types[1].dtype = DataType::kUInt8;
+  EXPECT_TRUE(quant_gemm_family().candidates(node, types).empty());
+  // Other ops are not this family's.
+  refuses(quant_gemm_family(), 17, {input(DataType::kFloat16, {8, 64}), input(DataType::kFloat16, {64, 48})},
+          "MatMul");
+}
+
+TEST_F(CudaQuantGemmTest, NamesRoundTrip) {
+  for (const char* name : {kInt8, kFp8}) {
+    auto t = quant_gemm_family().create(name, {});
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->name(), name);
+    auto again = quant_gemm_family().create(name, t->serialize());
+    ASSERT_NE(again, nullptr) << name;
+  }
+  EXPECT_EQ(quant_gemm_family().create("cuda.quant_gemm.cublaslt_fp4", {}), nullptr);
+  EXPECT_EQ(quant_gemm_family().create(kInt8, {99}), nullptr);
+}
+
+TEST_F(CudaQuantGemmTest, Int8EnqueueIsCapturable) {
+  // Random int8 X, W and scales in [-50, 50): fp32 outputs of ~1e7, compared relatively.
+  check_captured(quant_gemm_family(), 17,
+                 {input(DataType::kInt8, {2, 7, 64}), input(DataType::kInt8, {48, 64}), input(DataType::kFloat32, {}),
+                  input(DataType::kFloat32, {48}), input(DataType::kFloat32, {48})},
+                 "ingot::QuantGemm {output_dtype=1, activation=\"Relu\"}", -50.0, 50.0);
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
