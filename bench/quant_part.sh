@@ -21,7 +21,7 @@ filter=${GTEST_FILTER_GPU:-'CudaQuantGemmTest.*:CudaQuantTest.*'}
 for i in 0 1; do
   GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i $B/tests/ingot_gpu_tests --gtest_filter="$filter" > "$t/gpu_tests_$i.log" 2>&1 &
 done
-# The model and the calibration batches while the tests run (a [2, 64] and a [1, 128] batch: the
+# The model and the calibration batches while the tests run (a [2, 128] and a [1, 128] batch: the
 # scales only need to be plausible, random weights say nothing about INT8 accuracy).
 python3 - "$t" > "$t/export.log" 2>&1 <<'PY'
 import os, sys, numpy as np, torch, transformers
@@ -45,7 +45,7 @@ with torch.no_grad():
                       dynamo=False, input_names=["input_ids", "attention_mask"], output_names=["y"],
                       dynamic_axes={"input_ids": {0: "b"}, "attention_mask": {0: "b"}}, do_constant_folding=True)
 rng = np.random.default_rng(1)
-for i, (b, s) in enumerate([(2, 64), (1, 128)]):
+for i, (b, s) in enumerate([(2, 128), (1, 128)]):
     d = f"{t}/cal/{i}"
     os.makedirs(d)
     np.save(f"{d}/input_ids.npy", rng.integers(0, 30522, (b, s)).astype(np.int64))
@@ -58,6 +58,7 @@ PY
 tail -1 "$t/export.log"
 wait
 grep -h "tests ran\|PASSED\|FAILED\|Skipped\|SKIPPED" "$t"/gpu_tests_*.log
+grep -h -B2 -A12 "Failure$" "$t"/gpu_tests_*.log | head -60
 for mode in ${QUANT_MODES:-fp16 fp8 int8}; do
   flags="--fp16"
   [ "$mode" = fp8 ] && flags="--fp16 --fp8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/fp8.cache"
@@ -105,4 +106,5 @@ for mode in ("fp16", "fp8", "int8"):
         row.append(f"{a @ r / np.linalg.norm(a) / np.linalg.norm(r):9.6f}" if a is not None and r is not None else "        -")
     print(" ".join(row))
 PY
+rm -rf "$t"/*.engine "$t"/*.onnx "$t"/out_* "$t"/*.npy "$t"/cal
 tar czf "$OUT/$name.tgz" -C /tmp "quant_$name"
