@@ -76,7 +76,8 @@ class Splitter {
     if (runs_on_device(*n)) return false;
     const Tensor* w = n->input(1)->initializer();
     const Tensor* sw = n->input(3)->initializer();
-    if (!w || !sw || w->rank() != 2) return false;  // left as it is: the build names it on the host
+    if (!w || !sw || w->rank() != 2 || (n->input(4) && !n->input(4)->initializer()))
+      return false;  // left as it is: the build names it on the host
     const int64_t nn = w->dim(0), kk = w->dim(1);
     const std::string base = n->name().empty() ? "quant_gemm" : n->name();
     INGOT_ASSIGN_OR_RETURN(Tensor wf, Tensor::zeros(DataType::kFloat32, {kk, nn}));
@@ -91,10 +92,20 @@ class Splitter {
     ir::Value* cur = g_.add_value(passes::unique_value_name(g_, base + "/matmul"), DataType::kFloat32, y->shape());
     g_.add_node("MatMul", {xf, wv}, {cur}, {}, base + "/matmul");
     if (const ir::Value* b = n->input(4)) {
-      if (!b->initializer()) return false;
       INGOT_ASSIGN_OR_RETURN(Tensor bf, Tensor::zeros(DataType::kFloat32, b->initializer()->shape()));
       for (int64_t i = 0; i < bf.numel(); ++i) bf.set_f64(i, b->initializer()->get_f64(i));
       cur = add_op("Add", {cur, passes::make_initializer(g_, base + "/bias_float", std::move(bf))}, {}, base + "/bias");
+    }
+    if (ir::Value* r = n->input(5)) {
+      if (r->dtype() != DataType::kFloat32) {
+        ir::Attributes a;
+        a.set_int("to", static_cast<int64_t>(DataType::kFloat32));
+        ir::Value* rf = g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), DataType::kFloat32,
+                                     r->shape());
+        g_.add_node("Cast", {r}, {rf}, std::move(a), base + "/residual_float");
+        r = rf;
+      }
+      cur = add_op("Add", {cur, r}, {}, base + "/residual");
     }
     const std::string act = n->attrs().get_string("activation", "");
     if (!act.empty()) {
@@ -111,7 +122,8 @@ class Splitter {
     const std::string name = old->name();
     *note = n->describe() + ": the " + be_.name() +
             " backend has no quantized GEMM for it; it runs dequantized, as DequantizeLinear, MatMul" +
-            (n->input(4) ? ", Add" : "") + (act.empty() ? "" : ", " + act) + " in float";
+            (n->input(4) ? ", Add" : "") + (n->input(5) ? ", the residual Add" : "") + (act.empty() ? "" : ", " + act) +
+            " in float";
     g_.replace_all_uses(old, cur);
     INGOT_RETURN_IF_ERROR(g_.remove_node(n));
     g_.rename_value(old, "");

@@ -6,11 +6,12 @@
 // insert_qdq write it):
 //   MatMul(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw))            [K, N] weight
 //   Gemm(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw) [, C])         transB 0 or 1
-// optionally followed by Add(., B) with a constant B of N values (a MatMul's bias),
+// optionally followed by Add(., B) with a constant B of N values (a MatMul's bias), and then by
+// Add(., R) with a computed R of the result's shape and type (a residual connection),
 // where Xq is computed at run time (int8, or float8e4m3fn) with one scale and no zero point
 // (or a zero one), and Wq is a constant of the same type with one scale or one per output
 // channel (axis N). Produces
-//   ingot::QuantGemm(Xq, W' [N, K], sx, sw, [B])   output_dtype = the DequantizeLinear's
+//   ingot::QuantGemm(Xq, W' [N, K], sx, sw, [B], [R])   output_dtype = the DequantizeLinear's
 // which multiplies the 8-bit numbers themselves (int32 / fp32 accumulation) and scales once,
 // instead of dequantizing both operands into float copies first.
 //
@@ -24,7 +25,9 @@
 // transA / alpha / beta != 1, a bias that is not N values, operands of different types.
 // The builder splits a QuantGemm back into those float ops where the backend has no kernel
 // for it (split_fusions.h).
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +70,30 @@ std::optional<Tensor> f32_scale(const ir::Node& dq) {
 DataType dq_output_type(const ir::Node& dq) {
   const int64_t o = dq.attrs().get_int("output_dtype", 0);
   return o != 0 ? static_cast<DataType>(o) : dq.input(1)->dtype();
+}
+
+/// Whether `v` is computed from an output of one of `nodes` (a residual that does would make the
+/// fused node read its own result).
+bool computed_from(const ir::Value* v, const std::vector<ir::Node*>& nodes) {
+  std::vector<const ir::Node*> work;
+  std::set<const ir::Node*> seen;
+  if (v && v->producer()) work.push_back(v->producer());
+  while (!work.empty()) {
+    const ir::Node* p = work.back();
+    work.pop_back();
+    if (!seen.insert(p).second) continue;
+    if (std::find(nodes.begin(), nodes.end(), p) != nodes.end()) return true;
+    for (const ir::Value* in : p->inputs())
+      if (in && in->producer()) work.push_back(in->producer());
+  }
+  return false;
+}
+
+bool same_known_shape(const ir::Shape& a, const ir::Shape& b) {
+  if (!a.rank_known() || !b.rank_known() || a.rank() != b.rank()) return false;
+  for (size_t i = 0; i < a.rank(); ++i)
+    if (!a[i].provably_equal(b[i])) return false;
+  return true;
 }
 
 bool is_dq(const ir::Node* n) { return n && is_onnx_op(*n, "DequantizeLinear") && n->input(1); }
@@ -204,6 +231,17 @@ class FuseQuantGemm final : public Pass {
         }
       }
     }
+    // Residual: Add(., R) of a computed R with the result's shape and type.
+    ir::Value* residual = nullptr;
+    if (ir::Node* add = fusion::single_consumer(g, last); add && is_onnx_op(*add, "Add")) {
+      ir::Value* r = fusion::other_operand(*add, last);
+      if (r && !constant_value(r) && r->dtype() == out_t && same_known_shape(r->shape(), last->shape()) &&
+          same_known_shape(add->output(0)->shape(), last->shape()) && !computed_from(r, absorbed)) {
+        residual = r;
+        absorbed.push_back(add);
+        last = add->output(0);
+      }
+    }
     // W' = the weight as [N, K] (a Linear layer's layout, what the tensor-core kernels read).
     Tensor wt = *w;
     if (!trans_b) {
@@ -217,7 +255,8 @@ class FuseQuantGemm final : public Pass {
     ir::Attributes attrs;
     attrs.set_int("output_dtype", static_cast<int64_t>(out_t));
     std::vector<ir::Value*> ins = {dx->input(0), wv, sxv, swv};
-    if (bias) ins.push_back(bias);
+    if (bias || residual) ins.push_back(bias);
+    if (residual) ins.push_back(residual);
     INGOT_RETURN_IF_ERROR(fusion::replace_with_fused(g, "QuantGemm", kIngotDomain, ins, std::move(attrs),
                                                      mm->name(), last, absorbed)
                               .status());

@@ -261,5 +261,24 @@ TEST(FuseQuantGemm, SplitBackWhereTheBackendHasNoQuantizedGemm) {
   expect_same_outputs(kQdqMatMul, *g, 1e-5);
 }
 
+TEST(FuseQuantGemm, ATransformersResidualAddJoinsTheLayer) {
+  std::string text = kQdqMatMul;
+  text.replace(text.find("  input %x: f32[2,4,8]\n"), 23, "  input %x: f32[2,4,8]\n  input %r: f32[2,4,3]\n");
+  text.replace(text.find("  output %y\n"), 12, "  %z: f32[2,4,3] = Add(%r, %y) @skip\n  output %z\n");
+  auto g = fuse(text);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(node_lines(*g),
+            "%xq: i8[2,4,8] = QuantizeLinear(%x, %sx, %zx) @q\n"
+            "%z: f32[2,4,3] = ingot::QuantGemm {output_dtype=1}(%xq, %wq.nk, %sx.f32, %sw.f32, %b, %r) @fc\n");
+  expect_same_outputs(text, *g, 1e-5);
+  // Split back where the backend has no quantized GEMM: the residual Add comes back too.
+  NoQuantGemmBackend be;
+  builder::SplitReport rep;
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+  EXPECT_NE(node_lines(*g).find("%z: f32[2,4,3] = Add(%fc/bias, %r) @fc/residual"), std::string::npos)
+      << node_lines(*g);
+  expect_same_outputs(text, *g, 1e-5);
+}
+
 }  // namespace
 }  // namespace ingot

@@ -4,11 +4,12 @@
 // DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
 // QLinearConv; and ingot::QuantGemm, the quantized linear layer fuse_quant_gemm forms:
 //
-//   QuantGemm(X, W, x_scale, w_scale, [B]) -> Y   (domain "ingot", opset 1)
+//   QuantGemm(X, W, x_scale, w_scale, [B], [R]) -> Y   (domain "ingot", opset 1)
 //     X: int8 or float8e4m3fn, [..., K]; W: X's type, [N, K] (a Linear layer's weight, Gemm's
 //     transB = 1); x_scale: float32, one value; w_scale: float32, one value or [N]; B: optional
-//     float [N]. Y: [..., N] of type `output_dtype` (float32, float16 or bfloat16; default float32).
-//     Y = act(x_scale * w_scale[n] * sum_k X[.., k] * W[n, k] + B[n]), `activation` and
+//     float [N]; R: optional residual of Y's type and shape. Y: [..., N] of type `output_dtype`
+//     (float32, float16 or bfloat16; default float32).
+//     Y = act(x_scale * w_scale[n] * sum_k X[.., k] * W[n, k] + B[n] + R), `activation` and
 //     `activation_params` as FusedGemm's. int8 products accumulate exactly (int32); fp8 in fp32.
 //     What DequantizeLinear(X) -> MatMul(., DequantizeLinear(W)^T) -> Add(B) -> act computes,
 //     without the float copies of X and W.
@@ -245,7 +246,7 @@ void register_quant_ops(OpRegistry& r) {
         return Status::Ok();
       });
 
-  r.add("QuantGemm", "ingot").inputs(4, 5).outputs(1, 1).opsets(1)
+  r.add("QuantGemm", "ingot").inputs(4, 6).outputs(1, 1).opsets(1)
       .attr("activation", AttrType::kString)
       .attr("activation_params", AttrType::kFloats)
       .attr("output_dtype", AttrType::kInt)
@@ -260,6 +261,8 @@ void register_quant_ops(OpRegistry& r) {
         if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16)
           return c.error("output_dtype must be float32, float16 or bfloat16");
         if (c.has_input(4) && !is_float(c.input_dtype(4))) return c.error("B must be float");
+        if (c.has_input(5) && c.input_dtype(5) != out)
+          return c.error("R must have the output's type ", data_type_name(out), ", got ", data_type_name(c.input_dtype(5)));
         const Shape& x = c.input_shape(0);
         const Shape& w = c.input_shape(1);
         if (w.rank_known() && w.rank() != 2) return c.error("W must be [N, K], got ", w.to_string());
@@ -277,10 +280,12 @@ void register_quant_ops(OpRegistry& r) {
           return c.error("X has K = ", k.value(), ", W has ", w.dims()[1].value());
         std::vector<Dim> dims = x.dims();
         dims.back() = w.dims()[0];
+        if (c.has_input(5) && c.input_shape(5).rank_known() && c.input_shape(5).rank() != dims.size())
+          return c.error("R has shape ", c.input_shape(5).to_string(), ", Y ", Shape(dims).to_string());
         c.set_output(0, out, Shape(dims));
         return Status::Ok();
       })
-      .doc("quantized (int8/fp8) linear layer: act(x_scale*w_scale*X.W^T + B)");
+      .doc("quantized (int8/fp8) linear layer: act(x_scale*w_scale*X.W^T + B + R)");
 
   conv_attrs(r.add("QLinearConv").inputs(8, 9).outputs(1, 1).opsets(10))
       .infer([](InferenceContext& c) -> Status {

@@ -525,7 +525,7 @@ Status qlinear_conv(KernelContext& k) {
   return Status::Ok();
 }
 
-/// ingot::QuantGemm: Y = act(x_scale * w_scale[n] * X.W^T + B[n]), X [..., K], W [N, K]. int8
+/// ingot::QuantGemm: Y = act(x_scale * w_scale[n] * X.W^T + B[n] + R), X [..., K], W [N, K]. int8
 /// products accumulate in int64 (exact), fp8 ones in double; the epilogue runs in double and Y
 /// is rounded once to its type.
 Status quant_gemm(KernelContext& k) {
@@ -534,6 +534,7 @@ Status quant_gemm(KernelContext& k) {
   const Tensor& xs = *k.input(2);
   const Tensor& ws = *k.input(3);
   const Tensor* b = k.input(4);
+  const Tensor* r = k.input(5);
   const DataType q = x.dtype();
   if ((q != DataType::kInt8 && q != DataType::kFloat8E4M3FN) || w.dtype() != q)
     return k.error("X and W must both be int8 or both float8e4m3fn");
@@ -546,6 +547,8 @@ Status quant_gemm(KernelContext& k) {
   const auto out_t = static_cast<DataType>(k.attrs().get_int("output_dtype", 1));
   Shape64 ys = x.shape();
   ys.back() = n_out;
+  if (r && r->shape() != ys)
+    return k.error("R has shape ", shape_to_string(r->shape()), ", Y ", shape_to_string(ys));
   INGOT_ASSIGN_OR_RETURN(Tensor * y, ensure_output(k, 0, out_t, ys));
   const std::string act = k.attrs().get_string("activation", "");
   const std::vector<float> params = k.attrs().get_floats("activation_params");
@@ -578,6 +581,7 @@ Status quant_gemm(KernelContext& k) {
       }
       double v = acc * sx * ws.get_f64(ws.numel() == 1 ? 0 : n);
       if (b) v += b->get_f64(n);
+      if (r) v += r->get_f64(m * n_out + n);
       y->set_f64(m * n_out + n, apply_activation(act, params, v));
     }
   }

@@ -9,7 +9,7 @@
 //
 //  - "cuda.quant_gemm.cublaslt_fp8": compute 32F, scale type 32F, C and D of Y's type; w_scale
 //    and x_scale are cuBLASLt's A_SCALE_POINTER and B_SCALE_POINTER (device scalars, so per-tensor
-//    only), D = scale_A scale_B (A B) + bias. The bias rides in the epilogue when it has Y's type
+//    only), D = scale_A scale_B (A B) + C + bias with the residual R as C (beta 1) when there is one. The bias rides in the epilogue when it has Y's type
 //    and Y is fp16/bf16 (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: the bias has D's type
 //    except for fp8 kernels with an fp32 D, which the cuBLAS docs' fp8 table settles; PyTorch's
 //    _scaled_mm allows exactly these two and no bias for an fp32 D); Relu and GeluTanh
@@ -21,7 +21,7 @@
 //    supports(); pointers at enqueue) and sm_89+; FAST_ACCUM stays off (the exact fp32 sum).
 //  - "cuda.quant_gemm.cublaslt_int8": compute 32I, scale type 32I (alpha 1, beta 0), D int32 in
 //    the workspace after cuBLASLt's scratch (M * N * 4 bytes more), then our epilogue kernel
-//    writes Y = act(acc * x_scale * w_scale[n or 0] + B[n]) in Y's type: per-tensor or
+//    writes Y = act(acc * x_scale * w_scale[n or 0] + B[n] + R) in Y's type: per-tensor or
 //    per-channel w_scale, any bias type, every activation. K % 4 == 0 (IMMA's leading dims).
 //
 // Refused in supports() (another tactic or the host fallback runs them): fp8 with a per-channel
@@ -81,12 +81,14 @@ struct Spec {
   UnaryOp act = UnaryOp::kIdentity;
   UnaryParams act_params;
   bool has_bias = false;
+  bool has_residual = false;
 };
 
 Result<Spec> parse_spec(const ir::Node& node) {
   if (node.domain() != "ingot" || node.op_type() != "QuantGemm") return unsupported(node.describe(), ": not a QuantGemm");
   Spec s;
   s.has_bias = node.input(4) != nullptr;
+  s.has_residual = node.inputs().size() > 5 && node.input(5) != nullptr;
   const ir::Attributes& at = node.attrs();
   const std::string act = at.get_string("activation", "");
   const std::vector<float> ap = at.get_floats("activation_params");
@@ -201,7 +203,7 @@ struct PlanKey {
   DataType y = DataType::kFloat32;
   DataType bias = DataType::kUndefined;  // kUndefined: no bias in the epilogue
   bool post_bias = false;                // a bias our kernel adds after the GEMM (so no fused activation)
-  std::array<uint32_t, 4> align{};       // W, X, D, bias
+  std::array<uint32_t, 4> align{};       // W, X, D (and C: the residual's when there is one), bias
   bool operator==(const PlanKey& o) const {
     return node == o.node && m == o.m && n == o.n && k == o.k && y == o.y && bias == o.bias &&
            post_bias == o.post_bias && align == o.align;
@@ -319,6 +321,8 @@ Status check_node(const ir::Node& node, Kind kind, const std::vector<ir::TensorT
   if (!is_float_out(y)) return unsupported(node.describe(), ": output ", data_type_name(y));
   const bool bias = spec.has_bias && in.size() > 4 && in[4].dtype != DataType::kUndefined;
   if (bias && !is_float_out(in[4].dtype)) return unsupported(node.describe(), ": bias ", data_type_name(in[4].dtype));
+  if (spec.has_residual && (in.size() < 6 || in[5].dtype != y))
+    return unsupported(node.describe(), ": the residual must have the output's type ", data_type_name(y));
   const ir::Shape& w = in[1].shape;
   if (!w.rank_known() || w.rank() != 2 || !w[0].is_known() || !w[1].is_known() || w[0].value() <= 0 ||
       w[1].value() <= 0)
@@ -383,6 +387,7 @@ class QuantGemmTactic final : public Tactic {
     const Tensor* xs = input(2);
     const Tensor* ws = input(3);
     const Tensor* b = input(4);
+    const Tensor* r = spec.has_residual ? input(5) : nullptr;
     if (!x || !w || !xs || !ws || !io.outputs || io.outputs->empty())
       return invalid_argument(node.describe(), ": missing X, W, x_scale, w_scale or Y");
     Tensor& y = (*io.outputs)[0];
@@ -400,6 +405,8 @@ class QuantGemmTactic final : public Tactic {
       return invalid_argument(node.describe(), ": x_scale has ", xs->numel(), " values (1 wanted), w_scale ",
                               ws->numel(), kind_ == Kind::kFp8 ? " (1 wanted: fp8 scales are per tensor)" : " (1 or N wanted)");
     if (b && b->numel() != p.n) return invalid_argument(node.describe(), ": bias has ", b->numel(), " values, N is ", p.n);
+    if (spec.has_residual && (!r || r->dtype() != y.dtype() || r->numel() != y.numel()))
+      return invalid_argument(node.describe(), ": the residual must be a tensor of Y's type and size");
     if (y.numel() == 0) return Status::Ok();
     if (p.k == 0) return unsupported(node.describe(), ": K = 0");
     if (!io.workspace) return internal_error(node.describe(), ": no workspace");
@@ -411,7 +418,9 @@ class QuantGemmTactic final : public Tactic {
     if (kind_ == Kind::kFp8 && b && fp8_bias_in_epilogue(y.dtype(), b->dtype())) key.bias = b->dtype();
     key.post_bias = b && key.bias == DataType::kUndefined;
     const void* bias_ptr = key.bias != DataType::kUndefined ? b->raw() : nullptr;
-    key.align = {alignment_of(w->raw()), alignment_of(x->raw()), alignment_of(d),
+    // fp8: the residual is cuBLASLt's C (beta 1), laid out as D; int8 adds it in our epilogue.
+    const void* c = kind_ == Kind::kFp8 && r ? r->raw() : d;
+    key.align = {alignment_of(w->raw()), alignment_of(x->raw()), std::min(alignment_of(d), alignment_of(c)),
                  bias_ptr ? alignment_of(bias_ptr) : 256u};
     if (kind_ == Kind::kFp8 && (key.align[0] < 16 || key.align[1] < 16 || key.align[2] < 16))
       return unsupported(node.describe(), ": fp8 GEMMs need 16-byte aligned W, X and Y, got alignments ",
@@ -432,11 +441,11 @@ class QuantGemmTactic final : public Tactic {
     auto* lt_a = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_a);
     auto* lt_b = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_b);
     auto* lt_d = const_cast<cublasLtMatrixLayoutOpaque_t*>(&plan->lt_d);
-    const float alpha_f = 1.0f, beta_f = 0.0f;
+    const float alpha_f = 1.0f, beta_f = c != d ? 1.0f : 0.0f;
     const int32_t alpha_i = 1, beta_i = 0;
     const void* alpha = kind_ == Kind::kFp8 ? static_cast<const void*>(&alpha_f) : &alpha_i;
     const void* beta = kind_ == Kind::kFp8 ? static_cast<const void*>(&beta_f) : &beta_i;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(handle, &desc, alpha, w->raw(), lt_a, x->raw(), lt_b, beta, d, lt_d, d, lt_d,
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(handle, &desc, alpha, w->raw(), lt_a, x->raw(), lt_b, beta, c, lt_d, d, lt_d,
                                       &plan->algo, io.workspace, kLtWorkspaceBytes, stream),
                        node);
 
@@ -450,6 +459,7 @@ class QuantGemmTactic final : public Tactic {
       e.w_scale = static_cast<const float*>(ws->raw());
       e.w_per_channel = per_channel;
     }
+    if (kind_ == Kind::kInt8 && r) e.residual = r->raw();
     if (b && !plan->bias_fused) {
       e.bias = b->raw();
       e.bias_type = bt;

@@ -55,6 +55,7 @@ struct QuantGemmEpilogue {
   const float* w_scale = nullptr;  ///< device, one value or `cols` (w_per_channel); null: 1
   bool w_per_channel = false;
   const void* bias = nullptr;  ///< device, `cols` values of bias_type; null: none
+  const void* residual = nullptr;  ///< device, rows x cols values of Y's type, added after the bias; null: none
   FloatType bias_type = FloatType::kF32;
   UnaryOp act = UnaryOp::kIdentity;  ///< kIdentity or any of FusedGemm's activations
   UnaryParams act_params;            ///< alpha/beta/lo/hi by value (the pointers are ignored)
