@@ -111,7 +111,13 @@ class Splitter {
     if (!act.empty()) {
       INGOT_ASSIGN_OR_RETURN(cur, add_activation(act, n->attrs().get_floats("activation_params"), cur, base + "/" + act));
     }
-    if (y->dtype() != DataType::kFloat32) {
+    if (ir::Value* ys = n->inputs().size() > 6 ? n->input(6) : nullptr) {
+      // A quantized output: the QuantizeLinear it took (a zero point of Y's type says which type).
+      ir::Value* zp = passes::make_initializer(g_, base + "/y_zero_point", Tensor::zeros(y->dtype(), {}).value());
+      ir::Value* q = g_.add_value(passes::unique_value_name(g_, base + "/quantize"), y->dtype(), y->shape());
+      g_.add_node("QuantizeLinear", {cur, ys, zp}, {q}, {}, base + "/quantize");
+      cur = q;
+    } else if (y->dtype() != DataType::kFloat32) {
       ir::Attributes a;
       a.set_int("to", static_cast<int64_t>(y->dtype()));
       ir::Value* c = g_.add_value(passes::unique_value_name(g_, base + "/cast"), y->dtype(), y->shape());

@@ -7,11 +7,13 @@
 //   MatMul(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw))            [K, N] weight
 //   Gemm(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw) [, C])         transB 0 or 1
 // optionally followed by Add(., B) with a constant B of N values (a MatMul's bias), and then by
-// Add(., R) with a computed R of the result's shape and type (a residual connection),
+// Add(., R) with a computed R of the result's shape and type (a residual connection), or by the
+// next layer's QuantizeLinear (one scale, zero point 0), with an activation in between or not,
 // where Xq is computed at run time (int8, or float8e4m3fn) with one scale and no zero point
 // (or a zero one), and Wq is a constant of the same type with one scale or one per output
 // channel (axis N). Produces
-//   ingot::QuantGemm(Xq, W' [N, K], sx, sw, [B], [R])   output_dtype = the DequantizeLinear's
+//   ingot::QuantGemm(Xq, W' [N, K], sx, sw, [B], [R], [sy])   output_dtype = the DequantizeLinear's
+//                                                   (or the QuantizeLinear's when it took one)
 // which multiplies the 8-bit numbers themselves (int32 / fp32 accumulation) and scales once,
 // instead of dequantizing both operands into float copies first.
 //
@@ -94,6 +96,19 @@ bool same_known_shape(const ir::Shape& a, const ir::Shape& b) {
   for (size_t i = 0; i < a.rank(); ++i)
     if (!a[i].provably_equal(b[i])) return false;
   return true;
+}
+
+/// The activation name QuantGemm's epilogue uses for `n` ("" when `n` is none it takes).
+std::string activation_of(const ir::Node& n) {
+  const bool onnx = n.domain().empty();
+  if (!onnx && !fusion::is_ingot_activation(n)) return "";
+  const std::string& op = n.op_type();
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Silu") return op;
+  if (op == "Gelu") {
+    const std::string approx = n.attrs().get_string("approximate", "none");
+    return approx == "none" ? "Gelu" : approx == "tanh" ? "GeluTanh" : "";
+  }
+  return "";
 }
 
 bool is_dq(const ir::Node* n) { return n && is_onnx_op(*n, "DequantizeLinear") && n->input(1); }
@@ -242,6 +257,35 @@ class FuseQuantGemm final : public Pass {
         last = add->output(0);
       }
     }
+    // The next layer's QuantizeLinear (after an activation, or straight after): the result is
+    // quantized in the epilogue, so the float result is never stored (int8/fp8 between layers).
+    std::string act;
+    ir::Value* y_scale = nullptr;
+    DataType y_type = out_t;
+    if (!residual) {
+      ir::Node* c = fusion::single_consumer(g, last);
+      ir::Node* act_node = nullptr;
+      if (c && !activation_of(*c).empty() && c->outputs().size() == 1) {
+        act_node = c;
+        c = fusion::single_consumer(g, c->output(0));
+      }
+      std::optional<double> ys = c && is_onnx_op(*c, "QuantizeLinear") && c->input(1) && c->output(0)
+                                     ? scalar_value(c->input(1))
+                                     : std::nullopt;
+      if (ys && *ys > 0 && is_quant_type(c->output(0)->dtype()) && zero_or_absent(*c) &&
+          c->attrs().get_int("saturate", 1) == 1 && c->attrs().find("output_dtype") == nullptr) {
+        if (act_node) {
+          act = activation_of(*act_node);
+          absorbed.push_back(act_node);
+        }
+        absorbed.push_back(c);
+        last = c->output(0);
+        y_type = c->output(0)->dtype();
+        Tensor t = Tensor::zeros(DataType::kFloat32, {}).value();
+        t.set_f64(0, *ys);
+        y_scale = make_initializer(g, c->input(1)->name() + ".f32", std::move(t));
+      }
+    }
     // W' = the weight as [N, K] (a Linear layer's layout, what the tensor-core kernels read).
     Tensor wt = *w;
     if (!trans_b) {
@@ -253,10 +297,12 @@ class FuseQuantGemm final : public Pass {
     ir::Value* sxv = make_initializer(g, dx->input(1)->name() + ".f32", std::move(*sx));
     ir::Value* swv = make_initializer(g, dw->input(1)->name() + ".f32", std::move(*sw));
     ir::Attributes attrs;
-    attrs.set_int("output_dtype", static_cast<int64_t>(out_t));
+    attrs.set_int("output_dtype", static_cast<int64_t>(y_type));
+    if (!act.empty()) attrs.set_string("activation", act);
     std::vector<ir::Value*> ins = {dx->input(0), wv, sxv, swv};
-    if (bias || residual) ins.push_back(bias);
-    if (residual) ins.push_back(residual);
+    if (bias || residual || y_scale) ins.push_back(bias);
+    if (residual || y_scale) ins.push_back(residual);
+    if (y_scale) ins.push_back(y_scale);
     INGOT_RETURN_IF_ERROR(fusion::replace_with_fused(g, "QuantGemm", kIngotDomain, ins, std::move(attrs),
                                                      mm->name(), last, absorbed)
                               .status());

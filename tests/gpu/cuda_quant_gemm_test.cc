@@ -170,6 +170,36 @@ TEST_F(CudaQuantGemmTest, ResidualMatchesReference) {
   }
 }
 
+// The next layer's QuantizeLinear taken in (y_scale): Y int8 or fp8 straight from the epilogue.
+// The fp8 kind quantizes an fp16 D and the reference a double, so a value may land one step
+// away where it falls next to a rounding boundary: one int8 step, one fp8 step (1/8 relative).
+TEST_F(CudaQuantGemmTest, QuantizedOutputMatchesReference) {
+  const std::string fp8_why = fp8_skip_reason();
+  for (DataType q : {DataType::kInt8, DataType::kFloat8E4M3FN}) {
+    if (q == DataType::kFloat8E4M3FN && !fp8_why.empty()) continue;
+    const bool int8 = q == DataType::kInt8;
+    for (const Shape& s : {kShapes[1], kShapes[2], kShapes[4]})
+      for (DataType yq : {DataType::kInt8, DataType::kFloat8E4M3FN})
+        for (const char* act : {"", "Gelu"}) {
+          const int64_t k = s.x.back();
+          SCOPED_TRACE(std::string(data_type_name(q)) + " X " + shape_to_string(s.x) + " Y " + data_type_name(yq) +
+                       " act '" + act + "'");
+          // |Y| ~ 1 before quantization: y_scale 1/100 spreads it over the int8 range; fp8 1/64.
+          Tensor ysc = Tensor::zeros(DataType::kFloat32, {}).value();
+          ysc.set_f64(0, yq == DataType::kInt8 ? 0.01 : 1.0 / 64);
+          std::vector<Operand> ins = {
+              input(int8 ? int8_data(s.x) : fp8_data(s.x)), input(int8 ? int8_data({s.n, k}) : fp8_data({s.n, k})),
+              input(int8 ? scales(1, true, 0.01, 0.02) : scales(1, true, 0.05, 0.15)),
+              input(int8 ? scales(s.n, false, 0.001, 0.003) : scales(1, true, 0.05, 0.15)),
+              input(random_tensor(DataType::kFloat32, {s.n}, rng_, -1.0, 1.0)), Operand{}, input(ysc)};
+          const Tolerance tol = yq == DataType::kInt8 ? Tolerance{0.0, 1.0} : Tolerance{0.13, 0.02};
+          std::string c = "ingot::QuantGemm {output_dtype=" + std::to_string(static_cast<int>(yq));
+          if (*act) c += std::string(", activation=\"") + act + "\"";
+          check(quant_gemm_family(), 17, ins, c + "}", int8 ? kInt8 : kFp8, 1, -3.0, 3.0, &tol);
+        }
+  }
+}
+
 TEST_F(CudaQuantGemmTest, RefusesWhatItDoesNotHandle) {
   // fp8 with a per-channel w_scale (cuBLASLt's fp8 scales are per tensor).
   refuses(quant_gemm_family(), 17,

@@ -280,5 +280,37 @@ TEST(FuseQuantGemm, ATransformersResidualAddJoinsTheLayer) {
   expect_same_outputs(text, *g, 1e-5);
 }
 
+// FFN1 -> Gelu -> the next layer's QuantizeLinear: one QuantGemm that writes int8 (the float
+// result is never stored), the next layer reading it.
+TEST(FuseQuantGemm, TheNextLayersQuantizeLinearAndTheActivationBetweenJoinTheLayer) {
+  std::string text = kQdqMatMul;
+  const std::string tail = R"(  %g: f32[2,4,3] = Gelu(%y) @gelu
+  init %sy: f32[] = [0.05]
+  init %zy: i8[] = [0]
+  %gq: i8[2,4,3] = QuantizeLinear(%g, %sy, %zy) @q2
+  %gd: f32[2,4,3] = DequantizeLinear(%gq, %sy, %zy) @dq2
+  output %gd
+)";
+  text.replace(text.find("  output %y\n"), 12, tail);
+  text.replace(text.find("opset \"\" 19"), 11, "opset \"\" 20");
+  auto g = fuse(text);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(node_lines(*g),
+            "%xq: i8[2,4,8] = QuantizeLinear(%x, %sx, %zx) @q\n"
+            "%gq: i8[2,4,3] = ingot::QuantGemm {activation=\"Gelu\", output_dtype=3}"
+            "(%xq, %wq.nk, %sx.f32, %sw.f32, %b, _, %sy.f32) @fc\n"
+            "%gd: f32[2,4,3] = DequantizeLinear(%gq, %sy, %zy) @dq2\n");
+  // The same int8 numbers as the unfused graph's (its Gelu output is f32 here, so the quotient is
+  // the same float32 division).
+  expect_same_outputs(text, *g, 1e-6);
+  NoQuantGemmBackend be;
+  builder::SplitReport rep;
+  ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+  EXPECT_NE(node_lines(*g).find("QuantizeLinear(%fc/Gelu, %sy.f32, %fc/y_zero_point) @fc/quantize"),
+            std::string::npos)
+      << node_lines(*g);
+  expect_same_outputs(text, *g, 1e-6);
+}
+
 }  // namespace
 }  // namespace ingot

@@ -4,7 +4,7 @@
 // DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
 // QLinearConv; and ingot::QuantGemm, the quantized linear layer fuse_quant_gemm forms:
 //
-//   QuantGemm(X, W, x_scale, w_scale, [B], [R]) -> Y   (domain "ingot", opset 1)
+//   QuantGemm(X, W, x_scale, w_scale, [B], [R], [y_scale]) -> Y   (domain "ingot", opset 1)
 //     X: int8 or float8e4m3fn, [..., K]; W: X's type, [N, K] (a Linear layer's weight, Gemm's
 //     transB = 1); x_scale: float32, one value; w_scale: float32, one value or [N]; B: optional
 //     float [N]; R: optional residual of Y's type and shape. Y: [..., N] of type `output_dtype`
@@ -13,6 +13,10 @@
 //     `activation_params` as FusedGemm's. int8 products accumulate exactly (int32); fp8 in fp32.
 //     What DequantizeLinear(X) -> MatMul(., DequantizeLinear(W)^T) -> Add(B) -> act computes,
 //     without the float copies of X and W.
+//     With y_scale (float32, one value) the result is quantized for the next layer, as
+//     QuantizeLinear(Y, y_scale) would (quotient in float32, int8 rounded half to even and
+//     saturated, fp8 rounded to nearest even and saturated at +-448): `output_dtype` is then int8
+//     or float8e4m3fn, and there is no R.
 #include <string>
 #include <vector>
 
@@ -246,7 +250,7 @@ void register_quant_ops(OpRegistry& r) {
         return Status::Ok();
       });
 
-  r.add("QuantGemm", "ingot").inputs(4, 6).outputs(1, 1).opsets(1)
+  r.add("QuantGemm", "ingot").inputs(4, 7).outputs(1, 1).opsets(1)
       .attr("activation", AttrType::kString)
       .attr("activation_params", AttrType::kFloats)
       .attr("output_dtype", AttrType::kInt)
@@ -258,8 +262,14 @@ void register_quant_ops(OpRegistry& r) {
         if (c.input_dtype(2) != DataType::kFloat32 || c.input_dtype(3) != DataType::kFloat32)
           return c.error("x_scale and w_scale must be float32");
         const auto out = static_cast<DataType>(c.attrs().get_int("output_dtype", 1));
-        if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16)
+        if (c.has_input(6)) {
+          if (out != DataType::kInt8 && out != DataType::kFloat8E4M3FN)
+            return c.error("with y_scale, output_dtype must be int8 or float8e4m3fn");
+          if (c.input_dtype(6) != DataType::kFloat32) return c.error("y_scale must be float32");
+          if (c.has_input(5)) return c.error("a quantized output takes no residual");
+        } else if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16) {
           return c.error("output_dtype must be float32, float16 or bfloat16");
+        }
         if (c.has_input(4) && !is_float(c.input_dtype(4))) return c.error("B must be float");
         if (c.has_input(5) && c.input_dtype(5) != out)
           return c.error("R must have the output's type ", data_type_name(out), ", got ", data_type_name(c.input_dtype(5)));

@@ -525,7 +525,7 @@ Status qlinear_conv(KernelContext& k) {
   return Status::Ok();
 }
 
-/// ingot::QuantGemm: Y = act(x_scale * w_scale[n] * X.W^T + B[n] + R), X [..., K], W [N, K]. int8
+/// ingot::QuantGemm: Y = act(x_scale * w_scale[n] * X.W^T + B[n] + R) [quantized by y_scale], X [..., K], W [N, K]. int8
 /// products accumulate in int64 (exact), fp8 ones in double; the epilogue runs in double and Y
 /// is rounded once to its type.
 Status quant_gemm(KernelContext& k) {
@@ -535,6 +535,7 @@ Status quant_gemm(KernelContext& k) {
   const Tensor& ws = *k.input(3);
   const Tensor* b = k.input(4);
   const Tensor* r = k.input(5);
+  const Tensor* ysc = k.input(6);
   const DataType q = x.dtype();
   if ((q != DataType::kInt8 && q != DataType::kFloat8E4M3FN) || w.dtype() != q)
     return k.error("X and W must both be int8 or both float8e4m3fn");
@@ -543,6 +544,7 @@ Status quant_gemm(KernelContext& k) {
   const int64_t n_out = w.dim(0), kk = w.dim(1), m_rows = kk ? x.numel() / kk : 0;
   if (xs.numel() != 1 || (ws.numel() != 1 && ws.numel() != n_out))
     return k.error("x_scale must have one value, w_scale one or ", n_out);
+  if (k.input(6) && k.input(6)->numel() != 1) return k.error("y_scale must have one value");
   if (b && b->numel() != n_out) return k.error("B has ", b->numel(), " values, N is ", n_out);
   const auto out_t = static_cast<DataType>(k.attrs().get_int("output_dtype", 1));
   Shape64 ys = x.shape();
@@ -582,7 +584,13 @@ Status quant_gemm(KernelContext& k) {
       double v = acc * sx * ws.get_f64(ws.numel() == 1 ? 0 : n);
       if (b) v += b->get_f64(n);
       if (r) v += r->get_f64(m * n_out + n);
-      y->set_f64(m * n_out + n, apply_activation(act, params, v));
+      v = apply_activation(act, params, v);
+      if (ysc) {  // QuantizeLinear's: the float32 quotient, then rounded and saturated
+        store_quantized(*y, m * n_out + n,
+                        static_cast<float>(static_cast<float>(v) / static_cast<float>(ysc->get_f64(0))), true);
+      } else {
+        y->set_f64(m * n_out + n, v);
+      }
     }
   }
   return Status::Ok();

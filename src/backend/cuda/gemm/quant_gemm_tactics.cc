@@ -24,6 +24,9 @@
 //    writes Y = act(acc * x_scale * w_scale[n or 0] + B[n] + R) in Y's type: per-tensor or
 //    per-channel w_scale, any bias type, every activation. K % 4 == 0 (IMMA's leading dims).
 //
+// With y_scale (the next layer's QuantizeLinear taken in) Y is int8 or fp8: the int8 kind's
+// epilogue quantizes from the accumulators, the fp8 kind's from an fp16 D in the workspace.
+//
 // Refused in supports() (another tactic or the host fallback runs them): fp8 with a per-channel
 // w_scale, shapes that break the alignment rules above, W without a known [N, K], a bias that
 // is not [N], missing activation_params (Clip, LeakyRelu, HardSigmoid). When a device is present,
@@ -82,6 +85,7 @@ struct Spec {
   UnaryParams act_params;
   bool has_bias = false;
   bool has_residual = false;
+  bool has_y_scale = false;  // a quantized Y (int8 / fp8): the next layer's QuantizeLinear taken in
 };
 
 Result<Spec> parse_spec(const ir::Node& node) {
@@ -89,6 +93,7 @@ Result<Spec> parse_spec(const ir::Node& node) {
   Spec s;
   s.has_bias = node.input(4) != nullptr;
   s.has_residual = node.inputs().size() > 5 && node.input(5) != nullptr;
+  s.has_y_scale = node.inputs().size() > 6 && node.input(6) != nullptr;
   const ir::Attributes& at = node.attrs();
   const std::string act = at.get_string("activation", "");
   const std::vector<float> ap = at.get_floats("activation_params");
@@ -143,6 +148,12 @@ cudaDataType_t float_cuda_type(DataType t) {
     default: return CUDA_R_32F;
   }
 }
+
+bool is_quantized_out(DataType t) { return t == DataType::kInt8 || t == DataType::kFloat8E4M3FN; }
+
+// What cuBLASLt writes for a Y of type y: Y itself, or for a quantized Y an fp16 temporary (the
+// fp8 kind; the int8 kind writes int32 accumulators either way) that our epilogue quantizes.
+DataType gemm_out_type(DataType y) { return is_quantized_out(y) ? DataType::kFloat16 : y; }
 
 bool is_float_out(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
@@ -318,7 +329,11 @@ Status check_node(const ir::Node& node, Kind kind, const std::vector<ir::TensorT
   if (in[2].dtype != DataType::kFloat32 || in[3].dtype != DataType::kFloat32)
     return unsupported(node.describe(), ": x_scale and w_scale must be float32");
   const DataType y = node.output(0)->dtype();
-  if (!is_float_out(y)) return unsupported(node.describe(), ": output ", data_type_name(y));
+  if (spec.has_y_scale ? !is_quantized_out(y) : !is_float_out(y))
+    return unsupported(node.describe(), ": output ", data_type_name(y));
+  if (spec.has_y_scale && (in.size() < 7 || in[6].dtype != DataType::kFloat32 ||
+                           !(in[6].shape.rank_known() && in[6].shape.rank() <= 1)))
+    return unsupported(node.describe(), ": y_scale must be one float32 value");
   const bool bias = spec.has_bias && in.size() > 4 && in[4].dtype != DataType::kUndefined;
   if (bias && !is_float_out(in[4].dtype)) return unsupported(node.describe(), ": bias ", data_type_name(in[4].dtype));
   if (spec.has_residual && (in.size() < 6 || in[5].dtype != y))
@@ -344,7 +359,7 @@ Status check_node(const ir::Node& node, Kind kind, const std::vector<ir::TensorT
   if (bias && !(in[4].shape.rank_known() && in[4].shape.rank() == 1 && numel_is(in[4].shape, n)))
     return unsupported(node.describe(), ": bias ", in[4].shape.to_string(), " is not [", n, "]");
   if (kind == Kind::kFp8) {
-    const int64_t esize = static_cast<int64_t>(storage_bytes(y, 1));
+    const int64_t esize = static_cast<int64_t>(storage_bytes(gemm_out_type(y), 1));
     if (k % 16 != 0 || (n * esize) % 16 != 0)
       return unsupported(node.describe(), ": fp8 GEMMs need K % 16 == 0 and N * ", esize,
                          " bytes % 16 == 0 (cuBLASLt's 16-byte alignment), got K = ", k, ", N = ", n);
@@ -368,11 +383,13 @@ class QuantGemmTactic final : public Tactic {
   }
 
   uint64_t workspace_bytes(const ir::Node& node, const std::vector<Shape64>& in) const override {
-    if (kind_ == Kind::kFp8 || in.size() < 2) return kLtWorkspaceBytes;
+    const bool quantized_y = node.inputs().size() > 6 && node.input(6) != nullptr;
+    if ((kind_ == Kind::kFp8 && !quantized_y) || in.size() < 2) return kLtWorkspaceBytes;
     auto p = plan_problem(node, in[0], in[1]);
     if (!p.ok()) return kLtWorkspaceBytes;
-    // cuBLASLt's scratch, then the int32 accumulators (256-byte aligned after it).
-    return kLtWorkspaceBytes + static_cast<uint64_t>(p->m * p->n) * sizeof(int32_t);
+    // cuBLASLt's scratch, then the int32 accumulators or (fp8, quantized Y) the fp16 temporary.
+    const uint64_t elem = kind_ == Kind::kInt8 ? sizeof(int32_t) : 2;
+    return kLtWorkspaceBytes + static_cast<uint64_t>(p->m * p->n) * elem;
   }
 
   Status prepare(const ir::Node& node) override { return lt_handle(node).status(); }
@@ -388,13 +405,17 @@ class QuantGemmTactic final : public Tactic {
     const Tensor* ws = input(3);
     const Tensor* b = input(4);
     const Tensor* r = spec.has_residual ? input(5) : nullptr;
+    const Tensor* ysc = spec.has_y_scale ? input(6) : nullptr;
     if (!x || !w || !xs || !ws || !io.outputs || io.outputs->empty())
       return invalid_argument(node.describe(), ": missing X, W, x_scale, w_scale or Y");
     Tensor& y = (*io.outputs)[0];
     const DataType q = quantized_type(kind_);
+    const DataType yd = gemm_out_type(y.dtype());  // what cuBLASLt's D holds (fp8 kind)
     FloatType yt, bt = FloatType::kF32;
     if (x->dtype() != q || w->dtype() != q || xs->dtype() != DataType::kFloat32 ||
-        ws->dtype() != DataType::kFloat32 || !to_float_type(y.dtype(), &yt) || (b && !to_float_type(b->dtype(), &bt)))
+        ws->dtype() != DataType::kFloat32 || !to_float_type(yd, &yt) || (b && !to_float_type(b->dtype(), &bt)) ||
+        (spec.has_y_scale != is_quantized_out(y.dtype())) ||
+        (ysc && (ysc->dtype() != DataType::kFloat32 || ysc->numel() != 1)))
       return internal_error(node.describe(), ": types do not match the tactic ", name());
     INGOT_ASSIGN_OR_RETURN(Problem p, plan_problem(node, x->shape(), w->shape()));
     if (y.numel() != p.m * p.n)
@@ -413,9 +434,9 @@ class QuantGemmTactic final : public Tactic {
 
     INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(node));
     const cudaStream_t stream = static_cast<cudaStream_t>(io.stream);
-    void* d = kind_ == Kind::kFp8 ? y.mutable_raw() : static_cast<char*>(io.workspace) + kLtWorkspaceBytes;
-    PlanKey key{&node, p.m, p.n, p.k, y.dtype(), DataType::kUndefined, false, {}};
-    if (kind_ == Kind::kFp8 && b && fp8_bias_in_epilogue(y.dtype(), b->dtype())) key.bias = b->dtype();
+    void* d = kind_ == Kind::kFp8 && !ysc ? y.mutable_raw() : static_cast<char*>(io.workspace) + kLtWorkspaceBytes;
+    PlanKey key{&node, p.m, p.n, p.k, yd, DataType::kUndefined, false, {}};
+    if (kind_ == Kind::kFp8 && b && fp8_bias_in_epilogue(yd, b->dtype())) key.bias = b->dtype();
     key.post_bias = b && key.bias == DataType::kUndefined;
     const void* bias_ptr = key.bias != DataType::kUndefined ? b->raw() : nullptr;
     // fp8: the residual is cuBLASLt's C (beta 1), laid out as D; int8 adds it in our epilogue.
@@ -468,8 +489,14 @@ class QuantGemmTactic final : public Tactic {
       e.act = spec.act;
       e.act_params = spec.act_params;
     }
-    if (kind_ == Kind::kInt8 || e.bias || e.act != UnaryOp::kIdentity)
+    if (ysc) {  // the next layer's QuantizeLinear: from D (int32 or the fp16 temporary) to Y
+      e.y_scale = static_cast<const float*>(ysc->raw());
+      INGOT_CUDA_CHECK(launch_quant_gemm_epilogue_quantized(
+          d, kind_ == Kind::kInt8, yt, y.dtype() == DataType::kInt8 ? QuantType::kInt8 : QuantType::kFloat8E4M3FN,
+          y.mutable_raw(), e, stream));
+    } else if (kind_ == Kind::kInt8 || e.bias || e.act != UnaryOp::kIdentity) {
       INGOT_CUDA_CHECK(launch_quant_gemm_epilogue(d, kind_ == Kind::kInt8, yt, y.mutable_raw(), e, stream));
+    }
     return Status::Ok();
   }
 
@@ -493,7 +520,7 @@ bool has_algorithm(const ir::Node& node, Kind kind, const std::vector<ir::Tensor
   const Shape64 ws = {in[1].shape[0].value(), in[1].shape[1].value()};
   auto p = plan_problem(node, xs, ws);
   if (!p.ok()) return false;
-  const DataType y = node.output(0)->dtype();
+  const DataType y = gemm_out_type(node.output(0)->dtype());
   PlanKey key{&node, std::max<int64_t>(p->m, 1), p->n, p->k, y, DataType::kUndefined, false, {256, 256, 256, 256}};
   const bool bias = spec->has_bias && in.size() > 4 && in[4].dtype != DataType::kUndefined;
   if (kind == Kind::kFp8 && bias && fp8_bias_in_epilogue(y, in[4].dtype)) key.bias = in[4].dtype;

@@ -164,6 +164,30 @@ __global__ void quant_gemm_epilogue_kernel(const A* acc, Y* y, const B* bias, Qu
   }
 }
 
+// The epilogue ending in the next layer's QuantizeLinear (y_scale): one byte a value.
+template <class A, class B>
+__global__ void quant_gemm_epilogue_quantized_kernel(const A* acc, uint8_t* y, const B* bias, QuantGemmEpilogue e,
+                                                     QuantType yq) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= e.cols) return;
+  const double xs = e.x_scale ? static_cast<double>(*e.x_scale) : 1.0;
+  const float ys = *e.y_scale;
+  const UnaryParams& p = e.act_params;
+  const double s = e.w_scale ? xs * static_cast<double>(e.w_scale[e.w_per_channel ? c : 0]) : xs;
+  const double b = bias ? static_cast<double>(to_f32(bias[c])) : 0.0;
+  for (int64_t r = blockIdx.y; r < e.rows; r += gridDim.y) {
+    const int64_t i = r * e.cols + c;
+    const float v = ew::apply_unary(e.act, static_cast<float>(acc_to_f64(acc[i]) * s + b), p.alpha, p.beta, p.lo, p.hi);
+    const float q = v / ys;
+    if (yq == QuantType::kFloat8E4M3FN) {
+      y[i] = f32_to_e4m3(q, true);
+    } else {
+      const float t = isnan(q) ? 0.0f : rintf(fminf(fmaxf(q, -128.0f), 127.0f));
+      y[i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(t)));
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_quantize(FloatType x_type, FloatType scale_type, FloatType quotient, const void* x,
@@ -253,6 +277,30 @@ cudaError_t launch_quant_gemm_epilogue(const void* acc, bool acc_int32, FloatTyp
       else
         quant_gemm_epilogue_kernel<Y, Y, B><<<grid, ew::kThreads, 0, stream>>>(
             static_cast<const Y*>(acc), static_cast<Y*>(y), bias, e);
+    });
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_quant_gemm_epilogue_quantized(const void* acc, bool acc_int32, FloatType acc_type,
+                                                 QuantType y_type, void* y, const QuantGemmEpilogue& e,
+                                                 cudaStream_t stream) {
+  if (e.rows < 0 || e.cols < 0 || !e.y_scale || y_type == QuantType::kUInt8) return cudaErrorInvalidValue;
+  if (e.rows * e.cols == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((e.cols + ew::kThreads - 1) / ew::kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(e.rows, 65535)));
+  ew::dispatch_float(e.bias_type, [&](auto bt) {
+    using B = typename decltype(bt)::type;
+    const B* bias = static_cast<const B*>(e.bias);
+    if (acc_int32) {
+      quant_gemm_epilogue_quantized_kernel<int32_t, B><<<grid, ew::kThreads, 0, stream>>>(
+          static_cast<const int32_t*>(acc), static_cast<uint8_t*>(y), bias, e, y_type);
+      return;
+    }
+    ew::dispatch_float(acc_type, [&](auto at) {
+      using A = typename decltype(at)::type;
+      quant_gemm_epilogue_quantized_kernel<A, B><<<grid, ew::kThreads, 0, stream>>>(
+          static_cast<const A*>(acc), static_cast<uint8_t*>(y), bias, e, y_type);
     });
   });
   return cudaGetLastError();

@@ -59,11 +59,19 @@ struct QuantGemmEpilogue {
   FloatType bias_type = FloatType::kF32;
   UnaryOp act = UnaryOp::kIdentity;  ///< kIdentity or any of FusedGemm's activations
   UnaryParams act_params;            ///< alpha/beta/lo/hi by value (the pointers are ignored)
+  const float* y_scale = nullptr;    ///< device, one value: launch_quant_gemm_epilogue_quantized's
 };
 
 /// Runs the epilogue. acc_int32: `acc` is an int32 [rows, cols] buffer; otherwise `acc` must be
 /// `y` itself (in place: values of y_type, e.g. a GEMM output still missing its bias).
 cudaError_t launch_quant_gemm_epilogue(const void* acc, bool acc_int32, FloatType y_type, void* y,
                                        const QuantGemmEpilogue& e, cudaStream_t stream);
+
+/// The same epilogue ending in QuantizeLinear(., y_scale): y is int8 (rounded half to even,
+/// saturated) or float8e4m3fn (nearest even, saturated at +-448), the quotient in float32.
+/// `acc` is int32 accumulators (acc_int32) or values of acc_type (the fp8 kind's fp16 D).
+cudaError_t launch_quant_gemm_epilogue_quantized(const void* acc, bool acc_int32, FloatType acc_type,
+                                                 QuantType y_type, void* y, const QuantGemmEpilogue& e,
+                                                 cudaStream_t stream);
 
 }  // namespace ingot::backend::cuda
