@@ -419,7 +419,7 @@ class OneBatch final : public Calibrator {
 };
 
 // An fp16 + int8 engine quantizes reduced activations as they are: Relu -> QuantizeLinear reads
-// the fp16 value, no Cast up in between (BERT fp8 at batch 64 paid 49 such Casts, 1.5 of 7.1 ms,
+// the fp16 value, no Cast up in between (without the precision pass's rule: 4 Casts) (BERT fp8 at batch 64 paid 49 such Casts, 1.5 of 7.1 ms,
 // in s25q2); the quantized GEMMs write fp16 for the fp16 neighbours.
 TEST(Precision, QuantizeLinearReadsTheReducedActivationWithoutACast) {
   OnnxModel m;
@@ -443,12 +443,14 @@ TEST(Precision, QuantizeLinearReadsTheReducedActivationWithoutACast) {
   cfg.calibrator = &cal;
   auto got = build_and_run(m.bytes(), cfg, {{"x", x}});
   ASSERT_TRUE(got.ok()) << got.status().to_string();
+  // relu1 -> QuantizeLinear in fp16; mm1 takes relu2 and the second QuantizeLinear in and writes
+  // int8 for mm2 (fuse_quant_gemm), so one QuantizeLinear step is left.
   EXPECT_EQ(count_op(got->layers, "ingot::QuantGemm"), 2);
-  EXPECT_EQ(count_op(got->layers, "QuantizeLinear"), 2);
+  EXPECT_EQ(count_op(got->layers, "QuantizeLinear"), 1);
   EXPECT_EQ(count_op(got->layers, "Cast"), 2);  // x in, y out
   std::map<std::string, std::string> precision;
   for (const LayerDesc& l : got->layers) precision[l.name] = l.precision;
-  EXPECT_EQ(precision["relu2"], "f16");
+  EXPECT_EQ(precision["relu1"], "f16");
   auto [err, cos] = error_and_cosine(got->outputs[0], want->outputs[0]);
   EXPECT_LT(err, 5e-2);  // int8 min-max on one batch: ~1/127 per operand
   EXPECT_GT(cos, 0.999);
