@@ -145,18 +145,31 @@ __device__ __forceinline__ double acc_to_f64(T v) {
 
 // Row blocks of the epilogue grids: each thread walks about kEpilogueRows rows of its column, so
 // the column's scales and bias (four dependent loads) are read once for that many values (one
-// row a thread ran BERT's int8 and fp8 FFN epilogues at ~0.6 TB/s in s25q4).
+// row a thread ran BERT's int8 and fp8 FFN epilogues at ~0.6 TB/s in s25q4; 16 rows: the int8
+// b64 engine 6.07 -> 5.31 ms in s25q5).
+// Small problems keep enough blocks to fill the GPU (about 4 per SM of an H100/H200's 132): at
+// batch 1 (128 rows) 16 rows a thread left 24 blocks and doubled BERT's int8 time (s25q5).
 constexpr int64_t kEpilogueRows = 16;
-inline int64_t epilogue_row_blocks(int64_t rows) {
-  return std::max<int64_t>(1, std::min<int64_t>((rows + kEpilogueRows - 1) / kEpilogueRows, 65535));
+constexpr int64_t kEpilogueMinBlocks = 528;
+inline int64_t epilogue_row_blocks(int64_t rows, int64_t cols) {
+  const int64_t col_blocks = std::max<int64_t>(1, (cols + ew::kThreads - 1) / ew::kThreads);
+  const int64_t fill = (kEpilogueMinBlocks + col_blocks - 1) / col_blocks;
+  const int64_t blocks = std::min(rows, std::max((rows + kEpilogueRows - 1) / kEpilogueRows, fill));
+  return std::max<int64_t>(1, std::min<int64_t>(blocks, 65535));
 }
 
 // A is int32 (a GEMM's accumulators) or Y (in place); B the bias's storage type. Threads run
 // along a row's columns and blocks down the rows, so each thread computes its column's scale and
 // bias once and no index is divided (the one-element-a-thread form with a 64-bit modulo ran the
 // int8 FFN epilogue at well under half the memory bandwidth in s25q2).
+// Rows a thread loads before it computes and stores any (the loads are independent; with one at
+// a time the stores, which may alias the loads for all the compiler knows, kept each load waiting).
+constexpr int kEpilogueBatch = 4;
+
 template <class A, class Y, class B>
 __global__ void quant_gemm_epilogue_kernel(const A* acc, Y* y, const B* bias, QuantGemmEpilogue e) {
+  // acc may be y itself (the fp8 kind's bias after the GEMM, in place): no __restrict__ here; each
+  // element is read before it is written, by the same thread.
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= e.cols) return;
   const double xs = e.x_scale ? static_cast<double>(*e.x_scale) : 1.0;
@@ -164,18 +177,33 @@ __global__ void quant_gemm_epilogue_kernel(const A* acc, Y* y, const B* bias, Qu
   // x_scale * w_scale is exact in double; the accumulator times it rounds once.
   const double s = e.w_scale ? xs * static_cast<double>(e.w_scale[e.w_per_channel ? c : 0]) : xs;
   const double b = bias ? static_cast<double>(to_f32(bias[c])) : 0.0;
-  for (int64_t r = blockIdx.y; r < e.rows; r += gridDim.y) {
-    const int64_t i = r * e.cols + c;
-    double v = acc_to_f64(acc[i]) * s + b;
-    if (e.residual) v += static_cast<double>(to_f32(static_cast<const Y*>(e.residual)[i]));
-    y[i] = from_f32<Y>(ew::apply_unary(e.act, static_cast<float>(v), p.alpha, p.beta, p.lo, p.hi));
+  const Y* res = static_cast<const Y*>(e.residual);
+  const int64_t step = gridDim.y;
+  for (int64_t r0 = blockIdx.y; r0 < e.rows; r0 += kEpilogueBatch * step) {
+    A a[kEpilogueBatch];
+    float rv[kEpilogueBatch];
+#pragma unroll
+    for (int k = 0; k < kEpilogueBatch; ++k) {
+      const int64_t r = r0 + k * step;
+      if (r < e.rows) {
+        a[k] = acc[r * e.cols + c];
+        rv[k] = res ? to_f32(res[r * e.cols + c]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kEpilogueBatch; ++k) {
+      const int64_t r = r0 + k * step;
+      if (r >= e.rows) break;
+      const double v = acc_to_f64(a[k]) * s + b + static_cast<double>(rv[k]);
+      y[r * e.cols + c] = from_f32<Y>(ew::apply_unary(e.act, static_cast<float>(v), p.alpha, p.beta, p.lo, p.hi));
+    }
   }
 }
 
 // The epilogue ending in the next layer's QuantizeLinear (y_scale): one byte a value.
 template <class A, class B>
-__global__ void quant_gemm_epilogue_quantized_kernel(const A* acc, uint8_t* y, const B* bias, QuantGemmEpilogue e,
-                                                     QuantType yq) {
+__global__ void quant_gemm_epilogue_quantized_kernel(const A* __restrict__ acc, uint8_t* __restrict__ y,
+                                                     const B* __restrict__ bias, QuantGemmEpilogue e, QuantType yq) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= e.cols) return;
   const double xs = e.x_scale ? static_cast<double>(*e.x_scale) : 1.0;
@@ -183,15 +211,28 @@ __global__ void quant_gemm_epilogue_quantized_kernel(const A* acc, uint8_t* y, c
   const UnaryParams& p = e.act_params;
   const double s = e.w_scale ? xs * static_cast<double>(e.w_scale[e.w_per_channel ? c : 0]) : xs;
   const double b = bias ? static_cast<double>(to_f32(bias[c])) : 0.0;
-  for (int64_t r = blockIdx.y; r < e.rows; r += gridDim.y) {
-    const int64_t i = r * e.cols + c;
-    const float v = ew::apply_unary(e.act, static_cast<float>(acc_to_f64(acc[i]) * s + b), p.alpha, p.beta, p.lo, p.hi);
-    const float q = v / ys;
-    if (yq == QuantType::kFloat8E4M3FN) {
-      y[i] = f32_to_e4m3(q, true);
-    } else {
-      const float t = isnan(q) ? 0.0f : rintf(fminf(fmaxf(q, -128.0f), 127.0f));
-      y[i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(t)));
+  const int64_t step = gridDim.y;
+  for (int64_t r0 = blockIdx.y; r0 < e.rows; r0 += kEpilogueBatch * step) {
+    A a[kEpilogueBatch];
+#pragma unroll
+    for (int k = 0; k < kEpilogueBatch; ++k) {
+      const int64_t r = r0 + k * step;
+      if (r < e.rows) a[k] = acc[r * e.cols + c];
+    }
+#pragma unroll
+    for (int k = 0; k < kEpilogueBatch; ++k) {
+      const int64_t r = r0 + k * step;
+      if (r >= e.rows) break;
+      const float v = ew::apply_unary(e.act, static_cast<float>(acc_to_f64(a[k]) * s + b), p.alpha, p.beta, p.lo, p.hi);
+      const float q = v / ys;
+      uint8_t out;
+      if (yq == QuantType::kFloat8E4M3FN) {
+        out = f32_to_e4m3(q, true);
+      } else {
+        const float t = isnan(q) ? 0.0f : rintf(fminf(fmaxf(q, -128.0f), 127.0f));
+        out = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(t)));
+      }
+      y[r * e.cols + c] = out;
     }
   }
 }
@@ -278,7 +319,7 @@ cudaError_t launch_quant_gemm_epilogue(const void* acc, bool acc_int32, FloatTyp
       const B* bias = static_cast<const B*>(e.bias);
       // Columns across a block's threads, rows down the grid (up to 65535 row blocks, looping).
       const dim3 grid(static_cast<unsigned>((e.cols + ew::kThreads - 1) / ew::kThreads),
-                      static_cast<unsigned>(epilogue_row_blocks(e.rows)));
+                      static_cast<unsigned>(epilogue_row_blocks(e.rows, e.cols)));
       if (acc_int32)
         quant_gemm_epilogue_kernel<int32_t, Y, B><<<grid, ew::kThreads, 0, stream>>>(
             static_cast<const int32_t*>(acc), static_cast<Y*>(y), bias, e);
@@ -296,7 +337,7 @@ cudaError_t launch_quant_gemm_epilogue_quantized(const void* acc, bool acc_int32
   if (e.rows < 0 || e.cols < 0 || !e.y_scale || y_type == QuantType::kUInt8) return cudaErrorInvalidValue;
   if (e.rows * e.cols == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((e.cols + ew::kThreads - 1) / ew::kThreads),
-                  static_cast<unsigned>(epilogue_row_blocks(e.rows)));
+                  static_cast<unsigned>(epilogue_row_blocks(e.rows, e.cols)));
   ew::dispatch_float(e.bias_type, [&](auto bt) {
     using B = typename decltype(bt)::type;
     const B* bias = static_cast<const B*>(e.bias);
