@@ -15,6 +15,7 @@
 #include "backend/tactic.h"
 #include "builder/split_fusions.h"
 #include "graph_check_util.h"
+#include "named_tactic.h"
 #include "ir/verify.h"
 #include "passes/pass.h"
 #include "passes/passes.h"
@@ -212,19 +213,6 @@ TEST(FuseQuantGemm, FoldConstantsKeepsAnInt8WeightForIt) {
 }
 
 // A backend with no QuantGemm tactic (everything else runs on its "device").
-class Tactic final : public backend::Tactic {
- public:
-  explicit Tactic(bool fallback) : fallback_(fallback) {}
-  std::string name() const override { return fallback_ ? "test.host_fallback" : "test.device"; }
-  bool supports(const ir::Node&, const std::vector<ir::TensorType>&) const override { return true; }
-  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
-  Status enqueue(backend::StepIO&) const override { return internal_error("not run in these tests"); }
-  bool capturable() const override { return !fallback_; }
-  bool is_host_fallback() const override { return fallback_; }
-
- private:
-  bool fallback_;
-};
 
 class NoQuantGemmBackend final : public backend::Backend {
  public:
@@ -233,8 +221,8 @@ class NoQuantGemmBackend final : public backend::Backend {
   std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
                                                            const std::vector<ir::TensorType>&) const override {
     std::vector<std::unique_ptr<backend::Tactic>> v;
-    if (n.op_type() != "QuantGemm") v.push_back(std::make_unique<Tactic>(false));
-    v.push_back(std::make_unique<Tactic>(true));
+    if (n.op_type() != "QuantGemm") v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
+    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
     return v;
   }
   Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,

@@ -17,6 +17,7 @@
 #include "builder/precision.h"
 #include "builder/split_fusions.h"
 #include "graph_check_util.h"
+#include "named_tactic.h"
 
 namespace ingot {
 namespace {
@@ -26,20 +27,7 @@ using testing_util::node_lines;
 using testing_util::parse_ir;
 using testing_util::with_weights;
 
-class NamedTactic : public backend::Tactic {
- public:
-  NamedTactic(std::string name, bool fallback) : name_(std::move(name)), fallback_(fallback) {}
-  std::string name() const override { return name_; }
-  bool supports(const ir::Node&, const std::vector<ir::TensorType>&) const override { return true; }
-  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
-  Status enqueue(backend::StepIO&) const override { return internal_error("not run in these tests"); }
-  bool capturable() const override { return !fallback_; }
-  bool is_host_fallback() const override { return fallback_; }
-
- private:
-  std::string name_;
-  bool fallback_;
-};
+using testing_util::NamedTactic;
 
 // Every op runs on the "device" except fused layers whose activation is not in `acts`, or that
 // add a residual when `residual` is false: those only on the host fallback.

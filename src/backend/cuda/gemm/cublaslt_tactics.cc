@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "backend/cuda/core/cuda_check.h"
+#include "backend/cuda/gemm/cublaslt_common.h"
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "backend/cuda/core/plan_cache.h"
@@ -89,15 +90,6 @@ bool wants_split(int64_t n, int64_t batch, int64_t esize, bool trans_b, bool res
   return (n * esize) % 16 != 0 && aligned_n(n, esize) > 0 && trans_b && batch == 1 && !residual && !c_matrix;
 }
 
-#define INGOT_CUBLAS_CHECK(expr, node)                                                                       \
-  do {                                                                                                       \
-    cublasStatus_t ingot_cublas_st_ = (expr);                                                                \
-    if (ingot_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      return ::ingot::make_status(ingot_cublas_st_ == CUBLAS_STATUS_NOT_SUPPORTED ? StatusCode::kUnsupported \
-                                                                                  : StatusCode::kInternal,   \
-                                  (node).describe(), ": ", #expr, " failed: ",                              \
-                                  cublasLtGetStatusString(ingot_cublas_st_));                                \
-  } while (0)
 
 // kPost: an activation cuBLASLt has no epilogue for, run by our unary kernel after the GEMM.
 enum class Activation { kNone, kRelu, kGeluTanh, kPost };
@@ -335,31 +327,7 @@ cublasLtEpilogue_t epilogue(Activation act, bool bias) {
   }
 }
 
-// One cuBLASLt handle per device, created on first use and kept for the process.
-Result<cublasLtHandle_t> lt_handle(const ir::Node& node) {
-  constexpr int kMaxDevices = 64;
-  static std::array<std::atomic<cublasLtHandle_t>, kMaxDevices> handles{};
-  static std::mutex mu;
-  int dev = 0;
-  INGOT_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= kMaxDevices) return unsupported("CUDA device ordinal ", dev, " is beyond ", kMaxDevices);
-  cublasLtHandle_t h = handles[dev].load(std::memory_order_acquire);
-  if (h) return h;
-  std::lock_guard<std::mutex> lock(mu);
-  h = handles[dev].load(std::memory_order_acquire);
-  if (!h) {
-    INGOT_CUBLAS_CHECK(cublasLtCreate(&h), node);
-    handles[dev].store(h, std::memory_order_release);
-  }
-  return h;
-}
 
-// Largest power of two (at most 256) dividing the address and, for batches, the stride.
-uint32_t alignment_of(const void* p, int64_t batch_stride_bytes) {
-  uint64_t v = reinterpret_cast<uintptr_t>(p) | 256u;
-  if (batch_stride_bytes > 0) v |= static_cast<uint64_t>(batch_stride_bytes);
-  return static_cast<uint32_t>(v & (~v + 1));
-}
 
 // The per-shape part of a launch: immutable once built.
 struct PlanKey {
@@ -494,7 +462,7 @@ class CublasLtTactic : public Tactic {
     return kWorkspaceBytes + static_cast<uint64_t>(p->m * padded_n(p->n, esize) * esize);
   }
 
-  Status prepare(const ir::Node& node) override { return lt_handle(node).status(); }
+  Status prepare(const ir::Node& node) override { return cublaslt_handle(node).status(); }
 
   Status enqueue(StepIO& io) const override {
     const ir::Node& node = *io.node;
@@ -523,7 +491,7 @@ class CublasLtTactic : public Tactic {
     if (p.k == 0) return unsupported(node.describe(), ": K = 0");
     if (!io.workspace) return internal_error(node.describe(), ": no workspace");
 
-    INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(node));
+    INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, cublaslt_handle(node));
     LaunchConfig cfg{y.dtype(), tf32_, &spec};
     const int64_t esize = static_cast<int64_t>(storage_bytes(y.dtype(), 1));
     const cudaStream_t stream = static_cast<cudaStream_t>(io.stream);
@@ -646,7 +614,7 @@ int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inp
     n = aligned_n(p->n, esize);
     ld = padded_n(p->n, esize);
   }
-  auto handle = lt_handle(node);
+  auto handle = cublaslt_handle(node);
   if (!handle.ok()) return none;
   LaunchConfig cfg{inputs[0].dtype, tf32, &*spec};
   PlanKey key{&node, p->m, n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_d, ld, p->c_role, {256, 256, 256, 256}};

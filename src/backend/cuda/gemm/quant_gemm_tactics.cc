@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "backend/cuda/core/cuda_check.h"
+#include "backend/cuda/gemm/cublaslt_common.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
 #include "backend/cuda/core/plan_cache.h"
@@ -65,15 +66,6 @@ constexpr const char* kFp8Name = "cuda.quant_gemm.cublaslt_fp8";
 constexpr const char* kInt8Name = "cuda.quant_gemm.cublaslt_int8";
 constexpr uint8_t kParamsVersion = 1;
 
-#define INGOT_CUBLAS_CHECK(expr, node)                                                                       \
-  do {                                                                                                       \
-    cublasStatus_t ingot_cublas_st_ = (expr);                                                                \
-    if (ingot_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      return ::ingot::make_status(ingot_cublas_st_ == CUBLAS_STATUS_NOT_SUPPORTED ? StatusCode::kUnsupported \
-                                                                                  : StatusCode::kInternal,   \
-                                  (node).describe(), ": ", #expr, " failed: ",                              \
-                                  cublasLtGetStatusString(ingot_cublas_st_));                                \
-  } while (0)
 
 enum class Kind : uint8_t { kFp8, kInt8 };
 
@@ -162,31 +154,7 @@ bool is_float_out(DataType t) {
 // Whether the fp8 GEMM takes the bias in its epilogue: of Y's type, Y fp16 or bf16.
 bool fp8_bias_in_epilogue(DataType y, DataType bias) { return bias == y && y != DataType::kFloat32; }
 
-// One cuBLASLt handle per device, created on first use and kept for the process (the same
-// scheme as cublaslt_tactics.cc, which keeps its own).
-Result<cublasLtHandle_t> lt_handle(const ir::Node& node) {
-  constexpr int kMaxDevices = 64;
-  static std::array<std::atomic<cublasLtHandle_t>, kMaxDevices> handles{};
-  static std::mutex mu;
-  int dev = 0;
-  INGOT_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= kMaxDevices) return unsupported("CUDA device ordinal ", dev, " is beyond ", kMaxDevices);
-  cublasLtHandle_t h = handles[dev].load(std::memory_order_acquire);
-  if (h) return h;
-  std::lock_guard<std::mutex> lock(mu);
-  h = handles[dev].load(std::memory_order_acquire);
-  if (!h) {
-    INGOT_CUBLAS_CHECK(cublasLtCreate(&h), node);
-    handles[dev].store(h, std::memory_order_release);
-  }
-  return h;
-}
 
-// Largest power of two (at most 256) dividing the address.
-uint32_t alignment_of(const void* p) {
-  uint64_t v = reinterpret_cast<uintptr_t>(p) | 256u;
-  return static_cast<uint32_t>(v & (~v + 1));
-}
 
 // The GEMM in our terms: X [M, K] (leading dims folded), W [N, K], Y [M, N].
 struct Problem {
@@ -392,7 +360,7 @@ class QuantGemmTactic final : public Tactic {
     return kLtWorkspaceBytes + static_cast<uint64_t>(p->m * p->n) * elem;
   }
 
-  Status prepare(const ir::Node& node) override { return lt_handle(node).status(); }
+  Status prepare(const ir::Node& node) override { return cublaslt_handle(node).status(); }
 
   Status enqueue(StepIO& io) const override {
     if (!io.node) return internal_error(name(), ": step without a node");
@@ -432,7 +400,7 @@ class QuantGemmTactic final : public Tactic {
     if (p.k == 0) return unsupported(node.describe(), ": K = 0");
     if (!io.workspace) return internal_error(node.describe(), ": no workspace");
 
-    INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(node));
+    INGOT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, cublaslt_handle(node));
     const cudaStream_t stream = static_cast<cudaStream_t>(io.stream);
     void* d = kind_ == Kind::kFp8 && !ysc ? y.mutable_raw() : static_cast<char*>(io.workspace) + kLtWorkspaceBytes;
     PlanKey key{&node, p.m, p.n, p.k, yd, DataType::kUndefined, false, {}};
@@ -513,7 +481,7 @@ bool has_algorithm(const ir::Node& node, Kind kind, const std::vector<ir::Tensor
   constexpr int64_t kGuessDim = 64;
   if (!cuda_device_present()) return true;
   auto spec = parse_spec(node);
-  auto handle = lt_handle(node);
+  auto handle = cublaslt_handle(node);
   if (!spec.ok() || !handle.ok()) return false;
   Shape64 xs;
   for (const ir::Dim& dim : in[0].shape.dims()) xs.push_back(dim.is_known() ? dim.value() : kGuessDim);
