@@ -71,7 +71,9 @@ Tensor fake_quant_weight(const Tensor& w, int64_t axis, QuantType type) {
 // A MatMul/Gemm weight in its 8-bit form for a DequantizeLinear: the numbers and the scale (per
 // output channel along `axis` for int8; one for FP8, as TensorRT and modelopt scale FP8 weights
 // and as the FP8 tensor-core GEMMs take them). Each rounds exactly as fake_quant_weight's do.
-std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantType type) {
+// `shared_amax` > 0 (FP8): the scale is that / 448 instead of this weight's own max (the layers
+// reading one input share a scale, so their GEMMs can be one: fuse_qkv_projection).
+std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantType type, double shared_amax = 0) {
   const DataType qt = type == QuantType::kFp8E4M3 ? DataType::kFloat8E4M3FN : DataType::kInt8;
   if (type == QuantType::kFp8E4M3) axis = -1;
   const Shape64& s = w.shape();
@@ -83,6 +85,7 @@ std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantTy
   for (int64_t k = 0; k < w.numel(); ++k)
     amax[channel_of(k)] = std::max(amax[channel_of(k)], std::fabs(w.get_f64(k)));
   Tensor scale = Tensor::zeros(DataType::kFloat32, axis >= 0 ? Shape64{channels} : Shape64{}).value();
+  if (shared_amax > 0 && axis < 0) amax[0] = std::max(amax[0], shared_amax);
   for (int64_t c = 0; c < channels; ++c) {
     const double a = amax[static_cast<size_t>(c)];
     scale.set_f64(c, a > 0 ? static_cast<float>(a / quant_max(type)) : 1.0f);
@@ -120,12 +123,28 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
   for (const auto& n : g.nodes())
     if (quantizable(*n)) layers.push_back(n.get());
   std::unordered_map<ir::Value*, ir::Value*> dequantized;  // activation -> its Q/DQ output
+  // FP8: one weight scale for the MatMul/Gemm layers that read the same input (Q, K and V),
+  // from the largest |w| among them. E4M3 is a float format: a larger scale costs precision only
+  // for weights that fall below its normal range (2^-6 of 448 times the scale).
+  std::unordered_map<const ir::Value*, double> shared_amax;
+  if (type == QuantType::kFp8E4M3)
+    for (ir::Node* n : layers) {
+      if (n->op_type() == "Conv" || n->inputs().size() < 2 || !n->input(0) || !n->input(1) ||
+          !n->input(1)->initializer() || n->input(1)->initializer()->rank() != 2)
+        continue;
+      const Tensor& w = *n->input(1)->initializer();
+      double a = 0;
+      for (int64_t k = 0; k < w.numel(); ++k) a = std::max(a, std::fabs(w.get_f64(k)));
+      double& m = shared_amax[n->input(0)];
+      m = std::max(m, a);
+    }
   for (ir::Node* n : layers) {
     const std::string layer = layer_name(*n);
     if (auto k = keep_float.find(layer); k != keep_float.end()) {
       rep.kept.push_back(layer + " (" + n->op_type() + "): " + k->second);
       continue;
     }
+    const ir::Value* in0 = n->inputs().empty() ? nullptr : n->input(0);  // before the Q/DQ pair replaces it
     // Which inputs are activations (quantized through Q/DQ) and which the constant weight.
     std::vector<size_t> acts;
     size_t weight = SIZE_MAX;
@@ -184,7 +203,8 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
       if (n->op_type() != "Conv" && wt.rank() == 2) {
         // MatMul / Gemm: the 8-bit weight and a DequantizeLinear, which fuse_quant_gemm turns
         // with the activation's pair into one quantized GEMM.
-        auto [q, sc] = quantize_weight(wt, axis, type);
+        auto it = shared_amax.find(in0);
+        auto [q, sc] = quantize_weight(wt, axis, type, it == shared_amax.end() ? 0.0 : it->second);
         ir::Value* qv = g.add_initializer(fresh_name(g, w->name() + tag), std::move(q));
         ir::Value* sv = g.add_initializer(fresh_name(g, w->name() + tag + "_scale"), std::move(sc));
         ir::Value* dq = g.add_value(fresh_name(g, w->name() + "_dequantized"), DataType::kFloat32, w->shape());

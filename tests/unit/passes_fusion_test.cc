@@ -583,6 +583,62 @@ TEST(PassesFusion, BiasFreeMatMulProjectionsPackToo) {
   expect_equivalent(mixed_text, *mixed);
 }
 
+// Quantized projections (fuse_quant_gemm's QuantGemm on one int8 input): packed too, the
+// weights [N, K] stacked on N and the weight scales spread per output channel.
+std::string quant_qkv_graph(const std::string& q_type, const std::vector<std::string>& w_scales) {
+  std::string t = "graph g {\n  opset \"\" 19\n  opset \"ingot\" 1\n  input %x: f32[2,5,8]\n  input %m: f32[2,1,1,5]\n";
+  t += "  init %sx: f32[] = [0.01]\n  init %zx: " + q_type + "[] = [0]\n";
+  int seed = 60;
+  for (int i = 0; i < 3; ++i) {
+    const std::string p = std::string(1, "qkv"[i]);
+    std::string w = "  init %w" + p + ": " + q_type + "[8,8] = [";
+    for (int j = 0; j < 64; ++j)
+      w += (j ? ", " : "") + std::to_string(q_type == "i8" ? (j * 37 + seed * 11) % 255 - 127 : ((j * 5 + seed) % 13 - 6) * 0.5);
+    t += w + "]\n";
+    t += "  init %s" + p + ": f32" + w_scales[i] + "\n";
+    t += init_text(std::string("b") + p, {8}, seed++);
+  }
+  t += "  %xq: " + q_type + "[2,5,8] = QuantizeLinear(%x, %sx, %zx) @quant\n";
+  for (const char* p : {"q", "k", "v"})
+    t += std::string("  %") + p + " = ingot::QuantGemm {output_dtype=1}(%xq, %w" + p + ", %sx, %s" + p + ", %b" + p +
+         ") @" + p + "\n";
+  t += "  %y = ingot::Attention {kv_num_heads=2, q_num_heads=2, scale=0.5}(%q, %k, %v, %m) @att\n  output %y\n}\n";
+  return t;
+}
+
+TEST(PassesFusion, QuantizedQkvProjectionsPackWithPerChannelScales) {
+  const std::string t = quant_qkv_graph(
+      "i8", {"[8] = [0.001, 0.002, 0.003, 0.001, 0.002, 0.003, 0.001, 0.002]", "[] = [0.0015]", "[] = [0.0025]"});
+  PassContext ctx;
+  auto g = run_passes(t, one(make_fuse_qkv_projection()), &ctx);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->nodes().size(), 3u);  // the QuantizeLinear, one QuantGemm, the packed attention
+  const ir::Node& gemm = *g->nodes()[1];
+  EXPECT_EQ(gemm.op_type(), "QuantGemm");
+  EXPECT_EQ(gemm.input(1)->initializer()->shape(), (Shape64{24, 8}));
+  const Tensor& ws = *gemm.input(3)->initializer();
+  ASSERT_EQ(ws.shape(), (Shape64{24}));
+  EXPECT_FLOAT_EQ(ws.get_f64(1), 0.002f);
+  EXPECT_FLOAT_EQ(ws.get_f64(8), 0.0015f);
+  EXPECT_FLOAT_EQ(ws.get_f64(23), 0.0025f);
+  EXPECT_EQ(g->nodes()[2]->attrs().get_int("qkv_packed", 0), 1);
+  expect_equivalent(t, *g);
+}
+
+TEST(PassesFusion, QuantizedFp8QkvPackOnlyWithOneWeightScale) {
+  PassContext ctx;
+  auto g = run_passes(quant_qkv_graph("f8e4m3fn", {"[] = [0.01]", "[] = [0.02]", "[] = [0.01]"}),
+                      one(make_fuse_qkv_projection()), &ctx, false);
+  EXPECT_TRUE(has_note(ctx, "fp8 weights have different scales"));
+  const std::string same = quant_qkv_graph("f8e4m3fn", {"[] = [0.01]", "[] = [0.01]", "[] = [0.01]"});
+  PassContext ctx2;
+  auto packed = run_passes(same, one(make_fuse_qkv_projection()), &ctx2);
+  ASSERT_TRUE(packed);
+  ASSERT_EQ(packed->nodes().size(), 3u);
+  EXPECT_EQ(packed->nodes()[1]->input(3)->initializer()->numel(), 1);
+  expect_equivalent(same, *packed);
+}
+
 TEST(PassesFusion, QkvProjectionRefusals) {
   // K projects another input.
   {

@@ -236,6 +236,29 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
       EXPECT_NEAR((*got)[o].get_f64(i), (*want)[o].get_f64(i), 1e-4) << "output " << o << " element " << i;
 }
 
+// FP8: the MatMuls that read one input (an attention's Q, K and V) get one weight scale, the
+// largest max |w| / 448 among them, so fuse_qkv_projection can make them one FP8 GEMM.
+TEST(InsertQdq, Fp8LayersReadingOneInputShareTheirWeightScale) {
+  auto g = parse_ir(with_weights("graph g {\n  opset \"\" 19\n  input %m: f32[2,5]\n", {{"a", {5, 3}}, {"b", {5, 3}}},
+                                 "  %p: f32[2,3] = MatMul(%m, %a) @mm1\n  %r: f32[2,3] = MatMul(%m, %b) @mm2\n"
+                                 "  output %p\n  output %r\n"));
+  ASSERT_TRUE(g);
+  // b twice as large as a: both scales are max |b| / 448.
+  Tensor b = *g->find_value("b")->initializer();
+  for (int64_t i = 0; i < b.numel(); ++i) b.set_f64(i, 2 * b.get_f64(i));
+  g->set_initializer(g->find_value("b"), b);
+  double bmax = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) bmax = std::max(bmax, std::fabs(b.get_f64(i)));
+  auto rep = quant::insert_qdq(*g, {{"m", 1.0f / 448}}, {}, quant::QuantType::kFp8E4M3);
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  const ir::Value* sa = g->find_value("a_fp8_scale");
+  const ir::Value* sb = g->find_value("b_fp8_scale");
+  ASSERT_TRUE(sa && sa->initializer() && sb && sb->initializer()) << node_lines(*g);
+  EXPECT_EQ(sa->initializer()->numel(), 1);
+  EXPECT_FLOAT_EQ(sa->initializer()->get_f64(0), static_cast<float>(bmax / 448));
+  EXPECT_EQ(sa->initializer()->get_f64(0), sb->initializer()->get_f64(0));
+}
+
 TEST(InsertQdq, LayersWithoutAFloatActivationStayAsTheyAre) {
   auto g = parse_ir(with_weights("graph g {\n  opset \"\" 17\n  input %i: f64[2,5]\n", {{"v", {5, 3}}},
                                  "  %v64: f64[5,3] = Cast {to=11}(%v) @cast\n"
