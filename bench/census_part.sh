@@ -3,6 +3,8 @@
 # One device call's part of the model census (bench/census.py), from packed binaries:
 #   bash bench/pack.sh build dev                     (here; carry build/devpack.tar.xz)
 #   LIMIT_S=590 [GPU_TESTS=1] [PROFILE_MODELS=m1,m2] [JOBS=9] [PLAN_EXTRA_S=60] [CENSUS_FLAGS=--keep-work] bash bench/census_part.sh NAME MODEL,MODEL,...   (there)
+# WORK (default /tmp/cw) is the models' work folder; SKIP_UNPACK=1 when the pack is unpacked already
+# (bench/census_multi.sh runs one part per GPU side by side).
 # Unpacks build/devpack.tar.xz, keeps the models that fit LIMIT_S (census.py --plan-s), prepares
 # them in parallel (exports, references, warm torch.compile caches) while the GPU tests run in 4 shards (GPU_TESTS=1), then times the models
 # in the given order until LIMIT_S seconds after the start (census.py skips a model that would not
@@ -17,7 +19,8 @@ limit=${LIMIT_S:-590}
 jobs=${JOBS:-9}
 t=/tmp/census_$name
 rm -rf "$t"; mkdir -p "$t"
-tar xJf build/devpack.tar.xz -C build
+[ "${SKIP_UNPACK:-0}" = 1 ] || tar xJf build/devpack.tar.xz -C build
+work=${WORK:-/tmp/cw}
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 B=build/dev
@@ -26,12 +29,12 @@ B=build/dev
 # left for another call.
 # PLAN_EXTRA_S: plan for that many seconds more (models prepared here and not reached are kept in
 # /tmp/cw for the next call on the same machine; census.py still skips what would not fit).
-planned=$(python3 bench/census.py --plan-s "$((limit - 15 + ${PLAN_EXTRA_S:-0}))" --work /tmp/cw --models "$models" 2> "$t/plan.log")
+planned=$(python3 bench/census.py --plan-s "$((limit - 15 + ${PLAN_EXTRA_S:-0}))" --work "$work" --models "$models" 2> "$t/plan.log")
 [ -n "$planned" ] || planned=$models
 cat "$t/plan.log"
 models=$planned
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$t/gpu.txt" 2>&1
-python3 bench/census.py --ingot $B/tools/ingot --out "$t/prep" --work /tmp/cw --prepare-jobs "$jobs" --prepare-only \
+python3 bench/census.py --ingot $B/tools/ingot --out "$t/prep" --work "$work" --prepare-jobs "$jobs" --prepare-only \
   --models "$models" > "$t/prep.log" 2>&1 &
 prep=$!
 if [ "${GTEST_FILTER_GPU:-}" != "" ] || [ "${GPU_TESTS:-0}" = 1 ]; then
@@ -52,7 +55,7 @@ run_census() {  # out-dir models [flags]
   local left=$((limit - SECONDS - 20))
   local minutes
   minutes=$(python3 -c "print(round($left / 60, 2))")
-  timeout "$left" python3 bench/census.py --ingot $B/tools/ingot --work /tmp/cw --out "$t/$out" --max-minutes "$minutes" \
+  timeout "$left" python3 bench/census.py --ingot $B/tools/ingot --work "$work" --out "$t/$out" --max-minutes "$minutes" \
     --models "$list" "$@" ${CENSUS_FLAGS:-} >> "$t/census.log" 2>&1
   echo "census $out rc $? after $SECONDS s"
 }
