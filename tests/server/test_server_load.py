@@ -239,14 +239,22 @@ def main():
         sock = socket.create_connection(("127.0.0.1", server.port))
         sock.sendall(raw if k % 2 == 0 else raw[:len(raw) // 2])  # whole request, or cut half-way
         sock.close()
+    # The abandoned requests are still being read and queued for a while (on a loaded 2-core CI
+    # machine, after the pending count first reads 0): ask until the queue takes ours, then until
+    # it stays empty for a second, all within 20 s.
     deadline = time.time() + 20
     pending = ("nv_inference_pending_request_count", "mlp_bounded")
-    while time.time() < deadline and server.metrics()[0].get(pending) != 0:
-        time.sleep(0.05)
     status, out = Client(server.port).infer("mlp_bounded", {"x": xb})
+    while status == 503 and time.time() < deadline:
+        time.sleep(0.1)
+        status, out = Client(server.port).infer("mlp_bounded", {"x": xb})
+    quiet = 0
+    while quiet < 10 and time.time() < deadline:
+        quiet = quiet + 1 if server.metrics()[0].get(pending) == 0 else 0
+        time.sleep(0.1)
     check("64 clients gone mid-request: the server still answers, correctly, and its queue drains",
-          server.proc.poll() is None and status == 200 and server.metrics()[0].get(pending) == 0 and
-          np.allclose(out["probs"], sess.run(None, {"x": xb})[0], rtol=1e-5, atol=1e-6), (status, out))
+          server.proc.poll() is None and status == 200 and quiet == 10 and
+          np.allclose(out["probs"], sess.run(None, {"x": xb})[0], rtol=1e-5, atol=1e-6), (status, out, quiet))
 
     # ---- timeout: past default_timeout_microseconds, answered with an error, never executed ----
     status, out = Client(server.port).infer("mlp_timeout", {"x": x})
