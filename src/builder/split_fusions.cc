@@ -19,6 +19,7 @@ bool is_fused_layer(const ir::Node& n) {
 }
 
 bool is_quant_gemm(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantGemm"; }
+bool is_quant_conv(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantConv"; }
 
 // FusedConv/FusedGemm inputs: X|A, W|B, bias|C, residual.
 constexpr size_t kBiasInput = 2, kResidualInput = 3;
@@ -134,6 +135,96 @@ class Splitter {
     INGOT_RETURN_IF_ERROR(g_.remove_node(n));
     g_.rename_value(old, "");
     g_.rename_value(cur, name);
+    return true;
+  }
+
+  // Splits ingot::QuantConv when the backend has no device tactic for it: X is dequantized by a
+  // DequantizeLinear step, the weight at build time (W·w_scale[m], a float constant of W's
+  // layout), and the convolution runs in float as a FusedConv with the bias, the residual and the
+  // activation (itself split further where the backend lacks that epilogue; a plain Conv when
+  // there is none), then a QuantizeLinear or a Cast to the output type.
+  Result<bool> split_quant_conv(ir::Node* n, std::string* note) {
+    if (runs_on_device(*n)) return false;
+    const Tensor* w = n->input(1)->initializer();
+    const Tensor* sw = n->input(3)->initializer();
+    const ir::Value* b = n->input(4);
+    if (!w || !sw || w->rank() < 3 || w->dim(0) <= 0 || (b && !b->initializer()))
+      return false;  // left as it is: the build names it on the host
+    const ir::Attributes& at = n->attrs();
+    const int64_t m_out = w->dim(0), per = w->numel() / m_out;
+    const std::string base = n->name().empty() ? "quant_conv" : n->name();
+    INGOT_ASSIGN_OR_RETURN(Tensor wf, Tensor::zeros(DataType::kFloat32, w->shape()));
+    for (int64_t i = 0; i < w->numel(); ++i)
+      wf.set_f64(i, w->get_f64(i) * sw->get_f64(sw->numel() == 1 ? 0 : i / per));
+    ir::Value* wv = passes::make_initializer(g_, base + "/w_float", std::move(wf));
+    ir::Value* xq = n->input(0);
+    ir::Value* xf = g_.add_value(passes::unique_value_name(g_, base + "/x_float"), DataType::kFloat32, xq->shape());
+    g_.add_node("DequantizeLinear", {xq, n->input(2)}, {xf}, {}, base + "/dequantize");
+    ir::Value* bv = nullptr;
+    if (b) {
+      INGOT_ASSIGN_OR_RETURN(Tensor bf, Tensor::zeros(DataType::kFloat32, {m_out}));
+      for (int64_t i = 0; i < m_out; ++i) bf.set_f64(i, b->initializer()->get_f64(i));
+      bv = passes::make_initializer(g_, base + "/bias_float", std::move(bf));
+    }
+    ir::Value* r = n->inputs().size() > 5 ? n->input(5) : nullptr;
+    if (r && r->dtype() != DataType::kFloat32) {
+      ir::Attributes a;
+      a.set_int("to", static_cast<int64_t>(DataType::kFloat32));
+      ir::Value* rf =
+          g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), DataType::kFloat32, r->shape());
+      g_.add_node("Cast", {r}, {rf}, std::move(a), base + "/residual_float");
+      r = rf;
+    }
+    const std::string act = at.get_string("activation", "");
+    const bool channels_last = at.get_int("channels_last", 0) != 0;
+    const bool fused = channels_last || r || !act.empty();
+    ir::Attributes conv_attrs;
+    for (const char* k : {"kernel_shape", "strides", "pads", "dilations", "group"})
+      if (const ir::Attribute* a = at.find(k)) conv_attrs.set(k, *a);
+    if (fused) {
+      if (channels_last) conv_attrs.set_int("channels_last", 1);
+      if (!act.empty()) {
+        conv_attrs.set_string("activation", act);
+        if (at.find("activation_params")) conv_attrs.set_floats("activation_params", at.get_floats("activation_params"));
+        if (r) conv_attrs.set_int("residual_before_activation", 1);
+      }
+      if (g_.opset("ingot") == 0) g_.set_opset_import("ingot", 1);
+    }
+    std::vector<ir::Value*> ins = {xf, wv, bv, r};
+    while (ins.size() > 2 && !ins.back()) ins.pop_back();
+    const ir::Value* y = n->output(0);
+    ir::Value* cur = g_.add_value(passes::unique_value_name(g_, base + "/conv"), DataType::kFloat32, y->shape());
+    ir::Node* layer = g_.add_node(fused ? "FusedConv" : "Conv", ins, {cur}, std::move(conv_attrs), base,
+                                  fused ? "ingot" : "");
+    layer->absorb_origins(*n);
+    if (ir::Value* ys = n->inputs().size() > 6 ? n->input(6) : nullptr) {
+      // A quantized output: the QuantizeLinear it took (a zero point of Y's type says which type).
+      ir::Value* zp = passes::make_initializer(g_, base + "/y_zero_point", Tensor::zeros(y->dtype(), {}).value());
+      ir::Value* q = g_.add_value(passes::unique_value_name(g_, base + "/quantize"), y->dtype(), y->shape());
+      g_.add_node("QuantizeLinear", {cur, ys, zp}, {q}, {}, base + "/quantize");
+      cur = q;
+    } else if (y->dtype() != DataType::kFloat32) {
+      ir::Attributes a;
+      a.set_int("to", static_cast<int64_t>(y->dtype()));
+      ir::Value* c = g_.add_value(passes::unique_value_name(g_, base + "/cast"), y->dtype(), y->shape());
+      g_.add_node("Cast", {cur}, {c}, std::move(a), base + "/cast");
+      cur = c;
+    }
+    ir::Value* old = n->output(0);
+    const std::string name = old->name();
+    *note = n->describe() + ": the " + be_.name() +
+            " backend has no quantized convolution for it; it runs dequantized, as DequantizeLinear and " +
+            (fused ? "a FusedConv" : "a Conv") + " in float";
+    g_.replace_all_uses(old, cur);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+    g_.rename_value(old, "");
+    g_.rename_value(cur, name);
+    // The float layer's epilogue, where the backend has no fused form of it, as its own steps.
+    if (fused) {
+      std::string more;
+      INGOT_ASSIGN_OR_RETURN(bool again, split(layer, &more));
+      if (again) *note += "; " + more;
+    }
     return true;
   }
 
@@ -279,8 +370,9 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
   ir::Value* y = n.output(0);
   if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y || y->dtype() != DataType::kFloat32)
     return false;
-  for (size_t i = 0; i < types.size(); ++i)  // QuantGemm's scales (inputs 2, 3) stay fp32
-    if (types[i].dtype == DataType::kFloat32 && !(is_quant_gemm(n) && (i == 2 || i == 3))) types[i].dtype = reduced;
+  const bool quant = is_quant_gemm(n) || is_quant_conv(n);
+  for (size_t i = 0; i < types.size(); ++i)  // a quantized layer's scales (inputs 2, 3, 6) stay fp32
+    if (types[i].dtype == DataType::kFloat32 && !(quant && (i == 2 || i == 3 || i == 6))) types[i].dtype = reduced;
   // Tactics may read the output type from the node: set it while asking.
   y->set_dtype(reduced);
   const bool ok = device(types);
@@ -292,12 +384,14 @@ Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport*
                           bool channels_last) {
   std::vector<ir::Node*> fused;
   for (const auto& n : g.nodes())
-    if (is_fused_layer(*n) || is_quant_gemm(*n)) fused.push_back(n.get());
+    if (is_fused_layer(*n) || is_quant_gemm(*n) || is_quant_conv(*n)) fused.push_back(n.get());
   Splitter splitter(g, be, reduced, channels_last);
   bool changed = false;
   for (ir::Node* n : fused) {
     std::string note;
-    INGOT_ASSIGN_OR_RETURN(bool done, is_quant_gemm(*n) ? splitter.split_quant(n, &note) : splitter.split(n, &note));
+    INGOT_ASSIGN_OR_RETURN(bool done, is_quant_gemm(*n)   ? splitter.split_quant(n, &note)
+                                      : is_quant_conv(*n) ? splitter.split_quant_conv(n, &note)
+                                                          : splitter.split(n, &note));
     if (!done) continue;
     changed = true;
     if (report) {

@@ -43,7 +43,9 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
 /// alone split EfficientNet's 17 SiLU convs, 0.7 ms of batch 64's 3.8 ms).
 bool ask_channels_last_twin(ir::Graph& g, const ir::Node& n, const std::function<bool(const ir::Node&)>& ask);
 
-/// Splits every FusedConv / FusedGemm of `g` that `be` would run only on its host fallback. The
+/// Splits every FusedConv / FusedGemm of `g` that `be` would run only on its host fallback, and
+/// every QuantGemm / QuantConv it has no device tactic for (into DequantizeLinear and the float
+/// layer: MatMul and its epilogue ops, or a FusedConv split further as needed). The
 /// builder calls it before precision lowering with the reduced type it may lower to (so a layer
 /// whose fused form runs only in fp16 is kept, and one the backend lacks in every type is split
 /// before the precision pass decides its type), and again after it at the final types. The

@@ -25,7 +25,7 @@
 //     Multinomial, Dropout — inference Dropout is remove_noops' job);
 //   - non-tensor outputs (sequences, optionals) and ops the CPU backend cannot
 //   run (noted);
-//   - a DequantizeLinear of an 8-bit constant weight that a MatMul/Gemm reads:
+//   - a DequantizeLinear of an 8-bit constant weight that a MatMul/Gemm/Conv reads:
 //     fuse_quant_gemm multiplies the 8-bit numbers (and folds the ones it leaves).
 #include <set>
 

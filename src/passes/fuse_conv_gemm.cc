@@ -16,13 +16,12 @@
 // Refuses: values read by more than the chain (they are
 // needed unfused), non-float outputs, a bias that would broadcast the output up, a non-constant
 // existing bias combined with a new bias. A lone layer with nothing to fuse stays as it is.
-#include <cmath>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "passes/activation_match.h"
 #include "passes/fusion_rewrite.h"
 #include "passes/pass.h"
 
@@ -37,77 +36,11 @@ using fusion::single_consumer;
 
 constexpr const char* kName = "fuse_conv_gemm";
 
-struct Activation {
-  std::string name;
-  std::vector<float> params;
-  std::vector<ir::Node*> nodes;  // absorbed, in order
-  ir::Value* out = nullptr;
-};
-
-// A scalar from a constant input (any single-element float tensor); nullopt otherwise.
-std::optional<float> constant_scalar(const ir::Value* v) {
-  if (!v || !v->initializer() || v->initializer()->numel() != 1) return std::nullopt;
-  return static_cast<float>(v->initializer()->get_f64(0));
-}
-
-std::optional<Activation> match_activation(const ir::Graph& g, ir::Value* v) {
-  // SiLU written out: Mul(v, Sigmoid(v)), v read by exactly those two nodes.
-  if (v->uses().size() == 2 && !is_graph_output(g, v)) {
-    ir::Node* a = v->uses()[0].first;
-    ir::Node* b = v->uses()[1].first;
-    if (is_onnx_op(*a, "Mul")) std::swap(a, b);
-    if (is_onnx_op(*a, "Sigmoid") && is_onnx_op(*b, "Mul") && a->owner() == &g &&
-        single_consumer(g, a->output(0)) == b && fusion::other_operand(*b, v) == a->output(0))
-      return Activation{"Silu", {}, {a, b}, b->output(0)};
-    return std::nullopt;
-  }
-  ir::Node* n = single_consumer(g, v);
-  if (!n || n->outputs().size() != 1) return std::nullopt;
-  // Besides ai.onnx activations, the ones pattern recognition creates for older opsets
-  // (ingot::Gelu below opset 20, ingot::Silu) fuse the same way.
-  if (!n->domain().empty() && !fusion::is_ingot_activation(*n)) return std::nullopt;
-  const ir::Attributes& at = n->attrs();
-  const std::string& op = n->op_type();
-  Activation act{op, {}, {n}, n->output(0)};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Silu") return act;
-  if (op == "LeakyRelu") {
-    act.params = {at.get_float("alpha", 0.01f)};
-    return act;
-  }
-  if (op == "HardSigmoid") {
-    act.params = {at.get_float("alpha", 0.2f), at.get_float("beta", 0.5f)};
-    return act;
-  }
-  if (op == "Gelu") {
-    std::string approx = at.get_string("approximate", "none");
-    if (approx != "none" && approx != "tanh") return std::nullopt;
-    act.name = approx == "tanh" ? "GeluTanh" : "Gelu";
-    return act;
-  }
-  if (op == "Clip") {
-    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-    if (g.opset("") < 11) {
-      lo = at.get_float("min", lo);
-      hi = at.get_float("max", hi);
-    } else {
-      for (size_t i = 1; i < n->inputs().size(); ++i) {
-        if (!n->input(i)) continue;
-        std::optional<float> s = constant_scalar(n->input(i));
-        if (!s) return std::nullopt;
-        (i == 1 ? lo : hi) = *s;
-      }
-    }
-    act.params = {lo, hi};
-    return act;
-  }
-  return std::nullopt;
-}
-
 // A gated MLP's gate: act(x·W1) read only by a Mul with another layer's output of the same shape
 // (Llama's silu(gate) * up, GeGLU). The activation then fuses into that Mul's pointwise kernel,
 // which reads the GEMM output anyway; in the GEMM it can cost a pass of its own (cuBLASLt has no
 // SiLU epilogue: the gate GEMM took 27.6 us against the plain up GEMM's 15 us at Llama b32).
-bool gates_a_product(const ir::Graph& g, const Activation& act, const ir::Value* in) {
+bool gates_a_product(const ir::Graph& g, const ActivationMatch& act, const ir::Value* in) {
   ir::Node* m = single_consumer(g, act.out);
   if (!m || !is_onnx_op(*m, "Mul") || m->inputs().size() != 2) return false;
   const ir::Value* other = fusion::other_operand(*m, act.out);
@@ -200,7 +133,7 @@ class FuseConvGemm final : public Pass {
       }
     }
 
-    std::optional<Activation> act;
+    std::optional<ActivationMatch> act;
     ir::Value* residual = nullptr;
     bool residual_first = false;
     for (int step = 0; step < 2; ++step) {

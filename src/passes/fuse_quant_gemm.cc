@@ -1,9 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// fuse_quant_gemm: a linear layer between Q/DQ pairs becomes one quantized GEMM.
+// fuse_quant_gemm: a linear layer or a convolution between Q/DQ pairs becomes one quantized
+// layer, ingot::QuantGemm or ingot::QuantConv.
 //
-// Matches (explicit quantization as onnxruntime's quantize_static, modelopt and our own
-// insert_qdq write it):
+// Matches (explicit quantization as onnxruntime's quantize_static, modelopt, TensorRT's
+// pytorch-quantization and our own insert_qdq write it):
 //   MatMul(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw))            [K, N] weight
 //   Gemm(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw) [, C])         transB 0 or 1
 // optionally followed by Add(., B) with a constant B of N values (a MatMul's bias), and then by
@@ -17,23 +18,39 @@
 // which multiplies the 8-bit numbers themselves (int32 / fp32 accumulation) and scales once,
 // instead of dequantizing both operands into float copies first.
 //
-// A DequantizeLinear of a constant that a MatMul/Gemm reads is left alone by fold_constants
+// Convolutions, as TensorRT fuses them (the conv takes its input's DequantizeLinear and its
+// output's QuantizeLinear; a residual Add joins):
+//   Conv(DequantizeLinear(Xq, sx), DequantizeLinear(Wq, sw) [, B])   sw one value or [M] (axis 0)
+//   [-> BatchNormalization]   inference mode, constant statistics: folded into sw (per channel)
+//                             and B, which gives what the unfused graph computes up to rounding
+//   [-> Add(., b)]            a constant bias per output channel
+//   [-> Add(., R)]            a residual: computed, float, of the result's shape
+//   [-> activation]           any the FusedConv matcher takes (passes/activation_match.h)
+//   [-> QuantizeLinear(., sy)]  the next layer's: one scale, zero point 0, int8 or float8e4m3fn
+// becomes ingot::QuantConv(Xq, Wq, sx, sw', [B'], [R], [sy]) with Conv's strides, dilations,
+// group, kernel_shape, and its pads (auto_pad resolved to them).
+//
+// A DequantizeLinear of a constant that a MatMul/Gemm/Conv reads is left alone by fold_constants
 // (its 8-bit form is a quarter of the float one, and this pass needs it); whichever such
 // weight this pass does not take (an unsupported layer), it folds to float itself, so no
 // weight is dequantized at run time.
 //
-// Refused (the layer then runs DequantizeLinear -> MatMul in float): uint8 or other 8-bit
-// types, a non-zero zero point, a per-axis activation scale, a weight scale along K, Gemm's
-// transA / alpha / beta != 1, a bias that is not N values, operands of different types.
-// The builder splits a QuantGemm back into those float ops where the backend has no kernel
-// for it (split_fusions.h).
+// Refused (the layer then runs DequantizeLinear -> MatMul / Conv in float): uint8 or other 8-bit
+// types, a non-zero zero point (asymmetric int8 needs a zero-point correction term no int8 conv
+// or GEMM epilogue here computes), a per-axis activation scale, a weight scale along K (or along
+// a conv weight's input channels), Gemm's transA / alpha / beta != 1, a bias that is not N (M)
+// values, operands of different types, a SAME auto_pad over unknown spatial dims.
+// The builder splits a QuantGemm / QuantConv back into those float ops where the backend has no
+// kernel for it (split_fusions.h).
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "passes/activation_match.h"
 #include "passes/fusion_rewrite.h"
 #include "passes/pass.h"
 #include "passes/passes.h"
@@ -98,26 +115,53 @@ bool same_known_shape(const ir::Shape& a, const ir::Shape& b) {
   return true;
 }
 
-/// The activation name QuantGemm's epilogue uses for `n` ("" when `n` is none it takes).
-std::string activation_of(const ir::Node& n) {
-  const bool onnx = n.domain().empty();
-  if (!onnx && !fusion::is_ingot_activation(n)) return "";
-  const std::string& op = n.op_type();
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "Silu") return op;
-  if (op == "Gelu") {
-    const std::string approx = n.attrs().get_string("approximate", "none");
-    return approx == "none" ? "Gelu" : approx == "tanh" ? "GeluTanh" : "";
-  }
-  return "";
-}
-
 bool is_dq(const ir::Node* n) { return n && is_onnx_op(*n, "DequantizeLinear") && n->input(1); }
 
-/// A DequantizeLinear of a constant 2-D 8-bit weight: what fold_constants keeps for this pass.
+/// A DequantizeLinear of a constant 8-bit weight: what fold_constants keeps for this pass.
 bool is_weight_dq(const ir::Node& n) {
   if (!is_onnx_op(n, "DequantizeLinear") || !n.input(0) || !n.input(1)) return false;
   const ir::Value* w = n.input(0);
   return is_quant_type(w->dtype()) && constant_value(w).has_value();
+}
+
+/// The scale of QuantizeLinear `c` when a quantized layer's epilogue can take it (what it stores
+/// is then what the layer writes): one positive constant scale, a zero point that is zero or
+/// absent, an int8 / float8e4m3fn output, saturation, and the default float32 quotient.
+std::optional<double> next_layer_scale(const ir::Node& c) {
+  if (!is_onnx_op(c, "QuantizeLinear") || !c.input(1) || !c.output(0)) return std::nullopt;
+  std::optional<double> s = scalar_value(c.input(1));
+  if (!s || !(*s > 0) || !is_quant_type(c.output(0)->dtype()) || !zero_or_absent(c) ||
+      c.attrs().get_int("saturate", 1) != 1 || c.attrs().find("output_dtype") != nullptr ||
+      c.attrs().get_int("precision", 0) != 0)
+    return std::nullopt;
+  return s;
+}
+
+ir::Value* f32_scalar(ir::Graph& g, const std::string& name, double v) {
+  Tensor t = Tensor::zeros(DataType::kFloat32, {}).value();
+  t.set_f64(0, v);
+  return make_initializer(g, name, std::move(t));
+}
+
+void set_activation(ir::Attributes& attrs, const std::optional<ActivationMatch>& act) {
+  if (!act) return;
+  attrs.set_string("activation", act->name);
+  if (!act->params.empty()) attrs.set_floats("activation_params", act->params);
+}
+
+bool reads_weight(const ir::Node& user) {
+  return is_onnx_op(user, "MatMul") || is_onnx_op(user, "Gemm") || is_onnx_op(user, "Conv");
+}
+
+/// Per-channel values of a constant that broadcasts along axis 1 of a rank-`rank` conv output with
+/// `channels` channels without growing it ([M], [M,1,1], [1,M,1,1] or one value); empty otherwise.
+std::vector<double> per_output_channel(const Tensor& t, size_t rank, int64_t channels) {
+  if (t.rank() > rank || !is_float(t.dtype())) return {};
+  if (t.numel() == 1) return std::vector<double>(static_cast<size_t>(channels), t.get_f64(0));
+  const size_t offset = rank - t.rank();
+  for (size_t i = 0; i < t.rank(); ++i)
+    if (t.dim(i) != (i + offset == 1 ? channels : 1)) return {};
+  return t.to_f64_vector();
 }
 
 class FuseQuantGemm final : public Pass {
@@ -128,15 +172,16 @@ class FuseQuantGemm final : public Pass {
     bool changed = false;
     std::vector<ir::Node*> anchors;
     for (const auto& n : g.nodes())
-      if (is_onnx_op(*n, "MatMul") || is_onnx_op(*n, "Gemm")) anchors.push_back(n.get());
+      if (reads_weight(*n)) anchors.push_back(n.get());
     for (ir::Node* n : anchors) {
       std::string why;
-      INGOT_ASSIGN_OR_RETURN(bool fused, try_fuse(g, n, &why));
+      const bool conv = is_onnx_op(*n, "Conv");
+      INGOT_ASSIGN_OR_RETURN(bool fused, conv ? try_fuse_conv(g, n, &why) : try_fuse(g, n, &why));
       if (fused) {
         changed = true;
         g.set_opset_import(kIngotDomain, 1);
       } else if (!why.empty()) {
-        ctx.note(kName, refusal_note("quantized GEMM", n->op_type(), n, why));
+        ctx.note(kName, refusal_note(conv ? "quantized convolution" : "quantized GEMM", n->op_type(), n, why));
       }
     }
     // Weights this pass did not take are dequantized now (fold_constants left them 8-bit).
@@ -145,7 +190,7 @@ class FuseQuantGemm final : public Pass {
       if (is_weight_dq(*n) && constant_value(n->input(1)) &&
           (!n->input(2) || constant_value(n->input(2))))
         for (const auto& [user, idx] : n->output(0)->uses())
-          if (is_onnx_op(*user, "MatMul") || is_onnx_op(*user, "Gemm")) {
+          if (reads_weight(*user)) {
             leftover.push_back(n.get());
             break;
           }
@@ -259,31 +304,21 @@ class FuseQuantGemm final : public Pass {
     }
     // The next layer's QuantizeLinear (after an activation, or straight after): the result is
     // quantized in the epilogue, so the float result is never stored (int8/fp8 between layers).
-    std::string act;
+    std::optional<ActivationMatch> act;
     ir::Value* y_scale = nullptr;
     DataType y_type = out_t;
     if (!residual) {
-      ir::Node* c = fusion::single_consumer(g, last);
-      ir::Node* act_node = nullptr;
-      if (c && !activation_of(*c).empty() && c->outputs().size() == 1) {
-        act_node = c;
-        c = fusion::single_consumer(g, c->output(0));
-      }
-      std::optional<double> ys = c && is_onnx_op(*c, "QuantizeLinear") && c->input(1) && c->output(0)
-                                     ? scalar_value(c->input(1))
-                                     : std::nullopt;
-      if (ys && *ys > 0 && is_quant_type(c->output(0)->dtype()) && zero_or_absent(*c) &&
-          c->attrs().get_int("saturate", 1) == 1 && c->attrs().find("output_dtype") == nullptr) {
-        if (act_node) {
-          act = activation_of(*act_node);
-          absorbed.push_back(act_node);
+      std::optional<ActivationMatch> a = match_activation(g, last);
+      ir::Node* c = fusion::single_consumer(g, a ? a->out : last);
+      if (c && next_layer_scale(*c)) {
+        if (a) {
+          act = a;
+          absorbed.insert(absorbed.end(), a->nodes.begin(), a->nodes.end());
         }
         absorbed.push_back(c);
         last = c->output(0);
         y_type = c->output(0)->dtype();
-        Tensor t = Tensor::zeros(DataType::kFloat32, {}).value();
-        t.set_f64(0, *ys);
-        y_scale = make_initializer(g, c->input(1)->name() + ".f32", std::move(t));
+        y_scale = f32_scalar(g, c->input(1)->name() + ".f32", *next_layer_scale(*c));
       }
     }
     // W' = the weight as [N, K] (a Linear layer's layout, what the tensor-core kernels read).
@@ -298,13 +333,188 @@ class FuseQuantGemm final : public Pass {
     ir::Value* swv = make_initializer(g, dw->input(1)->name() + ".f32", std::move(*sw));
     ir::Attributes attrs;
     attrs.set_int("output_dtype", static_cast<int64_t>(y_type));
-    if (!act.empty()) attrs.set_string("activation", act);
+    set_activation(attrs, act);
     std::vector<ir::Value*> ins = {dx->input(0), wv, sxv, swv};
     if (bias || residual || y_scale) ins.push_back(bias);
     if (residual || y_scale) ins.push_back(residual);
     if (y_scale) ins.push_back(y_scale);
     INGOT_RETURN_IF_ERROR(fusion::replace_with_fused(g, "QuantGemm", kIngotDomain, ins, std::move(attrs),
                                                      mm->name(), last, absorbed)
+                              .status());
+    return true;
+  }
+
+  Result<bool> try_fuse_conv(ir::Graph& g, ir::Node* conv, std::string* why) {
+    ir::Node* dx = conv->input(0) ? conv->input(0)->producer() : nullptr;
+    ir::Node* dw = conv->input(1) ? conv->input(1)->producer() : nullptr;
+    if (!is_dq(dx) || !is_dq(dw) || !dx->input(0) || !dw->input(0)) return false;  // not a Q/DQ layer
+    const DataType q = dx->input(0)->dtype();
+    if (!is_quant_type(q) || dw->input(0)->dtype() != q) {
+      *why = "operands are " + std::string(data_type_name(dx->input(0)->dtype())) + " and " +
+             data_type_name(dw->input(0)->dtype()) + " (int8 or float8e4m3fn, both alike, are fused)";
+      return false;
+    }
+    std::optional<Tensor> w = constant_value(dw->input(0));
+    const ir::Shape& xs = dx->input(0)->shape();
+    if (!w || w->rank() < 3 || !xs.rank_known() || xs.rank() != w->rank()) {
+      *why = "the weight is not a constant of the input's rank";
+      return false;
+    }
+    if (!zero_or_absent(*dx) || !zero_or_absent(*dw)) {
+      *why = "a zero point is not zero (symmetric quantization is fused)";
+      return false;
+    }
+    std::optional<Tensor> sx = f32_scale(*dx), sw = f32_scale(*dw);
+    if (!sx || !sw || sx->numel() != 1) {
+      *why = "the activation scale is not one constant";
+      return false;
+    }
+    const DataType out_t = dq_output_type(*dx);
+    if (dq_output_type(*dw) != out_t ||
+        (out_t != DataType::kFloat32 && out_t != DataType::kFloat16 && out_t != DataType::kBFloat16)) {
+      *why = "the two DequantizeLinear give different or non-float types";
+      return false;
+    }
+    const size_t rank = w->rank(), sp = rank - 2;
+    const int64_t m_out = w->dim(0);
+    if (sw->numel() != 1) {
+      const int64_t axis = dw->attrs().get_int("axis", 1);
+      if (sw->numel() != m_out || (axis != 0 && axis != -static_cast<int64_t>(rank))) {
+        *why = "the weight scale is not per output channel";
+        return false;
+      }
+    }
+    // Conv's attributes, auto_pad written out as the pads it stands for.
+    const ir::Attributes& ca = conv->attrs();
+    std::vector<int64_t> kernel = ca.get_ints("kernel_shape", std::vector<int64_t>(w->shape().begin() + 2, w->shape().end()));
+    std::vector<int64_t> strides = ca.get_ints("strides", std::vector<int64_t>(sp, 1));
+    std::vector<int64_t> dil = ca.get_ints("dilations", std::vector<int64_t>(sp, 1));
+    std::vector<int64_t> pads = ca.get_ints("pads", std::vector<int64_t>(2 * sp, 0));
+    if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp) return false;
+    const std::string auto_pad = ca.get_string("auto_pad", "NOTSET");
+    if (auto_pad == "VALID") {
+      pads.assign(2 * sp, 0);
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      for (size_t d = 0; d < sp; ++d) {
+        if (!xs[d + 2].is_known() || strides[d] <= 0) {
+          *why = "auto_pad " + auto_pad + " over an unknown spatial dim";
+          return false;
+        }
+        const int64_t in = xs[d + 2].value(), out = (in + strides[d] - 1) / strides[d];
+        const int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - in);
+        pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[d + sp] = total - pads[d];
+      }
+    } else if (auto_pad != "NOTSET") {
+      return false;
+    }
+
+    // The epilogue: B, a BatchNormalization, a bias Add, a residual Add, an activation, the next
+    // layer's QuantizeLinear, each optional, in this order.
+    std::vector<double> bias;
+    bool bias_changed = false;     // a BatchNormalization or a bias Add folded into it
+    std::vector<double> bn_scale;  // per channel, when a BatchNormalization folds in
+    if (ir::Value* b = conv->input(2)) {
+      std::optional<Tensor> t = constant_value(b);
+      if (!t || !is_float(t->dtype()) || t->numel() != m_out) {
+        *why = "the conv's bias is not a constant of M values";
+        return false;
+      }
+      bias = t->to_f64_vector();
+    }
+    std::vector<ir::Node*> absorbed = {conv};
+    ir::Value* last = conv->output(0);
+    if (ir::Node* bn = fusion::single_consumer(g, last); bn && is_onnx_op(*bn, "BatchNormalization")) {
+      bool ok = bn->attrs().get_int("training_mode", 0) == 0;
+      for (size_t i = 1; ok && i < bn->outputs().size(); ++i) ok = !bn->output(i) || bn->output(i)->uses().empty();
+      std::vector<std::vector<double>> p;
+      for (size_t i = 1; ok && i < 5; ++i) {
+        std::optional<Tensor> t = bn->input(i) ? constant_value(bn->input(i)) : std::nullopt;
+        ok = t && t->numel() == m_out;
+        if (ok) p.push_back(t->to_f64_vector());
+      }
+      if (ok) {  // y·k + (β − mean·k), k = γ/√(var+ε): fold_batchnorm's affine
+        const double eps = bn->attrs().get_float("epsilon", 1e-5f);
+        bias.resize(static_cast<size_t>(m_out), 0.0);
+        for (int64_t m = 0; m < m_out; ++m) {
+          const double k = p[0][m] / std::sqrt(p[3][m] + eps);
+          bn_scale.push_back(k);
+          bias[m] = (bias[m] - p[2][m]) * k + p[1][m];
+        }
+        bias_changed = true;
+        absorbed.push_back(bn);
+        last = bn->output(0);
+      }
+    }
+    if (ir::Node* add = fusion::single_consumer(g, last); add && is_onnx_op(*add, "Add")) {
+      ir::Value* other = fusion::other_operand(*add, last);
+      std::optional<Tensor> t = other ? constant_value(other) : std::nullopt;
+      std::vector<double> v = t ? per_output_channel(*t, rank, m_out) : std::vector<double>{};
+      if (!v.empty() && t->dtype() == out_t) {
+        bias.resize(static_cast<size_t>(m_out), 0.0);
+        for (int64_t m = 0; m < m_out; ++m) bias[m] += v[m];
+        bias_changed = true;
+        absorbed.push_back(add);
+        last = add->output(0);
+      }
+    }
+    ir::Value* residual = nullptr;
+    if (ir::Node* add = fusion::single_consumer(g, last); add && is_onnx_op(*add, "Add")) {
+      ir::Value* r = fusion::other_operand(*add, last);
+      if (r && !constant_value(r) && r->dtype() == out_t && same_known_shape(r->shape(), last->shape()) &&
+          same_known_shape(add->output(0)->shape(), last->shape()) && !computed_from(r, absorbed)) {
+        residual = r;
+        absorbed.push_back(add);
+        last = add->output(0);
+      }
+    }
+    std::optional<ActivationMatch> act = match_activation(g, last);
+    if (act) {
+      absorbed.insert(absorbed.end(), act->nodes.begin(), act->nodes.end());
+      last = act->out;
+    }
+    ir::Value* y_scale = nullptr;
+    DataType y_type = out_t;
+    if (ir::Node* c = fusion::single_consumer(g, last); c && next_layer_scale(*c)) {
+      absorbed.push_back(c);
+      last = c->output(0);
+      y_type = c->output(0)->dtype();
+      y_scale = f32_scalar(g, c->input(1)->name() + ".f32", *next_layer_scale(*c));
+    }
+
+    ir::Value* wv = dw->input(0)->initializer() ? dw->input(0) : make_initializer(g, dw->input(0)->name(), *w);
+    ir::Value* sxv = make_initializer(g, dx->input(1)->name() + ".f32", std::move(*sx));
+    ir::Value* swv;
+    if (bn_scale.empty()) {
+      swv = make_initializer(g, dw->input(1)->name() + ".f32", std::move(*sw));
+    } else {
+      INGOT_ASSIGN_OR_RETURN(Tensor folded, Tensor::zeros(DataType::kFloat32, {m_out}));
+      for (int64_t m = 0; m < m_out; ++m) folded.set_f64(m, sw->get_f64(sw->numel() == 1 ? 0 : m) * bn_scale[m]);
+      swv = make_initializer(g, dw->input(1)->name() + ".bn", std::move(folded));
+    }
+    ir::Value* bv = nullptr;
+    if (!bias.empty()) {
+      ir::Value* own = conv->input(2);
+      if (!bias_changed && own && own->initializer() && own->initializer()->rank() == 1) {
+        bv = own;  // B as it was (nothing folded into it)
+      } else {
+        INGOT_ASSIGN_OR_RETURN(Tensor bt, Tensor::zeros(DataType::kFloat32, {m_out}));
+        for (int64_t m = 0; m < m_out; ++m) bt.set_f64(m, bias[m]);
+        bv = make_initializer(g, conv->name().empty() ? "quant_conv.bias" : conv->name() + ".bias", std::move(bt));
+      }
+    }
+    ir::Attributes attrs;
+    if (ca.find("kernel_shape")) attrs.set_ints("kernel_shape", kernel);
+    attrs.set_ints("strides", strides);
+    attrs.set_ints("pads", pads);
+    attrs.set_ints("dilations", dil);
+    attrs.set_int("group", ca.get_int("group", 1));
+    attrs.set_int("output_dtype", static_cast<int64_t>(y_type));
+    set_activation(attrs, act);
+    std::vector<ir::Value*> ins = {dx->input(0), wv, sxv, swv, bv, residual, y_scale};
+    while (ins.size() > 4 && !ins.back()) ins.pop_back();
+    INGOT_RETURN_IF_ERROR(fusion::replace_with_fused(g, "QuantConv", kIngotDomain, ins, std::move(attrs),
+                                                     conv->name(), last, absorbed)
                               .status());
     return true;
   }
@@ -315,7 +525,7 @@ class FuseQuantGemm final : public Pass {
 bool keeps_quantized_weight(const ir::Node& n) {
   if (!is_weight_dq(n) || !n.output(0)) return false;
   for (const auto& [user, idx] : n.output(0)->uses())
-    if (is_onnx_op(*user, "MatMul") || is_onnx_op(*user, "Gemm")) return true;
+    if (reads_weight(*user)) return true;
   return false;
 }
 

@@ -34,8 +34,8 @@ std::unique_ptr<Pass> make_fuse_qkv_projection();   // fuse_qkv_projection.cc
 std::unique_ptr<Pass> make_attention_strided_views(); // attention_strided_views.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc
-/// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm reads: fold_constants keeps
-/// it for fuse_quant_gemm (which folds the ones it does not fuse).
+/// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants
+/// keeps it for fuse_quant_gemm (which folds the ones it does not fuse).
 bool keeps_quantized_weight(const ir::Node& n);
 
 }  // namespace ingot::passes

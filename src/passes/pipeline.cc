@@ -52,8 +52,10 @@ PassManager default_pipeline() {
   //    Conv -> BN -> Relu becomes Conv -> Relu and fuses into one FusedConv; conv/gemm
   //    epilogues (bias, activation, residual) next; pointwise chains last, so they do not take
   //    the bias/activation/residual Adds that belong in an epilogue.
-  //    Explicitly quantized linear layers (DequantizeLinear on both operands) first: fusing
-  //    their bias and activation as float layers would lose the 8-bit operands.
+  //    Explicitly quantized linear layers and convolutions (DequantizeLinear on both operands)
+  //    first: fusing their bias and activation as float layers would lose the 8-bit operands.
+  //    It folds a quantized conv's BatchNormalization into its per-channel scale itself (the
+  //    8-bit weights cannot take it), so it runs before fold_batchnorm.
   pm.add(make_fuse_quant_gemm());
   pm.add(make_fold_batchnorm());
   //    1-D convolutions as 2-D ones of height 1 (after BatchNorm folds into them, before their

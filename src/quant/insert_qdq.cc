@@ -68,9 +68,9 @@ Tensor fake_quant_weight(const Tensor& w, int64_t axis, QuantType type) {
   return out;
 }
 
-// A MatMul/Gemm weight in its 8-bit form for a DequantizeLinear: the numbers and the scale (per
-// output channel along `axis` for int8; one for FP8, as TensorRT and modelopt scale FP8 weights
-// and as the FP8 tensor-core GEMMs take them). Each rounds exactly as fake_quant_weight's do.
+// A MatMul/Gemm/Conv weight in its 8-bit form for a DequantizeLinear: the numbers and the scale
+// (per output channel along `axis` for int8; one for FP8, as TensorRT and modelopt scale FP8
+// weights and as the FP8 tensor-core GEMMs and convolutions take them). Each rounds exactly as fake_quant_weight's do.
 // `shared_amax` > 0 (FP8): the scale is that / 448 instead of this weight's own max (the layers
 // reading one input share a scale, so their GEMMs can be one: fuse_qkv_projection).
 std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantType type, double shared_amax = 0) {
@@ -200,9 +200,9 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
       ir::Value* w = n->input(weight);
       const Tensor& wt = *w->initializer();
       const int64_t axis = channel_axis(*n, static_cast<int64_t>(wt.shape().size()));
-      if (n->op_type() != "Conv" && wt.rank() == 2) {
-        // MatMul / Gemm: the 8-bit weight and a DequantizeLinear, which fuse_quant_gemm turns
-        // with the activation's pair into one quantized GEMM.
+      if (n->op_type() == "Conv" ? wt.rank() >= 3 : wt.rank() == 2) {
+        // MatMul / Gemm / Conv: the 8-bit weight and a DequantizeLinear, which fuse_quant_gemm
+        // turns with the activation's pair into one QuantGemm / QuantConv.
         auto it = shared_amax.find(in0);
         auto [q, sc] = quantize_weight(wt, axis, type, it == shared_amax.end() ? 0.0 : it->second);
         ir::Value* qv = g.add_initializer(fresh_name(g, w->name() + tag), std::move(q));

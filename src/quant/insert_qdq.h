@@ -3,10 +3,12 @@
 // Implicit INT8 quantization as explicit Q/DQ: given calibrated per-tensor scales, every Conv,
 // Gemm and MatMul whose float inputs all have a scale reads them through a QuantizeLinear ->
 // DequantizeLinear pair (int8, symmetric, zero point 0; one pair per tensor, shared by all its
-// readers), and its constant weight is replaced by its per-output-channel int8 rounding (scale =
-// max |w| of the channel / 127, values clamped to [-127, 127], stored dequantized: the same
-// numbers an int8 kernel multiplies). The graph then computes what int8 layers compute with fp32
-// accumulation: the CPU backend runs it as the accuracy reference of an int8 engine.
+// readers), and its constant weight becomes its 8-bit form read through a DequantizeLinear: int8
+// per output channel (scale = max |w| of the channel / 127, values clamped to [-127, 127]; axis 0
+// of a Conv weight, N of a MatMul/Gemm one), FP8 E4M3 with one scale per tensor. fuse_quant_gemm
+// then makes each such layer one ingot::QuantGemm / ingot::QuantConv that multiplies the 8-bit
+// numbers themselves, as an int8 engine does; the CPU backend runs it as the accuracy reference.
+// (A weight of another rank, such as a batched MatMul's, is stored rounded in float instead.)
 // Layers left in float are listed with the reason (no calibrated range, a non-float input, a
 // weight that is not a constant).
 #pragma once

@@ -37,6 +37,7 @@ class EpilogueBackend : public backend::Backend {
   std::set<std::string> fp16_acts;  ///< fused on the device only when the output is fp16
   std::set<std::string> nhwc_acts;  ///< fused on the device only channels-last (cuDNN's SiLU)
   bool residual = false;
+  std::set<std::string> host_only;  ///< op types (QuantConv, ...) it runs only on the host fallback
   std::string name() const override { return "test"; }
   backend::Device& device() const override { return backend::host_device(); }
   std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
@@ -48,7 +49,7 @@ class EpilogueBackend : public backend::Backend {
     const bool nhwc = n.attrs().get_int("channels_last", 0) != 0;
     bool native = !fused || ((acts.count(act) || (fp16 && fp16_acts.count(act)) || (nhwc && nhwc_acts.count(act))) &&
                              (residual || !n.input(3)));
-    if (native) v.push_back(std::make_unique<NamedTactic>("test.device", false));
+    if (native && !host_only.count(n.op_type())) v.push_back(std::make_unique<NamedTactic>("test.device", false));
     v.push_back(std::make_unique<NamedTactic>("test.host_fallback", true));
     return v;
   }
@@ -262,6 +263,52 @@ TEST(SplitFusions, LayersTheBackendRunsAreLeftAlone) {
   ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
   EXPECT_EQ(rep.split, 0);
   EXPECT_EQ(node_lines(*g), before);
+}
+
+// A quantized conv on a backend with no quantized convolution and no fused residual or Relu: it
+// comes back as DequantizeLinear, the float conv with its bias, the residual Add, Relu and the
+// QuantizeLinear it took, and computes what the native kernel did.
+TEST(SplitFusions, QuantConvSplitsAllTheWayWhereTheBackendHasNoneOfItsForms) {
+  EpilogueBackend be;
+  be.host_only = {"QuantConv"};
+  std::string w;
+  for (int i = 0; i < 4 * 4 * 3 * 3; ++i) w += (i ? ", " : "") + std::to_string((i % 3 ? 1 : -1) * ((i * 37) % 127 + 1));
+  const std::string text = R"(graph g {
+  opset "" 19
+  opset "ingot" 1
+  input %x: f32[1,4,6,6]
+  input %r: f32[1,4,6,6]
+  init %sx: f32[] = [0.01]
+  init %zx: i8[] = [0]
+  init %wq: i8[4,4,3,3] = [)" + w + R"(]
+  init %sw: f32[4] = [0.003, 0.001, 0.002, 0.004]
+  init %b: f32[4] = [0.2, -0.1, 0.05, -0.3]
+  init %sy: f32[] = [0.03]
+  %xq: i8[1,4,6,6] = QuantizeLinear(%x, %sx, %zx) @q
+  %y: i8[1,4,6,6] = ingot::QuantConv {activation="Relu", pads=[1, 1, 1, 1], output_dtype=3}(%xq, %wq, %sx, %sw, %b, %r, %sy) @qc
+  output %y
+}
+)";
+  auto g = parse_ir(text);
+  ASSERT_TRUE(g);
+  builder::SplitReport rep;
+  Status st = builder::split_host_fusions(*g, be, &rep);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(rep.split, 1);
+  EXPECT_EQ(node_lines(*g),
+            "%xq: i8[1,4,6,6] = QuantizeLinear(%x, %sx, %zx) @q\n"
+            "%qc/x_float: f32[1,4,6,6] = DequantizeLinear(%xq, %sx) @qc/dequantize\n"
+            "%qc/conv/layer: f32[1,4,6,6] = ingot::FusedConv {pads=[1, 1, 1, 1]}(%qc/x_float, %qc/w_float, "
+            "%qc/bias_float) @qc\n"
+            "%qc/residual: f32[1,4,6,6] = Add(%qc/conv/layer, %r) @qc/residual\n"
+            "%qc/conv: f32[1,4,6,6] = Relu(%qc/residual) @qc/Relu\n"
+            "%y: i8[1,4,6,6] = QuantizeLinear(%qc/conv, %sy, %qc/y_zero_point) @qc/quantize\n");
+  ASSERT_EQ(rep.notes.size(), 1u);
+  EXPECT_NE(rep.notes[0].find("no quantized convolution"), std::string::npos) << rep.notes[0];
+  EXPECT_NE(rep.notes[0].find("elementwise steps"), std::string::npos) << rep.notes[0];
+  // The same int8 numbers (the float conv's rounding could move a quotient at a tie by one step;
+  // none does here).
+  expect_same_outputs(text, *g, 1e-6);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 //
 // Type conversion and quantization ops: Cast, CastLike, BitCast, QuantizeLinear,
 // DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
-// QLinearConv; and ingot::QuantGemm, the quantized linear layer fuse_quant_gemm forms:
+// QLinearConv; and ingot::QuantGemm / ingot::QuantConv, the quantized layers fuse_quant_gemm forms:
 //
 //   QuantGemm(X, W, x_scale, w_scale, [B], [R], [y_scale]) -> Y   (domain "ingot", opset 1)
 //     X: int8 or float8e4m3fn, [..., K]; W: X's type, [N, K] (a Linear layer's weight, Gemm's
@@ -17,6 +17,20 @@
 //     QuantizeLinear(Y, y_scale) would (quotient in float32, int8 rounded half to even and
 //     saturated, fp8 rounded to nearest even and saturated at +-448): `output_dtype` is then int8
 //     or float8e4m3fn, and there is no R.
+//
+//   QuantConv(X, W, x_scale, w_scale, [B], [R], [y_scale]) -> Y   (domain "ingot", opset 1)
+//     The quantized convolution fuse_quant_gemm forms from DequantizeLinear(X), DequantizeLinear(W)
+//     -> Conv [-> Add(R)] [-> act] [-> QuantizeLinear]: X int8 or float8e4m3fn, [N, C, spatial...]
+//     as Conv's; W: X's type, [M, C/group, kernel...]; x_scale: float32, one value; w_scale:
+//     float32, one value or [M]; B: optional float [M]; R: optional float residual of Y's shape
+//     (of Y's type when Y is float); y_scale: optional float32, one value. Conv's strides, pads,
+//     dilations, group and kernel_shape (no auto_pad: the pass writes the pads it resolves to).
+//     Y = act(x_scale * w_scale[m] * conv(X, W)[n, m, ...] + B[m] + R), then, with y_scale,
+//     quantized as QuantizeLinear(Y, y_scale) would (as QuantGemm's; a residual may come with
+//     it here: ResNet's conv -> Add -> Relu -> the next block's QuantizeLinear). int8 products
+//     accumulate exactly (what an int32 accumulator holds); fp8 in fp32 or wider.
+//     With `channels_last` = 1, X, R and Y are [N, spatial..., C] and W is [M, kernel..., C/group]
+//     (NHWC / KRSC, what cuDNN's and CUTLASS's int8 / fp8 convolutions read), as FusedConv's.
 #include <string>
 #include <vector>
 
@@ -154,6 +168,77 @@ Status infer_dequantize(InferenceContext& c) {
   return Status::Ok();
 }
 
+/// What QuantGemm and QuantConv check alike: the 8-bit operands, the fp32 scales (one value or a
+/// vector), B, R and y_scale, and the output type. Returns the output type.
+Result<DataType> check_quant_layer(InferenceContext& c, bool residual_with_y_scale) {
+  const DataType q = c.input_dtype(0);
+  if (q != DataType::kInt8 && q != DataType::kFloat8E4M3FN)
+    return c.error("X must be int8 or float8e4m3fn, got ", data_type_name(q));
+  if (c.input_dtype(1) != q) return c.error("W must have X's type ", data_type_name(q));
+  if (c.input_dtype(2) != DataType::kFloat32 || c.input_dtype(3) != DataType::kFloat32)
+    return c.error("x_scale and w_scale must be float32");
+  const auto out = static_cast<DataType>(c.attrs().get_int("output_dtype", 1));
+  const bool quantized = c.has_input(6);
+  if (quantized) {
+    if (out != DataType::kInt8 && out != DataType::kFloat8E4M3FN)
+      return c.error("with y_scale, output_dtype must be int8 or float8e4m3fn");
+    if (c.input_dtype(6) != DataType::kFloat32) return c.error("y_scale must be float32");
+    if (c.has_input(5) && !residual_with_y_scale) return c.error("a quantized output takes no residual");
+  } else if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16) {
+    return c.error("output_dtype must be float32, float16 or bfloat16");
+  }
+  if (c.has_input(4) && !is_float(c.input_dtype(4))) return c.error("B must be float");
+  if (c.has_input(5)) {
+    const DataType r = c.input_dtype(5);
+    if (quantized ? !(r == DataType::kFloat32 || r == DataType::kFloat16 || r == DataType::kBFloat16) : r != out)
+      return c.error("R must have ", quantized ? "a float type" : "the output's type " + std::string(data_type_name(out)),
+                     ", got ", data_type_name(r));
+  }
+  for (size_t i : {size_t{2}, size_t{3}, size_t{6}}) {
+    if (!c.has_input(i)) continue;
+    const Shape& s = c.input_shape(i);
+    if (s.rank_known() && s.rank() > 1) return c.error("scale ", i, " must be a scalar or a vector");
+  }
+  return out;
+}
+
+Status infer_quant_conv(InferenceContext& c) {
+  INGOT_ASSIGN_OR_RETURN(DataType out, check_quant_layer(c, /*residual_with_y_scale=*/true));
+  if (c.attrs().find("auto_pad") != nullptr) return c.error("auto_pad must be resolved to pads");
+  const int64_t channels_last = c.attrs().get_int("channels_last", 0);
+  if (channels_last != 0 && channels_last != 1) return c.error("channels_last must be 0 or 1, got ", channels_last);
+  const Shape& x = c.input_shape(0);
+  const Shape& w = c.input_shape(1);
+  if (x.rank_known() && x.rank() < 3) return c.error("X must have rank >= 3, got ", x.to_string());
+  if (x.rank_known() && w.rank_known() && w.rank() != x.rank())
+    return c.error("W has shape ", w.to_string(), ", X ", x.to_string(), " (ranks differ)");
+  // Conv's own inference on X and W (channels-first views), so there stays one shape path.
+  const size_t rank = x.rank_known() ? x.rank() : 0;
+  auto view = [&](const Shape& s) { return channels_last && rank ? permute_shape(s, channels_first_perm(rank)) : s; };
+  std::vector<TensorType> types = {{DataType::kFloat32, view(x)}, {DataType::kFloat32, view(w)}};
+  InferenceContext inner(c.node(), 17, std::move(types), {nullptr, nullptr});
+  const OpSchema* conv = OpRegistry::global().find("Conv", "");
+  if (!conv || !conv->inference()) return c.error("no inference for Conv");
+  INGOT_RETURN_IF_ERROR(conv->inference()(inner));
+  Shape y = inner.output(0).shape;
+  if (channels_last && rank) y = permute_shape(y, channels_last_perm(rank));
+  if (c.has_input(5) && y.rank_known()) {
+    const Shape& r = c.input_shape(5);
+    bool same = r.rank_known() && r.rank() == y.rank();
+    for (size_t i = 0; same && i < r.rank(); ++i)
+      same = !(r[i].is_known() && y[i].is_known() && r[i].value() != y[i].value());
+    if (!same) return c.error("R has shape ", r.to_string(), ", Y ", y.to_string());
+  }
+  if (w.rank_known() && c.has_input(4)) {
+    const Shape& b = c.input_shape(4);
+    const Dim& m = w[0];
+    if (b.rank_known() && (b.rank() != 1 || (b[0].is_known() && m.is_known() && b[0].value() != m.value())))
+      return c.error("B has shape ", b.to_string(), ", expected [", m.to_string(), "]");
+  }
+  c.set_output(0, out, y);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_quant_ops(OpRegistry& r) {
@@ -255,32 +340,11 @@ void register_quant_ops(OpRegistry& r) {
       .attr("activation_params", AttrType::kFloats)
       .attr("output_dtype", AttrType::kInt)
       .infer([](InferenceContext& c) -> Status {
-        const DataType q = c.input_dtype(0);
-        if (q != DataType::kInt8 && q != DataType::kFloat8E4M3FN)
-          return c.error("X must be int8 or float8e4m3fn, got ", data_type_name(q));
-        if (c.input_dtype(1) != q) return c.error("W must have X's type ", data_type_name(q));
-        if (c.input_dtype(2) != DataType::kFloat32 || c.input_dtype(3) != DataType::kFloat32)
-          return c.error("x_scale and w_scale must be float32");
-        const auto out = static_cast<DataType>(c.attrs().get_int("output_dtype", 1));
-        if (c.has_input(6)) {
-          if (out != DataType::kInt8 && out != DataType::kFloat8E4M3FN)
-            return c.error("with y_scale, output_dtype must be int8 or float8e4m3fn");
-          if (c.input_dtype(6) != DataType::kFloat32) return c.error("y_scale must be float32");
-          if (c.has_input(5)) return c.error("a quantized output takes no residual");
-        } else if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16) {
-          return c.error("output_dtype must be float32, float16 or bfloat16");
-        }
-        if (c.has_input(4) && !is_float(c.input_dtype(4))) return c.error("B must be float");
-        if (c.has_input(5) && c.input_dtype(5) != out)
-          return c.error("R must have the output's type ", data_type_name(out), ", got ", data_type_name(c.input_dtype(5)));
+        INGOT_ASSIGN_OR_RETURN(DataType out, check_quant_layer(c, /*residual_with_y_scale=*/false));
         const Shape& x = c.input_shape(0);
         const Shape& w = c.input_shape(1);
         if (w.rank_known() && w.rank() != 2) return c.error("W must be [N, K], got ", w.to_string());
         if (x.rank_known() && x.rank() < 1) return c.error("X must have rank >= 1");
-        for (size_t i : {size_t{2}, size_t{3}}) {
-          const Shape& s = c.input_shape(i);
-          if (s.rank_known() && s.rank() > 1) return c.error("scale ", i, " must be a scalar or a vector");
-        }
         if (!x.rank_known() || !w.rank_known()) {
           c.set_output(0, out, Shape::unknown_rank());
           return Status::Ok();
@@ -296,6 +360,19 @@ void register_quant_ops(OpRegistry& r) {
         return Status::Ok();
       })
       .doc("quantized (int8/fp8) linear layer: act(x_scale*w_scale*X.W^T + B + R)");
+
+  r.add("QuantConv", "ingot").inputs(4, 7).outputs(1, 1).opsets(1)
+      .attr("dilations", AttrType::kInts)
+      .attr("group", AttrType::kInt)
+      .attr("kernel_shape", AttrType::kInts)
+      .attr("pads", AttrType::kInts)
+      .attr("strides", AttrType::kInts)
+      .attr("channels_last", AttrType::kInt)
+      .attr("activation", AttrType::kString)
+      .attr("activation_params", AttrType::kFloats)
+      .attr("output_dtype", AttrType::kInt)
+      .infer(infer_quant_conv)
+      .doc("quantized (int8/fp8) convolution: act(x_scale*w_scale[m]*conv(X, W) + B + R) [quantized by y_scale]");
 
   conv_attrs(r.add("QLinearConv").inputs(8, 9).outputs(1, 1).opsets(10))
       .infer([](InferenceContext& c) -> Status {

@@ -20,6 +20,7 @@
 namespace ingot::cpu {
 
 void register_quant_linear_kernels(KernelRegistry& r);  // quant_linear.cc
+void register_quant_conv_kernels(KernelRegistry& r);    // quant_conv.cc
 
 namespace {
 
@@ -297,6 +298,7 @@ void register_quant_kernels(KernelRegistry& r) {
     return Status::Ok();
   });
   register_quant_linear_kernels(r);
+  register_quant_conv_kernels(r);
 }
 
 }  // namespace ingot::cpu
