@@ -327,10 +327,12 @@ void LlmEngine::Impl::run() {
       if (it == live.end()) continue;
       Live& l = it->second;
       l.generated.push_back(token);
-      // Byte-level BPE decodes token by token (its text is the concatenation), so the text grows
-      // by this token's alone. The end-of-sequence token ends the sequence and is not shown.
+      // The text grows by this token's piece (its bytes as llama.cpp's token_to_piece gives them:
+      // for byte-level BPE its decode, for SentencePiece "▁" as a space and nothing stripped,
+      // which a whole-list decode would strip at the start). The end-of-sequence token ends the
+      // sequence and is not shown.
       if (token != m.tokenizer->eos_id() || l.req.params.ignore_eos) {
-        auto piece = m.tokenizer->decode({token});
+        auto piece = m.tokenizer->piece(token);
         if (piece.ok()) l.text += *piece;  // ids come from the model's vocabulary: not expected otherwise
       }
       const bool last = ended.count(id) > 0;
