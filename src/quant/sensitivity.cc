@@ -2,8 +2,10 @@
 #include "quant/sensitivity.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "backend/cpu/executor.h"
 #include "quant/insert_qdq.h"
@@ -24,6 +26,24 @@ double cosine(const Tensor& a, const Tensor& b) {
   return dot / std::sqrt(na * nb);
 }
 
+double worst_sample_cosine(const Tensor& a, const Tensor& b) {
+  if (a.rank() < 2 || a.shape() != b.shape() || a.dim(0) <= 1) return cosine(a, b);
+  const int64_t rows = a.dim(0), per = rows ? a.numel() / rows : 0;
+  double worst = 1.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t i = r * per; i < (r + 1) * per; ++i) {
+      const double x = a.get_f64(i), y = b.get_f64(i);
+      dot += x * y;
+      na += x * x;
+      nb += y * y;
+    }
+    const double c = na == 0 && nb == 0 ? 1.0 : na == 0 || nb == 0 ? 0.0 : dot / std::sqrt(na * nb);
+    worst = std::min(worst, c);
+  }
+  return worst;
+}
+
 namespace {
 
 std::string fmt(double v) {
@@ -41,16 +61,18 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
                                               const std::map<std::string, std::string>& forced_float,
                                               const std::vector<std::string>& forced_int8, QuantType type) {
   SensitivityResult res;
-  // The worst output cosine over the batches with `keep` in float.
+  std::atomic<int> evaluations{0};
+  // The worst sample cosine over the batches with `keep` in float.
   auto evaluate = [&](const std::map<std::string, std::string>& keep) -> Result<double> {
     INGOT_ASSIGN_OR_RETURN(std::shared_ptr<ir::Graph> g, fresh_graph());
     INGOT_RETURN_IF_ERROR(insert_qdq(*g, scales, keep, type).status());
-    ++res.evaluations;
+    ++evaluations;
     double worst = 1.0;
     for (size_t b = 0; b < batches.size(); ++b) {
       cpu::Executor ex;
       INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> got, ex.run(*g, batches[b]));
-      for (size_t o = 0; o < got.size() && o < want[b].size(); ++o) worst = std::min(worst, cosine(got[o], want[b][o]));
+      for (size_t o = 0; o < got.size() && o < want[b].size(); ++o)
+        worst = std::min(worst, worst_sample_cosine(got[o], want[b][o]));
     }
     return worst;
   };
@@ -59,14 +81,30 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
   auto forced = [&](const std::string& l) {
     return std::find(forced_int8.begin(), forced_int8.end(), l) != forced_int8.end();
   };
-  // Each layer alone in int8 (every other one in float).
-  for (const std::string& l : layers) {
-    if (forced_float.count(l)) continue;
-    std::map<std::string, std::string> keep;
-    for (const std::string& other : layers)
-      if (other != l) keep[other] = "-";
-    INGOT_ASSIGN_OR_RETURN(double c, evaluate(keep));
-    res.alone.emplace_back(l, c);
+  // Each layer alone in int8 (every other one in float): independent trials, run on the
+  // machine's cores (each on its own copy of the graph and its own executor; the result does not
+  // depend on the thread count).
+  std::vector<std::string> trial;
+  for (const std::string& l : layers)
+    if (!forced_float.count(l)) trial.push_back(l);
+  std::vector<Result<double>> alone(trial.size(), Result<double>(0.0));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < trial.size(); i = next++) {
+      std::map<std::string, std::string> keep;
+      for (const std::string& other : layers)
+        if (other != trial[i]) keep[other] = "-";
+      alone[i] = evaluate(keep);
+    }
+  };
+  const size_t threads = std::min<size_t>(trial.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < trial.size(); ++i) {
+    INGOT_ASSIGN_OR_RETURN(double c, std::move(alone[i]));
+    res.alone.emplace_back(trial[i], c);
   }
   std::stable_sort(res.alone.begin(), res.alone.end(),
                    [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -81,6 +119,7 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
                             "; with it quantized the model gave " + fmt(res.cosine) + " < " + fmt(min_cosine) + ")";
     INGOT_ASSIGN_OR_RETURN(res.cosine, evaluate(res.keep_float));
   }
+  res.evaluations = evaluations;
   return res;
 }
 

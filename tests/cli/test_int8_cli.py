@@ -245,16 +245,18 @@ def main():
     g = helper.make_graph(nodes, "two", [xi], [yo], [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), two)
     rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two.engine"), "--int8", "--calibration-data", mdata,
-                       "--calibrator", "minmax", "--int8-min-cosine", "0.999")
+                       "--calibrator", "minmax", "--int8-min-cosine", "0.995")
+    # The budget holds for every sample (row) of the output: mm1 alone in int8 keeps each row's
+    # cosine near 0.998; mm2 alone ruins them.
     sens = dict(re.findall(r"^    (mm\d)\s+([\d.]+)$", out, re.M))
-    worst = re.search(r"worst output cosine ([\d.]+)", out)
+    worst = re.search(r"worst (?:output|sample) cosine ([\d.]+)", out)
     check("--int8-min-cosine keeps the layer int8 hurts (mm2) in float and mm1 in int8, naming why",
           rc == 0 and "1 layers quantized, 1 kept in float" in out and "float: mm2 (MatMul): kept in float for accuracy"
-          in out and worst and float(worst.group(1)) >= 0.999, out + err)
+          in out and worst and float(worst.group(1)) >= 0.995, out + err)
     check("the summary lists each layer's cosine alone in int8, mm2 the worse",
           set(sens) == {"mm1", "mm2"} and float(sens["mm2"]) < float(sens["mm1"]), sens)
     rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_b.engine"), "--int8", "--calibration-data",
-                       mdata, "--calibrator", "minmax", "--int8-min-cosine", "0.999", "--layer-precisions",
+                       mdata, "--calibrator", "minmax", "--int8-min-cosine", "0.995", "--layer-precisions",
                        "mm2:int8,mm1:fp32")
     check("--layer-precisions pins layers under --int8 (mm2:int8 stays int8, mm1:fp32 stays float)",
           rc == 0 and "float: mm1 (MatMul): --layer-precisions mm1:fp32" in out and "1 layers quantized" in out

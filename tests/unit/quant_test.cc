@@ -18,6 +18,7 @@
 #include "graph_check_util.h"
 #include "quant/calibration.h"
 #include "quant/insert_qdq.h"
+#include "quant/sensitivity.h"
 
 namespace ingot {
 namespace {
@@ -141,7 +142,7 @@ std::string qdq_model() {
                       "  output %d\n  output %p\n");
 }
 
-TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
+TEST(InsertQdq, ActivationsThroughQdqPairsWeightsEightBitPerChannel) {
   std::string text = qdq_model();
   // A second conv with its own weights; it has no calibrated input: kept in float.
   text.insert(
@@ -162,8 +163,11 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
   const std::string lines = node_lines(*g);
   EXPECT_NE(lines.find("QuantizeLinear(%x, %x_int8_scale, %x_int8_zero_point) @x/quantize"), std::string::npos)
       << lines;
-  EXPECT_NE(lines.find("= Conv(%x_dequantized, %w_int8_rounded, %b) @conv"), std::string::npos) << lines;
-  // A MatMul's weight stays 8-bit behind a DequantizeLinear (fuse_quant_gemm takes the pair).
+  // A Conv's and a MatMul's weights stay 8-bit behind a DequantizeLinear (fuse_quant_gemm takes
+  // the pair): per output channel, axis 0 of a conv weight, axis 1 of a MatMul's [K, N].
+  EXPECT_NE(lines.find("= DequantizeLinear {axis=0}(%w_int8, %w_int8_scale) @w/dequantize"), std::string::npos)
+      << lines;
+  EXPECT_NE(lines.find("= Conv(%x_dequantized, %w_dequantized, %b) @conv"), std::string::npos) << lines;
   EXPECT_NE(lines.find("= DequantizeLinear {axis=1}(%v_int8, %v_int8_scale) @v/dequantize"), std::string::npos)
       << lines;
   EXPECT_NE(lines.find("= MatMul(%m_dequantized, %v_dequantized) @mm"), std::string::npos) << lines;
@@ -172,14 +176,22 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
   // The rewritten graph computes int8 layers: inputs rounded to scale steps (clamped to 127),
   // weights rounded per output channel. Against the same rounding done on the inputs here and
   // the weights read back, on the CPU reference.
-  const ir::Value* wq = g->find_value("w_int8_rounded");
-  ASSERT_TRUE(wq && wq->initializer());
-  for (int64_t k = 0; k < 4; ++k) {  // every value of channel k is a multiple of max|w_k| / 127
+  // Conv [M, C, kh, kw]: int8 numbers and one scale per output channel, max |w_k| / 127.
+  const ir::Value* wi = g->find_value("w_int8");
+  const ir::Value* ws = g->find_value("w_int8_scale");
+  const ir::Value* w0 = g->find_value("w");
+  ASSERT_TRUE(wi && wi->initializer() && ws && ws->initializer() && w0 && w0->initializer());
+  ASSERT_EQ(wi->initializer()->dtype(), DataType::kInt8);
+  ASSERT_EQ(ws->initializer()->shape(), Shape64{4});
+  Tensor wq = Tensor::zeros(DataType::kFloat32, {4, 3, 3, 3}).value();  // dequantized, for the reference
+  for (int64_t k = 0; k < 4; ++k) {
     double amax = 0;
-    for (int64_t i = 0; i < 27; ++i) amax = std::max(amax, std::fabs(wq->initializer()->get_f64(k * 27 + i)));
+    for (int64_t i = 0; i < 27; ++i) amax = std::max(amax, std::fabs(w0->initializer()->get_f64(k * 27 + i)));
+    EXPECT_NEAR(ws->initializer()->get_f64(k), amax / 127, 1e-7) << "channel " << k;
     for (int64_t i = 0; i < 27; ++i) {
-      const double steps = wq->initializer()->get_f64(k * 27 + i) / (amax / 127);
-      EXPECT_NEAR(steps, std::round(steps), 1e-3) << "channel " << k;
+      const double q = wi->initializer()->get_f64(k * 27 + i);
+      EXPECT_EQ(q, std::nearbyint(w0->initializer()->get_f64(k * 27 + i) / ws->initializer()->get_f64(k)));
+      wq.set_f64(k * 27 + i, static_cast<float>(q * ws->initializer()->get_f64(k)));
     }
   }
   // MatMul [K, N]: int8 numbers and one scale per column, max |v| of the column / 127; the
@@ -225,7 +237,7 @@ TEST(InsertQdq, ActivationsThroughQdqPairsWeightsRoundedPerChannel) {
   // Reference: the original graph with the rounded weights, fed the rounded inputs.
   auto ref = parse_ir(text);
   ASSERT_TRUE(ref);
-  ref->set_initializer(ref->find_value("w"), *wq->initializer());
+  ref->set_initializer(ref->find_value("w"), wq);
   ref->set_initializer(ref->find_value("v"), vq);
   auto want = ex.run(*ref, {{"x", xr}, {"m", mr}});
   ASSERT_TRUE(want.ok()) << want.status().to_string();
@@ -269,6 +281,26 @@ TEST(InsertQdq, LayersWithoutAFloatActivationStayAsTheyAre) {
   EXPECT_EQ(rep->quantized_layers, 0);
   ASSERT_EQ(rep->kept.size(), 1u);
   EXPECT_EQ(rep->kept[0], "mm (MatMul): input 'i' is f64, not f32");
+}
+
+// The mixed-precision search's measure: one ruined sample among many good ones must show.
+TEST(Sensitivity, WorstSampleCosineSeesOneRuinedSampleTheWholeTensorHides) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Tensor want = Tensor::zeros(DataType::kFloat32, {64, 32}).value();
+  for (int64_t i = 0; i < want.numel(); ++i) want.mutable_data<float>()[i] = nd(rng) + 0.1f;
+  Tensor got = want.clone();
+  // Sample 17 loses its sign pattern: the negated row has cosine -1 against the reference.
+  for (int64_t j = 0; j < 32; ++j) got.mutable_data<float>()[17 * 32 + j] *= -1.f;
+  const double whole = quant::cosine(got, want);
+  EXPECT_GT(whole, 0.9);  // 63 of 64 rows are exact: (63 - 1) / 64 of the energy agrees
+  EXPECT_NEAR(quant::worst_sample_cosine(got, want), -1.0, 1e-9);
+  // One sample, or a vector: the whole tensor is the sample.
+  Tensor one = Tensor::zeros(DataType::kFloat32, {1, 32}).value();
+  for (int64_t j = 0; j < 32; ++j) one.mutable_data<float>()[j] = static_cast<float>(j + 1);
+  Tensor neg = one.clone();
+  neg.mutable_data<float>()[0] = -1.f;
+  EXPECT_DOUBLE_EQ(quant::worst_sample_cosine(neg, one), quant::cosine(neg, one));
 }
 
 }  // namespace
