@@ -248,9 +248,13 @@ int build_command(const std::vector<std::string>& args) {
                       ? std::string("from the calibration cache")
                       : "from " + std::to_string(summary.calibration_batches) + " calibration batches")
               << "\n";
+    if (!summary.calibration_from_cache)
+      std::printf("  calibration      %d batches on the %s in %.2f s\n", summary.calibration_batches,
+                  summary.calibration_ran_on.c_str(), summary.calibration_seconds);
+    std::fflush(stdout);
     for (const std::string& k : summary.int8_kept) std::cout << "    float: " << k << "\n";
     if (config.int8_min_cosine > 0) {
-      std::printf("  int8 accuracy    worst output cosine %.6f (budget %.6f); each layer alone in int8:\n",
+      std::printf("  int8 accuracy    worst sample cosine %.6f (budget %.6f); each layer alone in int8:\n",
                   summary.int8_cosine, config.int8_min_cosine);
       for (const auto& [layer, c] : summary.int8_sensitivity) std::printf("    %-24s %.6f\n", layer.c_str(), c);
       std::fflush(stdout);

@@ -40,8 +40,10 @@ class OptimizationProfile {
 enum class BackendKind { kCpu = 0, kCuda = 1 };
 
 /// INT8 post-training calibration data, shaped like TensorRT's IInt8Calibrator: the builder
-/// asks for batches until an empty one, runs the fp32 model on each and observes every float
-/// tensor; the algorithm turns what it saw into each tensor's scale. A cache (TensorRT's text
+/// asks for batches until an empty one (it holds them all: the fp32 engine it runs them on has
+/// one optimization profile spanning their shapes, which need not fit BuilderConfig::profiles),
+/// runs the fp32 model on each and observes the tensors the quantized layers read; the
+/// algorithm turns what it saw into each tensor's scale. A cache (TensorRT's text
 /// form) skips all of that: when read_cache() returns text, no batch is asked for; after a
 /// calibration the builder hands the new cache to write_cache().
 class Calibrator {
@@ -77,11 +79,15 @@ struct BuilderConfig {
   /// recipes use max calibration. Either int8 or fp8.
   bool fp8 = false;
   Calibrator* calibrator = nullptr;  ///< not owned; used during the build only
-  /// With int8: the least cosine similarity every output must keep against fp32 on the
-  /// calibration batches; the most sensitive layers (each measured alone in int8) go back to
-  /// float until it holds. 0: off (every calibrated layer in int8). layer_precisions L:fp32 /
+  /// With int8: the least cosine similarity every sample (slice along the leading, batch dim) of
+  /// every output must keep against fp32 on the calibration batches; the most sensitive layers
+  /// (each measured alone in int8) go back to float until it holds. 0: off (every calibrated layer in int8). layer_precisions L:fp32 /
   /// L:int8 pin a layer either way.
   double int8_min_cosine = 0;
+  /// With int8: SmoothQuant's migration strength alpha in [0, 1] (quant/smooth_quant.h): each
+  /// MatMul/Gemm input's outlier channels move into the weight before quantizing. < 0: off.
+  /// Needs the calibration batches (the per-channel maxima are not in the cache).
+  double smoothquant_alpha = -1;
   /// With fp16 or bf16: the engine's fp32 inputs and float outputs take that type (fp16 when both
   /// are allowed), so no Casts run at its edges and callers pass and receive it, as trtexec's
   /// --inputIOFormats/--outputIOFormats=fp16 do. Off: engine inputs and outputs keep the model's types.
@@ -127,8 +133,9 @@ struct BuildSummary {
   uint64_t weight_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   double seconds = 0;
-  /// Where `seconds` went: wall seconds per phase in build order (import, optimize, split,
-  /// precision, layout, tactics, memory, write); the layout and tactic phases time kernels.
+  /// Where `seconds` went: wall seconds per phase in build order (calibrate when int8/fp8 ran
+  /// batches, optimize, split, precision, layout, tactics, memory, then import+write); the layout
+  /// and tactic phases time kernels.
   std::vector<std::pair<std::string, double>> phase_seconds;
   int reduced_precision_layers = 0;  ///< layers lowered to fp16/bf16
   int precision_casts = 0;           ///< Cast layers inserted where fp32 meets fp16/bf16
@@ -144,8 +151,15 @@ struct BuildSummary {
   int calibration_batches = 0;         ///< batches run (0 when the cache had the scales)
   int calibration_tensors = 0;         ///< tensors with a scale
   bool calibration_from_cache = false;
-  double int8_cosine = 1.0;  ///< with int8_min_cosine: the chosen mix's worst output cosine
+  double int8_cosine = 1.0;  ///< with int8_min_cosine: the chosen mix's worst sample cosine
   std::vector<std::pair<std::string, double>> int8_sensitivity;  ///< layer -> cosine alone in int8
+  /// Wall seconds calibration took (reading the batches, running them, the scales); 0 when the
+  /// cache had the scales. Also in phase_seconds as "calibrate".
+  double calibration_seconds = 0;
+  /// What ran the calibration batches: "cpu engine" or "cuda engine" (an fp32 engine of the
+  /// build's backend with the observed tensors as outputs), or "reference interpreter" (the
+  /// fallback when that engine cannot be built or run; the build log says why).
+  std::string calibration_ran_on;
 };
 
 class Builder {

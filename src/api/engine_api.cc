@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "api/host_tensor.h"
 #include "backend/device.h"
@@ -39,18 +40,328 @@ class StderrLogger : public Logger {
 const char* backend_name(BackendKind k) { return k == BackendKind::kCuda ? "cuda" : "cpu"; }
 
 using ReferenceFactory = std::function<Result<std::unique_ptr<ReferenceModel>>()>;
+using ModelFactory = std::function<Result<onnx::Model>()>;
 
 struct Calibration {
   std::map<std::string, float> scales;
   // Kept for the accuracy search (BuilderConfig::int8_min_cosine): inputs and fp32 outputs.
   std::vector<std::map<std::string, Tensor>> batches;
   std::vector<std::vector<Tensor>> want;
+  // Where the batches ran ("cpu engine", "cuda engine", "reference interpreter") and how long
+  // calibration took, from the first batch read to the scales.
+  std::string ran_on;
+  double seconds = 0;
 };
 
-// INT8 calibration: the scales of every float tensor, from the calibrator's cache or by running
-// the fp32 model (the reference interpreter) on its batches and observing every value.
-Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactory& reference, BuildSummary* summary,
-                              Logger& logger) {
+// The tensors calibration observes (quant::calibrated_tensors: the activations insert_qdq reads
+// scales for) and their statistics, whichever way the fp32 values are computed.
+struct Observed {
+  std::vector<std::string> names;
+  std::map<std::string, quant::TensorCalibration> seen;
+
+  // Folds in one batch's values of the observed tensors among `values` (name -> f32 data and
+  // element count; others are ignored), tensors spread over threads.
+  void fold(const std::map<std::string, std::pair<const float*, int64_t>>& values) {
+    std::vector<quant::Observation> work;
+    for (const std::string& n : names) {
+      auto it = values.find(n);
+      if (it != values.end()) work.push_back({&seen[n], it->second.first, it->second.second});
+    }
+    quant::observe_all(work);
+  }
+};
+
+// A calibration batch against the model's inputs (what the reference interpreter checks too):
+// known names, the model's dtype, rank and fixed dims, and as many bytes as the shape needs.
+Status check_batch(const std::vector<TensorInfo>& inputs, const std::vector<HostTensor>& batch) {
+  for (const HostTensor& t : batch) {
+    const TensorInfo* info = nullptr;
+    for (const TensorInfo& i : inputs)
+      if (i.name == t.name) info = &i;
+    if (!info) return invalid_argument("'", t.name, "' is not an input of the model");
+    if (t.dtype != info->dtype)
+      return invalid_argument("input '", t.name, "' is ", data_type_name(t.dtype), ", the model's is ",
+                              data_type_name(info->dtype));
+    if (info->rank_known && t.shape.size() != info->shape.size())
+      return invalid_argument("input '", t.name, "' has rank ", t.shape.size(), ", the model's has ",
+                              info->shape.size());
+    for (size_t k = 0; k < t.shape.size(); ++k) {
+      if (t.shape[k] < 0) return invalid_argument("input '", t.name, "' has a negative dim");
+      if (info->rank_known && info->shape[k] >= 0 && t.shape[k] != info->shape[k])
+        return invalid_argument("input '", t.name, "' dim ", k, " is fixed to ", info->shape[k], ", got ", t.shape[k]);
+    }
+    if (t.dtype != DataType::kString && t.data.size() != storage_bytes(t.dtype, t.numel()))
+      return invalid_argument("input '", t.name, "' has ", t.data.size(), " bytes, its shape needs ",
+                              storage_bytes(t.dtype, t.numel()));
+  }
+  return Status::Ok();
+}
+
+// The f32 tensors of a batch, by name, for Observed::fold.
+std::map<std::string, std::pair<const float*, int64_t>> float_views(const std::vector<HostTensor>& tensors) {
+  std::map<std::string, std::pair<const float*, int64_t>> out;
+  for (const HostTensor& t : tensors)
+    if (t.dtype == DataType::kFloat32 && t.data.size() == static_cast<size_t>(t.numel()) * 4)
+      out[t.name] = {reinterpret_cast<const float*>(t.data.data()), t.numel()};
+  return out;
+}
+
+// The fp32 engine calibration runs its batches through: the model with every observed tensor
+// marked as a graph output (so no fusion hides it), for the build's backend, with one
+// optimization profile spanning the batches' shapes (they need not fit the build's profiles),
+// run through the runtime as `ingot run` runs engines. No reduced precision, no autotuning
+// beyond the backend's first guess (it runs a few batches, once), no timing cache.
+class CalibrationEngine {
+ public:
+  // One output after finish(): host bytes (the context's own memory on a host backend, a copy
+  // otherwise), valid until the next start().
+  struct HostOutput {
+    DataType dtype = DataType::kUndefined;
+    std::vector<int64_t> dims;
+    const void* data = nullptr;
+  };
+
+  static Result<std::unique_ptr<CalibrationEngine>> create(const BuilderConfig& config, onnx::Model model,
+                                                           const std::vector<std::string>& observe,
+                                                           const std::vector<std::vector<HostTensor>>& batches) {
+    std::unique_ptr<CalibrationEngine> e(new CalibrationEngine());
+    ir::Graph& g = *model.graph;
+    std::set<std::string> inputs;  // observed in the batches themselves
+    for (const ir::Value* v : g.inputs()) inputs.insert(v->name());
+    std::set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
+    for (const std::string& name : observe) {
+      ir::Value* v = g.find_value(name);
+      if (!v) return internal_error("the tensor '", name, "' to observe is not in the model");
+      if (inputs.count(name) || outputs.count(v)) continue;
+      g.add_output(v);
+      outputs.insert(v);
+    }
+    builder::BuildOptions opt;
+    opt.backend = backend_name(config.backend);
+    INGOT_ASSIGN_OR_RETURN(builder::Profile profile, batch_profile(g, batches));
+    if (!profile.inputs.empty()) opt.profiles.push_back(std::move(profile));
+    opt.pipeline.disabled.insert(config.disabled_passes.begin(), config.disabled_passes.end());
+    opt.optimize = config.optimization_level > 0;
+    opt.tune.optimization_level = 1;
+    opt.tune.workspace_limit = config.workspace_bytes;
+    opt.conv_layout = "nchw";
+    opt.allow_host_fallback = true;
+    std::shared_ptr<ir::Graph> graph(std::move(model.graph));
+    INGOT_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(graph, std::move(model.storage), opt));
+    INGOT_ASSIGN_OR_RETURN(const backend::Backend* be, backend::find_backend(plan.backend));
+    e->device_ = &be->device();
+    INGOT_ASSIGN_OR_RETURN(e->engine_, runtime::make_engine(std::move(plan)));
+    for (const std::string& name : observe) {
+      bool found = inputs.count(name) > 0;
+      for (const IoTensorDesc& d : e->engine_->io_tensors()) found |= !d.is_input && d.name == name;
+      if (!found) return internal_error("the engine has no output '", name, "'");
+    }
+    for (const IoTensorDesc& d : e->engine_->io_tensors())
+      if (d.dtype == DataType::kString) return unsupported("'", d.name, "' is a string tensor");
+    INGOT_ASSIGN_OR_RETURN(e->context_, e->engine_->create_execution_context());
+    INGOT_RETURN_IF_ERROR(e->context_->set_optimization_profile(0));
+    return e;
+  }
+
+  ~CalibrationEngine() {
+    if (device_) (void)device_->synchronize(nullptr);
+    context_.reset();
+    for (auto& [name, b] : device_inputs_)
+      if (b.first) device_->release(b.first);
+  }
+
+  // Binds the batch and enqueues the engine on it (on the legacy default stream: asynchronous on
+  // a device backend, so the host can observe the previous batch meanwhile).
+  Status start(const std::vector<HostTensor>& batch) {
+    for (const HostTensor& t : batch) {
+      INGOT_RETURN_IF_ERROR(context_->set_input_shape(t.name, t.shape));
+      void* address = const_cast<uint8_t*>(t.data.data());
+      if (!device_->is_host()) {
+        auto& [p, capacity] = device_inputs_[t.name];
+        if (t.data.size() > capacity) {
+          if (p) device_->release(p);
+          p = nullptr;
+          capacity = 0;
+          INGOT_ASSIGN_OR_RETURN(p, device_->allocate(t.data.size()));
+          capacity = t.data.size();
+        }
+        INGOT_RETURN_IF_ERROR(device_->copy_to_device(p, t.data.data(), t.data.size(), nullptr));
+        address = p;
+      }
+      INGOT_RETURN_IF_ERROR(context_->set_tensor_address(t.name, address));
+    }
+    return context_->enqueue(nullptr);
+  }
+
+  // Waits for the run started last and makes its outputs readable on the host.
+  Status finish() {
+    outputs_.clear();
+    for (const IoTensorDesc& d : engine_->io_tensors()) {
+      if (d.is_input) continue;
+      HostOutput o;
+      o.dtype = d.dtype;
+      INGOT_ASSIGN_OR_RETURN(o.dims, context_->tensor_shape(d.name));
+      const size_t bytes = storage_bytes(d.dtype, shape_numel(o.dims));
+      const void* src = context_->tensor_address(d.name);
+      if (bytes && !src) return internal_error("output '", d.name, "' has no memory after the run");
+      if (device_->is_host() || !bytes) {
+        o.data = src;
+      } else {
+        std::vector<uint8_t>& staging = staging_[d.name];
+        staging.resize(bytes);
+        INGOT_RETURN_IF_ERROR(device_->copy_to_host(staging.data(), src, bytes, nullptr));
+        o.data = staging.data();
+      }
+      outputs_[d.name] = std::move(o);
+    }
+    return device_->synchronize(nullptr);
+  }
+
+  const std::map<std::string, HostOutput>& outputs() const { return outputs_; }
+  // Whether start() returns before the run ends (a device backend).
+  bool asynchronous() const { return !device_->is_host(); }
+
+  // The f32 outputs of the last finished run, by name, for Observed::fold.
+  std::map<std::string, std::pair<const float*, int64_t>> float_views() const {
+    std::map<std::string, std::pair<const float*, int64_t>> out;
+    for (const auto& [name, o] : outputs_)
+      if (o.dtype == DataType::kFloat32) out[name] = {static_cast<const float*>(o.data), shape_numel(o.dims)};
+    return out;
+  }
+
+ private:
+  CalibrationEngine() = default;
+
+  // One profile over every batch: per open input, min and max of each dim; tactics are chosen at
+  // the largest.
+  static Result<builder::Profile> batch_profile(const ir::Graph& g,
+                                                const std::vector<std::vector<HostTensor>>& batches) {
+    builder::Profile p;
+    for (const ir::Value* v : g.inputs()) {
+      bool open = !v->shape().rank_known();
+      for (const ir::Dim& d : v->shape().dims()) open |= !d.is_known();
+      if (!open) continue;
+      builder::ProfileDims dims;
+      dims.input = v->name();
+      for (const auto& batch : batches)
+        for (const HostTensor& t : batch) {
+          if (t.name != v->name()) continue;
+          if (dims.min.empty()) {
+            dims.min = dims.max = t.shape;
+          } else if (t.shape.size() != dims.min.size()) {
+            return invalid_argument("input '", v->name(), "' changes rank between calibration batches");
+          } else {
+            for (size_t k = 0; k < t.shape.size(); ++k) {
+              dims.min[k] = std::min(dims.min[k], t.shape[k]);
+              dims.max[k] = std::max(dims.max[k], t.shape[k]);
+            }
+          }
+        }
+      if (dims.min.empty()) return invalid_argument("input '", v->name(), "' has open dims and is in no batch");
+      dims.opt = dims.max;
+      p.inputs.push_back(std::move(dims));
+    }
+    return p;
+  }
+
+  backend::Device* device_ = nullptr;
+  std::shared_ptr<Engine> engine_;
+  std::unique_ptr<ExecutionContext> context_;
+  std::map<std::string, std::pair<void*, size_t>> device_inputs_;  // device backends: address, capacity
+  std::map<std::string, std::vector<uint8_t>> staging_;            // device backends: outputs on the host
+  std::map<std::string, HostOutput> outputs_;
+};
+
+// The accuracy search's copy of one batch: its inputs and the model's outputs (`outputs`, in
+// model order, looked up by name in `values`).
+Status keep_batch(const std::vector<HostTensor>& batch, const std::vector<TensorInfo>& outputs,
+                  const std::function<Result<Tensor>(const std::string&)>& value, Calibration* out) {
+  std::map<std::string, Tensor> feeds;
+  for (const HostTensor& h : batch) {
+    INGOT_ASSIGN_OR_RETURN(feeds[h.name], host_to_tensor(h));
+  }
+  std::vector<Tensor> outs;
+  for (const TensorInfo& o : outputs) {
+    INGOT_ASSIGN_OR_RETURN(Tensor t, value(o.name));
+    outs.push_back(std::move(t));
+  }
+  out->batches.push_back(std::move(feeds));
+  out->want.push_back(std::move(outs));
+  return Status::Ok();
+}
+
+// Calibration on the fp32 engine of the build's backend: each batch's observed tensors come back
+// as engine outputs. On a device backend the host folds batch k into the histograms while the
+// device runs batch k + 1.
+Status observe_on_engine(const BuilderConfig& config, onnx::Model model, const std::vector<TensorInfo>& model_outputs,
+                         const std::vector<std::vector<HostTensor>>& batches, Observed& obs, Calibration* keep) {
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<CalibrationEngine> engine,
+                         CalibrationEngine::create(config, std::move(model), obs.names, batches));
+  const int n = static_cast<int>(batches.size());
+  bool pending = false;  // the previous batch's outputs wait in the engine's host copies
+  for (int b = 0; b < n; ++b) {
+    Status s = engine->start(batches[static_cast<size_t>(b)]);
+    if (s.ok() && pending) obs.fold(engine->float_views());
+    if (s.ok()) s = engine->finish();
+    if (!s.ok()) return Status(s.code(), "calibration batch " + std::to_string(b + 1) + ": " + s.message());
+    obs.fold(float_views(batches[static_cast<size_t>(b)]));
+    if (engine->asynchronous())
+      pending = true;
+    else
+      obs.fold(engine->float_views());
+    if (keep) {
+      INGOT_RETURN_IF_ERROR(keep_batch(
+          batches[static_cast<size_t>(b)], model_outputs,
+          [&](const std::string& name) -> Result<Tensor> {
+            auto it = engine->outputs().find(name);
+            if (it == engine->outputs().end()) return internal_error("the engine has no output '", name, "'");
+            INGOT_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(it->second.dtype, it->second.dims));
+            if (t.nbytes()) std::memcpy(t.mutable_raw(), it->second.data, t.nbytes());
+            return t;
+          },
+          keep));
+    }
+    if (config.progress) config.progress("calibrating", b + 1, n);
+  }
+  if (pending) obs.fold(engine->float_views());
+  return Status::Ok();
+}
+
+// Calibration on the reference interpreter (the fallback): every value of each batch computed on
+// the host, node by node, the observed ones folded in.
+Status observe_on_interpreter(const BuilderConfig& config, const ReferenceModel& model,
+                              const std::vector<std::vector<HostTensor>>& batches, Observed& obs, Calibration* keep) {
+  const int n = static_cast<int>(batches.size());
+  for (int b = 0; b < n; ++b) {
+    const std::vector<HostTensor>& batch = batches[static_cast<size_t>(b)];
+    auto values = model.run_all(batch);
+    if (!values.ok())
+      return Status(values.status().code(),
+                    "calibration batch " + std::to_string(b + 1) + ": " + values.status().message());
+    std::map<std::string, std::pair<const float*, int64_t>> views = float_views(batch);
+    for (auto& [name, view] : float_views(*values)) views[name] = view;
+    obs.fold(views);
+    if (keep) {
+      INGOT_RETURN_IF_ERROR(keep_batch(
+          batch, model.outputs(),
+          [&](const std::string& name) -> Result<Tensor> {
+            for (const HostTensor& h : *values)
+              if (h.name == name) return host_to_tensor(h);
+            return internal_error("the interpreter gave no '", name, "'");
+          },
+          keep));
+    }
+    if (config.progress) config.progress("calibrating", b + 1, n);
+  }
+  return Status::Ok();
+}
+
+// INT8/FP8 calibration: the scales of the tensors insert_qdq quantizes, from the calibrator's
+// cache or by running the fp32 model on its batches and observing those tensors: on an fp32
+// engine of the build's backend, or, when that engine cannot be built or run, on the reference
+// interpreter (as TensorRT calibrates on the target GPU with the tensors it needs marked as outputs).
+Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactory& reference,
+                              const ModelFactory& import_fresh, BuildSummary* summary, Logger& logger) {
   Calibration out;
   const bool keep = config.int8_min_cosine > 0;
   const quant::QuantType qtype = config.fp8 ? quant::QuantType::kFp8E4M3 : quant::QuantType::kInt8;
@@ -76,55 +387,58 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
     out.scales = std::move(*scales);
     return out;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   INGOT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, reference());
-  std::map<std::string, quant::TensorCalibration> seen;
   const int total = cal.num_batches();
-  int batches = 0;
   if (config.progress) config.progress("calibrating", 0, total > 0 ? total : 1);
+  // Every batch first: the calibration engine's profile spans their shapes.
+  std::vector<std::vector<HostTensor>> batches;
   for (;;) {
     INGOT_ASSIGN_OR_RETURN(std::vector<HostTensor> batch, cal.next_batch(model->inputs()));
     if (batch.empty()) break;
-    auto values = model->run_all(batch);
-    if (!values.ok())
-      return Status(values.status().code(),
-                    "calibration batch " + std::to_string(batches + 1) + ": " + values.status().message());
-    auto observe = [&](const HostTensor& t) {
-      if (t.dtype != DataType::kFloat32 || t.data.size() != static_cast<size_t>(t.numel()) * 4) return;
-      seen[t.name].observe(reinterpret_cast<const float*>(t.data.data()), t.numel());
-    };
-    for (const HostTensor& t : batch) observe(t);
-    for (const HostTensor& t : *values) observe(t);
-    if (keep) {
-      std::map<std::string, Tensor> feeds;
-      for (const HostTensor& h : batch) {
-        INGOT_ASSIGN_OR_RETURN(feeds[h.name], host_to_tensor(h));
-      }
-      std::vector<Tensor> outs;
-      for (const TensorInfo& o : model->outputs())
-        for (const HostTensor& h : *values)
-          if (h.name == o.name) {
-            INGOT_ASSIGN_OR_RETURN(Tensor t, host_to_tensor(h));
-            outs.push_back(std::move(t));
-          }
-      out.batches.push_back(std::move(feeds));
-      out.want.push_back(std::move(outs));
-    }
-    ++batches;
-    if (config.progress) config.progress("calibrating", batches, total > 0 ? std::max(total, batches) : batches + 1);
+    Status s = check_batch(model->inputs(), batch);
+    if (!s.ok())
+      return Status(s.code(), "calibration batch " + std::to_string(batches.size() + 1) + ": " + s.message());
+    batches.push_back(std::move(batch));
   }
-  if (batches == 0) return invalid_argument("INT8 calibration: the calibrator gave no batch");
+  if (batches.empty()) return invalid_argument("INT8 calibration: the calibrator gave no batch");
+  INGOT_ASSIGN_OR_RETURN(onnx::Model fresh, import_fresh());
+  Observed obs;
+  obs.names = quant::calibrated_tensors(*fresh.graph);
+  out.ran_on = std::string(backend_name(config.backend)) + " engine";
+  Status on_engine = observe_on_engine(config, std::move(fresh), model->outputs(), batches, obs, keep ? &out : nullptr);
+  if (!on_engine.ok()) {
+    logger.log(Severity::kInfo, ("calibration: the fp32 " + out.ran_on + " cannot run the batches (" +
+                                 on_engine.message() + "); the reference interpreter runs them instead")
+                                    .c_str());
+    obs.seen.clear();
+    out.batches.clear();
+    out.want.clear();
+    out.ran_on = "reference interpreter";
+    INGOT_RETURN_IF_ERROR(observe_on_interpreter(config, *model, batches, obs, keep ? &out : nullptr));
+  }
+  std::vector<const quant::TensorCalibration*> tensors;
+  for (const auto& [name, t] : obs.seen) tensors.push_back(&t);
+  const std::vector<double> th = quant::thresholds(tensors, algo, cal.percentile());
   std::map<std::string, float> scales;
-  for (const auto& [name, t] : seen) {
-    const double th = quant::threshold(t, algo, cal.percentile());
-    if (th > 0) scales[name] = static_cast<float>(th / divisor);
+  size_t k = 0;
+  for (const auto& [name, t] : obs.seen) {
+    if (th[k] > 0) scales[name] = static_cast<float>(th[k] / divisor);
+    ++k;
   }
   cal.write_cache(quant::write_cache(algo, scales, qtype == quant::QuantType::kFp8E4M3));
-  logger.log(Severity::kInfo, ("calibrated " + std::to_string(scales.size()) + " tensors on " +
-                               std::to_string(batches) + " batches (" + quant::algorithm_name(algo) + ")")
-                                  .c_str());
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", out.seconds);
+  logger.log(Severity::kInfo,
+             ("calibrated " + std::to_string(scales.size()) + " tensors on " + std::to_string(batches.size()) +
+              " batches (" + quant::algorithm_name(algo) + ") on the " + out.ran_on + " in " + took)
+                 .c_str());
   if (summary) {
-    summary->calibration_batches = batches;
+    summary->calibration_batches = static_cast<int>(batches.size());
     summary->calibration_tensors = static_cast<int>(scales.size());
+    summary->calibration_seconds = out.seconds;
+    summary->calibration_ran_on = out.ran_on;
   }
   out.scales = std::move(scales);
   return out;
@@ -132,9 +446,10 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
 
 Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderConfig& config, BuildSummary* summary,
                                               Logger& logger, const ReferenceFactory& reference,
-                                              const std::function<Result<onnx::Model>()>& import_fresh) {
+                                              const ModelFactory& import_fresh) {
   auto t0 = std::chrono::steady_clock::now();
   quant::QdqReport qdq;
+  double calibration_seconds = 0;
   if (config.int8 && config.fp8) return invalid_argument("choose one of int8 and fp8 (--int8, --fp8)");
   if (config.int8 || config.fp8) {
     if (!config.calibrator)
@@ -142,7 +457,8 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
                               " needs calibration data: set BuilderConfig::calibrator (ingot ", "build ",
                               config.fp8 ? "--fp8" : "--int8", " --calibration-data DIR)");
     const quant::QuantType qtype = config.fp8 ? quant::QuantType::kFp8E4M3 : quant::QuantType::kInt8;
-    INGOT_ASSIGN_OR_RETURN(Calibration cal, calibrate(config, reference, summary, logger));
+    INGOT_ASSIGN_OR_RETURN(Calibration cal, calibrate(config, reference, import_fresh, summary, logger));
+    calibration_seconds = cal.seconds;
     // --layer-precisions under --int8: fp32 keeps a layer in float, int8 keeps it quantized.
     std::map<std::string, std::string> keep_float;
     std::vector<std::string> forced_int8;
@@ -245,10 +561,12 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
     summary->weight_bytes = plan.memory.weight_bytes;
     summary->lower_bound_bytes = plan.memory.lower_bound_bytes;
     summary->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // The builder's phases; what is left of the wall time is import and the engine write.
-    double phases = 0;
-    for (const auto& [name, sec] : report.phase_seconds) phases += sec;
+    // Calibration and the builder's phases; what is left of the wall time is import and the engine write.
     summary->phase_seconds = report.phase_seconds;
+    if (calibration_seconds > 0)
+      summary->phase_seconds.insert(summary->phase_seconds.begin(), {"calibrate", calibration_seconds});
+    double phases = 0;
+    for (const auto& [name, sec] : summary->phase_seconds) phases += sec;
     summary->phase_seconds.emplace_back("import+write", std::max(0.0, summary->seconds - phases));
     summary->notes = report.notes;
     summary->reduced_precision_layers = report.precision.lowered;

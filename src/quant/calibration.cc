@@ -2,10 +2,13 @@
 #include "quant/calibration.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <sstream>
+#include <thread>
 
 namespace ingot::quant {
 
@@ -160,6 +163,55 @@ double threshold(const TensorCalibration& t, CalibrationAlgorithm a, double perc
     }
   }
   return t.amax();
+}
+
+namespace {
+
+// Runs job(order[k]) for every k on up to `threads` threads (0: hardware concurrency), each job
+// on exactly one thread, taken in `order` (largest first balances the threads).
+template <typename Job>
+void run_jobs(const std::vector<size_t>& order, int threads, const Job& job) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), order.size()));
+  if (threads <= 1) {
+    for (size_t k : order) job(k);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < order.size(); i = next++) job(order[i]);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads - 1));
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
+// Below this many values in one call the threads cost more than they save.
+constexpr int64_t kParallelObserveValues = 1 << 18;
+
+}  // namespace
+
+void observe_all(const std::vector<Observation>& work, int threads) {
+  int64_t total = 0;
+  for (const Observation& o : work) total += o.count;
+  if (total < kParallelObserveValues) threads = 1;
+  std::vector<size_t> order(work.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return work[a].count > work[b].count; });
+  run_jobs(order, threads, [&](size_t k) { work[k].into->observe(work[k].values, work[k].count); });
+}
+
+std::vector<double> thresholds(const std::vector<const TensorCalibration*>& tensors, CalibrationAlgorithm a,
+                               double percentile, int threads) {
+  std::vector<double> out(tensors.size(), 0.0);
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // Only the entropy search costs anything (about 2^22 operations per tensor).
+  if (a != CalibrationAlgorithm::kEntropy) threads = 1;
+  run_jobs(order, threads, [&](size_t k) { out[k] = threshold(*tensors[k], a, percentile); });
+  return out;
 }
 
 std::string write_cache(CalibrationAlgorithm a, const std::map<std::string, float>& scales, bool fp8) {

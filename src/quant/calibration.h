@@ -67,6 +67,24 @@ int entropy_bins(const std::vector<double>& hist);
 /// The threshold T for a tensor (0 when it never held a non-zero value).
 double threshold(const TensorCalibration& t, CalibrationAlgorithm a, double percentile = 99.99);
 
+/// One tensor's values in one batch, for observe_all.
+struct Observation {
+  TensorCalibration* into = nullptr;
+  const float* values = nullptr;
+  int64_t count = 0;
+};
+
+/// Folds every observation in (TensorCalibration::observe), tensors spread over up to `threads`
+/// threads (0: one per hardware thread; small batches run on the caller's). Each
+/// TensorCalibration may appear once: one thread folds it, so the result is the same for any
+/// thread count. Fold a tensor's batches in one order across calls for a reproducible range.
+void observe_all(const std::vector<Observation>& work, int threads = 0);
+
+/// threshold() of each tensor, computed over up to `threads` threads (0: one per hardware
+/// thread); the same numbers for any thread count.
+std::vector<double> thresholds(const std::vector<const TensorCalibration*>& tensors, CalibrationAlgorithm a,
+                               double percentile = 99.99, int threads = 0);
+
 /// TensorRT's cache text: header line, then one `name: hex-float32` line per tensor (sorted).
 /// FP8 scales (threshold / 448) get a header ending in -FP8E4M3, so no int8 build reads them.
 std::string write_cache(CalibrationAlgorithm a, const std::map<std::string, float>& scales, bool fp8 = false);

@@ -103,6 +103,40 @@ std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantTy
 
 std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type() : n.name(); }
 
+// How a quantizable layer's first two inputs split into activations (read through Q/DQ pairs) and
+// the constant weight, or why the layer stays in float whatever the scales (a non-float input, a
+// constant input 0, no activation, no constant weight): the scales are looked up afterwards.
+struct LayerInputs {
+  std::vector<size_t> acts;
+  size_t weight = SIZE_MAX;
+  std::string why;  // "" when the layer can be quantized given its activations' scales
+};
+
+LayerInputs split_inputs(const ir::Node& n) {
+  LayerInputs r;
+  for (size_t i = 0; i < std::min<size_t>(2, n.inputs().size()); ++i) {
+    const ir::Value* v = n.input(i);
+    if (!v) continue;
+    if (v->dtype() != DataType::kFloat32) {
+      r.why = "input '" + v->name() + "' is " + data_type_name(v->dtype()) + ", not f32";
+      break;
+    }
+    if (v->initializer()) {
+      if (i == 1)
+        r.weight = i;
+      else
+        r.why = "input 0 is a constant";
+      continue;
+    }
+    r.acts.push_back(i);
+  }
+  if (r.why.empty() && r.acts.empty()) r.why = "no activation input";
+  // A product of two activations (attention's Q.K^T and P.V) stays in float: the fused
+  // attention kernels run it, and Q/DQ pairs between them would break the pattern up.
+  if (r.why.empty() && r.weight == SIZE_MAX) r.why = "no constant weight (a product of activations)";
+  return r;
+}
+
 }  // namespace
 
 double quant_max(QuantType t) { return t == QuantType::kFp8E4M3 ? 448.0 : 127.0; }
@@ -111,6 +145,20 @@ std::vector<std::string> quantizable_layers(const ir::Graph& g) {
   std::vector<std::string> out;
   for (const auto& n : g.nodes())
     if (quantizable(*n)) out.push_back(layer_name(*n));
+  return out;
+}
+
+std::vector<std::string> calibrated_tensors(const ir::Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& n : g.nodes()) {
+    if (!quantizable(*n)) continue;
+    const LayerInputs li = split_inputs(*n);
+    if (!li.why.empty()) continue;
+    for (size_t i : li.acts) {
+      const std::string& name = n->input(i)->name();
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+  }
   return out;
 }
 
@@ -146,34 +194,15 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
     }
     const ir::Value* in0 = n->inputs().empty() ? nullptr : n->input(0);  // before the Q/DQ pair replaces it
     // Which inputs are activations (quantized through Q/DQ) and which the constant weight.
-    std::vector<size_t> acts;
-    size_t weight = SIZE_MAX;
-    std::string why;
-    for (size_t i = 0; i < std::min<size_t>(2, n->inputs().size()); ++i) {
-      ir::Value* v = n->input(i);
-      if (!v) continue;
-      if (v->dtype() != DataType::kFloat32) {
-        why = "input '" + v->name() + "' is " + data_type_name(v->dtype()) + ", not f32";
-        break;
-      }
-      if (v->initializer()) {
-        if (i == 1)
-          weight = i;
-        else
-          why = "input 0 is a constant";
-        continue;
-      }
-      auto it = scales.find(v->name());
-      if (it == scales.end() || !(it->second > 0)) {
-        why = "no calibrated range for '" + v->name() + "'";
-        break;
-      }
-      acts.push_back(i);
+    const LayerInputs li = split_inputs(*n);
+    const std::vector<size_t>& acts = li.acts;
+    const size_t weight = li.weight;
+    std::string why = li.why;
+    for (size_t i : acts) {
+      if (!why.empty()) break;
+      auto it = scales.find(n->input(i)->name());
+      if (it == scales.end() || !(it->second > 0)) why = "no calibrated range for '" + n->input(i)->name() + "'";
     }
-    if (why.empty() && acts.empty()) why = "no activation input";
-    // A product of two activations (attention's Q.K^T and P.V) stays in float: the fused
-    // attention kernels run it, and Q/DQ pairs between them would break the pattern up.
-    if (why.empty() && weight == SIZE_MAX) why = "no constant weight (a product of activations)";
     if (!why.empty()) {
       rep.kept.push_back(layer + " (" + n->op_type() + "): " + why);
       continue;

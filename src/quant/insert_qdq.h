@@ -44,4 +44,11 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
 /// The names insert_qdq gives the layers it considers (node name, else op type), in node order.
 std::vector<std::string> quantizable_layers(const ir::Graph& g);
 
+/// The activation tensors whose scales insert_qdq reads: the float activation input of each
+/// Conv, Gemm and MatMul it can quantize (one with a constant float weight as input 1), by name,
+/// each once, in node order. A graph input is among them when such a layer reads it. Calibration
+/// observes only these; a layer left out (a product of two activations, a non-float input) stays
+/// in float whatever the scales, so its inputs need none.
+std::vector<std::string> calibrated_tensors(const ir::Graph& g);
+
 }  // namespace ingot::quant
