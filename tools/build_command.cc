@@ -252,6 +252,12 @@ int build_command(const std::vector<std::string>& args) {
       std::printf("  calibration      %d batches on the %s in %.2f s\n", summary.calibration_batches,
                   summary.calibration_ran_on.c_str(), summary.calibration_seconds);
     std::fflush(stdout);
+    if (!summary.smoothquant.empty()) {
+      std::printf("  smoothquant      alpha %.2f, %zu activations smoothed:\n", config.smoothquant_alpha,
+                  summary.smoothquant.size());
+      for (const std::string& l : summary.smoothquant) std::printf("    %s\n", l.c_str());
+      std::fflush(stdout);
+    }
     for (const std::string& k : summary.int8_kept) std::cout << "    float: " << k << "\n";
     if (config.int8_min_cosine > 0) {
       std::printf("  int8 accuracy    worst sample cosine %.6f (budget %.6f); each layer alone in int8:\n",

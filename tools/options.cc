@@ -251,6 +251,16 @@ BuildFlag parse_build_flag(const std::vector<std::string>& args, size_t& i, Buil
       return BuildFlag::kError;
     }
     config.int8_min_cosine = c;
+  } else if (a == "--smoothquant") {
+    if (!value(v)) return BuildFlag::kError;
+    char* end = nullptr;
+    const double alpha = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(alpha >= 0 && alpha <= 1)) {
+      err = "--smoothquant needs the migration strength alpha in [0, 1] (0.5 is SmoothQuant's default), got '" + v +
+            "'";
+      return BuildFlag::kError;
+    }
+    config.smoothquant_alpha = alpha;
   } else if (a == "--calibration-cache") {
     if (!value(cli_calibrator().cache_path)) return BuildFlag::kError;
     config.calibrator = &cli_calibrator();
@@ -290,6 +300,10 @@ std::string build_flags_help() {
          "                              float until every sample (slice along the batch dim) of every\n"
          "                              output keeps cosine >= C against fp32 on the calibration\n"
          "                              batches (runs them; ignores the cache)\n"
+         "  --smoothquant ALPHA         with --int8: SmoothQuant before quantizing (as modelopt's int8_sq,\n"
+         "                              TensorRT-LLM's --smoothquant): each MatMul/Gemm input's outlier\n"
+         "                              channels move into the weight, s_j = max|x_j|^A / max|w_j|^(1-A);\n"
+         "                              0.5 is the paper's default (runs the batches; ignores the cache)\n"
          "  --calibration-cache FILE    read the scales from FILE when it exists (no batch runs), else\n"
          "                              calibrate and write it (TensorRT's text format)\n"
          "  --workspace MiB             largest scratch per layer\n"

@@ -160,6 +160,9 @@ struct BuildSummary {
   /// build's backend with the observed tensors as outputs), or "reference interpreter" (the
   /// fallback when that engine cannot be built or run; the build log says why).
   std::string calibration_ran_on;
+  /// With smoothquant_alpha: one line per smoothed activation ("x -> layers: largest / median
+  /// channel max before -> after").
+  std::vector<std::string> smoothquant;
 };
 
 class Builder {

@@ -21,6 +21,7 @@
 #include "ingot/reference.h"
 #include "onnx/importer.h"
 #include "quant/calibration.h"
+#include "quant/smooth_quant.h"
 #include "quant/insert_qdq.h"
 #include "quant/sensitivity.h"
 #include "runtime/engine_impl.h"
@@ -51,6 +52,9 @@ struct Calibration {
   // calibration took, from the first batch read to the scales.
   std::string ran_on;
   double seconds = 0;
+  // With SmoothQuant: max |x| per channel of the last dim of each observed tensor that has a
+  // known one (quant/smooth_quant.h).
+  std::map<std::string, std::vector<float>> channel_amax;
 };
 
 // The tensors calibration observes (quant::calibrated_tensors: the activations insert_qdq reads
@@ -58,6 +62,9 @@ struct Calibration {
 struct Observed {
   std::vector<std::string> names;
   std::map<std::string, quant::TensorCalibration> seen;
+  // Tensors whose per-channel maxima are kept too (SmoothQuant): name -> channels (last dim).
+  std::map<std::string, int64_t> channels;
+  std::map<std::string, std::vector<float>> channel_amax;
 
   // Folds in one batch's values of the observed tensors among `values` (name -> f32 data and
   // element count; others are ignored), tensors spread over threads.
@@ -68,6 +75,9 @@ struct Observed {
       if (it != values.end()) work.push_back({&seen[n], it->second.first, it->second.second});
     }
     quant::observe_all(work);
+    for (const auto& [n, c] : channels)
+      if (auto it = values.find(n); it != values.end())
+        quant::observe_channel_amax(&channel_amax[n], it->second.first, it->second.second, c);
   }
 };
 
@@ -364,11 +374,13 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
                               const ModelFactory& import_fresh, BuildSummary* summary, Logger& logger) {
   Calibration out;
   const bool keep = config.int8_min_cosine > 0;
+  const bool smooth = config.smoothquant_alpha >= 0;
   const quant::QuantType qtype = config.fp8 ? quant::QuantType::kFp8E4M3 : quant::QuantType::kInt8;
   const double divisor = quant::quant_max(qtype);
   Calibrator& cal = *config.calibrator;
   INGOT_ASSIGN_OR_RETURN(quant::CalibrationAlgorithm algo, quant::parse_algorithm(cal.algorithm()));
-  const std::string cached = keep ? std::string() : cal.read_cache();  // the search needs the batches
+  // The search needs the batches, SmoothQuant the per-channel maxima: neither is in the cache.
+  const std::string cached = keep || smooth ? std::string() : cal.read_cache();
   if (!cached.empty()) {
     std::string header;
     auto scales = quant::read_cache(cached, &header);
@@ -405,6 +417,11 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
   INGOT_ASSIGN_OR_RETURN(onnx::Model fresh, import_fresh());
   Observed obs;
   obs.names = quant::calibrated_tensors(*fresh.graph);
+  if (smooth)
+    for (const std::string& n : obs.names)
+      if (const ir::Value* v = fresh.graph->find_value(n);
+          v && v->shape().rank_known() && v->shape().rank() >= 2 && v->shape()[v->shape().rank() - 1].is_known())
+        obs.channels[n] = v->shape()[v->shape().rank() - 1].value();
   out.ran_on = std::string(backend_name(config.backend)) + " engine";
   Status on_engine = observe_on_engine(config, std::move(fresh), model->outputs(), batches, obs, keep ? &out : nullptr);
   if (!on_engine.ok()) {
@@ -412,6 +429,7 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
                                  on_engine.message() + "); the reference interpreter runs them instead")
                                     .c_str());
     obs.seen.clear();
+    obs.channel_amax.clear();
     out.batches.clear();
     out.want.clear();
     out.ran_on = "reference interpreter";
@@ -441,6 +459,7 @@ Result<Calibration> calibrate(const BuilderConfig& config, const ReferenceFactor
     summary->calibration_ran_on = out.ran_on;
   }
   out.scales = std::move(scales);
+  out.channel_amax = std::move(obs.channel_amax);
   return out;
 }
 
@@ -466,10 +485,31 @@ Result<std::vector<uint8_t>> build_from_model(onnx::Model model, const BuilderCo
       if (prec == "fp32") keep_float[layer] = "--layer-precisions " + layer + ":fp32";
       if (prec == (config.fp8 ? "fp8" : "int8")) forced_int8.push_back(layer);
     }
+    // SmoothQuant: the outlier channels of each MatMul/Gemm input move into its weight; the
+    // smoothed tensors' scales join cal.scales. The search's trial graphs are smoothed alike.
+    const bool smooth = config.smoothquant_alpha >= 0;
+    if (smooth) {
+      if (config.fp8) return invalid_argument("SmoothQuant (--smoothquant) is for int8, not fp8");
+      INGOT_ASSIGN_OR_RETURN(quant::SmoothReport sq, quant::smooth_quant(*model.graph, cal.channel_amax,
+                                                                         config.smoothquant_alpha, &cal.scales, qtype,
+                                                                         keep_float));
+      logger.log(Severity::kInfo, ("smoothquant (alpha " + std::to_string(config.smoothquant_alpha) + "): " +
+                                   std::to_string(sq.activations) + " activations, " + std::to_string(sq.layers) +
+                                   " layers")
+                                      .c_str());
+      for (const std::string& l : sq.lines) logger.log(Severity::kInfo, ("smoothquant: " + l).c_str());
+      if (summary) summary->smoothquant = sq.lines;
+    }
     if (config.int8_min_cosine > 0) {
       auto fresh = [&]() -> Result<std::shared_ptr<ir::Graph>> {
         INGOT_ASSIGN_OR_RETURN(onnx::Model m, import_fresh());
         auto holder = std::make_shared<onnx::Model>(std::move(m));
+        if (smooth) {
+          std::map<std::string, float> same;  // the names and scales the main graph's smoothing gave
+          INGOT_RETURN_IF_ERROR(quant::smooth_quant(*holder->graph, cal.channel_amax, config.smoothquant_alpha, &same,
+                                                    qtype, keep_float)
+                                    .status());
+        }
         return std::shared_ptr<ir::Graph>(holder, holder->graph.get());
       };
       INGOT_ASSIGN_OR_RETURN(quant::SensitivityResult sr,

@@ -261,6 +261,18 @@ def main():
     check("--layer-precisions pins layers under --int8 (mm2:int8 stays int8, mm1:fp32 stays float)",
           rc == 0 and "float: mm1 (MatMul): --layer-precisions mm1:fp32" in out and "1 layers quantized" in out
           and "mm2 (MatMul)" not in out.split("int8 accuracy")[0], out + err)
+    # ---- SmoothQuant: both MatMul inputs smoothed, named in the summary, the model still right ----
+    rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_sq.engine"), "--int8", "--calibration-data",
+                       mdata, "--smoothquant", "0.5")
+    check("--smoothquant 0.5 smooths both MatMul inputs and says so",
+          rc == 0 and "smoothquant      alpha 0.50, 2 activations smoothed" in out and "x -> mm1" in out
+          and "2 layers quantized" in out, out + err)
+    rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_sq2.engine"), "--int8", "--calibration-data",
+                       mdata, "--smoothquant", "1.5")
+    check("--smoothquant outside [0, 1] is a usage error naming alpha", rc != 0 and "alpha in [0, 1]" in err, err)
+    rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_sq3.engine"), "--fp8", "--calibration-data",
+                       mdata, "--smoothquant", "0.5")
+    check("--smoothquant with --fp8 is an error", rc != 0 and "SmoothQuant" in err and "fp8" in err, err)
     rc, out, err = run(ingot, "build", two, "-o", os.path.join(work, "two_c.engine"), "--layer-precisions", "mm2:int8")
     check("layer precision int8 without --int8 is an error", rc != 0 and "needs --int8" in err, err)
 
