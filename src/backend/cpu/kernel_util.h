@@ -61,4 +61,11 @@ std::vector<double> tensor_to_f64(const Tensor& t);
 /// (erf), GeluTanh, Silu; an unknown name leaves x as it is (op inference rejects those).
 double apply_activation(const std::string& act, const std::vector<float>& params, double x);
 
+/// The integer range of an integer dtype (int/uint 2..32 bits); false for others.
+bool int_range(DataType t, int64_t* lo, int64_t* hi);
+/// Stores a real value into a quantized element as QuantizeLinear does after dividing by the
+/// scale: integers round half to even and saturate, float8/float4 convert with
+/// round-to-nearest-even (saturating per `saturate`); other types store v as it is.
+void store_quantized(Tensor& y, int64_t i, double v, bool saturate);
+
 }  // namespace ingot::cpu

@@ -45,17 +45,6 @@ Result<Tensor> conv_f64(const KernelContext& k, const Tensor& x, const Tensor& w
   return outs[0];
 }
 
-// v stored into quantized y[i] as QuantizeLinear(v, y_scale) stores it (zero point 0).
-void store_quantized(Tensor& y, int64_t i, double v, float y_scale) {
-  const float q = static_cast<float>(v) / y_scale;
-  if (y.dtype() == DataType::kInt8) {
-    const double r = std::isnan(q) ? 0.0 : std::nearbyint(std::fmin(std::fmax(q, -128.0f), 127.0f));
-    y.mutable_data<int8_t>()[i] = static_cast<int8_t>(r);
-  } else {
-    y.mutable_data<uint8_t>()[i] = float_to_small_float(q, DataType::kFloat8E4M3FN, /*saturate=*/true);
-  }
-}
-
 Status quant_conv(KernelContext& k) {
   const Tensor& x = *k.input(0);
   const Tensor& w = *k.input(1);
@@ -114,7 +103,7 @@ Status quant_conv(KernelContext& k) {
         if (r) v += r->get_f64(dst);
         v = apply_activation(act, params, v);
         if (ysc)
-          store_quantized(*y, dst, v, y_scale);
+          store_quantized(*y, dst, static_cast<float>(static_cast<float>(v) / y_scale), true);
         else
           y->set_f64(dst, v);
       }

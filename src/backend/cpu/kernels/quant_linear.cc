@@ -37,49 +37,6 @@ DataType promote(DataType a, DataType b) {
   return DataType::kFloat32;
 }
 
-bool int_range(DataType t, int64_t* lo, int64_t* hi) {
-  switch (t) {
-    case DataType::kUInt8: *lo = 0; *hi = 255; return true;
-    case DataType::kInt8: *lo = -128; *hi = 127; return true;
-    case DataType::kUInt16: *lo = 0; *hi = 65535; return true;
-    case DataType::kInt16: *lo = -32768; *hi = 32767; return true;
-    case DataType::kUInt32: *lo = 0; *hi = 4294967295LL; return true;
-    case DataType::kInt32: *lo = std::numeric_limits<int32_t>::min(); *hi = std::numeric_limits<int32_t>::max(); return true;
-    case DataType::kUInt4: *lo = 0; *hi = 15; return true;
-    case DataType::kInt4: *lo = -8; *hi = 7; return true;
-    case DataType::kUInt2: *lo = 0; *hi = 3; return true;
-    case DataType::kInt2: *lo = -2; *hi = 1; return true;
-    default: return false;
-  }
-}
-
-/// Stores a real value into a quantized element: integers round half to even and saturate,
-/// float8/float4 convert with round-to-nearest-even (saturating per `saturate`).
-void store_quantized(Tensor& y, int64_t i, double v, bool saturate) {
-  DataType t = y.dtype();
-  int64_t lo, hi;
-  if (int_range(t, &lo, &hi)) {
-    double r;
-    if (std::isnan(v)) r = 0;
-    else r = std::nearbyint(std::min(std::max(v, static_cast<double>(lo)), static_cast<double>(hi)));
-    y.set_i64(i, static_cast<int64_t>(r));
-    return;
-  }
-  if (is_float8(t) || t == DataType::kFloat4E2M1) {
-    // v is representable in float here (a float/half quotient), so one rounding happens.
-    uint8_t b = float_to_small_float(static_cast<float>(v), t, saturate || t == DataType::kFloat4E2M1);
-    if (t == DataType::kFloat4E2M1) {
-      uint8_t* d = y.mutable_data<uint8_t>();
-      int shift = static_cast<int>(i & 1) * 4;
-      d[i / 2] = static_cast<uint8_t>((d[i / 2] & ~(0xf << shift)) | ((b & 0xf) << shift));
-    } else {
-      y.mutable_data<uint8_t>()[i] = b;
-    }
-    return;
-  }
-  y.set_f64(i, v);
-}
-
 /// Maps each flat element of x (shape `xs`) to the element of a quantization parameter
 /// (scale / zero point of shape `ps`): per-tensor, per-axis or blocked.
 class ParamIndex {
