@@ -44,6 +44,7 @@
 // kernel for it (split_fusions.h).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <set>
 #include <optional>
@@ -213,37 +214,62 @@ class FuseQuantGemm final : public Pass {
   }
 
  private:
-  Result<bool> try_fuse(ir::Graph& g, ir::Node* mm, std::string* why) {
-    const bool gemm = is_onnx_op(*mm, "Gemm");
-    ir::Node* dx = mm->input(0) ? mm->input(0)->producer() : nullptr;
-    ir::Node* dw = mm->input(1) ? mm->input(1)->producer() : nullptr;
-    if (!is_dq(dx) || !is_dq(dw) || !dx->input(0) || !dw->input(0)) return false;  // not a Q/DQ layer
+  // What a quantized layer takes from the DequantizeLinear pair it reads (dx: the activation's,
+  // dw: the constant weight's): both 8-bit of one type (int8 or float8e4m3fn), zero points zero,
+  // one activation scale, one float output type; `weight_fits` says why the weight (given X's
+  // shape) does not fit the layer ("" when it does). std::nullopt with `why` empty: not a Q/DQ
+  // layer at all; with `why` set: refused, and why.
+  struct Operands {
+    ir::Node* dx;
+    ir::Node* dw;
+    Tensor w, sx, sw;
+    DataType out_t;
+  };
+  static std::optional<Operands> quant_operands(ir::Node* layer, std::string* why,
+                                                const std::function<const char*(const Tensor&, const ir::Shape&)>& weight_fits) {
+    ir::Node* dx = layer->input(0) ? layer->input(0)->producer() : nullptr;
+    ir::Node* dw = layer->input(1) ? layer->input(1)->producer() : nullptr;
+    if (!is_dq(dx) || !is_dq(dw) || !dx->input(0) || !dw->input(0)) return std::nullopt;
     const DataType q = dx->input(0)->dtype();
     if (!is_quant_type(q) || dw->input(0)->dtype() != q) {
       *why = "operands are " + std::string(data_type_name(dx->input(0)->dtype())) + " and " +
              data_type_name(dw->input(0)->dtype()) + " (int8 or float8e4m3fn, both alike, are fused)";
-      return false;
+      return std::nullopt;
     }
     std::optional<Tensor> w = constant_value(dw->input(0));
-    if (!w || w->rank() != 2) {
-      *why = "the weight is not a constant matrix";
-      return false;
+    const char* misfit = weight_fits(w ? *w : Tensor(), dx->input(0)->shape());  // rank 0: not a constant
+    if (*misfit) {
+      *why = misfit;
+      return std::nullopt;
     }
     if (!zero_or_absent(*dx) || !zero_or_absent(*dw)) {
       *why = "a zero point is not zero (symmetric quantization is fused)";
-      return false;
+      return std::nullopt;
     }
     std::optional<Tensor> sx = f32_scale(*dx), sw = f32_scale(*dw);
     if (!sx || !sw || sx->numel() != 1) {
       *why = "the activation scale is not one constant";
-      return false;
+      return std::nullopt;
     }
     const DataType out_t = dq_output_type(*dx);
     if (dq_output_type(*dw) != out_t ||
         (out_t != DataType::kFloat32 && out_t != DataType::kFloat16 && out_t != DataType::kBFloat16)) {
       *why = "the two DequantizeLinear give different or non-float types";
-      return false;
+      return std::nullopt;
     }
+    return Operands{dx, dw, std::move(*w), std::move(*sx), std::move(*sw), out_t};
+  }
+
+  Result<bool> try_fuse(ir::Graph& g, ir::Node* mm, std::string* why) {
+    const bool gemm = is_onnx_op(*mm, "Gemm");
+    std::optional<Operands> op = quant_operands(mm, why, [](const Tensor& w, const ir::Shape&) {
+      return w.rank() == 2 ? "" : "the weight is not a constant matrix";
+    });
+    if (!op) return false;
+    ir::Node* dx = op->dx;
+    ir::Node* dw = op->dw;
+    Tensor *w = &op->w, *sx = &op->sx, *sw = &op->sw;
+    const DataType out_t = op->out_t;
     bool trans_b = false;
     if (gemm) {
       if (mm->attrs().get_int("transA", 0) != 0 || mm->attrs().get_float("alpha", 1.0f) != 1.0f ||
@@ -324,7 +350,7 @@ class FuseQuantGemm final : public Pass {
     // W' = the weight as [N, K] (a Linear layer's layout, what the tensor-core kernels read).
     Tensor wt = *w;
     if (!trans_b) {
-      INGOT_ASSIGN_OR_RETURN(wt, Tensor::zeros(q, {n, k}));
+      INGOT_ASSIGN_OR_RETURN(wt, Tensor::zeros(w->dtype(), {n, k}));
       for (int64_t i = 0; i < k; ++i)
         for (int64_t j = 0; j < n; ++j) wt.set_f64(j * k + i, w->get_f64(i * n + j));
     }
@@ -345,36 +371,16 @@ class FuseQuantGemm final : public Pass {
   }
 
   Result<bool> try_fuse_conv(ir::Graph& g, ir::Node* conv, std::string* why) {
-    ir::Node* dx = conv->input(0) ? conv->input(0)->producer() : nullptr;
-    ir::Node* dw = conv->input(1) ? conv->input(1)->producer() : nullptr;
-    if (!is_dq(dx) || !is_dq(dw) || !dx->input(0) || !dw->input(0)) return false;  // not a Q/DQ layer
-    const DataType q = dx->input(0)->dtype();
-    if (!is_quant_type(q) || dw->input(0)->dtype() != q) {
-      *why = "operands are " + std::string(data_type_name(dx->input(0)->dtype())) + " and " +
-             data_type_name(dw->input(0)->dtype()) + " (int8 or float8e4m3fn, both alike, are fused)";
-      return false;
-    }
-    std::optional<Tensor> w = constant_value(dw->input(0));
+    std::optional<Operands> op = quant_operands(conv, why, [](const Tensor& w, const ir::Shape& xs) {
+      return w.rank() >= 3 && xs.rank_known() && xs.rank() == w.rank() ? ""
+                                                                         : "the weight is not a constant of the input's rank";
+    });
+    if (!op) return false;
+    ir::Node* dx = op->dx;
+    ir::Node* dw = op->dw;
+    Tensor *w = &op->w, *sx = &op->sx, *sw = &op->sw;
     const ir::Shape& xs = dx->input(0)->shape();
-    if (!w || w->rank() < 3 || !xs.rank_known() || xs.rank() != w->rank()) {
-      *why = "the weight is not a constant of the input's rank";
-      return false;
-    }
-    if (!zero_or_absent(*dx) || !zero_or_absent(*dw)) {
-      *why = "a zero point is not zero (symmetric quantization is fused)";
-      return false;
-    }
-    std::optional<Tensor> sx = f32_scale(*dx), sw = f32_scale(*dw);
-    if (!sx || !sw || sx->numel() != 1) {
-      *why = "the activation scale is not one constant";
-      return false;
-    }
-    const DataType out_t = dq_output_type(*dx);
-    if (dq_output_type(*dw) != out_t ||
-        (out_t != DataType::kFloat32 && out_t != DataType::kFloat16 && out_t != DataType::kBFloat16)) {
-      *why = "the two DequantizeLinear give different or non-float types";
-      return false;
-    }
+    const DataType out_t = op->out_t;
     const size_t rank = w->rank(), sp = rank - 2;
     const int64_t m_out = w->dim(0);
     if (sw->numel() != 1) {
