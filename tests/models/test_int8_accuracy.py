@@ -16,7 +16,6 @@ dataset package is not installed.
 Usage: test_int8_accuracy.py --ingot build/tools/ingot"""
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -27,32 +26,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "data", "fashion_mnist", "cnn.onnx")
 sys.path.insert(0, os.path.join(HERE, "..", "data", "fashion_mnist"))
 from train_cnn import DATA, load  # noqa: E402  - the same images, read and normalized as in training
+sys.path.insert(0, HERE)
+from quant_test_util import FAILED, check, ingot  # noqa: E402
 BATCH = 2000
-FAILED = []
-
-
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"), flush=True)
-    if not cond:
-        FAILED.append(name)
-
-
-def ingot(args, *cmd):
-    p = subprocess.run([args.ingot, *cmd], capture_output=True, text=True, timeout=1200)
-    if p.returncode != 0:
-        raise RuntimeError(f"ingot {' '.join(cmd)}: rc {p.returncode}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
-    return p.stdout + p.stderr
 
 
 def engine_logits(args, work, onnx_path, tag, xte, *build_flags):
     eng = os.path.join(work, f"{tag}.engine")
-    log = ingot(args, "build", onnx_path, "-o", eng, "--shapes", f"image:{BATCH}x1x28x28", *build_flags)
+    log = ingot(args.ingot, "build", onnx_path, "-o", eng, "--shapes", f"image:{BATCH}x1x28x28", *build_flags)
     out = []
     for s in range(0, len(xte), BATCH):
         xin = os.path.join(work, "x.npy")
         np.save(xin, xte[s:s + BATCH])
         od = os.path.join(work, f"{tag}_out")
-        ingot(args, "run", eng, "--load-inputs", f"image:{xin}", "--save-outputs", od, "--iterations", "1",
+        ingot(args.ingot, "run", eng, "--load-inputs", f"image:{xin}", "--save-outputs", od, "--iterations", "1",
               "--warmup", "0")
         out.append(np.load(os.path.join(od, "logits.npy")))
     return np.concatenate(out), log

@@ -23,7 +23,6 @@ Usage: test_minilm_quant.py --ingot build/tools/ingot"""
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,26 +35,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "minilm")
 sys.path.insert(0, HERE)
 import minilm  # noqa: E402
+from quant_test_util import FAILED, check, ingot  # noqa: E402
 
 # sentence-transformers' quickstart (sbert.net, "Quickstart"), all-MiniLM-L6-v2:
 # model.similarity(embeddings, embeddings) printed to 4 decimals.
 PUBLISHED = (["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."],
              np.array([[1.0, 0.6660, 0.1046], [0.6660, 1.0, 0.1411], [0.1046, 0.1411, 1.0]]))
 BUCKETS = 4  # sentences sorted by length, each bucket padded to its own longest (less padding on the CPU)
-FAILED = []
-
-
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f"\n     {detail}"), flush=True)
-    if not cond:
-        FAILED.append(name)
-
-
-def ingot(args, *cmd):
-    p = subprocess.run([args.ingot, *cmd], capture_output=True, text=True, timeout=1800)
-    if p.returncode != 0:
-        raise RuntimeError(f"ingot {' '.join(cmd)}: rc {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return p.stdout + p.stderr
 
 
 def lines(name):
@@ -82,7 +68,7 @@ PROFILE = ["--min-shapes", "input_ids:1x1,attention_mask:1x1",
 def build(args, work, onnx_path, tag, *flags):
     eng = os.path.join(work, f"{tag}.engine")
     t = time.time()
-    log = ingot(args, "build", onnx_path, "-o", eng, *PROFILE, *flags)
+    log = ingot(args.ingot, "build", onnx_path, "-o", eng, *PROFILE, *flags)
     return eng, log, time.time() - t
 
 
@@ -92,7 +78,7 @@ def embed(args, work, eng, parts, n):
         fi, fm, od = (os.path.join(work, x) for x in ("ids.npy", "mask.npy", "out"))
         np.save(fi, ids)
         np.save(fm, mask)
-        ingot(args, "run", eng, "--load-inputs", f"input_ids:{fi},attention_mask:{fm}", "--save-outputs", od,
+        ingot(args.ingot, "run", eng, "--load-inputs", f"input_ids:{fi},attention_mask:{fm}", "--save-outputs", od,
               "--iterations", "1", "--warmup", "0")
         out[idx] = np.load(os.path.join(od, "sentence_embedding.npy"))
     return out
@@ -234,7 +220,7 @@ def main():
     compare("onnxruntime QDQ model, run by onnxruntime (its int8 kernels)", ort_q, fp32, ref_nn, partner)
     compare("onnxruntime QDQ model, run by onnxruntime (unoptimized: Q/DQ in float)", ort_qdq, fp32, ref_nn, partner)
     eng, log, _ = build(args, work, qdq, "qdq")
-    fused = re.findall(r"QuantGemm", ingot(args, "inspect", eng))
+    fused = re.findall(r"QuantGemm", ingot(args.ingot, "inspect", eng))
     print(f"ingot's engine of the QDQ model: {len(fused)} QuantGemm steps")
     check("explicit QDQ: ingot runs its MatMuls as quantized GEMMs", len(fused) >= 36, len(fused))
     ing_q = embed(args, work, eng, parts, n)
