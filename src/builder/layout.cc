@@ -22,10 +22,33 @@ namespace {
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
+bool is_quant_conv(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantConv"; }
+
 bool is_conv(const ir::Node& n) {
   if (n.domain().empty()) return n.op_type() == "Conv";
-  return n.domain() == "ingot" && n.op_type() == "FusedConv" && n.attrs().get_int("transposed", 0) == 0 &&
-         n.attrs().get_int("channels_last", 0) == 0;
+  return n.domain() == "ingot" && (n.op_type() == "FusedConv" || n.op_type() == "QuantConv") &&
+         n.attrs().get_int("transposed", 0) == 0 && n.attrs().get_int("channels_last", 0) == 0;
+}
+
+// The residual's input index: FusedConv's (X, W, B, R) or QuantConv's (X, W, x_scale, w_scale, B,
+// R, y_scale). A plain Conv has none there.
+size_t residual_input(const ir::Node& n) { return is_quant_conv(n) ? 5 : 3; }
+
+// The channels-last form of conv `n`: a QuantConv stays one, a Conv or FusedConv becomes a
+// FusedConv.
+const char* channels_last_op(const ir::Node& n) { return is_quant_conv(n) ? "QuantConv" : "FusedConv"; }
+
+// n's inputs with X, W and the residual replaced by their channels-last stand-ins `x`, `w`, `r`
+// (the bias and a QuantConv's scales keep theirs), trailing absent inputs dropped.
+std::vector<ir::Value*> channels_last_inputs(const ir::Node& n, ir::Value* x, ir::Value* w, ir::Value* r) {
+  std::vector<ir::Value*> ins(n.inputs().begin(), n.inputs().end());
+  const size_t ri = residual_input(n);
+  if (ins.size() <= ri) ins.resize(ri + 1, nullptr);
+  ins[0] = x;
+  ins[1] = w;
+  ins[ri] = r;
+  while (!ins.empty() && !ins.back()) ins.pop_back();
+  return ins;
 }
 
 class Layout {
@@ -237,23 +260,24 @@ class Layout {
         wk = g_.add_initializer(unique(w->name() + "/krsc"), std::move(data));
         krsc_[w] = wk;
       }
-      std::vector<ir::Value*> ins = {xt, wk, n->input(2)};
-      if (n->input(3))
-        ins.push_back(g_.add_value(unique(n->input(3)->name() + "/nhwc_probe"), n->input(3)->dtype(),
-                                   ir::Shape::from_concrete(permuted(n->input(3)->shape().concrete(), kToNhwc))));
-      while (!ins.empty() && !ins.back()) ins.pop_back();
+      const ir::Value* r = n->input(residual_input(*n));
+      ir::Value* rt = r ? g_.add_value(unique(r->name() + "/nhwc_probe"), r->dtype(),
+                                       ir::Shape::from_concrete(permuted(r->shape().concrete(), kToNhwc)))
+                        : nullptr;
+      std::vector<ir::Value*> ins = channels_last_inputs(*n, xt, wk, rt);
       ir::Value* yt = g_.add_value(unique(n->output(0)->name() + "/nhwc_probe"), n->output(0)->dtype(),
                                    ir::Shape::from_concrete(permuted(n->output(0)->shape().concrete(), kToNhwc)));
       ir::Attributes attrs;
       for (const auto& [k, at] : n->attrs().all()) attrs.set(k, at);
       attrs.set_int("channels_last", 1);
-      ir::Node* probe = g_.add_node("FusedConv", ins, {yt}, std::move(attrs), n->name() + "/nhwc_probe", "ingot");
+      ir::Node* probe =
+          g_.add_node(channels_last_op(*n), ins, {yt}, std::move(attrs), n->name() + "/nhwc_probe", "ingot");
       temp_nodes.push_back(probe);
       INGOT_ASSIGN_OR_RETURN(double b, best_ms(*probe));
       nhwc += b;
       // Reformats where the region meets channels-first ops; the elementwise ops, pools, reductions
       // and Concats between its convolutions move into it (sink_transposes) and need none.
-      for (size_t i : {size_t{0}, size_t{3}}) {
+      for (size_t i : {size_t{0}, residual_input(*n)}) {
         const ir::Value* v = n->input(i);
         if (!v || from_region(v, in_region, from_memo)) continue;
         if (model_permute(v->producer(), kToNchw) && v->uses().size() == 1) {
@@ -316,6 +340,8 @@ class Layout {
     if (!x || !w || !w->initializer() || !x->shape().rank_known() || x->shape().rank() != 4) return false;
     if (w->initializer()->shape().size() != 4) return false;
     DataType t = x->dtype();
+    // An 8-bit convolution counts as reduced precision: its tensor-core kernels read NHWC too.
+    if (is_quant_conv(n)) return t == DataType::kInt8 || t == DataType::kFloat8E4M3FN;
     if (mode_ == "auto") return t == DataType::kFloat16 || t == DataType::kBFloat16;
     return is_float(t) && t != DataType::kFloat64;
   }
@@ -330,8 +356,7 @@ class Layout {
     if (!eligible(n)) return Status::Ok();
     ir::Value* x = n.input(0);
     ir::Value* w = n.input(1);
-    ir::Value* b = n.input(2);
-    ir::Value* r = n.input(3);
+    ir::Value* r = n.input(residual_input(n));
     ir::Value* y = n.output(0);
     // Weights KCRS -> KRSC, once per weight.
     ir::Value* wk = nullptr;
@@ -353,15 +378,16 @@ class Layout {
                                  yd.empty() ? ir::Shape::unknown_rank() : ir::Shape(yd));
     ir::Value* xt = transposed(x, kToNhwc, "/nhwc");
     ir::Value* rt = r ? transposed(r, kToNhwc, "/nhwc") : nullptr;
-    std::vector<ir::Value*> ins = {xt, wk, b};
-    if (r) ins.push_back(rt);
-    while (!ins.empty() && !ins.back()) ins.pop_back();
-    ir::Node* nc = g_.add_node("FusedConv", ins, {yt}, std::move(attrs), n.name(), "ingot");
+    ir::Node* nc = g_.add_node(channels_last_op(n), channels_last_inputs(n, xt, wk, rt), {yt}, std::move(attrs),
+                               n.name(), "ingot");
     for (const std::string& o : n.origins()) nc->add_origin(o);
     if (n.origins().empty()) nc->add_origin(n.name());
     if (!has_real_tactic(*nc)) {
-      // Roll back: the backend would run this layout on the host.
+      // Roll back: the backend would run this layout on the host (or has no channels-last
+      // QuantConv). The transposes made for it go too, unless another conv reads them.
       INGOT_RETURN_IF_ERROR(g_.remove_node(nc));
+      for (ir::Value* t : {xt, rt})
+        if (t) INGOT_RETURN_IF_ERROR(drop_unread_transpose(t));
       return Status::Ok();
     }
     ir::Value* back = transposed(yt, kToNchw, "/nchw");
@@ -372,6 +398,16 @@ class Layout {
     g_.rename_value(back, name);
     ++r_.channels_last_convs;
     return Status::Ok();
+  }
+
+  // Removes our transpose that makes `t` when nothing reads `t`.
+  Status drop_unread_transpose(ir::Value* t) {
+    ir::Node* p = t->producer();
+    if (!p || !created_.count(p) || !t->uses().empty() || is_graph_output(t)) return Status::Ok();
+    created_.erase(p);
+    for (auto it = transposes_.begin(); it != transposes_.end();)
+      it = it->second == t ? transposes_.erase(it) : std::next(it);
+    return g_.remove_node(p);
   }
 
   // A value made by one of our NHWC -> NCHW transposes: its NHWC source, else nullptr.
@@ -390,7 +426,21 @@ class Layout {
                                                "Clip", "Add", "Sub", "Mul", "Div", "Max", "Min", "Erf", "Abs",
                                                "Neg", "Sqrt", "Exp", "Softplus", "Elu", "Selu", "Gelu",
                                                "Cast", "Mish", "Reciprocal", "Pow", "Where", "PRelu"};
-    return n.domain().empty() && kOps.count(n.op_type()) && n.outputs().size() == 1 && n.output(0);
+    if (!n.domain().empty() || n.outputs().size() != 1 || !n.output(0)) return false;
+    if (n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear") return per_tensor(n);
+    return kOps.count(n.op_type()) > 0;
+  }
+
+  // A QuantizeLinear / DequantizeLinear with one scale and zero point (constant scalars): an
+  // elementwise op in any layout, so a residual's DequantizeLinear between two QuantConvs moves
+  // into their region. Per-axis and blocked forms name an NCHW axis and stay.
+  static bool per_tensor(const ir::Node& n) {
+    if (n.attrs().get_int("block_size", 0) != 0) return false;
+    for (size_t i = 1; i < n.inputs().size(); ++i) {
+      const ir::Value* v = n.input(i);
+      if (v && (!v->initializer() || v->initializer()->rank() != 0)) return false;
+    }
+    return true;
   }
 
   // Whether every reader of the channels-first view `v` is an op this pass moves into the region:
@@ -447,7 +497,8 @@ class Layout {
     bool in = !is_graph_output(v);
     for (const auto& [user, idx] : v->uses()) {
       if (!in) break;
-      if (region.count(user)) in = idx == 0 || idx == 3;
+      if (region.count(user))
+        in = idx == 0 || static_cast<size_t>(idx) == residual_input(*user);  // X or the residual
       else if (user->owner() != &g_ || !movable(*user)) in = false;
       else
         for (const ir::Value* o : user->outputs()) in = in && (!o || to_region(o, region, memo));

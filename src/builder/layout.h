@@ -2,15 +2,17 @@
 //
 // Layout selection: 2-D convolutions may run channels-last (NHWC activations, KRSC weights),
 // the layout tensor-core convolution kernels read. The pass rewrites each eligible Conv /
-// ingot::FusedConv into FusedConv{channels_last=1} between Transposes, converts its weights once,
-// then cancels every Transpose pair that undoes itself, so a chain of convolutions (and their
-// fused bias/residual/activation epilogues) stays channels-last end to end and reformats remain
-// only where the region meets a channels-first op. The remaining reformats are ordinary
-// Transpose steps, visible in the engine's layer list.
+// ingot::FusedConv into FusedConv{channels_last=1} (and each int8 / fp8 ingot::QuantConv into
+// QuantConv{channels_last=1}) between Transposes, converts its weights once, then cancels every
+// Transpose pair that undoes itself, so a chain of convolutions (and their fused
+// bias/residual/activation epilogues, and per-tensor Q/DQ between quantized ones) stays
+// channels-last end to end and reformats remain only where the region meets a channels-first op.
+// The remaining reformats are ordinary Transpose steps, visible in the engine's layer list.
 //
-// Modes: "auto" turns a conv channels-last when it computes in fp16/bf16 and the backend has a
-// real (not host-fallback) tactic for the channels-last node; "nhwc" does it for every 2-D float
-// conv the backend can run that way; "nchw" leaves layouts alone.
+// Modes: "auto" turns a conv channels-last when it computes in fp16/bf16 or is an 8-bit
+// QuantConv, and the backend has a real (not host-fallback) tactic for the channels-last node;
+// "nhwc" does it for every 2-D float or 8-bit conv the backend can run that way; "nchw" leaves
+// layouts alone.
 #pragma once
 
 #include <string>

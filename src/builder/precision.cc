@@ -51,18 +51,34 @@ const Rule* find_rule(const ir::Node& n) {
     m["Concat"] = {Role::kFollow, {}, {0}};
     return m;
   }();
+  // QuantGemm and QuantConv (X, W, x_scale, w_scale, B, R, y_scale): the 8-bit operands and the
+  // fp32 scales stay; the bias, the residual and a float result take the type (an 8-bit result
+  // leaves the layer as it is; see 1a for its residual).
+  static const Rule kQuantLayer = {Role::kCompute, {4, 5}, {0}};
   static const std::map<std::string, Rule> kIngot = {
       {"FusedConv", {Role::kCompute, {}, {0}}}, {"FusedGemm", {Role::kCompute, {}, {0}}},
       {"Attention", {Role::kCompute, {0, 1, 2}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
       {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
       {"RMSNormalization", {Role::kCompute, {}, {0}}}, {"Pointwise", {Role::kCompute, {}, {0}}},
       {"RotaryEmbedding", {Role::kCompute, {}, {0}}},
-      // The 8-bit operands and the fp32 scales stay; the bias, the residual and the result take the type.
-      {"QuantGemm", {Role::kCompute, {4, 5}, {0}}}};
+      {"QuantGemm", kQuantLayer},               {"QuantConv", kQuantLayer}};
   const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;
   if (!n.domain().empty() && n.domain() != "ingot") return nullptr;
   auto it = table.find(n.op_type());
   return it == table.end() ? nullptr : &it->second;
+}
+
+bool is_quant_layer(const ir::Node& n) {
+  return n.domain() == "ingot" && (n.op_type() == "QuantGemm" || n.op_type() == "QuantConv");
+}
+
+// The float input that a layer writing 8-bit numbers reads in whatever float type it comes in
+// (its arithmetic runs in fp32 either way): QuantizeLinear's x, the residual of a QuantConv with
+// y_scale. -1 for any other node.
+int any_float_input(const ir::Node& n) {
+  if (n.domain().empty() && n.op_type() == "QuantizeLinear") return 0;
+  if (n.domain() == "ingot" && n.op_type() == "QuantConv" && n.inputs().size() > 6 && n.input(6)) return 5;
+  return -1;
 }
 
 std::vector<int> float_slots(const std::vector<ir::Value*>& vals, const std::vector<int>& listed) {
@@ -202,16 +218,18 @@ class Lowering {
     }
     // 1a. QuantizeLinear reads a reduced x as it is: its quotient is computed in fp32 either way
     // (x / scale with an fp32 scale), so a Cast up in front of it only costs a pass over x
-    // (BERT fp8 at batch 64: 49 Casts, 1.5 of 7.1 ms in s25q2).
-    for (const auto& node : g_.nodes()) {
-      if (!node->domain().empty() || node->op_type() != "QuantizeLinear" || !node->input(0) || plan_.count(node.get()))
-        continue;
-      auto lx = low_.find(node->input(0));
-      if (lx == low_.end() || node->input(0)->dtype() != DataType::kFloat32 ||
+    // (BERT fp8 at batch 64: 49 Casts, 1.5 of 7.1 ms in s25q2). So does a QuantConv that
+    // quantizes its result read a reduced residual (a ResNet block's downsample branch). Over
+    // the copy again: the QuantConv's question may go to its channels-last twin.
+    for (ir::Node* node : order) {
+      const int i = any_float_input(*node);
+      if (i < 0 || !node->input(i) || plan_.count(node)) continue;
+      auto lx = low_.find(node->input(i));
+      if (lx == low_.end() || node->input(i)->dtype() != DataType::kFloat32 ||
           forced_for(*node, o_, &matched_) != DataType::kUndefined)
         continue;
-      if (!has_reduced_tactic(*node, {0}, {}, lx->second)) continue;
-      plan_[node.get()] = {lx->second, {0}, {}};
+      if (!has_reduced_tactic(*node, {i}, {}, lx->second)) continue;
+      plan_[node] = {lx->second, {i}, {}};
     }
     // 1b. Weight gathers (embedding tables): a Gather of a weight whose every reader takes its
     // output in the reduced type gathers from the converted table instead. Rounding commutes with
@@ -268,7 +286,8 @@ class Lowering {
         n->set_input(i, r);
       }
       if (n->op_type() == "Pointwise") INGOT_RETURN_IF_ERROR(wrap_body(*n, d));
-      if (n->op_type() == "QuantGemm") n->mutable_attrs().set_int("output_dtype", static_cast<int64_t>(d.type));
+      if (is_quant_layer(*n) && !d.outs.empty())  // its float result: the type is an attribute
+        n->mutable_attrs().set_int("output_dtype", static_cast<int64_t>(d.type));
     }
     for (auto& [v, t] : low_) v->set_dtype(t);
     // Readers that stay fp32 (including subgraph nodes and graph outputs) get a cast back.

@@ -9,7 +9,9 @@
 //  - compute layers (Conv, GEMMs, attention, norms, softmax, pooling, activations and other
 //    elementwise arithmetic, fused Pointwise) when the backend has a real tactic for them at the
 //    reduced type (not the CUDA host fallback) — kernels accumulate norms, reductions and
-//    softmax in fp32 whatever the storage type;
+//    softmax in fp32 whatever the storage type; the quantized layers (QuantGemm, QuantConv) take
+//    the type for their bias, residual and float result, their 8-bit operands and fp32 scales
+//    staying as they are;
 //  - data-movement layers (Reshape, Transpose, Concat, Gather, Slice, ...) follow their data
 //    input: they are lowered when it already is, so no cast pair is inserted around them;
 //  - everything else (Exp, Pow, ReduceSum, control flow, integer ops...) stays in fp32.
@@ -35,9 +37,9 @@ struct PrecisionOptions {
   /// fp32 graph inputs and float outputs take the reduced type: no Casts at the engine's edges
   /// (callers pass and receive fp16/bf16). Needs `reduced`.
   bool reduced_io = false;
-  /// A 2-D FusedConv counts as having a reduced tactic when its channels-last twin has one (the
-  /// layout pass, after this one, may make it channels-last): the builder sets it unless convs
-  /// stay channels-first.
+  /// A 2-D FusedConv or QuantConv counts as having a reduced tactic when its channels-last twin
+  /// has one (the layout pass, after this one, may make it channels-last): the builder sets it
+  /// unless convs stay channels-first.
   bool channels_last_convs = false;
 };
 

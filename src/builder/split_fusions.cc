@@ -23,6 +23,8 @@ bool is_quant_conv(const ir::Node& n) { return n.domain() == "ingot" && n.op_typ
 
 // FusedConv/FusedGemm inputs: X|A, W|B, bias|C, residual.
 constexpr size_t kBiasInput = 2, kResidualInput = 3;
+// QuantGemm/QuantConv inputs: X, W, x_scale, w_scale, bias, residual, y_scale.
+constexpr size_t kQuantResidualInput = 5;
 
 class Splitter {
  public:
@@ -327,9 +329,13 @@ class Splitter {
 }  // namespace
 
 bool ask_channels_last_twin(ir::Graph& g, const ir::Node& n, const std::function<bool(const ir::Node&)>& ask) {
-  if (n.domain() != "ingot" || n.op_type() != "FusedConv" || n.attrs().get_int("channels_last", 0) != 0 ||
-      n.attrs().get_int("transposed", 0) != 0 || n.outputs().size() != 1 || !n.output(0))
+  // QuantConv too: cuDNN's int8 / fp8 convolutions read NHWC only, so a QuantConv kept for the
+  // layout pass must not be split before it (the layout pass asks the same of its twin).
+  if (n.domain() != "ingot" || (n.op_type() != "FusedConv" && n.op_type() != "QuantConv") ||
+      n.attrs().get_int("channels_last", 0) != 0 || n.attrs().get_int("transposed", 0) != 0 ||
+      n.outputs().size() != 1 || !n.output(0))
     return false;
+  const size_t residual = is_quant_conv(n) ? kQuantResidualInput : kResidualInput;
   auto nhwc = [](const ir::Value* v) -> std::optional<ir::Shape> {
     if (!v || !v->shape().rank_known() || v->shape().rank() != 4) return std::nullopt;
     const auto& d = v->shape().dims();
@@ -342,7 +348,9 @@ bool ask_channels_last_twin(ir::Graph& g, const ir::Node& n, const std::function
       ins.push_back(nullptr);
       continue;
     }
-    std::optional<ir::Shape> s = i == kBiasInput ? std::optional<ir::Shape>(v->shape()) : nhwc(v);
+    // X, W (KRSC) and the residual are permuted; the bias and a QuantConv's scales keep theirs.
+    const bool permuted = i == 0 || i == 1 || i == residual;
+    std::optional<ir::Shape> s = permuted ? nhwc(v) : std::optional<ir::Shape>(v->shape());
     if (!s) return false;
     ins.push_back(g.add_value(passes::unique_value_name(g, v->name() + "/nhwc_twin"), v->dtype(), *s));
   }
@@ -368,15 +376,26 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
   std::vector<ir::TensorType> types = backend::node_input_types(n);
   if (device(types)) return true;
   ir::Value* y = n.output(0);
-  if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y || y->dtype() != DataType::kFloat32)
-    return false;
+  if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y) return false;
+  // What precision lowering makes of it (precision.cc's rules): the float inputs and output in the
+  // reduced type, a quantized layer's scales (inputs 2, 3, 6) in fp32; with an 8-bit output, only
+  // a QuantConv's residual, which it reads in any float type.
   const bool quant = is_quant_gemm(n) || is_quant_conv(n);
-  for (size_t i = 0; i < types.size(); ++i)  // a quantized layer's scales (inputs 2, 3, 6) stay fp32
-    if (types[i].dtype == DataType::kFloat32 && !(quant && (i == 2 || i == 3 || i == 6))) types[i].dtype = reduced;
+  const bool float_y = y->dtype() == DataType::kFloat32;
+  if (!float_y && !(is_quant_conv(n) && n.inputs().size() > 6 && n.input(6))) return false;
+  bool changed = false;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const bool lowered = float_y ? !(quant && (i == 2 || i == 3 || i == 6)) : i == kQuantResidualInput;
+    if (types[i].dtype == DataType::kFloat32 && lowered) {
+      types[i].dtype = reduced;
+      changed = true;
+    }
+  }
+  if (!changed && !float_y) return false;  // asked above already
   // Tactics may read the output type from the node: set it while asking.
-  y->set_dtype(reduced);
+  if (float_y) y->set_dtype(reduced);
   const bool ok = device(types);
-  y->set_dtype(DataType::kFloat32);
+  if (float_y) y->set_dtype(DataType::kFloat32);
   return ok;
 }
 

@@ -35,7 +35,7 @@ struct SplitReport {
 /// lowering would make of it).
 bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType reduced = DataType::kUndefined);
 
-/// Asks `ask` about the channels-last twin of 2-D ingot::FusedConv `n` (NHWC X, residual and Y,
+/// Asks `ask` about the channels-last twin of 2-D ingot::FusedConv or QuantConv `n` (NHWC X, residual and Y,
 /// KRSC W, channels_last = 1: the form the layout pass gives it), a stand-in node added to `g` for
 /// the question and removed again; false for any other node. cuDNN fuses SiLU and its other
 /// runtime-compiled epilogues only channels-last, so the split-back and precision passes, which run
@@ -50,7 +50,7 @@ bool ask_channels_last_twin(ir::Graph& g, const ir::Node& n, const std::function
 /// whose fused form runs only in fp16 is kept, and one the backend lacks in every type is split
 /// before the precision pass decides its type), and again after it at the final types. The
 /// split-out ops are plain ONNX ops; run fuse_pointwise afterwards to merge them.
-/// `channels_last`: also keep a 2-D FusedConv the backend runs only channels-last (the layout pass
+/// `channels_last`: also keep a 2-D FusedConv / QuantConv the backend runs only channels-last (the layout pass
 /// may yet make it so); the builder then calls this again after the layout pass, without it.
 Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport* report,
                           DataType reduced = DataType::kUndefined, bool channels_last = false);

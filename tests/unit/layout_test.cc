@@ -6,7 +6,9 @@
 // are stored once (the KRSC copy replaces the KCRS one). The layout pass itself on small graphs:
 // MaxPool / AveragePool between convolutions join the region as ingot::Pool{channels_last=1}
 // (before / after IR text, and the same outputs as the unoptimized graph), and the pools it
-// refuses stay channels-first.
+// refuses stay channels-first. An int8 CNN's ingot::QuantConv chain (with a residual) becomes one
+// channels-last region where the backend has a channels-last QuantConv, and stays as it is where
+// it has none.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,8 +21,11 @@
 #include <sstream>
 
 #include "backend/cpu/executor.h"
+#include "backend/device.h"
 #include "backend/tactic.h"
+#include "builder/builder.h"
 #include "builder/layout.h"
+#include "builder/split_fusions.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "ir/op_registry.h"
@@ -28,10 +33,12 @@
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
 #include "passes/pass.h"
+#include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "engine_run_util.h"
 #include "quiet_logger.h"
 #include "graph_check_util.h"
+#include "named_tactic.h"
 
 namespace ingot {
 namespace {
@@ -344,6 +351,205 @@ TEST(LayoutPass, OneDConvsRunChannelsLastAndTheModelsPermuteIsAReshape) {
   EXPECT_EQ(transposes, 1) << "the input's only:\n" << node_lines(*g);
   EXPECT_EQ(reshapes, 2) << "the lift's and the region's end:\n" << node_lines(*g);
   expect_same_outputs(before, *g);
+}
+
+// ---- quantized convolutions (ingot::QuantConv)
+
+// "init %name: i8[dims] = [...]": random int8 values, never zero.
+std::string int8_weight(const std::string& name, const Shape64& shape, std::mt19937& rng) {
+  std::string dims, values;
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    dims += (i ? "," : "") + std::to_string(shape[i]);
+    n *= shape[i];
+  }
+  for (int64_t i = 0; i < n; ++i)
+    values += (i ? ", " : "") + std::to_string((rng() & 1 ? 1 : -1) * static_cast<int>(1 + rng() % 127));
+  return "  init %" + name + ": i8[" + dims + "] = [" + values + "]\n";
+}
+
+// "init %name: f32[n] = [...]": random values in [lo, hi), never zero.
+std::string f32_vector(const std::string& name, int64_t n, double lo, double hi, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::string values;
+  for (int64_t i = 0; i < n; ++i) values += (i ? ", " : "") + std::to_string(u(rng));
+  return "  init %" + name + ": f32[" + std::to_string(n) + "] = [" + values + "]\n";
+}
+
+// A small int8 ResNet as explicit quantization writes it: Q/DQ on every conv input, int8
+// per-channel weights with their DequantizeLinear; conv1 -> Relu; conv2 -> Add(conv2's own
+// dequantized input: the block's skip) -> Relu; a strided conv3 with a float output. Through the
+// pass pipeline: three QuantConvs, the first two writing int8 for the next, the skip a
+// DequantizeLinear of conv1's int8 output.
+std::string int8_resnet() {
+  std::mt19937 rng(23);
+  std::string text = "graph g {\n  opset \"\" 19\n  input %x: f32[2,4,6,6]\n";
+  text += "  init %sx: f32[] = [0.01]\n  init %z: i8[] = [0]\n  init %zw: i8[4] = [0, 0, 0, 0]\n";
+  text += "  init %s1: f32[] = [0.05]\n  init %s2: f32[] = [0.06]\n  init %zw3: i8[3] = [0, 0, 0]\n";
+  text += int8_weight("w1q", {4, 4, 3, 3}, rng) + f32_vector("sw1", 4, 0.001, 0.004, rng) +
+          f32_vector("b1", 4, 0.05, 0.3, rng);
+  text += int8_weight("w2q", {4, 4, 3, 3}, rng) + f32_vector("sw2", 4, 0.001, 0.004, rng) +
+          f32_vector("b2", 4, -0.3, -0.05, rng);
+  text += int8_weight("w3q", {3, 4, 3, 3}, rng) + f32_vector("sw3", 3, 0.001, 0.004, rng);
+  return text + R"(  %xq = QuantizeLinear(%x, %sx, %z) @q
+  %xd = DequantizeLinear(%xq, %sx, %z) @dqx
+  %w1d = DequantizeLinear {axis=0}(%w1q, %sw1, %zw) @dqw1
+  %c1 = Conv {pads=[1, 1, 1, 1]}(%xd, %w1d, %b1) @conv1
+  %r1 = Relu(%c1) @relu1
+  %q1 = QuantizeLinear(%r1, %s1, %z) @q1
+  %d1 = DequantizeLinear(%q1, %s1, %z) @dq1
+  %w2d = DequantizeLinear {axis=0}(%w2q, %sw2, %zw) @dqw2
+  %c2 = Conv {pads=[1, 1, 1, 1]}(%d1, %w2d, %b2) @conv2
+  %a = Add(%c2, %d1) @add
+  %r2 = Relu(%a) @relu2
+  %q2 = QuantizeLinear(%r2, %s2, %z) @q2
+  %d2 = DequantizeLinear(%q2, %s2, %z) @dq2
+  %w3d = DequantizeLinear {axis=0}(%w3q, %sw3, %zw3) @dqw3
+  %y = Conv {pads=[1, 1, 1, 1], strides=[2, 2]}(%d2, %w3d) @conv3
+  output %y
+}
+)";
+}
+
+struct PlanRun {
+  builder::Plan plan;
+  builder::BuildReport report;
+};
+
+// `text` built by the builder on the CPU backend (the pass pipeline, split-back, layout, ...).
+Result<PlanRun> build_cpu_plan(const std::string& text, const std::string& layout) {
+  auto g = parsed(text);
+  if (!g) return internal_error("parse");
+  builder::BuildOptions opt;
+  opt.conv_layout = layout;
+  PlanRun out;
+  INGOT_ASSIGN_OR_RETURN(out.plan, builder::build_plan(std::shared_ptr<ir::Graph>(std::move(g)), {}, opt, &out.report));
+  return out;
+}
+
+int count_nodes(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+// The CPU backend runs QuantConv channels-last natively: the int8 engine under "nhwc" keeps its
+// three QuantConvs, channels-last (int8 KRSC weights), with Transposes only at the region's edges
+// (the int8 input's, the float output's): the int8 outputs between the convs and the skip's
+// DequantizeLinear stay inside. Its outputs are the channels-first engine's, and both compute
+// what the unfused Q/DQ graph does.
+TEST(LayoutQuantConv, Int8ResNetRunsChannelsLastWithTransposesOnlyAtItsEdges) {
+  const std::string text = int8_resnet();
+  auto nchw = build_cpu_plan(text, "nchw");
+  auto nhwc = build_cpu_plan(text, "nhwc");
+  ASSERT_TRUE(nchw.ok()) << nchw.status().to_string();
+  ASSERT_TRUE(nhwc.ok()) << nhwc.status().to_string();
+  const ir::Graph& a = *nchw->plan.graph;
+  const ir::Graph& b = *nhwc->plan.graph;
+  EXPECT_EQ(count_nodes(a, "QuantConv"), 3) << node_lines(a);
+  EXPECT_EQ(count_nodes(a, "Transpose"), 0) << node_lines(a);
+  EXPECT_EQ(nchw->report.layout.channels_last_convs, 0);
+
+  EXPECT_EQ(nhwc->report.layout.channels_last_convs, 3);
+  EXPECT_EQ(nhwc->report.layout.reformats, 2);
+  EXPECT_EQ(node_lines(b), R"(%xq: i8[2,4,6,6] = QuantizeLinear(%x, %sx, %z) @q
+%xq/nhwc: i8[2,6,6,4] = Transpose {perm=[0, 2, 3, 1]}(%xq) @xq/nhwc
+%q1/nhwc: i8[2,6,6,4] = ingot::QuantConv {activation="Relu", channels_last=1, dilations=[1, 1], group=1, output_dtype=3, pads=[1, 1, 1, 1], strides=[1, 1]}(%xq/nhwc, %w1q/krsc, %sx, %sw1, %b1, _, %s1) @conv1
+%d1/nhwc_1: f32[2,6,6,4] = DequantizeLinear(%q1/nhwc, %s1, %z) @dq1
+%q2/nhwc: i8[2,6,6,4] = ingot::QuantConv {activation="Relu", channels_last=1, dilations=[1, 1], group=1, output_dtype=3, pads=[1, 1, 1, 1], strides=[1, 1]}(%q1/nhwc, %w2q/krsc, %s1, %sw2, %b2, %d1/nhwc_1, %s2) @conv2
+%y/nhwc: f32[2,3,3,3] = ingot::QuantConv {channels_last=1, dilations=[1, 1], group=1, output_dtype=1, pads=[1, 1, 1, 1], strides=[2, 2]}(%q2/nhwc, %w3q/krsc, %s2, %sw3) @conv3
+%y: f32[2,3,3,3] = Transpose {perm=[0, 3, 1, 2]}(%y/nhwc) @y/nhwc/nchw
+)");
+  for (const char* w : {"w1q/krsc", "w2q/krsc", "w3q/krsc"}) {  // int8 KRSC weights; the KCRS ones are gone
+    const ir::Value* v = b.find_value(w);
+    ASSERT_TRUE(v && v->initializer()) << w;
+    EXPECT_EQ(v->initializer()->dtype(), DataType::kInt8) << w;
+    EXPECT_EQ(v->initializer()->shape()[3], 4) << w;
+  }
+  const ir::Value* kcrs = b.find_value("w1q");
+  EXPECT_TRUE(!kcrs || !kcrs->initializer()) << "the KCRS weight is stored too";
+
+  expect_same_outputs(ir::to_text(a, 1u << 20), b, 1e-6);
+  expect_same_outputs(text, a, 1e-5);
+  expect_same_outputs(text, b, 1e-5);
+}
+
+// A backend with device tactics for every node (never run: the layout pass only asks), and with
+// a channels-last QuantConv, a channels-first one, or both.
+class QuantConvLayoutBackend final : public backend::Backend {
+ public:
+  QuantConvLayoutBackend(bool channels_first, bool channels_last) : first_(channels_first), last_(channels_last) {}
+  std::string name() const override { return "test"; }
+  backend::Device& device() const override { return backend::host_device(); }
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>&) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    const bool cl = n.attrs().get_int("channels_last", 0) != 0;
+    if (n.op_type() != "QuantConv" || (cl ? last_ : first_))
+      v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
+    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
+    return v;
+  }
+  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
+                                                         const std::vector<uint8_t>&) const override {
+    return unsupported(n);
+  }
+
+ private:
+  bool first_, last_;
+};
+
+// The int8 ResNet after the pass pipeline (three channels-first QuantConvs).
+std::unique_ptr<ir::Graph> fused_int8_resnet() {
+  auto g = parsed(int8_resnet());
+  if (!g) return nullptr;
+  passes::PassContext ctx;
+  Status st = passes::default_pipeline().run(*g, {}, ctx);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return st.ok() ? std::move(g) : nullptr;
+}
+
+// Without a channels-last QuantConv, the layout pass leaves the int8 convs as they are: no
+// channels-last QuantConv, no Transpose (not even a dead one), in either mode.
+TEST(LayoutQuantConv, ABackendWithoutAChannelsLastQuantConvKeepsThemChannelsFirst) {
+  QuantConvLayoutBackend be(/*channels_first=*/true, /*channels_last=*/false);
+  for (const char* mode : {"nhwc", "auto"}) {
+    auto g = fused_int8_resnet();
+    ASSERT_TRUE(g);
+    const std::string before = node_lines(*g);
+    ASSERT_EQ(count_nodes(*g, "QuantConv"), 3) << before;
+    builder::LayoutReport rep;
+    Status st = builder::choose_conv_layout(*g, be, mode, &rep);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(rep.channels_last_convs, 0) << mode;
+    EXPECT_EQ(rep.reformats, 0) << mode;
+    EXPECT_EQ(node_lines(*g), before) << mode;
+  }
+}
+
+// A backend whose only QuantConv is channels-last (cuDNN's int8 convolution reads NHWC): the
+// split-back before the layout pass keeps the QuantConvs for it when convs may go channels-last
+// (it asks about their channels-last twins), and "auto" then makes them channels-last; with
+// convs kept channels-first they are split into DequantizeLinear and a float conv.
+TEST(LayoutQuantConv, AChannelsLastOnlyQuantConvIsKeptForTheLayoutPass) {
+  QuantConvLayoutBackend be(/*channels_first=*/false, /*channels_last=*/true);
+  auto g = fused_int8_resnet();
+  ASSERT_TRUE(g);
+  builder::SplitReport split;
+  Status st = builder::split_host_fusions(*g, be, &split, DataType::kUndefined, /*channels_last=*/true);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(split.split, 0) << node_lines(*g);
+  builder::LayoutReport rep;
+  st = builder::choose_conv_layout(*g, be, "auto", &rep);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(rep.channels_last_convs, 3) << node_lines(*g);
+  EXPECT_EQ(rep.reformats, 2) << node_lines(*g);
+
+  auto kept_first = fused_int8_resnet();
+  ASSERT_TRUE(kept_first);
+  st = builder::split_host_fusions(*kept_first, be, &split, DataType::kUndefined, /*channels_last=*/false);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(count_nodes(*kept_first, "QuantConv"), 0) << node_lines(*kept_first);
 }
 
 }  // namespace

@@ -13,15 +13,22 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "backend/cpu/executor.h"
+#include "backend/device.h"
+#include "builder/precision.h"
+#include "builder/split_fusions.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "onnx/importer.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/tensor_proto.h"
 #include "engine_run_util.h"
+#include "ir/text.h"
+#include "ir_test_util.h"
+#include "named_tactic.h"
 #include "quiet_logger.h"
 
 namespace ingot {
@@ -454,6 +461,161 @@ TEST(Precision, QuantizeLinearReadsTheReducedActivationWithoutACast) {
   auto [err, cos] = error_and_cosine(got->outputs[0], want->outputs[0]);
   EXPECT_LT(err, 5e-2);  // int8 min-max on one batch: ~1/127 per operand
   EXPECT_GT(cos, 0.999);
+}
+
+// A small int8 ResNet in float (the calibrated build quantizes it): conv1 -> Relu, then a block of
+// conv2 and a second branch conv_d joined by a residual Add -> Relu, then conv3, the engine
+// output. Every conv becomes an ingot::QuantConv: conv1 and the block's writing int8 for the next
+// conv, conv_d and conv3 a float result.
+std::string int8_resnet_model() {
+  OnnxModel m;
+  m.input("x", {2, 4, 8, 8});
+  m.output("y", {2, 3, 2, 2});
+  m.weight("w1", {4, 4, 3, 3}, 0.3f);
+  m.weight("b1", {4}, 0.2f);
+  m.weight("w2", {4, 4, 3, 3}, 0.25f);
+  m.weight("b2", {4}, 0.1f);
+  m.weight("wd", {4, 4, 3, 3}, 0.2f);
+  m.weight("bd", {4}, 0.15f);
+  m.weight("w3", {3, 4, 3, 3}, 0.3f);
+  m.weight("b3", {3}, 0.1f);
+  m.node("Conv", {"x", "w1", "b1"}, "c1", "conv1");
+  m.node("Relu", {"c1"}, "r1", "relu1");
+  m.node("Conv", {"r1", "w2", "b2"}, "c2", "conv2");
+  m.node("Conv", {"r1", "wd", "bd"}, "d", "conv_d");
+  m.node("Add", {"c2", "d"}, "a", "add");
+  m.node("Relu", {"a"}, "r2", "relu2");
+  m.node("Conv", {"r2", "w3", "b3"}, "y", "conv3");
+  return m.bytes();
+}
+
+// An fp16 / bf16 + int8 CNN: the QuantConvs compute in the reduced type (their bias, residual and
+// float results; the 8-bit operands and fp32 scales as they are), so the only Cast is the engine
+// output's; the block's QuantConv, which writes int8, reads the reduced residual as it is. The
+// outputs are the int8 fp32 engine's to the reduced type's rounding. (Before: every QuantConv
+// stayed fp32, with a Cast wherever it met a reduced neighbour.)
+TEST(Precision, QuantConvsComputeInTheReducedTypeWithoutCasts) {
+  const std::string bytes = int8_resnet_model();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> mag(0.1, 1.0);
+  Tensor x = Tensor::zeros(DataType::kFloat32, {2, 4, 8, 8}).value();
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, (rng() & 1 ? 1 : -1) * mag(rng));
+  OneBatch cal32(x);
+  BuilderConfig int8;
+  int8.int8 = true;
+  int8.calibrator = &cal32;
+  auto want = build_and_run(bytes, int8, {{"x", x}});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  EXPECT_EQ(count_op(want->layers, "ingot::QuantConv"), 4);
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    const bool fp16 = t == DataType::kFloat16;
+    SCOPED_TRACE(fp16 ? "fp16" : "bf16");
+    const std::string reduced = fp16 ? "f16" : "bf16";
+    OneBatch cal(x);
+    BuilderConfig cfg = int8;
+    cfg.calibrator = &cal;
+    (fp16 ? cfg.fp16 : cfg.bf16) = true;
+    auto got = build_and_run(bytes, cfg, {{"x", x}});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    std::string layers;
+    std::map<std::string, std::string> precision;
+    for (const LayerDesc& l : got->layers) {
+      precision[l.name] = l.precision;
+      layers += l.name + " " + l.op + " " + l.precision + "\n";
+    }
+    EXPECT_EQ(count_op(got->layers, "ingot::QuantConv"), 4) << layers;
+    EXPECT_EQ(precision["conv1"], "i8") << layers;
+    EXPECT_EQ(precision["conv_d"], reduced) << layers;
+    EXPECT_EQ(precision["conv3"], reduced) << layers;
+    EXPECT_EQ(count_op(got->layers, "Cast"), 1) << "y out only:\n" << layers;
+    ASSERT_EQ(got->outputs.size(), 1u);
+    EXPECT_EQ(got->outputs[0].dtype(), DataType::kFloat32);
+    auto [err, cos] = error_and_cosine(got->outputs[0], want->outputs[0]);
+    EXPECT_LT(err, fp16 ? 2e-2 : 8e-2);
+    EXPECT_GT(cos, fp16 ? 0.9995 : 0.995);
+  }
+}
+
+// A backend whose QuantConv (never run: the builder stages only ask) is a half-precision kernel:
+// its scales fp32, its residual and a float result fp16, never fp32 (the bias in any type). Every
+// other node has a device tactic.
+class HalfQuantConvBackend final : public backend::Backend {
+ public:
+  std::string name() const override { return "test"; }
+  backend::Device& device() const override { return backend::host_device(); }
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>& in) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    bool ok = true;
+    if (n.op_type() == "QuantConv") {
+      for (size_t i : {size_t{2}, size_t{3}, size_t{6}})
+        ok &= i >= in.size() || !n.input(i) || in[i].dtype == DataType::kFloat32;
+      ok &= in.size() <= 5 || !n.input(5) || in[5].dtype == DataType::kFloat16;
+      ok &= n.output(0)->dtype() != DataType::kFloat32;
+    }
+    if (ok) v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
+    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
+    return v;
+  }
+  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
+                                                         const std::vector<uint8_t>&) const override {
+    return unsupported(n);
+  }
+};
+
+// The split-back's question (has_device_tactic at the reduced type) and precision lowering agree
+// on what a QuantConv becomes: the split before lowering keeps every QuantConv the half kernel
+// runs once lowered (conv2, which writes int8, once its residual is fp16), lowering gives them
+// exactly that (scales fp32), and the split at the final types keeps them all.
+TEST(Precision, SplitBackAndLoweringAgreeOnAQuantConvsTypes) {
+  auto g = testing_util::parse_ir(R"(graph g {
+  opset "" 19
+  opset "ingot" 1
+  input %x: f32[1,2,4,4]
+  init %sx: f32[] = [0.01]
+  init %z: i8[] = [0]
+  init %w: i8[2,2,1,1] = [3, -5, 7, 2]
+  init %sw: f32[2] = [0.01, 0.02]
+  init %b: f32[2] = [0.1, -0.2]
+  init %s1: f32[] = [0.05]
+  %xq = QuantizeLinear(%x, %sx, %z) @q
+  %q1 = ingot::QuantConv {activation="Relu", output_dtype=3}(%xq, %w, %sx, %sw, %b, _, %s1) @conv1
+  %d = ingot::QuantConv(%q1, %w, %s1, %sw, %b) @conv_d
+  %q2 = ingot::QuantConv {output_dtype=3}(%q1, %w, %s1, %sw, %b, %d, %s1) @conv2
+  %y = ingot::QuantConv(%q2, %w, %s1, %sw, %b) @conv3
+  output %y
+}
+)");
+  ASSERT_TRUE(g);
+  HalfQuantConvBackend be;
+  builder::SplitReport split;
+  Status st = builder::split_host_fusions(*g, be, &split, DataType::kFloat16);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(split.split, 0) << ir::to_text(*g);
+  builder::PrecisionOptions opt;
+  opt.reduced = DataType::kFloat16;
+  builder::PrecisionReport rep;
+  st = builder::lower_precision(*g, be, opt, &rep);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  st = builder::split_host_fusions(*g, be, &split);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(split.split, 0) << ir::to_text(*g);
+  std::map<std::string, const ir::Node*> by_name;
+  int casts = 0;
+  for (const auto& n : g->nodes()) {
+    by_name[n->name()] = n.get();
+    casts += n->op_type() == "Cast";
+    if (n->op_type() != "QuantConv") continue;
+    for (size_t i : {size_t{2}, size_t{3}, size_t{6}})
+      if (n->input(i)) EXPECT_EQ(n->input(i)->dtype(), DataType::kFloat32) << n->describe() << " input " << i;
+  }
+  EXPECT_EQ(casts, 1) << "y out only:\n" << ir::to_text(*g);
+  ASSERT_TRUE(by_name["conv_d"] && by_name["conv2"] && by_name["conv3"]);
+  EXPECT_EQ(by_name["conv_d"]->output(0)->dtype(), DataType::kFloat16);
+  EXPECT_EQ(by_name["conv_d"]->attrs().get_int("output_dtype", 1), static_cast<int64_t>(DataType::kFloat16));
+  EXPECT_EQ(by_name["conv2"]->input(5)->dtype(), DataType::kFloat16);
+  EXPECT_EQ(by_name["conv2"]->output(0)->dtype(), DataType::kInt8);
+  EXPECT_EQ(by_name["conv3"]->output(0)->dtype(), DataType::kFloat16);
 }
 
 }  // namespace
