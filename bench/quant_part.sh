@@ -6,7 +6,7 @@
 # the same call, with the per-layer profile of the quantized engines and each engine's output
 # against the fp16 engine's on the same inputs (cosine).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [GTEST_FILTER_GPU=...] [QUANT_BATCH=64] [QUANT_MODES="fp16 fp8 int8"] bash bench/quant_part.sh NAME
+#   there: [GTEST_FILTER_GPU=...] [QUANT_BATCH=64] [QUANT_MODES="fp16 fp8 int8"] [RESNET_CAL=1] bash bench/quant_part.sh NAME
 # Leaves $OUT/NAME.tgz (logs, profiles, the summary); prints the summary table last.
 set -uo pipefail
 name=$1
@@ -17,7 +17,7 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 B=build/dev
 bn=${QUANT_BATCH:-64}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
-filter=${GTEST_FILTER_GPU:-'CudaQuantGemmTest.*:CudaQuantTest.*'}
+filter=${GTEST_FILTER_GPU:-'CudaQuantGemmTest.*:CudaQuantTest.*:CudaCalibration*'}
 for i in 0 1; do
   GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i $B/tests/ingot_gpu_tests --gtest_filter="$filter" > "$t/gpu_tests_$i.log" 2>&1 &
 done
@@ -80,6 +80,36 @@ for mode in ${QUANT_MODES:-fp16 fp8 int8}; do
     awk '/^=== Profile/{p=1;next} p && $1 ~ /^[0-9]+$/ {print}' "$t/prof_${mode}_b$b.log" | sort -k8 -g -r | head -8
   done
 done
+# RESNET_CAL=1: issue 20's calibration bar (ResNet-50 on 512 images in <= 60 s, on the build's
+# backend) and its int8 speed bar (batch 128 against ingot's own fp16): torchvision ResNet-50 with
+# random weights, 16 batches of 32 random images (timing only: random data says nothing of accuracy).
+if [ "${RESNET_CAL:-0}" = 1 ]; then
+  python3 - "$t" > "$t/resnet_export.log" 2>&1 <<'PY'
+import os, sys, numpy as np, torch, torchvision
+t = sys.argv[1]
+m = torchvision.models.resnet50().eval()
+torch.onnx.export(m, torch.randn(1, 3, 224, 224), f"{t}/resnet50.onnx", opset_version=17, dynamo=False,
+                  input_names=["image"], output_names=["logits"], dynamic_axes={"image": {0: "b"}})
+rng = np.random.default_rng(2)
+os.makedirs(f"{t}/rcal")
+for i in range(16):
+    np.save(f"{t}/rcal/b{i:02d}.npy", rng.standard_normal((32, 3, 224, 224)).astype(np.float32))
+print("exported")
+PY
+  tail -1 "$t/resnet_export.log"
+  for mode in fp16 int8; do
+    flags="--fp16"
+    [ "$mode" = int8 ] && flags="--fp16 --int8 --calibration-data $t/rcal"
+    e="$t/resnet_${mode}.engine"
+    /usr/bin/time -f "%e s wall" $B/tools/ingot build "$t/resnet50.onnx" -o "$e" --backend cuda $flags \
+      --tactic-timing device --shapes image:128x3x224x224 > "$t/rbuild_$mode.log" 2>&1 ||
+      { echo "resnet build $mode failed"; tail -5 "$t/rbuild_$mode.log"; continue; }
+    echo "== resnet50 $mode b128: build $(tail -1 "$t/rbuild_$mode.log")"
+    grep -h -E "calibration  |layers quantized" "$t/rbuild_$mode.log"
+    $B/tools/ingot run "$e" --cuda-graph --no-data-transfers --iterations 200 --warmup-ms 300 > "$t/rrun_$mode.log" 2>&1
+    grep -E "^GPU Compute Time|^Throughput" "$t/rrun_$mode.log"
+  done
+fi
 python3 - "$t" "$bn" <<'PY' | tee "$t/summary.txt"
 import json, os, re, sys, numpy as np
 t, bn = sys.argv[1], sys.argv[2]
@@ -106,5 +136,5 @@ for mode in ("fp16", "fp8", "int8"):
         row.append(f"{a @ r / np.linalg.norm(a) / np.linalg.norm(r):9.6f}" if a is not None and r is not None else "        -")
     print(" ".join(row))
 PY
-rm -rf "$t"/*.engine "$t"/*.onnx "$t"/out_* "$t"/*.npy "$t"/cal
+rm -rf "$t"/*.engine "$t"/*.onnx "$t"/out_* "$t"/*.npy "$t"/cal "$t"/rcal
 tar czf "$OUT/$name.tgz" -C /tmp "quant_$name"
