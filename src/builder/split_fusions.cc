@@ -99,44 +99,16 @@ class Splitter {
       for (int64_t i = 0; i < bf.numel(); ++i) bf.set_f64(i, b->initializer()->get_f64(i));
       cur = add_op("Add", {cur, passes::make_initializer(g_, base + "/bias_float", std::move(bf))}, {}, base + "/bias");
     }
-    if (ir::Value* r = n->input(5)) {
-      if (r->dtype() != DataType::kFloat32) {
-        ir::Attributes a;
-        a.set_int("to", static_cast<int64_t>(DataType::kFloat32));
-        ir::Value* rf = g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), DataType::kFloat32,
-                                     r->shape());
-        g_.add_node("Cast", {r}, {rf}, std::move(a), base + "/residual_float");
-        r = rf;
-      }
-      cur = add_op("Add", {cur, r}, {}, base + "/residual");
-    }
+    if (ir::Value* r = n->input(5)) cur = add_op("Add", {cur, residual_float(r, base)}, {}, base + "/residual");
     const std::string act = n->attrs().get_string("activation", "");
     if (!act.empty()) {
       INGOT_ASSIGN_OR_RETURN(cur, add_activation(act, n->attrs().get_floats("activation_params"), cur, base + "/" + act));
     }
-    if (ir::Value* ys = n->inputs().size() > 6 ? n->input(6) : nullptr) {
-      // A quantized output: the QuantizeLinear it took (a zero point of Y's type says which type).
-      ir::Value* zp = passes::make_initializer(g_, base + "/y_zero_point", Tensor::zeros(y->dtype(), {}).value());
-      ir::Value* q = g_.add_value(passes::unique_value_name(g_, base + "/quantize"), y->dtype(), y->shape());
-      g_.add_node("QuantizeLinear", {cur, ys, zp}, {q}, {}, base + "/quantize");
-      cur = q;
-    } else if (y->dtype() != DataType::kFloat32) {
-      ir::Attributes a;
-      a.set_int("to", static_cast<int64_t>(y->dtype()));
-      ir::Value* c = g_.add_value(passes::unique_value_name(g_, base + "/cast"), y->dtype(), y->shape());
-      g_.add_node("Cast", {cur}, {c}, std::move(a), base + "/cast");
-      cur = c;
-    }
-    ir::Value* old = n->output(0);
-    const std::string name = old->name();
     *note = n->describe() + ": the " + be_.name() +
             " backend has no quantized GEMM for it; it runs dequantized, as DequantizeLinear, MatMul" +
             (n->input(4) ? ", Add" : "") + (n->input(5) ? ", the residual Add" : "") + (act.empty() ? "" : ", " + act) +
             " in float";
-    g_.replace_all_uses(old, cur);
-    INGOT_RETURN_IF_ERROR(g_.remove_node(n));
-    g_.rename_value(old, "");
-    g_.rename_value(cur, name);
+    INGOT_RETURN_IF_ERROR(replace_quant_layer(n, cur, base));
     return true;
   }
 
@@ -168,15 +140,7 @@ class Splitter {
       for (int64_t i = 0; i < m_out; ++i) bf.set_f64(i, b->initializer()->get_f64(i));
       bv = passes::make_initializer(g_, base + "/bias_float", std::move(bf));
     }
-    ir::Value* r = n->inputs().size() > 5 ? n->input(5) : nullptr;
-    if (r && r->dtype() != DataType::kFloat32) {
-      ir::Attributes a;
-      a.set_int("to", static_cast<int64_t>(DataType::kFloat32));
-      ir::Value* rf =
-          g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), DataType::kFloat32, r->shape());
-      g_.add_node("Cast", {r}, {rf}, std::move(a), base + "/residual_float");
-      r = rf;
-    }
+    ir::Value* r = n->inputs().size() > 5 && n->input(5) ? residual_float(n->input(5), base) : nullptr;
     const std::string act = at.get_string("activation", "");
     const bool channels_last = at.get_int("channels_last", 0) != 0;
     const bool fused = channels_last || r || !act.empty();
@@ -199,8 +163,37 @@ class Splitter {
     ir::Node* layer = g_.add_node(fused ? "FusedConv" : "Conv", ins, {cur}, std::move(conv_attrs), base,
                                   fused ? "ingot" : "");
     layer->absorb_origins(*n);
+    *note = n->describe() + ": the " + be_.name() +
+            " backend has no quantized convolution for it; it runs dequantized, as DequantizeLinear and " +
+            (fused ? "a FusedConv" : "a Conv") + " in float";
+    INGOT_RETURN_IF_ERROR(replace_quant_layer(n, cur, base));
+    // The float layer's epilogue, where the backend has no fused form of it, as its own steps.
+    if (fused) {
+      std::string more;
+      INGOT_ASSIGN_OR_RETURN(bool again, split(layer, &more));
+      if (again) *note += "; " + more;
+    }
+    return true;
+  }
+
+ private:
+  // `r` as float32 for a split quantized layer's float epilogue (a Cast where it is reduced).
+  ir::Value* residual_float(ir::Value* r, const std::string& base) {
+    if (r->dtype() == DataType::kFloat32) return r;
+    ir::Attributes a;
+    a.set_int("to", static_cast<int64_t>(DataType::kFloat32));
+    ir::Value* rf = g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), DataType::kFloat32, r->shape());
+    g_.add_node("Cast", {r}, {rf}, std::move(a), base + "/residual_float");
+    return rf;
+  }
+
+  // Ends the split of quantized layer `n` (QuantGemm / QuantConv) whose float result is `cur`:
+  // the QuantizeLinear it took when it has a y_scale (input 6; a zero point of Y's type says
+  // which type), else a Cast to Y's type where that is not float32; then `n` goes and the result
+  // takes over its output's readers, graph-output slot and name.
+  Status replace_quant_layer(ir::Node* n, ir::Value* cur, const std::string& base) {
+    ir::Value* y = n->output(0);
     if (ir::Value* ys = n->inputs().size() > 6 ? n->input(6) : nullptr) {
-      // A quantized output: the QuantizeLinear it took (a zero point of Y's type says which type).
       ir::Value* zp = passes::make_initializer(g_, base + "/y_zero_point", Tensor::zeros(y->dtype(), {}).value());
       ir::Value* q = g_.add_value(passes::unique_value_name(g_, base + "/quantize"), y->dtype(), y->shape());
       g_.add_node("QuantizeLinear", {cur, ys, zp}, {q}, {}, base + "/quantize");
@@ -212,25 +205,14 @@ class Splitter {
       g_.add_node("Cast", {cur}, {c}, std::move(a), base + "/cast");
       cur = c;
     }
-    ir::Value* old = n->output(0);
-    const std::string name = old->name();
-    *note = n->describe() + ": the " + be_.name() +
-            " backend has no quantized convolution for it; it runs dequantized, as DequantizeLinear and " +
-            (fused ? "a FusedConv" : "a Conv") + " in float";
-    g_.replace_all_uses(old, cur);
+    const std::string name = y->name();
+    g_.replace_all_uses(y, cur);
     INGOT_RETURN_IF_ERROR(g_.remove_node(n));
-    g_.rename_value(old, "");
+    g_.rename_value(y, "");
     g_.rename_value(cur, name);
-    // The float layer's epilogue, where the backend has no fused form of it, as its own steps.
-    if (fused) {
-      std::string more;
-      INGOT_ASSIGN_OR_RETURN(bool again, split(layer, &more));
-      if (again) *note += "; " + more;
-    }
-    return true;
+    return Status::Ok();
   }
 
- private:
   // Whether the backend runs `n` as it is or (channels_last_) as the layout pass may make it.
   bool runs_on_device(const ir::Node& n) {
     return has_device_tactic(be_, n, reduced_) || (channels_last_ && has_channels_last_tactic(n));

@@ -260,6 +260,22 @@ class FuseQuantGemm final : public Pass {
     return Operands{dx, dw, std::move(*w), std::move(*sx), std::move(*sw), out_t};
   }
 
+  // Residual: the Add(*last, R) that alone reads *last, with R computed (not a constant), of the
+  // result's shape and type, and not computed from the layer itself (`absorbed`): R, with the Add
+  // absorbed and *last moved to its output; nullptr otherwise.
+  static ir::Value* take_residual(const ir::Graph& g, DataType out_t, ir::Value** last,
+                                  std::vector<ir::Node*>* absorbed) {
+    ir::Node* add = fusion::single_consumer(g, *last);
+    if (!add || !is_onnx_op(*add, "Add")) return nullptr;
+    ir::Value* r = fusion::other_operand(*add, *last);
+    if (!r || constant_value(r) || r->dtype() != out_t || !same_known_shape(r->shape(), (*last)->shape()) ||
+        !same_known_shape(add->output(0)->shape(), (*last)->shape()) || computed_from(r, *absorbed))
+      return nullptr;
+    absorbed->push_back(add);
+    *last = add->output(0);
+    return r;
+  }
+
   Result<bool> try_fuse(ir::Graph& g, ir::Node* mm, std::string* why) {
     const bool gemm = is_onnx_op(*mm, "Gemm");
     std::optional<Operands> op = quant_operands(mm, why, [](const Tensor& w, const ir::Shape&) {
@@ -317,17 +333,7 @@ class FuseQuantGemm final : public Pass {
         }
       }
     }
-    // Residual: Add(., R) of a computed R with the result's shape and type.
-    ir::Value* residual = nullptr;
-    if (ir::Node* add = fusion::single_consumer(g, last); add && is_onnx_op(*add, "Add")) {
-      ir::Value* r = fusion::other_operand(*add, last);
-      if (r && !constant_value(r) && r->dtype() == out_t && same_known_shape(r->shape(), last->shape()) &&
-          same_known_shape(add->output(0)->shape(), last->shape()) && !computed_from(r, absorbed)) {
-        residual = r;
-        absorbed.push_back(add);
-        last = add->output(0);
-      }
-    }
+    ir::Value* residual = take_residual(g, out_t, &last, &absorbed);
     // The next layer's QuantizeLinear (after an activation, or straight after): the result is
     // quantized in the epilogue, so the float result is never stored (int8/fp8 between layers).
     std::optional<ActivationMatch> act;
@@ -464,16 +470,7 @@ class FuseQuantGemm final : public Pass {
         last = add->output(0);
       }
     }
-    ir::Value* residual = nullptr;
-    if (ir::Node* add = fusion::single_consumer(g, last); add && is_onnx_op(*add, "Add")) {
-      ir::Value* r = fusion::other_operand(*add, last);
-      if (r && !constant_value(r) && r->dtype() == out_t && same_known_shape(r->shape(), last->shape()) &&
-          same_known_shape(add->output(0)->shape(), last->shape()) && !computed_from(r, absorbed)) {
-        residual = r;
-        absorbed.push_back(add);
-        last = add->output(0);
-      }
-    }
+    ir::Value* residual = take_residual(g, out_t, &last, &absorbed);
     std::optional<ActivationMatch> act = match_activation(g, last);
     if (act) {
       absorbed.insert(absorbed.end(), act->nodes.begin(), act->nodes.end());

@@ -15,12 +15,6 @@ bool quantizable(const ir::Node& n) {
   return n.domain().empty() && (n.op_type() == "Conv" || n.op_type() == "Gemm" || n.op_type() == "MatMul");
 }
 
-std::string fresh_name(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.find_value(name) != nullptr; ++k) name = base + "_" + std::to_string(k);
-  return name;
-}
-
 // The output-channel axis of a layer's constant weight, or -1 for one scale over the tensor.
 int64_t channel_axis(const ir::Node& n, int64_t rank) {
   if (n.op_type() == "Conv") return rank >= 3 ? 0 : -1;
@@ -101,8 +95,6 @@ std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int64_t axis, QuantTy
   return {std::move(q), std::move(scale)};
 }
 
-std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type() : n.name(); }
-
 // How a quantizable layer's first two inputs split into activations (read through Q/DQ pairs) and
 // the constant weight, or why the layer stays in float whatever the scales (a non-float input, a
 // constant input 0, no activation, no constant weight): the scales are looked up afterwards.
@@ -138,6 +130,14 @@ LayerInputs split_inputs(const ir::Node& n) {
 }
 
 }  // namespace
+
+std::string fresh_name(const ir::Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find_value(name) != nullptr; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type() : n.name(); }
 
 double quant_max(QuantType t) { return t == QuantType::kFp8E4M3 ? 448.0 : 127.0; }
 

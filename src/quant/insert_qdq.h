@@ -41,6 +41,11 @@ Result<QdqReport> insert_qdq(ir::Graph& g, const std::map<std::string, float>& s
                              const std::map<std::string, std::string>& keep_float = {},
                              QuantType type = QuantType::kInt8);
 
+/// A layer's name in reports and in keep_float (its node name, else its op type).
+std::string layer_name(const ir::Node& n);
+/// A value name not yet used in `g`: `base`, else base_1, base_2, ...
+std::string fresh_name(const ir::Graph& g, const std::string& base);
+
 /// The names insert_qdq gives the layers it considers (node name, else op type), in node order.
 std::vector<std::string> quantizable_layers(const ir::Graph& g);
 

@@ -18,14 +18,6 @@ void observe_channel_amax(std::vector<float>* amax, const float* x, int64_t n, i
 
 namespace {
 
-std::string layer_name(const ir::Node& n) { return n.name().empty() ? n.op_type() : n.name(); }
-
-std::string fresh_name(const ir::Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.find_value(name) != nullptr; ++k) name = base + "_" + std::to_string(k);
-  return name;
-}
-
 // A layer this rewrite takes: MatMul or Gemm (transA 0) reading a float activation as input 0 and
 // a constant float 2-D weight as input 1. Returns whether its weight is [N, K] (Gemm transB 1).
 bool smoothable(const ir::Node& n, bool* k_last) {
