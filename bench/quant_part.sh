@@ -6,7 +6,7 @@
 # the same call, with the per-layer profile of the quantized engines and each engine's output
 # against the fp16 engine's on the same inputs (cosine).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [GTEST_FILTER_GPU=...] [QUANT_BATCH=64] [QUANT_MODES="fp16 fp8 int8"] [RESNET_CAL=1] bash bench/quant_part.sh NAME
+#   there: [GTEST_FILTER_GPU=...] [QUANT_BATCH=64] [QUANT_MODES="fp16 fp8 int8" (empty: none)] [RESNET_CAL=1] bash bench/quant_part.sh NAME
 # Leaves $OUT/NAME.tgz (logs, profiles, the summary); prints the summary table last.
 set -uo pipefail
 name=$1
@@ -59,7 +59,7 @@ tail -1 "$t/export.log"
 wait
 grep -h "tests ran\|PASSED\|FAILED\|Skipped\|SKIPPED" "$t"/gpu_tests_*.log
 grep -h -B2 -A12 "Failure$" "$t"/gpu_tests_*.log | head -60
-for mode in ${QUANT_MODES:-fp16 fp8 int8}; do
+for mode in ${QUANT_MODES-fp16 fp8 int8}; do  # QUANT_MODES= (empty): no BERT rows
   flags="--fp16"
   [ "$mode" = fp8 ] && flags="--fp16 --fp8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/fp8.cache"
   [ "$mode" = int8 ] && flags="--fp16 --int8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/int8.cache"

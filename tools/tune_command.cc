@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -67,6 +68,7 @@ struct Outcome {
 
 struct TuneOptions {
   std::string model, output, cache_file, svg, ref_dir;
+  std::string shape_args, inputs_arg;  // as given: part of the cache's scope
   BackendKind backend = BackendKind::kCpu;
   std::vector<std::string> precisions, layouts, timings;
   std::vector<int> opt_levels;
@@ -186,8 +188,10 @@ Result<std::vector<uint8_t>> build_route(const TuneOptions& o, const Route& r, c
   return builder.build_serialized(o.model, config_for(o, r, profile));
 }
 
+// `engine` receives the route's serialized engine when it built.
 Outcome try_route(const TuneOptions& o, const Route& r, const OptimizationProfile* profile,
-                  const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& refs) {
+                  const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& refs,
+                  std::vector<uint8_t>* engine_bytes) {
   Outcome out;
   const auto t0 = Clock::now();
   auto bytes = build_route(o, r, profile);
@@ -258,6 +262,7 @@ Outcome try_route(const TuneOptions& o, const Route& r, const OptimizationProfil
   }
   out.ok = true;
   out.loss = loss;
+  *engine_bytes = std::move(bytes).value();
   out.passed = !o.have_threshold || loss <= o.threshold;
   return out;
 }
@@ -270,23 +275,27 @@ std::string cache_scope(const TuneOptions& o) {
   s << o.model << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
     << "|ref " << (o.ref_dir.empty() ? "interpreter" : o.ref_dir) << "|backend "
     << (o.backend == BackendKind::kCuda ? "cuda" : "cpu");
+  if (!o.shape_args.empty()) s << "|shapes" << o.shape_args;
+  if (!o.inputs_arg.empty()) s << "|inputs " << o.inputs_arg;
   return s.str();
 }
 
-std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* note);
+// The route whose engine the cache keeps beside it (FILE.engine), or "".
+std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* note, std::string* engine_route);
 
 // The cache, or none (with a note) when it is not one of ours or has a field of the wrong type.
-std::map<std::string, Outcome> load_cache(const TuneOptions& o, std::string* note) {
+std::map<std::string, Outcome> load_cache(const TuneOptions& o, std::string* note, std::string* engine_route) {
   try {
-    return read_cache(o, note);
+    return read_cache(o, note, engine_route);
   } catch (const nlohmann::json::exception& e) {
     *note = "the tuning cache '" + o.cache_file + "' is malformed (" + e.what() + "; ignored, rewritten)";
     return {};
   }
 }
 
-std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* note) {
+std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* note, std::string* engine_route) {
   std::map<std::string, Outcome> c;
+  engine_route->clear();
   if (o.cache_file.empty()) return c;
   std::ifstream f(o.cache_file);
   if (!f) return c;
@@ -296,7 +305,7 @@ std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* not
     return c;
   }
   if (j.value("scope", "") != cache_scope(o)) {
-    *note = "the tuning cache '" + o.cache_file + "' is for another model, loss or reference (ignored, rewritten)";
+    *note = "the tuning cache '" + o.cache_file + "' is for another model, loss, reference, shapes or inputs (ignored, rewritten)";
     return c;
   }
   for (auto& [key, e] : j["entries"].items()) {
@@ -310,10 +319,13 @@ std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* not
     x.cached = true;
     c[key] = x;
   }
+  if (j.contains("engine_route") && j["engine_route"].is_string()) *engine_route = j["engine_route"].get<std::string>();
   return c;
 }
 
-void save_cache(const TuneOptions& o, const std::map<std::string, Outcome>& c) {
+std::string engine_file_of(const TuneOptions& o) { return o.cache_file + ".engine"; }
+
+void save_cache(const TuneOptions& o, const std::map<std::string, Outcome>& c, const std::string& engine_route) {
   if (o.cache_file.empty()) return;
   json entries = json::object();
   for (const auto& [key, x] : c) {
@@ -323,7 +335,9 @@ void save_cache(const TuneOptions& o, const std::map<std::string, Outcome>& c) {
     entries[key] = e;
   }
   std::ofstream f(o.cache_file);
-  f << json{{"version", 1}, {"scope", cache_scope(o)}, {"entries", entries}}.dump(1) << "\n";
+  json j = {{"version", 1}, {"scope", cache_scope(o)}, {"entries", entries}};
+  if (!engine_route.empty()) j["engine_route"] = engine_route;
+  f << j.dump(1) << "\n";
 }
 
 // ---- The picture: latency (x) against loss (y), threshold and Pareto front marked.
@@ -399,7 +413,8 @@ void tune_help() {
                "Searches build routes (precision x conv layout x optimization level [x tactic timing x CUDA\n"
                "graph on CUDA]) for the fastest engine whose outputs stay within an accuracy threshold.\n"
                "  --backend cpu|cuda             (default cpu)\n"
-               "  --precisions LIST              of fp32,tf32,fp16,bf16 (default fp32,fp16,bf16; tf32 too on cuda)\n"
+               "  --precisions LIST              of fp32,tf32,fp16,bf16 (default fp32,fp16,bf16 on cpu;\n"
+               "                                 fp16,bf16,tf32,fp32 on cuda: the likely fastest first)\n"
                "  --conv-layouts LIST            of auto,nhwc,nchw (default all three for models with a Conv, else auto)\n"
                "  --opt-levels LIST              builder optimization levels (default 3 on cpu, 3,5 on cuda)\n"
                "  --tactic-timings LIST          cuda: of stream,device (default stream)\n"
@@ -498,6 +513,7 @@ int tune_command(const std::vector<std::string>& args) {
     } else if (a == "--load-inputs") {
       if (!value()) return 2;
       inputs_arg = v;
+      o.inputs_arg = v;
     } else if (a == "--accuracy-threshold") {
       if (!value()) return 2;
       char* end = nullptr;
@@ -550,6 +566,7 @@ int tune_command(const std::vector<std::string>& args) {
         std::cerr << "ingot tune: " << err << "\n";
         return 2;
       }
+      o.shape_args += " " + a + " " + v;
     } else if (!a.empty() && a[0] != '-' && o.model.empty()) {
       o.model = a;
     } else {
@@ -566,7 +583,9 @@ int tune_command(const std::vector<std::string>& args) {
     return 2;
   }
   const bool cuda = o.backend == BackendKind::kCuda;
-  if (!precisions_given) o.precisions = cuda ? std::vector<std::string>{"fp32", "tf32", "fp16", "bf16"}
+  // On CUDA the reduced precisions come first: they are usually the fastest, so a --tuning-timeout
+  // that stops the search early has tried the most promising routes.
+  if (!precisions_given) o.precisions = cuda ? std::vector<std::string>{"fp16", "bf16", "tf32", "fp32"}
                                              : std::vector<std::string>{"fp32", "fp16", "bf16"};
   if (!cuda)
     for (const std::string& p : o.precisions)
@@ -596,8 +615,8 @@ int tune_command(const std::vector<std::string>& args) {
         for (const std::string& t : o.timings)
           for (bool g : o.graphs) routes.push_back(Route{p, l, lvl, t, g});
 
-  std::string note;
-  std::map<std::string, Outcome> cache = load_cache(o, &note);
+  std::string note, engine_route;
+  std::map<std::string, Outcome> cache = load_cache(o, &note, &engine_route);
   if (!note.empty()) std::cerr << "ingot tune: " << note << "\n";
 
   if (o.dry_run) {
@@ -698,6 +717,10 @@ int tune_command(const std::vector<std::string>& args) {
   // The search.
   std::vector<Outcome> out(routes.size());
   int best = -1, built = 0, reused = 0, tried = 0;
+  // The engine of the fastest passing route built in this run: -o writes the engine that was
+  // measured, not a rebuild (whose tactic timing could choose differently).
+  std::vector<uint8_t> best_bytes;
+  std::string best_bytes_route;
   bool timed_out = false;
   auto better = [&](int i) {
     return out[i].ok && out[i].passed && (best < 0 || out[i].latency_ms < out[best].latency_ms);
@@ -722,10 +745,12 @@ int tune_command(const std::vector<std::string>& args) {
       out[i].passed = out[i].ok && (!o.have_threshold || out[i].loss <= o.threshold);
       ++reused;
     } else {
-      out[i] = try_route(o, routes[i], prof, inputs, refs);
+      std::vector<uint8_t> bytes;
+      out[i] = try_route(o, routes[i], prof, inputs, refs, &bytes);
       cache[routes[i].key()] = out[i];
-      save_cache(o, cache);  // each route as it completes: an interrupted search keeps its work
+      save_cache(o, cache, engine_route);  // each route as it completes: an interrupted search keeps its work
       ++built;
+      if (better(static_cast<int>(i))) best_bytes = std::move(bytes), best_bytes_route = routes[i].key();
     }
     ++tried;
     if (better(static_cast<int>(i))) best = static_cast<int>(i);
@@ -775,19 +800,48 @@ int tune_command(const std::vector<std::string>& args) {
   if (o.have_threshold) why << " within the threshold " << o.threshold << " (" << tried - passing << " over it or failed)";
   else why << " (no accuracy threshold given)";
   std::cout << why.str() << "\n";
-  if (!o.output.empty()) {
-    auto bytes = build_route(o, routes[best], prof);
-    if (!bytes.ok()) {
-      std::cerr << "ingot tune: rebuilding the chosen route: " << bytes.status().to_string() << "\n";
-      return 1;
+  // The chosen engine: this run's measured one; else the one the tuning cache kept for the same
+  // route (a rerun writes it in seconds); else rebuilt (said so: tactic timing may choose differently).
+  const std::string chosen_key = routes[best].key();
+  std::string source = "measured in this run";
+  if (best_bytes_route != chosen_key) {
+    best_bytes.clear();
+    if (!o.cache_file.empty() && engine_route == chosen_key) {
+      std::ifstream f(engine_file_of(o), std::ios::binary);
+      if (f) {
+        best_bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        source = "kept by the tuning cache";
+      }
     }
-    std::ofstream f(o.output, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
-    if (!f) {
+    if (best_bytes.empty() && !o.output.empty()) {
+      auto bytes = build_route(o, routes[best], prof);
+      if (!bytes.ok()) {
+        std::cerr << "ingot tune: rebuilding the chosen route: " << bytes.status().to_string() << "\n";
+        return 1;
+      }
+      best_bytes = std::move(bytes).value();
+      source = "rebuilt (the cache kept no engine of it; its tactics were timed again)";
+    }
+  }
+  auto write = [&](const std::string& path) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(best_bytes.data()), static_cast<std::streamsize>(best_bytes.size()));
+    return static_cast<bool>(f);
+  };
+  if (!o.cache_file.empty() && !best_bytes.empty() && engine_route != chosen_key) {
+    if (write(engine_file_of(o))) {
+      engine_route = chosen_key;
+      save_cache(o, cache, engine_route);
+    } else {
+      std::cerr << "ingot tune: cannot write '" << engine_file_of(o) << "' (the tuning cache keeps no engine)\n";
+    }
+  }
+  if (!o.output.empty()) {
+    if (!write(o.output)) {
       std::cerr << "ingot tune: cannot write '" << o.output << "'\n";
       return 1;
     }
-    std::cout << "wrote " << o.output << "\n";
+    std::cout << "wrote " << o.output << " (" << source << ")\n";
   }
   return 0;
 }

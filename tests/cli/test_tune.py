@@ -61,11 +61,22 @@ def main():
     c = json.load(open(cache))
     check("the cache holds every route, those over the threshold too", len(c["entries"]) == listed, str(c)[:300])
 
-    rc, out, err = run(a.ingot, "tune", cnn, "--tuning-cache", cache, "--accuracy-threshold", "1e-9", timeout=600)
+    check("the -o engine is the one measured in the sweep", "(measured in this run)" in out, out)
+    kept = cache + ".engine"
+    check("the tuning cache keeps the chosen route's engine beside it",
+          os.path.exists(kept) and open(kept, "rb").read() == open(best, "rb").read() and
+          chosen and c.get("engine_route") == chosen.group(2), str(c.get("engine_route")))
+
+    again_engine = os.path.join(work, "again.engine")
+    rc, out, err = run(a.ingot, "tune", cnn, "--tuning-cache", cache, "--accuracy-threshold", "1e-9",
+                       "-o", again_engine, timeout=600)
     m = re.search(r"\((\d+) built, (\d+) from the tuning cache\)", out)
     again = re.search(r"^chosen: route (\d+) \((\S+)\)", out, re.M)
     check("a rerun with the cache builds nothing and chooses the same route",
           rc == 0 and m and m.group(1) == "0" and again and chosen and again.group(2) == chosen.group(2), out + err)
+    check("the rerun writes the kept engine without building it",
+          "(kept by the tuning cache)" in out and os.path.exists(again_engine) and
+          open(again_engine, "rb").read() == open(best, "rb").read(), out)
     rc, out, _ = run(a.ingot, "tune", cnn, "--tuning-cache", cache, "--dry-run")
     check("the dry run sees the cache", "0 to build" in out, out)
     rc, out, err = run(a.ingot, "tune", cnn, "--tuning-cache", cache, "--accuracy-algorithm", "max-abs",
@@ -79,6 +90,12 @@ def main():
                        timeout=600)
     check("a malformed tuning cache is ignored with a note and rewritten",
           rc == 0 and "malformed" in err and json.load(open(bad_cache))["version"] == 1, out + err)
+    rc, out, _ = run(a.ingot, "tune", mlp, "--shapes", "x:4x8", "--precisions", "fp32", "--tuning-cache", bad_cache,
+                     "--dry-run")
+    rc2, out2, err2 = run(a.ingot, "tune", mlp, "--shapes", "x:16x8", "--precisions", "fp32", "--tuning-cache",
+                          bad_cache, "--dry-run")
+    check("the cache is reused at the same shapes, not at others (a route's time depends on them)",
+          "0 to build" in out and "1 to build" in out2 and "another model" in err2, out + out2 + err2)
 
     rc, out, err = run(a.ingot, "tune", cnn, "--tuning-timeout", "0.001", timeout=600)
     m = re.search(r"^(\d+) of (\d+) routes", out, re.M)
