@@ -4,7 +4,8 @@
 // TensorRT's tuner has --dryRun, --loadRefOutputs, --accuracyThreshold, --accuracyAlgorithm and
 // --tuningTimeOut). A route is one choice of each build setting the builder has: precision (fp32,
 // fp16, bf16; tf32 on CUDA), conv layout (auto/nhwc/nchw, only for models with a Conv), builder
-// optimization level, tactic-timing mode and CUDA graph replay (CUDA only). Each route is built,
+// optimization level, tactic-timing mode and CUDA graph replay (CUDA only); with --calibration-data
+// also int8 and fp8 (fp16 with 8-bit layers, calibrated once per precision for the whole search). Each route is built,
 // run on the same inputs (median latency of timed runs) and its outputs scored against reference
 // outputs (the interpreter's, or --load-ref-outputs) with a loss (>= 0, lower is better); a route
 // whose loss is over the threshold is kept in the tuning cache but never chosen. The cache (JSON,
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "calibration.h"
 #include "device_io.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
@@ -46,7 +48,7 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct Route {
-  std::string precision = "fp32";  // fp32 | tf32 | fp16 | bf16
+  std::string precision = "fp32";  // fp32 | tf32 | fp16 | bf16 | int8 | fp8 (the last two: fp16 + 8-bit)
   std::string layout = "auto";
   int opt_level = 3;
   std::string timing = "stream";   // CUDA
@@ -82,7 +84,37 @@ struct TuneOptions {
   int iterations = 20;
   ShapeOptions shapes;
   uint64_t seed = 1;
+  std::string calibration_dir, calibrator;  // int8 / fp8 routes
 };
+
+// One calibration per 8-bit precision for the whole search: the first int8 (fp8) route runs the
+// batches, the later ones read the scales it wrote (as a TensorRT calibration cache is reused).
+class SearchCalibrator : public NpyCalibrator {
+ public:
+  Result<std::vector<HostTensor>> next_batch(const std::vector<TensorInfo>& inputs) override {
+    auto b = NpyCalibrator::next_batch(inputs);
+    if (b.ok() && !b->empty()) ++batches_run;
+    return b;
+  }
+  std::string read_cache() override {
+    reused += !text_.empty();
+    return text_;
+  }
+  void write_cache(const std::string& text) override { text_ = text; }
+  int batches_run = 0, reused = 0;  ///< batches calibrated on; builds that read the scales back
+
+ private:
+  std::string text_;
+};
+
+SearchCalibrator& calibrator_for(const TuneOptions& o, bool fp8) {
+  static SearchCalibrator int8_cal, fp8_cal;
+  SearchCalibrator& c = fp8 ? fp8_cal : int8_cal;
+  c.dir = o.calibration_dir;
+  c.algorithm_name = o.calibrator;
+  c.fp8 = fp8;
+  return c;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -173,7 +205,10 @@ Result<double> loss_of(const TuneOptions& o, const HostTensor& ref, const HostTe
 BuilderConfig config_for(const TuneOptions& o, const Route& r, const OptimizationProfile* profile) {
   BuilderConfig c;
   c.backend = o.backend;
-  c.fp16 = r.precision == "fp16";
+  c.fp16 = r.precision == "fp16" || r.precision == "int8" || r.precision == "fp8";
+  c.int8 = r.precision == "int8";
+  c.fp8 = r.precision == "fp8";
+  if (c.int8 || c.fp8) c.calibrator = &calibrator_for(o, c.fp8);
   c.bf16 = r.precision == "bf16";
   c.tf32 = r.precision == "tf32";
   c.conv_layout = r.layout;
@@ -275,6 +310,7 @@ std::string cache_scope(const TuneOptions& o) {
   s << o.model << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
     << "|ref " << (o.ref_dir.empty() ? "interpreter" : o.ref_dir) << "|backend "
     << (o.backend == BackendKind::kCuda ? "cuda" : "cpu");
+  if (!o.calibration_dir.empty()) s << "|calibration " << o.calibration_dir << " " << o.calibrator;
   if (!o.shape_args.empty()) s << "|shapes" << o.shape_args;
   if (!o.inputs_arg.empty()) s << "|inputs " << o.inputs_arg;
   return s.str();
@@ -415,6 +451,11 @@ void tune_help() {
                "  --backend cpu|cuda             (default cpu)\n"
                "  --precisions LIST              of fp32,tf32,fp16,bf16 (default fp32,fp16,bf16 on cpu;\n"
                "                                 fp16,bf16,tf32,fp32 on cuda: the likely fastest first)\n"
+               "                                 int8, fp8: fp16 with 8-bit layers (need --calibration-data;\n"
+               "                                 added to the default list when it is given)\n"
+               "  --calibration-data DIR         batches for the int8/fp8 routes (as ingot build's), calibrated\n"
+               "                                 once per precision for the whole search\n"
+               "  --calibrator A                 entropy, minmax, percentile (default: entropy for int8, minmax for fp8)\n"
                "  --conv-layouts LIST            of auto,nhwc,nchw (default all three for models with a Conv, else auto)\n"
                "  --opt-levels LIST              builder optimization levels (default 3 on cpu, 3,5 on cuda)\n"
                "  --tactic-timings LIST          cuda: of stream,device (default stream)\n"
@@ -472,10 +513,20 @@ int tune_command(const std::vector<std::string>& args) {
       o.precisions = split(v);
       precisions_given = true;
       for (const std::string& p : o.precisions)
-        if (p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16") {
-          std::cerr << "ingot tune: --precisions takes fp32, tf32, fp16, bf16; got '" << p << "'\n";
+        if (p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16" && p != "int8" && p != "fp8") {
+          std::cerr << "ingot tune: --precisions takes fp32, tf32, fp16, bf16, int8, fp8; got '" << p << "'\n";
           return 2;
         }
+    } else if (a == "--calibration-data") {
+      if (!value()) return 2;
+      o.calibration_dir = v;
+    } else if (a == "--calibrator") {
+      if (!value()) return 2;
+      if (v != "entropy" && v != "minmax" && v != "percentile") {
+        std::cerr << "ingot tune: --calibrator must be entropy, minmax or percentile, got '" << v << "'\n";
+        return 2;
+      }
+      o.calibrator = v;
     } else if (a == "--conv-layouts") {
       if (!value()) return 2;
       o.layouts = split(v);
@@ -587,6 +638,21 @@ int tune_command(const std::vector<std::string>& args) {
   // that stops the search early has tried the most promising routes.
   if (!precisions_given) o.precisions = cuda ? std::vector<std::string>{"fp16", "bf16", "tf32", "fp32"}
                                              : std::vector<std::string>{"fp32", "fp16", "bf16"};
+  if (!precisions_given && !o.calibration_dir.empty()) {
+    // fp16, fp8, bf16, int8, tf32, fp32 on CUDA (FP8 is Hopper's; measured faster than int8 there);
+    // fp32, fp16, bf16, int8 on the CPU (its FP8 is an emulation: ask for it by name).
+    if (cuda) {
+      o.precisions.insert(o.precisions.begin() + 1, "fp8");
+      o.precisions.insert(o.precisions.begin() + 3, "int8");
+    } else {
+      o.precisions.push_back("int8");
+    }
+  }
+  for (const std::string& p : o.precisions)
+    if ((p == "int8" || p == "fp8") && o.calibration_dir.empty()) {
+      std::cerr << "ingot tune: the " << p << " routes need --calibration-data DIR\n";
+      return 2;
+    }
   if (!cuda)
     for (const std::string& p : o.precisions)
       if (p == "tf32") {
@@ -786,6 +852,13 @@ int tune_command(const std::vector<std::string>& args) {
             << std::chrono::duration<double>(Clock::now() - t0).count() << " s";
   if (timed_out) std::cout << "; the tuning timeout (" << o.timeout_s << " s) stopped the search";
   std::cout << "\n";
+  for (bool fp8 : {false, true}) {
+    const SearchCalibrator& c = calibrator_for(o, fp8);
+    if (c.batches_run > 0 || c.reused > 0)
+      std::cout << (fp8 ? "fp8" : "int8") << " routes: calibrated once on " << c.batches_run
+                << " batches; " << c.reused << " later build" << (c.reused == 1 ? "" : "s")
+                << " read the scales back\n";
+  }
   if (!o.svg.empty()) write_svg(o, routes, std::vector<Outcome>(out.begin(), out.begin() + tried), best);
   if (best < 0) {
     std::cout << "no route " << (o.have_threshold ? "within the accuracy threshold" : "built") << "\n";

@@ -128,10 +128,30 @@ def main():
                            "--precisions", "fp32,fp16", timeout=600)
         check(f"--accuracy-algorithm {algo} scores the routes", rc == 0 and "chosen: route" in out, out + err)
 
+    # int8 routes: one calibration for the whole search, its scales reused by every later int8 build.
+    cal = os.path.join(work, "cal")
+    os.makedirs(cal)
+    rng = np.random.default_rng(5)
+    for i in range(3):
+        np.save(os.path.join(cal, f"b{i}.npy"), rng.standard_normal((2, 3, 32, 32)).astype(np.float32))
+    rc, out, _ = run(a.ingot, "tune", cnn, "--calibration-data", cal, "--dry-run")
+    m = re.search(r"^(\d+) routes for", out, re.M)
+    check("--calibration-data adds the int8 routes to the default list (4 precisions x 3 layouts on the CPU)",
+          rc == 0 and m and int(m.group(1)) == 12 and "int8/nhwc/o3/stream" in out, out)
+    rc, out, err = run(a.ingot, "tune", cnn, "--calibration-data", cal, "--precisions", "fp32,int8",
+                       "--accuracy-threshold", "0.05", timeout=600)
+    rows = re.findall(r"^\s+\d+\s+(int8/\S+)\s+([\d.]+)\s+(\S+)\s+(yes|NO)\s", out, re.M)
+    check("every int8 route builds, runs and is scored (loss > 0: 8-bit rounding, within 0.05)",
+          rc == 0 and len(rows) == 3 and all(0 < float(r[2]) < 0.05 and r[3] == "yes" for r in rows), out + err)
+    check("the int8 routes calibrate once and the later two read the scales back",
+          "int8 routes: calibrated once on 3 batches; 2 later builds read the scales back" in out, out)
+
     for args, what in ((["--load-ref-outputs", ref], "needs --accuracy-threshold"),
                        (["--accuracy-algorithm", "l7"], "--accuracy-algorithm must be"),
                        (["--precisions", "fp12"], "--precisions takes"),
                        (["--precisions", "tf32"], "tf32 is a CUDA precision"),
+                       (["--precisions", "fp32,int8"], "the int8 routes need --calibration-data"),
+                       (["--calibrator", "median"], "--calibrator must be"),
                        (["--tuning-timeout", "-1"], "--tuning-timeout needs"),
                        (["--opt-levels", "9"], "--opt-levels")):
         rc, out, err = run(a.ingot, "tune", cnn, *args)
