@@ -2,7 +2,8 @@
 # Copyright ingot authors. Apache-2.0.
 # One device call for issue 23's device run: `ingot tune` on ResNet-50 (torchvision, batch RB,
 # default 16) and BERT-base (transformers, s128, batch BB, default 8), random weights (ResNet's
-# BatchNorm statistics settled on random images first), against PyTorch fp32 reference outputs
+# BatchNorm statistics settled on random images first; BERT's search adds the int8 and fp8 routes,
+# calibrated on two random-token batches), against PyTorch fp32 reference outputs
 # (TF32 off) with a cosine threshold of 1e-3; then the dry run's count, a rerun with the tuning
 # cache (timed), the by-hand builds a user would try (`ingot build --fp16` at optimization levels
 # 3 and 5), each engine timed the same way (`ingot run --cuda-graph --no-data-transfers`), and
@@ -68,6 +69,10 @@ with torch.no_grad():
                       do_constant_folding=True)
     y = Bert().cuda()(torch.from_numpy(ids).cuda(), torch.from_numpy(mask).cuda()).float().cpu().numpy()
 save(f"{t}/bert", {"input_ids": ids, "attention_mask": mask}, {"y": y})
+for i in range(2):  # calibration batches for BERT's int8 / fp8 routes (random tokens: scales, not accuracy)
+    os.makedirs(f"{t}/bert/cal/{i}")
+    np.save(f"{t}/bert/cal/{i}/input_ids.npy", rng.integers(0, 30522, (bb, 128)).astype(np.int64))
+    np.save(f"{t}/bert/cal/{i}/attention_mask.npy", np.ones((bb, 128), np.int64))
 print("exported in", round(__import__("time").process_time()), "s cpu")
 PY
 tail -1 "$t/export.log"
@@ -78,6 +83,7 @@ for m in resnet50 bert; do
   to=${RESNET_TIMEOUT:-330}; [ "$m" = bert ] && to=${BERT_TIMEOUT:-150}
   common=("$t/$m.onnx" --backend cuda --load-inputs "$ins" --load-ref-outputs "$d/ref" --accuracy-threshold 1e-3
           --tuning-cache "$d/tuning.json")
+  [ "$m" = bert ] && common+=(--calibration-data "$d/cal")
   $B/tools/ingot tune "${common[@]}" --dry-run > "$d/dry.log" 2>&1
   s0=$SECONDS
   $B/tools/ingot tune "${common[@]}" --tuning-timeout "$to" --svg "$d/tune.svg" -o "$d/tuned.engine" > "$d/tune.log" 2> "$d/tune.err"
