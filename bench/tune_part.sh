@@ -9,7 +9,7 @@
 # 3 and 5), each engine timed the same way (`ingot run --cuda-graph --no-data-transfers`), and
 # `ingot inspect --diff` of the tuned engine's profile against the by-hand fp16 one.
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [RB=16] [BB=8] [RESNET_TIMEOUT=330] [BERT_TIMEOUT=150] bash bench/tune_part.sh NAME
+#   there: [GPU_TESTS=1] [RB=16] [BB=8] [RESNET_TIMEOUT=330] [BERT_TIMEOUT=150] bash bench/tune_part.sh NAME
 # Leaves $OUT/NAME.tgz (logs, caches, SVGs, profiles, diffs) and prints the summary last.
 set -uo pipefail
 name=$1
@@ -22,6 +22,12 @@ B=build/dev
 rb=${RB:-16}
 bb=${BB:-8}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
+# GPU_TESTS=1: the GPU test suite in 4 shards while the models export (the tuning starts after both).
+if [ "${GPU_TESTS:-0}" = 1 ]; then
+  for i in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i $B/tests/ingot_gpu_tests > "$t/gpu_tests_$i.log" 2>&1 &
+  done
+fi
 python3 - "$t" "$rb" "$bb" > "$t/export.log" 2>&1 <<'PY'
 import os, sys, numpy as np, torch, torchvision, transformers
 t, rb, bb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -76,6 +82,10 @@ for i in range(2):  # calibration batches for BERT's int8 / fp8 routes (random t
 print("exported in", round(__import__("time").process_time()), "s cpu")
 PY
 tail -1 "$t/export.log"
+wait
+if [ "${GPU_TESTS:-0}" = 1 ]; then
+  echo "GPU tests done after $SECONDS s:"; grep -h "tests ran\|PASSED\|FAILED" "$t"/gpu_tests_*.log
+fi
 median() { grep -oE "GPU Compute Time: .*median = [0-9.]+" "$1" | grep -oE "[0-9.]+$"; }
 for m in resnet50 bert; do
   d=$t/$m

@@ -14,7 +14,9 @@ the test), calibrated on the 64 other sentences of calibration.txt.
   - INT8 (entropy, TensorRT's default, and min-max: printed), INT8 with SmoothQuant (alpha 0.8)
     and FP8 (E4M3, min-max) engines: each figure of the issue's bar (cosine >= 0.99 against fp32 on
     every sentence, the nearest neighbour of >= 98% of the sentences the one fp32 finds) printed,
-    and what they reach today asserted (mean cosine, neighbours, sentences below 0.99);
+    and what they reach today asserted (mean cosine, neighbours, sentences below 0.99); with the
+    automatic mixed precision (--int8-min-cosine 0.999: INT8 + SmoothQuant, and FP8) the bar itself
+    is asserted;
   - explicit quantization: onnxruntime's quantize_static QDQ model imports into ingot, and ingot's
     engine of it gives onnxruntime's embeddings (cosine >= 0.999 on every sentence).
 Every figure is printed (bench/RESULTS.md and the issue's note cite them). Skips, saying why, when
@@ -164,7 +166,13 @@ def main():
     runs = [("int8 entropy", ["--int8"], None),                        # TensorRT's default calibrator
             ("int8 minmax", ["--int8", "--calibrator", "minmax"], None),
             ("int8 smoothquant 0.8", ["--int8", "--smoothquant", "0.8"], (0.995, 98.0, 3)),
-            ("fp8 e4m3 minmax", ["--fp8"], (0.995, 98.0, 2))]
+            ("fp8 e4m3 minmax", ["--fp8"], (0.995, 98.0, 2)),
+            # Issue 20's automatic mixed precision: the layers most sensitive to 8 bits (each
+            # measured alone on the calibration batches) stay in float until every calibration
+            # sample keeps cosine >= 0.999. These two meet the bar; it is asserted (0 below 0.99).
+            ("int8 smoothquant 0.8 + accuracy search 0.999", ["--int8", "--smoothquant", "0.8", "--int8-min-cosine",
+                                                             "0.999"], (0.998, 98.0, 0)),
+            ("fp8 + accuracy search 0.999", ["--fp8", "--int8-min-cosine", "0.999"], (0.999, 98.0, 0))]
     bars = []
     for tag, flags, guard in runs:
         eng, log, bt = build(args, work, model_path, tag.replace(" ", "_"), *flags, "--calibration-data", calib)
