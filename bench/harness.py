@@ -878,6 +878,28 @@ def BertOutputs(bert):  # noqa: N802 - reads as the class it builds
     return _bert_outputs_class()(bert)
 
 
+def bert_base_last_hidden_state():
+    """BERT-base (transformers, random weights, eager attention, no pooler) as a module from
+    (input_ids, attention_mask) to the last hidden state, in eval mode: the model of the INT8 and
+    tuning scripts (bench/quant_part.sh, bench/tune_part.sh)."""
+    import torch
+    import transformers
+
+    bert = bert_with_attention(transformers, transformers.BertConfig(), "eager")
+    if hasattr(bert, "pooler"):
+        bert.pooler = None
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
+
+    return LastHidden().eval()
+
+
 def git_commit():
     try:
         p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)

@@ -9,12 +9,7 @@
 #   there: [GTEST_FILTER_GPU=...] [QUANT_BATCH=64] [QUANT_MODES="fp16 fp8 int8" (empty: none)] [RESNET_CAL=1] bash bench/quant_part.sh NAME
 # Leaves $OUT/NAME.tgz (logs, profiles, the summary); prints the summary table last.
 set -uo pipefail
-name=$1
-t=/tmp/quant_$name
-rm -rf "$t"; mkdir -p "$t"
-tar xJf build/devpack.tar.xz -C build
-export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
-B=build/dev
+. bench/part_env.sh quant "$1"
 bn=${QUANT_BATCH:-64}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
 filter=${GTEST_FILTER_GPU:-'CudaQuantGemmTest.*:CudaQuantTest.*:CudaCalibration*'}
@@ -27,21 +22,12 @@ python3 - "$t" > "$t/export.log" 2>&1 <<'PY'
 import os, sys, numpy as np, torch, transformers
 t = sys.argv[1]
 torch.manual_seed(0)
-cfg = transformers.BertConfig()
-cfg._attn_implementation = "eager"
-bert = transformers.BertModel(cfg, add_pooling_layer=False).eval()
-
-class Bert(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids, attention_mask):
-        return self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
-
+sys.path.insert(0, "bench")
+from harness import bert_base_last_hidden_state
+bert = bert_base_last_hidden_state()
 ids = torch.randint(0, 30522, (1, 128))
 with torch.no_grad():
-    torch.onnx.export(Bert().eval(), (ids, torch.ones(1, 128, dtype=torch.int64)), f"{t}/bert.onnx", opset_version=18,
+    torch.onnx.export(bert, (ids, torch.ones(1, 128, dtype=torch.int64)), f"{t}/bert.onnx", opset_version=18,
                       dynamo=False, input_names=["input_ids", "attention_mask"], output_names=["y"],
                       dynamic_axes={"input_ids": {0: "b"}, "attention_mask": {0: "b"}}, do_constant_folding=True)
 rng = np.random.default_rng(1)

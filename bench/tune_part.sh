@@ -12,13 +12,7 @@
 #   there: [GPU_TESTS=1] [RB=16] [BB=8] [RESNET_TIMEOUT=330] [BERT_TIMEOUT=150] bash bench/tune_part.sh NAME
 # Leaves $OUT/NAME.tgz (logs, caches, SVGs, profiles, diffs) and prints the summary last.
 set -uo pipefail
-name=$1
-t=/tmp/tune_$name
-rm -rf "$t"; mkdir -p "$t"
-tar xJf build/devpack.tar.xz -C build
-export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1
-B=build/dev
+. bench/part_env.sh tune "$1"
 rb=${RB:-16}
 bb=${BB:-8}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
@@ -55,25 +49,16 @@ with torch.no_grad():
     y = m.cuda()(torch.from_numpy(x).cuda()).float().cpu().numpy()
 save(f"{t}/resnet50", {"image": x}, {"logits": y})
 
-cfg = transformers.BertConfig()
-cfg._attn_implementation = "eager"
-bert = transformers.BertModel(cfg, add_pooling_layer=False).eval()
-
-class Bert(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids, attention_mask):
-        return self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
-
+sys.path.insert(0, "bench")
+from harness import bert_base_last_hidden_state
+bert = bert_base_last_hidden_state()
 ids = rng.integers(0, 30522, (bb, 128)).astype(np.int64)
 mask = np.ones((bb, 128), np.int64)
 with torch.no_grad():
-    torch.onnx.export(Bert().eval(), (torch.from_numpy(ids), torch.from_numpy(mask)), f"{t}/bert.onnx", opset_version=18,
+    torch.onnx.export(bert, (torch.from_numpy(ids), torch.from_numpy(mask)), f"{t}/bert.onnx", opset_version=18,
                       dynamo=False, input_names=["input_ids", "attention_mask"], output_names=["y"],
                       do_constant_folding=True)
-    y = Bert().cuda()(torch.from_numpy(ids).cuda(), torch.from_numpy(mask).cuda()).float().cpu().numpy()
+    y = bert.cuda()(torch.from_numpy(ids).cuda(), torch.from_numpy(mask).cuda()).float().cpu().numpy()
 save(f"{t}/bert", {"input_ids": ids, "attention_mask": mask}, {"y": y})
 for i in range(2):  # calibration batches for BERT's int8 / fp8 routes (random tokens: scales, not accuracy)
     os.makedirs(f"{t}/bert/cal/{i}")
