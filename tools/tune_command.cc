@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <iterator>
@@ -305,9 +306,18 @@ Outcome try_route(const TuneOptions& o, const Route& r, const OptimizationProfil
 // ---- The tuning cache: {"version", "model", "entries": {route key: outcome}}, keyed also by
 // what makes outcomes comparable (the model file, the loss, the inputs' seed).
 
+// The model file's contents as a hash: a model changed in place must not reuse its old routes.
+std::string model_digest(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::ostringstream s;
+  s << std::hex << std::hash<std::string>{}(bytes) << "/" << std::dec << bytes.size();
+  return s.str();
+}
+
 std::string cache_scope(const TuneOptions& o) {
   std::ostringstream s;
-  s << o.model << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
+  s << o.model << " #" << model_digest(o.model) << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
     << "|ref " << (o.ref_dir.empty() ? "interpreter" : o.ref_dir) << "|backend "
     << (o.backend == BackendKind::kCuda ? "cuda" : "cpu");
   if (!o.calibration_dir.empty()) s << "|calibration " << o.calibration_dir << " " << o.calibrator;

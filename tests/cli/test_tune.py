@@ -96,6 +96,17 @@ def main():
                           bad_cache, "--dry-run")
     check("the cache is reused at the same shapes, not at others (a route's time depends on them)",
           "0 to build" in out and "1 to build" in out2 and "another model" in err2, out + out2 + err2)
+    # The same path, other contents: the routes are not reused.
+    import shutil
+    moved = os.path.join(work, "model.onnx")
+    shutil.copy(cnn, moved)
+    rc, out, err = run(a.ingot, "tune", moved, "--precisions", "fp32", "--conv-layouts", "auto", "--tuning-cache",
+                       os.path.join(work, "moved.json"), timeout=600)
+    shutil.copy(mlp, moved)
+    rc, out, err = run(a.ingot, "tune", moved, "--precisions", "fp32", "--conv-layouts", "auto", "--tuning-cache",
+                       os.path.join(work, "moved.json"), "--dry-run")
+    check("a model changed in place does not reuse the routes of the old one",
+          "1 to build" in out and "another model" in err, out + err)
 
     rc, out, err = run(a.ingot, "tune", cnn, "--tuning-timeout", "0.001", timeout=600)
     m = re.search(r"^(\d+) of (\d+) routes", out, re.M)
