@@ -72,6 +72,7 @@ struct Outcome {
 struct TuneOptions {
   std::string model, output, cache_file, svg, ref_dir;
   std::string shape_args, inputs_arg;  // as given: part of the cache's scope
+  std::string scope;                   // the tuning cache's scope (cache_scope), computed once
   BackendKind backend = BackendKind::kCpu;
   std::vector<std::string> precisions, layouts, timings;
   std::vector<int> opt_levels;
@@ -303,21 +304,21 @@ Outcome try_route(const TuneOptions& o, const Route& r, const OptimizationProfil
   return out;
 }
 
-// ---- The tuning cache: {"version", "model", "entries": {route key: outcome}}, keyed also by
-// what makes outcomes comparable (the model file, the loss, the inputs' seed).
+// ---- The tuning cache: {"version", "scope", "entries": {route key: outcome}, "engine_route"}; the
+// scope is what makes outcomes comparable (the model file and a hash of its contents, the loss, the
+// reference, the inputs, shapes and calibration data); "engine_route" names the route whose engine
+// is kept beside the cache (FILE.engine).
 
-// The model file's contents as a hash: a model changed in place must not reuse its old routes.
-std::string model_digest(const std::string& path) {
+std::string file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::ostringstream s;
-  s << std::hex << std::hash<std::string>{}(bytes) << "/" << std::dec << bytes.size();
-  return s.str();
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
+// Computed once per command (it reads the whole model): TuneOptions::scope.
 std::string cache_scope(const TuneOptions& o) {
+  const std::string model = file_bytes(o.model);
   std::ostringstream s;
-  s << o.model << " #" << model_digest(o.model) << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
+  s << o.model << " #" << std::hex << std::hash<std::string>{}(model) << "/" << std::dec << model.size() << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
     << "|ref " << (o.ref_dir.empty() ? "interpreter" : o.ref_dir) << "|backend "
     << (o.backend == BackendKind::kCuda ? "cuda" : "cpu");
   if (!o.calibration_dir.empty()) s << "|calibration " << o.calibration_dir << " " << o.calibrator;
@@ -350,7 +351,7 @@ std::map<std::string, Outcome> read_cache(const TuneOptions& o, std::string* not
     *note = "the tuning cache '" + o.cache_file + "' is not one (ignored, rewritten)";
     return c;
   }
-  if (j.value("scope", "") != cache_scope(o)) {
+  if (j.value("scope", "") != o.scope) {
     *note = "the tuning cache '" + o.cache_file + "' is for another model, loss, reference, shapes or inputs (ignored, rewritten)";
     return c;
   }
@@ -381,7 +382,7 @@ void save_cache(const TuneOptions& o, const std::map<std::string, Outcome>& c, c
     entries[key] = e;
   }
   std::ofstream f(o.cache_file);
-  json j = {{"version", 1}, {"scope", cache_scope(o)}, {"entries", entries}};
+  json j = {{"version", 1}, {"scope", o.scope}, {"entries", entries}};
   if (!engine_route.empty()) j["engine_route"] = engine_route;
   f << j.dump(1) << "\n";
 }
@@ -491,7 +492,7 @@ void tune_help() {
 
 int tune_command(const std::vector<std::string>& args) {
   TuneOptions o;
-  std::string inputs_arg, graph_arg = "on";
+  std::string graph_arg = "on";
   bool layouts_given = false, opt_given = false, precisions_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -573,7 +574,6 @@ int tune_command(const std::vector<std::string>& args) {
       o.ref_dir = v;
     } else if (a == "--load-inputs") {
       if (!value()) return 2;
-      inputs_arg = v;
       o.inputs_arg = v;
     } else if (a == "--accuracy-threshold") {
       if (!value()) return 2;
@@ -691,6 +691,7 @@ int tune_command(const std::vector<std::string>& args) {
         for (const std::string& t : o.timings)
           for (bool g : o.graphs) routes.push_back(Route{p, l, lvl, t, g});
 
+  if (!o.cache_file.empty()) o.scope = cache_scope(o);
   std::string note, engine_route;
   std::map<std::string, Outcome> cache = load_cache(o, &note, &engine_route);
   if (!note.empty()) std::cerr << "ingot tune: " << note << "\n";
@@ -722,10 +723,10 @@ int tune_command(const std::vector<std::string>& args) {
     return 1;
   }
   std::map<std::string, HostTensor> loaded;
-  if (!inputs_arg.empty()) {
+  if (!o.inputs_arg.empty()) {
     std::map<std::string, std::string> files;
     std::string err;
-    if (!parse_pairs(inputs_arg, files, err)) {
+    if (!parse_pairs(o.inputs_arg, files, err)) {
       std::cerr << "ingot tune: --load-inputs: " << err << "\n";
       return 2;
     }
@@ -890,9 +891,9 @@ int tune_command(const std::vector<std::string>& args) {
   if (best_bytes_route != chosen_key) {
     best_bytes.clear();
     if (!o.cache_file.empty() && engine_route == chosen_key) {
-      std::ifstream f(engine_file_of(o), std::ios::binary);
-      if (f) {
-        best_bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+      const std::string kept = file_bytes(engine_file_of(o));
+      if (!kept.empty()) {
+        best_bytes.assign(kept.begin(), kept.end());
         source = "kept by the tuning cache";
       }
     }
