@@ -4,7 +4,8 @@
 // TensorRT's tuner has --dryRun, --loadRefOutputs, --accuracyThreshold, --accuracyAlgorithm and
 // --tuningTimeOut). A route is one choice of each build setting the builder has: precision (fp32,
 // fp16, bf16; tf32 on CUDA), conv layout (auto/nhwc/nchw, only for models with a Conv), builder
-// optimization level, tactic-timing mode and CUDA graph replay (CUDA only); with --calibration-data
+// optimization level, tactic-timing mode and CUDA graph replay (CUDA only), the profile's opt shapes
+// (when --opt-shapes is given more than once); with --calibration-data
 // also int8 and fp8 (fp16 with 8-bit layers, calibrated once per precision for the whole search). Each route is built,
 // run on the same inputs (median latency of timed runs) and its outputs scored against reference
 // outputs (the interpreter's, or --load-ref-outputs) with a loss (>= 0, lower is better); a route
@@ -54,9 +55,11 @@ struct Route {
   int opt_level = 3;
   std::string timing = "stream";   // CUDA
   bool graph = false;              // CUDA
+  int opt = -1;                    // which --opt-shapes (0-based) when several were given, else -1
   std::string key() const {
     std::ostringstream s;
     s << precision << "/" << layout << "/o" << opt_level << "/" << timing << (graph ? "/graph" : "");
+    if (opt >= 0) s << "/opt" << opt + 1;
     return s.str();
   }
 };
@@ -84,7 +87,8 @@ struct TuneOptions {
   int topk = 1;
   double timeout_s = 0;  // 0: none
   int iterations = 20;
-  ShapeOptions shapes;
+  ShapeOptions shapes;                  // the first --opt-shapes among them
+  std::vector<std::string> opt_choices;  // every --opt-shapes as given: several make a search axis
   uint64_t seed = 1;
   std::string calibration_dir, calibrator;  // int8 / fp8 routes
 };
@@ -458,7 +462,7 @@ std::string bar(int done, int total, double elapsed, const std::string& best) {
 void tune_help() {
   std::cout << "usage: ingot tune MODEL.onnx [options]\n"
                "Searches build routes (precision x conv layout x optimization level [x tactic timing x CUDA\n"
-               "graph on CUDA]) for the fastest engine whose outputs stay within an accuracy threshold.\n"
+               "graph on CUDA] [x opt shapes]) for the fastest engine whose outputs stay within an accuracy threshold.\n"
                "  --backend cpu|cuda             (default cpu)\n"
                "  --precisions LIST              of fp32,tf32,fp16,bf16 (default fp32,fp16,bf16 on cpu;\n"
                "                                 fp16,bf16,tf32,fp32 on cuda: the likely fastest first)\n"
@@ -483,6 +487,9 @@ void tune_help() {
                "  --tuning-cache FILE            every route's outcome; a rerun builds only what is missing\n"
                "  --iterations N                 timed runs per route (default 20, at least 0.2 s)\n"
                "  --shapes / --min-shapes / --opt-shapes / --max-shapes   as for ingot build\n"
+               "                                 --opt-shapes given more than once (with --min/--max-shapes):\n"
+               "                                 a search axis, each route built for one of them (optK in its\n"
+               "                                 name) and run at the first\n"
                "  -o, --output FILE.engine       write the chosen route's engine\n"
                "  --svg FILE                     latency against loss, threshold and Pareto front\n"
                "  --seed N                       random inputs' seed (default 1)\n";
@@ -621,8 +628,19 @@ int tune_command(const std::vector<std::string>& args) {
     } else if (a == "--svg") {
       if (!value()) return 2;
       o.svg = v;
+    } else if (a == "--opt-shapes" && !o.opt_choices.empty()) {
+      // A second (third, ...) opt shape: one more value of the opt-shapes axis.
+      if (!value()) return 2;
+      ShapeOptions check;
+      if (!check.parse(a, v, err)) {
+        std::cerr << "ingot tune: " << err << "\n";
+        return 2;
+      }
+      o.opt_choices.push_back(v);
+      o.shape_args += " " + a + " " + v;
     } else if (a == "--shapes" || a == "--min-shapes" || a == "--opt-shapes" || a == "--max-shapes") {
       if (!value()) return 2;
+      if (a == "--opt-shapes") o.opt_choices.push_back(v);
       if (!o.shapes.parse(a, v, err)) {
         std::cerr << "ingot tune: " << err << "\n";
         return 2;
@@ -683,13 +701,23 @@ int tune_command(const std::vector<std::string>& args) {
     const bool has_conv = report->before.op_counts.count("Conv") > 0;
     o.layouts = has_conv ? std::vector<std::string>{"auto", "nhwc", "nchw"} : std::vector<std::string>{"auto"};
   }
-  // The routes, in a fixed order: precision, layout, level, timing, graph.
+  if (o.opt_choices.size() > 1 && !o.shapes.shapes.empty()) {
+    std::cerr << "ingot tune: several --opt-shapes (a search axis) need a profile (--min-shapes/--max-shapes), "
+                 "not --shapes\n";
+    return 2;
+  }
+  // The routes, in a fixed order: precision, layout, level, timing, graph, opt shapes.
+  const int n_opt = o.opt_choices.size() > 1 ? static_cast<int>(o.opt_choices.size()) : 0;
   std::vector<Route> routes;
   for (const std::string& p : o.precisions)
     for (const std::string& l : o.layouts)
       for (int lvl : o.opt_levels)
         for (const std::string& t : o.timings)
-          for (bool g : o.graphs) routes.push_back(Route{p, l, lvl, t, g});
+          for (bool g : o.graphs)
+            for (int k = n_opt ? 0 : -1; k < n_opt; ++k) routes.push_back(Route{p, l, lvl, t, g, k});
+  auto print_opt_legend = [&]() {
+    for (int k = 0; k < n_opt; ++k) std::cout << "  opt" << k + 1 << " = --opt-shapes " << o.opt_choices[k] << "\n";
+  };
 
   if (!o.cache_file.empty()) o.scope = cache_scope(o);
   std::string note, engine_route;
@@ -705,6 +733,7 @@ int tune_command(const std::vector<std::string>& args) {
       else ++missing;
     }
     std::cout << routes.size() << " routes for " << o.model << " (" << (cuda ? "cuda" : "cpu") << "):\n";
+    print_opt_legend();
     for (size_t i = 0; i < routes.size(); ++i) {
       auto c = cache.find(routes[i].key());
       std::cout << std::setw(4) << i + 1 << "  " << routes[i].key() << (c != cache.end() ? "  (in the cache)" : "") << "\n";
@@ -770,6 +799,20 @@ int tune_command(const std::vector<std::string>& args) {
     if (in_open && !named) profile.set_dimensions(in.name, inputs.back().shape, inputs.back().shape, inputs.back().shape);
   }
   const OptimizationProfile* prof = open || !o.shapes.empty() ? &profile : nullptr;
+  // With several --opt-shapes, route k's profile is the same min/max with opt shapes k (the
+  // inputs, and so the timing and the loss, stay at the first one's).
+  std::vector<OptimizationProfile> opt_profiles;
+  for (int k = 0; k < n_opt; ++k) {
+    ShapeOptions choice;
+    choice.parse("--opt-shapes", o.opt_choices[static_cast<size_t>(k)], err);
+    OptimizationProfile p;
+    for (const auto& e : profile.entries()) {
+      auto c = choice.opt.find(e.input);
+      p.set_dimensions(e.input, e.min, c != choice.opt.end() ? c->second : e.opt, e.max);
+    }
+    opt_profiles.push_back(std::move(p));
+  }
+  auto profile_of = [&](const Route& r) { return r.opt >= 0 ? &opt_profiles[static_cast<size_t>(r.opt)] : prof; };
   std::vector<HostTensor> refs;
   if (!o.ref_dir.empty()) {
     for (const TensorInfo& out : (*model)->outputs()) {
@@ -823,7 +866,7 @@ int tune_command(const std::vector<std::string>& args) {
       ++reused;
     } else {
       std::vector<uint8_t> bytes;
-      out[i] = try_route(o, routes[i], prof, inputs, refs, &bytes);
+      out[i] = try_route(o, routes[i], profile_of(routes[i]), inputs, refs, &bytes);
       cache[routes[i].key()] = out[i];
       save_cache(o, cache, engine_route);  // each route as it completes: an interrupted search keeps its work
       ++built;
@@ -842,6 +885,7 @@ int tune_command(const std::vector<std::string>& args) {
     if (out[a].ok != out[b].ok) return out[a].ok;
     return out[a].latency_ms < out[b].latency_ms;
   });
+  print_opt_legend();
   std::cout << "route  " << std::left << std::setw(28) << "settings" << std::right << std::setw(12) << "latency ms"
             << std::setw(14) << ("loss " + o.algorithm).substr(0, 13) << std::setw(8) << "pass" << std::setw(10)
             << "build s" << "  source\n";
@@ -898,7 +942,7 @@ int tune_command(const std::vector<std::string>& args) {
       }
     }
     if (best_bytes.empty() && !o.output.empty()) {
-      auto bytes = build_route(o, routes[best], prof);
+      auto bytes = build_route(o, routes[best], profile_of(routes[best]));
       if (!bytes.ok()) {
         std::cerr << "ingot tune: rebuilding the chosen route: " << bytes.status().to_string() << "\n";
         return 1;

@@ -4,7 +4,8 @@
 a full sweep tries; a threshold excludes the routes whose loss is over it (they stay in the table and
 the cache, never chosen); loaded reference outputs are what routes are scored against; the timeout
 stops the search and keeps the best so far; the tuning cache round-trips (a rerun builds nothing and
-chooses the same route); the chosen engine and the SVG are written; bad flags are clear errors.
+chooses the same route); the chosen engine and the SVG are written; several --opt-shapes are a search axis whose routes build
+engines for their own opt shapes; bad flags are clear errors.
 
 Usage: test_tune.py --ingot build/tools/ingot --models DIR (tests/models/make_models.py's output)
 """
@@ -156,6 +157,26 @@ def main():
           rc == 0 and len(rows) == 3 and all(0 < float(r[2]) < 0.05 and r[3] == "yes" for r in rows), out + err)
     check("the int8 routes calibrate once and the later two read the scales back",
           "int8 routes: calibrated once on 3 batches; 2 later builds read the scales back" in out, out)
+
+    # The profile's opt shapes as a search axis: --opt-shapes given twice doubles the routes; each
+    # route's engine is built for its own opt shapes (the written engine's profile says which).
+    prof = ["--min-shapes", "x:1x8", "--max-shapes", "x:32x8", "--opt-shapes", "x:4x8", "--opt-shapes", "x:32x8"]
+    rc, out, err = run(a.ingot, "tune", mlp, *prof, "--precisions", "fp32,fp16", "--dry-run")
+    m = re.search(r"^(\d+) routes for", out, re.M)
+    check("two --opt-shapes: 2 precisions x 2 opt shapes, each named in the legend",
+          rc == 0 and m and int(m.group(1)) == 4 and "fp16/auto/o3/stream/opt2" in out and
+          "opt2 = --opt-shapes x:32x8" in out, out + err)
+    opt_engine = os.path.join(work, "opt.engine")
+    rc, out, err = run(a.ingot, "tune", mlp, *prof, "--precisions", "fp32", "-o", opt_engine, timeout=600)
+    chosen = re.search(r"^chosen: route \d+ \(\S+/opt(\d)\)", out, re.M)
+    rc2, out2, _ = run(a.ingot, "inspect", opt_engine)
+    want = {"1": "opt [4,8]", "2": "opt [32,8]"}.get(chosen.group(1) if chosen else "", "?")
+    check("the chosen route's engine carries its own opt shapes",
+          rc == 0 and chosen and rc2 == 0 and "min [1,8]  " + want + "  max [32,8]" in out2, out + err + out2)
+    rc, out, err = run(a.ingot, "tune", mlp, "--shapes", "x:4x8", "--opt-shapes", "x:4x8", "--opt-shapes", "x:8x8",
+                       "--dry-run")
+    check("several --opt-shapes with --shapes (no profile to vary): exit 2, saying so",
+          rc == 2 and "need a profile" in err, out + err)
 
     for args, what in ((["--load-ref-outputs", ref], "needs --accuracy-threshold"),
                        (["--accuracy-algorithm", "l7"], "--accuracy-algorithm must be"),
