@@ -8,6 +8,7 @@
 # and initcheck (out-of-bounds writes, reads of memory nothing wrote). Full logs in OUTDIR; one
 # line per variant on stdout.
 #   bash bench/probe_wrong.sh INGOT MODEL.onnx name:in.npy[,..] OUTDIR [variant ...]
+# PROBE_BASE='--backend cuda --fp16 ...' replaces the census's build flags every variant starts from.
 # variants: census opt1 nchw nhwc relu sanitize graph layouts (default: all but layouts); an OUTDIR/NAME.engine already
 # there is used as it is (e.g. the census's own engine as census.engine). graph: the census engine's
 # outputs run once without a CUDA graph and 20 times back to back from one (NaN counts and ranges
@@ -18,7 +19,8 @@ shift 4
 variants=${*:-census opt1 nchw nhwc relu sanitize graph}
 mkdir -p "$out"
 tol=(--atol 0.05 --rtol 0.05)
-base=(--backend cuda --fp16 --tactic-timing device)
+# PROBE_BASE: the build flags every variant starts from (default: the census's).
+read -r -a base <<< "${PROBE_BASE:---backend cuda --fp16 --tactic-timing device}"
 
 probe() {  # probe NAME [env ...] -- build flags
   local name=$1; shift

@@ -367,6 +367,34 @@ TEST_P(CudnnConvTest, EveryHeuristicIndex) {
   }
 }
 
+// ResNet-50's channels-last bottleneck convs (the layout pass's form for fp16/bf16), every plan,
+// with the residual and Relu the fusion gives conv3. Long reductions (K = 9 x 512 = 4,608) are where
+// a plan that reduces in less than fp32 would show. 2026-12-06, H100: some fp16 NHWC ResNet-50
+// engines (ingot tune routes auto/o3, nhwc/o3) were 1,000x further from fp32 (cosine distance 1.3e-2,
+// 1.4e-3) than nchw or nhwc/o5 ones (8e-7), every step a cuDNN graph plan; EveryHeuristicIndex
+// covers channels-first only.
+TEST_P(CudnnConvTest, ResNetChannelsLastEveryPlan) {
+  if (!graph_family()) GTEST_SKIP() << "the legacy family's channels-last plans are ChannelsLast2D's";
+  for (int i = 0; i < max_index(); ++i) {
+    std::string name = GetParam() + std::to_string(i);
+    for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+      // layer1 conv3 (1x1, 64 -> 256) with the block's residual, then Relu.
+      check("ingot::FusedConv", "channels_last=1, activation=\"Relu\"", dt,
+            {Shape64{4, 56, 56, 64}, Shape64{256, 1, 1, 64}, Shape64{256}, Shape64{4, 56, 56, 256}}, name);
+      // layer3 conv2 (3x3, 256 -> 256), layer4 conv2 (3x3, 512 -> 512, K = 4,608).
+      check("ingot::FusedConv", "channels_last=1, pads=[1, 1, 1, 1], activation=\"Relu\"", dt,
+            {Shape64{4, 14, 14, 256}, Shape64{256, 3, 3, 256}, Shape64{256}}, name);
+      check("ingot::FusedConv", "channels_last=1, pads=[1, 1, 1, 1], activation=\"Relu\"", dt,
+            {Shape64{2, 7, 7, 512}, Shape64{512, 3, 3, 512}, Shape64{512}}, name);
+      // layer4 conv3 (1x1, 512 -> 2048) with the residual; layer4's strided downsample (1x1, 1024 -> 2048).
+      check("ingot::FusedConv", "channels_last=1, activation=\"Relu\"", dt,
+            {Shape64{2, 7, 7, 512}, Shape64{2048, 1, 1, 512}, Shape64{2048}, Shape64{2, 7, 7, 2048}}, name);
+      check("ingot::FusedConv", "channels_last=1, strides=[2, 2]", dt,
+            {Shape64{2, 14, 14, 1024}, Shape64{2048, 1, 1, 1024}, Shape64{2048}}, name);
+    }
+  }
+}
+
 // Squeeze-excitation's 1x1 convolutions on pooled [N, C, 1, 1] inputs at a large batch (MobileNetV3's
 // SE fc1 at batch 64 came out wrong, cosine 0.40, on graph plan 1 in the census of 2026-12-01), every
 // plan, both layouts.
