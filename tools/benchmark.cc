@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "device_io.h"
+#include "file_io.h"
 #include "ingot/inspect.h"
 
 namespace ingot::tools {
@@ -514,14 +515,6 @@ std::string json_num(double v) {
   std::ostringstream ss;
   ss << std::setprecision(9) << v;
   return ss.str();
-}
-
-Status write_file(const std::string &path, const std::string &text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  if (!f)
-    return Status(StatusCode::kIoError, "cannot write '" + path + "'");
-  return Status::Ok();
 }
 
 Status write_times(const std::string &path, const std::vector<Iteration> &its) {

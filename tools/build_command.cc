@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "file_io.h"
 #include "ingot/builder.h"
 #include "ingot/reference.h"
 #include "options.h"
@@ -228,10 +229,9 @@ int build_command(const std::vector<std::string>& args) {
     std::cerr << "ingot build: " << bytes.status().to_string() << "\n";
     return 1;
   }
-  std::ofstream f(output, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
-  if (!f) {
-    std::cerr << "ingot build: cannot write '" << output << "'\n";
+  Status written = write_file(output, std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+  if (!written.ok()) {
+    std::cerr << "ingot build: " << written.message() << "\n";
     return 1;
   }
   std::cout << "built " << output << "\n"

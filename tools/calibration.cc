@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "file_io.h"
 #include "npy.h"
 
 namespace ingot::tools {
@@ -67,10 +68,8 @@ Result<std::vector<HostTensor>> NpyCalibrator::next_batch(const std::vector<Tens
 std::string NpyCalibrator::read_cache() {
   std::error_code ec;
   if (cache_path.empty() || !fs::exists(cache_path, ec)) return {};
-  std::ifstream f(cache_path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  auto text = read_file(cache_path);
+  return text.ok() ? std::move(text).value() : std::string();
 }
 
 void NpyCalibrator::write_cache(const std::string& text) {

@@ -23,6 +23,7 @@
 #include <set>
 #include <sstream>
 
+#include "file_io.h"
 #include "ingot/engine.h"
 #include "ingot/inspect.h"
 #include "options.h"
@@ -107,14 +108,9 @@ bool write_text(const std::string& path, const std::string& text) {
     std::cout << text;
     return true;
   }
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) {
-    std::cerr << "ingot inspect: cannot write '" << path << "'\n";
-    return false;
-  }
-  return true;
+  Status s = write_file(path, text);
+  if (!s.ok()) std::cerr << "ingot inspect: " << s.message() << "\n";
+  return s.ok();
 }
 
 bool on_path(const std::string& program) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "file_io.h"
+
 namespace ingot::tools {
 
 namespace {
@@ -46,9 +48,9 @@ std::string dict_value(const std::string& header, const std::string& key) {
 }  // namespace
 
 Result<HostTensor> load_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(StatusCode::kNotFound, "cannot open '" + path + "'");
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto read = read_file(path);
+  if (!read.ok()) return read.status();
+  const std::string& all = *read;
   if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0) return error(path, "bad magic");
   int major = static_cast<uint8_t>(all[6]);
   size_t header_len, start;

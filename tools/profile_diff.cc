@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "file_io.h"
+
 namespace ingot::tools {
 
 namespace {
@@ -190,10 +192,9 @@ int profile_diff_command(const std::string& a_path, const std::string& b_path, c
   for (const DiffRow* r : appeared) os << "  only in B: " << label(*r) << "  " << ms_text(r->b->ms) << " ms\n";
   for (const DiffRow* r : gone) os << "  only in A: " << label(*r) << "  " << ms_text(r->a->ms) << " ms\n";
   if (!svg_path.empty()) {
-    std::ofstream f(svg_path, std::ios::binary);
-    f << chart("profile diff: total " + std::string(head), rows, 40);
-    if (!f) {
-      std::cerr << "ingot inspect: cannot write '" << svg_path << "'\n";
+    Status s = write_file(svg_path, chart("profile diff: total " + std::string(head), rows, 40));
+    if (!s.ok()) {
+      std::cerr << "ingot inspect: " << s.message() << "\n";
       return 1;
     }
     os << "diff chart: " << svg_path << "\n";

@@ -33,6 +33,7 @@
 
 #include "calibration.h"
 #include "device_io.h"
+#include "file_io.h"
 #include "ingot/builder.h"
 #include "ingot/engine.h"
 #include "ingot/inspect.h"
@@ -313,14 +314,10 @@ Outcome try_route(const TuneOptions& o, const Route& r, const OptimizationProfil
 // reference, the inputs, shapes and calibration data); "engine_route" names the route whose engine
 // is kept beside the cache (FILE.engine).
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 // Computed once per command (it reads the whole model): TuneOptions::scope.
 std::string cache_scope(const TuneOptions& o) {
-  const std::string model = file_bytes(o.model);
+  auto read = read_file(o.model);
+  const std::string model = read.ok() ? std::move(read).value() : std::string();
   std::ostringstream s;
   s << o.model << " #" << std::hex << std::hash<std::string>{}(model) << "/" << std::dec << model.size() << "|" << o.algorithm << (o.algorithm == "topk" ? std::to_string(o.topk) : "") << "|seed " << o.seed
     << "|ref " << (o.ref_dir.empty() ? "interpreter" : o.ref_dir) << "|backend "
@@ -385,10 +382,10 @@ void save_cache(const TuneOptions& o, const std::map<std::string, Outcome>& c, c
     if (!x.error.empty()) e["error"] = x.error;
     entries[key] = e;
   }
-  std::ofstream f(o.cache_file);
   json j = {{"version", 1}, {"scope", o.scope}, {"entries", entries}};
   if (!engine_route.empty()) j["engine_route"] = engine_route;
-  f << j.dump(1) << "\n";
+  Status s = write_file(o.cache_file, j.dump(1) + "\n");
+  if (!s.ok()) std::cerr << "ingot tune: the tuning cache: " << s.message() << "\n";
 }
 
 // ---- The picture: latency (x) against loss (y), threshold and Pareto front marked.
@@ -444,8 +441,8 @@ void write_svg(const TuneOptions& o, const std::vector<Route>& routes, const std
   }
   s << "<text x='" << L + 10 << "' y='" << T + 12 << "'>orange: chosen; blue: within the threshold; grey: over it; "
        "green line: Pareto front</text>\n</svg>\n";
-  std::ofstream f(o.svg);
-  f << s.str();
+  Status w = write_file(o.svg, s.str());
+  if (!w.ok()) std::cerr << "ingot tune: " << w.message() << "\n";
 }
 
 std::string bar(int done, int total, double elapsed, const std::string& best) {
@@ -935,9 +932,9 @@ int tune_command(const std::vector<std::string>& args) {
   if (best_bytes_route != chosen_key) {
     best_bytes.clear();
     if (!o.cache_file.empty() && engine_route == chosen_key) {
-      const std::string kept = file_bytes(engine_file_of(o));
-      if (!kept.empty()) {
-        best_bytes.assign(kept.begin(), kept.end());
+      auto kept = read_file(engine_file_of(o));
+      if (kept.ok() && !kept->empty()) {
+        best_bytes.assign(kept->begin(), kept->end());
         source = "kept by the tuning cache";
       }
     }
@@ -952,9 +949,7 @@ int tune_command(const std::vector<std::string>& args) {
     }
   }
   auto write = [&](const std::string& path) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(best_bytes.data()), static_cast<std::streamsize>(best_bytes.size()));
-    return static_cast<bool>(f);
+    return write_file(path, std::string_view(reinterpret_cast<const char*>(best_bytes.data()), best_bytes.size())).ok();
   };
   if (!o.cache_file.empty() && !best_bytes.empty() && engine_route != chosen_key) {
     if (write(engine_file_of(o))) {
