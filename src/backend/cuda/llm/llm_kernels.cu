@@ -1,0 +1,332 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Device code of the LLM decoder runtime (see llm_kernels.h).
+//
+// rope_kv_write: one CTA per token; a thread owns a rotary pair index i, takes cos/sin of
+// pos * inv_freq[i] once and rotates that pair in every q head and kv head (pairs loaded and
+// stored as one half2/bfloat162 word, neighbouring threads on neighbouring words), then stores the
+// rotated k and the v pair into the caches.
+//
+// paged_decode_attention: one CTA of kWarps warps per (head, sequence, partition). q is scaled
+// and staged in shared memory as fp32. The warps take 32-position tiles of the partition in turn;
+// in a tile lane j owns position j: it looks the position up in the block table, reads the whole
+// K row with 16-byte loads and forms its score, the warp takes the tile maximum and rescales its
+// running (max, sum, output); then for each position of the tile every lane accumulates its
+// head_dim / 32 output dims from the V row (coalesced across the warp). The warps' states merge in
+// shared memory at the end: the output (no split) or the partition's partial state (split), which
+// combine_kernel reduces over the partitions of each (sequence, head).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/llm/llm_kernels.h"
+
+namespace ingot::backend::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarps = 4;  // per attention CTA
+
+template <class T>
+struct PairOf;
+template <>
+struct PairOf<__half> {
+  using type = __half2;
+};
+template <>
+struct PairOf<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+};
+template <class T>
+using pair_t = typename PairOf<T>::type;
+
+__device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+
+template <class T2>
+__device__ __forceinline__ T2 from_float2(float a, float b);
+template <>
+__device__ __forceinline__ __half2 from_float2<__half2>(float a, float b) { return __floats2half2_rn(a, b); }
+template <>
+__device__ __forceinline__ __nv_bfloat162 from_float2<__nv_bfloat162>(float a, float b) {
+  return __floats2bfloat162_rn(a, b);
+}
+
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, off));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+  return v;
+}
+
+// ---- rope_kv_write -------------------------------------------------------------------------
+
+template <class T>
+__global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
+  using T2 = pair_t<T>;
+  const int64_t t = blockIdx.x;
+  const int half = p.head_dim / 2;
+  const int64_t pos = p.positions[t];
+  const int64_t slot = p.slot_mapping[t];
+  T2* q = static_cast<T2*>(p.q) + t * p.num_heads * half;
+  T2* k = static_cast<T2*>(p.k) + t * p.num_kv_heads * half;
+  const T2* v = static_cast<const T2*>(p.v) + t * p.num_kv_heads * half;
+  T2* kc = slot >= 0 ? static_cast<T2*>(p.k_cache) + slot * p.num_kv_heads * half : nullptr;
+  T2* vc = slot >= 0 ? static_cast<T2*>(p.v_cache) + slot * p.num_kv_heads * half : nullptr;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    double sd, cd;
+    sincos(static_cast<double>(pos) * static_cast<double>(p.inv_freq[i]), &sd, &cd);
+    const float s = static_cast<float>(sd), c = static_cast<float>(cd);
+    for (int h = 0; h < p.num_heads; ++h) {
+      const float2 x = to_float2(q[h * half + i]);
+      q[h * half + i] = from_float2<T2>(x.x * c - x.y * s, x.x * s + x.y * c);
+    }
+    for (int h = 0; h < p.num_kv_heads; ++h) {
+      const float2 x = to_float2(k[h * half + i]);
+      const T2 r = from_float2<T2>(x.x * c - x.y * s, x.x * s + x.y * c);
+      k[h * half + i] = r;
+      if (kc) {
+        kc[h * half + i] = r;
+        vc[h * half + i] = v[h * half + i];
+      }
+    }
+  }
+}
+
+// ---- paged_decode_attention ----------------------------------------------------------------
+
+/// Partial state layout in the workspace: acc [B][H][P][D], then max [B][H][P], then sum [B][H][P].
+struct Workspace {
+  float* acc = nullptr;
+  float* max = nullptr;
+  float* sum = nullptr;
+};
+
+/// The head_dim / 32 consecutive elements a lane owns in a V row, as one load.
+template <int kPer>
+using LaneVec = std::conditional_t<kPer == 4, uint2, uint32_t>;
+
+template <class T, int D>
+__global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
+  static_assert(D % 32 == 0 && (D / 32 == 2 || D / 32 == 4), "head_dim 64 or 128");
+  using T2 = pair_t<T>;
+  constexpr int kPer = D / 32;
+  const int h = blockIdx.x, b = blockIdx.y, part = blockIdx.z;
+  const int len = p.context_lens[b];
+  int begin = 0, end = len;
+  if (num_parts > 1) {
+    begin = part * p.partition_size;
+    if (begin >= len) return;  // past this sequence: combine_kernel reads only partitions < len
+    end = min(len, begin + p.partition_size);
+  }
+  const int kvh = h / (p.num_heads / p.num_kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  __shared__ float q_s[D];
+  __shared__ float m_s[kWarps], l_s[kWarps];
+  __shared__ float acc_s[kWarps][D];
+  const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.num_heads + h) * D;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) q_s[i] = to_f32(q[i]) * p.scale;
+  __syncthreads();
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks_per_seq;
+  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * D;  // elements per cache slot
+  const T* kc = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kvh) * D;
+  const T* vc = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kvh) * D;
+
+  float m = -INFINITY, l = 0.0f;
+  float acc[kPer];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) acc[e] = 0.0f;
+
+  for (int tile = begin + warp * 32; tile < end; tile += kWarps * 32) {
+    const int t = tile + lane;
+    float s = -INFINITY;
+    int64_t off = 0;
+    if (t < end) {
+      const int64_t blk = table[t / p.block_size];
+      off = (blk * p.block_size + t % p.block_size) * row;
+      const uint4* kp = reinterpret_cast<const uint4*>(kc + off);
+      float dot = 0.0f;
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c) {
+        const uint4 u = kp[c];
+        const T2* e = reinterpret_cast<const T2*>(&u);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = to_float2(e[j]);
+          dot += q_s[c * 8 + 2 * j] * f.x + q_s[c * 8 + 2 * j + 1] * f.y;
+        }
+      }
+      s = dot;
+    }
+    const float m_new = fmaxf(m, warp_max(s));  // finite: the tile holds at least one position
+    const float corr = expf(m - m_new);          // 0 on the first tile (m = -inf)
+    const float pr = t < end ? expf(s - m_new) : 0.0f;
+    l = l * corr + warp_sum(pr);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[e] *= corr;
+    m = m_new;
+    const int n = min(32, end - tile);
+    for (int j = 0; j < n; ++j) {
+      const float pj = __shfl_sync(kFullMask, pr, j);
+      const int64_t oj = __shfl_sync(kFullMask, off, j);
+      const LaneVec<kPer> u = *reinterpret_cast<const LaneVec<kPer>*>(vc + oj + lane * kPer);
+      const T2* e = reinterpret_cast<const T2*>(&u);
+#pragma unroll
+      for (int i = 0; i < kPer / 2; ++i) {
+        const float2 f = to_float2(e[i]);
+        acc[2 * i] += pj * f.x;
+        acc[2 * i + 1] += pj * f.y;
+      }
+    }
+  }
+
+  if (lane == 0) {
+    m_s[warp] = m;
+    l_s[warp] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) acc_s[warp][lane * kPer + e] = acc[e];
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w]);
+  float factor[kWarps];
+  float total = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    factor[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - mx);  // a warp without positions: 0
+    total += l_s[w] * factor[w];
+  }
+  const int64_t bh = static_cast<int64_t>(b) * p.num_heads + h;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kWarps; ++w) a += acc_s[w][d] * factor[w];
+    if (num_parts > 1) {
+      const int64_t idx = bh * num_parts + part;
+      ws.acc[idx * D + d] = a;
+      if (d == 0) {
+        ws.max[idx] = mx;
+        ws.sum[idx] = total;
+      }
+    } else {
+      static_cast<T*>(p.o)[bh * D + d] = from_f32<T>(total > 0.0f ? a / total : 0.0f);
+    }
+  }
+}
+
+/// One CTA of head_dim threads per (head, sequence): merges the partitions' partial states.
+template <class T, int D>
+__global__ void __launch_bounds__(D) combine_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
+  const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
+  const int len = p.context_lens[b];
+  const int parts = min(num_parts, (len + p.partition_size - 1) / p.partition_size);
+  const int64_t bh = static_cast<int64_t>(b) * p.num_heads + h;
+  const int64_t base = bh * num_parts;
+  float mx = -INFINITY;
+  for (int i = 0; i < parts; ++i) mx = fmaxf(mx, ws.max[base + i]);
+  float total = 0.0f, a = 0.0f;
+  for (int i = 0; i < parts; ++i) {
+    const float f = expf(ws.max[base + i] - mx);
+    total += ws.sum[base + i] * f;
+    a += ws.acc[(base + i) * D + d] * f;
+  }
+  static_cast<T*>(p.o)[bh * D + d] = from_f32<T>(total > 0.0f ? a / total : 0.0f);
+}
+
+template <class T, int D>
+cudaError_t run_paged_decode(const PagedDecodeParams& p, Workspace ws, int num_parts, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch), static_cast<unsigned>(num_parts));
+  paged_decode_kernel<T, D><<<grid, kWarps * 32, 0, stream>>>(p, ws, num_parts);
+  if (num_parts > 1) {
+    const dim3 cgrid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));
+    combine_kernel<T, D><<<cgrid, D, 0, stream>>>(p, ws, num_parts);
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t run_paged_decode_type(const PagedDecodeParams& p, Workspace ws, int num_parts, cudaStream_t stream) {
+  return p.head_dim == 64 ? run_paged_decode<T, 64>(p, ws, num_parts, stream)
+                          : run_paged_decode<T, 128>(p, ws, num_parts, stream);
+}
+
+bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+}  // namespace
+
+cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream) {
+  if (p.type != FloatType::kF16 && p.type != FloatType::kBF16) return cudaErrorInvalidValue;
+  if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > 1024 || p.num_heads < 0 || p.num_kv_heads < 0 ||
+      p.num_tokens < 0)
+    return cudaErrorInvalidValue;
+  if (p.num_tokens == 0) return cudaSuccess;
+  if (!p.q || !p.k || !p.v || !p.k_cache || !p.v_cache || !p.positions || !p.slot_mapping || !p.inv_freq)
+    return cudaErrorInvalidValue;
+  if (!aligned(p.q, 4) || !aligned(p.k, 4) || !aligned(p.v, 4) || !aligned(p.k_cache, 4) || !aligned(p.v_cache, 4))
+    return cudaErrorInvalidValue;
+  const int half = p.head_dim / 2;
+  const int threads = half < 32 ? 32 : (half > 256 ? 256 : (half + 31) / 32 * 32);
+  const unsigned grid = static_cast<unsigned>(p.num_tokens);
+  if (p.type == FloatType::kF16)
+    rope_kv_write_kernel<__half><<<grid, threads, 0, stream>>>(p);
+  else
+    rope_kv_write_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+int64_t paged_decode_attention_partitions(const PagedDecodeParams& p) {
+  if (p.partition_size <= 0 || p.max_context_len <= p.partition_size) return 1;
+  return (static_cast<int64_t>(p.max_context_len) + p.partition_size - 1) / p.partition_size;
+}
+
+size_t paged_decode_attention_workspace_bytes(const PagedDecodeParams& p) {
+  const int64_t parts = paged_decode_attention_partitions(p);
+  if (parts <= 1 || p.batch <= 0 || p.num_heads <= 0 || p.head_dim <= 0) return 0;
+  return static_cast<size_t>(p.batch) * static_cast<size_t>(p.num_heads) * static_cast<size_t>(parts) *
+         (static_cast<size_t>(p.head_dim) + 2) * sizeof(float);
+}
+
+cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* workspace, size_t workspace_bytes,
+                                          cudaStream_t stream) {
+  if (p.type != FloatType::kF16 && p.type != FloatType::kBF16) return cudaErrorInvalidValue;
+  if (p.head_dim != 64 && p.head_dim != 128) return cudaErrorInvalidValue;
+  if (p.batch < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
+      p.block_size <= 0 || p.max_blocks_per_seq < 0 || p.max_context_len < 0 || p.batch > 65535)
+    return cudaErrorInvalidValue;
+  if (p.batch == 0) return cudaSuccess;
+  if (!p.q || !p.k_cache || !p.v_cache || !p.context_lens || !p.block_tables || !p.o) return cudaErrorInvalidValue;
+  if (!aligned(p.k_cache, 16) || !aligned(p.v_cache, 16)) return cudaErrorInvalidValue;
+  const int64_t parts = paged_decode_attention_partitions(p);
+  if (parts > 65535) return cudaErrorInvalidValue;
+  Workspace ws;
+  if (parts > 1) {
+    const size_t need = paged_decode_attention_workspace_bytes(p);
+    if (!workspace || workspace_bytes < need || !aligned(workspace, 4)) return cudaErrorInvalidValue;
+    const size_t partials = static_cast<size_t>(p.batch) * static_cast<size_t>(p.num_heads) * static_cast<size_t>(parts);
+    ws.acc = static_cast<float*>(workspace);
+    ws.max = ws.acc + partials * static_cast<size_t>(p.head_dim);
+    ws.sum = ws.max + partials;
+  }
+  PagedDecodeParams scaled = p;
+  if (scaled.scale == 0.0f) scaled.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  const int n = static_cast<int>(parts);
+  return p.type == FloatType::kF16 ? run_paged_decode_type<__half>(scaled, ws, n, stream)
+                                   : run_paged_decode_type<__nv_bfloat16>(scaled, ws, n, stream);
+}
+
+}  // namespace ingot::backend::cuda

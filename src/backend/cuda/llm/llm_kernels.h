@@ -1,0 +1,98 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Launchers for the LLM decoder runtime's device code (llm_kernels.cu, issue 22): the two kernels
+// a Llama-family decode step needs beside the GEMMs and RMSNorm, over the paged KV cache that
+// llm::KvBlockManager hands out. Plain C++ so host code compiles with the host compiler; every
+// launcher enqueues on `stream`, never synchronizes, allocates nothing (CUDA-graph capturable)
+// and returns cudaGetLastError() after its launches (cudaErrorInvalidValue, launching nothing,
+// for parameters it does not serve).
+//
+// The cache of one layer is two tensors, K and V, each [num_blocks][block_size][num_kv_heads]
+// [head_dim] of the activations' type (fp16 or bf16): the CPU decoder's KvStore layout
+// (src/llm/cpu_decoder.h). Position p of a sequence lives in block table[p / block_size], slot
+// p % block_size; its flat slot index is block_id * block_size + slot.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/pointwise/elementwise_kernels.h"  // FloatType
+
+namespace ingot::backend::cuda {
+
+/// Rotary embeddings plus the cache write for `num_tokens` new tokens (a flat batch of the tokens
+/// of any number of sequences, prefill or decode). Token t: q [t][num_heads][head_dim] and
+/// k [t][num_kv_heads][head_dim] are rotated in place on adjacent pairs (x[2i], x[2i+1]) by the
+/// angle positions[t] * inv_freq[i], as the CPU decoder's rope() (GGUF's layout; Llama-3 or other
+/// scaling lives in inv_freq, which the caller precomputes as LlamaCpuModel does):
+///   x[2i]' = x[2i] cos - x[2i+1] sin,   x[2i+1]' = x[2i] sin + x[2i+1] cos.
+/// The angle is formed and its cos/sin taken in fp64 (as the reference: an fp32 product is off by
+/// ~1e-3 rad at position 1e5), the rotation in fp32, one rounding to `type` on store. The rotated
+/// k and the unchanged v of token t are then written to k_cache / v_cache at flat slot
+/// slot_mapping[t]; a negative slot (a padding token) skips the cache write.
+struct RopeKvWriteParams {
+  FloatType type = FloatType::kF16;  ///< kF16 or kBF16: q, k, v and both caches
+  void* q = nullptr;                 ///< [num_tokens][num_heads][head_dim], rotated in place
+  void* k = nullptr;                 ///< [num_tokens][num_kv_heads][head_dim], rotated in place
+  const void* v = nullptr;           ///< [num_tokens][num_kv_heads][head_dim]
+  void* k_cache = nullptr;           ///< [num_blocks][block_size][num_kv_heads][head_dim]
+  void* v_cache = nullptr;           ///< same layout as k_cache
+  const int32_t* positions = nullptr;     ///< [num_tokens] position of each token in its sequence
+  const int64_t* slot_mapping = nullptr;  ///< [num_tokens] block_id * block_size + slot, or < 0
+  const float* inv_freq = nullptr;        ///< [head_dim / 2] rotary inverse frequencies
+  int64_t num_tokens = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;  ///< even, at most 1024; q/k/v/caches 4-byte aligned
+};
+
+cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream);
+
+/// Decode attention over the paged cache: one query token per sequence, `batch` sequences.
+/// Sequence b attends to its positions [0, context_lens[b]) (the new token's K/V already written,
+/// e.g. by launch_rope_kv_write); query head h reads KV head h / (num_heads / num_kv_heads);
+///   o[b][h] = softmax(scale * q[b][h] . K^T) V
+/// in fp32 with a running-max (online) softmax, one rounding on store. A sequence of length 0
+/// gets zeros.
+///
+/// Split-K: when max_context_len > partition_size (> 0), the context is cut into partitions of
+/// partition_size positions; each partition writes its partial (max, sum, unnormalized output) to
+/// the workspace and a second kernel combines them. Otherwise one pass per (sequence, head) writes
+/// o directly and no workspace is used. The grid depends only on batch, num_heads and
+/// max_context_len, so a graph captured with a fixed max_context_len serves any lengths below it.
+struct PagedDecodeParams {
+  FloatType type = FloatType::kF16;  ///< kF16 or kBF16: q, the caches and o
+  const void* q = nullptr;           ///< [batch][num_heads][head_dim]
+  const void* k_cache = nullptr;     ///< [num_blocks][block_size][num_kv_heads][head_dim], 16-byte aligned
+  const void* v_cache = nullptr;     ///< same layout as k_cache, 16-byte aligned
+  const int32_t* context_lens = nullptr;  ///< [batch], each in [0, max_context_len]
+  const int32_t* block_tables = nullptr;  ///< [batch][max_blocks_per_seq] block ids
+  void* o = nullptr;                      ///< [batch][num_heads][head_dim]
+  int32_t batch = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;  ///< divides num_heads
+  int32_t head_dim = 0;      ///< 64 or 128
+  int32_t block_size = 0;    ///< > 0 (16 and 32 are the tested sizes)
+  int32_t max_blocks_per_seq = 0;
+  int32_t max_context_len = 0;    ///< host-known bound on every context_lens[b]: sizes the grid
+  int32_t partition_size = 512;   ///< split-K partition in positions; 0 never splits
+  float scale = 0.0f;             ///< 0: 1 / sqrt(head_dim)
+};
+
+/// Number of split-K partitions launch_paged_decode_attention uses: 1 (no split) when
+/// partition_size <= 0 or max_context_len <= partition_size, else ceil(max_context_len /
+/// partition_size).
+int64_t paged_decode_attention_partitions(const PagedDecodeParams& p);
+/// Workspace bytes launch_paged_decode_attention needs: 0 without a split, else
+/// batch * num_heads * partitions * (head_dim + 2) * sizeof(float) (the partial outputs, maxima
+/// and sums).
+size_t paged_decode_attention_workspace_bytes(const PagedDecodeParams& p);
+
+/// `workspace` (device memory, 4-byte aligned) of at least
+/// paged_decode_attention_workspace_bytes(p) bytes; may be null when that is 0.
+cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* workspace, size_t workspace_bytes,
+                                          cudaStream_t stream);
+
+}  // namespace ingot::backend::cuda

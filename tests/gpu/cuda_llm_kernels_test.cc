@@ -1,0 +1,521 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The LLM decoder runtime's kernels (backend/cuda/llm/llm_kernels.h, issue 22) against plain CPU
+// references written here (the CPU decoder's formulas: rope on adjacent pairs, GQA attention over
+// a paged cache), on random never-zero data from fixed seeds: fp16 and bf16, head_dim 64 and 128,
+// block sizes 16 and 32, GQA ratios 1 and 4 (8 heads over 2 KV heads among them), several
+// sequences of lengths 1, 17, 300 and 1100 (so the split-K path runs) with shuffled,
+// non-contiguous block tables. Also: split and unsplit paths agree on long contexts; a whole
+// decode step (rope + cache write + attention) captured into a CUDA graph replays to the eager
+// result. The workspace arithmetic needs no device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/llm/llm_kernels.h"
+#include "core/dtype.h"
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using backend::cuda::FloatType;
+using backend::cuda::PagedDecodeParams;
+using backend::cuda::RopeKvWriteParams;
+
+constexpr FloatType kTypes[] = {FloatType::kF16, FloatType::kBF16};
+
+const char* type_name(FloatType t) { return t == FloatType::kF16 ? "f16" : "bf16"; }
+double tolerance(FloatType t) { return t == FloatType::kF16 ? 2e-3 : 1e-2; }
+
+uint16_t to_bits(FloatType t, float f) {
+  return t == FloatType::kF16 ? float_to_half_bits(f) : float_to_bfloat16_bits(f);
+}
+float from_bits(FloatType t, uint16_t b) {
+  return t == FloatType::kF16 ? half_bits_to_float(b) : bfloat16_bits_to_float(b);
+}
+std::vector<float> to_floats(FloatType t, const std::vector<uint16_t>& bits) {
+  std::vector<float> f(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = from_bits(t, bits[i]);
+  return f;
+}
+
+/// Values in [-1, -0.05] U [0.05, 1], rounded to t.
+std::vector<uint16_t> random_bits(FloatType t, size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> mag(0.05f, 1.0f);
+  std::bernoulli_distribution neg(0.5);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = to_bits(t, neg(rng) ? -mag(rng) : mag(rng));
+  return v;
+}
+
+/// ||got - want|| / ||want||; infinity when got holds a NaN or infinity.
+double normwise_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+template <class V>
+DeviceBuffer to_device(const std::vector<V>& host) {
+  DeviceBuffer d(host.size() * sizeof(V));
+  if (d.valid() && !host.empty()) {
+    if (cudaMemcpy(d.get(), host.data(), host.size() * sizeof(V), cudaMemcpyHostToDevice) != cudaSuccess) return {};
+  }
+  return d;
+}
+
+template <class V>
+std::vector<V> to_host(const DeviceBuffer& d, size_t n) {
+  std::vector<V> host(n);
+  EXPECT_EQ(cudaMemcpy(host.data(), d.get(), n * sizeof(V), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+/// Llama-3.1's rotary frequencies (theta 500000, factor 8, low 1, high 4, 8192 original
+/// positions), computed as LlamaCpuModel::load does.
+std::vector<float> llama3_inv_freq(int head_dim) {
+  const double theta = 500000.0, factor = 8.0, low = 1.0, high = 4.0, orig = 8192.0;
+  const double kPi = 3.14159265358979323846;
+  std::vector<float> f;
+  for (int i = 0; i < head_dim / 2; ++i) {
+    double freq = std::pow(theta, -2.0 * i / head_dim);
+    const double wavelen = 2 * kPi / freq;
+    if (wavelen > orig / low) {
+      freq /= factor;
+    } else if (wavelen >= orig / high) {
+      const double smooth = (orig / wavelen - low) / (high - low);
+      freq = (1 - smooth) * freq / factor + smooth * freq;
+    }
+    f.push_back(static_cast<float>(freq));
+  }
+  return f;
+}
+
+/// The CPU decoder's rope(): adjacent pairs of each head rotated by pos * inv_freq[i].
+void rope_reference(float* x, int heads, int hd, int64_t pos, const std::vector<float>& inv_freq) {
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < hd / 2; ++i) {
+      const double a = static_cast<double>(pos) * inv_freq[static_cast<size_t>(i)];
+      const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+      float* p = x + static_cast<int64_t>(h) * hd + 2 * i;
+      const float x0 = p[0], x1 = p[1];
+      p[0] = x0 * c - x1 * s;
+      p[1] = x0 * s + x1 * c;
+    }
+}
+
+// ---- paged decode problems --------------------------------------------------------------------
+
+struct Shape {
+  int heads, kv_heads, head_dim, block_size;
+};
+
+std::string describe(FloatType t, const Shape& s) {
+  return std::string(type_name(t)) + " heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) +
+         " head_dim " + std::to_string(s.head_dim) + " block_size " + std::to_string(s.block_size);
+}
+
+/// Host side of one paged decode call: sequences of `lens`, their blocks shuffled over a cache
+/// with spare blocks, block table rows padded with -1 (never read).
+struct Problem {
+  FloatType type;
+  Shape s;
+  std::vector<int32_t> lens;
+  int num_blocks = 0, max_blocks = 0;
+  std::vector<int32_t> tables;  // [B][max_blocks]
+  std::vector<uint16_t> q;      // [B][H][D]
+  std::vector<uint16_t> k_cache, v_cache;
+
+  int batch() const { return static_cast<int>(lens.size()); }
+  int64_t row() const { return static_cast<int64_t>(s.kv_heads) * s.head_dim; }
+  /// Flat slot of position p of sequence b.
+  int64_t slot(int b, int64_t p) const {
+    return static_cast<int64_t>(tables[static_cast<size_t>(b * max_blocks + p / s.block_size)]) * s.block_size +
+           p % s.block_size;
+  }
+};
+
+Problem make_problem(FloatType t, const Shape& s, const std::vector<int32_t>& lens, std::mt19937& rng) {
+  Problem pr{t, s, lens};
+  std::vector<int> need;
+  int total = 0;
+  for (int32_t len : lens) {
+    need.push_back((len + s.block_size - 1) / s.block_size);
+    total += need.back();
+    pr.max_blocks = std::max(pr.max_blocks, need.back());
+  }
+  pr.max_blocks += 1;  // one padding entry per row
+  pr.num_blocks = total + 7;
+  std::vector<int32_t> ids(static_cast<size_t>(pr.num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  pr.tables.assign(static_cast<size_t>(pr.batch() * pr.max_blocks), -1);
+  size_t next = 0;
+  for (int b = 0; b < pr.batch(); ++b)
+    for (int j = 0; j < need[static_cast<size_t>(b)]; ++j) pr.tables[static_cast<size_t>(b * pr.max_blocks + j)] = ids[next++];
+  const size_t cache = static_cast<size_t>(pr.num_blocks) * s.block_size * pr.row();
+  pr.k_cache = random_bits(t, cache, rng);
+  pr.v_cache = random_bits(t, cache, rng);
+  pr.q = random_bits(t, static_cast<size_t>(pr.batch()) * s.heads * s.head_dim, rng);
+  return pr;
+}
+
+/// o [B][H][D] in fp64 accumulation over the fp16/bf16 inputs, as the CPU decoder's attention.
+std::vector<float> attention_reference(const Problem& pr) {
+  const int H = pr.s.heads, D = pr.s.head_dim, group = pr.s.heads / pr.s.kv_heads;
+  const std::vector<float> q = to_floats(pr.type, pr.q), kc = to_floats(pr.type, pr.k_cache),
+                           vc = to_floats(pr.type, pr.v_cache);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<float> o(q.size(), 0.0f);
+  for (int b = 0; b < pr.batch(); ++b) {
+    const int64_t len = pr.lens[static_cast<size_t>(b)];
+    for (int h = 0; h < H; ++h) {
+      const int kvh = h / group;
+      const float* qh = q.data() + (static_cast<int64_t>(b) * H + h) * D;
+      std::vector<double> sc(static_cast<size_t>(len));
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < len; ++j) {
+        const float* kj = kc.data() + pr.slot(b, j) * pr.row() + kvh * D;
+        double dot = 0;
+        for (int i = 0; i < D; ++i) dot += static_cast<double>(qh[i]) * kj[i];
+        sc[static_cast<size_t>(j)] = dot * scale;
+        mx = std::max(mx, sc[static_cast<size_t>(j)]);
+      }
+      double sum = 0;
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      std::vector<double> acc(static_cast<size_t>(D), 0.0);
+      for (int64_t j = 0; j < len; ++j) {
+        const float* vj = vc.data() + pr.slot(b, j) * pr.row() + kvh * D;
+        for (int i = 0; i < D; ++i) acc[static_cast<size_t>(i)] += sc[static_cast<size_t>(j)] / sum * vj[i];
+      }
+      for (int i = 0; i < D; ++i) o[static_cast<size_t>((static_cast<int64_t>(b) * H + h) * D + i)] = static_cast<float>(acc[static_cast<size_t>(i)]);
+    }
+  }
+  return o;
+}
+
+/// Device copies of a problem's tensors.
+struct DeviceProblem {
+  DeviceBuffer q, k_cache, v_cache, lens, tables, o, workspace;
+  PagedDecodeParams params(const Problem& pr, int32_t partition_size) const {
+    PagedDecodeParams p;
+    p.type = pr.type;
+    p.q = q.get();
+    p.k_cache = k_cache.get();
+    p.v_cache = v_cache.get();
+    p.context_lens = static_cast<const int32_t*>(lens.get());
+    p.block_tables = static_cast<const int32_t*>(tables.get());
+    p.o = o.get();
+    p.batch = pr.batch();
+    p.num_heads = pr.s.heads;
+    p.num_kv_heads = pr.s.kv_heads;
+    p.head_dim = pr.s.head_dim;
+    p.block_size = pr.s.block_size;
+    p.max_blocks_per_seq = pr.max_blocks;
+    p.max_context_len = *std::max_element(pr.lens.begin(), pr.lens.end());
+    p.partition_size = partition_size;
+    return p;
+  }
+};
+
+DeviceProblem upload_problem(const Problem& pr) {
+  DeviceProblem d;
+  d.q = to_device(pr.q);
+  d.k_cache = to_device(pr.k_cache);
+  d.v_cache = to_device(pr.v_cache);
+  d.lens = to_device(pr.lens);
+  d.tables = to_device(pr.tables);
+  d.o = DeviceBuffer(pr.q.size() * sizeof(uint16_t));
+  return d;
+}
+
+/// Runs the attention with `partition_size` on a fresh stream; o poisoned (NaN) first.
+std::vector<uint16_t> run_attention(const Problem& pr, DeviceProblem& d, int32_t partition_size) {
+  const PagedDecodeParams p = d.params(pr, partition_size);
+  const size_t ws = backend::cuda::paged_decode_attention_workspace_bytes(p);
+  if (d.workspace.bytes() < ws) d.workspace = DeviceBuffer(ws);
+  EXPECT_EQ(cudaMemset(d.o.get(), 0xFF, d.o.bytes()), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, d.workspace.get(), d.workspace.bytes(), stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  return to_host<uint16_t>(d.o, pr.q.size());
+}
+
+class CudaLlmKernelsTest : public CudaTest {};
+
+// ---- rope_kv_write ----------------------------------------------------------------------------
+
+TEST_F(CudaLlmKernelsTest, RopeKvWriteMatchesReference) {
+  const Shape shapes[] = {{8, 8, 64, 16}, {32, 8, 128, 16}, {8, 2, 128, 32}, {4, 4, 64, 32}};
+  std::mt19937 rng(22);
+  for (FloatType t : kTypes)
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(describe(t, s));
+      const int T = 37, num_blocks = 40, D = s.head_dim;
+      const int64_t row = static_cast<int64_t>(s.kv_heads) * D;
+      std::vector<int32_t> pos(T);
+      std::uniform_int_distribution<int32_t> pos_dist(0, 9000);
+      for (auto& p : pos) p = pos_dist(rng);
+      pos[0] = 0;
+      std::vector<int64_t> slots(static_cast<size_t>(num_blocks) * s.block_size);
+      std::iota(slots.begin(), slots.end(), int64_t{0});
+      std::shuffle(slots.begin(), slots.end(), rng);
+      slots.resize(T);
+      slots[5] = -1;  // a padding token: no cache write
+      const std::vector<float> inv_freq = llama3_inv_freq(D);
+      const auto q = random_bits(t, static_cast<size_t>(T) * s.heads * D, rng);
+      const auto k = random_bits(t, static_cast<size_t>(T) * row, rng);
+      const auto v = random_bits(t, k.size(), rng);
+      const auto kc0 = random_bits(t, static_cast<size_t>(num_blocks) * s.block_size * row, rng);
+      const auto vc0 = random_bits(t, kc0.size(), rng);
+      DeviceBuffer dq = to_device(q), dk = to_device(k), dv = to_device(v), dkc = to_device(kc0), dvc = to_device(vc0),
+                   dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
+      ASSERT_TRUE(dq.valid() && dk.valid() && dv.valid() && dkc.valid() && dvc.valid() && dpos.valid() &&
+                  dslots.valid() && dfreq.valid());
+      RopeKvWriteParams p;
+      p.type = t;
+      p.q = dq.get();
+      p.k = dk.get();
+      p.v = dv.get();
+      p.k_cache = dkc.get();
+      p.v_cache = dvc.get();
+      p.positions = static_cast<const int32_t*>(dpos.get());
+      p.slot_mapping = static_cast<const int64_t*>(dslots.get());
+      p.inv_freq = static_cast<const float*>(dfreq.get());
+      p.num_tokens = T;
+      p.num_heads = s.heads;
+      p.num_kv_heads = s.kv_heads;
+      p.head_dim = D;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads landed
+      ASSERT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto q_got = to_host<uint16_t>(dq, q.size()), k_got = to_host<uint16_t>(dk, k.size());
+      const auto kc = to_host<uint16_t>(dkc, kc0.size()), vc = to_host<uint16_t>(dvc, vc0.size());
+
+      std::vector<float> q_want = to_floats(t, q), k_want = to_floats(t, k);
+      for (int i = 0; i < T; ++i) {
+        rope_reference(q_want.data() + static_cast<int64_t>(i) * s.heads * D, s.heads, D, pos[static_cast<size_t>(i)], inv_freq);
+        rope_reference(k_want.data() + i * row, s.kv_heads, D, pos[static_cast<size_t>(i)], inv_freq);
+      }
+      EXPECT_LE(normwise_error(to_floats(t, q_got), q_want), tolerance(t)) << "q";
+      EXPECT_LE(normwise_error(to_floats(t, k_got), k_want), tolerance(t)) << "k";
+
+      // The cache holds the rotated k and the v of each token at its slot, and nothing else moved.
+      std::vector<uint16_t> kc_want = kc0, vc_want = vc0;
+      for (int i = 0; i < T; ++i) {
+        const int64_t sl = slots[static_cast<size_t>(i)];
+        if (sl < 0) continue;
+        std::copy_n(k_got.begin() + i * row, row, kc_want.begin() + sl * row);
+        std::copy_n(v.begin() + i * row, row, vc_want.begin() + sl * row);
+      }
+      EXPECT_TRUE(kc == kc_want) << "k cache";
+      EXPECT_TRUE(vc == vc_want) << "v cache";
+    }
+}
+
+// ---- paged_decode_attention -------------------------------------------------------------------
+
+TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionMatchesReference) {
+  // GQA ratio 1 and 4, the latter as 8 heads over 2 KV heads and as 16 over 4.
+  const int heads[][2] = {{4, 4}, {8, 2}, {16, 4}};
+  const std::vector<int32_t> lens = {1, 17, 300, 1100, 64};
+  std::mt19937 rng(2022);
+  for (FloatType t : kTypes)
+    for (const auto& hk : heads)
+      for (int D : {64, 128})
+        for (int bs : {16, 32}) {
+          const Shape s{hk[0], hk[1], D, bs};
+          SCOPED_TRACE(describe(t, s));
+          const Problem pr = make_problem(t, s, lens, rng);
+          DeviceProblem d = upload_problem(pr);
+          ASSERT_TRUE(d.q.valid() && d.k_cache.valid() && d.v_cache.valid() && d.o.valid());
+          ASSERT_GT(backend::cuda::paged_decode_attention_workspace_bytes(d.params(pr, 512)), 0u) << "split path";
+          const auto got = run_attention(pr, d, 512);
+          EXPECT_LE(normwise_error(to_floats(t, got), attention_reference(pr)), tolerance(t));
+        }
+}
+
+TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionShortContextsDoNotSplit) {
+  std::mt19937 rng(7);
+  for (FloatType t : kTypes) {
+    const Shape s{8, 2, 128, 16};
+    SCOPED_TRACE(describe(t, s));
+    const Problem pr = make_problem(t, s, {1, 2, 31, 33, 200, 512}, rng);
+    DeviceProblem d = upload_problem(pr);
+    ASSERT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(d.params(pr, 512)), 0u);
+    const auto got = run_attention(pr, d, 512);
+    EXPECT_LE(normwise_error(to_floats(t, got), attention_reference(pr)), tolerance(t));
+  }
+}
+
+TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionSplitAndUnsplitAgree) {
+  std::mt19937 rng(99);
+  for (FloatType t : kTypes)
+    for (int D : {64, 128}) {
+      const Shape s{8, 2, D, 16};
+      SCOPED_TRACE(describe(t, s));
+      const Problem pr = make_problem(t, s, {2000, 1537, 513, 512, 1, 4100}, rng);
+      DeviceProblem d = upload_problem(pr);
+      const auto unsplit = to_floats(t, run_attention(pr, d, 0));
+      EXPECT_LE(normwise_error(unsplit, attention_reference(pr)), tolerance(t));
+      for (int32_t partition : {128, 512, 1024}) {
+        ASSERT_GT(backend::cuda::paged_decode_attention_workspace_bytes(d.params(pr, partition)), 0u);
+        const auto split = to_floats(t, run_attention(pr, d, partition));
+        EXPECT_LE(normwise_error(split, unsplit), tolerance(t)) << "partition " << partition;
+      }
+    }
+}
+
+// A whole decode step on a stream capture: the new tokens' q/k restored from pristine copies
+// (rope rotates in place), rope + cache write, split-K attention. Replays equal the eager run
+// bit for bit, and the eager run equals the host reference of the same step.
+TEST_F(CudaLlmKernelsTest, DecodeStepCapturedIntoACudaGraph) {
+  const FloatType t = FloatType::kF16;
+  const Shape s{8, 2, 128, 16};
+  std::mt19937 rng(5);
+  Problem pr = make_problem(t, s, {33, 700, 1100}, rng);
+  const int B = pr.batch(), D = s.head_dim;
+  const int64_t row = pr.row();
+  const auto k_new = random_bits(t, static_cast<size_t>(B) * row, rng);
+  const auto v_new = random_bits(t, k_new.size(), rng);
+  std::vector<int32_t> pos(static_cast<size_t>(B));
+  std::vector<int64_t> slots(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    pos[static_cast<size_t>(b)] = pr.lens[static_cast<size_t>(b)] - 1;
+    slots[static_cast<size_t>(b)] = pr.slot(b, pos[static_cast<size_t>(b)]);
+  }
+  const std::vector<float> inv_freq = llama3_inv_freq(D);
+  DeviceProblem d = upload_problem(pr);
+  DeviceBuffer q_src = to_device(pr.q), k_src = to_device(k_new), dk(k_new.size() * sizeof(uint16_t)),
+               dv = to_device(v_new), dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
+  ASSERT_TRUE(q_src.valid() && k_src.valid() && dk.valid() && dv.valid() && d.o.valid());
+
+  RopeKvWriteParams rp;
+  rp.type = t;
+  rp.q = d.q.get();
+  rp.k = dk.get();
+  rp.v = dv.get();
+  rp.k_cache = d.k_cache.get();
+  rp.v_cache = d.v_cache.get();
+  rp.positions = static_cast<const int32_t*>(dpos.get());
+  rp.slot_mapping = static_cast<const int64_t*>(dslots.get());
+  rp.inv_freq = static_cast<const float*>(dfreq.get());
+  rp.num_tokens = B;
+  rp.num_heads = s.heads;
+  rp.num_kv_heads = s.kv_heads;
+  rp.head_dim = D;
+  const PagedDecodeParams ap = d.params(pr, 256);
+  DeviceBuffer ws(backend::cuda::paged_decode_attention_workspace_bytes(ap));
+  ASSERT_GT(ws.bytes(), 0u);
+  ASSERT_TRUE(ws.valid());
+
+  // The uploads above ran on the legacy stream, which a non-blocking stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto step = [&]() {
+    const size_t qb = pr.q.size() * sizeof(uint16_t), kb = k_new.size() * sizeof(uint16_t);
+    EXPECT_EQ(cudaMemcpyAsync(d.q.get(), q_src.get(), qb, cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+    EXPECT_EQ(cudaMemcpyAsync(dk.get(), k_src.get(), kb, cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+    EXPECT_EQ(backend::cuda::launch_rope_kv_write(rp, stream), cudaSuccess);
+    EXPECT_EQ(backend::cuda::launch_paged_decode_attention(ap, ws.get(), ws.bytes(), stream), cudaSuccess);
+  };
+  step();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const auto eager = to_host<uint16_t>(d.o, pr.q.size());
+
+  // Host reference of the step: rotate q and k, write k/v into the cache, attend.
+  Problem ref = pr;
+  std::vector<float> qf = to_floats(t, pr.q), kf = to_floats(t, k_new);
+  for (int b = 0; b < B; ++b) {
+    rope_reference(qf.data() + static_cast<int64_t>(b) * s.heads * D, s.heads, D, pos[static_cast<size_t>(b)], inv_freq);
+    rope_reference(kf.data() + b * row, s.kv_heads, D, pos[static_cast<size_t>(b)], inv_freq);
+    for (int64_t i = 0; i < row; ++i) {
+      ref.k_cache[static_cast<size_t>(slots[static_cast<size_t>(b)] * row + i)] = to_bits(t, kf[static_cast<size_t>(b * row + i)]);
+      ref.v_cache[static_cast<size_t>(slots[static_cast<size_t>(b)] * row + i)] = v_new[static_cast<size_t>(b * row + i)];
+    }
+  }
+  for (size_t i = 0; i < qf.size(); ++i) ref.q[i] = to_bits(t, qf[i]);
+  EXPECT_LE(normwise_error(to_floats(t, eager), attention_reference(ref)), tolerance(t));
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  step();
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    ASSERT_EQ(cudaMemsetAsync(d.o.get(), 0xFF, d.o.bytes(), stream), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_TRUE(to_host<uint16_t>(d.o, pr.q.size()) == eager) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// Needs no device: the launchers refuse before touching it.
+TEST(CudaLlmKernelsParams, RefusesWhatItDoesNotServe) {
+  PagedDecodeParams p;
+  p.batch = 1;
+  p.num_heads = 8;
+  p.num_kv_heads = 3;  // does not divide
+  p.head_dim = 128;
+  p.block_size = 16;
+  EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, nullptr, 0, nullptr), cudaErrorInvalidValue);
+  p.num_kv_heads = 2;
+  p.head_dim = 96;
+  EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, nullptr, 0, nullptr), cudaErrorInvalidValue);
+  p.head_dim = 128;
+  p.type = FloatType::kF32;
+  EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, nullptr, 0, nullptr), cudaErrorInvalidValue);
+  RopeKvWriteParams r;
+  r.num_tokens = 1;
+  r.head_dim = 63;
+  EXPECT_EQ(backend::cuda::launch_rope_kv_write(r, nullptr), cudaErrorInvalidValue);
+}
+
+// Needs no device: the split decision and the workspace size are host arithmetic.
+TEST(CudaLlmKernelsWorkspace, SizeArithmetic) {
+  PagedDecodeParams p;
+  p.batch = 3;
+  p.num_heads = 8;
+  p.head_dim = 128;
+  p.max_context_len = 1100;
+  p.partition_size = 512;
+  EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 3);
+  EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), size_t{3} * 8 * 3 * (128 + 2) * 4);
+  p.head_dim = 64;
+  p.max_context_len = 1024;  // exactly two partitions
+  EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 2);
+  EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), size_t{3} * 8 * 2 * (64 + 2) * 4);
+  p.max_context_len = 512;  // fits one partition: no split, no workspace
+  EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 1);
+  EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), 0u);
+  p.max_context_len = 100000;
+  p.partition_size = 0;  // never split
+  EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 1);
+  EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), 0u);
+  p.partition_size = 256;
+  p.batch = 0;
+  EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), 0u);
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
