@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 
 namespace ingot::llm {
@@ -102,7 +103,59 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load(const GgufFile& f) {
     INGOT_ASSIGN_OR_RETURN(L.w_down, weight(f, p + "ffn_down.weight", {ff, d}));
     m->layers_.push_back(std::move(L));
   }
-  // Rotary frequencies, with Llama-3's scaling of the long wavelengths.
+  INGOT_RETURN_IF_ERROR(m->init_rope());
+  return m;
+}
+
+Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::random(const LlamaConfig& config, uint64_t seed) {
+  const LlamaConfig& c = config;
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
+      c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 || c.head_dim <= 0 || c.head_dim % 2 != 0)
+    return invalid_argument("LlamaCpuModel::random: a config with positive sizes, num_kv_heads dividing num_heads "
+                            "and an even head_dim is needed");
+  auto m = std::unique_ptr<LlamaCpuModel>(new LlamaCpuModel());
+  m->config_ = c;
+  std::mt19937_64 rng(seed);
+  // Uniform in [-a, a] with a = 0.02 * sqrt(3): standard deviation 0.02.
+  auto fill = [&](int64_t n, float center, float a) {
+    std::uniform_real_distribution<float> u(center - a, center + a);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  const float a = 0.02f * std::sqrt(3.0f);
+  const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
+  const int64_t ff = c.intermediate_size;
+  m->embed_ = fill(c.vocab_size * d, 0.f, a);
+  m->out_norm_ = fill(d, 1.f, 0.1f);
+  if (!c.tie_word_embeddings) m->lm_head_ = fill(c.vocab_size * d, 0.f, a);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    Layer L;
+    L.attn_norm = fill(d, 1.f, 0.1f);
+    L.wq = fill(nq * d, 0.f, a);
+    L.wk = fill(nkv * d, 0.f, a);
+    L.wv = fill(nkv * d, 0.f, a);
+    if (c.attention_bias) {
+      L.bq = fill(nq, 0.f, a);
+      L.bk = fill(nkv, 0.f, a);
+      L.bv = fill(nkv, 0.f, a);
+    }
+    L.wo = fill(d * nq, 0.f, a);
+    L.ffn_norm = fill(d, 1.f, 0.1f);
+    L.w_gate = fill(ff * d, 0.f, a);
+    L.w_up = fill(ff * d, 0.f, a);
+    L.w_down = fill(d * ff, 0.f, a);
+    m->layers_.push_back(std::move(L));
+  }
+  INGOT_RETURN_IF_ERROR(m->init_rope());
+  return m;
+}
+
+// Rotary frequencies, with Llama-3's scaling of the long wavelengths.
+Status LlamaCpuModel::init_rope() {
+  const LlamaConfig& c = config_;
+  const int64_t hd = c.head_dim;
+  inv_freq_.clear();
   for (int64_t i = 0; i < hd / 2; ++i) {
     double freq = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
     if (c.rope_scaling == "llama3") {
@@ -118,9 +171,9 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load(const GgufFile& f) {
     } else if (c.rope_scaling != "none") {
       return unsupported("rope scaling '", c.rope_scaling, "' in the CPU decoder");
     }
-    m->inv_freq_.push_back(static_cast<float>(freq));
+    inv_freq_.push_back(static_cast<float>(freq));
   }
-  return m;
+  return Status::Ok();
 }
 
 Result<std::vector<float>> LlamaCpuModel::forward(const std::vector<int32_t>& tokens, int64_t start, int64_t count,

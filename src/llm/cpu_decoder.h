@@ -45,6 +45,11 @@ class LlamaCpuModel {
   /// The weights of a Llama-family GGUF (llama, qwen2, ... with llama's tensor names).
   static Result<std::unique_ptr<LlamaCpuModel>> load(const GgufFile& file);
 
+  /// Random weights of `config`'s shapes (benchmarks of real model sizes, and the GPU decoder's
+  /// tests): projections uniform with std 0.02 (as Hugging Face initializes them), norm gains
+  /// 1 +- 0.1, Qwen2's biases (config.attention_bias) +-0.02; the same seed gives the same weights.
+  static Result<std::unique_ptr<LlamaCpuModel>> random(const LlamaConfig& config, uint64_t seed);
+
   const LlamaConfig& config() const { return config_; }
   /// Computes tokens[start, start + count) of one sequence at positions start.., writing their K/V
   /// into `kv` through `block_table` (which must cover start + count positions) and reading the
@@ -53,10 +58,21 @@ class LlamaCpuModel {
   Result<std::vector<float>> forward(const std::vector<int32_t>& tokens, int64_t start, int64_t count,
                                      const std::vector<int32_t>& block_table, KvStore* kv) const;
 
- private:
+  /// One layer's weights, fp32, each projection row-major [out][in] (a row is one output's
+  /// weights: y[o] = sum_i w[o * in + i] x[i]); biases empty where the model has none.
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
   };
+  /// The weights, for the GPU decoder to upload: embed [vocab][hidden]; lm_head empty when tied
+  /// to embed; inv_freq the head_dim / 2 rotary frequencies (Llama-3 scaling applied).
+  const std::vector<Layer>& layers() const { return layers_; }
+  const std::vector<float>& embed() const { return embed_; }
+  const std::vector<float>& out_norm() const { return out_norm_; }
+  const std::vector<float>& lm_head() const { return lm_head_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
+
+ private:
+  Status init_rope();
   LlamaConfig config_;
   std::vector<float> embed_, out_norm_, lm_head_;  ///< lm_head_ empty: tied to embed_
   std::vector<Layer> layers_;

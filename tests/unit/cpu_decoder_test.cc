@@ -13,6 +13,7 @@
 
 #include "llm/cpu_decoder.h"
 #include "llm/gguf.h"
+#include "llm/gpu_decoder.h"
 #include "unit/llm_cases.h"
 
 namespace ingot::llm {
@@ -72,6 +73,80 @@ TEST(GgufCases, DecoderPagedChunkedPrefillGivesTheSameLogits) {
   EXPECT_FALSE((*m)->forward(seq, 20, 5, {0, 1}, &fresh).ok());      // past the tokens
   std::vector<int32_t> bad = {1, static_cast<int32_t>(c.vocab_size)};
   EXPECT_FALSE((*m)->forward(bad, 0, 2, {0}, &fresh).ok());          // an id outside the vocabulary
+}
+
+LlamaConfig tiny_config() {
+  LlamaConfig c;
+  c.architecture = "llama";
+  c.vocab_size = 97;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+std::vector<float> tiny_logits(const LlamaCpuModel& m) {
+  KvStore kv(m.config(), 2, 16);
+  const std::vector<int32_t> tokens = {3, 14, 15, 92, 65};
+  auto r = m.forward(tokens, 0, 5, {1, 0}, &kv);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? *r : std::vector<float>();
+}
+
+TEST(LlamaCpuModelRandom, TheSeedDecidesTheWeights) {
+  LlamaConfig c = tiny_config();
+  auto a = LlamaCpuModel::random(c, 5), b = LlamaCpuModel::random(c, 5), other = LlamaCpuModel::random(c, 6);
+  ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+  const std::vector<float> la = tiny_logits(**a), lb = tiny_logits(**b), lo = tiny_logits(**other);
+  ASSERT_EQ(la.size(), 97u);
+  EXPECT_EQ(la, lb);
+  EXPECT_NE(la, lo);
+  EXPECT_TRUE((*a)->lm_head().empty()) << "tied: the head is the embedding";
+  EXPECT_EQ((*a)->layers().size(), 2u);
+  EXPECT_EQ((*a)->layers()[0].wq.size(), 32u * 32u);
+  EXPECT_TRUE((*a)->layers()[0].bq.empty());
+  c.attention_bias = true;
+  c.tie_word_embeddings = false;
+  auto q = LlamaCpuModel::random(c, 5);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ((*q)->layers()[1].bk.size(), 16u);
+  EXPECT_EQ((*q)->lm_head().size(), 97u * 32u);
+  double sum2 = 0;
+  for (float w : (*q)->layers()[0].w_up) sum2 += static_cast<double>(w) * w;
+  EXPECT_NEAR(std::sqrt(sum2 / static_cast<double>((*q)->layers()[0].w_up.size())), 0.02, 0.002)
+      << "projections have Hugging Face's std 0.02";
+}
+
+TEST(LlamaCpuModelRandom, RefusesConfigsWithoutShapes) {
+  LlamaConfig c = tiny_config();
+  c.num_kv_heads = 3;
+  EXPECT_EQ(LlamaCpuModel::random(c, 1).status().code(), StatusCode::kInvalidArgument);
+  c = tiny_config();
+  c.hidden_size = 0;
+  EXPECT_EQ(LlamaCpuModel::random(c, 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LlamaGpuModelWithoutDevice, CreateSaysWhy) {
+  auto m = LlamaCpuModel::random(tiny_config(), 1);
+  ASSERT_TRUE(m.ok());
+  GpuDecoderOptions o;
+  o.num_blocks = 4;
+  LlamaConfig c = tiny_config();
+  c.head_dim = 64;
+  c.hidden_size = 256;
+  auto m64 = LlamaCpuModel::random(c, 1);
+  ASSERT_TRUE(m64.ok());
+  auto g = LlamaGpuModel::create(**m64, o);
+  if (g.ok()) GTEST_SKIP() << "a CUDA device is present: the gpu-labelled tests (cuda_llm_decoder_test) cover it";
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported) << g.status().to_string();
+  EXPECT_NE(g.status().to_string().find("CUDA"), std::string::npos) << g.status().to_string();
+  // head_dim 8: no attention kernel for it, said before any device is looked for.
+  auto g8 = LlamaGpuModel::create(**m, o);
+  EXPECT_EQ(g8.status().code(), StatusCode::kUnsupported);
 }
 
 }  // namespace

@@ -15,6 +15,9 @@
 // head_dim / 32 output dims from the V row (coalesced across the warp). The warps' states merge in
 // shared memory at the end: the output (no split) or the partition's partial state (split), which
 // combine_kernel reduces over the partitions of each (sequence, head).
+//
+// silu_mul and add_bias_rows: grid-stride elementwise loops (the gated MLP's activation, Qwen2's
+// projection biases).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -267,7 +270,58 @@ cudaError_t run_paged_decode_type(const PagedDecodeParams& p, Workspace ws, int 
 
 bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
+// ---- the decoder's small elementwise steps -------------------------------------------------
+
+template <class T>
+__global__ void silu_mul_kernel(T* gate, const T* up, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = to_f32(gate[i]);
+    gate[i] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(up[i]));
+  }
+}
+
+template <class T>
+__global__ void add_bias_rows_kernel(T* y, const T* bias, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(bias[i % cols]));
+}
+
+unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
 }  // namespace
+
+cudaError_t launch_silu_mul(FloatType t, void* gate, const void* up, int64_t n, cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (!gate || !up) return cudaErrorInvalidValue;
+  if (t == FloatType::kF16)
+    silu_mul_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(gate), static_cast<const __half*>(up), n);
+  else
+    silu_mul_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(gate),
+                                                                     static_cast<const __nv_bfloat16*>(up), n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t rows, int64_t cols,
+                                 cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || rows < 0 || cols <= 0) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!y || !bias) return cudaErrorInvalidValue;
+  const int64_t n = rows * cols;
+  if (t == FloatType::kF16)
+    add_bias_rows_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(y), static_cast<const __half*>(bias),
+                                                                  rows, cols);
+  else
+    add_bias_rows_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(
+        static_cast<__nv_bfloat16*>(y), static_cast<const __nv_bfloat16*>(bias), rows, cols);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream) {
   if (p.type != FloatType::kF16 && p.type != FloatType::kBF16) return cudaErrorInvalidValue;

@@ -95,4 +95,13 @@ size_t paged_decode_attention_workspace_bytes(const PagedDecodeParams& p);
 cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* workspace, size_t workspace_bytes,
                                           cudaStream_t stream);
 
+/// The gated MLP's activation: gate[i] = silu(gate[i]) * up[i] = gate / (1 + e^-gate) * up, for n
+/// elements of type t (kF16 or kBF16), in fp32 with one rounding; in place over `gate`.
+cudaError_t launch_silu_mul(FloatType t, void* gate, const void* up, int64_t n, cudaStream_t stream);
+
+/// y[r][c] += bias[c] for `rows` contiguous rows of `cols` elements (type t, kF16 or kBF16), in
+/// fp32 with one rounding: Qwen2's q/k/v projection biases.
+cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t rows, int64_t cols,
+                                 cudaStream_t stream);
+
 }  // namespace ingot::backend::cuda

@@ -1,0 +1,378 @@
+// Copyright ingot authors. Apache-2.0.
+#include "llm/gpu_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#ifdef INGOT_WITH_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/data_movement/data_movement_kernels.h"
+#include "backend/cuda/llm/llm_kernels.h"
+#include "backend/cuda/pointwise/elementwise_kernels.h"
+#include "core/dtype.h"
+#endif
+
+namespace ingot::llm {
+
+#ifndef INGOT_WITH_CUDA
+
+struct LlamaGpuModel::Impl {};
+LlamaGpuModel::LlamaGpuModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LlamaGpuModel::~LlamaGpuModel() = default;
+Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel&, const GpuDecoderOptions&) {
+  return unsupported("the GPU decoder: this build of ingot has no CUDA");
+}
+const LlamaConfig& LlamaGpuModel::config() const {
+  static const LlamaConfig none;
+  return none;
+}
+Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector<GpuChunk>&) {
+  return unsupported("the GPU decoder: this build of ingot has no CUDA");
+}
+
+#else
+
+namespace {
+
+using backend::cuda::FloatType;
+
+#define INGOT_CUDA_OK(expr)                                                                         \
+  do {                                                                                              \
+    cudaError_t ingot_e_ = (expr);                                                                  \
+    if (ingot_e_ != cudaSuccess) return internal_error("GPU decoder: ", #expr, ": ", cudaGetErrorString(ingot_e_)); \
+  } while (0)
+#define INGOT_LT_OK(expr)                                                                           \
+  do {                                                                                              \
+    cublasStatus_t ingot_s_ = (expr);                                                               \
+    if (ingot_s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      return internal_error("GPU decoder: ", #expr, ": ", cublasLtGetStatusString(ingot_s_));       \
+  } while (0)
+
+/// Device memory that frees itself.
+class DeviceMem {
+ public:
+  DeviceMem() = default;
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  ~DeviceMem() { cudaFree(p_); }
+  Status reserve(size_t bytes) {
+    if (bytes <= bytes_) return Status::Ok();
+    cudaFree(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+    if (cudaMalloc(&p_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return make_status(StatusCode::kOutOfMemory, "GPU decoder: cannot allocate ", bytes, " bytes of device memory");
+    }
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  void* get() const { return p_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+  bool empty() const { return p_ == nullptr; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// One cached cuBLASLt problem: Y[T][out] (+)= X[T][in] W[out][in]^T, row-major, fp32 accumulation.
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~GemmPlan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+}  // namespace
+
+struct LlamaGpuModel::Impl {
+  LlamaConfig c;
+  GpuDecoderOptions o;
+  FloatType t = FloatType::kF16;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  static constexpr size_t kLtWorkspace = 32u << 20;
+  DeviceMem lt_ws;
+
+  struct Layer {
+    DeviceMem attn_norm, wq, wk, wv, bq, bk, bv, wo, ffn_norm, w_gate, w_up, w_down, k_cache, v_cache;
+  };
+  std::vector<std::unique_ptr<Layer>> layers;
+  DeviceMem embed, out_norm, lm_head, inv_freq;
+
+  // Step buffers, grown on demand.
+  DeviceMem x, h, q, k, v, att, g, u, ints, slots, attn_ws, last_x, last_h, logits;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<GemmPlan>> plans;
+
+  ~Impl() {
+    plans.clear();
+    if (lt) cublasLtDestroy(lt);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  size_t elem() const { return 2; }
+
+  /// `src` converted to the model's type, into `dst`.
+  Status upload(const std::vector<float>& src, DeviceMem& dst) {
+    if (src.empty()) return Status::Ok();
+    std::vector<uint16_t> bits(src.size());
+    for (size_t i = 0; i < src.size(); ++i)
+      bits[i] = o.bf16 ? float_to_bfloat16_bits(src[i]) : float_to_half_bits(src[i]);
+    INGOT_RETURN_IF_ERROR(dst.reserve(bits.size() * 2));
+    INGOT_CUDA_OK(cudaMemcpy(dst.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
+  Result<GemmPlan*> plan(int64_t T, int64_t in, int64_t out, bool accumulate, bool f32_out) {
+    auto key = std::make_tuple(T, in, out, accumulate, f32_out);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second.get();
+    auto p = std::make_unique<GemmPlan>();
+    const cudaDataType_t ab = o.bf16 ? CUDA_R_16BF : CUDA_R_16F, cd = f32_out ? CUDA_R_32F : ab;
+    INGOT_LT_OK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    // Column-major views of the row-major operands: W is (in x out), X is (in x T), Y is (out x T).
+    INGOT_LT_OK(cublasLtMatrixLayoutCreate(&p->a, ab, static_cast<uint64_t>(in), static_cast<uint64_t>(out), in));
+    INGOT_LT_OK(cublasLtMatrixLayoutCreate(&p->b, ab, static_cast<uint64_t>(in), static_cast<uint64_t>(T), in));
+    INGOT_LT_OK(cublasLtMatrixLayoutCreate(&p->c, cd, static_cast<uint64_t>(out), static_cast<uint64_t>(T), out));
+    cublasLtMatmulPreference_t pref = nullptr;
+    INGOT_LT_OK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kLtWorkspace;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &r, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0)
+      return internal_error("GPU decoder: cuBLASLt has no algorithm for a ", T, "x", out, "x", in, " GEMM");
+    p->algo = r.algo;
+    GemmPlan* raw = p.get();
+    plans.emplace(key, std::move(p));
+    return raw;
+  }
+
+  /// y[T][out] = x[T][in] w[out][in]^T (+ y when accumulate); y fp32 when f32_out.
+  Status gemm(const void* x_, const void* w, void* y, int64_t T, int64_t in, int64_t out, bool accumulate = false,
+              bool f32_out = false) {
+    INGOT_ASSIGN_OR_RETURN(GemmPlan * p, plan(T, in, out, accumulate, f32_out));
+    const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+    INGOT_LT_OK(cublasLtMatmul(lt, p->desc, &alpha, w, p->a, x_, p->b, &beta, y, p->c, y, p->c, &p->algo, lt_ws.get(),
+                               kLtWorkspace, stream));
+    return Status::Ok();
+  }
+};
+
+LlamaGpuModel::LlamaGpuModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LlamaGpuModel::~LlamaGpuModel() = default;
+const LlamaConfig& LlamaGpuModel::config() const { return impl_->c; }
+
+Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel& w, const GpuDecoderOptions& o) {
+  const LlamaConfig& c = w.config();
+  if (o.num_blocks <= 0 || o.block_size <= 0) return invalid_argument("GPU decoder: num_blocks and block_size must be > 0");
+  if (c.head_dim != 64 && c.head_dim != 128)
+    return unsupported("GPU decoder: head_dim ", c.head_dim, " (the attention kernels serve 64 and 128)");
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return unsupported("GPU decoder: no CUDA device");
+  }
+  auto m = std::make_unique<Impl>();
+  m->c = c;
+  m->o = o;
+  m->t = o.bf16 ? FloatType::kBF16 : FloatType::kF16;
+  INGOT_CUDA_OK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+  INGOT_LT_OK(cublasLtCreate(&m->lt));
+  INGOT_RETURN_IF_ERROR(m->lt_ws.reserve(Impl::kLtWorkspace));
+  INGOT_RETURN_IF_ERROR(m->upload(w.embed(), m->embed));
+  INGOT_RETURN_IF_ERROR(m->upload(w.out_norm(), m->out_norm));
+  INGOT_RETURN_IF_ERROR(m->upload(w.lm_head(), m->lm_head));
+  const size_t cache_bytes = static_cast<size_t>(o.num_blocks) * static_cast<size_t>(o.block_size) *
+                             static_cast<size_t>(c.num_kv_heads * c.head_dim) * 2;
+  for (const LlamaCpuModel::Layer& L : w.layers()) {
+    auto g = std::make_unique<Impl::Layer>();
+    INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
+    INGOT_RETURN_IF_ERROR(m->upload(L.wq, g->wq));
+    INGOT_RETURN_IF_ERROR(m->upload(L.wk, g->wk));
+    INGOT_RETURN_IF_ERROR(m->upload(L.wv, g->wv));
+    INGOT_RETURN_IF_ERROR(m->upload(L.bq, g->bq));
+    INGOT_RETURN_IF_ERROR(m->upload(L.bk, g->bk));
+    INGOT_RETURN_IF_ERROR(m->upload(L.bv, g->bv));
+    INGOT_RETURN_IF_ERROR(m->upload(L.wo, g->wo));
+    INGOT_RETURN_IF_ERROR(m->upload(L.ffn_norm, g->ffn_norm));
+    INGOT_RETURN_IF_ERROR(m->upload(L.w_gate, g->w_gate));
+    INGOT_RETURN_IF_ERROR(m->upload(L.w_up, g->w_up));
+    INGOT_RETURN_IF_ERROR(m->upload(L.w_down, g->w_down));
+    INGOT_RETURN_IF_ERROR(g->k_cache.reserve(cache_bytes));
+    INGOT_RETURN_IF_ERROR(g->v_cache.reserve(cache_bytes));
+    m->layers.push_back(std::move(g));
+  }
+  const std::vector<float>& f = w.inv_freq();
+  INGOT_RETURN_IF_ERROR(m->inv_freq.reserve(f.size() * sizeof(float)));
+  INGOT_CUDA_OK(cudaMemcpy(m->inv_freq.get(), f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return std::unique_ptr<LlamaGpuModel>(new LlamaGpuModel(std::move(m)));
+}
+
+Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks) {
+  Impl& m = *impl_;
+  const LlamaConfig& c = m.c;
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, Hkv = c.num_kv_heads;
+  const int64_t nq = H * hd, nkv = Hkv * hd, ff = c.intermediate_size, V = c.vocab_size;
+  const int64_t bs = m.o.block_size;
+  if (chunks.empty()) return std::vector<std::vector<float>>();
+  // The step's index arrays, checked here (the kernels trust them).
+  int64_t T = 0, max_blocks = 1;
+  for (const GpuChunk& ch : chunks) {
+    if (!ch.tokens || !ch.block_table || ch.start < 0 || ch.count < 1 ||
+        ch.start + ch.count > static_cast<int64_t>(ch.tokens->size()))
+      return invalid_argument("GPU decoder: a chunk's tokens [", ch.start, ", ", ch.start + ch.count,
+                              ") are outside its sequence");
+    if (static_cast<int64_t>(ch.block_table->size()) * bs < ch.start + ch.count)
+      return invalid_argument("GPU decoder: a block table holds ", ch.block_table->size() * static_cast<size_t>(bs),
+                              " positions, ", ch.start + ch.count, " needed");
+    for (int32_t b : *ch.block_table)
+      if (b < 0 || b >= m.o.num_blocks) return invalid_argument("GPU decoder: block ", b, " outside the KV cache");
+    T += ch.count;
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(ch.block_table->size()));
+  }
+  const int64_t S = static_cast<int64_t>(chunks.size());
+  if (T > 65535) return invalid_argument("GPU decoder: ", T, " tokens in one step (at most 65535)");
+  // Packed int32: ids [T], positions [T], context lengths [T], last rows [S], block tables [T][max_blocks].
+  std::vector<int32_t> ints(static_cast<size_t>(3 * T + S + T * max_blocks), 0);
+  std::vector<int64_t> slots(static_cast<size_t>(T));
+  int32_t* ids = ints.data();
+  int32_t* pos = ids + T;
+  int32_t* ctx = pos + T;
+  int32_t* last = ctx + T;
+  int32_t* tables = last + S;
+  int64_t r = 0, max_ctx = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const GpuChunk& ch = chunks[static_cast<size_t>(s)];
+    for (int64_t i = 0; i < ch.count; ++i, ++r) {
+      const int64_t p = ch.start + i;
+      const int32_t id = (*ch.tokens)[static_cast<size_t>(p)];
+      if (id < 0 || id >= V) return invalid_argument("GPU decoder: token id ", id, " outside the vocabulary");
+      ids[r] = id;
+      pos[r] = static_cast<int32_t>(p);
+      ctx[r] = static_cast<int32_t>(p + 1);
+      max_ctx = std::max(max_ctx, p + 1);
+      std::copy(ch.block_table->begin(), ch.block_table->end(), tables + r * max_blocks);
+      slots[static_cast<size_t>(r)] = static_cast<int64_t>((*ch.block_table)[static_cast<size_t>(p / bs)]) * bs + p % bs;
+    }
+    last[s] = static_cast<int32_t>(r - 1);
+  }
+
+  backend::cuda::PagedDecodeParams ap;
+  ap.type = m.t;
+  ap.batch = static_cast<int32_t>(T);
+  ap.num_heads = static_cast<int32_t>(H);
+  ap.num_kv_heads = static_cast<int32_t>(Hkv);
+  ap.head_dim = static_cast<int32_t>(hd);
+  ap.block_size = static_cast<int32_t>(bs);
+  ap.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
+  ap.max_context_len = static_cast<int32_t>(max_ctx);
+  ap.partition_size = m.o.partition_size;
+  const size_t attn_ws = backend::cuda::paged_decode_attention_workspace_bytes(ap);
+
+  const size_t e = m.elem();
+  const size_t Tz = static_cast<size_t>(T);
+  INGOT_RETURN_IF_ERROR(m.x.reserve(Tz * d * e));
+  INGOT_RETURN_IF_ERROR(m.h.reserve(Tz * d * e));
+  INGOT_RETURN_IF_ERROR(m.q.reserve(Tz * nq * e));
+  INGOT_RETURN_IF_ERROR(m.k.reserve(Tz * nkv * e));
+  INGOT_RETURN_IF_ERROR(m.v.reserve(Tz * nkv * e));
+  INGOT_RETURN_IF_ERROR(m.att.reserve(Tz * nq * e));
+  INGOT_RETURN_IF_ERROR(m.g.reserve(Tz * ff * e));
+  INGOT_RETURN_IF_ERROR(m.u.reserve(Tz * ff * e));
+  INGOT_RETURN_IF_ERROR(m.ints.reserve(ints.size() * sizeof(int32_t)));
+  INGOT_RETURN_IF_ERROR(m.slots.reserve(slots.size() * sizeof(int64_t)));
+  INGOT_RETURN_IF_ERROR(m.attn_ws.reserve(std::max<size_t>(attn_ws, 4)));
+  INGOT_RETURN_IF_ERROR(m.last_x.reserve(static_cast<size_t>(S) * d * e));
+  INGOT_RETURN_IF_ERROR(m.last_h.reserve(static_cast<size_t>(S) * d * e));
+  INGOT_RETURN_IF_ERROR(m.logits.reserve(static_cast<size_t>(S) * V * sizeof(float)));
+  cudaStream_t st = m.stream;
+  // The step's one upload.
+  INGOT_CUDA_OK(cudaMemcpyAsync(m.ints.get(), ints.data(), ints.size() * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+  INGOT_CUDA_OK(cudaMemcpyAsync(m.slots.get(), slots.data(), slots.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st));
+  const int32_t* d_ids = m.ints.as<int32_t>();
+  const int32_t* d_pos = d_ids + T;
+  const int32_t* d_ctx = d_pos + T;
+  const int32_t* d_last = d_ctx + T;
+  const int32_t* d_tables = d_last + S;
+
+  INGOT_CUDA_OK(backend::cuda::launch_gather(2, m.embed.get(), d_ids, false, m.x.get(), 1, V, d, T, st));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (const auto& Lp : m.layers) {
+    Impl::Layer& L = *Lp;
+    INGOT_CUDA_OK(backend::cuda::launch_layernorm(m.t, m.x.get(), L.attn_norm.get(), nullptr, m.h.get(), T, d, eps, st,
+                                                  /*rms=*/true));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.wq.get(), m.q.get(), T, d, nq));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.wk.get(), m.k.get(), T, d, nkv));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.wv.get(), m.v.get(), T, d, nkv));
+    if (!L.bq.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(m.t, m.q.get(), L.bq.get(), T, nq, st));
+    if (!L.bk.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(m.t, m.k.get(), L.bk.get(), T, nkv, st));
+    if (!L.bv.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(m.t, m.v.get(), L.bv.get(), T, nkv, st));
+    backend::cuda::RopeKvWriteParams rp;
+    rp.type = m.t;
+    rp.q = m.q.get();
+    rp.k = m.k.get();
+    rp.v = m.v.get();
+    rp.k_cache = L.k_cache.get();
+    rp.v_cache = L.v_cache.get();
+    rp.positions = d_pos;
+    rp.slot_mapping = m.slots.as<int64_t>();
+    rp.inv_freq = m.inv_freq.as<float>();
+    rp.num_tokens = T;
+    rp.num_heads = static_cast<int32_t>(H);
+    rp.num_kv_heads = static_cast<int32_t>(Hkv);
+    rp.head_dim = static_cast<int32_t>(hd);
+    INGOT_CUDA_OK(backend::cuda::launch_rope_kv_write(rp, st));
+    ap.q = m.q.get();
+    ap.k_cache = L.k_cache.get();
+    ap.v_cache = L.v_cache.get();
+    ap.context_lens = d_ctx;
+    ap.block_tables = d_tables;
+    ap.o = m.att.get();
+    INGOT_CUDA_OK(backend::cuda::launch_paged_decode_attention(ap, m.attn_ws.get(), std::max<size_t>(attn_ws, 4), st));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.att.get(), L.wo.get(), m.x.get(), T, nq, d, /*accumulate=*/true));
+    INGOT_CUDA_OK(backend::cuda::launch_layernorm(m.t, m.x.get(), L.ffn_norm.get(), nullptr, m.h.get(), T, d, eps, st,
+                                                  /*rms=*/true));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.w_gate.get(), m.g.get(), T, d, ff));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.w_up.get(), m.u.get(), T, d, ff));
+    INGOT_CUDA_OK(backend::cuda::launch_silu_mul(m.t, m.g.get(), m.u.get(), T * ff, st));
+    INGOT_RETURN_IF_ERROR(m.gemm(m.g.get(), L.w_down.get(), m.x.get(), T, ff, d, /*accumulate=*/true));
+  }
+  INGOT_CUDA_OK(backend::cuda::launch_gather(2, m.x.get(), d_last, false, m.last_x.get(), 1, T, d, S, st));
+  INGOT_CUDA_OK(backend::cuda::launch_layernorm(m.t, m.last_x.get(), m.out_norm.get(), nullptr, m.last_h.get(), S, d, eps,
+                                                st, /*rms=*/true));
+  const void* head = m.lm_head.empty() ? m.embed.get() : m.lm_head.get();
+  INGOT_RETURN_IF_ERROR(m.gemm(m.last_h.get(), head, m.logits.get(), S, d, V, false, /*f32_out=*/true));
+  // The step's one download.
+  std::vector<float> all(static_cast<size_t>(S * V));
+  INGOT_CUDA_OK(cudaMemcpyAsync(all.data(), m.logits.get(), all.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
+  INGOT_CUDA_OK(cudaStreamSynchronize(st));
+  std::vector<std::vector<float>> out(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s)
+    out[static_cast<size_t>(s)].assign(all.begin() + s * V, all.begin() + (s + 1) * V);
+  return out;
+}
+
+#endif  // INGOT_WITH_CUDA
+
+}  // namespace ingot::llm

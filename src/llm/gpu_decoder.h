@@ -1,0 +1,72 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// A Llama-family decoder on the GPU (issue 22): the CPU decoder's math (llm/cpu_decoder.h) in
+// fp16 or bf16 with fp32 accumulation, over a paged KV cache in device memory laid out as the CPU
+// KvStore ([layer] K and V, each [block][slot][kv_head][head_dim]) and addressed through the same
+// block tables (llm/kv_block_manager), so the scheduler drives either decoder.
+//
+// One forward() runs a flat batch of tokens of any number of sequences, prefill chunks and decode
+// tokens mixed (in-flight batching): the embedding gather, then per layer RMSNorm, the Q/K/V
+// projections (cuBLASLt, fp32 accumulation; Qwen2's biases), rotary embedding fused with the KV
+// cache write, attention over the paged cache (backend/cuda/llm: every token is one query row
+// reading its own sequence's positions [0, pos], so causal prefill and decode are the same
+// kernel), the output projection accumulated into the residual stream (cuBLASLt's beta = 1),
+// RMSNorm, the gate and up projections, SiLU(gate) * up, the down projection into the residual;
+// last, each sequence's final row through the final RMSNorm and the LM head (fp32 logits).
+//
+// The step's small index arrays go up in one copy and the logits come back in one; both are
+// explicit in forward() (no hidden host round trip inside the step). Not yet here: CUDA graphs
+// for decode at padded batch sizes, a flash-style prefill kernel for long prompts, FP8/INT4
+// weights.
+//
+// Built without CUDA, create() says so (kUnsupported).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "llm/cpu_decoder.h"
+#include "llm/model_config.h"
+
+namespace ingot::llm {
+
+struct GpuDecoderOptions {
+  bool bf16 = false;          ///< weights, activations and the KV cache in bf16 (else fp16)
+  int64_t num_blocks = 0;     ///< KV cache blocks (per layer); > 0
+  int32_t block_size = 16;    ///< positions per block
+  int32_t partition_size = 512;  ///< decode attention's split-K partition (positions)
+};
+
+/// One sequence's part of a step: tokens (*tokens)[start, start + count) at positions start..,
+/// its K/V written through *block_table, which must cover start + count positions (the K/V of
+/// positions < start are read from the cache).
+struct GpuChunk {
+  const std::vector<int32_t>* tokens = nullptr;
+  int64_t start = 0;
+  int64_t count = 0;
+  const std::vector<int32_t>* block_table = nullptr;
+};
+
+class LlamaGpuModel {
+ public:
+  /// Uploads `weights` (converted to fp16 / bf16) and allocates the KV cache on the current device.
+  static Result<std::unique_ptr<LlamaGpuModel>> create(const LlamaCpuModel& weights, const GpuDecoderOptions& options);
+  ~LlamaGpuModel();
+  LlamaGpuModel(const LlamaGpuModel&) = delete;
+  LlamaGpuModel& operator=(const LlamaGpuModel&) = delete;
+
+  const LlamaConfig& config() const;
+  /// Runs every chunk's tokens as one batch; returns each chunk's last-position logits
+  /// (vocab_size floats per chunk, in the chunks' order).
+  Result<std::vector<std::vector<float>>> forward(const std::vector<GpuChunk>& chunks);
+
+  struct Impl;
+
+ private:
+  explicit LlamaGpuModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ingot::llm

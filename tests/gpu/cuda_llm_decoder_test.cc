@@ -1,0 +1,246 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The GPU decoder (src/llm/gpu_decoder) against the CPU reference decoder (src/llm/cpu_decoder,
+// fp32) on the same random weights (LlamaCpuModel::random): Llama-style (GQA 2, tied embeddings),
+// Qwen2-style (q/k/v biases, GQA 4, head_dim 128, untied head) and Llama-3 rope scaling; fp16 and
+// bf16. Three sequences of different lengths are prefilled in one mixed step, then decoded
+// together for 12 steps (both decoders fed the CPU's greedy token); every step's logits must keep
+// cosine >= 0.999 (fp16) / 0.995 (bf16) with the CPU's, and the greedy tokens must agree where
+// the CPU's top two logits are apart by more than the precision's noise. Chunked prefill (a prompt
+// in two steps, the second reading the first's K/V from scattered blocks) gives the one-step
+// logits. Bad chunks are errors, not crashes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "llm/cpu_decoder.h"
+#include "llm/gpu_decoder.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using llm::GpuChunk;
+using llm::GpuDecoderOptions;
+using llm::KvStore;
+using llm::LlamaConfig;
+using llm::LlamaCpuModel;
+using llm::LlamaGpuModel;
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb + 1e-300);
+}
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+/// The gap between the largest and second largest logit, relative to the largest |logit|.
+double top2_gap(const std::vector<float>& v) {
+  std::vector<float> s = v;
+  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<float>());
+  double scale = 0;
+  for (float x : v) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+  return (s[0] - s[1]) / std::max(scale, 1e-12);
+}
+
+LlamaConfig llama_like() {
+  LlamaConfig c;
+  c.architecture = "llama";
+  c.vocab_size = 1000;
+  c.hidden_size = 256;
+  c.intermediate_size = 688;
+  c.num_layers = 3;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+LlamaConfig qwen2_like() {
+  LlamaConfig c = llama_like();
+  c.architecture = "qwen2";
+  c.hidden_size = 512;
+  c.intermediate_size = 1024;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 1;
+  c.head_dim = 128;
+  c.attention_bias = true;
+  c.tie_word_embeddings = false;
+  c.rope_theta = 1000000.0;
+  return c;
+}
+
+LlamaConfig llama3_like() {
+  LlamaConfig c = llama_like();
+  c.rope_theta = 500000.0;
+  c.rope_scaling = "llama3";
+  c.rope_factor = 8.0;
+  c.rope_low_freq_factor = 1.0;
+  c.rope_high_freq_factor = 4.0;
+  c.rope_original_max_positions = 64;  // short, so the scaled wavelengths matter at these lengths
+  return c;
+}
+
+struct Case {
+  const char* name;
+  LlamaConfig config;
+  bool bf16;
+};
+
+class CudaLlmDecoderTest : public CudaTest, public ::testing::WithParamInterface<int> {};
+
+std::vector<Case> cases() {
+  return {{"llama_fp16", llama_like(), false},   {"llama_bf16", llama_like(), true},
+          {"qwen2_fp16", qwen2_like(), false},   {"qwen2_bf16", qwen2_like(), true},
+          {"llama3_fp16", llama3_like(), false}};
+}
+
+TEST_P(CudaLlmDecoderTest, MatchesTheCpuDecoderThroughPrefillAndDecode) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 20261206);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  const int32_t bs = 16;
+  const int64_t num_blocks = 64;
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = num_blocks;
+  o.block_size = bs;
+  o.partition_size = 32;  // the split-K path runs from the first prompt on
+  auto gpu = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  KvStore kv(k.config, num_blocks, bs);
+
+  // Three sequences; blocks dealt out shuffled, none shared.
+  std::mt19937 rng(7);
+  std::vector<int32_t> blocks(static_cast<size_t>(num_blocks));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  const std::vector<int64_t> prompt_lens = {5, 37, 70};
+  const int steps = 12;
+  std::vector<std::vector<int32_t>> tokens(3), tables(3);
+  size_t next_block = 0;
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  for (size_t s = 0; s < 3; ++s) {
+    for (int64_t i = 0; i < prompt_lens[s]; ++i) tokens[s].push_back(tok(rng));
+    const int64_t need = (prompt_lens[s] + steps + bs - 1) / bs;
+    for (int64_t b = 0; b < need; ++b) tables[s].push_back(blocks[next_block++]);
+  }
+  const double min_cos = k.bf16 ? 0.995 : 0.999;
+  const double noise = k.bf16 ? 0.05 : 0.01;  // top-2 gaps below this may flip with rounding
+  int compared = 0, agreed = 0, clear = 0, clear_agreed = 0;
+  double worst = 1.0;
+  std::vector<int64_t> done(3, 0);  // positions already in the caches
+  for (int step = 0; step <= steps; ++step) {
+    std::vector<GpuChunk> chunks;
+    for (size_t s = 0; s < 3; ++s)
+      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
+    auto got = (*gpu)->forward(chunks);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->size(), 3u);
+    for (size_t s = 0; s < 3; ++s) {
+      auto want = (*cpu)->forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      const double cs = cosine((*got)[s], *want);
+      worst = std::min(worst, cs);
+      EXPECT_GE(cs, min_cos) << "step " << step << ", sequence " << s;
+      ++compared;
+      const bool same = argmax((*got)[s]) == argmax(*want);
+      agreed += same;
+      if (top2_gap(*want) > noise) {
+        ++clear;
+        clear_agreed += same;
+      }
+      done[s] = static_cast<int64_t>(tokens[s].size());
+      tokens[s].push_back(argmax(*want));  // both decoders continue with the CPU's greedy token
+    }
+  }
+  EXPECT_EQ(clear_agreed, clear) << "greedy tokens differ where the CPU's top two logits are clearly apart";
+  std::printf("[ gpu decoder ] %s: worst logit cosine %.6f over %d steps x sequences; greedy agreement %d/%d "
+              "(%d/%d where the top two are clearly apart)\n",
+              k.name, worst, compared, agreed, compared, clear_agreed, clear);
+}
+
+TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 99);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = 16;
+  o.block_size = 16;
+  auto gpu = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  std::vector<int32_t> prompt(45);
+  for (int32_t& t : prompt) t = tok(rng);
+  const std::vector<int32_t> whole = {0, 1, 2}, split = {9, 4, 12};
+  auto one = (*gpu)->forward({GpuChunk{&prompt, 0, 45, &whole}});
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  auto first = (*gpu)->forward({GpuChunk{&prompt, 0, 20, &split}});
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto second = (*gpu)->forward({GpuChunk{&prompt, 20, 25, &split}});
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_GE(cosine((*second)[0], (*one)[0]), k.bf16 ? 0.999 : 0.99999);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(cases()[static_cast<size_t>(i.param)].name);
+                         });
+
+TEST_F(CudaTest, LlmDecoderRefusesBadChunks) {
+  auto cpu = LlamaCpuModel::random(llama_like(), 1);
+  ASSERT_TRUE(cpu.ok());
+  GpuDecoderOptions o;
+  o.num_blocks = 4;
+  auto gpu = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  std::vector<int32_t> toks = {1, 2, 3}, bad_tok = {1, 5000}, table = {0}, outside = {7};
+  std::vector<int32_t> long_toks(40, 1);
+  struct Bad {
+    GpuChunk chunk;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{GpuChunk{&toks, 0, 4, &table}, "outside its sequence"},
+                       Bad{GpuChunk{&long_toks, 0, 40, &table}, "positions"},
+                       Bad{GpuChunk{&toks, 0, 3, &outside}, "outside the KV cache"},
+                       Bad{GpuChunk{&bad_tok, 0, 2, &table}, "outside the vocabulary"},
+                       Bad{GpuChunk{nullptr, 0, 1, &table}, "outside its sequence"}}) {
+    auto r = (*gpu)->forward({b.chunk});
+    ASSERT_FALSE(r.ok()) << b.says;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().to_string().find(b.says), std::string::npos) << r.status().to_string();
+  }
+  o.num_blocks = 0;
+  EXPECT_EQ(LlamaGpuModel::create(**cpu, o).status().code(), StatusCode::kInvalidArgument);
+  LlamaConfig odd = llama_like();
+  odd.head_dim = 32;
+  odd.num_heads = 8;
+  auto small = LlamaCpuModel::random(odd, 1);
+  ASSERT_TRUE(small.ok());
+  o.num_blocks = 4;
+  EXPECT_EQ(LlamaGpuModel::create(**small, o).status().code(), StatusCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
