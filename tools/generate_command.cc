@@ -12,8 +12,10 @@ namespace ingot::tools {
 
 void generate_help() {
   std::cout << "usage: ingot generate MODEL.gguf --prompt TEXT [options]\n"
-               "Generates text with a Llama-family GGUF model on the CPU (fp32 reference decoder, paged KV\n"
-               "cache, the LLM scheduler).\n"
+               "Generates text with a Llama-family GGUF model: on the CPU (fp32 reference decoder) or the GPU\n"
+               "(--backend cuda), over a paged KV cache, prompts batched by the LLM scheduler.\n"
+               "  --backend cpu|cuda     the decoder (default cpu)\n"
+               "  --dtype fp16|bf16      cuda: weights, activations and KV cache (default fp16)\n"
                "  --prompt TEXT          the prompt (repeat for several prompts, batched together)\n"
                "  --chat                 wrap each prompt as one user turn of the model's chat template\n"
                "                         (ChatML, with its default system turn)\n"
@@ -31,6 +33,7 @@ int generate_command(const std::vector<std::string>& args) {
   std::vector<std::string> prompts;
   bool print_ids = false;
   GenerationParams gp;
+  LlmLoadOptions lo;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* what) -> const std::string* {
@@ -50,6 +53,19 @@ int generate_command(const std::vector<std::string>& args) {
         prompts.push_back(*v);
       } else if (a == "--chat") {
         gp.chat = true;
+      } else if (a == "--backend" || a == "--dtype") {
+        const std::string* v = value(a == "--backend" ? "cpu or cuda" : "fp16 or bf16");
+        if (!v) return 2;
+        if (a == "--backend" && *v != "cpu" && *v != "cuda") {
+          std::cerr << "ingot generate: --backend must be cpu or cuda, got '" << *v << "'\n";
+          return 2;
+        }
+        if (a == "--dtype" && *v != "fp16" && *v != "bf16") {
+          std::cerr << "ingot generate: --dtype must be fp16 or bf16, got '" << *v << "'\n";
+          return 2;
+        }
+        if (a == "--backend") lo.backend = *v;
+        else lo.bf16 = *v == "bf16";
       } else if (a == "--print-ids") {
         print_ids = true;
       } else if (a == "--ignore-eos") {
@@ -92,7 +108,8 @@ int generate_command(const std::vector<std::string>& args) {
     return 1;
   };
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = LlmModel::load_gguf(path);
+  if (gp.kv_blocks > 0) lo.kv_blocks = gp.kv_blocks;
+  auto model = LlmModel::load_gguf(path, lo);
   if (!model.ok()) return fail(model.status());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   GenerationStats st;
@@ -113,7 +130,7 @@ int generate_command(const std::vector<std::string>& args) {
   std::cerr << "model " << (*model)->describe() << "; loaded in " << load_s << " s; " << st.prompt_tokens
             << " prompt tokens, " << st.generated_tokens << " generated in " << st.seconds << " s ("
             << (st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0)
-            << " tok/s, CPU fp32, " << st.steps << " steps)\n";
+            << " tok/s, " << (lo.backend == "cuda" ? (lo.bf16 ? "GPU bf16" : "GPU fp16") : "CPU fp32") << ", " << st.steps << " steps)\n";
   return 0;
 }
 

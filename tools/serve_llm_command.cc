@@ -28,8 +28,10 @@ void serve_llm_help() {
   std::cout << "usage: ingot serve MODEL.gguf [options]\n\n"
                "Serves a Llama-family GGUF model with an OpenAI-compatible API (as `vllm serve`):\n"
                "GET /v1/models, POST /v1/completions, POST /v1/chat/completions (ChatML template), GET /health;\n"
-               "streaming with \"stream\": true. Runs the CPU reference decoder today, with continuous\n"
-               "batching, chunked prefill and a paged KV cache with prefix caching.\n"
+               "streaming with \"stream\": true. Continuous batching, chunked prefill and a paged KV cache\n"
+               "with prefix caching, on the CPU reference decoder or the GPU decoder (--backend cuda).\n"
+               "  --backend cpu|cuda           the decoder (default cpu)\n"
+               "  --dtype fp16|bf16            cuda: weights, activations and KV cache (default fp16)\n"
                "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
                "  --port N                     port (default 8000; 0: any free port, printed)\n"
                "  --served-model-name NAME     the model name clients send (default: the file's name)\n"
@@ -54,6 +56,7 @@ int serve_llm_command(const std::vector<std::string>& args) {
   std::string path;
   server::OpenAiServerOptions so;
   EngineOptions eo;
+  LlmLoadOptions lo;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string v;
@@ -70,6 +73,16 @@ int serve_llm_command(const std::vector<std::string>& args) {
     if (a == "-h" || a == "--help") {
       serve_llm_help();
       return 0;
+    } else if (a == "--backend" || a == "--dtype") {
+      if (!value()) return 2;
+      const bool ok = a == "--backend" ? (v == "cpu" || v == "cuda") : (v == "fp16" || v == "bf16");
+      if (!ok) {
+        std::cerr << "ingot serve: " << a << " must be " << (a == "--backend" ? "cpu or cuda" : "fp16 or bf16")
+                  << ", got '" << v << "'\n";
+        return 2;
+      }
+      if (a == "--backend") lo.backend = v;
+      else lo.bf16 = v == "bf16";
     } else if (a == "--host") {
       if (!value()) return 2;
       so.host = v;
@@ -106,7 +119,8 @@ int serve_llm_command(const std::vector<std::string>& args) {
     so.model_name = path.substr(slash == std::string::npos ? 0 : slash + 1);
     so.model_name = so.model_name.substr(0, so.model_name.size() - 5);
   }
-  auto model = LlmModel::load_gguf(path);
+  lo.kv_blocks = eo.kv_blocks;
+  auto model = LlmModel::load_gguf(path, lo);
   if (!model.ok()) {
     std::cerr << "ingot serve: " << model.status().to_string() << "\n";
     return 1;

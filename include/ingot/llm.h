@@ -52,10 +52,20 @@ struct GenerationStats {
 
 class LlmEngine;
 
+/// Where an LlmModel runs.
+struct LlmLoadOptions {
+  std::string backend = "cpu";  ///< "cpu": the fp32 reference decoder; "cuda": the GPU decoder
+  bool bf16 = false;            ///< cuda: weights, activations and KV cache in bf16 (else fp16)
+  int64_t kv_blocks = 4096;     ///< cuda: KV cache blocks of 16 positions, allocated on the device at load
+};
+
 class LlmModel {
  public:
-  /// Loads a Llama-family GGUF file (weights, tokenizer, configuration).
+  /// Loads a Llama-family GGUF file (weights, tokenizer, configuration) for the CPU decoder.
   static Result<std::unique_ptr<LlmModel>> load_gguf(const std::string& path);
+  /// The same, for `options.backend`: "cuda" uploads the weights (fp16 or bf16) and the KV cache
+  /// to the current GPU (kUnsupported without one, naming why).
+  static Result<std::unique_ptr<LlmModel>> load_gguf(const std::string& path, const LlmLoadOptions& options);
   ~LlmModel();
   LlmModel(const LlmModel&) = delete;
   LlmModel& operator=(const LlmModel&) = delete;

@@ -15,10 +15,25 @@ LlmModel::LlmModel() : impl_(std::make_unique<Impl>()) {}
 LlmModel::~LlmModel() = default;
 
 Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path) {
+  return load_gguf(path, LlmLoadOptions());
+}
+
+Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, const LlmLoadOptions& options) {
+  if (options.backend != "cpu" && options.backend != "cuda")
+    return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
+  if (options.backend == "cuda" && options.kv_blocks < 1) return invalid_argument("LlmModel: kv_blocks must be >= 1");
   std::unique_ptr<LlmModel> m(new LlmModel());
   INGOT_ASSIGN_OR_RETURN(m->impl_->file, llm::GgufFile::open(path));
   INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_gguf(*m->impl_->file));
   INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file));
+  if (options.backend == "cuda") {
+    llm::GpuDecoderOptions g;
+    g.bf16 = options.bf16;
+    g.num_blocks = options.kv_blocks;
+    g.block_size = 16;
+    INGOT_ASSIGN_OR_RETURN(m->impl_->gpu, llm::LlamaGpuModel::create(*m->impl_->model, g));
+    m->impl_->gpu_kv_blocks = options.kv_blocks;
+  }
   // Parsed once; a template ingot cannot parse fails chats only, not the model's loading.
   auto tmpl = m->impl_->file->get_string("tokenizer.chat_template");
   m->impl_->chat_template = llm::ChatTemplate::parse(tmpl.ok() ? *tmpl : std::string());
@@ -28,11 +43,34 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path) {
   return m;
 }
 
+Result<std::vector<std::vector<float>>> LlmModel::Impl::step(const std::vector<llm::ScheduledSeq>& seqs,
+                                                             llm::KvStore* kv) {
+  if (gpu) {
+    std::vector<llm::GpuChunk> chunks;
+    for (const llm::ScheduledSeq& q : seqs) chunks.push_back(llm::GpuChunk{q.tokens, q.start, q.count, q.block_table});
+    return gpu->forward(chunks);
+  }
+  std::vector<std::vector<float>> out;
+  for (const llm::ScheduledSeq& q : seqs) {
+    INGOT_ASSIGN_OR_RETURN(std::vector<float> logits, model->forward(*q.tokens, q.start, q.count, *q.block_table, kv));
+    out.push_back(std::move(logits));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<llm::KvStore>> LlmModel::Impl::host_kv(int64_t blocks, int32_t block_size) const {
+  if (!gpu) return std::make_unique<llm::KvStore>(model->config(), blocks, block_size);
+  if (blocks > gpu_kv_blocks)
+    return invalid_argument("the KV cache needs ", blocks, " blocks; the model was loaded with ", gpu_kv_blocks,
+                            " on the GPU (LlmLoadOptions::kv_blocks, --kv-blocks)");
+  return std::unique_ptr<llm::KvStore>();
+}
+
 std::string LlmModel::describe() const {
   const llm::LlamaConfig& c = impl_->model->config();
   return c.architecture + ", " + std::to_string(c.num_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
          ", " + std::to_string(c.num_heads) + " heads (" + std::to_string(c.num_kv_heads) + " KV), vocab " +
-         std::to_string(c.vocab_size);
+         std::to_string(c.vocab_size) + (impl_->gpu ? ", on the GPU" : ", on the CPU");
 }
 
 Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) const {
@@ -94,7 +132,7 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
   llm::SchedulerConfig sc;
   sc.max_model_len = std::max<int64_t>(cfg.max_position_embeddings, 2);
   INGOT_ASSIGN_OR_RETURN(llm::Scheduler sched, llm::Scheduler::create(sc, {blocks, kBlock, true}));
-  llm::KvStore kv(cfg, blocks, kBlock);
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<llm::KvStore> kv, impl_->host_kv(blocks, kBlock));
   std::map<int64_t, llm::Sampler> samplers;
   for (size_t r = 0; r < ids.size(); ++r) {
     llm::GenerationRequest req;
@@ -116,9 +154,10 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
                          " blocks) cannot hold the next prompt; give more kv_blocks");
     ++st.steps;
     std::map<int64_t, int32_t> sampled;
-    for (const llm::ScheduledSeq& q : plan.seqs) {
-      INGOT_ASSIGN_OR_RETURN(std::vector<float> logits,
-                             impl_->model->forward(*q.tokens, q.start, q.count, *q.block_table, &kv));
+    INGOT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> all, impl_->step(plan.seqs, kv.get()));
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      const llm::ScheduledSeq& q = plan.seqs[i];
+      const std::vector<float>& logits = all[i];
       if (!q.sample) continue;
       std::vector<int64_t> history(q.tokens->begin(), q.tokens->end());
       INGOT_ASSIGN_OR_RETURN(int64_t next, samplers.at(q.id).next(logits.data(), cfg.vocab_size, history));

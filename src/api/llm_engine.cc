@@ -102,6 +102,8 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::start(std::shared_ptr<LlmModel> mo
   if (options.kv_blocks < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1 ||
       options.max_queued < 1)
     return invalid_argument("LlmEngine: kv_blocks, max_num_seqs, max_num_batched_tokens and max_queued must be >= 1");
+  // The GPU decoder's KV cache was sized at load: the engine's must fit it.
+  INGOT_RETURN_IF_ERROR(model->impl_->host_kv(model->impl_->gpu ? options.kv_blocks : 0, kBlockSize).status());
   std::unique_ptr<LlmEngine> e(new LlmEngine());
   e->impl_->model = std::move(model);
   e->impl_->options = options;
@@ -212,9 +214,9 @@ void LlmEngine::Impl::run() {
   sc.max_num_batched_tokens = options.max_num_batched_tokens;
   sc.max_model_len = std::max<int64_t>(cfg.max_position_embeddings, 2);
   auto created = llm::Scheduler::create(sc, {options.kv_blocks, kBlockSize, true});
-  llm::KvStore kv(cfg, options.kv_blocks, kBlockSize);
+  auto kv = m.host_kv(options.kv_blocks, kBlockSize);
   std::map<int64_t, Live> live;
-  if (!created.ok()) {  // options were checked in start(): not expected
+  if (!created.ok() || !kv.ok()) {  // options were checked in start(): not expected
     std::unique_lock<std::mutex> lock(mu);
     stopping = true;
     return;
@@ -289,15 +291,17 @@ void LlmEngine::Impl::run() {
     }
     std::map<int64_t, int32_t> sampled;
     int64_t prompt_tokens = 0;
-    for (const llm::ScheduledSeq& q : plan.seqs) {
-      auto logits = m.model->forward(*q.tokens, q.start, q.count, *q.block_table, &kv);
+    auto all = m.step(plan.seqs, kv->get());
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      const llm::ScheduledSeq& q = plan.seqs[i];
       Live& l = live.at(q.id);
-      if (!logits.ok()) {  // not expected: the scheduler hands valid ranges and tables
+      if (!all.ok()) {  // not expected: the scheduler hands valid ranges and tables
         sched.abort(q.id);
-        finish(l, "error", "", logits.status().message());
+        finish(l, "error", "", all.status().message());
         live.erase(q.id);
         continue;
       }
+      const std::vector<float>* logits = &(*all)[i];
       if (q.prefill) prompt_tokens += q.count;
       if (!q.sample) continue;
       std::vector<int64_t> history(q.tokens->begin(), q.tokens->end());

@@ -9,7 +9,9 @@
 #include "llm/chat_template.h"
 #include "llm/cpu_decoder.h"
 #include "llm/gguf.h"
+#include "llm/gpu_decoder.h"
 #include "llm/sampling.h"
+#include "llm/scheduler.h"
 #include "llm/tokenizer.h"
 
 namespace ingot {
@@ -17,9 +19,19 @@ namespace ingot {
 struct LlmModel::Impl {
   std::unique_ptr<llm::GgufFile> file;
   std::unique_ptr<llm::BpeTokenizer> tokenizer;
-  std::unique_ptr<llm::LlamaCpuModel> model;
+  std::unique_ptr<llm::LlamaCpuModel> model;  ///< the weights (and the CPU decoder)
+  std::unique_ptr<llm::LlamaGpuModel> gpu;    ///< the GPU decoder, when loaded for "cuda"
+  int64_t gpu_kv_blocks = 0;                  ///< its KV cache's blocks
   Result<llm::ChatTemplate> chat_template = invalid_model("no chat template loaded");  ///< the GGUF's, parsed
   llm::ChatTemplateTokens chat_tokens;  ///< BOS/EOS text for the template
+
+  /// One scheduler step's logits (the last position of each scheduled sequence, in order): the
+  /// GPU decoder runs them as one batch; the CPU decoder one sequence after another into `kv`
+  /// (unused, and may be null, on the GPU).
+  Result<std::vector<std::vector<float>>> step(const std::vector<llm::ScheduledSeq>& seqs, llm::KvStore* kv);
+  /// The KV store the CPU decoder needs for `blocks` blocks of `block_size`; null on the GPU,
+  /// whose cache lives on the device (kInvalidArgument when `blocks` exceeds it).
+  Result<std::unique_ptr<llm::KvStore>> host_kv(int64_t blocks, int32_t block_size) const;
 };
 
 /// The sampler's parameters of a request.

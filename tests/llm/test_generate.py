@@ -6,9 +6,11 @@ dequantized by llama.cpp's own `gguf` package, fp64 math, the whole sequence rec
 token: no KV cache, no paging, no batching). Three prompts run together through ingot's scheduler;
 every greedy token must match the reference's, except where the reference's top two logits are
 within a rounding hair (then the sequences may part, and the comparison stops there, said so). The
-chat answer to a factual question must hold its answer.
+chat answer to a factual question must hold its answer. With --backend cuda (on a GPU machine) the
+GPU decoder's tokens are held to the same reference, ties judged at fp16's rounding; without a GPU,
+`--backend cuda` must be a clear error.
 
-Usage: test_generate.py --ingot build/tools/ingot [--gguf PATH] [--tokens N]
+Usage: test_generate.py --ingot build/tools/ingot [--gguf PATH] [--tokens N] [--backend cpu|cuda]
 """
 import argparse
 import os
@@ -126,6 +128,7 @@ def args_and_gguf(tokens):
     ap.add_argument("--ingot", required=True)
     ap.add_argument("--gguf", default=None)
     ap.add_argument("--tokens", type=int, default=tokens)
+    ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
     path = a.gguf or find_gguf()
     if path is None:
@@ -138,13 +141,15 @@ def main():
     if path is None:
         return 0
     ref = Reference(path)
+    # What counts as a tie between the top two logits: fp32's rounding on the CPU, fp16's on the GPU.
+    tie, precision = (1e-3, "fp32") if a.backend == "cpu" else (3e-2, "fp16")
     failures = 0
     compared = 0
     cases = [(["What is the capital of France?", "Name three primary colors."], True),
              (["The quick brown fox"], False)]
     chat_texts = []
     for prompts, chat in cases:
-        outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens)
+        outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens, ["--backend", a.backend])
         if chat:
             chat_texts += texts
         for (prompt_ids, got), text in zip(outs, texts):
@@ -155,9 +160,9 @@ def main():
                 if tok != want:
                     top = np.sort(lg)[-2:]
                     gap = abs(lg[tok] - lg[want])
-                    if gap <= 1e-3 * max(1.0, abs(top[-1])):
+                    if gap <= tie * max(1.0, abs(top[-1])):
                         print(f"note: token {i} of {text!r}: ingot {tok}, reference {want}, logits "
-                              f"{gap:.2e} apart (a tie at fp32): compared up to here")
+                              f"{gap:.2e} apart (a tie at {precision}): compared up to here")
                         break
                     print(f"FAIL: token {i} after {len(prompt_ids)} prompt ids: ingot {tok}, reference {want} "
                           f"(logits {lg[tok]:.4f} vs {lg[want]:.4f})")
@@ -170,10 +175,22 @@ def main():
     for args, rc, words in [([path], 2, "--prompt"), (["/nonexistent.gguf", "--prompt", "x"], 1, "nonexistent"),
                             ([path, "--prompt", "x", "--max-tokens", "zero"], 2, "needs a number"),
                             ([path, "--prompt", "x", "--max-tokens", "0"], 1, "max_tokens"),
-                            ([path, "--prompt", "x", "--bogus"], 2, "unknown option")]:
+                            ([path, "--prompt", "x", "--bogus"], 2, "unknown option"),
+                            ([path, "--prompt", "x", "--backend", "tpu"], 2, "--backend must be cpu or cuda"),
+                            ([path, "--prompt", "x", "--dtype", "fp8"], 2, "--dtype must be fp16 or bf16")]:
         res = subprocess.run([a.ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:
             print(f"FAIL: ingot generate {' '.join(args)}: exit {res.returncode} (want {rc}), stderr {res.stderr!r}")
+            failures += 1
+    if a.backend == "cpu":
+        # The GPU decoder asked for here: it runs (a GPU machine: rerun with --backend cuda to check its
+        # tokens), or says why not.
+        res = subprocess.run([a.ingot, "generate", path, "--prompt", "x", "--max-tokens", "1", "--backend", "cuda"],
+                             capture_output=True, text=True, timeout=300)
+        if res.returncode == 0:
+            print("note: a GPU is here: test_generate.py --backend cuda compares the GPU decoder's tokens")
+        elif res.returncode != 1 or "CUDA" not in res.stderr:
+            print(f"FAIL: --backend cuda without a GPU: exit {res.returncode}, stderr {res.stderr!r}")
             failures += 1
     if "Paris" not in chat_texts[0]:
         print(f"FAIL: the answer to 'What is the capital of France?' is {chat_texts[0]!r}")
