@@ -1,7 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 #include "generate_command.h"
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -25,7 +27,50 @@ void generate_help() {
                "  --seed S               reproducible sampling\n"
                "  --ignore-eos           keep going past the end-of-sequence token\n"
                "  --print-ids            also print the prompt's and the generated token ids\n"
-               "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n";
+               "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n"
+               "Timing a model size without its weights (as vLLM's --load-format dummy):\n"
+               "  ingot generate CONFIG.json --load-format dummy --num-prompts P --input-len N --max-tokens M\n"
+               "                         random weights of a Hugging Face config.json's shapes, P random\n"
+               "                         prompts of N token ids (--seed), M tokens each; prints throughput\n";
+}
+
+// --load-format dummy: random weights of CONFIG.json's shapes, random prompts of token ids, the
+// throughput of one batched generate() (prefill and decode together, as vLLM's benchmark_throughput).
+static int generate_dummy(const std::string& config, const LlmLoadOptions& lo, GenerationParams gp, long long num_prompts,
+                   long long input_len) {
+  if (config.empty() || num_prompts < 1 || input_len < 1) {
+    std::cerr << "ingot generate: --load-format dummy needs a CONFIG.json, --num-prompts >= 1 and --input-len >= 1\n";
+    return 2;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = LlmModel::load_dummy(config, lo, gp.seed);
+  if (!model.ok()) {
+    std::cerr << "ingot generate: " << model.status().to_string() << "\n";
+    return 1;
+  }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::mt19937_64 rng(gp.seed);
+  std::uniform_int_distribution<int32_t> tok(0, 999);  // ids every vocabulary has
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(num_prompts));
+  for (auto& p : prompts)
+    for (long long i = 0; i < input_len; ++i) p.push_back(tok(rng));
+  gp.ignore_eos = true;
+  GenerationStats st;
+  auto results = (*model)->generate_ids(prompts, gp, &st);
+  if (!results.ok()) {
+    std::cerr << "ingot generate: " << results.status().to_string() << "\n";
+    return 1;
+  }
+  const double s = st.seconds > 0 ? st.seconds : 1e-9;
+  std::cout << "model        " << (*model)->describe() << " (dummy weights, "
+            << (lo.backend == "cuda" ? (lo.bf16 ? "GPU bf16" : "GPU fp16") : "CPU fp32") << "), loaded in " << load_s
+            << " s\n"
+            << "requests     " << num_prompts << " x (" << input_len << " in, " << gp.max_tokens << " out)\n"
+            << "time         " << st.seconds << " s in " << st.steps << " steps (" << 1000.0 * s / std::max<int64_t>(st.steps, 1)
+            << " ms per step)\n"
+            << "throughput   " << static_cast<double>(st.generated_tokens) / s << " output tok/s, "
+            << static_cast<double>(st.generated_tokens + st.prompt_tokens) / s << " total tok/s\n";
+  return 0;
 }
 
 int generate_command(const std::vector<std::string>& args) {
@@ -34,6 +79,8 @@ int generate_command(const std::vector<std::string>& args) {
   bool print_ids = false;
   GenerationParams gp;
   LlmLoadOptions lo;
+  bool dummy = false;
+  long long num_prompts = 0, input_len = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* what) -> const std::string* {
@@ -70,11 +117,23 @@ int generate_command(const std::vector<std::string>& args) {
         print_ids = true;
       } else if (a == "--ignore-eos") {
         gp.ignore_eos = true;
-      } else if (a == "--max-tokens" || a == "--top-k" || a == "--seed" || a == "--kv-blocks") {
+      } else if (a == "--load-format") {
+        const std::string* v = value("dummy");
+        if (!v) return 2;
+        if (*v != "dummy") {
+          std::cerr << "ingot generate: --load-format takes dummy (random weights of a config.json), got '" << *v
+                    << "'\n";
+          return 2;
+        }
+        dummy = true;
+      } else if (a == "--max-tokens" || a == "--top-k" || a == "--seed" || a == "--kv-blocks" ||
+                 a == "--num-prompts" || a == "--input-len") {
         const std::string* v = value("a number");
         if (!v) return 2;
         const long long n = std::stoll(*v);
-        if (a == "--max-tokens") gp.max_tokens = n;
+        if (a == "--num-prompts") num_prompts = n;
+        else if (a == "--input-len") input_len = n;
+        else if (a == "--max-tokens") gp.max_tokens = n;
         else if (a == "--top-k") gp.top_k = n;
         else if (a == "--kv-blocks") gp.kv_blocks = n;
         else {
@@ -99,6 +158,7 @@ int generate_command(const std::vector<std::string>& args) {
       return 2;
     }
   }
+  if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len);
   if (path.empty() || prompts.empty()) {
     std::cerr << "ingot generate: a MODEL.gguf and at least one --prompt are required (ingot generate --help)\n";
     return 2;

@@ -66,6 +66,11 @@ class LlmModel {
   /// The same, for `options.backend`: "cuda" uploads the weights (fp16 or bf16) and the KV cache
   /// to the current GPU (kUnsupported without one, naming why).
   static Result<std::unique_ptr<LlmModel>> load_gguf(const std::string& path, const LlmLoadOptions& options);
+  /// A model of a Hugging Face config.json's shapes with random weights and no tokenizer (vLLM's
+  /// --load-format dummy): for timing real model sizes. generate_ids() works; what needs text
+  /// (encode_prompt, chats, generate()) is kInvalidArgument; results carry ids, no text.
+  static Result<std::unique_ptr<LlmModel>> load_dummy(const std::string& config_json_path, const LlmLoadOptions& options,
+                                                      uint64_t seed = 0);
   ~LlmModel();
   LlmModel(const LlmModel&) = delete;
   LlmModel& operator=(const LlmModel&) = delete;

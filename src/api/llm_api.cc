@@ -1,5 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "api/llm_model_impl.h"
@@ -66,6 +68,27 @@ Result<std::unique_ptr<llm::KvStore>> LlmModel::Impl::host_kv(int64_t blocks, in
   return std::unique_ptr<llm::KvStore>();
 }
 
+Result<std::unique_ptr<LlmModel>> LlmModel::load_dummy(const std::string& config_json_path,
+                                                       const LlmLoadOptions& options, uint64_t seed) {
+  if (options.backend != "cpu" && options.backend != "cuda")
+    return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
+  std::ifstream f(config_json_path, std::ios::binary);
+  if (!f) return make_status(StatusCode::kNotFound, "cannot open '", config_json_path, "'");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  INGOT_ASSIGN_OR_RETURN(llm::LlamaConfig cfg, llm::llama_config_from_json(text, config_json_path));
+  std::unique_ptr<LlmModel> m(new LlmModel());
+  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::random(cfg, seed));
+  if (options.backend == "cuda") {
+    llm::GpuDecoderOptions g;
+    g.bf16 = options.bf16;
+    g.num_blocks = options.kv_blocks;
+    g.block_size = 16;
+    INGOT_ASSIGN_OR_RETURN(m->impl_->gpu, llm::LlamaGpuModel::create(*m->impl_->model, g));
+    m->impl_->gpu_kv_blocks = options.kv_blocks;
+  }
+  return m;
+}
+
 std::string LlmModel::describe() const {
   const llm::LlamaConfig& c = impl_->model->config();
   return c.architecture + ", " + std::to_string(c.num_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
@@ -73,7 +96,14 @@ std::string LlmModel::describe() const {
          std::to_string(c.vocab_size) + (impl_->gpu ? ", on the GPU" : ", on the CPU");
 }
 
+Status LlmModel::Impl::needs_tokenizer() const {
+  if (tokenizer) return Status::Ok();
+  return make_status(StatusCode::kInvalidArgument,
+                     "this model has dummy weights and no tokenizer (load_dummy, --load-format dummy): give token ids");
+}
+
 Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) const {
+  INGOT_RETURN_IF_ERROR(impl_->needs_tokenizer());
   const llm::BpeTokenizer& tok = *impl_->tokenizer;
   INGOT_ASSIGN_OR_RETURN(std::vector<int32_t> enc, tok.encode(prompt));
   std::vector<int32_t> v;
@@ -83,6 +113,7 @@ Result<std::vector<int32_t>> LlmModel::encode_prompt(const std::string& prompt) 
 }
 
 Result<std::string> LlmModel::render_chat(const std::vector<ChatMessage>& messages) const {
+  INGOT_RETURN_IF_ERROR(impl_->needs_tokenizer());
   if (!impl_->chat_template.ok()) return impl_->chat_template.status();
   std::vector<llm::ChatTurn> turns;
   for (const ChatMessage& m : messages) turns.push_back({m.role, m.content});
@@ -113,7 +144,7 @@ Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::
 Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<std::vector<int32_t>>& ids,
                                                              const GenerationParams& params, GenerationStats* stats) {
   const llm::LlamaConfig& cfg = impl_->model->config();
-  const llm::BpeTokenizer& tok = *impl_->tokenizer;
+  const llm::BpeTokenizer* tok = impl_->tokenizer.get();  // null for dummy weights: ids only
   if (ids.empty()) return invalid_argument("generate: no prompt");
   const llm::SamplingParams sp = sampling_params(params);
   INGOT_RETURN_IF_ERROR(llm::validate(sp, cfg.vocab_size));
@@ -139,7 +170,7 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
     req.id = static_cast<int64_t>(r);
     req.prompt = ids[r];
     req.max_tokens = params.max_tokens;
-    if (!params.ignore_eos && tok.eos_id() >= 0) req.stop_tokens.insert(tok.eos_id());
+    if (!params.ignore_eos && tok && tok->eos_id() >= 0) req.stop_tokens.insert(tok->eos_id());
     INGOT_RETURN_IF_ERROR(sched.add_request(std::move(req)));
     samplers.emplace(static_cast<int64_t>(r), llm::Sampler(sp, 0x9e3779b97f4a7c15ull + r));
   }
@@ -176,8 +207,10 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
     g.prompt_ids = ids[r];
     g.token_ids = f.output;
     std::vector<int32_t> shown = f.output;
-    if (f.reason == llm::SequenceEnd::kStop && !shown.empty() && shown.back() == tok.eos_id()) shown.pop_back();
-    INGOT_ASSIGN_OR_RETURN(g.text, tok.decode(shown));
+    if (tok) {
+      if (f.reason == llm::SequenceEnd::kStop && !shown.empty() && shown.back() == tok->eos_id()) shown.pop_back();
+      INGOT_ASSIGN_OR_RETURN(g.text, tok->decode(shown));
+    }
     g.finish_reason = f.reason == llm::SequenceEnd::kStop          ? "stop"
                       : f.reason == llm::SequenceEnd::kModelLength ? "model_length"
                                                                    : "length";

@@ -102,6 +102,8 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::start(std::shared_ptr<LlmModel> mo
   if (options.kv_blocks < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1 ||
       options.max_queued < 1)
     return invalid_argument("LlmEngine: kv_blocks, max_num_seqs, max_num_batched_tokens and max_queued must be >= 1");
+  if (!model->impl_->tokenizer)
+    return invalid_argument("LlmEngine: the model has dummy weights and no tokenizer; the engine streams text");
   // The GPU decoder's KV cache was sized at load: the engine's must fit it.
   INGOT_RETURN_IF_ERROR(model->impl_->host_kv(model->impl_->gpu ? options.kv_blocks : 0, kBlockSize).status());
   std::unique_ptr<LlmEngine> e(new LlmEngine());

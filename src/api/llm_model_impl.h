@@ -32,6 +32,8 @@ struct LlmModel::Impl {
   /// The KV store the CPU decoder needs for `blocks` blocks of `block_size`; null on the GPU,
   /// whose cache lives on the device (kInvalidArgument when `blocks` exceeds it).
   Result<std::unique_ptr<llm::KvStore>> host_kv(int64_t blocks, int32_t block_size) const;
+  /// kInvalidArgument for a model without a tokenizer (dummy weights).
+  Status needs_tokenizer() const;
 };
 
 /// The sampler's parameters of a request.

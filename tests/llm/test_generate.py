@@ -14,6 +14,7 @@ Usage: test_generate.py --ingot build/tools/ingot [--gguf PATH] [--tokens N] [--
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 
@@ -136,14 +137,46 @@ def args_and_gguf(tokens):
     return a, path
 
 
+def dummy_checks(ingot):
+    """--load-format dummy (random weights of a config.json, vLLM's name): it runs and reports
+    throughput; without its prompt sizes it is a usage error. Needs no GGUF. Returns failures."""
+    import json
+    import tempfile
+    failures = 0
+    cfg = os.path.join(tempfile.mkdtemp(prefix="ingot-dummy-"), "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"model_type": "llama", "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 256,
+                   "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+                   "max_position_embeddings": 512, "tie_word_embeddings": True}, f)
+    res = subprocess.run([ingot, "generate", cfg, "--load-format", "dummy", "--num-prompts", "3", "--input-len", "20",
+                          "--max-tokens", "5"], capture_output=True, text=True, timeout=300)
+    m = re.search(r"throughput\s+([\d.]+) output tok/s", res.stdout)
+    steps = re.search(r"in (\d+) steps", res.stdout)
+    if res.returncode != 0 or not m or float(m.group(1)) <= 0 or not steps or int(steps.group(1)) != 5:
+        print(f"FAIL: --load-format dummy: exit {res.returncode}\n{res.stdout}\n{res.stderr}")
+        failures += 1
+    else:
+        print(f"ok: --load-format dummy, 3 x (20 in, 5 out) in {steps.group(1)} steps, {m.group(1)} output tok/s")
+    for args, rc, words in [([cfg, "--load-format", "dummy"], 2, "--input-len"),
+                            ([cfg, "--load-format", "real"], 2, "--load-format takes dummy"),
+                            (["/nonexistent.json", "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2"],
+                             1, "nonexistent")]:
+        res = subprocess.run([ingot, "generate", *args], capture_output=True, text=True, timeout=120)
+        if res.returncode != rc or words not in res.stderr:
+            print(f"FAIL: ingot generate {' '.join(args)}: exit {res.returncode} (want {rc}), stderr {res.stderr!r}")
+            failures += 1
+    return failures
+
+
 def main():
     a, path = args_and_gguf(10)
+    dummy_failures = dummy_checks(a.ingot)
     if path is None:
-        return 0
+        return 1 if dummy_failures else 0
     ref = Reference(path)
     # What counts as a tie between the top two logits: fp32's rounding on the CPU, fp16's on the GPU.
     tie, precision = (1e-3, "fp32") if a.backend == "cpu" else (3e-2, "fp16")
-    failures = 0
+    failures = dummy_failures
     compared = 0
     cases = [(["What is the capital of France?", "Name three primary colors."], True),
              (["The quick brown fox"], False)]

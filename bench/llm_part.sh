@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Copyright ingot authors. Apache-2.0.
+# One device call for issue 22's GPU decoder: its GPU tests (kernels and the decoder against the CPU
+# decoder), then decode throughput on random weights of a real model's shapes (default
+# bench/llm/llama-3.2-1b.json, bf16) side by side with Hugging Face transformers' generate (static
+# cache; eager, then torch.compile) in the same call: batch 1 and batch BN (default 64), IN prompt
+# tokens (default 128) and OUT generated (default 128), greedy, no stop. Prints a table with
+# tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
+# the GPU's peak, H100 3.35 TB/s, H200 4.8 TB/s).
+#   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT=128] [HF=1] [COMPILE=1] bash bench/llm_part.sh NAME
+# Leaves $OUT/NAME.tgz (logs) and prints the summary last.
+set -uo pipefail
+. bench/part_env.sh llm "$1"
+cfg=${CONFIG:-bench/llm/llama-3.2-1b.json}
+bn=${BN:-64}
+in=${IN:-128}
+out=${OUT:-128}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
+timeout 300 $B/tests/ingot_gpu_tests --gtest_filter='*Llm*' > "$t/gpu_tests.log" 2>&1
+echo "GPU tests (*Llm*): rc $? $(grep -E '^\[  (PASSED|FAILED)' "$t/gpu_tests.log" | tr '\n' ' ')"
+grep -E "gpu decoder \]|FAILED  \]" "$t/gpu_tests.log" | head -20
+for b in 1 "$bn"; do
+  timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 --num-prompts "$b" \
+    --input-len "$in" --max-tokens "$out" --kv-blocks 4096 > "$t/ingot_b$b.log" 2>&1
+  echo "ingot b$b: rc $? $(grep -E 'throughput|time ' "$t/ingot_b$b.log" | tr -s ' ' | tr '\n' ' ')"
+done
+if [ "${HF:-1}" = 1 ]; then
+  timeout 420 python3 - "$cfg" "$bn" "$in" "$out" "${COMPILE:-1}" > "$t/hf.log" 2>&1 <<'PY'
+import json, sys, time, torch, transformers
+cfg_path, bn, n_in, n_out, compile_too = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+cfg = transformers.LlamaConfig(**json.load(open(cfg_path)))
+torch.manual_seed(0)
+with torch.device("cuda"):
+    m = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+m.generation_config.cache_implementation = "static"
+m.generation_config.pad_token_id = 0
+def run(b, label):
+    ids = torch.randint(0, 1000, (b, n_in), device="cuda")
+    kw = dict(max_new_tokens=n_out, min_new_tokens=n_out, do_sample=False)
+    with torch.no_grad():
+        m.generate(ids, **kw)  # warm-up (and compilation)
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        m.generate(ids, **kw)
+        torch.cuda.synchronize(); dt = time.perf_counter() - t0
+    print(f"hf {label} b{b}: {b * n_out / dt:.1f} output tok/s ({dt:.3f} s)", flush=True)
+for b in (1, bn):
+    run(b, "eager")
+if compile_too:
+    m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
+    for b in (1, bn):
+        run(b, "compile")
+PY
+  echo "hf: rc $?"; grep -E "^hf " "$t/hf.log"; grep -E "Error|error" "$t/hf.log" | tail -3
+fi
+python3 - "$t" "$cfg" "$bn" <<'PY'
+import json, re, sys, glob
+t, cfg_path, bn = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = json.load(open(cfg_path))
+d, ff, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
+hd = c.get("head_dim", d // c["num_attention_heads"]); nq, nkv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+params = L * (d * nq + 2 * d * nkv + nq * d + 3 * d * ff) + V * d * (1 if c.get("tie_word_embeddings") else 2)
+gpu = open(f"{t}/gpu.txt").read()
+peak = 4.8e12 if "H200" in gpu else 3.35e12
+limit = peak / (2 * params)  # tok/s at batch 1 if every weight byte is read once per token
+def tps(path, pat):
+    try:
+        m = re.search(pat, open(path).read())
+        return float(m.group(1)) if m else None
+    except OSError:
+        return None
+hf = open(f"{t}/hf.log").read() if glob.glob(f"{t}/hf.log") else ""
+print(f"\n{params / 1e9:.2f}B parameters (bf16: {2 * params / 1e9:.2f} GB per token at batch 1); bandwidth limit {limit:.0f} tok/s at {peak / 1e12:.2f} TB/s")
+print(f"{'batch':>6} {'ingot tok/s':>12} {'hf eager':>10} {'hf compile':>11} {'x eager':>8} {'x compile':>10} {'% of limit':>11}")
+for b in (1, bn):
+    ig = tps(f"{t}/ingot_b{b}.log", r"throughput\s+([\d.]+) output")
+    he = (lambda m: float(m.group(1)) if m else None)(re.search(rf"hf eager b{b}: ([\d.]+)", hf))
+    hc = (lambda m: float(m.group(1)) if m else None)(re.search(rf"hf compile b{b}: ([\d.]+)", hf))
+    f = lambda x: f"{x:.1f}" if x else "-"
+    r = lambda a, z: f"{a / z:.2f}" if a and z else "-"
+    pct = f"{100 * ig / limit:.0f}%" if (ig and b == 1) else "-"
+    print(f"{b:>6} {f(ig):>12} {f(he):>10} {f(hc):>11} {r(ig, he):>8} {r(ig, hc):>10} {pct:>11}")
+PY
+tar czf "$OUT/$name.tgz" -C /tmp "llm_$name"
