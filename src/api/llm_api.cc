@@ -21,21 +21,11 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path) {
 }
 
 Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, const LlmLoadOptions& options) {
-  if (options.backend != "cpu" && options.backend != "cuda")
-    return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
-  if (options.backend == "cuda" && options.kv_blocks < 1) return invalid_argument("LlmModel: kv_blocks must be >= 1");
   std::unique_ptr<LlmModel> m(new LlmModel());
   INGOT_ASSIGN_OR_RETURN(m->impl_->file, llm::GgufFile::open(path));
   INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_gguf(*m->impl_->file));
   INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file));
-  if (options.backend == "cuda") {
-    llm::GpuDecoderOptions g;
-    g.bf16 = options.bf16;
-    g.num_blocks = options.kv_blocks;
-    g.block_size = 16;
-    INGOT_ASSIGN_OR_RETURN(m->impl_->gpu, llm::LlamaGpuModel::create(*m->impl_->model, g));
-    m->impl_->gpu_kv_blocks = options.kv_blocks;
-  }
+  INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   // Parsed once; a template ingot cannot parse fails chats only, not the model's loading.
   auto tmpl = m->impl_->file->get_string("tokenizer.chat_template");
   m->impl_->chat_template = llm::ChatTemplate::parse(tmpl.ok() ? *tmpl : std::string());
@@ -43,6 +33,19 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
   if (tok.bos_id() >= 0) m->impl_->chat_tokens.bos_token = tok.token(tok.bos_id());
   if (tok.eos_id() >= 0) m->impl_->chat_tokens.eos_token = tok.token(tok.eos_id());
   return m;
+}
+
+Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
+  if (options.backend == "cpu") return Status::Ok();
+  if (options.backend != "cuda") return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
+  if (options.kv_blocks < 1) return invalid_argument("LlmModel: kv_blocks must be >= 1");
+  llm::GpuDecoderOptions g;
+  g.bf16 = options.bf16;
+  g.num_blocks = options.kv_blocks;
+  g.block_size = 16;
+  INGOT_ASSIGN_OR_RETURN(gpu, llm::LlamaGpuModel::create(*model, g));
+  gpu_kv_blocks = options.kv_blocks;
+  return Status::Ok();
 }
 
 Result<std::vector<std::vector<float>>> LlmModel::Impl::step(const std::vector<llm::ScheduledSeq>& seqs,
@@ -70,22 +73,13 @@ Result<std::unique_ptr<llm::KvStore>> LlmModel::Impl::host_kv(int64_t blocks, in
 
 Result<std::unique_ptr<LlmModel>> LlmModel::load_dummy(const std::string& config_json_path,
                                                        const LlmLoadOptions& options, uint64_t seed) {
-  if (options.backend != "cpu" && options.backend != "cuda")
-    return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
   std::ifstream f(config_json_path, std::ios::binary);
   if (!f) return make_status(StatusCode::kNotFound, "cannot open '", config_json_path, "'");
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   INGOT_ASSIGN_OR_RETURN(llm::LlamaConfig cfg, llm::llama_config_from_json(text, config_json_path));
   std::unique_ptr<LlmModel> m(new LlmModel());
   INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::random(cfg, seed));
-  if (options.backend == "cuda") {
-    llm::GpuDecoderOptions g;
-    g.bf16 = options.bf16;
-    g.num_blocks = options.kv_blocks;
-    g.block_size = 16;
-    INGOT_ASSIGN_OR_RETURN(m->impl_->gpu, llm::LlamaGpuModel::create(*m->impl_->model, g));
-    m->impl_->gpu_kv_blocks = options.kv_blocks;
-  }
+  INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   return m;
 }
 

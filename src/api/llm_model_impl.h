@@ -32,6 +32,9 @@ struct LlmModel::Impl {
   /// The KV store the CPU decoder needs for `blocks` blocks of `block_size`; null on the GPU,
   /// whose cache lives on the device (kInvalidArgument when `blocks` exceeds it).
   Result<std::unique_ptr<llm::KvStore>> host_kv(int64_t blocks, int32_t block_size) const;
+  /// For backend "cuda": the GPU decoder over `model`'s weights (kInvalidArgument for another
+  /// backend name or kv_blocks < 1; "cpu": nothing to do).
+  Status attach_gpu(const LlmLoadOptions& options);
   /// kInvalidArgument for a model without a tokenizer (dummy weights).
   Status needs_tokenizer() const;
 };
