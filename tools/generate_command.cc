@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <random>
 #include <iostream>
 #include <memory>
@@ -13,8 +14,9 @@
 namespace ingot::tools {
 
 void generate_help() {
-  std::cout << "usage: ingot generate MODEL.gguf --prompt TEXT [options]\n"
-               "Generates text with a Llama-family GGUF model: on the CPU (fp32 reference decoder) or the GPU\n"
+  std::cout << "usage: ingot generate MODEL.gguf|HF_FOLDER --prompt TEXT [options]\n"
+               "Generates text with a Llama-family model (a GGUF file, or a Hugging Face folder: config.json,\n"
+               "safetensors, tokenizer.json): on the CPU (fp32 reference decoder) or the GPU\n"
                "(--backend cuda), over a paged KV cache, prompts batched by the LLM scheduler.\n"
                "  --backend cpu|cuda     the decoder (default cpu)\n"
                "  --dtype fp16|bf16      cuda: weights, activations and KV cache (default fp16)\n"
@@ -169,7 +171,8 @@ int generate_command(const std::vector<std::string>& args) {
   };
   const auto t0 = std::chrono::steady_clock::now();
   if (gp.kv_blocks > 0) lo.kv_blocks = gp.kv_blocks;
-  auto model = LlmModel::load_gguf(path, lo);
+  std::error_code ec;
+  auto model = std::filesystem::is_directory(path, ec) ? LlmModel::load_hf(path, lo) : LlmModel::load_gguf(path, lo);
   if (!model.ok()) return fail(model.status());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   GenerationStats st;

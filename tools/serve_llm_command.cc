@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -25,8 +26,8 @@ void on_signal(int) {
 }
 
 void serve_llm_help() {
-  std::cout << "usage: ingot serve MODEL.gguf [options]\n\n"
-               "Serves a Llama-family GGUF model with an OpenAI-compatible API (as `vllm serve`):\n"
+  std::cout << "usage: ingot serve MODEL.gguf|HF_FOLDER [options]\n\n"
+               "Serves a Llama-family model (GGUF, or a Hugging Face folder) with an OpenAI-compatible API (as `vllm serve`):\n"
                "GET /v1/models, POST /v1/completions, POST /v1/chat/completions (ChatML template), GET /health;\n"
                "streaming with \"stream\": true. Continuous batching, chunked prefill and a paged KV cache\n"
                "with prefix caching, on the CPU reference decoder or the GPU decoder (--backend cuda).\n"
@@ -47,7 +48,9 @@ void serve_llm_help() {
 bool is_llm_serve(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
     if (a.empty() || a[0] == '-') continue;
-    return a.size() > 5 && a.compare(a.size() - 5, 5, ".gguf") == 0;
+    std::error_code ec;
+    return (a.size() > 5 && a.compare(a.size() - 5, 5, ".gguf") == 0) ||
+           std::filesystem::exists(std::filesystem::path(a) / "config.json", ec);
   }
   return false;
 }
@@ -114,13 +117,17 @@ int serve_llm_command(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  if (so.model_name.empty()) {
-    const size_t slash = path.rfind('/');
-    so.model_name = path.substr(slash == std::string::npos ? 0 : slash + 1);
-    so.model_name = so.model_name.substr(0, so.model_name.size() - 5);
+  if (so.model_name.empty()) {  // the file's name without .gguf, or the folder's name
+    std::string p = path;
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    const size_t slash = p.rfind('/');
+    so.model_name = p.substr(slash == std::string::npos ? 0 : slash + 1);
+    if (so.model_name.size() > 5 && so.model_name.compare(so.model_name.size() - 5, 5, ".gguf") == 0)
+      so.model_name.resize(so.model_name.size() - 5);
   }
   lo.kv_blocks = eo.kv_blocks;
-  auto model = LlmModel::load_gguf(path, lo);
+  std::error_code ec;
+  auto model = std::filesystem::is_directory(path, ec) ? LlmModel::load_hf(path, lo) : LlmModel::load_gguf(path, lo);
   if (!model.ok()) {
     std::cerr << "ingot serve: " << model.status().to_string() << "\n";
     return 1;

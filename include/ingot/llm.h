@@ -66,6 +66,10 @@ class LlmModel {
   /// The same, for `options.backend`: "cuda" uploads the weights (fp16 or bf16) and the KV cache
   /// to the current GPU (kUnsupported without one, naming why).
   static Result<std::unique_ptr<LlmModel>> load_gguf(const std::string& path, const LlmLoadOptions& options);
+  /// Loads a Hugging Face model folder: config.json, the safetensors (one file or the shards of
+  /// model.safetensors.index.json), tokenizer.json, and tokenizer_config.json's BOS/EOS tokens and
+  /// chat template where present.
+  static Result<std::unique_ptr<LlmModel>> load_hf(const std::string& folder, const LlmLoadOptions& options);
   /// A model of a Hugging Face config.json's shapes with random weights and no tokenizer (vLLM's
   /// --load-format dummy): for timing real model sizes. generate_ids() works; what needs text
   /// (encode_prompt, chats, generate()) is kInvalidArgument; results carry ids, no text.

@@ -4,6 +4,8 @@
 #include <iterator>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "api/llm_model_impl.h"
 #include "ingot/llm.h"
 #include "llm/chat_template.h"
@@ -71,11 +73,53 @@ Result<std::unique_ptr<llm::KvStore>> LlmModel::Impl::host_kv(int64_t blocks, in
   return std::unique_ptr<llm::KvStore>();
 }
 
+namespace {
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_status(StatusCode::kNotFound, "cannot open '", path, "'");
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+/// tokenizer_config.json's bos_token / eos_token: a string, or an object with "content".
+std::string special_token(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return "";
+  const nlohmann::json& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlmModel>> LlmModel::load_hf(const std::string& folder, const LlmLoadOptions& options) {
+  std::unique_ptr<LlmModel> m(new LlmModel());
+  INGOT_ASSIGN_OR_RETURN(std::string config_text, read_text(folder + "/config.json"));
+  INGOT_ASSIGN_OR_RETURN(llm::LlamaConfig cfg, llm::llama_config_from_json(config_text, folder + "/config.json"));
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<llm::SafetensorsModel> weights, llm::SafetensorsModel::open(folder));
+  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load_hf(cfg, *weights));
+  nlohmann::json tc = nlohmann::json::object();
+  if (auto text = read_text(folder + "/tokenizer_config.json"); text.ok()) {
+    tc = nlohmann::json::parse(*text, nullptr, false);
+    if (tc.is_discarded() || !tc.is_object()) return invalid_model(folder, "/tokenizer_config.json: not a JSON object");
+  }
+  const std::string bos = special_token(tc, "bos_token"), eos = special_token(tc, "eos_token");
+  INGOT_ASSIGN_OR_RETURN(std::string tok_text, read_text(folder + "/tokenizer.json"));
+  INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_tokenizer_json(tok_text, bos, eos));
+  const std::string tmpl = tc.contains("chat_template") && tc["chat_template"].is_string()
+                               ? tc["chat_template"].get<std::string>()
+                               : std::string();
+  m->impl_->chat_template = llm::ChatTemplate::parse(tmpl);
+  const llm::BpeTokenizer& tok = *m->impl_->tokenizer;
+  if (tok.bos_id() >= 0) m->impl_->chat_tokens.bos_token = tok.token(tok.bos_id());
+  if (tok.eos_id() >= 0) m->impl_->chat_tokens.eos_token = tok.token(tok.eos_id());
+  INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
+  return m;
+}
+
 Result<std::unique_ptr<LlmModel>> LlmModel::load_dummy(const std::string& config_json_path,
                                                        const LlmLoadOptions& options, uint64_t seed) {
-  std::ifstream f(config_json_path, std::ios::binary);
-  if (!f) return make_status(StatusCode::kNotFound, "cannot open '", config_json_path, "'");
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  INGOT_ASSIGN_OR_RETURN(std::string text, read_text(config_json_path));
   INGOT_ASSIGN_OR_RETURN(llm::LlamaConfig cfg, llm::llama_config_from_json(text, config_json_path));
   std::unique_ptr<LlmModel> m(new LlmModel());
   INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::random(cfg, seed));

@@ -167,6 +167,77 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::random(const LlamaConfig& 
   return m;
 }
 
+namespace {
+
+/// A Hugging Face tensor as floats with the expected shape (row-major, [out][in] for projections).
+Result<std::vector<float>> hf_weight(const SafetensorsModel& w, const std::string& name, std::vector<int64_t> shape,
+                                     bool optional = false) {
+  const SafeTensor* t = w.find(name);
+  if (t == nullptr) {
+    if (optional) return std::vector<float>();
+    return invalid_model("safetensors: tensor '", name, "' is missing");
+  }
+  if (t->shape != shape) {
+    std::string want, got;
+    for (int64_t d : shape) want += std::to_string(d) + " ";
+    for (int64_t d : t->shape) got += std::to_string(d) + " ";
+    return invalid_model("safetensors: tensor '", name, "' has shape [ ", got, "], the config says [ ", want, "]");
+  }
+  return to_floats(*t);
+}
+
+/// Rows of `heads` heads of `hd` rows each (row length `cols`; cols 1 for a bias) from Hugging
+/// Face's rotate-half order (pairs i, i + hd/2) into adjacent pairs (2i, 2i + 1).
+std::vector<float> rotate_half_to_pairs(const std::vector<float>& w, int64_t heads, int64_t hd, int64_t cols) {
+  if (w.empty()) return w;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < hd / 2; ++i)
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t from = h * hd + i + half * (hd / 2), to = h * hd + 2 * i + half;
+        std::copy_n(w.data() + from * cols, cols, out.data() + to * cols);
+      }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load_hf(const LlamaConfig& config, const SafetensorsModel& w) {
+  auto m = std::unique_ptr<LlamaCpuModel>(new LlamaCpuModel());
+  m->config_ = config;
+  const LlamaConfig& c = m->config_;
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, Hkv = c.num_kv_heads;
+  const int64_t nq = H * hd, nkv = Hkv * hd, ff = c.intermediate_size;
+  INGOT_ASSIGN_OR_RETURN(m->embed_, hf_weight(w, "model.embed_tokens.weight", {c.vocab_size, d}));
+  INGOT_ASSIGN_OR_RETURN(m->out_norm_, hf_weight(w, "model.norm.weight", {d}));
+  INGOT_ASSIGN_OR_RETURN(m->lm_head_, hf_weight(w, "lm_head.weight", {c.vocab_size, d}, /*optional=*/true));
+  if (m->lm_head_.empty() && !c.tie_word_embeddings)
+    return invalid_model("safetensors: 'lm_head.weight' is missing and config.json does not tie the embeddings");
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Layer L;
+    INGOT_ASSIGN_OR_RETURN(L.attn_norm, hf_weight(w, p + "input_layernorm.weight", {d}));
+    INGOT_ASSIGN_OR_RETURN(L.wq, hf_weight(w, p + "self_attn.q_proj.weight", {nq, d}));
+    INGOT_ASSIGN_OR_RETURN(L.wk, hf_weight(w, p + "self_attn.k_proj.weight", {nkv, d}));
+    INGOT_ASSIGN_OR_RETURN(L.wv, hf_weight(w, p + "self_attn.v_proj.weight", {nkv, d}));
+    INGOT_ASSIGN_OR_RETURN(L.bq, hf_weight(w, p + "self_attn.q_proj.bias", {nq}, true));
+    INGOT_ASSIGN_OR_RETURN(L.bk, hf_weight(w, p + "self_attn.k_proj.bias", {nkv}, true));
+    INGOT_ASSIGN_OR_RETURN(L.bv, hf_weight(w, p + "self_attn.v_proj.bias", {nkv}, true));
+    INGOT_ASSIGN_OR_RETURN(L.wo, hf_weight(w, p + "self_attn.o_proj.weight", {d, nq}));
+    INGOT_ASSIGN_OR_RETURN(L.ffn_norm, hf_weight(w, p + "post_attention_layernorm.weight", {d}));
+    INGOT_ASSIGN_OR_RETURN(L.w_gate, hf_weight(w, p + "mlp.gate_proj.weight", {ff, d}));
+    INGOT_ASSIGN_OR_RETURN(L.w_up, hf_weight(w, p + "mlp.up_proj.weight", {ff, d}));
+    INGOT_ASSIGN_OR_RETURN(L.w_down, hf_weight(w, p + "mlp.down_proj.weight", {d, ff}));
+    L.wq = rotate_half_to_pairs(L.wq, H, hd, d);
+    L.wk = rotate_half_to_pairs(L.wk, Hkv, hd, d);
+    L.bq = rotate_half_to_pairs(L.bq, H, hd, 1);
+    L.bk = rotate_half_to_pairs(L.bk, Hkv, hd, 1);
+    m->layers_.push_back(std::move(L));
+  }
+  INGOT_RETURN_IF_ERROR(m->init_rope());
+  return m;
+}
+
 // Rotary frequencies, with Llama-3's scaling of the long wavelengths.
 Status LlamaCpuModel::init_rope() {
   const LlamaConfig& c = config_;

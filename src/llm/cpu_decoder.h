@@ -20,6 +20,7 @@
 #include "core/status.h"
 #include "llm/gguf.h"
 #include "llm/model_config.h"
+#include "llm/safetensors.h"
 
 namespace ingot::llm {
 
@@ -44,6 +45,11 @@ class LlamaCpuModel {
  public:
   /// The weights of a Llama-family GGUF (llama, qwen2, ... with llama's tensor names).
   static Result<std::unique_ptr<LlamaCpuModel>> load(const GgufFile& file);
+  /// The weights of a Hugging Face model folder: `config` (its config.json) and its safetensors
+  /// (model.safetensors or the shards of model.safetensors.index.json; F32/F16/BF16/FP8 read as
+  /// floats). Hugging Face's Q/K rows pair dimension i with i + head_dim/2 (rotate-half); they are
+  /// permuted once here into the adjacent pairs this decoder (and GGUF) rotates.
+  static Result<std::unique_ptr<LlamaCpuModel>> load_hf(const LlamaConfig& config, const SafetensorsModel& weights);
 
   /// Random weights of `config`'s shapes (benchmarks of real model sizes, and the GPU decoder's
   /// tests): projections uniform with std 0.02 (as Hugging Face initializes them), norm gains
