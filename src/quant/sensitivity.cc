@@ -108,17 +108,42 @@ Result<SensitivityResult> choose_float_layers(const std::function<Result<std::sh
   }
   std::stable_sort(res.alone.begin(), res.alone.end(),
                    [](const auto& a, const auto& b) { return a.second < b.second; });
-  // Every layer in int8 but the forced ones, then the most sensitive back to float until it holds.
-  res.keep_float = forced_float;
-  INGOT_ASSIGN_OR_RETURN(res.cosine, evaluate(res.keep_float));
-  for (const auto& [layer, alone] : res.alone) {
-    if (res.cosine >= min_cosine) break;
-    if (forced(layer)) continue;
-    res.keep_float[layer] = std::string("kept in float for accuracy (alone in ") +
-                            (type == QuantType::kFp8E4M3 ? "fp8" : "int8") + ": output cosine " + fmt(alone) +
-                            "; with it quantized the model gave " + fmt(res.cosine) + " < " + fmt(min_cosine) + ")";
-    INGOT_ASSIGN_OR_RETURN(res.cosine, evaluate(res.keep_float));
+  // Every layer in int8 but the forced ones, then the most sensitive back to float until it holds:
+  // keep the first k of `order` in float for the smallest k that holds. The next few k are
+  // evaluated side by side, one per core (the later ones wasted when an earlier one holds), so the
+  // answer is the one-at-a-time greedy's on any number of cores.
+  std::vector<std::pair<std::string, double>> order;
+  for (const auto& la : res.alone)
+    if (!forced(la.first)) order.push_back(la);
+  auto keep_first = [&](size_t k) {
+    std::map<std::string, std::string> keep = forced_float;
+    for (size_t i = 0; i < k; ++i) keep[order[i].first] = "-";
+    return keep;
+  };
+  std::vector<double> cos_at(order.size() + 1, 0.0);  // cos_at[k]: with the first k in float
+  INGOT_ASSIGN_OR_RETURN(cos_at[0], evaluate(keep_first(0)));
+  size_t k = 0;
+  while (cos_at[k] < min_cosine && k < order.size()) {
+    const size_t width = std::min(order.size() - k, threads > 0 ? threads : size_t{1});
+    std::vector<Result<double>> got(width, Result<double>(0.0));
+    std::vector<std::thread> side;
+    for (size_t j = 1; j < width; ++j) side.emplace_back([&, j] { got[j] = evaluate(keep_first(k + 1 + j)); });
+    got[0] = evaluate(keep_first(k + 1));
+    for (std::thread& t : side) t.join();
+    size_t j = 0;
+    for (; j < width; ++j) {
+      INGOT_ASSIGN_OR_RETURN(cos_at[k + 1 + j], std::move(got[j]));
+      if (cos_at[k + 1 + j] >= min_cosine) break;
+    }
+    k += j < width ? j + 1 : width;
   }
+  res.keep_float = forced_float;
+  for (size_t i = 0; i < k; ++i)
+    res.keep_float[order[i].first] = std::string("kept in float for accuracy (alone in ") +
+                                     (type == QuantType::kFp8E4M3 ? "fp8" : "int8") + ": output cosine " +
+                                     fmt(order[i].second) + "; with it quantized the model gave " + fmt(cos_at[i]) +
+                                     " < " + fmt(min_cosine) + ")";
+  res.cosine = cos_at[k];
   res.evaluations = evaluations;
   return res;
 }
