@@ -98,6 +98,14 @@ struct GemmPlan {
   }
 };
 
+/// The layout of a step's packed int32 array: ids [T], positions [T], context lengths [T], last rows
+/// [S], block tables [T][max_blocks]; slots (int64) apart.
+struct StepShape {
+  int64_t T = 0, S = 0, max_blocks = 1;
+  int32_t max_ctx = 0;
+  size_t ints() const { return static_cast<size_t>(3 * T + S + T * max_blocks); }
+};
+
 }  // namespace
 
 struct LlamaGpuModel::Impl {
@@ -115,11 +123,32 @@ struct LlamaGpuModel::Impl {
   std::vector<std::unique_ptr<Layer>> layers;
   DeviceMem embed, out_norm, lm_head, inv_freq;
 
-  // Step buffers, grown on demand.
-  DeviceMem x, h, q, k, v, att, g, u, ints, slots, attn_ws, last_x, last_h, logits;
+  // Step buffers, grown on demand (`generation` counts the moves: a graph captured before one is stale).
+  DeviceMem x, h, q, k_, v, att, g, u, ints, slots, attn_ws, last_x, last_h, logits;
+  uint64_t generation = 0;
+  backend::cuda::PagedDecodeParams attn;  ///< the step's attention bounds (prepare())
+  size_t attn_ws_bytes = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<GemmPlan>> plans;
+  static constexpr int64_t kMaxGraphBatch = 256;
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t generation = 0;
+    ~Graph() {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+  std::map<int64_t, std::unique_ptr<Graph>> graphs;  ///< decode steps, by padded batch
+
+  /// The step buffers for `sh` (and the attention's bounds and workspace).
+  Status prepare(const StepShape& sh);
+  backend::cuda::PagedDecodeParams attention_params(const StepShape& sh) const;
+  /// The step's kernels on `stream`, reading the uploaded index arrays.
+  Status enqueue(const StepShape& sh);
+  /// enqueue() as a CUDA graph for sh.T, captured on first use (and after buffers moved), replayed.
+  Status replay(const StepShape& sh);
 
   ~Impl() {
+    graphs.clear();
     plans.clear();
     if (lt) cublasLtDestroy(lt);
     if (stream) cudaStreamDestroy(stream);
@@ -229,15 +258,139 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   return std::unique_ptr<LlamaGpuModel>(new LlamaGpuModel(std::move(m)));
 }
 
+Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
+  const LlamaConfig& k = c;
+  const size_t e = elem(), Tz = static_cast<size_t>(sh.T), Sz = static_cast<size_t>(sh.S);
+  const size_t d = static_cast<size_t>(k.hidden_size), nq = static_cast<size_t>(k.num_heads * k.head_dim);
+  const size_t nkv = static_cast<size_t>(k.num_kv_heads * k.head_dim), ff = static_cast<size_t>(k.intermediate_size);
+  attn = attention_params(sh);
+  attn_ws_bytes = std::max<size_t>(backend::cuda::paged_decode_attention_workspace_bytes(attn), 4);
+  for (auto [buf, bytes] : std::initializer_list<std::pair<DeviceMem*, size_t>>{
+           {&x, Tz * d * e}, {&h, Tz * d * e}, {&q, Tz * nq * e}, {&k_, Tz * nkv * e}, {&v, Tz * nkv * e},
+           {&att, Tz * nq * e}, {&g, Tz * ff * e}, {&u, Tz * ff * e}, {&ints, sh.ints() * sizeof(int32_t)},
+           {&slots, Tz * sizeof(int64_t)}, {&attn_ws, attn_ws_bytes}, {&last_x, Sz * d * e}, {&last_h, Sz * d * e},
+           {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}}) {
+    const void* before = buf->get();
+    INGOT_RETURN_IF_ERROR(buf->reserve(bytes));
+    if (buf->get() != before) ++generation;  // captured graphs point at the old buffer
+  }
+  return Status::Ok();
+}
+
+backend::cuda::PagedDecodeParams LlamaGpuModel::Impl::attention_params(const StepShape& sh) const {
+  backend::cuda::PagedDecodeParams ap;
+  ap.type = t;
+  ap.batch = static_cast<int32_t>(sh.T);
+  ap.num_heads = static_cast<int32_t>(c.num_heads);
+  ap.num_kv_heads = static_cast<int32_t>(c.num_kv_heads);
+  ap.head_dim = static_cast<int32_t>(c.head_dim);
+  ap.block_size = o.block_size;
+  ap.max_blocks_per_seq = static_cast<int32_t>(sh.max_blocks);
+  ap.max_context_len = sh.max_ctx;
+  ap.partition_size = o.partition_size;
+  return ap;
+}
+
+Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, Hkv = c.num_kv_heads;
+  const int64_t nq = H * hd, nkv = Hkv * hd, ff = c.intermediate_size, V = c.vocab_size, T = sh.T, S = sh.S;
+  cudaStream_t st = stream;
+  const int32_t* d_ids = ints.as<int32_t>();
+  const int32_t* d_pos = d_ids + T;
+  const int32_t* d_ctx = d_pos + T;
+  const int32_t* d_last = d_ctx + T;
+  const int32_t* d_tables = d_last + S;
+  INGOT_CUDA_OK(backend::cuda::launch_gather(2, embed.get(), d_ids, false, x.get(), 1, V, d, T, st));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  backend::cuda::PagedDecodeParams ap = attn;
+  for (const auto& Lp : layers) {
+    Layer& L = *Lp;
+    INGOT_CUDA_OK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
+                                                  /*rms=*/true));
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wq.get(), q.get(), T, d, nq));
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wk.get(), k_.get(), T, d, nkv));
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wv.get(), v.get(), T, d, nkv));
+    if (!L.bq.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(t, q.get(), L.bq.get(), T, nq, st));
+    if (!L.bk.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(t, k_.get(), L.bk.get(), T, nkv, st));
+    if (!L.bv.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(t, v.get(), L.bv.get(), T, nkv, st));
+    backend::cuda::RopeKvWriteParams rp;
+    rp.type = t;
+    rp.q = q.get();
+    rp.k = k_.get();
+    rp.v = v.get();
+    rp.k_cache = L.k_cache.get();
+    rp.v_cache = L.v_cache.get();
+    rp.positions = d_pos;
+    rp.slot_mapping = slots.as<int64_t>();
+    rp.inv_freq = inv_freq.as<float>();
+    rp.num_tokens = T;
+    rp.num_heads = static_cast<int32_t>(H);
+    rp.num_kv_heads = static_cast<int32_t>(Hkv);
+    rp.head_dim = static_cast<int32_t>(hd);
+    INGOT_CUDA_OK(backend::cuda::launch_rope_kv_write(rp, st));
+    ap.q = q.get();
+    ap.k_cache = L.k_cache.get();
+    ap.v_cache = L.v_cache.get();
+    ap.context_lens = d_ctx;
+    ap.block_tables = d_tables;
+    ap.o = att.get();
+    INGOT_CUDA_OK(backend::cuda::launch_paged_decode_attention(ap, attn_ws.get(), attn_ws_bytes, st));
+    INGOT_RETURN_IF_ERROR(gemm(att.get(), L.wo.get(), x.get(), T, nq, d, /*accumulate=*/true));
+    INGOT_CUDA_OK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
+                                                  /*rms=*/true));
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_gate.get(), g.get(), T, d, ff));
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_up.get(), u.get(), T, d, ff));
+    INGOT_CUDA_OK(backend::cuda::launch_silu_mul(t, g.get(), u.get(), T * ff, st));
+    INGOT_RETURN_IF_ERROR(gemm(g.get(), L.w_down.get(), x.get(), T, ff, d, /*accumulate=*/true));
+  }
+  INGOT_CUDA_OK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));
+  INGOT_CUDA_OK(backend::cuda::launch_layernorm(t, last_x.get(), out_norm.get(), nullptr, last_h.get(), S, d, eps, st,
+                                                /*rms=*/true));
+  const void* head = lm_head.empty() ? embed.get() : lm_head.get();
+  INGOT_RETURN_IF_ERROR(gemm(last_h.get(), head, logits.get(), S, d, V, false, /*f32_out=*/true));
+  return Status::Ok();
+}
+
+Status LlamaGpuModel::Impl::replay(const StepShape& sh) {
+  auto& slot = graphs[sh.T];
+  if (!slot || slot->generation != generation) {
+    slot.reset();
+    // The GEMMs' cuBLASLt plans (descriptors, heuristic queries) made before the capture, not in it.
+    const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
+    const int64_t ff = c.intermediate_size;
+    for (auto [in, out, acc] : {std::tuple<int64_t, int64_t, bool>{d, nq, false}, {d, nkv, false}, {nq, d, true},
+                                {d, ff, false}, {ff, d, true}})
+      INGOT_RETURN_IF_ERROR(plan(sh.T, in, out, acc, false).status());
+    INGOT_RETURN_IF_ERROR(plan(sh.S, d, c.vocab_size, false, true).status());
+    cudaGraph_t graph = nullptr;
+    INGOT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    Status s = enqueue(sh);
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (!s.ok()) {
+      if (graph) cudaGraphDestroy(graph);
+      return s;
+    }
+    INGOT_CUDA_OK(end);
+    auto fresh = std::make_unique<Graph>();
+    const cudaError_t inst = cudaGraphInstantiate(&fresh->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    INGOT_CUDA_OK(inst);
+    fresh->generation = generation;
+    slot = std::move(fresh);
+  }
+  INGOT_CUDA_OK(cudaGraphLaunch(slot->exec, stream));
+  return Status::Ok();
+}
+
 Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks) {
   Impl& m = *impl_;
   const LlamaConfig& c = m.c;
-  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, Hkv = c.num_kv_heads;
-  const int64_t nq = H * hd, nkv = Hkv * hd, ff = c.intermediate_size, V = c.vocab_size;
+  const int64_t V = c.vocab_size;
   const int64_t bs = m.o.block_size;
   if (chunks.empty()) return std::vector<std::vector<float>>();
   // The step's index arrays, checked here (the kernels trust them).
-  int64_t T = 0, max_blocks = 1;
+  int64_t T = 0, max_blocks = 1, max_ctx = 0;
+  bool decode_only = true;
   for (const GpuChunk& ch : chunks) {
     if (!ch.tokens || !ch.block_table || ch.start < 0 || ch.count < 1 ||
         ch.start + ch.count > static_cast<int64_t>(ch.tokens->size()))
@@ -250,18 +403,38 @@ Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector
       if (b < 0 || b >= m.o.num_blocks) return invalid_argument("GPU decoder: block ", b, " outside the KV cache");
     T += ch.count;
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(ch.block_table->size()));
+    max_ctx = std::max(max_ctx, ch.start + ch.count);
+    decode_only = decode_only && ch.count == 1;
   }
   const int64_t S = static_cast<int64_t>(chunks.size());
   if (T > 65535) return invalid_argument("GPU decoder: ", T, " tokens in one step (at most 65535)");
-  // Packed int32: ids [T], positions [T], context lengths [T], last rows [S], block tables [T][max_blocks].
-  std::vector<int32_t> ints(static_cast<size_t>(3 * T + S + T * max_blocks), 0);
-  std::vector<int64_t> slots(static_cast<size_t>(T));
+  // Decode steps replay a CUDA graph captured per padded batch (1, 2, 4, ... kMaxGraphBatch) with
+  // fixed bounds (graph_max_context positions, its blocks per sequence): the padding rows read
+  // block 0 and write no cache slot; their logits are dropped.
+  const int64_t graph_blocks = (m.o.graph_max_context + bs - 1) / bs;
+  const bool graph = m.o.cuda_graphs && decode_only && S <= Impl::kMaxGraphBatch && max_ctx <= m.o.graph_max_context &&
+                     max_blocks <= graph_blocks;
+  StepShape sh;
+  if (graph) {
+    int64_t b = 1;
+    while (b < S) b *= 2;
+    sh.T = sh.S = b;
+    sh.max_blocks = graph_blocks;
+    sh.max_ctx = m.o.graph_max_context;
+  } else {
+    sh.T = T;
+    sh.S = S;
+    sh.max_blocks = max_blocks;
+    sh.max_ctx = static_cast<int32_t>(max_ctx);
+  }
+  std::vector<int32_t> ints(sh.ints(), 0);
+  std::vector<int64_t> slots(static_cast<size_t>(sh.T), -1);
   int32_t* ids = ints.data();
-  int32_t* pos = ids + T;
-  int32_t* ctx = pos + T;
-  int32_t* last = ctx + T;
-  int32_t* tables = last + S;
-  int64_t r = 0, max_ctx = 0;
+  int32_t* pos = ids + sh.T;
+  int32_t* ctx = pos + sh.T;
+  int32_t* last = ctx + sh.T;
+  int32_t* tables = last + sh.S;
+  int64_t r = 0;
   for (int64_t s = 0; s < S; ++s) {
     const GpuChunk& ch = chunks[static_cast<size_t>(s)];
     for (int64_t i = 0; i < ch.count; ++i, ++r) {
@@ -271,98 +444,20 @@ Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector
       ids[r] = id;
       pos[r] = static_cast<int32_t>(p);
       ctx[r] = static_cast<int32_t>(p + 1);
-      max_ctx = std::max(max_ctx, p + 1);
-      std::copy(ch.block_table->begin(), ch.block_table->end(), tables + r * max_blocks);
+      std::copy(ch.block_table->begin(), ch.block_table->end(), tables + r * sh.max_blocks);
       slots[static_cast<size_t>(r)] = static_cast<int64_t>((*ch.block_table)[static_cast<size_t>(p / bs)]) * bs + p % bs;
     }
     last[s] = static_cast<int32_t>(r - 1);
   }
+  for (; r < sh.T; ++r) ctx[r] = 1;  // padding rows (graph steps): one position, block 0, no cache write
+  for (int64_t s = S; s < sh.S; ++s) last[s] = static_cast<int32_t>(s);
 
-  backend::cuda::PagedDecodeParams ap;
-  ap.type = m.t;
-  ap.batch = static_cast<int32_t>(T);
-  ap.num_heads = static_cast<int32_t>(H);
-  ap.num_kv_heads = static_cast<int32_t>(Hkv);
-  ap.head_dim = static_cast<int32_t>(hd);
-  ap.block_size = static_cast<int32_t>(bs);
-  ap.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
-  ap.max_context_len = static_cast<int32_t>(max_ctx);
-  ap.partition_size = m.o.partition_size;
-  const size_t attn_ws = backend::cuda::paged_decode_attention_workspace_bytes(ap);
-
-  const size_t e = m.elem();
-  const size_t Tz = static_cast<size_t>(T);
-  INGOT_RETURN_IF_ERROR(m.x.reserve(Tz * d * e));
-  INGOT_RETURN_IF_ERROR(m.h.reserve(Tz * d * e));
-  INGOT_RETURN_IF_ERROR(m.q.reserve(Tz * nq * e));
-  INGOT_RETURN_IF_ERROR(m.k.reserve(Tz * nkv * e));
-  INGOT_RETURN_IF_ERROR(m.v.reserve(Tz * nkv * e));
-  INGOT_RETURN_IF_ERROR(m.att.reserve(Tz * nq * e));
-  INGOT_RETURN_IF_ERROR(m.g.reserve(Tz * ff * e));
-  INGOT_RETURN_IF_ERROR(m.u.reserve(Tz * ff * e));
-  INGOT_RETURN_IF_ERROR(m.ints.reserve(ints.size() * sizeof(int32_t)));
-  INGOT_RETURN_IF_ERROR(m.slots.reserve(slots.size() * sizeof(int64_t)));
-  INGOT_RETURN_IF_ERROR(m.attn_ws.reserve(std::max<size_t>(attn_ws, 4)));
-  INGOT_RETURN_IF_ERROR(m.last_x.reserve(static_cast<size_t>(S) * d * e));
-  INGOT_RETURN_IF_ERROR(m.last_h.reserve(static_cast<size_t>(S) * d * e));
-  INGOT_RETURN_IF_ERROR(m.logits.reserve(static_cast<size_t>(S) * V * sizeof(float)));
+  INGOT_RETURN_IF_ERROR(m.prepare(sh));
   cudaStream_t st = m.stream;
   // The step's one upload.
   INGOT_CUDA_OK(cudaMemcpyAsync(m.ints.get(), ints.data(), ints.size() * sizeof(int32_t), cudaMemcpyHostToDevice, st));
   INGOT_CUDA_OK(cudaMemcpyAsync(m.slots.get(), slots.data(), slots.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st));
-  const int32_t* d_ids = m.ints.as<int32_t>();
-  const int32_t* d_pos = d_ids + T;
-  const int32_t* d_ctx = d_pos + T;
-  const int32_t* d_last = d_ctx + T;
-  const int32_t* d_tables = d_last + S;
-
-  INGOT_CUDA_OK(backend::cuda::launch_gather(2, m.embed.get(), d_ids, false, m.x.get(), 1, V, d, T, st));
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  for (const auto& Lp : m.layers) {
-    Impl::Layer& L = *Lp;
-    INGOT_CUDA_OK(backend::cuda::launch_layernorm(m.t, m.x.get(), L.attn_norm.get(), nullptr, m.h.get(), T, d, eps, st,
-                                                  /*rms=*/true));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.wq.get(), m.q.get(), T, d, nq));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.wk.get(), m.k.get(), T, d, nkv));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.wv.get(), m.v.get(), T, d, nkv));
-    if (!L.bq.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(m.t, m.q.get(), L.bq.get(), T, nq, st));
-    if (!L.bk.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(m.t, m.k.get(), L.bk.get(), T, nkv, st));
-    if (!L.bv.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(m.t, m.v.get(), L.bv.get(), T, nkv, st));
-    backend::cuda::RopeKvWriteParams rp;
-    rp.type = m.t;
-    rp.q = m.q.get();
-    rp.k = m.k.get();
-    rp.v = m.v.get();
-    rp.k_cache = L.k_cache.get();
-    rp.v_cache = L.v_cache.get();
-    rp.positions = d_pos;
-    rp.slot_mapping = m.slots.as<int64_t>();
-    rp.inv_freq = m.inv_freq.as<float>();
-    rp.num_tokens = T;
-    rp.num_heads = static_cast<int32_t>(H);
-    rp.num_kv_heads = static_cast<int32_t>(Hkv);
-    rp.head_dim = static_cast<int32_t>(hd);
-    INGOT_CUDA_OK(backend::cuda::launch_rope_kv_write(rp, st));
-    ap.q = m.q.get();
-    ap.k_cache = L.k_cache.get();
-    ap.v_cache = L.v_cache.get();
-    ap.context_lens = d_ctx;
-    ap.block_tables = d_tables;
-    ap.o = m.att.get();
-    INGOT_CUDA_OK(backend::cuda::launch_paged_decode_attention(ap, m.attn_ws.get(), std::max<size_t>(attn_ws, 4), st));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.att.get(), L.wo.get(), m.x.get(), T, nq, d, /*accumulate=*/true));
-    INGOT_CUDA_OK(backend::cuda::launch_layernorm(m.t, m.x.get(), L.ffn_norm.get(), nullptr, m.h.get(), T, d, eps, st,
-                                                  /*rms=*/true));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.w_gate.get(), m.g.get(), T, d, ff));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.h.get(), L.w_up.get(), m.u.get(), T, d, ff));
-    INGOT_CUDA_OK(backend::cuda::launch_silu_mul(m.t, m.g.get(), m.u.get(), T * ff, st));
-    INGOT_RETURN_IF_ERROR(m.gemm(m.g.get(), L.w_down.get(), m.x.get(), T, ff, d, /*accumulate=*/true));
-  }
-  INGOT_CUDA_OK(backend::cuda::launch_gather(2, m.x.get(), d_last, false, m.last_x.get(), 1, T, d, S, st));
-  INGOT_CUDA_OK(backend::cuda::launch_layernorm(m.t, m.last_x.get(), m.out_norm.get(), nullptr, m.last_h.get(), S, d, eps,
-                                                st, /*rms=*/true));
-  const void* head = m.lm_head.empty() ? m.embed.get() : m.lm_head.get();
-  INGOT_RETURN_IF_ERROR(m.gemm(m.last_h.get(), head, m.logits.get(), S, d, V, false, /*f32_out=*/true));
+  INGOT_RETURN_IF_ERROR(graph ? m.replay(sh) : m.enqueue(sh));
   // The step's one download.
   std::vector<float> all(static_cast<size_t>(S * V));
   INGOT_CUDA_OK(cudaMemcpyAsync(all.data(), m.logits.get(), all.size() * sizeof(float), cudaMemcpyDeviceToHost, st));

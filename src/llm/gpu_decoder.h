@@ -15,9 +15,9 @@
 // last, each sequence's final row through the final RMSNorm and the LM head (fp32 logits).
 //
 // The step's small index arrays go up in one copy and the logits come back in one; both are
-// explicit in forward() (no hidden host round trip inside the step). Not yet here: CUDA graphs
-// for decode at padded batch sizes, a flash-style prefill kernel for long prompts, FP8/INT4
-// weights.
+// explicit in forward() (no hidden host round trip inside the step). Decode-only steps replay a
+// CUDA graph captured per padded batch size. Not yet here: a flash-style prefill kernel for long
+// prompts, FP8/INT4 weights.
 //
 // Built without CUDA, create() says so (kUnsupported).
 #pragma once
@@ -37,6 +37,11 @@ struct GpuDecoderOptions {
   int64_t num_blocks = 0;     ///< KV cache blocks (per layer); > 0
   int32_t block_size = 16;    ///< positions per block
   int32_t partition_size = 512;  ///< decode attention's split-K partition (positions)
+  /// Decode-only steps (one token per sequence, at most 256 sequences, contexts within
+  /// graph_max_context) replay a CUDA graph per padded batch size (1, 2, 4, ...) instead of
+  /// launching each kernel: what keeps small models from being bound by kernel launches.
+  bool cuda_graphs = true;
+  int32_t graph_max_context = 4096;
 };
 
 /// One sequence's part of a step: tokens (*tokens)[start, start + count) at positions start..,

@@ -8,7 +8,8 @@
 // cosine >= 0.999 (fp16) / 0.995 (bf16) with the CPU's, and the greedy tokens must agree where
 // the CPU's top two logits are apart by more than the precision's noise. Chunked prefill (a prompt
 // in two steps, the second reading the first's K/V from scattered blocks) gives the one-step
-// logits. Bad chunks are errors, not crashes.
+// logits. Decode steps replayed from CUDA graphs (padded batches, recaptured when the step buffers
+// grow) match the same steps launched kernel by kernel. Bad chunks are errors, not crashes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -201,6 +202,57 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   auto second = (*gpu)->forward({GpuChunk{&prompt, 20, 25, &split}});
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_GE(cosine((*second)[0], (*one)[0]), k.bf16 ? 0.999 : 0.99999);
+}
+
+// Decode steps replayed from CUDA graphs (padded batches 4, 2, 1; recaptured after a longer prefill
+// moves the step buffers) against the same steps launched kernel by kernel.
+TEST_P(CudaLlmDecoderTest, DecodeGraphsMatchEagerSteps) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 5);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = 64;  // sequence s holds blocks from s * 12 on: 2, 4, 6 and 14 of them
+  o.block_size = 16;
+  o.graph_max_context = 512;
+  o.cuda_graphs = false;
+  auto eager = LlamaGpuModel::create(**cpu, o);
+  o.cuda_graphs = true;
+  auto graphs = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(eager.ok() && graphs.ok());
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  std::vector<std::vector<int32_t>> tokens(4), tables(4);
+  const std::vector<int64_t> lens = {5, 37, 70, 200};
+  for (size_t s = 0; s < 4; ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
+    for (int64_t b = 0; b < (lens[s] + 24 + 15) / 16; ++b) tables[s].push_back(static_cast<int32_t>(s * 12 + b));
+  }
+  std::vector<int64_t> done(4, 0);
+  double worst = 1.0;
+  auto step = [&](const std::vector<size_t>& seqs) {
+    std::vector<GpuChunk> chunks;
+    for (size_t s : seqs)
+      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
+    auto a = (*eager)->forward(chunks);
+    auto b = (*graphs)->forward(chunks);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << " / " << b.status().to_string();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const double cs = cosine((*a)[i], (*b)[i]);
+      worst = std::min(worst, cs);
+      EXPECT_GE(cs, k.bf16 ? 0.9999 : 0.99999) << "sequence " << seqs[i];
+      done[seqs[i]] = static_cast<int64_t>(tokens[seqs[i]].size());
+      tokens[seqs[i]].push_back(argmax((*a)[i]));
+    }
+  };
+  step({0, 1, 2});                                      // prefill (not a graph step)
+  for (int i = 0; i < 6; ++i) step({0, 1, 2});          // padded batch 4
+  for (int i = 0; i < 4; ++i) step({1, 2});             // batch 2
+  step({3});                                            // a 200-token prefill: the step buffers grow
+  for (int i = 0; i < 4; ++i) step({0, 1, 2, 3});       // batch 4, recaptured
+  for (int i = 0; i < 4; ++i) step({3});                // batch 1
+  std::printf("[ gpu decoder ] %s: decode graphs against eager steps, worst logit cosine %.7f\n", k.name, worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
