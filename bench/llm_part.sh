@@ -8,7 +8,8 @@
 # tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
 # the GPU's peak, H100 3.35 TB/s, H200 4.8 TB/s).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT=128] [HF=1] [COMPILE=1] bash bench/llm_part.sh NAME
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT=128] [HF=1] [COMPILE=1] [SERVE=0] bash bench/llm_part.sh NAME
+# (all of it may pass 600 s with a cold torch.compile: HF=0 or COMPILE=0 for a shorter call)
 # Leaves $OUT/NAME.tgz (logs) and prints the summary last.
 set -uo pipefail
 . bench/part_env.sh llm "$1"
@@ -52,6 +53,19 @@ if compile_too:
         run(b, "compile")
 PY
   echo "hf: rc $?"; grep -E "^hf " "$t/hf.log"; grep -E "Error|error" "$t/hf.log" | tail -3
+fi
+# SERVE=1: issue 22's serving figure: `ingot serve` on a random-weight Hugging Face folder of the same
+# shapes (bench/llm/make_dummy_folder.py), SERVE_N requests of SERVE_IN / SERVE_OUT tokens (default
+# 128 x 1000 / 1000) at concurrency SERVE_C (64), streamed (bench/serve_llm_bench.py: TTFT, TPOT,
+# ITL p50/p99, output tok/s).
+if [ "${SERVE:-0}" = 1 ]; then
+  python3 bench/llm/make_dummy_folder.py "$cfg" "$t/folder" > "$t/folder.log" 2>&1 || tail -3 "$t/folder.log"
+  timeout 400 python3 bench/serve_llm_bench.py --gguf "$t/folder" --ingot $B/tools/ingot --model dummy \
+    --serve-flags "--backend cuda --dtype bf16 --kv-blocks 8192 --max-num-seqs ${SERVE_C:-64} --max-num-batched-tokens 2048" \
+    --num-prompts "${SERVE_N:-128}" --concurrency "${SERVE_C:-64}" --input-len "${SERVE_IN:-1000}" \
+    --output-len "${SERVE_OUT:-1000}" --vocab-high 10000 --out "$t/serve.json" > "$t/serve.log" 2>&1
+  echo "serve: rc $?"; tail -8 "$t/serve.log"
+  rm -rf "$t/folder"
 fi
 python3 - "$t" "$cfg" "$bn" <<'PY'
 import json, re, sys, glob

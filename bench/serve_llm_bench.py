@@ -86,7 +86,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base-url", help="http://host:port/v1 of a running server")
     ap.add_argument("--model", default="model")
-    ap.add_argument("--gguf", help="start `ingot serve GGUF` for the run")
+    ap.add_argument("--gguf", help="start `ingot serve` on this GGUF file or Hugging Face folder for the run")
     ap.add_argument("--ingot", default="build/tools/ingot")
     ap.add_argument("--serve-flags", default="", help="extra `ingot serve` flags, one string")
     ap.add_argument("--num-prompts", type=int, default=64)
