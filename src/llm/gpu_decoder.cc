@@ -12,6 +12,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/llm/llm_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
@@ -42,11 +43,6 @@ namespace {
 
 using backend::cuda::FloatType;
 
-#define INGOT_CUDA_OK(expr)                                                                         \
-  do {                                                                                              \
-    cudaError_t ingot_e_ = (expr);                                                                  \
-    if (ingot_e_ != cudaSuccess) return internal_error("GPU decoder: ", #expr, ": ", cudaGetErrorString(ingot_e_)); \
-  } while (0)
 #define INGOT_LT_OK(expr)                                                                           \
   do {                                                                                              \
     cublasStatus_t ingot_s_ = (expr);                                                               \
@@ -163,7 +159,7 @@ struct LlamaGpuModel::Impl {
     for (size_t i = 0; i < src.size(); ++i)
       bits[i] = o.bf16 ? float_to_bfloat16_bits(src[i]) : float_to_half_bits(src[i]);
     INGOT_RETURN_IF_ERROR(dst.reserve(bits.size() * 2));
-    INGOT_CUDA_OK(cudaMemcpy(dst.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+    INGOT_CUDA_CHECK(cudaMemcpy(dst.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     return Status::Ok();
   }
 
@@ -217,8 +213,7 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   if (o.num_blocks <= 0 || o.block_size <= 0) return invalid_argument("GPU decoder: num_blocks and block_size must be > 0");
   if (c.head_dim != 64 && c.head_dim != 128)
     return unsupported("GPU decoder: head_dim ", c.head_dim, " (the attention kernels serve 64 and 128)");
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!backend::cuda::cuda_device_present()) {
     cudaGetLastError();
     return unsupported("GPU decoder: no CUDA device");
   }
@@ -226,7 +221,7 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   m->c = c;
   m->o = o;
   m->t = o.bf16 ? FloatType::kBF16 : FloatType::kF16;
-  INGOT_CUDA_OK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+  INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
   INGOT_LT_OK(cublasLtCreate(&m->lt));
   INGOT_RETURN_IF_ERROR(m->lt_ws.reserve(Impl::kLtWorkspace));
   INGOT_RETURN_IF_ERROR(m->upload(w.embed(), m->embed));
@@ -254,7 +249,7 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   }
   const std::vector<float>& f = w.inv_freq();
   INGOT_RETURN_IF_ERROR(m->inv_freq.reserve(f.size() * sizeof(float)));
-  INGOT_CUDA_OK(cudaMemcpy(m->inv_freq.get(), f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice));
+  INGOT_CUDA_CHECK(cudaMemcpy(m->inv_freq.get(), f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice));
   return std::unique_ptr<LlamaGpuModel>(new LlamaGpuModel(std::move(m)));
 }
 
@@ -300,19 +295,19 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
   const int32_t* d_ctx = d_pos + T;
   const int32_t* d_last = d_ctx + T;
   const int32_t* d_tables = d_last + S;
-  INGOT_CUDA_OK(backend::cuda::launch_gather(2, embed.get(), d_ids, false, x.get(), 1, V, d, T, st));
+  INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, embed.get(), d_ids, false, x.get(), 1, V, d, T, st));
   const float eps = static_cast<float>(c.rms_norm_eps);
   backend::cuda::PagedDecodeParams ap = attn;
   for (const auto& Lp : layers) {
     Layer& L = *Lp;
-    INGOT_CUDA_OK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
+    INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
     INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wq.get(), q.get(), T, d, nq));
     INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wk.get(), k_.get(), T, d, nkv));
     INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wv.get(), v.get(), T, d, nkv));
-    if (!L.bq.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(t, q.get(), L.bq.get(), T, nq, st));
-    if (!L.bk.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(t, k_.get(), L.bk.get(), T, nkv, st));
-    if (!L.bv.empty()) INGOT_CUDA_OK(backend::cuda::launch_add_bias_rows(t, v.get(), L.bv.get(), T, nkv, st));
+    if (!L.bq.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, q.get(), L.bq.get(), T, nq, st));
+    if (!L.bk.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, k_.get(), L.bk.get(), T, nkv, st));
+    if (!L.bv.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, v.get(), L.bv.get(), T, nkv, st));
     backend::cuda::RopeKvWriteParams rp;
     rp.type = t;
     rp.q = q.get();
@@ -327,24 +322,24 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     rp.num_heads = static_cast<int32_t>(H);
     rp.num_kv_heads = static_cast<int32_t>(Hkv);
     rp.head_dim = static_cast<int32_t>(hd);
-    INGOT_CUDA_OK(backend::cuda::launch_rope_kv_write(rp, st));
+    INGOT_CUDA_CHECK(backend::cuda::launch_rope_kv_write(rp, st));
     ap.q = q.get();
     ap.k_cache = L.k_cache.get();
     ap.v_cache = L.v_cache.get();
     ap.context_lens = d_ctx;
     ap.block_tables = d_tables;
     ap.o = att.get();
-    INGOT_CUDA_OK(backend::cuda::launch_paged_decode_attention(ap, attn_ws.get(), attn_ws_bytes, st));
+    INGOT_CUDA_CHECK(backend::cuda::launch_paged_decode_attention(ap, attn_ws.get(), attn_ws_bytes, st));
     INGOT_RETURN_IF_ERROR(gemm(att.get(), L.wo.get(), x.get(), T, nq, d, /*accumulate=*/true));
-    INGOT_CUDA_OK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
+    INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
     INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_gate.get(), g.get(), T, d, ff));
     INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_up.get(), u.get(), T, d, ff));
-    INGOT_CUDA_OK(backend::cuda::launch_silu_mul(t, g.get(), u.get(), T * ff, st));
+    INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul(t, g.get(), u.get(), T * ff, st));
     INGOT_RETURN_IF_ERROR(gemm(g.get(), L.w_down.get(), x.get(), T, ff, d, /*accumulate=*/true));
   }
-  INGOT_CUDA_OK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));
-  INGOT_CUDA_OK(backend::cuda::launch_layernorm(t, last_x.get(), out_norm.get(), nullptr, last_h.get(), S, d, eps, st,
+  INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));
+  INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, last_x.get(), out_norm.get(), nullptr, last_h.get(), S, d, eps, st,
                                                 /*rms=*/true));
   const void* head = lm_head.empty() ? embed.get() : lm_head.get();
   INGOT_RETURN_IF_ERROR(gemm(last_h.get(), head, logits.get(), S, d, V, false, /*f32_out=*/true));
@@ -363,22 +358,22 @@ Status LlamaGpuModel::Impl::replay(const StepShape& sh) {
       INGOT_RETURN_IF_ERROR(plan(sh.T, in, out, acc, false).status());
     INGOT_RETURN_IF_ERROR(plan(sh.S, d, c.vocab_size, false, true).status());
     cudaGraph_t graph = nullptr;
-    INGOT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    INGOT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     Status s = enqueue(sh);
     const cudaError_t end = cudaStreamEndCapture(stream, &graph);
     if (!s.ok()) {
       if (graph) cudaGraphDestroy(graph);
       return s;
     }
-    INGOT_CUDA_OK(end);
+    INGOT_CUDA_CHECK(end);
     auto fresh = std::make_unique<Graph>();
     const cudaError_t inst = cudaGraphInstantiate(&fresh->exec, graph, 0);
     cudaGraphDestroy(graph);
-    INGOT_CUDA_OK(inst);
+    INGOT_CUDA_CHECK(inst);
     fresh->generation = generation;
     slot = std::move(fresh);
   }
-  INGOT_CUDA_OK(cudaGraphLaunch(slot->exec, stream));
+  INGOT_CUDA_CHECK(cudaGraphLaunch(slot->exec, stream));
   return Status::Ok();
 }
 
@@ -455,13 +450,13 @@ Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector
   INGOT_RETURN_IF_ERROR(m.prepare(sh));
   cudaStream_t st = m.stream;
   // The step's one upload.
-  INGOT_CUDA_OK(cudaMemcpyAsync(m.ints.get(), ints.data(), ints.size() * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-  INGOT_CUDA_OK(cudaMemcpyAsync(m.slots.get(), slots.data(), slots.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st));
+  INGOT_CUDA_CHECK(cudaMemcpyAsync(m.ints.get(), ints.data(), ints.size() * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+  INGOT_CUDA_CHECK(cudaMemcpyAsync(m.slots.get(), slots.data(), slots.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st));
   INGOT_RETURN_IF_ERROR(graph ? m.replay(sh) : m.enqueue(sh));
   // The step's one download.
   std::vector<float> all(static_cast<size_t>(S * V));
-  INGOT_CUDA_OK(cudaMemcpyAsync(all.data(), m.logits.get(), all.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
-  INGOT_CUDA_OK(cudaStreamSynchronize(st));
+  INGOT_CUDA_CHECK(cudaMemcpyAsync(all.data(), m.logits.get(), all.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
+  INGOT_CUDA_CHECK(cudaStreamSynchronize(st));
   std::vector<std::vector<float>> out(static_cast<size_t>(S));
   for (int64_t s = 0; s < S; ++s)
     out[static_cast<size_t>(s)].assign(all.begin() + s * V, all.begin() + (s + 1) * V);
