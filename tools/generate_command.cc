@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <random>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "ingot/llm.h"
+#include "options.h"
 
 namespace ingot::tools {
 
@@ -65,7 +65,7 @@ static int generate_dummy(const std::string& config, const LlmLoadOptions& lo, G
   }
   const double s = st.seconds > 0 ? st.seconds : 1e-9;
   std::cout << "model        " << (*model)->describe() << " (dummy weights, "
-            << (lo.backend == "cuda" ? (lo.bf16 ? "GPU bf16" : "GPU fp16") : "CPU fp32") << "), loaded in " << load_s
+            << llm_precision_label(lo) << "), loaded in " << load_s
             << " s\n"
             << "requests     " << num_prompts << " x (" << input_len << " in, " << gp.max_tokens << " out)\n"
             << "time         " << st.seconds << " s in " << st.steps << " steps (" << 1000.0 * s / std::max<int64_t>(st.steps, 1)
@@ -105,16 +105,11 @@ int generate_command(const std::vector<std::string>& args) {
       } else if (a == "--backend" || a == "--dtype") {
         const std::string* v = value(a == "--backend" ? "cpu or cuda" : "fp16 or bf16");
         if (!v) return 2;
-        if (a == "--backend" && *v != "cpu" && *v != "cuda") {
-          std::cerr << "ingot generate: --backend must be cpu or cuda, got '" << *v << "'\n";
+        std::string err;
+        if (!parse_llm_load_flag(a, *v, lo, err)) {
+          std::cerr << "ingot generate: " << err << "\n";
           return 2;
         }
-        if (a == "--dtype" && *v != "fp16" && *v != "bf16") {
-          std::cerr << "ingot generate: --dtype must be fp16 or bf16, got '" << *v << "'\n";
-          return 2;
-        }
-        if (a == "--backend") lo.backend = *v;
-        else lo.bf16 = *v == "bf16";
       } else if (a == "--print-ids") {
         print_ids = true;
       } else if (a == "--ignore-eos") {
@@ -171,8 +166,7 @@ int generate_command(const std::vector<std::string>& args) {
   };
   const auto t0 = std::chrono::steady_clock::now();
   if (gp.kv_blocks > 0) lo.kv_blocks = gp.kv_blocks;
-  std::error_code ec;
-  auto model = std::filesystem::is_directory(path, ec) ? LlmModel::load_hf(path, lo) : LlmModel::load_gguf(path, lo);
+  auto model = LlmModel::load(path, lo);
   if (!model.ok()) return fail(model.status());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   GenerationStats st;
@@ -193,7 +187,7 @@ int generate_command(const std::vector<std::string>& args) {
   std::cerr << "model " << (*model)->describe() << "; loaded in " << load_s << " s; " << st.prompt_tokens
             << " prompt tokens, " << st.generated_tokens << " generated in " << st.seconds << " s ("
             << (st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0)
-            << " tok/s, " << (lo.backend == "cuda" ? (lo.bf16 ? "GPU bf16" : "GPU fp16") : "CPU fp32") << ", " << st.steps << " steps)\n";
+            << " tok/s, " << llm_precision_label(lo) << ", " << st.steps << " steps)\n";
   return 0;
 }
 

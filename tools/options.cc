@@ -320,4 +320,29 @@ std::string build_flags_help() {
          "                              CUDA graphs, as ingot run --cuda-graph does)\n";
 }
 
+bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmLoadOptions& options, std::string& err) {
+  err.clear();
+  if (flag == "--backend") {
+    if (value != "cpu" && value != "cuda") {
+      err = "--backend must be cpu or cuda, got '" + value + "'";
+      return false;
+    }
+    options.backend = value;
+    return true;
+  }
+  if (flag == "--dtype") {
+    if (value != "fp16" && value != "bf16") {
+      err = "--dtype must be fp16 or bf16, got '" + value + "'";
+      return false;
+    }
+    options.bf16 = value == "bf16";
+    return true;
+  }
+  return false;
+}
+
+std::string llm_precision_label(const LlmLoadOptions& options) {
+  return options.backend == "cuda" ? (options.bf16 ? "GPU bf16" : "GPU fp16") : "CPU fp32";
+}
+
 }  // namespace ingot::tools

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ingot/builder.h"
+#include "ingot/llm.h"
 
 namespace ingot::tools {
 
@@ -41,6 +42,12 @@ struct ShapeOptions {
 /// in [lo, hi], got '<text>'" to stderr and returns false.
 bool parse_int_arg(const std::string& command, const std::string& flag, const std::string& text, long long lo,
                    long long hi, long long& out);
+
+/// --backend cpu|cuda and --dtype fp16|bf16 of `ingot generate` / `ingot serve MODEL.gguf`: false
+/// when `flag` is not one of them (err empty) or its value is not allowed (err says so).
+bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmLoadOptions& options, std::string& err);
+/// "GPU bf16", "GPU fp16" or "CPU fp32".
+std::string llm_precision_label(const LlmLoadOptions& options);
 
 enum class BuildFlag { kNotMine, kOk, kError };
 

@@ -78,14 +78,11 @@ int serve_llm_command(const std::vector<std::string>& args) {
       return 0;
     } else if (a == "--backend" || a == "--dtype") {
       if (!value()) return 2;
-      const bool ok = a == "--backend" ? (v == "cpu" || v == "cuda") : (v == "fp16" || v == "bf16");
-      if (!ok) {
-        std::cerr << "ingot serve: " << a << " must be " << (a == "--backend" ? "cpu or cuda" : "fp16 or bf16")
-                  << ", got '" << v << "'\n";
+      std::string err;
+      if (!parse_llm_load_flag(a, v, lo, err)) {
+        std::cerr << "ingot serve: " << err << "\n";
         return 2;
       }
-      if (a == "--backend") lo.backend = v;
-      else lo.bf16 = v == "bf16";
     } else if (a == "--host") {
       if (!value()) return 2;
       so.host = v;
@@ -126,8 +123,7 @@ int serve_llm_command(const std::vector<std::string>& args) {
       so.model_name.resize(so.model_name.size() - 5);
   }
   lo.kv_blocks = eo.kv_blocks;
-  std::error_code ec;
-  auto model = std::filesystem::is_directory(path, ec) ? LlmModel::load_hf(path, lo) : LlmModel::load_gguf(path, lo);
+  auto model = LlmModel::load(path, lo);
   if (!model.ok()) {
     std::cerr << "ingot serve: " << model.status().to_string() << "\n";
     return 1;

@@ -70,6 +70,8 @@ class LlmModel {
   /// model.safetensors.index.json), tokenizer.json, and tokenizer_config.json's BOS/EOS tokens and
   /// chat template where present.
   static Result<std::unique_ptr<LlmModel>> load_hf(const std::string& folder, const LlmLoadOptions& options);
+  /// load_hf for a folder, load_gguf otherwise (what `ingot generate` and `ingot serve` take).
+  static Result<std::unique_ptr<LlmModel>> load(const std::string& path, const LlmLoadOptions& options);
   /// A model of a Hugging Face config.json's shapes with random weights and no tokenizer (vLLM's
   /// --load-format dummy): for timing real model sizes. generate_ids() works; what needs text
   /// (encode_prompt, chats, generate()) is kInvalidArgument; results carry ids, no text.

@@ -1,5 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -115,6 +116,11 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_hf(const std::string& folder, c
   if (tok.eos_id() >= 0) m->impl_->chat_tokens.eos_token = tok.token(tok.eos_id());
   INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   return m;
+}
+
+Result<std::unique_ptr<LlmModel>> LlmModel::load(const std::string& path, const LlmLoadOptions& options) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) ? load_hf(path, options) : load_gguf(path, options);
 }
 
 Result<std::unique_ptr<LlmModel>> LlmModel::load_dummy(const std::string& config_json_path,
