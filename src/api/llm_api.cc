@@ -66,11 +66,15 @@ Result<std::vector<std::vector<float>>> LlmModel::Impl::step(const std::vector<l
   return out;
 }
 
+Status LlmModel::Impl::gpu_cache_fits(int64_t blocks) const {
+  if (!gpu || blocks <= gpu_kv_blocks) return Status::Ok();
+  return invalid_argument("the KV cache needs ", blocks, " blocks; the model was loaded with ", gpu_kv_blocks,
+                          " on the GPU (LlmLoadOptions::kv_blocks, --kv-blocks)");
+}
+
 Result<std::unique_ptr<llm::KvStore>> LlmModel::Impl::host_kv(int64_t blocks, int32_t block_size) const {
   if (!gpu) return std::make_unique<llm::KvStore>(model->config(), blocks, block_size);
-  if (blocks > gpu_kv_blocks)
-    return invalid_argument("the KV cache needs ", blocks, " blocks; the model was loaded with ", gpu_kv_blocks,
-                            " on the GPU (LlmLoadOptions::kv_blocks, --kv-blocks)");
+  INGOT_RETURN_IF_ERROR(gpu_cache_fits(blocks));
   return std::unique_ptr<llm::KvStore>();
 }
 

@@ -105,7 +105,7 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::start(std::shared_ptr<LlmModel> mo
   if (!model->impl_->tokenizer)
     return invalid_argument("LlmEngine: the model has dummy weights and no tokenizer; the engine streams text");
   // The GPU decoder's KV cache was sized at load: the engine's must fit it.
-  INGOT_RETURN_IF_ERROR(model->impl_->host_kv(model->impl_->gpu ? options.kv_blocks : 0, kBlockSize).status());
+  INGOT_RETURN_IF_ERROR(model->impl_->gpu_cache_fits(options.kv_blocks));
   std::unique_ptr<LlmEngine> e(new LlmEngine());
   e->impl_->model = std::move(model);
   e->impl_->options = options;

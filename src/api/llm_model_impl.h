@@ -29,8 +29,10 @@ struct LlmModel::Impl {
   /// GPU decoder runs them as one batch; the CPU decoder one sequence after another into `kv`
   /// (unused, and may be null, on the GPU).
   Result<std::vector<std::vector<float>>> step(const std::vector<llm::ScheduledSeq>& seqs, llm::KvStore* kv);
+  /// kInvalidArgument when the GPU decoder's cache (sized at load) holds fewer than `blocks`.
+  Status gpu_cache_fits(int64_t blocks) const;
   /// The KV store the CPU decoder needs for `blocks` blocks of `block_size`; null on the GPU,
-  /// whose cache lives on the device (kInvalidArgument when `blocks` exceeds it).
+  /// whose cache lives on the device (gpu_cache_fits' error when `blocks` exceeds it).
   Result<std::unique_ptr<llm::KvStore>> host_kv(int64_t blocks, int32_t block_size) const;
   /// For backend "cuda": the GPU decoder over `model`'s weights (kInvalidArgument for another
   /// backend name or kv_blocks < 1; "cpu": nothing to do).

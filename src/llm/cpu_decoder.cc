@@ -22,6 +22,15 @@ float* KvStore::v(int64_t layer, int64_t block, int64_t slot) {
 
 namespace {
 
+/// "FORMAT: tensor 'NAME' has WHAT [ got ], the config says [ want ]".
+Status shape_mismatch(const char* format, const std::string& name, const char* what, const std::vector<int64_t>& got,
+                      const std::vector<int64_t>& want) {
+  std::string g, w;
+  for (int64_t d : got) g += std::to_string(d) + " ";
+  for (int64_t d : want) w += std::to_string(d) + " ";
+  return invalid_model(format, ": tensor '", name, "' has ", what, " [ ", g, "], the config says [ ", w, "]");
+}
+
 /// A tensor as floats with the expected shape (ggml order: dims[0] is a row's length).
 Result<std::vector<float>> weight(const GgufFile& f, const std::string& name, std::vector<int64_t> dims,
                                   bool optional = false) {
@@ -30,12 +39,7 @@ Result<std::vector<float>> weight(const GgufFile& f, const std::string& name, st
     if (optional) return std::vector<float>();
     return invalid_model("GGUF: tensor '", name, "' is missing");
   }
-  if (t->dims != dims) {
-    std::string want, got;
-    for (int64_t d : dims) want += std::to_string(d) + " ";
-    for (int64_t d : t->dims) got += std::to_string(d) + " ";
-    return invalid_model("GGUF: tensor '", name, "' has dims [ ", got, "], the config says [ ", want, "]");
-  }
+  if (t->dims != dims) return shape_mismatch("GGUF", name, "dims", t->dims, dims);
   return dequantize(*t);
 }
 
@@ -177,12 +181,7 @@ Result<std::vector<float>> hf_weight(const SafetensorsModel& w, const std::strin
     if (optional) return std::vector<float>();
     return invalid_model("safetensors: tensor '", name, "' is missing");
   }
-  if (t->shape != shape) {
-    std::string want, got;
-    for (int64_t d : shape) want += std::to_string(d) + " ";
-    for (int64_t d : t->shape) got += std::to_string(d) + " ";
-    return invalid_model("safetensors: tensor '", name, "' has shape [ ", got, "], the config says [ ", want, "]");
-  }
+  if (t->shape != shape) return shape_mismatch("safetensors", name, "shape", t->shape, shape);
   return to_floats(*t);
 }
 
