@@ -3,12 +3,12 @@
 # One device call for issue 22's GPU decoder: its GPU tests (kernels and the decoder against the CPU
 # decoder), then decode throughput on random weights of a real model's shapes (default
 # bench/llm/llama-3.2-1b.json, bf16) side by side with Hugging Face transformers' generate (static
-# cache; eager, then torch.compile) in the same call: batch 1 and batch BN (default 64), IN prompt
-# tokens (default 128) and OUT generated (default 128), greedy, no stop. Prints a table with
+# cache; eager, then as generate compiles it itself) in the same call: batch 1 and batch BN (default 64), IN prompt
+# tokens (default 128) and OUT_LEN generated (default 128), greedy, no stop. Prints a table with
 # tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
 # the GPU's peak, H100 3.35 TB/s, H200 4.8 TB/s).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT=128] [HF=1] [COMPILE=1] [SERVE=0] bash bench/llm_part.sh NAME
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] bash bench/llm_part.sh NAME
 # (all of it may pass 600 s with a cold torch.compile: HF=0 or COMPILE=0 for a shorter call)
 # Leaves $OUT/NAME.tgz (logs) and prints the summary last.
 set -uo pipefail
@@ -16,29 +16,34 @@ set -uo pipefail
 cfg=${CONFIG:-bench/llm/llama-3.2-1b.json}
 bn=${BN:-64}
 in=${IN:-128}
-out=${OUT:-128}
+out=${OUT_LEN:-128}  # not OUT: the device sets OUT to its output folder
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
-timeout 300 $B/tests/ingot_gpu_tests --gtest_filter='*Llm*' > "$t/gpu_tests.log" 2>&1
-echo "GPU tests (*Llm*): rc $? $(grep -E '^\[  (PASSED|FAILED)' "$t/gpu_tests.log" | tr '\n' ' ')"
-grep -E "gpu decoder \]|FAILED  \]" "$t/gpu_tests.log" | head -20
-for b in 1 "$bn"; do
-  timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 --num-prompts "$b" \
-    --input-len "$in" --max-tokens "$out" --kv-blocks 4096 > "$t/ingot_b$b.log" 2>&1
-  echo "ingot b$b: rc $? $(grep -E 'throughput|time ' "$t/ingot_b$b.log" | tr -s ' ' | tr '\n' ' ')"
-done
+if [ "${GEN:-1}" = 1 ]; then  # GEN=0: only the serving run
+  timeout 300 $B/tests/ingot_gpu_tests --gtest_filter='*Llm*' > "$t/gpu_tests.log" 2>&1
+  echo "GPU tests (*Llm*): rc $? $(grep -E '^\[  (PASSED|FAILED)' "$t/gpu_tests.log" | tr '\n' ' ')"
+  grep -E "gpu decoder \]|FAILED  \]" "$t/gpu_tests.log" | head -20
+  for b in 1 "$bn"; do
+    timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 --num-prompts "$b" \
+      --input-len "$in" --max-tokens "$out" --kv-blocks 4096 > "$t/ingot_b$b.log" 2>&1
+    echo "ingot b$b: rc $? $(grep -E 'throughput|time ' "$t/ingot_b$b.log" | tr -s ' ' | tr '\n' ' ')"
+  done
+fi
 if [ "${HF:-1}" = 1 ]; then
+  # transformers' generate with a static cache compiles the decode step itself (torch.compile,
+  # CUDA graphs): that is "hf compile"; disable_compile=True gives "hf eager" (COMPILE=0: eager only).
   timeout 420 python3 - "$cfg" "$bn" "$in" "$out" "${COMPILE:-1}" > "$t/hf.log" 2>&1 <<'PY'
 import json, sys, time, torch, transformers
 cfg_path, bn, n_in, n_out, compile_too = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+print("transformers", transformers.__version__, "torch", torch.__version__, flush=True)
 cfg = transformers.LlamaConfig(**json.load(open(cfg_path)))
 torch.manual_seed(0)
 with torch.device("cuda"):
     m = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
 m.generation_config.cache_implementation = "static"
 m.generation_config.pad_token_id = 0
-def run(b, label):
+def run(b, label, **extra):
     ids = torch.randint(0, 1000, (b, n_in), device="cuda")
-    kw = dict(max_new_tokens=n_out, min_new_tokens=n_out, do_sample=False)
+    kw = dict(max_new_tokens=n_out, min_new_tokens=n_out, do_sample=False, **extra)
     with torch.no_grad():
         m.generate(ids, **kw)  # warm-up (and compilation)
         torch.cuda.synchronize(); t0 = time.perf_counter()
@@ -46,19 +51,19 @@ def run(b, label):
         torch.cuda.synchronize(); dt = time.perf_counter() - t0
     print(f"hf {label} b{b}: {b * n_out / dt:.1f} output tok/s ({dt:.3f} s)", flush=True)
 for b in (1, bn):
-    run(b, "eager")
+    run(b, "eager", disable_compile=True)
 if compile_too:
-    m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
     for b in (1, bn):
         run(b, "compile")
 PY
-  echo "hf: rc $?"; grep -E "^hf " "$t/hf.log"; grep -E "Error|error" "$t/hf.log" | tail -3
+  echo "hf: rc $?"; grep -E "^hf |^transformers" "$t/hf.log"; grep -E "Error|error" "$t/hf.log" | tail -3
 fi
 # SERVE=1: issue 22's serving figure: `ingot serve` on a random-weight Hugging Face folder of the same
 # shapes (bench/llm/make_dummy_folder.py), SERVE_N requests of SERVE_IN / SERVE_OUT tokens (default
 # 128 x 1000 / 1000) at concurrency SERVE_C (64), streamed (bench/serve_llm_bench.py: TTFT, TPOT,
 # ITL p50/p99, output tok/s).
 if [ "${SERVE:-0}" = 1 ]; then
+  export LD_LIBRARY_PATH="$B/devlibs:$LD_LIBRARY_PATH"  # ingot-serve: prometheus-cpp, httplib, ...
   python3 bench/llm/make_dummy_folder.py "$cfg" "$t/folder" > "$t/folder.log" 2>&1 || tail -3 "$t/folder.log"
   timeout 400 python3 bench/serve_llm_bench.py --gguf "$t/folder" --ingot $B/tools/ingot --model dummy \
     --serve-flags "--backend cuda --dtype bf16 --kv-blocks 8192 --max-num-seqs ${SERVE_C:-64} --max-num-batched-tokens 2048" \

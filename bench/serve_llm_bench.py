@@ -109,6 +109,10 @@ def main():
             print("ingot serve did not start: " + line + server.stdout.read(), file=sys.stderr)
             return 1
         a.base_url = "http://" + line.split("http://", 1)[1].split()[0]
+        # The server's later output (warnings, a crash's last words) is drained to stderr as it
+        # comes, so a pipe that fills never stalls it and a death is explained.
+        threading.Thread(target=lambda: [print("[ingot serve] " + l, end="", file=sys.stderr) for l in server.stdout],
+                         daemon=True).start()
     if not a.base_url:
         print("give --base-url or --gguf", file=sys.stderr)
         return 2
@@ -148,6 +152,8 @@ def main():
         t.join()
     duration = time.perf_counter() - t0
     if server:
+        if server.poll() is not None:
+            print(f"ingot serve exited with status {server.returncode} during the run", file=sys.stderr)
         server.terminate()
         server.wait(timeout=30)
 

@@ -71,7 +71,11 @@ static int generate_dummy(const std::string& config, const LlmLoadOptions& lo, G
             << "time         " << st.seconds << " s in " << st.steps << " steps (" << 1000.0 * s / std::max<int64_t>(st.steps, 1)
             << " ms per step)\n"
             << "throughput   " << static_cast<double>(st.generated_tokens) / s << " output tok/s, "
-            << static_cast<double>(st.generated_tokens + st.prompt_tokens) / s << " total tok/s\n";
+            << static_cast<double>(st.generated_tokens + st.prompt_tokens) / s << " total tok/s\n"
+            << "time split   decoder " << st.forward_seconds << " s (" << st.graph_steps << " of " << st.steps
+            << " steps from CUDA graphs), sampling " << st.sample_seconds << " s, scheduler and the rest "
+            << st.seconds - st.forward_seconds - st.sample_seconds << " s; warmup before " << st.warmup_seconds
+            << " s (untimed)\n";
   return 0;
 }
 

@@ -44,7 +44,11 @@ struct GenerationResult {
 
 struct GenerationStats {
   double seconds = 0;       ///< wall time of the generation steps
+  double warmup_seconds = 0;   ///< before them, untimed: the GPU decoder's warmup (buffers, CUDA graphs)
+  double forward_seconds = 0;  ///< of `seconds`: in the decoder (GPU: launch, run, copies back)
+  double sample_seconds = 0;   ///< of `seconds`: choosing the next tokens on the host
   int64_t steps = 0;        ///< scheduler steps
+  int64_t graph_steps = 0;  ///< of steps: replayed from a CUDA graph (the GPU decoder's decode steps)
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;

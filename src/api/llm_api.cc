@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/llm_model_impl.h"
+#include "core/utf8.h"
 #include "ingot/llm.h"
 #include "llm/chat_template.h"
 #include "llm/sampling.h"
@@ -51,19 +52,37 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
   return Status::Ok();
 }
 
-Result<std::vector<std::vector<float>>> LlmModel::Impl::step(const std::vector<llm::ScheduledSeq>& seqs,
-                                                             llm::KvStore* kv) {
+Result<llm::GpuStepResult> LlmModel::Impl::step(const std::vector<llm::ScheduledSeq>& seqs,
+                                                const std::vector<const llm::Sampler*>& samplers, llm::KvStore* kv) {
   if (gpu) {
     std::vector<llm::GpuChunk> chunks;
-    for (const llm::ScheduledSeq& q : seqs) chunks.push_back(llm::GpuChunk{q.tokens, q.start, q.count, q.block_table});
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const llm::ScheduledSeq& q = seqs[i];
+      const bool host_sampled = q.sample && i < samplers.size() && samplers[i] && !samplers[i]->greedy();
+      chunks.push_back(llm::GpuChunk{q.tokens, q.start, q.count, q.block_table, host_sampled});
+    }
     return gpu->forward(chunks);
   }
-  std::vector<std::vector<float>> out;
+  llm::GpuStepResult out;
   for (const llm::ScheduledSeq& q : seqs) {
     INGOT_ASSIGN_OR_RETURN(std::vector<float> logits, model->forward(*q.tokens, q.start, q.count, *q.block_table, kv));
-    out.push_back(std::move(logits));
+    out.logits.push_back(std::move(logits));
   }
   return out;
+}
+
+Result<int64_t> LlmModel::Impl::next_token(llm::Sampler& sampler, const llm::GpuStepResult& step, size_t i,
+                                           const std::vector<int32_t>& tokens, int64_t vocab_size) {
+  if (i < step.logits.size() && !step.logits[i].empty()) {
+    const std::vector<int64_t> history(tokens.begin(), tokens.end());
+    return sampler.next(step.logits[i].data(), vocab_size, history);
+  }
+  if (i >= step.argmax.size()) return internal_error("LlmModel: no logits and no argmax for sequence ", i, " of a step");
+  return llm::Sampler::from_argmax(step.argmax[i], vocab_size);
+}
+
+Status LlmModel::Impl::warmup(int64_t max_step_tokens, int64_t max_batch) {
+  return gpu ? gpu->warmup(max_step_tokens, max_batch) : Status::Ok();
 }
 
 Status LlmModel::Impl::gpu_cache_fits(int64_t blocks) const {
@@ -225,7 +244,15 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
   std::map<int64_t, llm::FinishedSequence> done;
   GenerationStats st;
   st.prompt_tokens = prompt_tokens;
-  const auto t0 = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // As vLLM's engine start-up: the decode graphs of every batch this run can reach, untimed.
+  const auto tw = Clock::now();
+  INGOT_RETURN_IF_ERROR(impl_->warmup(sc.max_num_batched_tokens, static_cast<int64_t>(ids.size())));
+  st.warmup_seconds = since(tw);
+  const int64_t graph_steps_before = impl_->gpu ? impl_->gpu->stats().graph_steps : 0;
+  const auto t0 = Clock::now();
+  std::vector<const llm::Sampler*> step_samplers;
   while (sched.num_running() + sched.num_waiting() > 0) {
     llm::StepPlan plan = sched.schedule();
     if (plan.seqs.empty())
@@ -233,21 +260,26 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
                          " blocks) cannot hold the next prompt; give more kv_blocks");
     ++st.steps;
     std::map<int64_t, int32_t> sampled;
-    INGOT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> all, impl_->step(plan.seqs, kv.get()));
+    step_samplers.clear();
+    for (const llm::ScheduledSeq& q : plan.seqs) step_samplers.push_back(&samplers.at(q.id));
+    const auto tf = Clock::now();
+    INGOT_ASSIGN_OR_RETURN(llm::GpuStepResult all, impl_->step(plan.seqs, step_samplers, kv.get()));
+    st.forward_seconds += since(tf);
+    const auto ts = Clock::now();
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       const llm::ScheduledSeq& q = plan.seqs[i];
-      const std::vector<float>& logits = all[i];
       if (!q.sample) continue;
-      std::vector<int64_t> history(q.tokens->begin(), q.tokens->end());
-      INGOT_ASSIGN_OR_RETURN(int64_t next, samplers.at(q.id).next(logits.data(), cfg.vocab_size, history));
+      INGOT_ASSIGN_OR_RETURN(int64_t next, Impl::next_token(samplers.at(q.id), all, i, *q.tokens, cfg.vocab_size));
       sampled[q.id] = static_cast<int32_t>(next);
       ++st.generated_tokens;
     }
+    st.sample_seconds += since(ts);
     INGOT_ASSIGN_OR_RETURN(std::vector<llm::FinishedSequence> fin, sched.finish_step(plan, sampled));
     for (llm::FinishedSequence& f : fin) done[f.id] = std::move(f);
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.preemptions = sched.num_preemptions();
+  if (impl_->gpu) st.graph_steps = impl_->gpu->stats().graph_steps - graph_steps_before;
   std::vector<GenerationResult> out;
   for (size_t r = 0; r < ids.size(); ++r) {
     llm::FinishedSequence& f = done.at(static_cast<int64_t>(r));
@@ -257,7 +289,8 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
     std::vector<int32_t> shown = f.output;
     if (tok) {
       if (f.reason == llm::SequenceEnd::kStop && !shown.empty() && shown.back() == tok->eos_id()) shown.pop_back();
-      INGOT_ASSIGN_OR_RETURN(g.text, tok->decode(shown));
+      INGOT_ASSIGN_OR_RETURN(std::string decoded, tok->decode(shown));
+      g.text = utf8_sanitize(decoded);  // as Hugging Face's decode: ill-formed bytes become U+FFFD
     }
     g.finish_reason = f.reason == llm::SequenceEnd::kStop          ? "stop"
                       : f.reason == llm::SequenceEnd::kModelLength ? "model_length"

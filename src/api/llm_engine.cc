@@ -7,7 +7,8 @@
 // through the decoder, sample, report to the scheduler, then stream every sampled sequence's new
 // text. A request's text grows by each new token's bytes and the part beyond what was sent goes
 // out, less any incomplete UTF-8 character and any tail that could begin a stop string (both are
-// sent once settled).
+// sent once settled); what goes out is valid UTF-8 (ill-formed bytes, which random or byte-level
+// tokens can make, become U+FFFD as Hugging Face's decode does).
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "api/llm_model_impl.h"
+#include "core/utf8.h"
 #include "llm/sampling.h"
 #include "llm/scheduler.h"
 
@@ -25,18 +27,6 @@ namespace ingot {
 namespace {
 
 constexpr int32_t kBlockSize = 16;
-
-// Bytes at the end of `s` that start a UTF-8 character not yet complete.
-size_t incomplete_utf8_tail(const std::string& s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 3 && back <= n; ++back) {
-    const unsigned char c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
-}
 
 // The longest suffix of `text` that is a proper prefix of a stop string (held back while running).
 size_t stop_prefix_tail(const std::string& text, const std::vector<std::string>& stops) {
@@ -106,6 +96,8 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::start(std::shared_ptr<LlmModel> mo
     return invalid_argument("LlmEngine: the model has dummy weights and no tokenizer; the engine streams text");
   // The GPU decoder's KV cache was sized at load: the engine's must fit it.
   INGOT_RETURN_IF_ERROR(model->impl_->gpu_cache_fits(options.kv_blocks));
+  // Before the first request, as vLLM's start-up: the GPU decoder's buffers and decode graphs.
+  INGOT_RETURN_IF_ERROR(model->impl_->warmup(options.max_num_batched_tokens, options.max_num_seqs));
   std::unique_ptr<LlmEngine> e(new LlmEngine());
   e->impl_->model = std::move(model);
   e->impl_->options = options;
@@ -171,7 +163,7 @@ EngineStats LlmEngine::stats() const {
 
 void LlmEngine::Impl::finish(Live& l, const std::string& reason, const std::string& tail, const std::string& error) {
   StreamEvent ev;
-  ev.text = tail;
+  ev.text = utf8_sanitize(tail);
   ev.finished = true;
   ev.finish_reason = reason;
   ev.error = error;
@@ -196,10 +188,10 @@ bool LlmEngine::Impl::stream(Live& l, bool last) {
     return true;
   }
   if (last) return false;  // the caller sends the rest with the final event
-  size_t end = t.size() - std::max(incomplete_utf8_tail(t), stop_prefix_tail(t, l.req.params.stop));
+  size_t end = t.size() - std::max(utf8_incomplete_tail(t), stop_prefix_tail(t, l.req.params.stop));
   if (end > l.sent) {
     StreamEvent ev;
-    ev.text = t.substr(l.sent, end - l.sent);
+    ev.text = utf8_sanitize(std::string_view(t).substr(l.sent, end - l.sent));
     ev.prompt_tokens = static_cast<int64_t>(l.req.prompt.size());
     ev.completion_tokens = static_cast<int64_t>(l.generated.size());
     l.sent = end;
@@ -224,6 +216,7 @@ void LlmEngine::Impl::run() {
     return;
   }
   llm::Scheduler& sched = *created;
+  std::vector<const llm::Sampler*> step_samplers;
   // The scheduler's state into stats (read by other threads), with a step's token counts.
   auto publish_stats = [&](int64_t prompt_tokens, int64_t generated) {
     std::lock_guard<std::mutex> lock(mu);
@@ -293,7 +286,9 @@ void LlmEngine::Impl::run() {
     }
     std::map<int64_t, int32_t> sampled;
     int64_t prompt_tokens = 0;
-    auto all = m.step(plan.seqs, kv->get());
+    step_samplers.clear();
+    for (const llm::ScheduledSeq& q : plan.seqs) step_samplers.push_back(&live.at(q.id).sampler);
+    auto all = m.step(plan.seqs, step_samplers, kv->get());
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       const llm::ScheduledSeq& q = plan.seqs[i];
       Live& l = live.at(q.id);
@@ -303,11 +298,9 @@ void LlmEngine::Impl::run() {
         live.erase(q.id);
         continue;
       }
-      const std::vector<float>* logits = &(*all)[i];
       if (q.prefill) prompt_tokens += q.count;
       if (!q.sample) continue;
-      std::vector<int64_t> history(q.tokens->begin(), q.tokens->end());
-      auto next = l.sampler.next(logits->data(), cfg.vocab_size, history);
+      auto next = LlmModel::Impl::next_token(l.sampler, *all, i, *q.tokens, cfg.vocab_size);
       if (!next.ok()) {
         sched.abort(q.id);
         finish(l, "error", "", next.status().message());

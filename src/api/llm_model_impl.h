@@ -25,10 +25,19 @@ struct LlmModel::Impl {
   Result<llm::ChatTemplate> chat_template = invalid_model("no chat template loaded");  ///< the GGUF's, parsed
   llm::ChatTemplateTokens chat_tokens;  ///< BOS/EOS text for the template
 
-  /// One scheduler step's logits (the last position of each scheduled sequence, in order): the
-  /// GPU decoder runs them as one batch; the CPU decoder one sequence after another into `kv`
-  /// (unused, and may be null, on the GPU).
-  Result<std::vector<std::vector<float>>> step(const std::vector<llm::ScheduledSeq>& seqs, llm::KvStore* kv);
+  /// One scheduler step (the last position of each scheduled sequence, in order): the GPU decoder
+  /// runs them as one batch and returns every argmax plus the logits of the sequences whose
+  /// sampler is not greedy; the CPU decoder runs one sequence after another into `kv` (unused, and
+  /// may be null, on the GPU) and returns every sequence's logits. next_token() reads either.
+  Result<llm::GpuStepResult> step(const std::vector<llm::ScheduledSeq>& seqs,
+                                  const std::vector<const llm::Sampler*>& samplers, llm::KvStore* kv);
+  /// The next token of the i-th sequence of `step`'s answer: `sampler` over its logits when they
+  /// came back, else its device argmax.
+  static Result<int64_t> next_token(llm::Sampler& sampler, const llm::GpuStepResult& step, size_t i,
+                                    const std::vector<int32_t>& tokens, int64_t vocab_size);
+  /// For the GPU decoder: warmup() for steps of `max_step_tokens` and `max_batch` sequences
+  /// (nothing on the CPU).
+  Status warmup(int64_t max_step_tokens, int64_t max_batch);
   /// kInvalidArgument when the GPU decoder's cache (sized at load) holds fewer than `blocks`.
   Status gpu_cache_fits(int64_t blocks) const;
   /// The KV store the CPU decoder needs for `blocks` blocks of `block_size`; null on the GPU,

@@ -2,6 +2,7 @@
 #include "llm/gpu_decoder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
@@ -33,8 +34,13 @@ const LlamaConfig& LlamaGpuModel::config() const {
   static const LlamaConfig none;
   return none;
 }
-Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector<GpuChunk>&) {
+Result<GpuStepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>&) {
   return unsupported("the GPU decoder: this build of ingot has no CUDA");
+}
+Status LlamaGpuModel::warmup(int64_t, int64_t) { return unsupported("the GPU decoder: this build of ingot has no CUDA"); }
+const GpuDecoderStats& LlamaGpuModel::stats() const {
+  static const GpuDecoderStats none;
+  return none;
 }
 
 #else
@@ -81,6 +87,39 @@ class DeviceMem {
   size_t bytes_ = 0;
 };
 
+/// Page-locked host memory that frees itself (the step's downloads: async, and at full PCIe speed).
+class PinnedMem {
+ public:
+  PinnedMem() = default;
+  PinnedMem(const PinnedMem&) = delete;
+  PinnedMem& operator=(const PinnedMem&) = delete;
+  ~PinnedMem() { cudaFreeHost(p_); }
+  Status reserve(size_t bytes) {
+    if (bytes <= bytes_) return Status::Ok();
+    cudaFreeHost(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+    if (cudaMallocHost(&p_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return make_status(StatusCode::kOutOfMemory, "GPU decoder: cannot allocate ", bytes, " bytes of pinned host memory");
+    }
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 /// One cached cuBLASLt problem: Y[T][out] (+)= X[T][in] W[out][in]^T, row-major, fp32 accumulation.
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -120,8 +159,10 @@ struct LlamaGpuModel::Impl {
   DeviceMem embed, out_norm, lm_head, inv_freq;
 
   // Step buffers, grown on demand (`generation` counts the moves: a graph captured before one is stale).
-  DeviceMem x, h, q, k_, v, att, g, u, ints, slots, attn_ws, last_x, last_h, logits;
+  DeviceMem x, h, q, k_, v, att, g, u, ints, slots, attn_ws, last_x, last_h, logits, argmax;
   uint64_t generation = 0;
+  PinnedMem host_ints, host_slots, host_argmax, host_logits;  ///< the step's uploads and downloads
+  GpuDecoderStats stats;
   backend::cuda::PagedDecodeParams attn;  ///< the step's attention bounds (prepare())
   size_t attn_ws_bytes = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<GemmPlan>> plans;
@@ -140,6 +181,9 @@ struct LlamaGpuModel::Impl {
   backend::cuda::PagedDecodeParams attention_params(const StepShape& sh) const;
   /// The step's kernels on `stream`, reading the uploaded index arrays.
   Status enqueue(const StepShape& sh);
+  /// The step's index arrays for `chunks` laid out as `sh` (rows past the chunks are padding),
+  /// checked and copied to the device.
+  Status upload_indices(const std::vector<GpuChunk>& chunks, const StepShape& sh);
   /// enqueue() as a CUDA graph for sh.T, captured on first use (and after buffers moved), replayed.
   Status replay(const StepShape& sh);
 
@@ -264,12 +308,14 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
            {&x, Tz * d * e}, {&h, Tz * d * e}, {&q, Tz * nq * e}, {&k_, Tz * nkv * e}, {&v, Tz * nkv * e},
            {&att, Tz * nq * e}, {&g, Tz * ff * e}, {&u, Tz * ff * e}, {&ints, sh.ints() * sizeof(int32_t)},
            {&slots, Tz * sizeof(int64_t)}, {&attn_ws, attn_ws_bytes}, {&last_x, Sz * d * e}, {&last_h, Sz * d * e},
-           {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}}) {
+           {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)}}) {
     const void* before = buf->get();
     INGOT_RETURN_IF_ERROR(buf->reserve(bytes));
     if (buf->get() != before) ++generation;  // captured graphs point at the old buffer
   }
-  return Status::Ok();
+  INGOT_RETURN_IF_ERROR(host_ints.reserve(sh.ints() * sizeof(int32_t)));
+  INGOT_RETURN_IF_ERROR(host_slots.reserve(Tz * sizeof(int64_t)));
+  return host_argmax.reserve(Sz * sizeof(int32_t));
 }
 
 backend::cuda::PagedDecodeParams LlamaGpuModel::Impl::attention_params(const StepShape& sh) const {
@@ -343,6 +389,7 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
                                                 /*rms=*/true));
   const void* head = lm_head.empty() ? embed.get() : lm_head.get();
   INGOT_RETURN_IF_ERROR(gemm(last_h.get(), head, logits.get(), S, d, V, false, /*f32_out=*/true));
+  INGOT_CUDA_CHECK(backend::cuda::launch_logits_argmax(logits.as<float>(), S, V, argmax.as<int32_t>(), st));
   return Status::Ok();
 }
 
@@ -350,6 +397,7 @@ Status LlamaGpuModel::Impl::replay(const StepShape& sh) {
   auto& slot = graphs[sh.T];
   if (!slot || slot->generation != generation) {
     slot.reset();
+    const auto t0 = std::chrono::steady_clock::now();
     // The GEMMs' cuBLASLt plans (descriptors, heuristic queries) made before the capture, not in it.
     const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
     const int64_t ff = c.intermediate_size;
@@ -372,19 +420,68 @@ Status LlamaGpuModel::Impl::replay(const StepShape& sh) {
     INGOT_CUDA_CHECK(inst);
     fresh->generation = generation;
     slot = std::move(fresh);
+    ++stats.graph_captures;
+    stats.capture_seconds += seconds_since(t0);
   }
   INGOT_CUDA_CHECK(cudaGraphLaunch(slot->exec, stream));
   return Status::Ok();
 }
 
-Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks) {
+namespace {
+
+/// The padded batch a decode graph serves for `batch` sequences.
+int64_t graph_batch(int64_t batch) {
+  int64_t b = 1;
+  while (b < batch) b *= 2;
+  return b;
+}
+
+}  // namespace
+
+Status LlamaGpuModel::Impl::upload_indices(const std::vector<GpuChunk>& chunks, const StepShape& sh) {
+  const int64_t bs = o.block_size;
+  int32_t* ids = host_ints.as<int32_t>();
+  int32_t* pos = ids + sh.T;
+  int32_t* ctx = pos + sh.T;
+  int32_t* last = ctx + sh.T;
+  int32_t* tables = last + sh.S;
+  int64_t* slot = host_slots.as<int64_t>();
+  std::fill(ids, ids + sh.ints(), 0);
+  std::fill(slot, slot + sh.T, int64_t{-1});
+  int64_t r = 0;
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    const GpuChunk& ch = chunks[s];
+    for (int64_t i = 0; i < ch.count; ++i, ++r) {
+      const int64_t p = ch.start + i;
+      const int32_t id = (*ch.tokens)[static_cast<size_t>(p)];
+      if (id < 0 || id >= c.vocab_size) return invalid_argument("GPU decoder: token id ", id, " outside the vocabulary");
+      ids[r] = id;
+      pos[r] = static_cast<int32_t>(p);
+      ctx[r] = static_cast<int32_t>(p + 1);
+      std::copy(ch.block_table->begin(), ch.block_table->end(), tables + r * sh.max_blocks);
+      slot[r] = static_cast<int64_t>((*ch.block_table)[static_cast<size_t>(p / bs)]) * bs + p % bs;
+    }
+    last[s] = static_cast<int32_t>(r - 1);
+  }
+  for (; r < sh.T; ++r) ctx[r] = 1;  // padding rows (graph steps): one position, block 0, no cache write
+  for (int64_t s = static_cast<int64_t>(chunks.size()); s < sh.S; ++s) last[s] = static_cast<int32_t>(s);
+  // The step's one upload (two copies: the int32 arrays, the int64 slots).
+  INGOT_CUDA_CHECK(cudaMemcpyAsync(ints.get(), ids, sh.ints() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  INGOT_CUDA_CHECK(cudaMemcpyAsync(slots.get(), slot, static_cast<size_t>(sh.T) * sizeof(int64_t),
+                                   cudaMemcpyHostToDevice, stream));
+  return Status::Ok();
+}
+
+Result<GpuStepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks) {
   Impl& m = *impl_;
   const LlamaConfig& c = m.c;
   const int64_t V = c.vocab_size;
   const int64_t bs = m.o.block_size;
-  if (chunks.empty()) return std::vector<std::vector<float>>();
+  if (chunks.empty()) return GpuStepResult();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double captured_before = m.stats.capture_seconds;
   // The step's index arrays, checked here (the kernels trust them).
-  int64_t T = 0, max_blocks = 1, max_ctx = 0;
+  int64_t T = 0, max_blocks = 1, max_ctx = 0, logits_rows = 0;
   bool decode_only = true;
   for (const GpuChunk& ch : chunks) {
     if (!ch.tokens || !ch.block_table || ch.start < 0 || ch.count < 1 ||
@@ -400,6 +497,7 @@ Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(ch.block_table->size()));
     max_ctx = std::max(max_ctx, ch.start + ch.count);
     decode_only = decode_only && ch.count == 1;
+    logits_rows += ch.need_logits ? 1 : 0;
   }
   const int64_t S = static_cast<int64_t>(chunks.size());
   if (T > 65535) return invalid_argument("GPU decoder: ", T, " tokens in one step (at most 65535)");
@@ -411,9 +509,7 @@ Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector
                      max_blocks <= graph_blocks;
   StepShape sh;
   if (graph) {
-    int64_t b = 1;
-    while (b < S) b *= 2;
-    sh.T = sh.S = b;
+    sh.T = sh.S = graph_batch(S);
     sh.max_blocks = graph_blocks;
     sh.max_ctx = m.o.graph_max_context;
   } else {
@@ -422,46 +518,74 @@ Result<std::vector<std::vector<float>>> LlamaGpuModel::forward(const std::vector
     sh.max_blocks = max_blocks;
     sh.max_ctx = static_cast<int32_t>(max_ctx);
   }
-  std::vector<int32_t> ints(sh.ints(), 0);
-  std::vector<int64_t> slots(static_cast<size_t>(sh.T), -1);
-  int32_t* ids = ints.data();
-  int32_t* pos = ids + sh.T;
-  int32_t* ctx = pos + sh.T;
-  int32_t* last = ctx + sh.T;
-  int32_t* tables = last + sh.S;
-  int64_t r = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const GpuChunk& ch = chunks[static_cast<size_t>(s)];
-    for (int64_t i = 0; i < ch.count; ++i, ++r) {
-      const int64_t p = ch.start + i;
-      const int32_t id = (*ch.tokens)[static_cast<size_t>(p)];
-      if (id < 0 || id >= V) return invalid_argument("GPU decoder: token id ", id, " outside the vocabulary");
-      ids[r] = id;
-      pos[r] = static_cast<int32_t>(p);
-      ctx[r] = static_cast<int32_t>(p + 1);
-      std::copy(ch.block_table->begin(), ch.block_table->end(), tables + r * sh.max_blocks);
-      slots[static_cast<size_t>(r)] = static_cast<int64_t>((*ch.block_table)[static_cast<size_t>(p / bs)]) * bs + p % bs;
-    }
-    last[s] = static_cast<int32_t>(r - 1);
-  }
-  for (; r < sh.T; ++r) ctx[r] = 1;  // padding rows (graph steps): one position, block 0, no cache write
-  for (int64_t s = S; s < sh.S; ++s) last[s] = static_cast<int32_t>(s);
-
   INGOT_RETURN_IF_ERROR(m.prepare(sh));
+  INGOT_RETURN_IF_ERROR(m.upload_indices(chunks, sh));
   cudaStream_t st = m.stream;
-  // The step's one upload.
-  INGOT_CUDA_CHECK(cudaMemcpyAsync(m.ints.get(), ints.data(), ints.size() * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-  INGOT_CUDA_CHECK(cudaMemcpyAsync(m.slots.get(), slots.data(), slots.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st));
   INGOT_RETURN_IF_ERROR(graph ? m.replay(sh) : m.enqueue(sh));
-  // The step's one download.
-  std::vector<float> all(static_cast<size_t>(S * V));
-  INGOT_CUDA_CHECK(cudaMemcpyAsync(all.data(), m.logits.get(), all.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
+  // The step's downloads: every argmax, and the logits rows asked for (runs of adjacent rows in one copy).
+  INGOT_CUDA_CHECK(cudaMemcpyAsync(m.host_argmax.as<void>(), m.argmax.get(), static_cast<size_t>(S) * sizeof(int32_t),
+                                   cudaMemcpyDeviceToHost, st));
+  const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
+  if (logits_rows > 0) INGOT_RETURN_IF_ERROR(m.host_logits.reserve(static_cast<size_t>(S) * row_bytes));
+  for (int64_t s = 0; s < S;) {
+    if (!chunks[static_cast<size_t>(s)].need_logits) {
+      ++s;
+      continue;
+    }
+    int64_t e = s + 1;
+    while (e < S && chunks[static_cast<size_t>(e)].need_logits) ++e;
+    INGOT_CUDA_CHECK(cudaMemcpyAsync(m.host_logits.as<char>() + static_cast<size_t>(s) * row_bytes,
+                                     m.logits.as<char>() + static_cast<size_t>(s) * row_bytes,
+                                     static_cast<size_t>(e - s) * row_bytes, cudaMemcpyDeviceToHost, st));
+    s = e;
+  }
   INGOT_CUDA_CHECK(cudaStreamSynchronize(st));
-  std::vector<std::vector<float>> out(static_cast<size_t>(S));
-  for (int64_t s = 0; s < S; ++s)
-    out[static_cast<size_t>(s)].assign(all.begin() + s * V, all.begin() + (s + 1) * V);
+  GpuStepResult out;
+  out.argmax.assign(m.host_argmax.as<int32_t>(), m.host_argmax.as<int32_t>() + S);
+  out.logits.resize(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) {
+    if (!chunks[static_cast<size_t>(s)].need_logits) continue;
+    const float* row = m.host_logits.as<float>() + s * V;
+    out.logits[static_cast<size_t>(s)].assign(row, row + V);
+  }
+  ++(graph ? m.stats.graph_steps : m.stats.eager_steps);
+  m.stats.logits_rows_copied += logits_rows;
+  m.stats.forward_seconds += seconds_since(t0) - (m.stats.capture_seconds - captured_before);
   return out;
 }
+
+Status LlamaGpuModel::warmup(int64_t max_step_tokens, int64_t max_batch) {
+  Impl& m = *impl_;
+  if (max_step_tokens < 1 || max_batch < 1)
+    return invalid_argument("GPU decoder: warmup needs max_step_tokens and max_batch >= 1");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t bs = m.o.block_size;
+  const int64_t batches = std::min(graph_batch(max_batch), Impl::kMaxGraphBatch);
+  // The largest step's buffers first: a buffer that moves later stales every graph captured before.
+  StepShape big;
+  big.S = std::max(batches, std::min(max_batch, int64_t{65535}));
+  big.T = std::max(std::min(max_step_tokens, int64_t{65535}), big.S);
+  big.max_blocks = (m.o.graph_max_context + bs - 1) / bs;
+  big.max_ctx = m.o.graph_max_context;
+  INGOT_RETURN_IF_ERROR(m.prepare(big));
+  if (m.o.cuda_graphs) {
+    for (int64_t b = 1; b <= batches; b *= 2) {
+      StepShape sh;
+      sh.T = sh.S = b;
+      sh.max_blocks = big.max_blocks;
+      sh.max_ctx = m.o.graph_max_context;
+      INGOT_RETURN_IF_ERROR(m.prepare(sh));
+      INGOT_RETURN_IF_ERROR(m.upload_indices({}, sh));  // padding rows only: no cache slot is written
+      INGOT_RETURN_IF_ERROR(m.replay(sh));
+      INGOT_CUDA_CHECK(cudaStreamSynchronize(m.stream));  // before the next upload reuses the pinned arrays
+    }
+  }
+  INGOT_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.stats.warmup_seconds += seconds_since(t0);
+  return Status::Ok();
+}
+
+const GpuDecoderStats& LlamaGpuModel::stats() const { return impl_->stats; }
 
 #endif  // INGOT_WITH_CUDA
 

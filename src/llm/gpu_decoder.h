@@ -14,8 +14,10 @@
 // RMSNorm, the gate and up projections, SiLU(gate) * up, the down projection into the residual;
 // last, each sequence's final row through the final RMSNorm and the LM head (fp32 logits).
 //
-// The step's small index arrays go up in one copy and the logits come back in one; both are
-// explicit in forward() (no hidden host round trip inside the step). Decode-only steps replay a
+// The step's small index arrays go up in one copy; what comes back is each sequence's argmax
+// (greedy sampling on the device) and only the logits rows a caller asks for (sampling with a
+// temperature on the host), through pinned memory; both copies are explicit in forward() (no
+// hidden host round trip inside the step). Decode-only steps replay a
 // CUDA graph captured per padded batch size. Not yet here: a flash-style prefill kernel for long
 // prompts, FP8/INT4 weights.
 //
@@ -52,6 +54,30 @@ struct GpuChunk {
   int64_t start = 0;
   int64_t count = 0;
   const std::vector<int32_t>* block_table = nullptr;
+  /// false: only the device's argmax of this chunk comes back (greedy sampling), not its
+  /// vocab_size logits: what keeps a large batch from copying a vocabulary per sequence per step.
+  bool need_logits = true;
+};
+
+/// One step's answer, per chunk in the chunks' order.
+struct GpuStepResult {
+  /// The first largest logit of each chunk's last position (computed on the device), or
+  /// backend::cuda's kArgmaxNonFinite (-1: a NaN or +inf) / kArgmaxAllMasked (-2: all -inf).
+  std::vector<int32_t> argmax;
+  /// vocab_size fp32 logits of each chunk with need_logits; empty for the others.
+  std::vector<std::vector<float>> logits;
+};
+
+/// Where the decoder's time went since create() (host wall clock; forward_seconds includes the
+/// wait for the GPU, so it is the steps' time as the caller sees it).
+struct GpuDecoderStats {
+  int64_t graph_steps = 0;     ///< decode steps replayed from a CUDA graph
+  int64_t eager_steps = 0;     ///< steps launched kernel by kernel (prefill, mixed, or beyond the graphs' bounds)
+  int64_t graph_captures = 0;  ///< graphs captured (warmup's and any recaptured after buffers grew)
+  double capture_seconds = 0;  ///< capturing and instantiating them
+  double forward_seconds = 0;  ///< inside forward(), captures excluded
+  double warmup_seconds = 0;   ///< inside warmup()
+  int64_t logits_rows_copied = 0;  ///< chunks whose logits came back to the host
 };
 
 class LlamaGpuModel {
@@ -63,9 +89,15 @@ class LlamaGpuModel {
   LlamaGpuModel& operator=(const LlamaGpuModel&) = delete;
 
   const LlamaConfig& config() const;
-  /// Runs every chunk's tokens as one batch; returns each chunk's last-position logits
-  /// (vocab_size floats per chunk, in the chunks' order).
-  Result<std::vector<std::vector<float>>> forward(const std::vector<GpuChunk>& chunks);
+  /// Runs every chunk's tokens as one batch; returns each chunk's argmax, and its last-position
+  /// logits where the chunk asks for them.
+  Result<GpuStepResult> forward(const std::vector<GpuChunk>& chunks);
+  /// What a server does before its first request (vLLM captures at start-up too): sizes the step
+  /// buffers for steps of up to `max_step_tokens` tokens and `max_batch` sequences, then captures
+  /// and replays (on padding rows, writing no cache slot) the decode graphs of every padded batch
+  /// up to max_batch (at most 256), so that no later step pays a capture or a buffer move.
+  Status warmup(int64_t max_step_tokens, int64_t max_batch);
+  const GpuDecoderStats& stats() const;
 
   struct Impl;
 

@@ -91,6 +91,14 @@ Result<int64_t> Sampler::next(const float* logits, int64_t vocab_size, const std
   return ranked_[n - 1].second;  // u within rounding of the total
 }
 
+Result<int64_t> Sampler::from_argmax(int32_t argmax, int64_t vocab_size) {
+  if (argmax == -1) return invalid_argument("sampling: a logit is NaN or +inf");
+  if (argmax == -2) return invalid_argument("sampling: every token is masked (all logits are -inf)");
+  if (argmax < 0 || argmax >= vocab_size)
+    return internal_error("sampling: the device argmax ", argmax, " is outside the vocabulary [0, ", vocab_size, ")");
+  return static_cast<int64_t>(argmax);
+}
+
 FinishReason finish_reason(const SamplingParams& p, int64_t token, int64_t generated, int64_t eos_token_id) {
   if (token == eos_token_id && !p.ignore_eos) return FinishReason::kStop;
   if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end())

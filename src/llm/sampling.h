@@ -47,6 +47,12 @@ class Sampler {
   Result<int64_t> next(const float* logits, int64_t vocab_size, const std::vector<int64_t>& history);
 
   const SamplingParams& params() const { return params_; }
+  /// Whether next() is the logits' first argmax alone (temperature 0, no repetition penalty): a
+  /// decoder may then compute it on the device and keep the logits there (from_argmax).
+  bool greedy() const { return params_.temperature == 0 && params_.repetition_penalty == 1.0; }
+  /// The token of a device-computed argmax, or the error next() gives for such logits: `argmax`
+  /// is a token id, -1 (a NaN or +inf logit) or -2 (every logit -inf).
+  static Result<int64_t> from_argmax(int32_t argmax, int64_t vocab_size);
 
  private:
   SamplingParams params_;

@@ -25,6 +25,10 @@ namespace {
 
 using nlohmann::json;
 
+// JSON text that never throws: a string that is not valid UTF-8 (a model's bytes, a client's)
+// gets U+FFFD where nlohmann's default would throw from inside an HTTP handler.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 using Clock = std::chrono::steady_clock;
 
 // A request's events, filled on the engine's thread, read by an HTTP worker (which may have
@@ -100,7 +104,7 @@ HttpError bad(const std::string& m) { return {400, m, "invalid_request_error"}; 
 void send_error(httplib::Response& res, const HttpError& e) {
   res.status = e.status;
   json body = {{"error", {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", e.status}}}};
-  res.set_content(body.dump(), "application/json");
+  res.set_content(dump(body), "application/json");
 }
 
 std::string random_id(const char* prefix) {
@@ -268,7 +272,7 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(std::shared_ptr<LlmEn
   impl->http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("", "text/plain"); });
   impl->http.Get("/v1/models", [impl](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", impl->options.model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "ingot"}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   });
   impl->http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
     const EngineStats st = impl->engine->stats();
@@ -423,7 +427,7 @@ void OpenAiServer::Impl::handle(const httplib::Request& req, httplib::Response& 
                  {{"prompt_tokens", prompt_tokens},
                   {"completion_tokens", completion_tokens},
                   {"total_tokens", prompt_tokens + completion_tokens}}}};
-    res.set_content(out.dump(), "application/json");
+    res.set_content(dump(out), "application/json");
     return;
   }
 
@@ -446,7 +450,7 @@ void OpenAiServer::Impl::handle(const httplib::Request& req, httplib::Response& 
       "text/event-stream",
       [st, id, created, chunk_object, model_name, chat, include_usage](size_t, httplib::DataSink& sink) {
         auto send = [&](const json& j) {
-          const std::string line = "data: " + j.dump() + "\n\n";
+          const std::string line = "data: " + dump(j) + "\n\n";
           return sink.write(line.data(), line.size());
         };
         auto chunk = [&](size_t index, const json& piece, const json& reason) {

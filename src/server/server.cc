@@ -220,7 +220,7 @@ void Server::Impl::routes() {
                 "cuda_shared_memory"
 #endif
                }}};
-    send_json(res, 200, j.dump());
+    send_json(res, 200, j.dump(-1, ' ', false, json::error_handler_t::replace));
   });
   // The version group is optional: req.matches[2] is empty without it.
   http.Get(kModelPath, [this](const httplib::Request& req, httplib::Response& res) {
@@ -236,7 +236,7 @@ void Server::Impl::routes() {
     }
     json j = {
         {"name", m->name}, {"versions", versions}, {"platform", m->platform}, {"inputs", inputs}, {"outputs", outputs}};
-    send_json(res, 200, j.dump());
+    send_json(res, 200, j.dump(-1, ' ', false, json::error_handler_t::replace));
   });
   http.Get(std::string(kModelPath) + "/ready", [this](const httplib::Request& req, httplib::Response& res) {
     if (model_or_404(req.matches, res)) res.status = draining ? 503 : 200;

@@ -28,6 +28,7 @@ namespace {
 
 using llm::GpuChunk;
 using llm::GpuDecoderOptions;
+using llm::GpuDecoderStats;
 using llm::KvStore;
 using llm::LlamaConfig;
 using llm::LlamaCpuModel;
@@ -155,15 +156,18 @@ TEST_P(CudaLlmDecoderTest, MatchesTheCpuDecoderThroughPrefillAndDecode) {
       chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
     auto got = (*gpu)->forward(chunks);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
-    ASSERT_EQ(got->size(), 3u);
+    ASSERT_EQ(got->logits.size(), 3u);
+    ASSERT_EQ(got->argmax.size(), 3u);
     for (size_t s = 0; s < 3; ++s) {
       auto want = (*cpu)->forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
       ASSERT_TRUE(want.ok()) << want.status().to_string();
-      const double cs = cosine((*got)[s], *want);
+      // The device's argmax is the host's over the same logits.
+      EXPECT_EQ(got->argmax[s], argmax(got->logits[s])) << "step " << step << ", sequence " << s;
+      const double cs = cosine(got->logits[s], *want);
       worst = std::min(worst, cs);
       EXPECT_GE(cs, min_cos) << "step " << step << ", sequence " << s;
       ++compared;
-      const bool same = argmax((*got)[s]) == argmax(*want);
+      const bool same = argmax(got->logits[s]) == argmax(*want);
       agreed += same;
       if (top2_gap(*want) > noise) {
         ++clear;
@@ -201,7 +205,7 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   auto second = (*gpu)->forward({GpuChunk{&prompt, 20, 25, &split}});
   ASSERT_TRUE(second.ok()) << second.status().to_string();
-  EXPECT_GE(cosine((*second)[0], (*one)[0]), k.bf16 ? 0.999 : 0.99999);
+  EXPECT_GE(cosine(second->logits[0], one->logits[0]), k.bf16 ? 0.999 : 0.99999);
 }
 
 // Decode steps replayed from CUDA graphs (padded batches 4, 2, 1; recaptured after a longer prefill
@@ -239,11 +243,11 @@ TEST_P(CudaLlmDecoderTest, DecodeGraphsMatchEagerSteps) {
     auto b = (*graphs)->forward(chunks);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << " / " << b.status().to_string();
     for (size_t i = 0; i < seqs.size(); ++i) {
-      const double cs = cosine((*a)[i], (*b)[i]);
+      const double cs = cosine(a->logits[i], b->logits[i]);
       worst = std::min(worst, cs);
       EXPECT_GE(cs, k.bf16 ? 0.9999 : 0.99999) << "sequence " << seqs[i];
       done[seqs[i]] = static_cast<int64_t>(tokens[seqs[i]].size());
-      tokens[seqs[i]].push_back(argmax((*a)[i]));
+      tokens[seqs[i]].push_back(argmax(a->logits[i]));
     }
   };
   step({0, 1, 2});                                      // prefill (not a graph step)
@@ -253,6 +257,70 @@ TEST_P(CudaLlmDecoderTest, DecodeGraphsMatchEagerSteps) {
   for (int i = 0; i < 4; ++i) step({0, 1, 2, 3});       // batch 4, recaptured
   for (int i = 0; i < 4; ++i) step({3});                // batch 1
   std::printf("[ gpu decoder ] %s: decode graphs against eager steps, worst logit cosine %.7f\n", k.name, worst);
+}
+
+// What a server's start-up and a greedy batch do: warmup() captures the decode graphs of padded
+// batches 1, 2 and 4 once (no step after it captures again: its buffers were sized for the
+// largest step), and steps that ask for no logits return only the device argmax, which is the
+// argmax of the logits an eager twin returns for the same tokens wherever the top two are clearly
+// apart.
+TEST_P(CudaLlmDecoderTest, WarmupThenArgmaxOnlySteps) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 17);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = 48;
+  o.block_size = 16;
+  o.graph_max_context = 256;
+  auto served = LlamaGpuModel::create(**cpu, o);
+  o.cuda_graphs = false;
+  auto twin = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(served.ok() && twin.ok());
+  ASSERT_TRUE((*served)->warmup(/*max_step_tokens=*/128, /*max_batch=*/3).ok());
+  EXPECT_EQ((*served)->stats().graph_captures, 3);  // padded batches 1, 2, 4
+  EXPECT_GT((*served)->stats().warmup_seconds, 0.0);
+  EXPECT_FALSE((*served)->warmup(0, 1).ok());
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  std::vector<std::vector<int32_t>> tokens(3), tables(3);
+  const std::vector<int64_t> lens = {9, 40, 66};  // 115 prompt tokens: within warmup's 128
+  for (size_t s = 0; s < 3; ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
+    for (int64_t b = 0; b < 16; ++b) tables[s].push_back(static_cast<int32_t>(s * 16 + b));
+  }
+  std::vector<int64_t> done(3, 0);
+  const double noise = k.bf16 ? 0.05 : 0.01;
+  int clear = 0, clear_agreed = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<GpuChunk> ask, greedy;
+    for (size_t s = 0; s < 3; ++s) {
+      GpuChunk ch{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]};
+      ask.push_back(ch);
+      ch.need_logits = s == 1 && step % 2 == 0;  // one sequence sometimes samples on the host
+      greedy.push_back(ch);
+    }
+    auto a = (*twin)->forward(ask);
+    auto b = (*served)->forward(greedy);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << " / " << b.status().to_string();
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_EQ(b->logits[s].empty(), !greedy[s].need_logits) << "step " << step << ", sequence " << s;
+      if (top2_gap(a->logits[s]) > noise) {
+        ++clear;
+        clear_agreed += b->argmax[s] == argmax(a->logits[s]);
+      }
+      done[s] = static_cast<int64_t>(tokens[s].size());
+      tokens[s].push_back(argmax(a->logits[s]));
+    }
+  }
+  EXPECT_EQ(clear_agreed, clear);
+  EXPECT_GT(clear, 0);
+  const GpuDecoderStats& st = (*served)->stats();
+  EXPECT_EQ(st.graph_captures, 3) << "a step after warmup captured again";
+  EXPECT_EQ(st.graph_steps, 7);  // every step but the prefill
+  EXPECT_EQ(st.eager_steps, 1);
+  EXPECT_EQ(st.logits_rows_copied, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),

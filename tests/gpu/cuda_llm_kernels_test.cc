@@ -471,6 +471,54 @@ TEST_F(CudaLlmKernelsTest, DecodeStepCapturedIntoACudaGraph) {
 }
 
 // Needs no device: the launchers refuse before touching it.
+// Greedy sampling on the device against the host's first-maximum, on random rows of vocabulary
+// sizes around the real ones (one a thread count's odd remainder), with planted ties (the lower id
+// must win wherever the reduction meets them) and the rows the sampler refuses.
+TEST_F(CudaLlmKernelsTest, LogitsArgmaxTakesTheFirstMaximum) {
+  std::mt19937 rng(20261206);
+  std::normal_distribution<float> n01(0.0f, 3.0f);
+  for (int64_t vocab : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{32000}, int64_t{128256 + 5}}) {
+    const int64_t rows = 9;
+    std::vector<float> x(static_cast<size_t>(rows * vocab));
+    for (float& v : x) v = n01(rng);
+    std::vector<int32_t> want(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = x.data() + r * vocab;
+      std::uniform_int_distribution<int64_t> at(0, vocab - 1);
+      if (r == 1 || r == 2) {  // a tie of two (or, for vocab 1, one) at the top: ids far apart
+        const int64_t a = at(rng), b = at(rng);
+        row[a] = row[b] = 100.0f;
+      }
+      if (r == 3) row[vocab - 1] = 50.0f;                           // the last id
+      if (r == 4) {  // -inf all but one
+        std::fill(row, row + vocab, -INFINITY);
+        row[at(rng)] = -1e30f;
+      }
+      want[static_cast<size_t>(r)] =
+          static_cast<int32_t>(std::max_element(row, row + vocab) - row);  // the first of the largest
+    }
+    float* r5 = x.data() + 5 * vocab;
+    r5[vocab / 2] = NAN;
+    want[5] = backend::cuda::kArgmaxNonFinite;
+    float* r6 = x.data() + 6 * vocab;
+    r6[0] = INFINITY;
+    want[6] = backend::cuda::kArgmaxNonFinite;
+    float* r7 = x.data() + 7 * vocab;
+    std::fill(r7, r7 + vocab, -INFINITY);
+    want[7] = backend::cuda::kArgmaxAllMasked;
+    DeviceBuffer dx = to_device(x), dout(static_cast<size_t>(rows) * sizeof(int32_t));
+    ASSERT_TRUE(dx.valid() && dout.valid());
+    ASSERT_EQ(backend::cuda::launch_logits_argmax(static_cast<const float*>(dx.get()), rows, vocab,
+                                                  static_cast<int32_t*>(dout.get()), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(to_host<int32_t>(dout, static_cast<size_t>(rows)), want) << "vocab " << vocab;
+  }
+  EXPECT_EQ(backend::cuda::launch_logits_argmax(nullptr, 1, 10, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(backend::cuda::launch_logits_argmax(nullptr, 0, 10, nullptr, nullptr), cudaSuccess);
+  EXPECT_EQ(backend::cuda::launch_logits_argmax(nullptr, 1, 0, nullptr, nullptr), cudaErrorInvalidValue);
+}
+
 TEST(CudaLlmKernelsParams, RefusesWhatItDoesNotServe) {
   PagedDecodeParams p;
   p.batch = 1;

@@ -419,7 +419,7 @@ TEST(EngineFormat, NodeSuiteModelsRoundTrip) {
 
 TEST(EngineFormat, WholeModelsRoundTrip) {
   std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("INGOT_TEST_MODELS_DIR")) dirs.push_back(env);
+  if (const char* env = std::getenv("INGOT_TEST_MODELS")) dirs.push_back(env);
   dirs.push_back("/tmp/m_engine");
   dirs.push_back("/tmp/m");
   int n = 0;

@@ -55,6 +55,33 @@ TEST(Sampling, GreedyIsTheArgmaxAndIgnoresTheFilters) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(*s.next(l.data(), 5, {}), 1) << "ties go to the lowest id";
 }
 
+// A decoder computes greedy tokens on the device only for samplers that are pure argmax; the
+// device's codes for rows the host sampler would refuse give the same errors.
+TEST(Sampling, WhichSamplersAreGreedyAndTheDeviceArgmaxCodes) {
+  SamplingParams p;
+  p.temperature = 0;
+  EXPECT_TRUE(Sampler(p, 1).greedy());
+  p.top_k = 3;  // the filters do not matter to greedy (see above)
+  EXPECT_TRUE(Sampler(p, 1).greedy());
+  p.repetition_penalty = 1.2;  // the penalty changes which logit is largest
+  EXPECT_FALSE(Sampler(p, 1).greedy());
+  EXPECT_FALSE(Sampler(SamplingParams{}, 1).greedy());  // temperature 1
+  EXPECT_EQ(*Sampler::from_argmax(7, 10), 7);
+  const std::vector<float> nan_row = {0.0f, NAN}, masked = {-INFINITY, -INFINITY};
+  Sampler g(SamplingParams{}, 1);
+  auto host_nan = g.next(nan_row.data(), 2, {});
+  auto dev_nan = Sampler::from_argmax(-1, 2);
+  ASSERT_FALSE(host_nan.ok() || dev_nan.ok());
+  EXPECT_EQ(dev_nan.status().code(), host_nan.status().code());
+  EXPECT_NE(dev_nan.status().message().find("NaN"), std::string::npos) << dev_nan.status().message();
+  auto host_masked = g.next(masked.data(), 2, {});
+  auto dev_masked = Sampler::from_argmax(-2, 2);
+  ASSERT_FALSE(host_masked.ok() || dev_masked.ok());
+  EXPECT_EQ(dev_masked.status().message(), host_masked.status().message());
+  EXPECT_EQ(Sampler::from_argmax(10, 10).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(Sampler::from_argmax(-3, 10).status().code(), StatusCode::kInternal);
+}
+
 TEST(Sampling, TemperatureOneDrawsTheSoftmax) {
   SamplingParams p;
   expect_distribution(frequencies(p, logits_of({0.5, 0.3, 0.15, 0.05})), {0.5, 0.3, 0.15, 0.05});

@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -289,6 +290,53 @@ __global__ void add_bias_rows_kernel(T* y, const T* bias, int64_t rows, int64_t 
     y[i] = from_f32<T>(to_f32(y[i]) + to_f32(bias[i % cols]));
 }
 
+// One CTA per row: each thread keeps the best (value, index) of its strided share and whether it
+// saw a NaN / +inf; warp shuffles, then one warp over the warps' results. Ties take the lower
+// index, so the answer is the first maximum whatever the reduction order.
+constexpr int kArgmaxThreads = 1024;
+
+__device__ __forceinline__ void argmax_merge(float& bv, int& bi, float v, int i) {
+  if (v > bv || (v == bv && i < bi)) {
+    bv = v;
+    bi = i;
+  }
+}
+
+__global__ void __launch_bounds__(kArgmaxThreads) logits_argmax_kernel(const float* logits, int vocab, int32_t* out) {
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  float bv = -INFINITY;
+  int bi = INT_MAX;
+  bool bad = false;
+  for (int i = threadIdx.x; i < vocab; i += kArgmaxThreads) {
+    const float v = row[i];
+    bad = bad || isnan(v) || v == INFINITY;
+    if (v != -INFINITY) argmax_merge(bv, bi, v, i);  // an all -inf share keeps (-inf, INT_MAX)
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const float ov = __shfl_down_sync(0xffffffffu, bv, off);
+    const int oi = __shfl_down_sync(0xffffffffu, bi, off);
+    argmax_merge(bv, bi, ov, oi);
+  }
+  bad = __syncthreads_or(bad);
+  __shared__ float sv[kArgmaxThreads / 32];
+  __shared__ int si[kArgmaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    sv[warp] = bv;
+    si[warp] = bi;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  bv = lane < kArgmaxThreads / 32 ? sv[lane] : -INFINITY;
+  bi = lane < kArgmaxThreads / 32 ? si[lane] : INT_MAX;
+  for (int off = 16; off > 0; off /= 2) {
+    const float ov = __shfl_down_sync(0xffffffffu, bv, off);
+    const int oi = __shfl_down_sync(0xffffffffu, bi, off);
+    argmax_merge(bv, bi, ov, oi);
+  }
+  if (lane == 0) out[blockIdx.x] = bad ? kArgmaxNonFinite : (bi == INT_MAX ? kArgmaxAllMasked : bi);
+}
+
 unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
@@ -320,6 +368,14 @@ cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t
   else
     add_bias_rows_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(
         static_cast<__nv_bfloat16*>(y), static_cast<const __nv_bfloat16*>(bias), rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_logits_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
+  if (rows < 0 || rows > 0x7fffffff || vocab < 1 || vocab >= INT_MAX) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!logits || !out) return cudaErrorInvalidValue;
+  logits_argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(logits, static_cast<int>(vocab), out);
   return cudaGetLastError();
 }
 

@@ -104,4 +104,11 @@ cudaError_t launch_silu_mul(FloatType t, void* gate, const void* up, int64_t n, 
 cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t rows, int64_t cols,
                                  cudaStream_t stream);
 
+/// What launch_logits_argmax writes for a row it cannot answer.
+constexpr int32_t kArgmaxNonFinite = -1;  ///< the row holds a NaN or +inf
+constexpr int32_t kArgmaxAllMasked = -2;  ///< every logit of the row is -inf
+/// Greedy sampling on the device: out[r] = the first index of the largest of logits[r][0, vocab)
+/// (fp32, rows contiguous), or one of the codes above. One CTA per row; vocab in [1, 2^31).
+cudaError_t launch_logits_argmax(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+
 }  // namespace ingot::backend::cuda
