@@ -87,6 +87,16 @@ class DeviceMem {
   size_t bytes_ = 0;
 };
 
+/// The rows of several (out x in) row-major weights stacked: one fused projection's weights.
+std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
+  size_t n = 0;
+  for (const auto* p : parts) n += p->size();
+  std::vector<float> all;
+  all.reserve(n);
+  for (const auto* p : parts) all.insert(all.end(), p->begin(), p->end());
+  return all;
+}
+
 /// Page-locked host memory that frees itself (the step's downloads: async, and at full PCIe speed).
 class PinnedMem {
  public:
@@ -153,13 +163,15 @@ struct LlamaGpuModel::Impl {
   DeviceMem lt_ws;
 
   struct Layer {
-    DeviceMem attn_norm, wq, wk, wv, bq, bk, bv, wo, ffn_norm, w_gate, w_up, w_down, k_cache, v_cache;
+    // Q, K and V as one projection ([wq; wk; wv] rows, out x in) and gate and up as one ([w_gate;
+    // w_up]): three GEMMs become one and two become one, each reading its weights in one pass.
+    DeviceMem attn_norm, wqkv, bqkv, wo, ffn_norm, w_gate_up, w_down, k_cache, v_cache;
   };
   std::vector<std::unique_ptr<Layer>> layers;
   DeviceMem embed, out_norm, lm_head, inv_freq;
 
   // Step buffers, grown on demand (`generation` counts the moves: a graph captured before one is stale).
-  DeviceMem x, h, q, k_, v, att, g, u, ints, slots, attn_ws, last_x, last_h, logits, argmax;
+  DeviceMem x, h, qkv, q, att, gu, g, ints, slots, attn_ws, last_x, last_h, logits, argmax;
   uint64_t generation = 0;
   PinnedMem host_ints, host_slots, host_argmax, host_logits;  ///< the step's uploads and downloads
   GpuDecoderStats stats;
@@ -276,16 +288,17 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   for (const LlamaCpuModel::Layer& L : w.layers()) {
     auto g = std::make_unique<Impl::Layer>();
     INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload(L.wq, g->wq));
-    INGOT_RETURN_IF_ERROR(m->upload(L.wk, g->wk));
-    INGOT_RETURN_IF_ERROR(m->upload(L.wv, g->wv));
-    INGOT_RETURN_IF_ERROR(m->upload(L.bq, g->bq));
-    INGOT_RETURN_IF_ERROR(m->upload(L.bk, g->bk));
-    INGOT_RETURN_IF_ERROR(m->upload(L.bv, g->bv));
+    INGOT_RETURN_IF_ERROR(m->upload(concat({&L.wq, &L.wk, &L.wv}), g->wqkv));
+    if (!L.bq.empty() || !L.bk.empty() || !L.bv.empty()) {  // Qwen2: a bias for each (zeros where one is absent)
+      std::vector<float> bq = L.bq, bk = L.bk, bv = L.bv;
+      bq.resize(static_cast<size_t>(c.num_heads * c.head_dim), 0.f);
+      bk.resize(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.f);
+      bv.resize(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.f);
+      INGOT_RETURN_IF_ERROR(m->upload(concat({&bq, &bk, &bv}), g->bqkv));
+    }
     INGOT_RETURN_IF_ERROR(m->upload(L.wo, g->wo));
     INGOT_RETURN_IF_ERROR(m->upload(L.ffn_norm, g->ffn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload(L.w_gate, g->w_gate));
-    INGOT_RETURN_IF_ERROR(m->upload(L.w_up, g->w_up));
+    INGOT_RETURN_IF_ERROR(m->upload(concat({&L.w_gate, &L.w_up}), g->w_gate_up));
     INGOT_RETURN_IF_ERROR(m->upload(L.w_down, g->w_down));
     INGOT_RETURN_IF_ERROR(g->k_cache.reserve(cache_bytes));
     INGOT_RETURN_IF_ERROR(g->v_cache.reserve(cache_bytes));
@@ -305,8 +318,8 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
   attn = attention_params(sh);
   attn_ws_bytes = std::max<size_t>(backend::cuda::paged_decode_attention_workspace_bytes(attn), 4);
   for (auto [buf, bytes] : std::initializer_list<std::pair<DeviceMem*, size_t>>{
-           {&x, Tz * d * e}, {&h, Tz * d * e}, {&q, Tz * nq * e}, {&k_, Tz * nkv * e}, {&v, Tz * nkv * e},
-           {&att, Tz * nq * e}, {&g, Tz * ff * e}, {&u, Tz * ff * e}, {&ints, sh.ints() * sizeof(int32_t)},
+           {&x, Tz * d * e}, {&h, Tz * d * e}, {&qkv, Tz * (nq + 2 * nkv) * e}, {&q, Tz * nq * e},
+           {&att, Tz * nq * e}, {&gu, Tz * 2 * ff * e}, {&g, Tz * ff * e}, {&ints, sh.ints() * sizeof(int32_t)},
            {&slots, Tz * sizeof(int64_t)}, {&attn_ws, attn_ws_bytes}, {&last_x, Sz * d * e}, {&last_h, Sz * d * e},
            {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)}}) {
     const void* before = buf->get();
@@ -348,17 +361,17 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     Layer& L = *Lp;
     INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wq.get(), q.get(), T, d, nq));
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wk.get(), k_.get(), T, d, nkv));
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wv.get(), v.get(), T, d, nkv));
-    if (!L.bq.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, q.get(), L.bq.get(), T, nq, st));
-    if (!L.bk.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, k_.get(), L.bk.get(), T, nkv, st));
-    if (!L.bv.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, v.get(), L.bv.get(), T, nkv, st));
+    const int64_t nqkv = nq + 2 * nkv;
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wqkv.get(), qkv.get(), T, d, nqkv));
+    if (!L.bqkv.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, qkv.get(), L.bqkv.get(), T, nqkv, st));
+    // Q, K, V are column slices of qkv; the rotated Q goes to q, packed for the attention.
     backend::cuda::RopeKvWriteParams rp;
     rp.type = t;
-    rp.q = q.get();
-    rp.k = k_.get();
-    rp.v = v.get();
+    rp.q = qkv.get();
+    rp.k = static_cast<char*>(qkv.get()) + nq * elem();
+    rp.v = static_cast<char*>(qkv.get()) + (nq + nkv) * elem();
+    rp.row_stride = nqkv;
+    rp.q_out = q.get();
     rp.k_cache = L.k_cache.get();
     rp.v_cache = L.v_cache.get();
     rp.positions = d_pos;
@@ -379,9 +392,8 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     INGOT_RETURN_IF_ERROR(gemm(att.get(), L.wo.get(), x.get(), T, nq, d, /*accumulate=*/true));
     INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_gate.get(), g.get(), T, d, ff));
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_up.get(), u.get(), T, d, ff));
-    INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul(t, g.get(), u.get(), T * ff, st));
+    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_gate_up.get(), gu.get(), T, d, 2 * ff));
+    INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul_packed(t, gu.get(), g.get(), T, ff, st));
     INGOT_RETURN_IF_ERROR(gemm(g.get(), L.w_down.get(), x.get(), T, ff, d, /*accumulate=*/true));
   }
   INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));
@@ -401,8 +413,8 @@ Status LlamaGpuModel::Impl::replay(const StepShape& sh) {
     // The GEMMs' cuBLASLt plans (descriptors, heuristic queries) made before the capture, not in it.
     const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
     const int64_t ff = c.intermediate_size;
-    for (auto [in, out, acc] : {std::tuple<int64_t, int64_t, bool>{d, nq, false}, {d, nkv, false}, {nq, d, true},
-                                {d, ff, false}, {ff, d, true}})
+    for (auto [in, out, acc] : {std::tuple<int64_t, int64_t, bool>{d, nq + 2 * nkv, false}, {nq, d, true},
+                                {d, 2 * ff, false}, {ff, d, true}})
       INGOT_RETURN_IF_ERROR(plan(sh.T, in, out, acc, false).status());
     INGOT_RETURN_IF_ERROR(plan(sh.S, d, c.vocab_size, false, true).status());
     cudaGraph_t graph = nullptr;

@@ -6,12 +6,12 @@
 // block tables (llm/kv_block_manager), so the scheduler drives either decoder.
 //
 // One forward() runs a flat batch of tokens of any number of sequences, prefill chunks and decode
-// tokens mixed (in-flight batching): the embedding gather, then per layer RMSNorm, the Q/K/V
-// projections (cuBLASLt, fp32 accumulation; Qwen2's biases), rotary embedding fused with the KV
-// cache write, attention over the paged cache (backend/cuda/llm: every token is one query row
+// tokens mixed (in-flight batching): the embedding gather, then per layer RMSNorm, one fused Q/K/V
+// projection (cuBLASLt, fp32 accumulation; Qwen2's biases), rotary embedding fused with the KV
+// cache write (reading Q, K, V as column slices of that one output), attention over the paged cache (backend/cuda/llm: every token is one query row
 // reading its own sequence's positions [0, pos], so causal prefill and decode are the same
 // kernel), the output projection accumulated into the residual stream (cuBLASLt's beta = 1),
-// RMSNorm, the gate and up projections, SiLU(gate) * up, the down projection into the residual;
+// RMSNorm, one fused gate/up projection, SiLU(gate) * up, the down projection into the residual;
 // last, each sequence's final row through the final RMSNorm and the LM head (fp32 logits).
 //
 // The step's small index arrays go up in one copy; what comes back is each sequence's argmax

@@ -328,6 +328,122 @@ TEST_F(CudaLlmKernelsTest, RopeKvWriteMatchesReference) {
     }
 }
 
+// The decoder's fused form: q, k and v are column slices of one [T][q | k | v] projection output
+// (row stride num_heads * D + 2 * num_kv_heads * D), the rotated q goes packed to q_out and the
+// slice it came from is left alone; k is rotated in place and, with v, written to the cache.
+TEST_F(CudaLlmKernelsTest, RopeKvWriteFromAFusedQkvRow) {
+  std::mt19937 rng(41);
+  for (FloatType t : kTypes)
+    for (const Shape& s : {Shape{8, 2, 128, 16}, Shape{4, 4, 64, 16}}) {
+      SCOPED_TRACE(describe(t, s));
+      const int T = 29, num_blocks = 4, D = s.head_dim;
+      const int64_t nq = static_cast<int64_t>(s.heads) * D, nkv = static_cast<int64_t>(s.kv_heads) * D;
+      const int64_t stride = nq + 2 * nkv;
+      std::vector<int32_t> pos(T);
+      std::uniform_int_distribution<int32_t> pos_dist(0, 5000);
+      for (auto& p : pos) p = pos_dist(rng);
+      std::vector<int64_t> slots(T);
+      std::iota(slots.begin(), slots.end(), int64_t{0});
+      std::shuffle(slots.begin(), slots.end(), rng);
+      const std::vector<float> inv_freq = llama3_inv_freq(D);
+      const auto qkv = random_bits(t, static_cast<size_t>(T * stride), rng);
+      const auto q_out0 = random_bits(t, static_cast<size_t>(T * nq), rng);
+      const auto kc0 = random_bits(t, static_cast<size_t>(num_blocks) * s.block_size * nkv, rng);
+      DeviceBuffer dqkv = to_device(qkv), dqo = to_device(q_out0), dkc = to_device(kc0), dvc = to_device(kc0),
+                   dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
+      ASSERT_TRUE(dqkv.valid() && dqo.valid() && dkc.valid() && dvc.valid());
+      RopeKvWriteParams p;
+      p.type = t;
+      p.q = dqkv.get();
+      p.k = static_cast<uint16_t*>(dqkv.get()) + nq;
+      p.v = static_cast<uint16_t*>(dqkv.get()) + nq + nkv;
+      p.row_stride = stride;
+      p.q_out = dqo.get();
+      p.k_cache = dkc.get();
+      p.v_cache = dvc.get();
+      p.positions = static_cast<const int32_t*>(dpos.get());
+      p.slot_mapping = static_cast<const int64_t*>(dslots.get());
+      p.inv_freq = static_cast<const float*>(dfreq.get());
+      p.num_tokens = T;
+      p.num_heads = s.heads;
+      p.num_kv_heads = s.kv_heads;
+      p.head_dim = D;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto qkv_got = to_host<uint16_t>(dqkv, qkv.size()), q_got = to_host<uint16_t>(dqo, q_out0.size());
+      const auto kc = to_host<uint16_t>(dkc, kc0.size()), vc = to_host<uint16_t>(dvc, kc0.size());
+      const std::vector<float> all = to_floats(t, qkv);
+      std::vector<float> q_want(static_cast<size_t>(T * nq)), k_want(static_cast<size_t>(T * nkv));
+      std::vector<float> k_got(k_want.size()), kc_got(k_want.size()), vc_got(k_want.size()), v_want(k_want.size());
+      const std::vector<float> got_all = to_floats(t, qkv_got), kcf = to_floats(t, kc), vcf = to_floats(t, vc);
+      for (int i = 0; i < T; ++i) {
+        const float* row = all.data() + i * stride;
+        std::copy_n(row, nq, q_want.begin() + i * nq);
+        std::copy_n(row + nq, nkv, k_want.begin() + i * nkv);
+        std::copy_n(row + nq + nkv, nkv, v_want.begin() + i * nkv);
+        rope_reference(q_want.data() + i * nq, s.heads, D, pos[static_cast<size_t>(i)], inv_freq);
+        rope_reference(k_want.data() + i * nkv, s.kv_heads, D, pos[static_cast<size_t>(i)], inv_freq);
+        std::copy_n(got_all.begin() + i * stride + nq, nkv, k_got.begin() + i * nkv);
+        const int64_t sl = slots[static_cast<size_t>(i)];
+        std::copy_n(kcf.begin() + sl * nkv, nkv, kc_got.begin() + i * nkv);
+        std::copy_n(vcf.begin() + sl * nkv, nkv, vc_got.begin() + i * nkv);
+        // The q slice is untouched (q_out took the rotation), and so is v.
+        for (int64_t j = 0; j < nq; ++j)
+          ASSERT_EQ(qkv_got[static_cast<size_t>(i * stride + j)], qkv[static_cast<size_t>(i * stride + j)]);
+        for (int64_t j = nq + nkv; j < stride; ++j)
+          ASSERT_EQ(qkv_got[static_cast<size_t>(i * stride + j)], qkv[static_cast<size_t>(i * stride + j)]);
+      }
+      EXPECT_LE(normwise_error(to_floats(t, q_got), q_want), tolerance(t)) << "q_out";
+      EXPECT_LE(normwise_error(k_got, k_want), tolerance(t)) << "k in place";
+      EXPECT_LE(normwise_error(kc_got, k_want), tolerance(t)) << "k cache";
+      EXPECT_EQ(normwise_error(vc_got, v_want), 0.0) << "v cache";
+      p.row_stride = stride - 2;  // narrower than q | k | v
+      EXPECT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaErrorInvalidValue);
+      p.row_stride = stride + 1;  // odd: pairs would straddle rows
+      EXPECT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaErrorInvalidValue);
+    }
+}
+
+// The gated MLP's activation over the fused [rows][gate | up] output, and the bias rows, against
+// fp64 references of the same formulas on the same (rounded) inputs.
+TEST_F(CudaLlmKernelsTest, SiluMulPackedAndBiasRowsMatchReference) {
+  std::mt19937 rng(43);
+  for (FloatType t : kTypes)
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 8192}, {37, 1000}, {5, 3}}) {
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+      const auto gu = random_bits(t, static_cast<size_t>(rows * 2 * cols), rng);
+      DeviceBuffer dgu = to_device(gu), dout(static_cast<size_t>(rows * cols) * 2);
+      ASSERT_TRUE(dgu.valid() && dout.valid());
+      ASSERT_EQ(backend::cuda::launch_silu_mul_packed(t, dgu.get(), dout.get(), rows, cols, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> in = to_floats(t, gu), got = to_floats(t, to_host<uint16_t>(dout, rows * cols));
+      std::vector<float> want(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const double g = in[static_cast<size_t>(r * 2 * cols + c)], u = in[static_cast<size_t>(r * 2 * cols + cols + c)];
+          want[static_cast<size_t>(r * cols + c)] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+        }
+      EXPECT_LE(normwise_error(got, want), tolerance(t)) << "silu_mul_packed";
+
+      const auto y0 = random_bits(t, static_cast<size_t>(rows * cols), rng), bias = random_bits(t, cols, rng);
+      DeviceBuffer dy = to_device(y0), db = to_device(bias);
+      ASSERT_EQ(backend::cuda::launch_add_bias_rows(t, dy.get(), db.get(), rows, cols, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> y = to_floats(t, y0), b = to_floats(t, bias),
+                               ygot = to_floats(t, to_host<uint16_t>(dy, rows * cols));
+      std::vector<float> ywant(y.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          ywant[static_cast<size_t>(r * cols + c)] = y[static_cast<size_t>(r * cols + c)] + b[static_cast<size_t>(c)];
+      EXPECT_LE(normwise_error(ygot, ywant), tolerance(t)) << "add_bias_rows";
+    }
+  EXPECT_EQ(backend::cuda::launch_silu_mul_packed(FloatType::kF16, nullptr, nullptr, 2, 4, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(backend::cuda::launch_silu_mul_packed(FloatType::kF32, nullptr, nullptr, 2, 4, nullptr),
+            cudaErrorInvalidValue);
+}
+
 // ---- paged_decode_attention -------------------------------------------------------------------
 
 TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionMatchesReference) {

@@ -16,8 +16,8 @@
 // shared memory at the end: the output (no split) or the partition's partial state (split), which
 // combine_kernel reduces over the partitions of each (sequence, head).
 //
-// silu_mul and add_bias_rows: grid-stride elementwise loops (the gated MLP's activation, Qwen2's
-// projection biases).
+// silu_mul_packed and add_bias_rows: grid-stride elementwise loops (the gated MLP's activation over
+// the fused gate/up output; Qwen2's projection biases).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -87,9 +87,13 @@ __global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
   const int half = p.head_dim / 2;
   const int64_t pos = p.positions[t];
   const int64_t slot = p.slot_mapping[t];
-  T2* q = static_cast<T2*>(p.q) + t * p.num_heads * half;
-  T2* k = static_cast<T2*>(p.k) + t * p.num_kv_heads * half;
-  const T2* v = static_cast<const T2*>(p.v) + t * p.num_kv_heads * half;
+  // Rows in pairs of elements: packed tensors, or slices of one fused [q | k | v] row.
+  const int64_t qs = p.row_stride ? p.row_stride / 2 : static_cast<int64_t>(p.num_heads) * half;
+  const int64_t ks = p.row_stride ? p.row_stride / 2 : static_cast<int64_t>(p.num_kv_heads) * half;
+  const T2* q_in = static_cast<const T2*>(p.q) + t * qs;
+  T2* q = p.q_out ? static_cast<T2*>(p.q_out) + t * p.num_heads * half : static_cast<T2*>(p.q) + t * qs;
+  T2* k = static_cast<T2*>(p.k) + t * ks;
+  const T2* v = static_cast<const T2*>(p.v) + t * ks;
   T2* kc = slot >= 0 ? static_cast<T2*>(p.k_cache) + slot * p.num_kv_heads * half : nullptr;
   T2* vc = slot >= 0 ? static_cast<T2*>(p.v_cache) + slot * p.num_kv_heads * half : nullptr;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -97,7 +101,7 @@ __global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
     sincos(static_cast<double>(pos) * static_cast<double>(p.inv_freq[i]), &sd, &cd);
     const float s = static_cast<float>(sd), c = static_cast<float>(cd);
     for (int h = 0; h < p.num_heads; ++h) {
-      const float2 x = to_float2(q[h * half + i]);
+      const float2 x = to_float2(q_in[h * half + i]);
       q[h * half + i] = from_float2<T2>(x.x * c - x.y * s, x.x * s + x.y * c);
     }
     for (int h = 0; h < p.num_kv_heads; ++h) {
@@ -274,11 +278,13 @@ bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr
 // ---- the decoder's small elementwise steps -------------------------------------------------
 
 template <class T>
-__global__ void silu_mul_kernel(T* gate, const T* up, int64_t n) {
+__global__ void silu_mul_packed_kernel(const T* gate_up, T* out, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = to_f32(gate[i]);
-    gate[i] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(up[i]));
+    const int64_t r = i / cols, c = i - r * cols;
+    const float g = to_f32(gate_up[r * 2 * cols + c]);
+    out[i] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(gate_up[r * 2 * cols + cols + c]));
   }
 }
 
@@ -344,15 +350,18 @@ unsigned grid_for(int64_t n) {
 
 }  // namespace
 
-cudaError_t launch_silu_mul(FloatType t, void* gate, const void* up, int64_t n, cudaStream_t stream) {
-  if ((t != FloatType::kF16 && t != FloatType::kBF16) || n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  if (!gate || !up) return cudaErrorInvalidValue;
+cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, int64_t rows, int64_t cols,
+                                   cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || rows < 0 || cols <= 0) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!gate_up || !out) return cudaErrorInvalidValue;
+  const int64_t n = rows * cols;
   if (t == FloatType::kF16)
-    silu_mul_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(gate), static_cast<const __half*>(up), n);
+    silu_mul_packed_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<const __half*>(gate_up),
+                                                                    static_cast<__half*>(out), rows, cols);
   else
-    silu_mul_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(gate),
-                                                                     static_cast<const __nv_bfloat16*>(up), n);
+    silu_mul_packed_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(gate_up), static_cast<__nv_bfloat16*>(out), rows, cols);
   return cudaGetLastError();
 }
 
@@ -389,6 +398,10 @@ cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream
     return cudaErrorInvalidValue;
   if (!aligned(p.q, 4) || !aligned(p.k, 4) || !aligned(p.v, 4) || !aligned(p.k_cache, 4) || !aligned(p.v_cache, 4))
     return cudaErrorInvalidValue;
+  if (p.row_stride != 0 &&
+      (p.row_stride % 2 != 0 || p.row_stride < static_cast<int64_t>(p.num_heads + 2 * p.num_kv_heads) * p.head_dim))
+    return cudaErrorInvalidValue;
+  if (p.q_out && !aligned(p.q_out, 4)) return cudaErrorInvalidValue;
   const int half = p.head_dim / 2;
   const int threads = half < 32 ? 32 : (half > 256 ? 256 : (half + 31) / 32 * 32);
   const unsigned grid = static_cast<unsigned>(p.num_tokens);

@@ -46,6 +46,13 @@ struct RopeKvWriteParams {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;  ///< even, at most 1024; q/k/v/caches 4-byte aligned
+  /// Elements from one token's q (and k, and v) row to the next: 0 for packed tensors as above;
+  /// num_heads * head_dim + 2 * num_kv_heads * head_dim (even) when q, k and v are column slices
+  /// of one fused QKV projection's [num_tokens][q | k | v] output.
+  int64_t row_stride = 0;
+  /// When set, the rotated q goes here, packed [num_tokens][num_heads][head_dim] (what the
+  /// attention reads), and q is left as it was.
+  void* q_out = nullptr;
 };
 
 cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream);
@@ -95,10 +102,11 @@ size_t paged_decode_attention_workspace_bytes(const PagedDecodeParams& p);
 cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* workspace, size_t workspace_bytes,
                                           cudaStream_t stream);
 
-/// The gated MLP's activation: gate[i] = silu(gate[i]) * up[i] = gate / (1 + e^-gate) * up, for n
-/// elements of type t (kF16 or kBF16), in fp32 with one rounding; in place over `gate`.
-cudaError_t launch_silu_mul(FloatType t, void* gate, const void* up, int64_t n, cudaStream_t stream);
-
+/// The gated MLP's activation over a fused gate/up projection: out[r][i] = silu(g) * u =
+/// g / (1 + e^-g) * u with g = gate_up[r][i], u = gate_up[r][cols + i], for `rows` rows of 2 * cols
+/// elements of type t (kF16 or kBF16), in fp32 with one rounding; out packed [rows][cols].
+cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, int64_t rows, int64_t cols,
+                                   cudaStream_t stream);
 /// y[r][c] += bias[c] for `rows` contiguous rows of `cols` elements (type t, kF16 or kBF16), in
 /// fp32 with one rounding: Qwen2's q/k/v projection biases.
 cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t rows, int64_t cols,
