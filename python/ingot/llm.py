@@ -7,10 +7,13 @@
     print(outs[0].outputs[0].text)
     llm.chat([{"role": "user", "content": "Hi!"}], SamplingParams(max_tokens=32))
 
-Prompts given together run together (the scheduler's continuous batching over a paged KV cache).
-Today this runs ingot's CPU reference decoder (fp32); the GPU runtime will sit behind the same
-calls. For a server, `ingot serve MODEL.gguf` speaks the OpenAI API.
+Prompts given together run together (the scheduler's continuous batching over a paged KV cache),
+on the CPU reference decoder (fp32) or, with backend="cuda", the GPU decoder (fp16/bf16):
+``LLM("Llama-3.2-1B/", backend="cuda", dtype="bfloat16")``. For a server, `ingot serve MODEL`
+speaks the OpenAI API.
 """
+import json
+import os
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Union
 
@@ -57,11 +60,29 @@ class RequestOutput:
 
 
 class LLM:
-    """A Llama-family model from a GGUF file (weights, tokenizer and chat template)."""
+    """A Llama-family model: a GGUF file (weights, tokenizer and chat template) or a Hugging Face
+    folder (config.json, safetensors, tokenizer.json), on ingot's CPU reference decoder (fp32) or
+    its GPU decoder (paged KV cache, CUDA-graph decode)."""
 
-    def __init__(self, model: str, kv_blocks: int = 0):
-        """kv_blocks: KV cache blocks of 16 positions (0: enough for every prompt at once)."""
-        self._model = _ingot.LlmModel.load_gguf(str(model))
+    def __init__(self, model: str, kv_blocks: int = 0, backend: str = "cpu", dtype: str = "auto",
+                 gpu_kv_blocks: int = 4096):
+        """backend: "cpu" or "cuda". dtype (cuda): "float16", "bfloat16", or "auto" (the folder's
+        config.json torch_dtype when it says bfloat16, else float16). gpu_kv_blocks (cuda): KV cache
+        blocks of 16 positions allocated on the GPU at load. kv_blocks: blocks one generate() call
+        may use (0: enough for every prompt at once)."""
+        if backend not in ("cpu", "cuda"):
+            raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+        if dtype not in ("auto", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be 'auto', 'float16' or 'bfloat16', got {dtype!r}")
+        if dtype == "auto":
+            dtype = "float16"
+            cfg = os.path.join(str(model), "config.json")
+            if os.path.isdir(str(model)) and os.path.exists(cfg):
+                with open(cfg) as f:
+                    if json.load(f).get("torch_dtype") == "bfloat16":
+                        dtype = "bfloat16"
+        self.backend, self.dtype = backend, dtype if backend == "cuda" else "float32"
+        self._model = _ingot.LlmModel.load(str(model), backend, dtype == "bfloat16", int(gpu_kv_blocks))
         self._kv_blocks = int(kv_blocks)
         self.last_stats = {}
 

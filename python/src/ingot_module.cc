@@ -308,6 +308,18 @@ NB_MODULE(_ingot, m) {
         }
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a)
+      .def_static("load", [](const std::string& path, const std::string& backend, bool bf16, int64_t kv_blocks) {
+        ingot::LlmLoadOptions o;
+        o.backend = backend;
+        o.bf16 = bf16;
+        o.kv_blocks = kv_blocks;
+        ingot::Result<std::unique_ptr<ingot::LlmModel>> r = ingot::Status::Ok();
+        {
+          nb::gil_scoped_release release;
+          r = ingot::LlmModel::load(path, o);
+        }
+        return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
+      }, "path"_a, "backend"_a, "bf16"_a, "kv_blocks"_a)
       .def("describe", &ingot::LlmModel::describe)
       .def("encode_prompt", [](const ingot::LlmModel& m, const std::string& text) { return take(m.encode_prompt(text)); },
            "text"_a)
@@ -350,6 +362,10 @@ NB_MODULE(_ingot, m) {
         stats["prompt_tokens"] = st.prompt_tokens;
         stats["generated_tokens"] = st.generated_tokens;
         stats["preemptions"] = st.preemptions;
+        stats["graph_steps"] = st.graph_steps;
+        stats["warmup_seconds"] = st.warmup_seconds;
+        stats["forward_seconds"] = st.forward_seconds;
+        stats["sample_seconds"] = st.sample_seconds;
         return nb::make_tuple(out, stats);
       }, "prompts"_a, "max_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a.none(), "ignore_eos"_a,
          "kv_blocks"_a);

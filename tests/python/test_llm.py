@@ -86,3 +86,55 @@ def test_bad_parameters_are_errors(trt, llm):
         llm.generate([[1, 2, 10**9]])
     with pytest.raises(trt.Error):
         trt.LLM("/nonexistent.gguf")
+
+
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "intermediate_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 600,
+        "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 599, "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A Hugging Face folder of random weights (bench/llm/make_dummy_folder.py: safetensors and a
+    byte-level tokenizer.json)."""
+    import json
+    import sys
+    d = tmp_path_factory.mktemp("hf")
+    (d / "config.json").write_text(json.dumps(TINY))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    subprocess.run([sys.executable, os.path.join(root, "bench/llm/make_dummy_folder.py"), str(d / "config.json"),
+                    str(d / "model")], check=True, capture_output=True, timeout=300)
+    return str(d / "model")
+
+
+def test_hugging_face_folder_matches_the_cli(trt, ingot_bin, hf_folder):
+    llm = trt.LLM(hf_folder)
+    assert llm.backend == "cpu" and llm.dtype == "float32"
+    greedy = trt.SamplingParams(max_tokens=10, temperature=0, ignore_eos=True)
+    out = llm.generate(["hello world"], greedy)[0].outputs[0]
+    assert len(out.token_ids) == 10 and all(0 <= t < TINY["vocab_size"] for t in out.token_ids)
+    cmd = [ingot_bin, "generate", hf_folder, "--prompt", "hello world", "--max-tokens", "10", "--ignore-eos"]
+    cli = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout[:-1] == out.text
+    # The same prompt as token ids gives the same tokens.
+    ids = llm.tokenize("hello world")
+    assert llm.generate([ids], greedy)[0].outputs[0].token_ids == out.token_ids
+
+
+def test_backend_and_dtype_choices(trt, hf_folder):
+    with pytest.raises(ValueError, match="backend"):
+        trt.LLM(hf_folder, backend="tpu")
+    with pytest.raises(ValueError, match="dtype"):
+        trt.LLM(hf_folder, backend="cuda", dtype="fp8")
+    try:
+        llm = trt.LLM(hf_folder, backend="cuda", gpu_kv_blocks=64)
+    except trt.Error as e:  # a machine without a GPU (or a build without CUDA) says so
+        assert "CUDA" in str(e) or "cuda" in str(e), str(e)
+        return
+    # With a GPU: "auto" read config.json's torch_dtype, and greedy generation runs there.
+    assert llm.backend == "cuda" and llm.dtype == "bfloat16"
+    out = llm.generate([[5, 6, 7]], trt.SamplingParams(max_tokens=8, temperature=0, ignore_eos=True))[0].outputs[0]
+    assert len(out.token_ids) == 8
+    assert llm.last_stats["graph_steps"] >= 6
