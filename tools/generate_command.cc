@@ -3,12 +3,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "file_io.h"
 #include "ingot/llm.h"
+#include "npy.h"
 #include "options.h"
 
 namespace ingot::tools {
@@ -30,6 +35,10 @@ void generate_help() {
                "  --ignore-eos           keep going past the end-of-sequence token\n"
                "  --print-ids            also print the prompt's and the generated token ids\n"
                "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n"
+               "Comparing with another implementation (transformers, llama.cpp) on the same weights:\n"
+               "  --prompt-ids-file F    prompts as token ids: a JSON list of lists (instead of --prompt)\n"
+               "  --logits-out F.npy     the fp32 logits after each prompt's last token, [prompts, vocab]\n"
+               "  --json-out F           each prompt's ids, generated ids and finish reason, and the stats\n"
                "Timing a model size without its weights (as vLLM's --load-format dummy):\n"
                "  ingot generate CONFIG.json --load-format dummy --num-prompts P --input-len N --max-tokens M\n"
                "                         random weights of a Hugging Face config.json's shapes, P random\n"
@@ -87,6 +96,7 @@ int generate_command(const std::vector<std::string>& args) {
   LlmLoadOptions lo;
   bool dummy = false;
   long long num_prompts = 0, input_len = 0;
+  std::string ids_file, logits_out, json_out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* what) -> const std::string* {
@@ -114,6 +124,10 @@ int generate_command(const std::vector<std::string>& args) {
           std::cerr << "ingot generate: " << err << "\n";
           return 2;
         }
+      } else if (a == "--prompt-ids-file" || a == "--logits-out" || a == "--json-out") {
+        const std::string* v = value("a file");
+        if (!v) return 2;
+        (a == "--prompt-ids-file" ? ids_file : a == "--logits-out" ? logits_out : json_out) = *v;
       } else if (a == "--print-ids") {
         print_ids = true;
       } else if (a == "--ignore-eos") {
@@ -160,22 +174,66 @@ int generate_command(const std::vector<std::string>& args) {
     }
   }
   if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len);
-  if (path.empty() || prompts.empty()) {
-    std::cerr << "ingot generate: a MODEL.gguf and at least one --prompt are required (ingot generate --help)\n";
+  if (path.empty() || (prompts.empty() == ids_file.empty())) {
+    std::cerr << "ingot generate: a MODEL and either --prompt (one or more) or --prompt-ids-file are required "
+                 "(ingot generate --help)\n";
     return 2;
   }
   auto fail = [](const Status& s) {
     std::cerr << "ingot generate: " << s.to_string() << "\n";
     return 1;
   };
+  std::vector<std::vector<int32_t>> id_prompts;
+  if (!ids_file.empty()) {
+    auto text = read_file(ids_file);
+    if (!text.ok()) return fail(text.status());
+    try {
+      const nlohmann::json j = nlohmann::json::parse(*text);
+      if (!j.is_array() || j.empty()) throw std::runtime_error("not a non-empty list");
+      for (const auto& p : j) id_prompts.push_back(p.get<std::vector<int32_t>>());
+    } catch (const std::exception& e) {
+      return fail(Status(StatusCode::kInvalidArgument,
+                         ids_file + ": a JSON list of lists of token ids is expected (" + e.what() + ")"));
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   if (gp.kv_blocks > 0) lo.kv_blocks = gp.kv_blocks;
   auto model = LlmModel::load(path, lo);
   if (!model.ok()) return fail(model.status());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!logits_out.empty()) {
+    std::vector<std::vector<int32_t>> lp = id_prompts;
+    for (const std::string& p : prompts) {
+      auto ids = (*model)->encode_prompt(p);
+      if (!ids.ok()) return fail(ids.status());
+      lp.push_back(*ids);
+    }
+    auto rows = (*model)->last_logits(lp);
+    if (!rows.ok()) return fail(rows.status());
+    const int64_t vocab = rows->empty() ? 0 : static_cast<int64_t>(rows->front().size());
+    auto t = HostTensor::zeros("logits", DataType::kFloat32, {static_cast<int64_t>(rows->size()), vocab});
+    if (!t.ok()) return fail(t.status());
+    for (size_t r = 0; r < rows->size(); ++r)
+      std::memcpy(t->data.data() + r * static_cast<size_t>(vocab) * sizeof(float), (*rows)[r].data(),
+                  static_cast<size_t>(vocab) * sizeof(float));
+    Status saved = save_npy(logits_out, *t);
+    if (!saved.ok()) return fail(saved);
+  }
   GenerationStats st;
-  auto results = (*model)->generate(prompts, gp, &st);
+  auto results = id_prompts.empty() ? (*model)->generate(prompts, gp, &st) : (*model)->generate_ids(id_prompts, gp, &st);
   if (!results.ok()) return fail(results.status());
+  if (!json_out.empty()) {
+    nlohmann::json j;
+    j["results"] = nlohmann::json::array();
+    for (const GenerationResult& g : *results)
+      j["results"].push_back({{"prompt_ids", g.prompt_ids}, {"token_ids", g.token_ids},
+                              {"finish_reason", g.finish_reason}, {"text", g.text}});
+    j["stats"] = {{"seconds", st.seconds}, {"steps", st.steps}, {"graph_steps", st.graph_steps},
+                  {"prompt_tokens", st.prompt_tokens}, {"generated_tokens", st.generated_tokens},
+                  {"warmup_seconds", st.warmup_seconds}};
+    Status w = write_file(json_out, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    if (!w.ok()) return fail(w);
+  }
   for (size_t r = 0; r < results->size(); ++r) {
     const GenerationResult& g = (*results)[r];
     if (results->size() > 1) std::cout << "--- prompt " << r << " (" << g.finish_reason << ")\n";

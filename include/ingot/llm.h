@@ -91,6 +91,10 @@ class LlmModel {
   /// generate() from prompts given as token ids (encode_prompt / encode_chat); params.chat unused.
   Result<std::vector<GenerationResult>> generate_ids(const std::vector<std::vector<int32_t>>& prompts,
                                                      const GenerationParams& params, GenerationStats* stats = nullptr);
+  /// The fp32 logits after each prompt's last token (vocab_size floats per prompt, in order), as
+  /// the decoder computes them for the first generated token: for comparing ingot with another
+  /// implementation (transformers, llama.cpp) on the same weights.
+  Result<std::vector<std::vector<float>>> last_logits(const std::vector<std::vector<int32_t>>& prompts);
   /// "llama, 30 layers, hidden 576, 9 heads (3 KV), vocab 49152".
   std::string describe() const;
   /// The prompt's token ids as generate() feeds them (a BOS first where the model asks for one:

@@ -135,4 +135,15 @@ class LLM:
     def tokenize(self, text: str) -> List[int]:
         return self._model.encode_prompt(text)
 
+    def last_logits(self, prompts: Sequence[Sequence[int]]):
+        """The fp32 logits after each prompt's last token, as a (len(prompts), vocab_size) numpy
+        array: what the first generated token is sampled from, for comparing ingot with another
+        implementation (transformers, llama.cpp) on the same weights."""
+        import numpy as np
+        ids = [[int(t) for t in p] for p in prompts]
+        if not ids:
+            raise ValueError("no prompt")
+        flat = np.frombuffer(self._model.last_logits(ids), dtype=np.float32)
+        return flat.reshape(len(ids), -1)
+
 

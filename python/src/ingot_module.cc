@@ -320,6 +320,17 @@ NB_MODULE(_ingot, m) {
         }
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a, "backend"_a, "bf16"_a, "kv_blocks"_a)
+      .def("last_logits", [](ingot::LlmModel& m, const std::vector<std::vector<int32_t>>& prompts) {
+        ingot::Result<std::vector<std::vector<float>>> r = ingot::Status::Ok();
+        {
+          nb::gil_scoped_release release;
+          r = m.last_logits(prompts);
+        }
+        std::vector<std::vector<float>> rows = take(std::move(r));
+        std::string flat;
+        for (const auto& row : rows) flat.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+        return nb::bytes(flat.data(), flat.size());  // rows x vocab_size float32, row-major
+      }, "prompts"_a)
       .def("describe", &ingot::LlmModel::describe)
       .def("encode_prompt", [](const ingot::LlmModel& m, const std::string& text) { return take(m.encode_prompt(text)); },
            "text"_a)

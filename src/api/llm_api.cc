@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -58,8 +59,10 @@ Result<llm::GpuStepResult> LlmModel::Impl::step(const std::vector<llm::Scheduled
     std::vector<llm::GpuChunk> chunks;
     for (size_t i = 0; i < seqs.size(); ++i) {
       const llm::ScheduledSeq& q = seqs[i];
-      const bool host_sampled = q.sample && i < samplers.size() && samplers[i] && !samplers[i]->greedy();
-      chunks.push_back(llm::GpuChunk{q.tokens, q.start, q.count, q.block_table, host_sampled});
+      // Logits come back for a sequence without a sampler, or one sampled on the host.
+      const llm::Sampler* sm = i < samplers.size() ? samplers[i] : nullptr;
+      const bool want = !sm || (q.sample && !sm->greedy());
+      chunks.push_back(llm::GpuChunk{q.tokens, q.start, q.count, q.block_table, want});
     }
     return gpu->forward(chunks);
   }
@@ -206,6 +209,56 @@ Result<std::vector<GenerationResult>> LlmModel::generate(const std::vector<std::
     ids.push_back(std::move(v));
   }
   return generate_ids(ids, params, stats);
+}
+
+Result<std::vector<std::vector<float>>> LlmModel::last_logits(const std::vector<std::vector<int32_t>>& prompts) {
+  const llm::LlamaConfig& cfg = impl_->model->config();
+  constexpr int32_t kBlock = 16;
+  constexpr int64_t kStepTokens = 8192;  // tokens per decoder step (prompts go in groups)
+  const int64_t capacity = impl_->gpu ? impl_->gpu_kv_blocks : std::numeric_limits<int64_t>::max();
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    if (prompts[r].empty()) return invalid_argument("last_logits: prompt ", r, " has no tokens");
+    for (int32_t t : prompts[r])
+      if (t < 0 || t >= cfg.vocab_size)
+        return invalid_argument("last_logits: prompt ", r, " has token id ", t, " outside the vocabulary");
+    if (static_cast<int64_t>(prompts[r].size()) > std::max<int64_t>(cfg.max_position_embeddings, 2))
+      return invalid_argument("last_logits: prompt ", r, " has ", prompts[r].size(), " tokens, more than the model's ",
+                              cfg.max_position_embeddings, " positions");
+  }
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < prompts.size();) {
+    // A group of whole prompts whose blocks fit the cache and whose tokens fit one step.
+    size_t j = i;
+    int64_t blocks = 0, tokens = 0;
+    std::vector<std::vector<int32_t>> tables;
+    while (j < prompts.size()) {
+      const int64_t n = static_cast<int64_t>(prompts[j].size()), b = (n + kBlock - 1) / kBlock;
+      if (j > i && (blocks + b > capacity || tokens + n > kStepTokens)) break;
+      if (b > capacity)
+        return invalid_argument("last_logits: prompt ", j, " needs ", b, " KV blocks; the model was loaded with ", capacity);
+      std::vector<int32_t> t(static_cast<size_t>(b));
+      for (int64_t k = 0; k < b; ++k) t[static_cast<size_t>(k)] = static_cast<int32_t>(blocks + k);
+      tables.push_back(std::move(t));
+      blocks += b;
+      tokens += n;
+      ++j;
+    }
+    std::vector<llm::ScheduledSeq> seqs;
+    for (size_t k = i; k < j; ++k) {
+      llm::ScheduledSeq q;
+      q.id = static_cast<int64_t>(k);
+      q.count = static_cast<int64_t>(prompts[k].size());
+      q.prefill = true;
+      q.tokens = &prompts[k];
+      q.block_table = &tables[k - i];
+      seqs.push_back(q);
+    }
+    INGOT_ASSIGN_OR_RETURN(std::unique_ptr<llm::KvStore> kv, impl_->host_kv(blocks, kBlock));
+    INGOT_ASSIGN_OR_RETURN(llm::GpuStepResult r, impl_->step(seqs, {}, kv.get()));
+    for (auto& l : r.logits) out.push_back(std::move(l));
+    i = j;
+  }
+  return out;
 }
 
 Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<std::vector<int32_t>>& ids,

@@ -27,7 +27,7 @@ struct LlmModel::Impl {
 
   /// One scheduler step (the last position of each scheduled sequence, in order): the GPU decoder
   /// runs them as one batch and returns every argmax plus the logits of the sequences whose
-  /// sampler is not greedy; the CPU decoder runs one sequence after another into `kv` (unused, and
+  /// sampler is not greedy or that have no sampler (samplers[i] null or past the end); the CPU decoder runs one sequence after another into `kv` (unused, and
   /// may be null, on the GPU) and returns every sequence's logits. next_token() reads either.
   Result<llm::GpuStepResult> step(const std::vector<llm::ScheduledSeq>& seqs,
                                   const std::vector<const llm::Sampler*>& samplers, llm::KvStore* kv);

@@ -121,6 +121,17 @@ def test_hugging_face_folder_matches_the_cli(trt, ingot_bin, hf_folder):
     # The same prompt as token ids gives the same tokens.
     ids = llm.tokenize("hello world")
     assert llm.generate([ids], greedy)[0].outputs[0].token_ids == out.token_ids
+    # last_logits: the first generated token is their argmax, for prompts run together or alone.
+    prompts = [ids, [3, 4, 5, 6], list(range(10, 60))]
+    logits = llm.last_logits(prompts)
+    assert logits.shape == (3, TINY["vocab_size"])
+    assert int(logits[0].argmax()) == out.token_ids[0]
+    for p, row in zip(prompts, logits):
+        assert (llm.last_logits([p])[0] == row).all()
+        first = llm.generate([p], trt.SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))[0]
+        assert first.outputs[0].token_ids == [int(row.argmax())]
+    with pytest.raises(trt.Error, match="vocabulary"):
+        llm.last_logits([[1, 10**6]])
 
 
 def test_backend_and_dtype_choices(trt, hf_folder):
@@ -138,3 +149,26 @@ def test_backend_and_dtype_choices(trt, hf_folder):
     out = llm.generate([[5, 6, 7]], trt.SamplingParams(max_tokens=8, temperature=0, ignore_eos=True))[0].outputs[0]
     assert len(out.token_ids) == 8
     assert llm.last_stats["graph_steps"] >= 6
+    assert llm.last_logits([[5, 6, 7]]).shape == (1, TINY["vocab_size"])
+
+
+def test_cli_writes_logits_and_ids_for_comparisons(trt, ingot_bin, hf_folder, tmp_path):
+    import json
+    import numpy as np
+    prompts = [[3, 4, 5, 6], list(range(10, 60))]
+    (tmp_path / "ids.json").write_text(json.dumps(prompts))
+    cmd = [ingot_bin, "generate", hf_folder, "--prompt-ids-file", str(tmp_path / "ids.json"), "--max-tokens", "6",
+           "--ignore-eos", "--logits-out", str(tmp_path / "l.npy"), "--json-out", str(tmp_path / "r.json")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    logits = np.load(tmp_path / "l.npy")
+    llm = trt.LLM(hf_folder)
+    assert (logits == llm.last_logits(prompts)).all()
+    res = json.load(open(tmp_path / "r.json"))["results"]
+    greedy = llm.generate(prompts, trt.SamplingParams(max_tokens=6, temperature=0, ignore_eos=True))
+    assert [x["token_ids"] for x in res] == [g.outputs[0].token_ids for g in greedy]
+    assert [x["token_ids"][0] for x in res] == [int(row.argmax()) for row in logits]
+    (tmp_path / "bad.json").write_text("[[1, 2], 3]")
+    bad = subprocess.run([ingot_bin, "generate", hf_folder, "--prompt-ids-file", str(tmp_path / "bad.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "list of lists of token ids" in bad.stderr
