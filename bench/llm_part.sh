@@ -8,7 +8,7 @@
 # tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
 # the GPU's peak, H100 3.35 TB/s, H200 4.8 TB/s).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] bash bench/llm_part.sh NAME
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [VS_HF=0] bash bench/llm_part.sh NAME
 # (all of it may pass 600 s with a cold torch.compile: HF=0 or COMPILE=0 for a shorter call)
 # Leaves $OUT/NAME.tgz (logs) and prints the summary last.
 set -uo pipefail
@@ -57,6 +57,18 @@ if compile_too:
         run(b, "compile")
 PY
   echo "hf: rc $?"; grep -E "^hf |^transformers" "$t/hf.log"; grep -E "Error|error" "$t/hf.log" | tail -3
+fi
+# VS_HF=1: issue 22's correctness check (bench/llm/vs_transformers.py): ingot against transformers on
+# the same random weights, a 4-layer Llama-style config (64 prompts x 128 tokens, fp32 greedy and
+# fp16/bf16 logits) and CONFIG's size (16 prompts, bf16/fp16 logits; fp32 on 2 prompts x 8 tokens).
+if [ "${VS_HF:-0}" = 1 ]; then
+  timeout 400 python3 bench/llm/vs_transformers.py --ingot $B/tools/ingot --config bench/llm/llama-tiny-4l.json \
+    --out "$t/vs_tiny" > "$t/vs_tiny.log" 2>&1
+  echo "vs transformers (llama-tiny-4l): rc $?"; sed -n '/^fp32 greedy/,$p' "$t/vs_tiny.log" | head -24
+  timeout 400 python3 bench/llm/vs_transformers.py --ingot $B/tools/ingot --config "$cfg" --prompts 16 --tokens 32 \
+    --fp32-prompts 2 --fp32-tokens 8 --out "$t/vs_cfg" > "$t/vs_cfg.log" 2>&1
+  echo "vs transformers ($cfg): rc $?"; sed -n '/^fp32 greedy/,$p' "$t/vs_cfg.log" | head -24
+  rm -rf "$t"/vs_*/model "$t"/vs_*/*.npy
 fi
 # SERVE=1: issue 22's serving figure: `ingot serve` on a random-weight Hugging Face folder of the same
 # shapes (bench/llm/make_dummy_folder.py), SERVE_N requests of SERVE_IN / SERVE_OUT tokens (default
