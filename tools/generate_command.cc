@@ -25,6 +25,8 @@ void generate_help() {
                "(--backend cuda), over a paged KV cache, prompts batched by the LLM scheduler.\n"
                "  --backend cpu|cuda     the decoder (default cpu)\n"
                "  --dtype fp16|bf16      cuda: weights, activations and KV cache (default fp16)\n"
+               "  --quantization fp8     cuda: fp8 (e4m3) projection weights and activations, per-tensor\n"
+               "                         scales (Ada/Hopper); embeddings, LM head, KV cache stay --dtype\n"
                "  --prompt TEXT          the prompt (repeat for several prompts, batched together)\n"
                "  --chat                 wrap each prompt as one user turn of the model's chat template\n"
                "                         (ChatML, with its default system turn)\n"
@@ -116,8 +118,8 @@ int generate_command(const std::vector<std::string>& args) {
         prompts.push_back(*v);
       } else if (a == "--chat") {
         gp.chat = true;
-      } else if (a == "--backend" || a == "--dtype") {
-        const std::string* v = value(a == "--backend" ? "cpu or cuda" : "fp16 or bf16");
+      } else if (a == "--backend" || a == "--dtype" || a == "--quantization") {
+        const std::string* v = value(a == "--backend" ? "cpu or cuda" : a == "--dtype" ? "fp16 or bf16" : "fp8 or none");
         if (!v) return 2;
         std::string err;
         if (!parse_llm_load_flag(a, *v, lo, err)) {

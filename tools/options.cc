@@ -338,11 +338,20 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
     options.bf16 = value == "bf16";
     return true;
   }
+  if (flag == "--quantization") {  // vLLM's flag
+    if (value != "fp8" && value != "none") {
+      err = "--quantization must be fp8 or none, got '" + value + "'";
+      return false;
+    }
+    options.fp8_weights = value == "fp8";
+    return true;
+  }
   return false;
 }
 
 std::string llm_precision_label(const LlmLoadOptions& options) {
-  return options.backend == "cuda" ? (options.bf16 ? "GPU bf16" : "GPU fp16") : "CPU fp32";
+  if (options.backend != "cuda") return "CPU fp32";
+  return std::string(options.bf16 ? "GPU bf16" : "GPU fp16") + (options.fp8_weights ? ", fp8 weights" : "");
 }
 
 }  // namespace ingot::tools

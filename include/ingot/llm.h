@@ -61,6 +61,9 @@ struct LlmLoadOptions {
   std::string backend = "cpu";  ///< "cpu": the fp32 reference decoder; "cuda": the GPU decoder
   bool bf16 = false;            ///< cuda: weights, activations and KV cache in bf16 (else fp16)
   int64_t kv_blocks = 4096;     ///< cuda: KV cache blocks of 16 positions, allocated on the device at load
+  /// cuda: W8A8 fp8 projections (float8 e4m3 weights, per-tensor scales; activations quantized per
+  /// step) on compute capability 8.9+; the embeddings, LM head and KV cache stay fp16/bf16.
+  bool fp8_weights = false;
 };
 
 class LlmModel {

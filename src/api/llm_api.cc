@@ -46,6 +46,7 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
   if (options.kv_blocks < 1) return invalid_argument("LlmModel: kv_blocks must be >= 1");
   llm::GpuDecoderOptions g;
   g.bf16 = options.bf16;
+  g.fp8_weights = options.fp8_weights;
   g.num_blocks = options.kv_blocks;
   g.block_size = 16;
   INGOT_ASSIGN_OR_RETURN(gpu, llm::LlamaGpuModel::create(*model, g));

@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <thread>
+
+#include "core/parallel.h"
 
 namespace ingot::llm {
 
@@ -136,11 +137,7 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::random(const LlamaConfig& 
         v[static_cast<size_t>(i)] = center + a * (2.0f * u - 1.0f);
       }
     };
-    const int64_t threads = n < (1 << 20) ? 1 : std::max<int64_t>(1, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, n * t / threads, n * (t + 1) / threads);
-    work(0, n / threads);
-    for (std::thread& th : pool) th.join();
+    parallel_ranges(n, work);
     return v;
   };
   const float a = 0.02f * std::sqrt(3.0f);

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cmath>
 #include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "backend/cuda/llm/llm_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "core/dtype.h"
+#include "core/parallel.h"
 #endif
 
 namespace ingot::llm {
@@ -166,6 +169,8 @@ struct LlamaGpuModel::Impl {
     // Q, K and V as one projection ([wq; wk; wv] rows, out x in) and gate and up as one ([w_gate;
     // w_up]): three GEMMs become one and two become one, each reading its weights in one pass.
     DeviceMem attn_norm, wqkv, bqkv, wo, ffn_norm, w_gate_up, w_down, k_cache, v_cache;
+    DeviceMem w_scales;  ///< fp8 weights: the four projections' scales (qkv, o, gate_up, down), fp32
+    const float* scale(int i) const { return w_scales.empty() ? nullptr : w_scales.as<float>() + i; }
   };
   std::vector<std::unique_ptr<Layer>> layers;
   DeviceMem embed, out_norm, lm_head, inv_freq;
@@ -177,7 +182,9 @@ struct LlamaGpuModel::Impl {
   GpuDecoderStats stats;
   backend::cuda::PagedDecodeParams attn;  ///< the step's attention bounds (prepare())
   size_t attn_ws_bytes = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<GemmPlan>> plans;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<GemmPlan>> plans;
+  // W8A8 (options fp8_weights): the step's activations in float8 and their scale.
+  DeviceMem xq, act_scale, amax;
   static constexpr int64_t kMaxGraphBatch = 256;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -212,19 +219,48 @@ struct LlamaGpuModel::Impl {
   Status upload(const std::vector<float>& src, DeviceMem& dst) {
     if (src.empty()) return Status::Ok();
     std::vector<uint16_t> bits(src.size());
-    for (size_t i = 0; i < src.size(); ++i)
-      bits[i] = o.bf16 ? float_to_bfloat16_bits(src[i]) : float_to_half_bits(src[i]);
+    parallel_ranges(static_cast<int64_t>(src.size()), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        bits[static_cast<size_t>(i)] = o.bf16 ? float_to_bfloat16_bits(src[static_cast<size_t>(i)])
+                                              : float_to_half_bits(src[static_cast<size_t>(i)]);
+    });
     INGOT_RETURN_IF_ERROR(dst.reserve(bits.size() * 2));
     INGOT_CUDA_CHECK(cudaMemcpy(dst.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     return Status::Ok();
   }
 
-  Result<GemmPlan*> plan(int64_t T, int64_t in, int64_t out, bool accumulate, bool f32_out) {
-    auto key = std::make_tuple(T, in, out, accumulate, f32_out);
+  /// A projection's weights: as upload(), or with fp8_weights in float8 e4m3 scaled by
+  /// amax / 448 (nearest even, saturating), the scale returned in *scale.
+  Status upload_weight(const std::vector<float>& src, DeviceMem& dst, float* scale) {
+    if (!o.fp8_weights) return upload(src, dst);
+    const int64_t n = static_cast<int64_t>(src.size());
+    float amax = 0.f;
+    std::mutex mu;
+    parallel_ranges(n, [&](int64_t lo, int64_t hi) {
+      float m = 0.f;
+      for (int64_t i = lo; i < hi; ++i) m = std::max(m, std::fabs(src[static_cast<size_t>(i)]));
+      std::lock_guard<std::mutex> lock(mu);
+      amax = std::max(amax, m);
+    });
+    *scale = amax > 0.f ? amax / 448.f : 1.f;
+    const float inv = 1.f / *scale;
+    std::vector<uint8_t> bits(src.size());
+    parallel_ranges(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        bits[static_cast<size_t>(i)] = float_to_small_float(src[static_cast<size_t>(i)] * inv, DataType::kFloat8E4M3FN);
+    });
+    INGOT_RETURN_IF_ERROR(dst.reserve(bits.size()));
+    INGOT_CUDA_CHECK(cudaMemcpy(dst.get(), bits.data(), bits.size(), cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
+  Result<GemmPlan*> plan(int64_t T, int64_t in, int64_t out, bool accumulate, bool f32_out, bool fp8 = false) {
+    auto key = std::make_tuple(T, in, out, accumulate, f32_out, fp8);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second.get();
     auto p = std::make_unique<GemmPlan>();
-    const cudaDataType_t ab = o.bf16 ? CUDA_R_16BF : CUDA_R_16F, cd = f32_out ? CUDA_R_32F : ab;
+    const cudaDataType_t act = o.bf16 ? CUDA_R_16BF : CUDA_R_16F, cd = f32_out ? CUDA_R_32F : act;
+    const cudaDataType_t ab = fp8 ? CUDA_R_8F_E4M3 : act;  // fp8: both operands (cuBLASLt's TN form)
     INGOT_LT_OK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -253,6 +289,27 @@ struct LlamaGpuModel::Impl {
   Status gemm(const void* x_, const void* w, void* y, int64_t T, int64_t in, int64_t out, bool accumulate = false,
               bool f32_out = false) {
     INGOT_ASSIGN_OR_RETURN(GemmPlan * p, plan(T, in, out, accumulate, f32_out));
+    return matmul(p, x_, w, y, accumulate);
+  }
+
+  /// A projection of the layer: y[T][out] (+)= x[T][in] w[out][in]^T. With fp8 weights, x is
+  /// first quantized (dynamic per-tensor scale) into xq and the GEMM runs in float8 with both
+  /// scales (cuBLASLt's A and B scale pointers), fp32 accumulation, y in the model's type.
+  Status project(const void* x_, const DeviceMem& w, const float* w_scale, void* y, int64_t T, int64_t in, int64_t out,
+                 bool accumulate = false) {
+    if (!o.fp8_weights) return gemm(x_, w.get(), y, T, in, out, accumulate);
+    INGOT_CUDA_CHECK(backend::cuda::launch_fp8_quantize_dynamic(t, x_, T * in, xq.get(), act_scale.as<float>(),
+                                                                amax.as<unsigned>(), stream));
+    INGOT_ASSIGN_OR_RETURN(GemmPlan * p, plan(T, in, out, accumulate, false, /*fp8=*/true));
+    const float* x_scale = act_scale.as<float>();
+    INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
+                                               sizeof(w_scale)));
+    INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
+                                               sizeof(x_scale)));
+    return matmul(p, xq.get(), w.get(), y, accumulate);
+  }
+
+  Status matmul(GemmPlan* p, const void* x_, const void* w, void* y, bool accumulate) {
     const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
     INGOT_LT_OK(cublasLtMatmul(lt, p->desc, &alpha, w, p->a, x_, p->b, &beta, y, p->c, y, p->c, &p->algo, lt_ws.get(),
                                kLtWorkspace, stream));
@@ -277,6 +334,19 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   m->c = c;
   m->o = o;
   m->t = o.bf16 ? FloatType::kBF16 : FloatType::kF16;
+  if (o.fp8_weights) {
+    int dev = 0, major = 0, minor = 0;
+    INGOT_CUDA_CHECK(cudaGetDevice(&dev));
+    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major * 10 + minor < 89)
+      return unsupported("GPU decoder: fp8 weights need compute capability 8.9 or newer (Ada, Hopper); this GPU is ",
+                         major, ".", minor);
+    const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
+    const int64_t ff = c.intermediate_size;
+    for (int64_t k : {d, nq, ff, nq + 2 * nkv})  // cuBLASLt's fp8 kernels: 16-byte rows of every operand
+      if (k % 16 != 0) return unsupported("GPU decoder: fp8 GEMMs need dimensions that are multiples of 16, got ", k);
+  }
   INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
   INGOT_LT_OK(cublasLtCreate(&m->lt));
   INGOT_RETURN_IF_ERROR(m->lt_ws.reserve(Impl::kLtWorkspace));
@@ -288,7 +358,8 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   for (const LlamaCpuModel::Layer& L : w.layers()) {
     auto g = std::make_unique<Impl::Layer>();
     INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload(concat({&L.wq, &L.wk, &L.wv}), g->wqkv));
+    float scales[4] = {1.f, 1.f, 1.f, 1.f};
+    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.wq, &L.wk, &L.wv}), g->wqkv, &scales[0]));
     if (!L.bq.empty() || !L.bk.empty() || !L.bv.empty()) {  // Qwen2: a bias for each (zeros where one is absent)
       std::vector<float> bq = L.bq, bk = L.bk, bv = L.bv;
       bq.resize(static_cast<size_t>(c.num_heads * c.head_dim), 0.f);
@@ -296,10 +367,14 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
       bv.resize(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.f);
       INGOT_RETURN_IF_ERROR(m->upload(concat({&bq, &bk, &bv}), g->bqkv));
     }
-    INGOT_RETURN_IF_ERROR(m->upload(L.wo, g->wo));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(L.wo, g->wo, &scales[1]));
     INGOT_RETURN_IF_ERROR(m->upload(L.ffn_norm, g->ffn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload(concat({&L.w_gate, &L.w_up}), g->w_gate_up));
-    INGOT_RETURN_IF_ERROR(m->upload(L.w_down, g->w_down));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2]));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(L.w_down, g->w_down, &scales[3]));
+    if (o.fp8_weights) {
+      INGOT_RETURN_IF_ERROR(g->w_scales.reserve(sizeof(scales)));
+      INGOT_CUDA_CHECK(cudaMemcpy(g->w_scales.get(), scales, sizeof(scales), cudaMemcpyHostToDevice));
+    }
     INGOT_RETURN_IF_ERROR(g->k_cache.reserve(cache_bytes));
     INGOT_RETURN_IF_ERROR(g->v_cache.reserve(cache_bytes));
     m->layers.push_back(std::move(g));
@@ -321,7 +396,9 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
            {&x, Tz * d * e}, {&h, Tz * d * e}, {&qkv, Tz * (nq + 2 * nkv) * e}, {&q, Tz * nq * e},
            {&att, Tz * nq * e}, {&gu, Tz * 2 * ff * e}, {&g, Tz * ff * e}, {&ints, sh.ints() * sizeof(int32_t)},
            {&slots, Tz * sizeof(int64_t)}, {&attn_ws, attn_ws_bytes}, {&last_x, Sz * d * e}, {&last_h, Sz * d * e},
-           {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)}}) {
+           {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)},
+           {&xq, o.fp8_weights ? Tz * std::max({d, nq, ff}) : 0}, {&act_scale, o.fp8_weights ? 4 : 0},
+           {&amax, o.fp8_weights ? 4 : 0}}) {
     const void* before = buf->get();
     INGOT_RETURN_IF_ERROR(buf->reserve(bytes));
     if (buf->get() != before) ++generation;  // captured graphs point at the old buffer
@@ -362,7 +439,7 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
     const int64_t nqkv = nq + 2 * nkv;
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.wqkv.get(), qkv.get(), T, d, nqkv));
+    INGOT_RETURN_IF_ERROR(project(h.get(), L.wqkv, L.scale(0), qkv.get(), T, d, nqkv));
     if (!L.bqkv.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, qkv.get(), L.bqkv.get(), T, nqkv, st));
     // Q, K, V are column slices of qkv; the rotated Q goes to q, packed for the attention.
     backend::cuda::RopeKvWriteParams rp;
@@ -389,12 +466,12 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     ap.block_tables = d_tables;
     ap.o = att.get();
     INGOT_CUDA_CHECK(backend::cuda::launch_paged_decode_attention(ap, attn_ws.get(), attn_ws_bytes, st));
-    INGOT_RETURN_IF_ERROR(gemm(att.get(), L.wo.get(), x.get(), T, nq, d, /*accumulate=*/true));
+    INGOT_RETURN_IF_ERROR(project(att.get(), L.wo, L.scale(1), x.get(), T, nq, d, /*accumulate=*/true));
     INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
-    INGOT_RETURN_IF_ERROR(gemm(h.get(), L.w_gate_up.get(), gu.get(), T, d, 2 * ff));
+    INGOT_RETURN_IF_ERROR(project(h.get(), L.w_gate_up, L.scale(2), gu.get(), T, d, 2 * ff));
     INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul_packed(t, gu.get(), g.get(), T, ff, st));
-    INGOT_RETURN_IF_ERROR(gemm(g.get(), L.w_down.get(), x.get(), T, ff, d, /*accumulate=*/true));
+    INGOT_RETURN_IF_ERROR(project(g.get(), L.w_down, L.scale(3), x.get(), T, ff, d, /*accumulate=*/true));
   }
   INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));
   INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, last_x.get(), out_norm.get(), nullptr, last_h.get(), S, d, eps, st,
@@ -415,7 +492,7 @@ Status LlamaGpuModel::Impl::replay(const StepShape& sh) {
     const int64_t ff = c.intermediate_size;
     for (auto [in, out, acc] : {std::tuple<int64_t, int64_t, bool>{d, nq + 2 * nkv, false}, {nq, d, true},
                                 {d, 2 * ff, false}, {ff, d, true}})
-      INGOT_RETURN_IF_ERROR(plan(sh.T, in, out, acc, false).status());
+      INGOT_RETURN_IF_ERROR(plan(sh.T, in, out, acc, false, o.fp8_weights).status());
     INGOT_RETURN_IF_ERROR(plan(sh.S, d, c.vocab_size, false, true).status());
     cudaGraph_t graph = nullptr;
     INGOT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));

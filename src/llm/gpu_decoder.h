@@ -44,6 +44,12 @@ struct GpuDecoderOptions {
   /// launching each kernel: what keeps small models from being bound by kernel launches.
   bool cuda_graphs = true;
   int32_t graph_max_context = 4096;
+  /// W8A8 on Hopper (sm_89 and newer; kUnsupported before): the four projections of each layer
+  /// (fused QKV, output, fused gate/up, down) hold float8 e4m3 weights with one scale per tensor
+  /// (amax / 448, set at load); their inputs are quantized per step with a dynamic per-tensor
+  /// scale; cuBLASLt multiplies in fp8 with fp32 accumulation into the model's type (bf16/fp16).
+  /// Embeddings, norms, the LM head and the KV cache keep that type.
+  bool fp8_weights = false;
 };
 
 /// One sequence's part of a step: tokens (*tokens)[start, start + count) at positions start..,

@@ -323,6 +323,75 @@ TEST_P(CudaLlmDecoderTest, WarmupThenArgmaxOnlySteps) {
   EXPECT_EQ(st.logits_rows_copied, 4);
 }
 
+// W8A8 fp8 projections (Hopper) against the fp32 CPU decoder through prefill and decode: float8
+// carries 3 mantissa bits, so the bar is looser than fp16's (cosine 0.98; the greedy token where the
+// CPU's top two are far apart), and the fp8 decoder must sit near its own fp16/bf16 twin.
+TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  int dev = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  auto cpu = LlamaCpuModel::random(k.config, 31);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = 32;
+  o.block_size = 16;
+  o.fp8_weights = true;
+  auto fp8 = LlamaGpuModel::create(**cpu, o);
+  if (major * 10 + minor < 89) {
+    ASSERT_FALSE(fp8.ok());
+    EXPECT_EQ(fp8.status().code(), StatusCode::kUnsupported);
+    GTEST_SKIP() << "fp8 weights need compute capability 8.9+ (this GPU: " << major << "." << minor
+                 << "); the refusal was checked";
+  }
+  ASSERT_TRUE(fp8.ok()) << fp8.status().to_string();
+  o.fp8_weights = false;
+  auto twin = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(twin.ok());
+  KvStore kv(k.config, 32, 16);
+  std::mt19937 rng(37);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  std::vector<std::vector<int32_t>> tokens(2), tables(2);
+  const std::vector<int64_t> lens = {11, 50};
+  for (size_t s = 0; s < 2; ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
+    for (int64_t b = 0; b < 8; ++b) tables[s].push_back(static_cast<int32_t>(s * 8 + b));
+  }
+  std::vector<int64_t> done(2, 0);
+  double worst = 1.0, worst_twin = 1.0;
+  int clear = 0, clear_agreed = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<GpuChunk> chunks;
+    for (size_t s = 0; s < 2; ++s)
+      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
+    auto a = (*fp8)->forward(chunks);
+    auto b = (*twin)->forward(chunks);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << " / " << b.status().to_string();
+    for (size_t s = 0; s < 2; ++s) {
+      auto want = (*cpu)->forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
+      ASSERT_TRUE(want.ok());
+      worst = std::min(worst, cosine(a->logits[s], *want));
+      worst_twin = std::min(worst_twin, cosine(a->logits[s], b->logits[s]));
+      EXPECT_EQ(a->argmax[s], argmax(a->logits[s]));
+      if (top2_gap(*want) > 0.1) {
+        ++clear;
+        clear_agreed += argmax(a->logits[s]) == argmax(*want);
+      }
+      done[s] = static_cast<int64_t>(tokens[s].size());
+      tokens[s].push_back(argmax(*want));
+    }
+  }
+  EXPECT_GE(worst, 0.98);
+  EXPECT_GE(worst_twin, 0.98);
+  EXPECT_EQ(clear_agreed, clear);
+  std::printf("[ gpu decoder ] %s fp8 weights: worst logit cosine %.5f against the CPU, %.5f against the %s decoder; "
+              "greedy %d/%d where the CPU's top two are far apart\n",
+              k.name, worst, worst_twin, k.bf16 ? "bf16" : "fp16", clear_agreed, clear);
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::string(cases()[static_cast<size_t>(i.param)].name);

@@ -587,6 +587,54 @@ TEST_F(CudaLlmKernelsTest, DecodeStepCapturedIntoACudaGraph) {
 }
 
 // Needs no device: the launchers refuse before touching it.
+// Dynamic fp8 activations against the host: the scale is amax / 448 exactly, and every element is
+// the nearest-even e4m3 of x * (1 / scale) as core/dtype's float_to_small_float rounds it
+// (saturating), bit for bit; rounding the value back stays within e4m3's half step.
+TEST_F(CudaLlmKernelsTest, Fp8QuantizeDynamicMatchesTheHost) {
+  std::mt19937 rng(47);
+  for (FloatType t : kTypes)
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{3 * 4096 + 7}, int64_t{1} << 21}) {
+      SCOPED_TRACE(std::to_string(n));
+      auto x = random_bits(t, static_cast<size_t>(n), rng);
+      const std::vector<float> xf0 = to_floats(t, x);
+      std::vector<float> xf = xf0;
+      DeviceBuffer dx = to_device(x), dy(static_cast<size_t>(n)), ds(4), damax(4);
+      ASSERT_TRUE(dx.valid() && dy.valid() && ds.valid() && damax.valid());
+      ASSERT_EQ(backend::cuda::launch_fp8_quantize_dynamic(t, dx.get(), n, dy.get(), static_cast<float*>(ds.get()),
+                                                            static_cast<unsigned*>(damax.get()), nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      float amax = 0.f;
+      for (float v : xf) amax = std::max(amax, std::fabs(v));
+      const float scale = std::max(amax, 1e-12f) / 448.f, inv = 1.f / scale;
+      EXPECT_EQ(to_host<float>(ds, 1)[0], scale);
+      const auto y = to_host<uint8_t>(dy, static_cast<size_t>(n));
+      int64_t mismatched = 0;
+      double err = 0, ref = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t want = float_to_small_float(xf[static_cast<size_t>(i)] * inv, DataType::kFloat8E4M3FN);
+        mismatched += y[static_cast<size_t>(i)] != want;
+        const double back = small_float_to_float(y[static_cast<size_t>(i)], DataType::kFloat8E4M3FN) * scale;
+        err += (back - xf[static_cast<size_t>(i)]) * (back - xf[static_cast<size_t>(i)]);
+        ref += static_cast<double>(xf[static_cast<size_t>(i)]) * xf[static_cast<size_t>(i)];
+      }
+      EXPECT_EQ(mismatched, 0);
+      EXPECT_LE(std::sqrt(err / std::max(ref, 1e-30)), 0.04);  // e4m3: 3 mantissa bits
+      // Run again on the same workspace: the amax starts from zero each time (a smaller x gets its own scale).
+      std::vector<uint16_t> half(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        half[i] = t == FloatType::kF16 ? float_to_half_bits(xf0[i] * 0.5f) : float_to_bfloat16_bits(xf0[i] * 0.5f);
+      DeviceBuffer dh = to_device(half);
+      ASSERT_EQ(backend::cuda::launch_fp8_quantize_dynamic(t, dh.get(), n, dy.get(), static_cast<float*>(ds.get()),
+                                                            static_cast<unsigned*>(damax.get()), nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(to_host<float>(ds, 1)[0], std::max(amax * 0.5f, 1e-12f) / 448.f);
+    }
+  EXPECT_EQ(backend::cuda::launch_fp8_quantize_dynamic(FloatType::kF32, nullptr, 4, nullptr, nullptr, nullptr, nullptr),
+            cudaErrorInvalidValue);
+}
+
 // Greedy sampling on the device against the host's first-maximum, on random rows of vocabulary
 // sizes around the real ones (one a thread count's odd remainder), with planted ties (the lower id
 // must win wherever the reduction meets them) and the rows the sampler refuses.

@@ -20,8 +20,10 @@
 // the fused gate/up output; Qwen2's projection biases).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -343,6 +345,38 @@ __global__ void __launch_bounds__(kArgmaxThreads) logits_argmax_kernel(const flo
   if (lane == 0) out[blockIdx.x] = bad ? kArgmaxNonFinite : (bi == INT_MAX ? kArgmaxAllMasked : bi);
 }
 
+// ---- fp8 activations ---------------------------------------------------------------------
+
+constexpr float kFp8Max = 448.0f;
+
+template <class T>
+__global__ void abs_max_kernel(const T* x, int64_t n, unsigned* amax) {
+  float m = 0.0f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(to_f32(x[i])));  // fmaxf drops NaN: the quantize pass keeps it
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, off));
+  __shared__ float warp_max[32];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, off));
+    // Non-negative floats order as their bit patterns: an unsigned atomicMax is a float max.
+    if (threadIdx.x == 0) atomicMax(amax, __float_as_uint(m));
+  }
+}
+
+template <class T>
+__global__ void fp8_quantize_kernel(const T* x, int64_t n, __nv_fp8_e4m3* y, float* scale, const unsigned* amax) {
+  const float s = fmaxf(__uint_as_float(*amax), 1e-12f) / kFp8Max;
+  const float inv = 1.0f / s;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = __nv_fp8_e4m3(to_f32(x[i]) * inv);  // round to nearest even, saturating (__NV_SATFINITE)
+}
+
 unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
@@ -385,6 +419,26 @@ cudaError_t launch_logits_argmax(const float* logits, int64_t rows, int64_t voca
   if (rows == 0) return cudaSuccess;
   if (!logits || !out) return cudaErrorInvalidValue;
   logits_argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(logits, static_cast<int>(vocab), out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, void* y, float* scale,
+                                        unsigned* amax_ws, cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (!x || !y || !scale || !amax_ws) return cudaErrorInvalidValue;
+  const cudaError_t e = cudaMemsetAsync(amax_ws, 0, sizeof(unsigned), stream);
+  if (e != cudaSuccess) return e;
+  const unsigned grid = std::min(grid_for(n), 1024u);
+  auto* q = static_cast<__nv_fp8_e4m3*>(y);
+  if (t == FloatType::kF16) {
+    abs_max_kernel<__half><<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), n, amax_ws);
+    fp8_quantize_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<const __half*>(x), n, q, scale, amax_ws);
+  } else {
+    abs_max_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, amax_ws);
+    fp8_quantize_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, q,
+                                                                         scale, amax_ws);
+  }
   return cudaGetLastError();
 }
 

@@ -112,6 +112,14 @@ cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, 
 cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t rows, int64_t cols,
                                  cudaStream_t stream);
 
+/// FP8 activations for the decoder's W8A8 GEMMs (dynamic per-tensor scaling): with
+/// amax = max |x[i]| over the n elements of x (type t, kF16 or kBF16), *scale = max(amax, 1e-12) / 448
+/// and y[i] = the nearest-even float8 e4m3fn of x[i] / *scale (saturated at +-448). Three launches
+/// on `stream` (a memset of `amax_ws` and two kernels), no allocation, graph-capturable; scale and
+/// amax_ws are device scalars. NaN stays NaN.
+cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, void* y, float* scale,
+                                        unsigned* amax_ws, cudaStream_t stream);
+
 /// What launch_logits_argmax writes for a row it cannot answer.
 constexpr int32_t kArgmaxNonFinite = -1;  ///< the row holds a NaN or +inf
 constexpr int32_t kArgmaxAllMasked = -2;  ///< every logit of the row is -inf
