@@ -8,7 +8,7 @@
 # tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
 # the GPU's peak: H100 3.35 TB/s, H200 4.3 TB/s as issue 22 states it).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [VS_HF=0] [KV=4096] bash bench/llm_part.sh NAME
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [VS_HF=0] [KV=4096] [QUANT=fp8] [PROFILE=1] bash bench/llm_part.sh NAME
 # (Llama-3.1-8B shapes at 256 concurrent: CONFIG=bench/llm/llama-3.1-8b.json BN=256 KV=6144)
 # (all of it may pass 600 s with a cold torch.compile: HF=0 or COMPILE=0 for a shorter call)
 # Leaves $OUT/NAME.tgz (logs) and prints the summary last.
@@ -25,8 +25,10 @@ if [ "${GEN:-1}" = 1 ]; then  # GEN=0: only the serving run
   grep -E "gpu decoder \]|FAILED  \]" "$t/gpu_tests.log" | head -20
   for b in 1 "$bn"; do
     timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 --num-prompts "$b" \
-      --input-len "$in" --max-tokens "$out" --kv-blocks "${KV:-4096}" > "$t/ingot_b$b.log" 2>&1
+      --input-len "$in" --max-tokens "$out" --kv-blocks "${KV:-4096}" ${QUANT:+--quantization $QUANT} \
+      ${PROFILE:+--profile-decode} > "$t/ingot_b$b.log" 2>&1
     echo "ingot b$b: rc $? $(grep -E 'throughput|time ' "$t/ingot_b$b.log" | tr -s ' ' | tr '\n' ' ')"
+    [ -n "${PROFILE:-}" ] && sed -n '/^decode step/,$p' "$t/ingot_b$b.log"
   done
 fi
 if [ "${HF:-1}" = 1 ]; then

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -44,13 +45,15 @@ void generate_help() {
                "Timing a model size without its weights (as vLLM's --load-format dummy):\n"
                "  ingot generate CONFIG.json --load-format dummy --num-prompts P --input-len N --max-tokens M\n"
                "                         random weights of a Hugging Face config.json's shapes, P random\n"
-               "                         prompts of N token ids (--seed), M tokens each; prints throughput\n";
+               "                         prompts of N token ids (--seed), M tokens each; prints throughput\n"
+               "  --profile-decode       (cuda) then where one decode step of P sequences at N + M positions\n"
+               "                         goes: the step as served, and each op's GPU time\n";
 }
 
 // --load-format dummy: random weights of CONFIG.json's shapes, random prompts of token ids, the
 // throughput of one batched generate() (prefill and decode together, as vLLM's benchmark_throughput).
 static int generate_dummy(const std::string& config, const LlmLoadOptions& lo, GenerationParams gp, long long num_prompts,
-                   long long input_len) {
+                   long long input_len, bool profile) {
   if (config.empty() || num_prompts < 1 || input_len < 1) {
     std::cerr << "ingot generate: --load-format dummy needs a CONFIG.json, --num-prompts >= 1 and --input-len >= 1\n";
     return 2;
@@ -87,6 +90,15 @@ static int generate_dummy(const std::string& config, const LlmLoadOptions& lo, G
             << " steps from CUDA graphs), sampling " << st.sample_seconds << " s, scheduler and the rest "
             << st.seconds - st.forward_seconds - st.sample_seconds << " s; warmup before " << st.warmup_seconds
             << " s (untimed)\n";
+  if (profile) {
+    auto rows = (*model)->profile_decode(num_prompts, input_len + gp.max_tokens);
+    if (!rows.ok()) {
+      std::cerr << "ingot generate: " << rows.status().to_string() << "\n";
+      return 1;
+    }
+    std::cout << "decode step, " << num_prompts << " sequences at " << input_len + gp.max_tokens << " positions:\n";
+    for (const auto& [name, ms] : *rows) std::printf("  %-26s %9.4f ms\n", name.c_str(), ms);
+  }
   return 0;
 }
 
@@ -99,6 +111,7 @@ int generate_command(const std::vector<std::string>& args) {
   bool dummy = false;
   long long num_prompts = 0, input_len = 0;
   std::string ids_file, logits_out, json_out;
+  bool profile_decode = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* what) -> const std::string* {
@@ -130,6 +143,8 @@ int generate_command(const std::vector<std::string>& args) {
         const std::string* v = value("a file");
         if (!v) return 2;
         (a == "--prompt-ids-file" ? ids_file : a == "--logits-out" ? logits_out : json_out) = *v;
+      } else if (a == "--profile-decode") {
+        profile_decode = true;
       } else if (a == "--print-ids") {
         print_ids = true;
       } else if (a == "--ignore-eos") {
@@ -175,7 +190,7 @@ int generate_command(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len);
+  if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len, profile_decode);
   if (path.empty() || (prompts.empty() == ids_file.empty())) {
     std::cerr << "ingot generate: a MODEL and either --prompt (one or more) or --prompt-ids-file are required "
                  "(ingot generate --help)\n";

@@ -98,6 +98,10 @@ class LlmModel {
   /// the decoder computes them for the first generated token: for comparing ingot with another
   /// implementation (transformers, llama.cpp) on the same weights.
   Result<std::vector<std::vector<float>>> last_logits(const std::vector<std::vector<int32_t>>& prompts);
+  /// GPU decoder only: where one decode step's time goes for `batch` sequences at `context`
+  /// positions, as (name, milliseconds) rows: the step as served (CUDA graph, host included), the
+  /// eager step's GPU time, then each op summed over the layers (llm::LlamaGpuModel::profile_decode).
+  Result<std::vector<std::pair<std::string, double>>> profile_decode(int64_t batch, int64_t context);
   /// "llama, 30 layers, hidden 576, 9 heads (3 KV), vocab 49152".
   std::string describe() const;
   /// The prompt's token ids as generate() feeds them (a BOS first where the model asks for one:

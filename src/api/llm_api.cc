@@ -262,6 +262,11 @@ Result<std::vector<std::vector<float>>> LlmModel::last_logits(const std::vector<
   return out;
 }
 
+Result<std::vector<std::pair<std::string, double>>> LlmModel::profile_decode(int64_t batch, int64_t context) {
+  if (!impl_->gpu) return invalid_argument("profile_decode: the model runs on the CPU (load it with backend cuda)");
+  return impl_->gpu->profile_decode(batch, context);
+}
+
 Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<std::vector<int32_t>>& ids,
                                                              const GenerationParams& params, GenerationStats* stats) {
   const llm::LlamaConfig& cfg = impl_->model->config();

@@ -45,6 +45,9 @@ const GpuDecoderStats& LlamaGpuModel::stats() const {
   static const GpuDecoderStats none;
   return none;
 }
+Result<std::vector<std::pair<std::string, double>>> LlamaGpuModel::profile_decode(int64_t, int64_t, int) {
+  return unsupported("the GPU decoder: this build of ingot has no CUDA");
+}
 
 #else
 
@@ -180,6 +183,16 @@ struct LlamaGpuModel::Impl {
   uint64_t generation = 0;
   PinnedMem host_ints, host_slots, host_argmax, host_logits;  ///< the step's uploads and downloads
   GpuDecoderStats stats;
+  /// profile_decode(): an event after each op of an eager step, with the op's name (null otherwise).
+  std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
+  Status mark(const char* what) {
+    if (!marks) return Status::Ok();
+    cudaEvent_t e = nullptr;
+    INGOT_CUDA_CHECK(cudaEventCreate(&e));
+    marks->emplace_back(what, e);
+    INGOT_CUDA_CHECK(cudaEventRecord(e, stream));
+    return Status::Ok();
+  }
   backend::cuda::PagedDecodeParams attn;  ///< the step's attention bounds (prepare())
   size_t attn_ws_bytes = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<GemmPlan>> plans;
@@ -432,6 +445,7 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
   const int32_t* d_last = d_ctx + T;
   const int32_t* d_tables = d_last + S;
   INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, embed.get(), d_ids, false, x.get(), 1, V, d, T, st));
+  INGOT_RETURN_IF_ERROR(mark("embedding"));
   const float eps = static_cast<float>(c.rms_norm_eps);
   backend::cuda::PagedDecodeParams ap = attn;
   for (const auto& Lp : layers) {
@@ -439,8 +453,10 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
     const int64_t nqkv = nq + 2 * nkv;
+    INGOT_RETURN_IF_ERROR(mark("rmsnorm"));
     INGOT_RETURN_IF_ERROR(project(h.get(), L.wqkv, L.scale(0), qkv.get(), T, d, nqkv));
     if (!L.bqkv.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, qkv.get(), L.bqkv.get(), T, nqkv, st));
+    INGOT_RETURN_IF_ERROR(mark("qkv projection"));
     // Q, K, V are column slices of qkv; the rotated Q goes to q, packed for the attention.
     backend::cuda::RopeKvWriteParams rp;
     rp.type = t;
@@ -459,6 +475,7 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     rp.num_kv_heads = static_cast<int32_t>(Hkv);
     rp.head_dim = static_cast<int32_t>(hd);
     INGOT_CUDA_CHECK(backend::cuda::launch_rope_kv_write(rp, st));
+    INGOT_RETURN_IF_ERROR(mark("rope + kv write"));
     ap.q = q.get();
     ap.k_cache = L.k_cache.get();
     ap.v_cache = L.v_cache.get();
@@ -466,19 +483,28 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     ap.block_tables = d_tables;
     ap.o = att.get();
     INGOT_CUDA_CHECK(backend::cuda::launch_paged_decode_attention(ap, attn_ws.get(), attn_ws_bytes, st));
+    INGOT_RETURN_IF_ERROR(mark("attention"));
     INGOT_RETURN_IF_ERROR(project(att.get(), L.wo, L.scale(1), x.get(), T, nq, d, /*accumulate=*/true));
+    INGOT_RETURN_IF_ERROR(mark("output projection"));
     INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
                                                   /*rms=*/true));
+    INGOT_RETURN_IF_ERROR(mark("rmsnorm"));
     INGOT_RETURN_IF_ERROR(project(h.get(), L.w_gate_up, L.scale(2), gu.get(), T, d, 2 * ff));
+    INGOT_RETURN_IF_ERROR(mark("gate/up projection"));
     INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul_packed(t, gu.get(), g.get(), T, ff, st));
+    INGOT_RETURN_IF_ERROR(mark("silu * up"));
     INGOT_RETURN_IF_ERROR(project(g.get(), L.w_down, L.scale(3), x.get(), T, ff, d, /*accumulate=*/true));
+    INGOT_RETURN_IF_ERROR(mark("down projection"));
   }
   INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));
   INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, last_x.get(), out_norm.get(), nullptr, last_h.get(), S, d, eps, st,
                                                 /*rms=*/true));
   const void* head = lm_head.empty() ? embed.get() : lm_head.get();
+  INGOT_RETURN_IF_ERROR(mark("final norm"));
   INGOT_RETURN_IF_ERROR(gemm(last_h.get(), head, logits.get(), S, d, V, false, /*f32_out=*/true));
+  INGOT_RETURN_IF_ERROR(mark("lm head"));
   INGOT_CUDA_CHECK(backend::cuda::launch_logits_argmax(logits.as<float>(), S, V, argmax.as<int32_t>(), st));
+  INGOT_RETURN_IF_ERROR(mark("argmax"));
   return Status::Ok();
 }
 
@@ -672,6 +698,64 @@ Status LlamaGpuModel::warmup(int64_t max_step_tokens, int64_t max_batch) {
   INGOT_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   m.stats.warmup_seconds += seconds_since(t0);
   return Status::Ok();
+}
+
+Result<std::vector<std::pair<std::string, double>>> LlamaGpuModel::profile_decode(int64_t batch, int64_t context,
+                                                                                  int iterations) {
+  Impl& m = *impl_;
+  const int64_t bs = m.o.block_size, per_seq = (context + bs - 1) / bs;
+  if (batch < 1 || context < 1 || iterations < 1)
+    return invalid_argument("profile_decode: batch, context and iterations must be >= 1");
+  if (batch * per_seq > m.o.num_blocks)
+    return invalid_argument("profile_decode: ", batch, " sequences of ", context, " positions need ", batch * per_seq,
+                            " cache blocks; the decoder has ", m.o.num_blocks);
+  if (batch > 65535) return invalid_argument("profile_decode: at most 65535 sequences");
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(batch), std::vector<int32_t>(static_cast<size_t>(context), 1));
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
+  std::vector<GpuChunk> chunks;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t k = 0; k < per_seq; ++k) tables[static_cast<size_t>(b)].push_back(static_cast<int32_t>(b * per_seq + k));
+    chunks.push_back(GpuChunk{&tokens[static_cast<size_t>(b)], context - 1, 1, &tables[static_cast<size_t>(b)], false});
+  }
+  std::vector<std::pair<std::string, double>> rows;
+  // As served: forward() (graph replay where it applies), warmed first.
+  for (int i = 0; i < 3; ++i) INGOT_RETURN_IF_ERROR(forward(chunks).status());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) INGOT_RETURN_IF_ERROR(forward(chunks).status());
+  rows.emplace_back("step (as served)", 1e3 * seconds_since(t0) / iterations);
+  // Eager, op by op: the GPU held while the host enqueues the whole step.
+  StepShape sh;
+  sh.T = sh.S = batch;
+  sh.max_blocks = per_seq;
+  sh.max_ctx = static_cast<int32_t>(context);
+  INGOT_RETURN_IF_ERROR(m.prepare(sh));
+  std::vector<std::pair<std::string, double>> ops;
+  double total = 0;
+  for (int it = 0; it < iterations; ++it) {
+    INGOT_RETURN_IF_ERROR(m.upload_indices(chunks, sh));
+    INGOT_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    INGOT_CUDA_CHECK(backend::cuda::launch_gpu_sleep(20'000'000, m.stream));  // 20 ms: the host enqueues meanwhile
+    std::vector<std::pair<const char*, cudaEvent_t>> marks;
+    m.marks = &marks;
+    Status s = m.mark("start");
+    if (s.ok()) s = m.enqueue(sh);
+    m.marks = nullptr;
+    const cudaError_t sync = cudaStreamSynchronize(m.stream);
+    for (size_t i = 1; s.ok() && sync == cudaSuccess && i < marks.size(); ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, marks[i - 1].second, marks[i].second);
+      total += ms;
+      auto at = std::find_if(ops.begin(), ops.end(), [&](const auto& r) { return r.first == marks[i].first; });
+      if (at == ops.end()) ops.emplace_back(marks[i].first, ms);
+      else at->second += ms;
+    }
+    for (auto& [name, e] : marks) cudaEventDestroy(e);
+    INGOT_RETURN_IF_ERROR(s);
+    INGOT_CUDA_CHECK(sync);
+  }
+  rows.emplace_back("eager step (GPU)", total / iterations);
+  for (auto& [name, ms] : ops) rows.emplace_back(name, ms / iterations);
+  return rows;
 }
 
 const GpuDecoderStats& LlamaGpuModel::stats() const { return impl_->stats; }

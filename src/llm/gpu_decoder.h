@@ -104,6 +104,14 @@ class LlamaGpuModel {
   /// up to max_batch (at most 256), so that no later step pays a capture or a buffer move.
   Status warmup(int64_t max_step_tokens, int64_t max_batch);
   const GpuDecoderStats& stats() const;
+  /// Where a decode step's time goes, for `batch` sequences at `context` positions (the cache's
+  /// contents are whatever it holds: timing only): first "step (as served)", the mean wall time of
+  /// forward() as generate runs it (a CUDA graph where it applies, host included); then "eager step
+  /// (GPU)" and each op's GPU time summed over the layers, in milliseconds, from events between
+  /// the ops of an eager step that the host enqueued whole before the GPU began it. Needs
+  /// batch * ceil(context / block_size) cache blocks.
+  Result<std::vector<std::pair<std::string, double>>> profile_decode(int64_t batch, int64_t context,
+                                                                     int iterations = 20);
 
   struct Impl;
 

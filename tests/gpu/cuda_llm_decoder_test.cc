@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -396,6 +397,32 @@ INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::string(cases()[static_cast<size_t>(i.param)].name);
                          });
+
+// The decode profile names every op of a layer, its ops add up to the eager step, and a request the
+// cache cannot hold is refused.
+TEST_F(CudaTest, LlmDecoderProfilesADecodeStep) {
+  auto cpu = LlamaCpuModel::random(qwen2_like(), 3);
+  ASSERT_TRUE(cpu.ok());
+  GpuDecoderOptions o;
+  o.num_blocks = 64;
+  auto gpu = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto rows = (*gpu)->profile_decode(/*batch=*/4, /*context=*/100, /*iterations=*/3);
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  std::map<std::string, double> ms(rows->begin(), rows->end());
+  for (const char* op : {"step (as served)", "eager step (GPU)", "embedding", "rmsnorm", "qkv projection",
+                         "rope + kv write", "attention", "output projection", "gate/up projection", "silu * up",
+                         "down projection", "final norm", "lm head", "argmax"}) {
+    ASSERT_TRUE(ms.count(op)) << op;
+    EXPECT_GT(ms[op], 0.0) << op;
+  }
+  double ops = 0;
+  for (size_t i = 2; i < rows->size(); ++i) ops += (*rows)[i].second;
+  EXPECT_NEAR(ops, ms["eager step (GPU)"], 1e-3 * ms["eager step (GPU)"] + 1e-6);
+  std::printf("[ gpu decoder ] profile of a qwen2-like decode step, 4 x 100: as served %.4f ms, eager GPU %.4f ms\n",
+              ms["step (as served)"], ms["eager step (GPU)"]);
+  EXPECT_EQ((*gpu)->profile_decode(8, 200).status().code(), StatusCode::kInvalidArgument);  // 8 x 13 blocks > 64
+}
 
 TEST_F(CudaTest, LlmDecoderRefusesBadChunks) {
   auto cpu = LlamaCpuModel::random(llama_like(), 1);

@@ -160,7 +160,9 @@ def dummy_checks(ingot):
     for args, rc, words in [([cfg, "--load-format", "dummy"], 2, "--input-len"),
                             ([cfg, "--load-format", "real"], 2, "--load-format takes dummy"),
                             (["/nonexistent.json", "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2"],
-                             1, "nonexistent")]:
+                             1, "nonexistent"),
+                            ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--max-tokens", "2",
+                              "--profile-decode"], 1, "load it with backend cuda")]:
         res = subprocess.run([ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:
             print(f"FAIL: ingot generate {' '.join(args)}: exit {res.returncode} (want {rc}), stderr {res.stderr!r}")

@@ -377,6 +377,12 @@ __global__ void fp8_quantize_kernel(const T* x, int64_t n, __nv_fp8_e4m3* y, flo
     y[i] = __nv_fp8_e4m3(to_f32(x[i]) * inv);  // round to nearest even, saturating (__NV_SATFINITE)
 }
 
+__global__ void sleep_kernel(uint64_t ns) {
+  const long long start = clock64();
+  // __nanosleep takes at most ~1 ms per call; clock64 counts SM cycles (>= 1 GHz: one per ns or more).
+  while (static_cast<uint64_t>(clock64() - start) < ns) __nanosleep(100000);
+}
+
 unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
@@ -439,6 +445,11 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
     fp8_quantize_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, q,
                                                                          scale, amax_ws);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gpu_sleep(uint64_t ns, cudaStream_t stream) {
+  sleep_kernel<<<1, 1, 0, stream>>>(ns);
   return cudaGetLastError();
 }
 

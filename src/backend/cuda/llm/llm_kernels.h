@@ -120,6 +120,11 @@ cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t
 cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, void* y, float* scale,
                                         unsigned* amax_ws, cudaStream_t stream);
 
+/// Holds `stream` for about `ns` nanoseconds (one thread sleeping): what lets a profiler enqueue a
+/// whole step before the GPU starts it, so that events between kernels time the kernels, not the
+/// host's launches.
+cudaError_t launch_gpu_sleep(uint64_t ns, cudaStream_t stream);
+
 /// What launch_logits_argmax writes for a row it cannot answer.
 constexpr int32_t kArgmaxNonFinite = -1;  ///< the row holds a NaN or +inf
 constexpr int32_t kArgmaxAllMasked = -2;  ///< every logit of the row is -inf
