@@ -28,6 +28,7 @@ void generate_help() {
                "  --dtype fp16|bf16      cuda: weights, activations and KV cache (default fp16)\n"
                "  --quantization fp8     cuda: fp8 (e4m3) projection weights and activations, per-tensor\n"
                "                         scales (Ada/Hopper); embeddings, LM head, KV cache stay --dtype\n"
+               "  --kv-cache-dtype fp8   cuda: the KV cache in float8 e4m3 (scales 1): twice the positions\n"
                "  --prompt TEXT          the prompt (repeat for several prompts, batched together)\n"
                "  --chat                 wrap each prompt as one user turn of the model's chat template\n"
                "                         (ChatML, with its default system turn)\n"
@@ -131,8 +132,11 @@ int generate_command(const std::vector<std::string>& args) {
         prompts.push_back(*v);
       } else if (a == "--chat") {
         gp.chat = true;
-      } else if (a == "--backend" || a == "--dtype" || a == "--quantization") {
-        const std::string* v = value(a == "--backend" ? "cpu or cuda" : a == "--dtype" ? "fp16 or bf16" : "fp8 or none");
+      } else if (a == "--backend" || a == "--dtype" || a == "--quantization" || a == "--kv-cache-dtype") {
+        const std::string* v = value(a == "--backend"          ? "cpu or cuda"
+                                     : a == "--dtype"          ? "fp16 or bf16"
+                                     : a == "--kv-cache-dtype" ? "fp8 or auto"
+                                                               : "fp8 or none");
         if (!v) return 2;
         std::string err;
         if (!parse_llm_load_flag(a, *v, lo, err)) {

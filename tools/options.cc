@@ -346,12 +346,21 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
     options.fp8_weights = value == "fp8";
     return true;
   }
+  if (flag == "--kv-cache-dtype") {  // vLLM's flag
+    if (value != "fp8" && value != "auto") {
+      err = "--kv-cache-dtype must be fp8 or auto, got '" + value + "'";
+      return false;
+    }
+    options.fp8_kv = value == "fp8";
+    return true;
+  }
   return false;
 }
 
 std::string llm_precision_label(const LlmLoadOptions& options) {
   if (options.backend != "cuda") return "CPU fp32";
-  return std::string(options.bf16 ? "GPU bf16" : "GPU fp16") + (options.fp8_weights ? ", fp8 weights" : "");
+  return std::string(options.bf16 ? "GPU bf16" : "GPU fp16") + (options.fp8_weights ? ", fp8 weights" : "") +
+         (options.fp8_kv ? ", fp8 KV cache" : "");
 }
 
 }  // namespace ingot::tools

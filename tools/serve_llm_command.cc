@@ -34,6 +34,7 @@ void serve_llm_help() {
                "  --backend cpu|cuda           the decoder (default cpu)\n"
                "  --dtype fp16|bf16            cuda: weights, activations and KV cache (default fp16)\n"
                "  --quantization fp8           cuda: fp8 (e4m3) projection weights and activations (Ada/Hopper)\n"
+               "  --kv-cache-dtype fp8         cuda: the KV cache in float8 e4m3 (scales 1)\n"
                "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
                "  --port N                     port (default 8000; 0: any free port, printed)\n"
                "  --served-model-name NAME     the model name clients send (default: the file's name)\n"
@@ -77,7 +78,7 @@ int serve_llm_command(const std::vector<std::string>& args) {
     if (a == "-h" || a == "--help") {
       serve_llm_help();
       return 0;
-    } else if (a == "--backend" || a == "--dtype" || a == "--quantization") {
+    } else if (a == "--backend" || a == "--dtype" || a == "--quantization" || a == "--kv-cache-dtype") {
       if (!value()) return 2;
       std::string err;
       if (!parse_llm_load_flag(a, v, lo, err)) {

@@ -64,6 +64,8 @@ struct LlmLoadOptions {
   /// cuda: W8A8 fp8 projections (float8 e4m3 weights, per-tensor scales; activations quantized per
   /// step) on compute capability 8.9+; the embeddings, LM head and KV cache stay fp16/bf16.
   bool fp8_weights = false;
+  /// cuda: the KV cache in float8 e4m3 (vLLM's kv_cache_dtype="fp8", scales 1): twice the positions.
+  bool fp8_kv = false;
 };
 
 class LlmModel {

@@ -47,6 +47,7 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
   llm::GpuDecoderOptions g;
   g.bf16 = options.bf16;
   g.fp8_weights = options.fp8_weights;
+  g.fp8_kv = options.fp8_kv;
   g.num_blocks = options.kv_blocks;
   g.block_size = 16;
   INGOT_ASSIGN_OR_RETURN(gpu, llm::LlamaGpuModel::create(*model, g));

@@ -367,7 +367,7 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   INGOT_RETURN_IF_ERROR(m->upload(w.out_norm(), m->out_norm));
   INGOT_RETURN_IF_ERROR(m->upload(w.lm_head(), m->lm_head));
   const size_t cache_bytes = static_cast<size_t>(o.num_blocks) * static_cast<size_t>(o.block_size) *
-                             static_cast<size_t>(c.num_kv_heads * c.head_dim) * 2;
+                             static_cast<size_t>(c.num_kv_heads * c.head_dim) * (o.fp8_kv ? 1 : 2);
   for (const LlamaCpuModel::Layer& L : w.layers()) {
     auto g = std::make_unique<Impl::Layer>();
     INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
@@ -432,6 +432,7 @@ backend::cuda::PagedDecodeParams LlamaGpuModel::Impl::attention_params(const Ste
   ap.max_blocks_per_seq = static_cast<int32_t>(sh.max_blocks);
   ap.max_context_len = sh.max_ctx;
   ap.partition_size = o.partition_size;
+  ap.fp8_cache = o.fp8_kv;  // scales 1 (vLLM's default without calibrated ones)
   return ap;
 }
 
@@ -474,6 +475,7 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     rp.num_heads = static_cast<int32_t>(H);
     rp.num_kv_heads = static_cast<int32_t>(Hkv);
     rp.head_dim = static_cast<int32_t>(hd);
+    rp.fp8_cache = o.fp8_kv;
     INGOT_CUDA_CHECK(backend::cuda::launch_rope_kv_write(rp, st));
     INGOT_RETURN_IF_ERROR(mark("rope + kv write"));
     ap.q = q.get();

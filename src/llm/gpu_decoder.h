@@ -50,6 +50,9 @@ struct GpuDecoderOptions {
   /// scale; cuBLASLt multiplies in fp8 with fp32 accumulation into the model's type (bf16/fp16).
   /// Embeddings, norms, the LM head and the KV cache keep that type.
   bool fp8_weights = false;
+  /// The KV cache in float8 e4m3 (half the bytes: twice the positions per GiB), scales 1 as
+  /// vLLM's kv_cache_dtype="fp8" without calibrated scales; attention dequantizes as it reads.
+  bool fp8_kv = false;
 };
 
 /// One sequence's part of a step: tokens (*tokens)[start, start + count) at positions start..,

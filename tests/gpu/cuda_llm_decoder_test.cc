@@ -393,6 +393,57 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
               k.name, worst, worst_twin, k.bf16 ? "bf16" : "fp16", clear_agreed, clear);
 }
 
+// An fp8 KV cache (scales 1) through prefill and decode (split-K attention too) against the CPU
+// decoder.
+TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 41);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = 32;
+  o.block_size = 16;
+  o.partition_size = 32;  // the split path too
+  o.fp8_kv = true;
+  auto gpu = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  KvStore kv(k.config, 32, 16);
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  std::vector<std::vector<int32_t>> tokens(2), tables(2);
+  const std::vector<int64_t> lens = {20, 70};
+  for (size_t s = 0; s < 2; ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
+    for (int64_t b = 0; b < 8; ++b) tables[s].push_back(static_cast<int32_t>(s * 8 + b));
+  }
+  std::vector<int64_t> done(2, 0);
+  double worst = 1.0;
+  int clear = 0, clear_agreed = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<GpuChunk> chunks;
+    for (size_t s = 0; s < 2; ++s)
+      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
+    auto got = (*gpu)->forward(chunks);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    for (size_t s = 0; s < 2; ++s) {
+      auto want = (*cpu)->forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
+      ASSERT_TRUE(want.ok());
+      worst = std::min(worst, cosine(got->logits[s], *want));
+      if (top2_gap(*want) > 0.1) {
+        ++clear;
+        clear_agreed += argmax(got->logits[s]) == argmax(*want);
+      }
+      done[s] = static_cast<int64_t>(tokens[s].size());
+      tokens[s].push_back(argmax(*want));
+    }
+  }
+  EXPECT_GE(worst, 0.99);
+  EXPECT_EQ(clear_agreed, clear);
+  std::printf("[ gpu decoder ] %s fp8 KV cache: worst logit cosine %.5f against the CPU; greedy %d/%d where the "
+              "CPU's top two are far apart\n", k.name, worst, clear_agreed, clear);
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::string(cases()[static_cast<size_t>(i.param)].name);

@@ -46,6 +46,11 @@ std::vector<float> to_floats(FloatType t, const std::vector<uint16_t>& bits) {
   for (size_t i = 0; i < bits.size(); ++i) f[i] = from_bits(t, bits[i]);
   return f;
 }
+std::vector<uint16_t> from_floats(FloatType t, const std::vector<float>& f) {
+  std::vector<uint16_t> bits(f.size());
+  for (size_t i = 0; i < f.size(); ++i) bits[i] = to_bits(t, f[i]);
+  return bits;
+}
 
 /// Values in [-1, -0.05] U [0.05, 1], rounded to t.
 std::vector<uint16_t> random_bits(FloatType t, size_t n, std::mt19937& rng) {
@@ -405,6 +410,65 @@ TEST_F(CudaLlmKernelsTest, RopeKvWriteFromAFusedQkvRow) {
     }
 }
 
+// The fp8 cache write: the cache holds the rotated k (as the kernel rounds it to the activations'
+// type, checked above) / k_scale and v / v_scale in e4m3, bit for bit as the host rounds them.
+TEST_F(CudaLlmKernelsTest, RopeKvWriteIntoAnFp8Cache) {
+  std::mt19937 rng(59);
+  for (FloatType t : kTypes) {
+    SCOPED_TRACE(type_name(t));
+    const int T = 21, heads = 8, kv_heads = 2, D = 128, num_blocks = 2, bs = 16;
+    const int64_t nq = heads * D, nkv = kv_heads * D;
+    std::vector<int32_t> pos(T);
+    for (int i = 0; i < T; ++i) pos[static_cast<size_t>(i)] = 3 * i + 1;
+    std::vector<int64_t> slots(T);
+    std::iota(slots.begin(), slots.end(), int64_t{4});
+    slots[3] = -1;
+    const std::vector<float> inv_freq = llama3_inv_freq(D);
+    const auto q = random_bits(t, static_cast<size_t>(T * nq), rng), k = random_bits(t, static_cast<size_t>(T * nkv), rng),
+               v = random_bits(t, static_cast<size_t>(T * nkv), rng);
+    const std::vector<uint8_t> c0(static_cast<size_t>(num_blocks * bs * nkv), 0x7e);  // 448: untouched slots keep it
+    DeviceBuffer dq = to_device(q), dk = to_device(k), dv = to_device(v), dkc = to_device(c0), dvc = to_device(c0),
+                 dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
+    RopeKvWriteParams p;
+    p.type = t;
+    p.q = dq.get();
+    p.k = dk.get();
+    p.v = dv.get();
+    p.k_cache = dkc.get();
+    p.v_cache = dvc.get();
+    p.positions = static_cast<const int32_t*>(dpos.get());
+    p.slot_mapping = static_cast<const int64_t*>(dslots.get());
+    p.inv_freq = static_cast<const float*>(dfreq.get());
+    p.num_tokens = T;
+    p.num_heads = heads;
+    p.num_kv_heads = kv_heads;
+    p.head_dim = D;
+    p.fp8_cache = true;
+    p.k_scale = 0.125f;
+    p.v_scale = 2.0f;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> k_rot = to_floats(t, to_host<uint16_t>(dk, k.size())), vf = to_floats(t, v);
+    const auto kc = to_host<uint8_t>(dkc, c0.size()), vc = to_host<uint8_t>(dvc, c0.size());
+    std::vector<uint8_t> kc_want = c0, vc_want = c0;
+    for (int i = 0; i < T; ++i) {
+      const int64_t sl = slots[static_cast<size_t>(i)];
+      if (sl < 0) continue;
+      for (int64_t j = 0; j < nkv; ++j) {
+        kc_want[static_cast<size_t>(sl * nkv + j)] =
+            float_to_small_float(k_rot[static_cast<size_t>(i * nkv + j)] * (1.0f / 0.125f), DataType::kFloat8E4M3FN);
+        vc_want[static_cast<size_t>(sl * nkv + j)] =
+            float_to_small_float(vf[static_cast<size_t>(i * nkv + j)] * (1.0f / 2.0f), DataType::kFloat8E4M3FN);
+      }
+    }
+    EXPECT_TRUE(kc == kc_want) << "k cache";
+    EXPECT_TRUE(vc == vc_want) << "v cache";
+    p.v_scale = -1.0f;
+    EXPECT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaErrorInvalidValue);
+  }
+}
+
 // The gated MLP's activation over the fused [rows][gate | up] output, and the bias rows, against
 // fp64 references of the same formulas on the same (rounded) inputs.
 TEST_F(CudaLlmKernelsTest, SiluMulPackedAndBiasRowsMatchReference) {
@@ -464,6 +528,54 @@ TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionMatchesReference) {
           const auto got = run_attention(pr, d, 512);
           EXPECT_LE(normwise_error(to_floats(t, got), attention_reference(pr)), tolerance(t));
         }
+}
+
+// An fp8 (e4m3) cache: the caches' values converted on the host with scales 0.5 (K) and 0.25 (V),
+// the reference over the dequantized values (e4m3 * scale); split and unsplit.
+TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionFromAnFp8Cache) {
+  std::mt19937 rng(53);
+  for (FloatType t : kTypes)
+    for (const Shape& s : {Shape{8, 2, 128, 16}, Shape{4, 4, 64, 32}}) {
+      SCOPED_TRACE(describe(t, s));
+      Problem pr = make_problem(t, s, {1, 37, 300, 513}, rng);
+      const float ks = 0.5f, vs = 0.25f;
+      const std::vector<float> kf = to_floats(t, pr.k_cache), vf = to_floats(t, pr.v_cache);
+      std::vector<uint8_t> k8(kf.size()), v8(vf.size());
+      std::vector<float> kd(kf.size()), vd(vf.size());
+      for (size_t i = 0; i < kf.size(); ++i) {
+        k8[i] = float_to_small_float(kf[i] / ks, DataType::kFloat8E4M3FN);
+        v8[i] = float_to_small_float(vf[i] / vs, DataType::kFloat8E4M3FN);
+        kd[i] = small_float_to_float(k8[i], DataType::kFloat8E4M3FN) * ks;
+        vd[i] = small_float_to_float(v8[i], DataType::kFloat8E4M3FN) * vs;
+      }
+      // The reference reads the problem's caches: give it the dequantized values in the problem's type
+      // (e4m3 * a power of two is exact in fp16 and bf16 at these magnitudes).
+      Problem ref = pr;
+      ref.k_cache = from_floats(t, kd);
+      ref.v_cache = from_floats(t, vd);
+      ASSERT_EQ(to_floats(t, ref.k_cache), kd);
+      const std::vector<float> want = attention_reference(ref);
+      DeviceProblem d = upload_problem(pr);
+      d.k_cache = to_device(k8);
+      d.v_cache = to_device(v8);
+      for (int32_t part : {0, 64}) {
+        PagedDecodeParams p = d.params(pr, part);
+        p.fp8_cache = true;
+        p.k_scale = ks;
+        p.v_scale = vs;
+        const size_t ws = backend::cuda::paged_decode_attention_workspace_bytes(p);
+        if (d.workspace.bytes() < ws) d.workspace = DeviceBuffer(ws);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(backend::cuda::launch_paged_decode_attention(p, d.workspace.get(), d.workspace.bytes(), nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_LE(normwise_error(to_floats(t, to_host<uint16_t>(d.o, pr.q.size())), want), tolerance(t))
+            << "partition " << part;
+        p.k_scale = 0.0f;
+        EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, d.workspace.get(), d.workspace.bytes(), nullptr),
+                  cudaErrorInvalidValue);
+      }
+    }
 }
 
 TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionShortContextsDoNotSplit) {

@@ -82,9 +82,18 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // ---- rope_kv_write -------------------------------------------------------------------------
 
-template <class T>
+/// fp8 KV cache pairs: two e4m3 values in one 16-bit word.
+__device__ __forceinline__ float2 fp8x2_to_float2(__nv_fp8x2_storage_t v) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(v, __NV_E4M3)));
+}
+__device__ __forceinline__ __nv_fp8x2_storage_t float2_to_fp8x2(float a, float b) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+}
+
+template <class T, bool kFp8>
 __global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
   using T2 = pair_t<T>;
+  using C2 = std::conditional_t<kFp8, __nv_fp8x2_storage_t, T2>;  // a pair of cache elements
   const int64_t t = blockIdx.x;
   const int half = p.head_dim / 2;
   const int64_t pos = p.positions[t];
@@ -96,8 +105,9 @@ __global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
   T2* q = p.q_out ? static_cast<T2*>(p.q_out) + t * p.num_heads * half : static_cast<T2*>(p.q) + t * qs;
   T2* k = static_cast<T2*>(p.k) + t * ks;
   const T2* v = static_cast<const T2*>(p.v) + t * ks;
-  T2* kc = slot >= 0 ? static_cast<T2*>(p.k_cache) + slot * p.num_kv_heads * half : nullptr;
-  T2* vc = slot >= 0 ? static_cast<T2*>(p.v_cache) + slot * p.num_kv_heads * half : nullptr;
+  C2* kc = slot >= 0 ? static_cast<C2*>(p.k_cache) + slot * p.num_kv_heads * half : nullptr;
+  C2* vc = slot >= 0 ? static_cast<C2*>(p.v_cache) + slot * p.num_kv_heads * half : nullptr;
+  const float k_inv = 1.0f / p.k_scale, v_inv = 1.0f / p.v_scale;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     double sd, cd;
     sincos(static_cast<double>(pos) * static_cast<double>(p.inv_freq[i]), &sd, &cd);
@@ -111,8 +121,14 @@ __global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
       const T2 r = from_float2<T2>(x.x * c - x.y * s, x.x * s + x.y * c);
       k[h * half + i] = r;
       if (kc) {
-        kc[h * half + i] = r;
-        vc[h * half + i] = v[h * half + i];
+        if constexpr (kFp8) {  // the rounded k (what the activations' type holds), then scaled to e4m3
+          const float2 kr = to_float2(r), vr = to_float2(v[h * half + i]);
+          kc[h * half + i] = float2_to_fp8x2(kr.x * k_inv, kr.y * k_inv);
+          vc[h * half + i] = float2_to_fp8x2(vr.x * v_inv, vr.y * v_inv);
+        } else {
+          kc[h * half + i] = r;
+          vc[h * half + i] = v[h * half + i];
+        }
       }
     }
   }
@@ -131,7 +147,7 @@ struct Workspace {
 template <int kPer>
 using LaneVec = std::conditional_t<kPer == 4, uint2, uint32_t>;
 
-template <class T, int D>
+template <class T, int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
   static_assert(D % 32 == 0 && (D / 32 == 2 || D / 32 == 4), "head_dim 64 or 128");
   using T2 = pair_t<T>;
@@ -151,13 +167,18 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
   __shared__ float m_s[kWarps], l_s[kWarps];
   __shared__ float acc_s[kWarps][D];
   const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.num_heads + h) * D;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) q_s[i] = to_f32(q[i]) * p.scale;
+  // An fp8 cache holds k / k_scale: its scale joins the softmax scale; v's multiplies each V row.
+  const float qk_scale = kFp8 ? p.scale * p.k_scale : p.scale;
+  const float v_scale = kFp8 ? p.v_scale : 1.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) q_s[i] = to_f32(q[i]) * qk_scale;
   __syncthreads();
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks_per_seq;
   const int64_t row = static_cast<int64_t>(p.num_kv_heads) * D;  // elements per cache slot
-  const T* kc = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kvh) * D;
-  const T* vc = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kvh) * D;
+  // Byte views of the caches (elements of 2 bytes, or 1 for fp8).
+  constexpr int kEs = kFp8 ? 1 : 2;
+  const unsigned char* kc = static_cast<const unsigned char*>(p.k_cache) + static_cast<int64_t>(kvh) * D * kEs;
+  const unsigned char* vc = static_cast<const unsigned char*>(p.v_cache) + static_cast<int64_t>(kvh) * D * kEs;
 
   float m = -INFINITY, l = 0.0f;
   float acc[kPer];
@@ -171,16 +192,29 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
     if (t < end) {
       const int64_t blk = table[t / p.block_size];
       off = (blk * p.block_size + t % p.block_size) * row;
-      const uint4* kp = reinterpret_cast<const uint4*>(kc + off);
+      const uint4* kp = reinterpret_cast<const uint4*>(kc + off * kEs);
       float dot = 0.0f;
+      if constexpr (kFp8) {
 #pragma unroll
-      for (int c = 0; c < D / 8; ++c) {
-        const uint4 u = kp[c];
-        const T2* e = reinterpret_cast<const T2*>(&u);
+        for (int c = 0; c < D / 16; ++c) {  // 16 e4m3 per 16-byte load
+          const uint4 u = kp[c];
+          const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 f = to_float2(e[j]);
-          dot += q_s[c * 8 + 2 * j] * f.x + q_s[c * 8 + 2 * j + 1] * f.y;
+          for (int j = 0; j < 8; ++j) {
+            const float2 f = fp8x2_to_float2(e[j]);
+            dot += q_s[c * 16 + 2 * j] * f.x + q_s[c * 16 + 2 * j + 1] * f.y;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+          const uint4 u = kp[c];
+          const T2* e = reinterpret_cast<const T2*>(&u);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 f = to_float2(e[j]);
+            dot += q_s[c * 8 + 2 * j] * f.x + q_s[c * 8 + 2 * j + 1] * f.y;
+          }
         }
       }
       s = dot;
@@ -196,13 +230,26 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
     for (int j = 0; j < n; ++j) {
       const float pj = __shfl_sync(kFullMask, pr, j);
       const int64_t oj = __shfl_sync(kFullMask, off, j);
-      const LaneVec<kPer> u = *reinterpret_cast<const LaneVec<kPer>*>(vc + oj + lane * kPer);
-      const T2* e = reinterpret_cast<const T2*>(&u);
+      if constexpr (kFp8) {  // kPer e4m3: 2 or 4 bytes
+        using V8 = std::conditional_t<kPer == 4, uint32_t, uint16_t>;
+        const V8 u = *reinterpret_cast<const V8*>(vc + oj + lane * kPer);
+        const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+        const float pv = pj * v_scale;
 #pragma unroll
-      for (int i = 0; i < kPer / 2; ++i) {
-        const float2 f = to_float2(e[i]);
-        acc[2 * i] += pj * f.x;
-        acc[2 * i + 1] += pj * f.y;
+        for (int i = 0; i < kPer / 2; ++i) {
+          const float2 f = fp8x2_to_float2(e[i]);
+          acc[2 * i] += pv * f.x;
+          acc[2 * i + 1] += pv * f.y;
+        }
+      } else {
+        const LaneVec<kPer> u = *reinterpret_cast<const LaneVec<kPer>*>(vc + (oj + lane * kPer) * kEs);
+        const T2* e = reinterpret_cast<const T2*>(&u);
+#pragma unroll
+        for (int i = 0; i < kPer / 2; ++i) {
+          const float2 f = to_float2(e[i]);
+          acc[2 * i] += pj * f.x;
+          acc[2 * i + 1] += pj * f.y;
+        }
       }
     }
   }
@@ -261,7 +308,10 @@ __global__ void __launch_bounds__(D) combine_kernel(PagedDecodeParams p, Workspa
 template <class T, int D>
 cudaError_t run_paged_decode(const PagedDecodeParams& p, Workspace ws, int num_parts, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch), static_cast<unsigned>(num_parts));
-  paged_decode_kernel<T, D><<<grid, kWarps * 32, 0, stream>>>(p, ws, num_parts);
+  if (p.fp8_cache)
+    paged_decode_kernel<T, D, true><<<grid, kWarps * 32, 0, stream>>>(p, ws, num_parts);
+  else
+    paged_decode_kernel<T, D, false><<<grid, kWarps * 32, 0, stream>>>(p, ws, num_parts);
   if (num_parts > 1) {
     const dim3 cgrid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));
     combine_kernel<T, D><<<cgrid, D, 0, stream>>>(p, ws, num_parts);
@@ -470,10 +520,13 @@ cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream
   const int half = p.head_dim / 2;
   const int threads = half < 32 ? 32 : (half > 256 ? 256 : (half + 31) / 32 * 32);
   const unsigned grid = static_cast<unsigned>(p.num_tokens);
+  if (p.fp8_cache && !(p.k_scale > 0.0f && p.v_scale > 0.0f)) return cudaErrorInvalidValue;
   if (p.type == FloatType::kF16)
-    rope_kv_write_kernel<__half><<<grid, threads, 0, stream>>>(p);
+    p.fp8_cache ? rope_kv_write_kernel<__half, true><<<grid, threads, 0, stream>>>(p)
+                : rope_kv_write_kernel<__half, false><<<grid, threads, 0, stream>>>(p);
   else
-    rope_kv_write_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(p);
+    p.fp8_cache ? rope_kv_write_kernel<__nv_bfloat16, true><<<grid, threads, 0, stream>>>(p)
+                : rope_kv_write_kernel<__nv_bfloat16, false><<<grid, threads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -499,6 +552,7 @@ cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* work
   if (p.batch == 0) return cudaSuccess;
   if (!p.q || !p.k_cache || !p.v_cache || !p.context_lens || !p.block_tables || !p.o) return cudaErrorInvalidValue;
   if (!aligned(p.k_cache, 16) || !aligned(p.v_cache, 16)) return cudaErrorInvalidValue;
+  if (p.fp8_cache && !(p.k_scale > 0.0f && p.v_scale > 0.0f)) return cudaErrorInvalidValue;
   const int64_t parts = paged_decode_attention_partitions(p);
   if (parts > 65535) return cudaErrorInvalidValue;
   Workspace ws;

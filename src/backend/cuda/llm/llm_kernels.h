@@ -53,6 +53,11 @@ struct RopeKvWriteParams {
   /// When set, the rotated q goes here, packed [num_tokens][num_heads][head_dim] (what the
   /// attention reads), and q is left as it was.
   void* q_out = nullptr;
+  /// An fp8 KV cache (float8 e4m3, one byte an element, same layout): the cache holds the rotated
+  /// k (rounded to `type` first) / k_scale and v / v_scale, nearest even, saturated at +-448.
+  bool fp8_cache = false;
+  float k_scale = 1.0f;  ///< > 0 (vLLM's default for an fp8 cache without calibrated scales: 1)
+  float v_scale = 1.0f;
 };
 
 cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream);
@@ -86,6 +91,11 @@ struct PagedDecodeParams {
   int32_t max_context_len = 0;    ///< host-known bound on every context_lens[b]: sizes the grid
   int32_t partition_size = 512;   ///< split-K partition in positions; 0 never splits
   float scale = 0.0f;             ///< 0: 1 / sqrt(head_dim)
+  /// The caches in float8 e4m3 (as launch_rope_kv_write writes them with fp8_cache): element
+  /// values are e4m3 * k_scale and e4m3 * v_scale; q and o keep `type`.
+  bool fp8_cache = false;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 
 /// Number of split-K partitions launch_paged_decode_attention uses: 1 (no split) when
