@@ -30,6 +30,7 @@ namespace {
 using llm::GpuChunk;
 using llm::GpuDecoderOptions;
 using llm::GpuDecoderStats;
+using llm::GpuStepResult;
 using llm::KvStore;
 using llm::LlamaConfig;
 using llm::LlamaCpuModel;
@@ -99,6 +100,62 @@ LlamaConfig llama3_like() {
   c.rope_high_freq_factor = 4.0;
   c.rope_original_max_positions = 64;  // short, so the scaled wavelengths matter at these lengths
   return c;
+}
+
+/// How a GPU decoder follows the CPU decoder through prefill and decode.
+struct Following {
+  double worst = 1.0;       ///< the lowest logit cosine against the CPU
+  double worst_twin = 1.0;  ///< against `twin` (when given)
+  int clear = 0;            ///< steps x sequences where the CPU's top two are more than `gap` apart
+  int clear_agreed = 0;     ///< of those, where the greedy tokens agree
+};
+
+/// Sequences with prompts of `lens` random ids (sequence s owns blocks s * 8 ..), `steps` steps:
+/// the prompts, then one token each, every step through `gpu` (and `twin`) and the CPU decoder,
+/// all continuing with the CPU's greedy token. The GPU's device argmax is checked on the way.
+Following follow_the_cpu(LlamaCpuModel& cpu, LlamaGpuModel& gpu, LlamaGpuModel* twin,
+                         const std::vector<int64_t>& lens, int steps, uint32_t seed, double gap) {
+  const LlamaConfig& c = cpu.config();
+  KvStore kv(c, static_cast<int64_t>(lens.size()) * 8, 16);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size - 1));
+  const size_t n = lens.size();
+  std::vector<std::vector<int32_t>> tokens(n), tables(n);
+  for (size_t s = 0; s < n; ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
+    for (int64_t b = 0; b < 8; ++b) tables[s].push_back(static_cast<int32_t>(s * 8 + b));
+  }
+  std::vector<int64_t> done(n, 0);
+  Following f;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<GpuChunk> chunks;
+    for (size_t s = 0; s < n; ++s)
+      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
+    auto a = gpu.forward(chunks);
+    EXPECT_TRUE(a.ok()) << a.status().to_string();
+    if (!a.ok()) return f;
+    Result<GpuStepResult> b = GpuStepResult();
+    if (twin) {
+      b = twin->forward(chunks);
+      EXPECT_TRUE(b.ok()) << b.status().to_string();
+      if (!b.ok()) return f;
+    }
+    for (size_t s = 0; s < n; ++s) {
+      auto want = cpu.forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
+      EXPECT_TRUE(want.ok());
+      if (!want.ok()) return f;
+      f.worst = std::min(f.worst, cosine(a->logits[s], *want));
+      if (twin) f.worst_twin = std::min(f.worst_twin, cosine(a->logits[s], b->logits[s]));
+      EXPECT_EQ(a->argmax[s], argmax(a->logits[s])) << "step " << step << ", sequence " << s;
+      if (top2_gap(*want) > gap) {
+        ++f.clear;
+        f.clear_agreed += argmax(a->logits[s]) == argmax(*want);
+      }
+      done[s] = static_cast<int64_t>(tokens[s].size());
+      tokens[s].push_back(argmax(*want));
+    }
+  }
+  return f;
 }
 
 struct Case {
@@ -352,45 +409,13 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
   o.fp8_weights = false;
   auto twin = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(twin.ok());
-  KvStore kv(k.config, 32, 16);
-  std::mt19937 rng(37);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
-  std::vector<std::vector<int32_t>> tokens(2), tables(2);
-  const std::vector<int64_t> lens = {11, 50};
-  for (size_t s = 0; s < 2; ++s) {
-    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
-    for (int64_t b = 0; b < 8; ++b) tables[s].push_back(static_cast<int32_t>(s * 8 + b));
-  }
-  std::vector<int64_t> done(2, 0);
-  double worst = 1.0, worst_twin = 1.0;
-  int clear = 0, clear_agreed = 0;
-  for (int step = 0; step < 8; ++step) {
-    std::vector<GpuChunk> chunks;
-    for (size_t s = 0; s < 2; ++s)
-      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
-    auto a = (*fp8)->forward(chunks);
-    auto b = (*twin)->forward(chunks);
-    ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << " / " << b.status().to_string();
-    for (size_t s = 0; s < 2; ++s) {
-      auto want = (*cpu)->forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
-      ASSERT_TRUE(want.ok());
-      worst = std::min(worst, cosine(a->logits[s], *want));
-      worst_twin = std::min(worst_twin, cosine(a->logits[s], b->logits[s]));
-      EXPECT_EQ(a->argmax[s], argmax(a->logits[s]));
-      if (top2_gap(*want) > 0.1) {
-        ++clear;
-        clear_agreed += argmax(a->logits[s]) == argmax(*want);
-      }
-      done[s] = static_cast<int64_t>(tokens[s].size());
-      tokens[s].push_back(argmax(*want));
-    }
-  }
-  EXPECT_GE(worst, 0.98);
-  EXPECT_GE(worst_twin, 0.98);
-  EXPECT_EQ(clear_agreed, clear);
+  const Following f = follow_the_cpu(**cpu, **fp8, twin->get(), {11, 50}, 8, 37, 0.1);
+  EXPECT_GE(f.worst, 0.98);
+  EXPECT_GE(f.worst_twin, 0.98);
+  EXPECT_EQ(f.clear_agreed, f.clear);
   std::printf("[ gpu decoder ] %s fp8 weights: worst logit cosine %.5f against the CPU, %.5f against the %s decoder; "
               "greedy %d/%d where the CPU's top two are far apart\n",
-              k.name, worst, worst_twin, k.bf16 ? "bf16" : "fp16", clear_agreed, clear);
+              k.name, f.worst, f.worst_twin, k.bf16 ? "bf16" : "fp16", f.clear_agreed, f.clear);
 }
 
 // An fp8 KV cache (scales 1) through prefill and decode (split-K attention too) against the CPU
@@ -408,40 +433,11 @@ TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
   o.fp8_kv = true;
   auto gpu = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
-  KvStore kv(k.config, 32, 16);
-  std::mt19937 rng(43);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
-  std::vector<std::vector<int32_t>> tokens(2), tables(2);
-  const std::vector<int64_t> lens = {20, 70};
-  for (size_t s = 0; s < 2; ++s) {
-    for (int64_t i = 0; i < lens[s]; ++i) tokens[s].push_back(tok(rng));
-    for (int64_t b = 0; b < 8; ++b) tables[s].push_back(static_cast<int32_t>(s * 8 + b));
-  }
-  std::vector<int64_t> done(2, 0);
-  double worst = 1.0;
-  int clear = 0, clear_agreed = 0;
-  for (int step = 0; step < 8; ++step) {
-    std::vector<GpuChunk> chunks;
-    for (size_t s = 0; s < 2; ++s)
-      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
-    auto got = (*gpu)->forward(chunks);
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    for (size_t s = 0; s < 2; ++s) {
-      auto want = (*cpu)->forward(tokens[s], chunks[s].start, chunks[s].count, tables[s], &kv);
-      ASSERT_TRUE(want.ok());
-      worst = std::min(worst, cosine(got->logits[s], *want));
-      if (top2_gap(*want) > 0.1) {
-        ++clear;
-        clear_agreed += argmax(got->logits[s]) == argmax(*want);
-      }
-      done[s] = static_cast<int64_t>(tokens[s].size());
-      tokens[s].push_back(argmax(*want));
-    }
-  }
-  EXPECT_GE(worst, 0.99);
-  EXPECT_EQ(clear_agreed, clear);
+  const Following f = follow_the_cpu(**cpu, **gpu, nullptr, {20, 70}, 8, 43, 0.1);
+  EXPECT_GE(f.worst, 0.99);
+  EXPECT_EQ(f.clear_agreed, f.clear);
   std::printf("[ gpu decoder ] %s fp8 KV cache: worst logit cosine %.5f against the CPU; greedy %d/%d where the "
-              "CPU's top two are far apart\n", k.name, worst, clear_agreed, clear);
+              "CPU's top two are far apart\n", k.name, f.worst, f.clear_agreed, f.clear);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),

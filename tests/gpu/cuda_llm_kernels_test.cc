@@ -261,6 +261,27 @@ std::vector<uint16_t> run_attention(const Problem& pr, DeviceProblem& d, int32_t
   return to_host<uint16_t>(d.o, pr.q.size());
 }
 
+/// A rope_kv_write call over device buffers (q, k, v may be slices of one fused buffer).
+RopeKvWriteParams rope_params(FloatType t, void* q, void* k, const void* v, void* k_cache, void* v_cache,
+                              const DeviceBuffer& pos, const DeviceBuffer& slots, const DeviceBuffer& inv_freq, int T,
+                              int heads, int kv_heads, int head_dim) {
+  RopeKvWriteParams p;
+  p.type = t;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.k_cache = k_cache;
+  p.v_cache = v_cache;
+  p.positions = static_cast<const int32_t*>(pos.get());
+  p.slot_mapping = static_cast<const int64_t*>(slots.get());
+  p.inv_freq = static_cast<const float*>(inv_freq.get());
+  p.num_tokens = T;
+  p.num_heads = heads;
+  p.num_kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  return p;
+}
+
 class CudaLlmKernelsTest : public CudaTest {};
 
 // ---- rope_kv_write ----------------------------------------------------------------------------
@@ -292,20 +313,8 @@ TEST_F(CudaLlmKernelsTest, RopeKvWriteMatchesReference) {
                    dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
       ASSERT_TRUE(dq.valid() && dk.valid() && dv.valid() && dkc.valid() && dvc.valid() && dpos.valid() &&
                   dslots.valid() && dfreq.valid());
-      RopeKvWriteParams p;
-      p.type = t;
-      p.q = dq.get();
-      p.k = dk.get();
-      p.v = dv.get();
-      p.k_cache = dkc.get();
-      p.v_cache = dvc.get();
-      p.positions = static_cast<const int32_t*>(dpos.get());
-      p.slot_mapping = static_cast<const int64_t*>(dslots.get());
-      p.inv_freq = static_cast<const float*>(dfreq.get());
-      p.num_tokens = T;
-      p.num_heads = s.heads;
-      p.num_kv_heads = s.kv_heads;
-      p.head_dim = D;
+      const RopeKvWriteParams p = rope_params(t, dq.get(), dk.get(), dv.get(), dkc.get(), dvc.get(), dpos, dslots, dfreq,
+                                              T, s.heads, s.kv_heads, D);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads landed
       ASSERT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -357,22 +366,11 @@ TEST_F(CudaLlmKernelsTest, RopeKvWriteFromAFusedQkvRow) {
       DeviceBuffer dqkv = to_device(qkv), dqo = to_device(q_out0), dkc = to_device(kc0), dvc = to_device(kc0),
                    dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
       ASSERT_TRUE(dqkv.valid() && dqo.valid() && dkc.valid() && dvc.valid());
-      RopeKvWriteParams p;
-      p.type = t;
-      p.q = dqkv.get();
-      p.k = static_cast<uint16_t*>(dqkv.get()) + nq;
-      p.v = static_cast<uint16_t*>(dqkv.get()) + nq + nkv;
+      RopeKvWriteParams p = rope_params(t, dqkv.get(), static_cast<uint16_t*>(dqkv.get()) + nq,
+                                        static_cast<uint16_t*>(dqkv.get()) + nq + nkv, dkc.get(), dvc.get(), dpos,
+                                        dslots, dfreq, T, s.heads, s.kv_heads, D);
       p.row_stride = stride;
       p.q_out = dqo.get();
-      p.k_cache = dkc.get();
-      p.v_cache = dvc.get();
-      p.positions = static_cast<const int32_t*>(dpos.get());
-      p.slot_mapping = static_cast<const int64_t*>(dslots.get());
-      p.inv_freq = static_cast<const float*>(dfreq.get());
-      p.num_tokens = T;
-      p.num_heads = s.heads;
-      p.num_kv_heads = s.kv_heads;
-      p.head_dim = D;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ASSERT_EQ(backend::cuda::launch_rope_kv_write(p, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -429,20 +427,8 @@ TEST_F(CudaLlmKernelsTest, RopeKvWriteIntoAnFp8Cache) {
     const std::vector<uint8_t> c0(static_cast<size_t>(num_blocks * bs * nkv), 0x7e);  // 448: untouched slots keep it
     DeviceBuffer dq = to_device(q), dk = to_device(k), dv = to_device(v), dkc = to_device(c0), dvc = to_device(c0),
                  dpos = to_device(pos), dslots = to_device(slots), dfreq = to_device(inv_freq);
-    RopeKvWriteParams p;
-    p.type = t;
-    p.q = dq.get();
-    p.k = dk.get();
-    p.v = dv.get();
-    p.k_cache = dkc.get();
-    p.v_cache = dvc.get();
-    p.positions = static_cast<const int32_t*>(dpos.get());
-    p.slot_mapping = static_cast<const int64_t*>(dslots.get());
-    p.inv_freq = static_cast<const float*>(dfreq.get());
-    p.num_tokens = T;
-    p.num_heads = heads;
-    p.num_kv_heads = kv_heads;
-    p.head_dim = D;
+    RopeKvWriteParams p = rope_params(t, dq.get(), dk.get(), dv.get(), dkc.get(), dvc.get(), dpos, dslots, dfreq, T,
+                                      heads, kv_heads, D);
     p.fp8_cache = true;
     p.k_scale = 0.125f;
     p.v_scale = 2.0f;
