@@ -41,7 +41,12 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
 }
 
 Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
-  if (options.backend == "cpu") return Status::Ok();
+  if (options.backend == "cpu") {
+    if (options.fp8_weights || options.fp8_kv)
+      return invalid_argument("LlmModel: fp8 weights and fp8 KV caches run on the GPU decoder (backend cuda); the CPU "
+                              "decoder is the fp32 reference");
+    return Status::Ok();
+  }
   if (options.backend != "cuda") return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
   if (options.kv_blocks < 1) return invalid_argument("LlmModel: kv_blocks must be >= 1");
   llm::GpuDecoderOptions g;
@@ -308,7 +313,8 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   // As vLLM's engine start-up: the decode graphs of every batch this run can reach, untimed.
   const auto tw = Clock::now();
-  INGOT_RETURN_IF_ERROR(impl_->warmup(sc.max_num_batched_tokens, static_cast<int64_t>(ids.size())));
+  INGOT_RETURN_IF_ERROR(
+      impl_->warmup(sc.max_num_batched_tokens, std::min<int64_t>(static_cast<int64_t>(ids.size()), sc.max_num_seqs)));
   st.warmup_seconds = since(tw);
   const int64_t graph_steps_before = impl_->gpu ? impl_->gpu->stats().graph_steps : 0;
   const auto t0 = Clock::now();
