@@ -15,6 +15,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/attention/attention_kernels.h"
 #include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/llm/llm_kernels.h"
@@ -183,6 +184,12 @@ struct LlamaGpuModel::Impl {
   uint64_t generation = 0;
   PinnedMem host_ints, host_slots, host_argmax, host_logits;  ///< the step's uploads and downloads
   GpuDecoderStats stats;
+  int sm_count = 0;
+  /// Prompts that start at position 0 with at least kFlashMinTokens tokens: their attention is
+  /// causal over their own new rows alone, so the tensor-core flash kernel (backend/cuda/attention)
+  /// runs it from the fused QKV output; the paged decode kernel skips their rows (context 0).
+  static constexpr int64_t kFlashMinTokens = 32;
+  std::vector<std::pair<int64_t, int64_t>> flash_rows;  ///< this step's (first row, rows) of such prompts
   /// profile_decode(): an event after each op of an eager step, with the op's name (null otherwise).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
   Status mark(const char* what) {
@@ -360,6 +367,11 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
     for (int64_t k : {d, nq, ff, nq + 2 * nkv})  // cuBLASLt's fp8 kernels: 16-byte rows of every operand
       if (k % 16 != 0) return unsupported("GPU decoder: fp8 GEMMs need dimensions that are multiples of 16, got ", k);
   }
+  {
+    int dev = 0;
+    INGOT_CUDA_CHECK(cudaGetDevice(&dev));
+    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&m->sm_count, cudaDevAttrMultiProcessorCount, dev));
+  }
   INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
   INGOT_LT_OK(cublasLtCreate(&m->lt));
   INGOT_RETURN_IF_ERROR(m->lt_ws.reserve(Impl::kLtWorkspace));
@@ -485,6 +497,32 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     ap.block_tables = d_tables;
     ap.o = att.get();
     INGOT_CUDA_CHECK(backend::cuda::launch_paged_decode_attention(ap, attn_ws.get(), attn_ws_bytes, st));
+    for (const auto& [r0, n] : flash_rows) {  // whole prompts: causal flash attention over their own rows
+      backend::cuda::AttentionParams fp;
+      fp.type = t;
+      fp.q = static_cast<const char*>(q.get()) + r0 * nq * elem();
+      fp.k = static_cast<const char*>(qkv.get()) + (r0 * nqkv + nq) * elem();
+      fp.v = static_cast<const char*>(qkv.get()) + (r0 * nqkv + nq + nkv) * elem();
+      fp.y = static_cast<char*>(att.get()) + r0 * nq * elem();
+      fp.batch = 1;
+      fp.q_heads = H;
+      fp.kv_heads = Hkv;
+      fp.q_len = fp.kv_len = n;
+      fp.head_size = hd;
+      // (batch, head, row) strides in elements: q and y packed rows of nq, k and v slices of qkv rows.
+      auto strides = [hd](int64_t* to, int64_t row) {
+        to[0] = 0;
+        to[1] = hd;
+        to[2] = row;
+      };
+      strides(fp.q_stride, nq);
+      strides(fp.y_stride, nq);
+      strides(fp.k_stride, nqkv);
+      strides(fp.v_stride, nqkv);
+      fp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+      fp.causal = true;
+      INGOT_CUDA_CHECK(backend::cuda::launch_attention_flash(fp, sm_count, st));
+    }
     INGOT_RETURN_IF_ERROR(mark("attention"));
     INGOT_RETURN_IF_ERROR(project(att.get(), L.wo, L.scale(1), x.get(), T, nq, d, /*accumulate=*/true));
     INGOT_RETURN_IF_ERROR(mark("output projection"));
@@ -566,15 +604,18 @@ Status LlamaGpuModel::Impl::upload_indices(const std::vector<GpuChunk>& chunks, 
   std::fill(ids, ids + sh.ints(), 0);
   std::fill(slot, slot + sh.T, int64_t{-1});
   int64_t r = 0;
+  flash_rows.clear();
   for (size_t s = 0; s < chunks.size(); ++s) {
     const GpuChunk& ch = chunks[s];
+    const bool flash = ch.start == 0 && ch.count >= kFlashMinTokens;
+    if (flash) flash_rows.emplace_back(r, ch.count);
     for (int64_t i = 0; i < ch.count; ++i, ++r) {
       const int64_t p = ch.start + i;
       const int32_t id = (*ch.tokens)[static_cast<size_t>(p)];
       if (id < 0 || id >= c.vocab_size) return invalid_argument("GPU decoder: token id ", id, " outside the vocabulary");
       ids[r] = id;
       pos[r] = static_cast<int32_t>(p);
-      ctx[r] = static_cast<int32_t>(p + 1);
+      ctx[r] = flash ? 0 : static_cast<int32_t>(p + 1);  // 0: the decode kernel writes zeros, flash the rows
       std::copy(ch.block_table->begin(), ch.block_table->end(), tables + r * sh.max_blocks);
       slot[r] = static_cast<int64_t>((*ch.block_table)[static_cast<size_t>(p / bs)]) * bs + p % bs;
     }

@@ -8,18 +8,22 @@
 // One forward() runs a flat batch of tokens of any number of sequences, prefill chunks and decode
 // tokens mixed (in-flight batching): the embedding gather, then per layer RMSNorm, one fused Q/K/V
 // projection (cuBLASLt, fp32 accumulation; Qwen2's biases), rotary embedding fused with the KV
-// cache write (reading Q, K, V as column slices of that one output), attention over the paged cache (backend/cuda/llm: every token is one query row
-// reading its own sequence's positions [0, pos], so causal prefill and decode are the same
-// kernel), the output projection accumulated into the residual stream (cuBLASLt's beta = 1),
-// RMSNorm, one fused gate/up projection, SiLU(gate) * up, the down projection into the residual;
-// last, each sequence's final row through the final RMSNorm and the LM head (fp32 logits).
+// cache write (reading Q, K, V as column slices of that one output), attention, the output
+// projection accumulated into the residual stream (cuBLASLt's beta = 1), RMSNorm, one fused
+// gate/up projection, SiLU(gate) * up, the down projection into the residual; last, each
+// sequence's final row through the final RMSNorm and the LM head (fp32 logits), and its argmax.
+//
+// Attention: over the paged cache (backend/cuda/llm), every token one query row reading its own
+// sequence's positions [0, pos], so decode and continued prefill chunks are one kernel; a prompt
+// computed from position 0 with 32 or more tokens instead goes through the backend's tensor-core
+// flash kernel (backend/cuda/attention), causal over its own rows of the fused QKV output.
 //
 // The step's small index arrays go up in one copy; what comes back is each sequence's argmax
 // (greedy sampling on the device) and only the logits rows a caller asks for (sampling with a
 // temperature on the host), through pinned memory; both copies are explicit in forward() (no
-// hidden host round trip inside the step). Decode-only steps replay a
-// CUDA graph captured per padded batch size. Not yet here: a flash-style prefill kernel for long
-// prompts, FP8/INT4 weights.
+// hidden host round trip inside the step). Decode-only steps replay a CUDA graph captured per
+// padded batch size. Options: fp8 (W8A8) projections and an fp8 KV cache. Not yet here: INT4
+// weights, a flash kernel for continued prefill chunks (they take the paged decode kernel).
 //
 // Built without CUDA, create() says so (kUnsupported).
 #pragma once
