@@ -185,10 +185,10 @@ struct LlamaGpuModel::Impl {
   PinnedMem host_ints, host_slots, host_argmax, host_logits;  ///< the step's uploads and downloads
   GpuDecoderStats stats;
   int sm_count = 0;
-  /// Prompts that start at position 0 with at least kFlashMinTokens tokens: their attention is
-  /// causal over their own new rows alone, so the tensor-core flash kernel (backend/cuda/attention)
-  /// runs it from the fused QKV output; the paged decode kernel skips their rows (context 0).
-  static constexpr int64_t kFlashMinTokens = 32;
+  /// Prompts that start at position 0 with at least o.flash_prefill_min_tokens tokens: their
+  /// attention is causal over their own new rows alone, so the tensor-core flash kernel
+  /// (backend/cuda/attention) runs it from the fused QKV output; the paged decode kernel skips
+  /// their rows (context 0).
   std::vector<std::pair<int64_t, int64_t>> flash_rows;  ///< this step's (first row, rows) of such prompts
   /// profile_decode(): an event after each op of an eager step, with the op's name (null otherwise).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
@@ -607,7 +607,7 @@ Status LlamaGpuModel::Impl::upload_indices(const std::vector<GpuChunk>& chunks, 
   flash_rows.clear();
   for (size_t s = 0; s < chunks.size(); ++s) {
     const GpuChunk& ch = chunks[s];
-    const bool flash = ch.start == 0 && ch.count >= kFlashMinTokens;
+    const bool flash = o.flash_prefill_min_tokens > 0 && ch.start == 0 && ch.count >= o.flash_prefill_min_tokens;
     if (flash) flash_rows.emplace_back(r, ch.count);
     for (int64_t i = 0; i < ch.count; ++i, ++r) {
       const int64_t p = ch.start + i;

@@ -15,8 +15,9 @@
 //
 // Attention: over the paged cache (backend/cuda/llm), every token one query row reading its own
 // sequence's positions [0, pos], so decode and continued prefill chunks are one kernel; a prompt
-// computed from position 0 with 32 or more tokens instead goes through the backend's tensor-core
-// flash kernel (backend/cuda/attention), causal over its own rows of the fused QKV output.
+// computed from position 0 with flash_prefill_min_tokens or more tokens instead goes through the
+// backend's tensor-core flash kernel (backend/cuda/attention), causal over its own rows of the
+// fused QKV output.
 //
 // The step's small index arrays go up in one copy; what comes back is each sequence's argmax
 // (greedy sampling on the device) and only the logits rows a caller asks for (sampling with a
@@ -57,6 +58,9 @@ struct GpuDecoderOptions {
   /// The KV cache in float8 e4m3 (half the bytes: twice the positions per GiB), scales 1 as
   /// vLLM's kv_cache_dtype="fp8" without calibrated scales; attention dequantizes as it reads.
   bool fp8_kv = false;
+  /// A prompt computed from position 0 with at least this many tokens takes the flash kernel (one
+  /// launch per such prompt per layer); shorter ones stay on the paged decode kernel. 0: never.
+  int64_t flash_prefill_min_tokens = 128;
 };
 
 /// One sequence's part of a step: tokens (*tokens)[start, start + count) at positions start..,

@@ -184,6 +184,7 @@ TEST_P(CudaLlmDecoderTest, MatchesTheCpuDecoderThroughPrefillAndDecode) {
   o.num_blocks = num_blocks;
   o.block_size = bs;
   o.partition_size = 32;  // the split-K path runs from the first prompt on
+  o.flash_prefill_min_tokens = 32;  // the 37- and 70-token prompts take the flash kernel, the 5-token one not
   auto gpu = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   KvStore kv(k.config, num_blocks, bs);
@@ -250,6 +251,7 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   o.bf16 = k.bf16;
   o.num_blocks = 16;
   o.block_size = 16;
+  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
   auto gpu = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   std::mt19937 rng(3);
@@ -277,6 +279,7 @@ TEST_P(CudaLlmDecoderTest, DecodeGraphsMatchEagerSteps) {
   o.bf16 = k.bf16;
   o.num_blocks = 64;  // sequence s holds blocks from s * 12 on: 2, 4, 6 and 14 of them
   o.block_size = 16;
+  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
   o.graph_max_context = 512;
   o.cuda_graphs = false;
   auto eager = LlamaGpuModel::create(**cpu, o);
@@ -331,6 +334,7 @@ TEST_P(CudaLlmDecoderTest, WarmupThenArgmaxOnlySteps) {
   o.bf16 = k.bf16;
   o.num_blocks = 48;
   o.block_size = 16;
+  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
   o.graph_max_context = 256;
   auto served = LlamaGpuModel::create(**cpu, o);
   o.cuda_graphs = false;
@@ -397,6 +401,7 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
   o.bf16 = k.bf16;
   o.num_blocks = 32;
   o.block_size = 16;
+  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
   o.fp8_weights = true;
   auto fp8 = LlamaGpuModel::create(**cpu, o);
   if (major * 10 + minor < 89) {
@@ -429,6 +434,7 @@ TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
   o.bf16 = k.bf16;
   o.num_blocks = 32;
   o.block_size = 16;
+  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
   o.partition_size = 32;  // the split path too
   o.fp8_kv = true;
   auto gpu = LlamaGpuModel::create(**cpu, o);
