@@ -322,36 +322,27 @@ std::string build_flags_help() {
 
 bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmLoadOptions& options, std::string& err) {
   err.clear();
-  if (flag == "--backend") {
-    if (value != "cpu" && value != "cuda") {
-      err = "--backend must be cpu or cuda, got '" + value + "'";
+  // Each flag's two accepted values (as its error names them) and the one that sets its option
+  // (--quantization and --kv-cache-dtype are vLLM's names).
+  struct Flag {
+    const char* name;
+    const char* values[2];
+    const char* on;
+    void (*set)(LlmLoadOptions&, bool on);
+  };
+  static const Flag kFlags[] = {
+      {"--backend", {"cpu", "cuda"}, "cuda", [](LlmLoadOptions& o, bool on) { o.backend = on ? "cuda" : "cpu"; }},
+      {"--dtype", {"fp16", "bf16"}, "bf16", [](LlmLoadOptions& o, bool on) { o.bf16 = on; }},
+      {"--quantization", {"fp8", "none"}, "fp8", [](LlmLoadOptions& o, bool on) { o.fp8_weights = on; }},
+      {"--kv-cache-dtype", {"fp8", "auto"}, "fp8", [](LlmLoadOptions& o, bool on) { o.fp8_kv = on; }},
+  };
+  for (const Flag& f : kFlags) {
+    if (flag != f.name) continue;
+    if (value != f.values[0] && value != f.values[1]) {
+      err = flag + " must be " + f.values[0] + " or " + f.values[1] + ", got '" + value + "'";
       return false;
     }
-    options.backend = value;
-    return true;
-  }
-  if (flag == "--dtype") {
-    if (value != "fp16" && value != "bf16") {
-      err = "--dtype must be fp16 or bf16, got '" + value + "'";
-      return false;
-    }
-    options.bf16 = value == "bf16";
-    return true;
-  }
-  if (flag == "--quantization") {  // vLLM's flag
-    if (value != "fp8" && value != "none") {
-      err = "--quantization must be fp8 or none, got '" + value + "'";
-      return false;
-    }
-    options.fp8_weights = value == "fp8";
-    return true;
-  }
-  if (flag == "--kv-cache-dtype") {  // vLLM's flag
-    if (value != "fp8" && value != "auto") {
-      err = "--kv-cache-dtype must be fp8 or auto, got '" + value + "'";
-      return false;
-    }
-    options.fp8_kv = value == "fp8";
+    f.set(options, value == f.on);
     return true;
   }
   return false;

@@ -60,7 +60,7 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
   return Status::Ok();
 }
 
-Result<llm::GpuStepResult> LlmModel::Impl::step(const std::vector<llm::ScheduledSeq>& seqs,
+Result<llm::StepResult> LlmModel::Impl::step(const std::vector<llm::ScheduledSeq>& seqs,
                                                 const std::vector<const llm::Sampler*>& samplers, llm::KvStore* kv) {
   if (gpu) {
     std::vector<llm::GpuChunk> chunks;
@@ -73,7 +73,7 @@ Result<llm::GpuStepResult> LlmModel::Impl::step(const std::vector<llm::Scheduled
     }
     return gpu->forward(chunks);
   }
-  llm::GpuStepResult out;
+  llm::StepResult out;
   for (const llm::ScheduledSeq& q : seqs) {
     INGOT_ASSIGN_OR_RETURN(std::vector<float> logits, model->forward(*q.tokens, q.start, q.count, *q.block_table, kv));
     out.logits.push_back(std::move(logits));
@@ -81,7 +81,7 @@ Result<llm::GpuStepResult> LlmModel::Impl::step(const std::vector<llm::Scheduled
   return out;
 }
 
-Result<int64_t> LlmModel::Impl::next_token(llm::Sampler& sampler, const llm::GpuStepResult& step, size_t i,
+Result<int64_t> LlmModel::Impl::next_token(llm::Sampler& sampler, const llm::StepResult& step, size_t i,
                                            const std::vector<int32_t>& tokens, int64_t vocab_size) {
   if (i < step.logits.size() && !step.logits[i].empty()) {
     const std::vector<int64_t> history(tokens.begin(), tokens.end());
@@ -261,7 +261,7 @@ Result<std::vector<std::vector<float>>> LlmModel::last_logits(const std::vector<
       seqs.push_back(q);
     }
     INGOT_ASSIGN_OR_RETURN(std::unique_ptr<llm::KvStore> kv, impl_->host_kv(blocks, kBlock));
-    INGOT_ASSIGN_OR_RETURN(llm::GpuStepResult r, impl_->step(seqs, {}, kv.get()));
+    INGOT_ASSIGN_OR_RETURN(llm::StepResult r, impl_->step(seqs, {}, kv.get()));
     for (auto& l : r.logits) out.push_back(std::move(l));
     i = j;
   }
@@ -329,7 +329,7 @@ Result<std::vector<GenerationResult>> LlmModel::generate_ids(const std::vector<s
     step_samplers.clear();
     for (const llm::ScheduledSeq& q : plan.seqs) step_samplers.push_back(&samplers.at(q.id));
     const auto tf = Clock::now();
-    INGOT_ASSIGN_OR_RETURN(llm::GpuStepResult all, impl_->step(plan.seqs, step_samplers, kv.get()));
+    INGOT_ASSIGN_OR_RETURN(llm::StepResult all, impl_->step(plan.seqs, step_samplers, kv.get()));
     st.forward_seconds += since(tf);
     const auto ts = Clock::now();
     for (size_t i = 0; i < plan.seqs.size(); ++i) {

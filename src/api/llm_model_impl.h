@@ -27,13 +27,14 @@ struct LlmModel::Impl {
 
   /// One scheduler step (the last position of each scheduled sequence, in order): the GPU decoder
   /// runs them as one batch and returns every argmax plus the logits of the sequences whose
-  /// sampler is not greedy or that have no sampler (samplers[i] null or past the end); the CPU decoder runs one sequence after another into `kv` (unused, and
-  /// may be null, on the GPU) and returns every sequence's logits. next_token() reads either.
-  Result<llm::GpuStepResult> step(const std::vector<llm::ScheduledSeq>& seqs,
+  /// sampler is not greedy or that have no sampler (samplers[i] null or past the end); the CPU
+  /// decoder runs one sequence after another into `kv` (unused, and may be null, on the GPU) and
+  /// returns every sequence's logits. next_token() reads either.
+  Result<llm::StepResult> step(const std::vector<llm::ScheduledSeq>& seqs,
                                   const std::vector<const llm::Sampler*>& samplers, llm::KvStore* kv);
   /// The next token of the i-th sequence of `step`'s answer: `sampler` over its logits when they
   /// came back, else its device argmax.
-  static Result<int64_t> next_token(llm::Sampler& sampler, const llm::GpuStepResult& step, size_t i,
+  static Result<int64_t> next_token(llm::Sampler& sampler, const llm::StepResult& step, size_t i,
                                     const std::vector<int32_t>& tokens, int64_t vocab_size);
   /// For the GPU decoder: warmup() for steps of `max_step_tokens` and `max_batch` sequences
   /// (nothing on the CPU).

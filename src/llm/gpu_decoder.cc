@@ -17,6 +17,7 @@
 
 #include "backend/cuda/attention/attention_kernels.h"
 #include "backend/cuda/core/cuda_check.h"
+#include "backend/cuda/core/device_info.h"
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/llm/llm_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
@@ -38,7 +39,7 @@ const LlamaConfig& LlamaGpuModel::config() const {
   static const LlamaConfig none;
   return none;
 }
-Result<GpuStepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>&) {
+Result<StepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>&) {
   return unsupported("the GPU decoder: this build of ingot has no CUDA");
 }
 Status LlamaGpuModel::warmup(int64_t, int64_t) { return unsupported("the GPU decoder: this build of ingot has no CUDA"); }
@@ -63,21 +64,24 @@ using backend::cuda::FloatType;
       return internal_error("GPU decoder: ", #expr, ": ", cublasLtGetStatusString(ingot_s_));       \
   } while (0)
 
-/// Device memory that frees itself.
-class DeviceMem {
+/// Memory that frees itself, grown on demand: device memory (cudaMalloc) or page-locked host memory
+/// (cudaMallocHost: the step's uploads and downloads, async and at full PCIe speed).
+template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*)>
+class OwnedMem {
  public:
-  DeviceMem() = default;
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-  ~DeviceMem() { cudaFree(p_); }
+  OwnedMem() = default;
+  OwnedMem(const OwnedMem&) = delete;
+  OwnedMem& operator=(const OwnedMem&) = delete;
+  ~OwnedMem() { Free(p_); }
   Status reserve(size_t bytes) {
     if (bytes <= bytes_) return Status::Ok();
-    cudaFree(p_);
+    Free(p_);
     p_ = nullptr;
     bytes_ = 0;
-    if (cudaMalloc(&p_, bytes) != cudaSuccess) {
+    if (Alloc(&p_, bytes) != cudaSuccess) {
       cudaGetLastError();
-      return make_status(StatusCode::kOutOfMemory, "GPU decoder: cannot allocate ", bytes, " bytes of device memory");
+      return make_status(StatusCode::kOutOfMemory, "GPU decoder: cannot allocate ", bytes, " bytes of ",
+                         Free == &cudaFreeHost ? "pinned host" : "device", " memory");
     }
     bytes_ = bytes;
     return Status::Ok();
@@ -93,6 +97,8 @@ class DeviceMem {
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
+using DeviceMem = OwnedMem<&cudaMalloc, &cudaFree>;
+using PinnedMem = OwnedMem<&cudaMallocHost, &cudaFreeHost>;
 
 /// The rows of several (out x in) row-major weights stacked: one fused projection's weights.
 std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
@@ -103,35 +109,6 @@ std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts
   for (const auto* p : parts) all.insert(all.end(), p->begin(), p->end());
   return all;
 }
-
-/// Page-locked host memory that frees itself (the step's downloads: async, and at full PCIe speed).
-class PinnedMem {
- public:
-  PinnedMem() = default;
-  PinnedMem(const PinnedMem&) = delete;
-  PinnedMem& operator=(const PinnedMem&) = delete;
-  ~PinnedMem() { cudaFreeHost(p_); }
-  Status reserve(size_t bytes) {
-    if (bytes <= bytes_) return Status::Ok();
-    cudaFreeHost(p_);
-    p_ = nullptr;
-    bytes_ = 0;
-    if (cudaMallocHost(&p_, bytes) != cudaSuccess) {
-      cudaGetLastError();
-      return make_status(StatusCode::kOutOfMemory, "GPU decoder: cannot allocate ", bytes, " bytes of pinned host memory");
-    }
-    bytes_ = bytes;
-    return Status::Ok();
-  }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -354,23 +331,16 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   m->c = c;
   m->o = o;
   m->t = o.bf16 ? FloatType::kBF16 : FloatType::kF16;
+  const backend::cuda::DeviceInfo dev = backend::cuda::current_device_info();
+  m->sm_count = dev.sm_count;
   if (o.fp8_weights) {
-    int dev = 0, major = 0, minor = 0;
-    INGOT_CUDA_CHECK(cudaGetDevice(&dev));
-    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major * 10 + minor < 89)
+    if (dev.cc < 89)
       return unsupported("GPU decoder: fp8 weights need compute capability 8.9 or newer (Ada, Hopper); this GPU is ",
-                         major, ".", minor);
+                         dev.cc / 10, ".", dev.cc % 10);
     const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
     const int64_t ff = c.intermediate_size;
     for (int64_t k : {d, nq, ff, nq + 2 * nkv})  // cuBLASLt's fp8 kernels: 16-byte rows of every operand
       if (k % 16 != 0) return unsupported("GPU decoder: fp8 GEMMs need dimensions that are multiples of 16, got ", k);
-  }
-  {
-    int dev = 0;
-    INGOT_CUDA_CHECK(cudaGetDevice(&dev));
-    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&m->sm_count, cudaDevAttrMultiProcessorCount, dev));
   }
   INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
   INGOT_LT_OK(cublasLtCreate(&m->lt));
@@ -630,12 +600,12 @@ Status LlamaGpuModel::Impl::upload_indices(const std::vector<GpuChunk>& chunks, 
   return Status::Ok();
 }
 
-Result<GpuStepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks) {
+Result<StepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks) {
   Impl& m = *impl_;
   const LlamaConfig& c = m.c;
   const int64_t V = c.vocab_size;
   const int64_t bs = m.o.block_size;
-  if (chunks.empty()) return GpuStepResult();
+  if (chunks.empty()) return StepResult();
   const auto t0 = std::chrono::steady_clock::now();
   const double captured_before = m.stats.capture_seconds;
   // The step's index arrays, checked here (the kernels trust them).
@@ -698,7 +668,7 @@ Result<GpuStepResult> LlamaGpuModel::forward(const std::vector<GpuChunk>& chunks
     s = e;
   }
   INGOT_CUDA_CHECK(cudaStreamSynchronize(st));
-  GpuStepResult out;
+  StepResult out;
   out.argmax.assign(m.host_argmax.as<int32_t>(), m.host_argmax.as<int32_t>() + S);
   out.logits.resize(static_cast<size_t>(S));
   for (int64_t s = 0; s < S; ++s) {

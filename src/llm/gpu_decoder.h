@@ -76,8 +76,9 @@ struct GpuChunk {
   bool need_logits = true;
 };
 
-/// One step's answer, per chunk in the chunks' order.
-struct GpuStepResult {
+/// One decoder step's answer, per sequence in order. The GPU decoder fills both; the CPU decoder's
+/// steps (LlmModel) carry logits only, for every sequence.
+struct StepResult {
   /// The first largest logit of each chunk's last position (computed on the device), or
   /// backend::cuda's kArgmaxNonFinite (-1: a NaN or +inf) / kArgmaxAllMasked (-2: all -inf).
   std::vector<int32_t> argmax;
@@ -108,7 +109,7 @@ class LlamaGpuModel {
   const LlamaConfig& config() const;
   /// Runs every chunk's tokens as one batch; returns each chunk's argmax, and its last-position
   /// logits where the chunk asks for them.
-  Result<GpuStepResult> forward(const std::vector<GpuChunk>& chunks);
+  Result<StepResult> forward(const std::vector<GpuChunk>& chunks);
   /// What a server does before its first request (vLLM captures at start-up too): sizes the step
   /// buffers for steps of up to `max_step_tokens` tokens and `max_batch` sequences, then captures
   /// and replays (on padding rows, writing no cache slot) the decode graphs of every padded batch

@@ -30,7 +30,7 @@ namespace {
 using llm::GpuChunk;
 using llm::GpuDecoderOptions;
 using llm::GpuDecoderStats;
-using llm::GpuStepResult;
+using llm::StepResult;
 using llm::KvStore;
 using llm::LlamaConfig;
 using llm::LlamaCpuModel;
@@ -134,7 +134,7 @@ Following follow_the_cpu(LlamaCpuModel& cpu, LlamaGpuModel& gpu, LlamaGpuModel* 
     auto a = gpu.forward(chunks);
     EXPECT_TRUE(a.ok()) << a.status().to_string();
     if (!a.ok()) return f;
-    Result<GpuStepResult> b = GpuStepResult();
+    Result<StepResult> b = StepResult();
     if (twin) {
       b = twin->forward(chunks);
       EXPECT_TRUE(b.ok()) << b.status().to_string();
