@@ -164,6 +164,18 @@ struct Case {
   bool bf16;
 };
 
+/// The decoder options these tests start from: the case's precision, `num_blocks` blocks of 16
+/// positions, and prompts of 32+ tokens from position 0 on the flash kernel (so the tests' 37- to
+/// 70-token prompts take it, and shorter ones the paged decode kernel).
+GpuDecoderOptions test_options(const Case& k, int64_t num_blocks) {
+  GpuDecoderOptions o;
+  o.bf16 = k.bf16;
+  o.num_blocks = num_blocks;
+  o.block_size = 16;
+  o.flash_prefill_min_tokens = 32;
+  return o;
+}
+
 class CudaLlmDecoderTest : public CudaTest, public ::testing::WithParamInterface<int> {};
 
 std::vector<Case> cases() {
@@ -179,12 +191,8 @@ TEST_P(CudaLlmDecoderTest, MatchesTheCpuDecoderThroughPrefillAndDecode) {
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   const int32_t bs = 16;
   const int64_t num_blocks = 64;
-  GpuDecoderOptions o;
-  o.bf16 = k.bf16;
-  o.num_blocks = num_blocks;
-  o.block_size = bs;
+  GpuDecoderOptions o = test_options(k, num_blocks);  // blocks of bs; the 37- and 70-token prompts take flash
   o.partition_size = 32;  // the split-K path runs from the first prompt on
-  o.flash_prefill_min_tokens = 32;  // the 37- and 70-token prompts take the flash kernel, the 5-token one not
   auto gpu = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   KvStore kv(k.config, num_blocks, bs);
@@ -247,11 +255,7 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   SCOPED_TRACE(k.name);
   auto cpu = LlamaCpuModel::random(k.config, 99);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  GpuDecoderOptions o;
-  o.bf16 = k.bf16;
-  o.num_blocks = 16;
-  o.block_size = 16;
-  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
+  GpuDecoderOptions o = test_options(k, 16);
   auto gpu = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   std::mt19937 rng(3);
@@ -275,11 +279,7 @@ TEST_P(CudaLlmDecoderTest, DecodeGraphsMatchEagerSteps) {
   SCOPED_TRACE(k.name);
   auto cpu = LlamaCpuModel::random(k.config, 5);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  GpuDecoderOptions o;
-  o.bf16 = k.bf16;
-  o.num_blocks = 64;  // sequence s holds blocks from s * 12 on: 2, 4, 6 and 14 of them
-  o.block_size = 16;
-  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
+  GpuDecoderOptions o = test_options(k, 64);  // sequence s holds blocks from s * 12 on: 2, 4, 6 and 14 of them
   o.graph_max_context = 512;
   o.cuda_graphs = false;
   auto eager = LlamaGpuModel::create(**cpu, o);
@@ -330,11 +330,7 @@ TEST_P(CudaLlmDecoderTest, WarmupThenArgmaxOnlySteps) {
   SCOPED_TRACE(k.name);
   auto cpu = LlamaCpuModel::random(k.config, 17);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  GpuDecoderOptions o;
-  o.bf16 = k.bf16;
-  o.num_blocks = 48;
-  o.block_size = 16;
-  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
+  GpuDecoderOptions o = test_options(k, 48);
   o.graph_max_context = 256;
   auto served = LlamaGpuModel::create(**cpu, o);
   o.cuda_graphs = false;
@@ -397,11 +393,7 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   auto cpu = LlamaCpuModel::random(k.config, 31);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  GpuDecoderOptions o;
-  o.bf16 = k.bf16;
-  o.num_blocks = 32;
-  o.block_size = 16;
-  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
+  GpuDecoderOptions o = test_options(k, 32);
   o.fp8_weights = true;
   auto fp8 = LlamaGpuModel::create(**cpu, o);
   if (major * 10 + minor < 89) {
@@ -430,11 +422,7 @@ TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
   SCOPED_TRACE(k.name);
   auto cpu = LlamaCpuModel::random(k.config, 41);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  GpuDecoderOptions o;
-  o.bf16 = k.bf16;
-  o.num_blocks = 32;
-  o.block_size = 16;
-  o.flash_prefill_min_tokens = 32;  // prompts of 32+ tokens from position 0 take the flash kernel
+  GpuDecoderOptions o = test_options(k, 32);
   o.partition_size = 32;  // the split path too
   o.fp8_kv = true;
   auto gpu = LlamaGpuModel::create(**cpu, o);
