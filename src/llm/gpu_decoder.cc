@@ -118,7 +118,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  ///< the heuristic's candidates, best first
+  size_t chosen = 0;                         ///< the first that ran (one may refuse the actual call)
   ~GemmPlan() {
     if (c) cublasLtMatrixLayoutDestroy(c);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -144,14 +145,17 @@ struct LlamaGpuModel::Impl {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   static constexpr size_t kLtWorkspace = 32u << 20;
+  static constexpr int kCandidates = 8;  ///< cuBLASLt heuristic results kept per GEMM shape
   DeviceMem lt_ws;
 
   struct Layer {
     // Q, K and V as one projection ([wq; wk; wv] rows, out x in) and gate and up as one ([w_gate;
     // w_up]): three GEMMs become one and two become one, each reading its weights in one pass.
     DeviceMem attn_norm, wqkv, bqkv, wo, ffn_norm, w_gate_up, w_down, k_cache, v_cache;
-    DeviceMem w_scales;  ///< fp8 weights: the four projections' scales (qkv, o, gate_up, down), fp32
-    const float* scale(int i) const { return w_scales.empty() ? nullptr : w_scales.as<float>() + i; }
+    /// fp8 weights: the four projections' scales (qkv, o, gate_up, down), fp32, 16 bytes apart
+    /// (cuBLASLt's scale pointers, like its operands, are kept 16-byte aligned).
+    DeviceMem w_scales;
+    const float* scale(int i) const { return w_scales.empty() ? nullptr : w_scales.as<float>() + 4 * i; }
   };
   std::vector<std::unique_ptr<Layer>> layers;
   DeviceMem embed, out_norm, lm_head, inv_freq;
@@ -270,13 +274,22 @@ struct LlamaGpuModel::Impl {
     INGOT_LT_OK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = kLtWorkspace;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    cublasLtMatmulHeuristicResult_t r{};
+    if (fp8) {
+      // The heuristic sees the call as it will be made: per-tensor scale pointers set (the
+      // activation scale stands in for both; project() points A at the layer's weight scale).
+      const float* s = act_scale.as<float>();
+      INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &s, sizeof(s)));
+      INGOT_LT_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &s, sizeof(s)));
+    }
+    cublasLtMatmulHeuristicResult_t r[kCandidates]{};
     int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &r, &found);
+    const cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, kCandidates, r, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0)
-      return internal_error("GPU decoder: cuBLASLt has no algorithm for a ", T, "x", out, "x", in, " GEMM");
-    p->algo = r.algo;
+      return internal_error("GPU decoder: cuBLASLt has no algorithm for a ", T, "x", out, "x", in,
+                            fp8 ? " fp8" : "", " GEMM");
+    for (int i = 0; i < found; ++i) p->algos.push_back(r[i].algo);
     GemmPlan* raw = p.get();
     plans.emplace(key, std::move(p));
     return raw;
@@ -308,9 +321,17 @@ struct LlamaGpuModel::Impl {
 
   Status matmul(GemmPlan* p, const void* x_, const void* w, void* y, bool accumulate) {
     const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-    INGOT_LT_OK(cublasLtMatmul(lt, p->desc, &alpha, w, p->a, x_, p->b, &beta, y, p->c, y, p->c, &p->algo, lt_ws.get(),
-                               kLtWorkspace, stream));
-    return Status::Ok();
+    // A candidate the heuristic offered may still refuse the call itself (NOT_SUPPORTED: cuBLASLt
+    // checks some limits only here); the next one is tried, and the one that ran is kept.
+    for (; p->chosen < p->algos.size(); ++p->chosen) {
+      const cublasStatus_t s = cublasLtMatmul(lt, p->desc, &alpha, w, p->a, x_, p->b, &beta, y, p->c, y, p->c,
+                                              &p->algos[p->chosen], lt_ws.get(), kLtWorkspace, stream);
+      if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+      if (s != CUBLAS_STATUS_NOT_SUPPORTED)
+        return internal_error("GPU decoder: cublasLtMatmul: ", cublasLtGetStatusString(s));
+    }
+    return internal_error("GPU decoder: none of cuBLASLt's ", p->algos.size(),
+                          " candidate algorithms runs this GEMM (beta ", beta, ")");
   }
 };
 
@@ -367,8 +388,10 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
     INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2]));
     INGOT_RETURN_IF_ERROR(m->upload_weight(L.w_down, g->w_down, &scales[3]));
     if (o.fp8_weights) {
-      INGOT_RETURN_IF_ERROR(g->w_scales.reserve(sizeof(scales)));
-      INGOT_CUDA_CHECK(cudaMemcpy(g->w_scales.get(), scales, sizeof(scales), cudaMemcpyHostToDevice));
+      float spaced[16] = {};
+      for (int i = 0; i < 4; ++i) spaced[4 * i] = scales[i];
+      INGOT_RETURN_IF_ERROR(g->w_scales.reserve(sizeof(spaced)));
+      INGOT_CUDA_CHECK(cudaMemcpy(g->w_scales.get(), spaced, sizeof(spaced), cudaMemcpyHostToDevice));
     }
     INGOT_RETURN_IF_ERROR(g->k_cache.reserve(cache_bytes));
     INGOT_RETURN_IF_ERROR(g->v_cache.reserve(cache_bytes));
