@@ -582,12 +582,46 @@ TEST_F(CublasLtTest, SplitVariantsForAMisalignedN) {
   }
 }
 
+// The "rows" variant: GEMMs over the rows r with r mod 8 = j (fp16/bf16) and their 16-byte-aligned
+// columns, written straight into y, and a kernel for the 1-14 edge columns per row. Row counts
+// that are not multiples of 8, N mod 8 of 1, 3 and 7, alpha, and a Gelu run after it (kPost);
+// offered only with enough rows (2·M >= 7·K) and no bias; a bias is refused at enqueue.
+TEST_F(CublasLtTest, RowsVariantForAMisalignedN) {
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16})
+    for (const char* tactic : {"cuda.cublaslt.rows.0", "cuda.cublaslt.rows.1"}) {
+      SCOPED_TRACE(tactic);
+      check("Gemm", "transB=1", dt, {Shape64{130, 32}, Shape64{1001, 32}}, tactic);
+      check("Gemm", "transB=1, alpha=0.5", dt, {Shape64{117, 32}, Shape64{1003, 32}}, tactic);
+      check("Gemm", "transB=1", dt, {Shape64{260, 64}, Shape64{15, 64}}, tactic);
+      check("ingot::FusedGemm", "transB=1, activation=\"Gelu\"", dt, {Shape64{200, 32}, Shape64{999, 32}}, tactic);
+    }
+  auto names = candidate_names;
+  auto has_rows = [](const std::vector<std::string>& v) {
+    return std::any_of(v.begin(), v.end(), [](const std::string& n) { return n.rfind("cuda.cublaslt.rows.", 0) == 0; });
+  };
+  const auto tall = names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{4096, 768}, Shape64{50257, 768}}));
+  ASSERT_FALSE(tall.empty());
+  EXPECT_EQ(tall[0], "cuda.cublaslt.rows.0");
+  // GPT-2's head at batch 1 (M = 128): re-reading the weight 8 times costs more than the copy.
+  EXPECT_FALSE(has_rows(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{128, 768}, Shape64{50257, 768}}))));
+  EXPECT_FALSE(has_rows(names(graph_text("Gemm", "transB=1", DataType::kFloat16,
+                                         {Shape64{4096, 768}, Shape64{50257, 768}, Shape64{50257}}))));
+  EXPECT_FALSE(has_rows(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{4096, 768}, Shape64{50264, 768}}))));
+  auto g = parse_graph(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{256, 16}, Shape64{33, 16}, Shape64{33}}));
+  ASSERT_TRUE(g.ok());
+  std::vector<Tensor> in;
+  for (const Shape64& sh : {Shape64{256, 16}, Shape64{33, 16}, Shape64{33}}) in.push_back(random_tensor(DataType::kFloat16, sh, rng_));
+  auto got = run_tactic(*make_tactic("cuda.cublaslt.rows.0"), *(*g)->nodes()[0], in);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnsupported) << got.status().to_string();
+}
+
 TEST(CublasLtFamily, NamesAndParamsRoundTrip) {
   auto family = backend::cuda::cublaslt_family();
   EXPECT_EQ(family.name, "cublaslt");
   for (const std::string name : {"cuda.cublaslt.0", "cuda.cublaslt.3", "cuda.cublaslt.tf32.0", "cuda.cublaslt.tf32.2",
                                  "cuda.cublaslt.padded.0", "cuda.cublaslt.padded.3", "cuda.cublaslt.split.0",
-                                 "cuda.cublaslt.split.3"}) {
+                                 "cuda.cublaslt.split.3", "cuda.cublaslt.rows.0", "cuda.cublaslt.rows.3"}) {
     auto t = family.create(name, {});
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(t->name(), name);

@@ -33,6 +33,13 @@
 //  - "split": both write straight into y (the row pitch stays N);
 //  - "padded": both write into the workspace with the pitch rounded up to 16 bytes, and one
 //    pitched cudaMemcpy2DAsync (a pass over D) moves the rows into y.
+//  - "rows": no copy and no misaligned pitch: the rows r with r mod 8 = j (fp16) start at the
+//    same offset within a 16-byte unit, so for each j one GEMM covers them (A's and D's pitch
+//    8 rows: 16-byte multiples) over the columns that are 16-byte aligned there, and a small
+//    kernel (gemm_edge_kernels.h) computes the 1-14 columns per row at the edges. It reads B
+//    8 times, so it is offered only where that costs less than the padded copy's pass over D
+//    (2·M ≥ 7·K: GPT-2's head at batch 32, M = 4096, K = 768), without bias or epilogue
+//    activation (cuBLASLt's bias pointer would be misaligned as well), and A not transposed.
 // The autotuner keeps whichever of these and the plain algorithms is fastest. Only for one
 // non-batched GEMM without a C matrix or residual (those would need splitting too).
 //
@@ -56,6 +63,7 @@
 
 #include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/gemm/cublaslt_common.h"
+#include "backend/cuda/gemm/gemm_edge_kernels.h"
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "backend/cuda/core/plan_cache.h"
@@ -71,9 +79,10 @@ constexpr const char* kPrefix = "cuda.cublaslt.";
 constexpr const char* kTf32Prefix = "cuda.cublaslt.tf32.";
 constexpr const char* kPaddedPrefix = "cuda.cublaslt.padded.";
 constexpr const char* kSplitPrefix = "cuda.cublaslt.split.";
+constexpr const char* kRowsPrefix = "cuda.cublaslt.rows.";
 
-// How the "split" and "padded" variants (header comment) treat N; kNone: one GEMM as it is.
-enum class OddN : uint8_t { kNone, kSplit, kPadded };
+// How the "split", "padded" and "rows" variants (header comment) treat N; kNone: one GEMM as it is.
+enum class OddN : uint8_t { kNone, kSplit, kPadded, kRows };
 
 // Elements per 16-byte row unit, and N rounded up to it: the padded variant's D pitch.
 int64_t padded_n(int64_t n, int64_t esize) {
@@ -88,6 +97,16 @@ int64_t aligned_n(int64_t n, int64_t esize) { return n / (16 / esize) * (16 / es
 // (so its last rows are a GEMM of their own), N of at least one unit, one GEMM, no C matrix.
 bool wants_split(int64_t n, int64_t batch, int64_t esize, bool trans_b, bool residual, bool c_matrix) {
   return (n * esize) % 16 != 0 && aligned_n(n, esize) > 0 && trans_b && batch == 1 && !residual && !c_matrix;
+}
+
+// Whether the "rows" variant applies (header comment): the split conditions, A not transposed
+// with 16-byte rows, no bias, no activation in cuBLASLt's epilogue (kPost runs after, on all of
+// y), and enough rows that re-reading B per row group costs less than the padded copy.
+bool wants_rows(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t esize, bool trans_a, bool trans_b,
+                bool residual, bool c_matrix, bool bias, bool epilogue_act) {
+  const int64_t unit = 16 / esize;
+  return wants_split(n, batch, esize, trans_b, residual, c_matrix) && !trans_a && (k * esize) % 16 == 0 && !bias &&
+         !epilogue_act && m >= unit && 2 * m >= (unit - 1) * k;
 }
 
 
@@ -171,6 +190,10 @@ Result<GemmSpec> parse_spec(const ir::Node& node) {
 
 bool known_one(const ir::Dim& d) { return d.is_known() && d.value() == 1; }
 // Equal over every binding: the same known size or the same symbol (two unknowns may differ).
+
+FloatType float_type(DataType t) {
+  return t == DataType::kFloat16 ? FloatType::kF16 : t == DataType::kBFloat16 ? FloatType::kBF16 : FloatType::kF32;
+}
 
 bool is_supported_dtype(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
@@ -334,11 +357,12 @@ struct PlanKey {
   const ir::Node* node = nullptr;
   int64_t m = 0, n = 0, k = 0, batch = 0, stride_a = 0, stride_b = 0, stride_d = 0;
   int64_t ld_d = 0;  // D's pitch when it is not n (the split variants)
+  int64_t ld_a = 0;  // our A's row pitch when it is not its row length (the rows variant)
   CRole c_role = CRole::kNone;
   std::array<uint32_t, 4> align{};  // cuBLASLt's A, B, C, D
   bool operator==(const PlanKey& o) const {
     return node == o.node && m == o.m && n == o.n && k == o.k && batch == o.batch && stride_a == o.stride_a &&
-           stride_b == o.stride_b && stride_d == o.stride_d && ld_d == o.ld_d && c_role == o.c_role &&
+           stride_b == o.stride_b && stride_d == o.stride_d && ld_d == o.ld_d && ld_a == o.ld_a && c_role == o.c_role &&
            align == o.align;
   }
 };
@@ -403,7 +427,7 @@ Status build_plan(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_
   int64_t a_rows = s.trans_b ? key.k : key.n, a_cols = s.trans_b ? key.n : key.k;
   int64_t b_rows = s.trans_a ? key.m : key.k, b_cols = s.trans_a ? key.k : key.m;
   INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_a, t, a_rows, a_cols, key.batch, key.stride_b));
-  INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_b, t, b_rows, b_cols, key.batch, key.stride_a));
+  INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_b, t, b_rows, b_cols, key.batch, key.stride_a, key.ld_a));
   INGOT_RETURN_IF_ERROR(init_layout(node, &plan->lt_d, t, key.n, key.m, key.batch, key.stride_d, key.ld_d));
 
   cublasLtMatmulDescOpaque_t desc;
@@ -436,7 +460,9 @@ class CublasLtTactic : public Tactic {
       : index_(heuristic_index), tf32_(tf32), odd_(odd) {}
 
   std::string name() const override {
-    const char* prefix = odd_ == OddN::kPadded ? kPaddedPrefix : odd_ == OddN::kSplit ? kSplitPrefix
+    const char* prefix = odd_ == OddN::kPadded ? kPaddedPrefix
+                         : odd_ == OddN::kSplit ? kSplitPrefix
+                         : odd_ == OddN::kRows  ? kRowsPrefix
                          : tf32_                ? kTf32Prefix
                                                 : kPrefix;
     return prefix + std::to_string(index_);
@@ -495,7 +521,30 @@ class CublasLtTactic : public Tactic {
     LaunchConfig cfg{y.dtype(), tf32_, &spec};
     const int64_t esize = static_cast<int64_t>(storage_bytes(y.dtype(), 1));
     const cudaStream_t stream = static_cast<cudaStream_t>(io.stream);
-    if (odd_ == OddN::kNone) {
+    if (odd_ == OddN::kRows) {
+      const bool epilogue_act = spec.act == Activation::kRelu || spec.act == Activation::kGeluTanh;
+      if (!wants_rows(p.m, p.n, p.k, p.batch, esize, spec.trans_a, spec.trans_b, r != nullptr,
+                      p.c_role == CRole::kMatrix, p.c_role == CRole::kBias, epilogue_act))
+        return unsupported(node.describe(), ": ", name(),
+                           " is for one GEMM of A [M,K] and B [N,K] with a misaligned N, no bias or C matrix and M >= ",
+                           (16 / esize - 1) * p.k / 2);
+      // Row group j: rows j, j + unit, ... over their 16-byte-aligned columns [c0, c0 + nj).
+      const int64_t unit = 16 / esize;
+      for (int64_t j = 0; j < unit && j < p.m; ++j) {
+        int64_t c0 = 0, nj = 0;
+        row_group_columns(j, p.n, unit, &c0, &nj);
+        if (nj == 0) continue;
+        Problem pj = p;
+        pj.m = (p.m - j + unit - 1) / unit;
+        const char* a_j = static_cast<const char*>(a->raw()) + j * p.k * esize;
+        const char* b_j = static_cast<const char*>(b->raw()) + c0 * p.k * esize;
+        char* d_j = static_cast<char*>(y.mutable_raw()) + (j * p.n + c0) * esize;
+        INGOT_RETURN_IF_ERROR(launch(node, cfg, handle, pj, index_, nj, unit * p.n, a_j, b_j, d_j, nullptr, d_j, spec,
+                                     false, io.workspace, stream, unit * p.k));
+      }
+      INGOT_CUDA_CHECK(launch_gemm_row_group_edges(float_type(y.dtype()), a->raw(), b->raw(), y.mutable_raw(), p.m,
+                                                   p.n, p.k, spec.alpha, stream));
+    } else if (odd_ == OddN::kNone) {
       const void* c_ptr = r ? r->raw() : p.c_role == CRole::kMatrix ? c->raw() : y.raw();
       INGOT_RETURN_IF_ERROR(launch(node, cfg, handle, p, index_, p.n, 0, a->raw(), b->raw(), c_ptr,
                                    p.c_role == CRole::kBias ? c->raw() : nullptr, y.mutable_raw(), spec, r != nullptr,
@@ -526,9 +575,7 @@ class CublasLtTactic : public Tactic {
                                            static_cast<size_t>(p.m), cudaMemcpyDeviceToDevice, stream));
     }
     if (spec.act == Activation::kPost) {  // the activation after the bias epilogue, in place
-      const FloatType ft = y.dtype() == DataType::kFloat16    ? FloatType::kF16
-                           : y.dtype() == DataType::kBFloat16 ? FloatType::kBF16
-                                                              : FloatType::kF32;
+      const FloatType ft = float_type(y.dtype());
       INGOT_CUDA_CHECK(launch_unary(spec.post_op, spec.post_params, ft, ft, y.raw(), y.mutable_raw(), y.numel(),
                                     static_cast<cudaStream_t>(io.stream)));
     }
@@ -542,12 +589,14 @@ class CublasLtTactic : public Tactic {
 
  private:
   // One cuBLASLt call: n columns of the problem p (all of it when n == p.n), B and D already
-  // offset to them, D with pitch ld (0: n), cuBLASLt's heuristic algorithm `index`.
+  // offset to them, D with pitch ld (0: n), A with row pitch ld_a (0: K), cuBLASLt's heuristic
+  // algorithm `index`.
   Status launch(const ir::Node& node, const LaunchConfig& cfg, cublasLtHandle_t handle, const Problem& p, int index,
                 int64_t n, int64_t ld, const void* a, const void* b, const void* c_ptr, const void* bias,
-                void* d, const GemmSpec& spec, bool residual, void* workspace, cudaStream_t stream) const {
+                void* d, const GemmSpec& spec, bool residual, void* workspace, cudaStream_t stream,
+                int64_t ld_a = 0) const {
     const int64_t esize = static_cast<int64_t>(storage_bytes(cfg.dtype, 1));
-    PlanKey key{&node, p.m, n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_d, ld == n ? 0 : ld, p.c_role, {}};
+    PlanKey key{&node, p.m, n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_d, ld == n ? 0 : ld, ld_a, p.c_role, {}};
     key.align = {alignment_of(b, p.batch > 1 ? p.stride_b * esize : 0), alignment_of(a, p.batch > 1 ? p.stride_a * esize : 0),
                  alignment_of(c_ptr, p.batch > 1 ? p.stride_d * esize : 0),
                  alignment_of(d, p.batch > 1 ? p.stride_d * esize : 0)};
@@ -586,10 +635,13 @@ class CublasLtTactic : public Tactic {
 };
 
 // How many heuristic algorithms cuBLASLt offers for the node's shapes (symbolic dims taken as
-// kGuessDim); 1 when that cannot be asked (no device, unknown shapes, any error). With `split`:
-// for the split variants' first GEMM, and 0 where they do not apply (unknown shapes too).
-int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32, bool split = false) {
+// kGuessDim); 1 when that cannot be asked (no device, unknown shapes, any error). For the split
+// (and padded) or rows variants: for their first GEMM, and 0 where they do not apply (unknown
+// shapes too).
+int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs, bool tf32,
+                    OddN odd = OddN::kNone) {
   constexpr int64_t kGuessDim = 64;
+  const bool split = odd != OddN::kNone;
   const int none = split ? 0 : 1;
   if (!cuda_device_present()) return none;
   auto spec = parse_spec(node);
@@ -604,7 +656,7 @@ int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inp
   auto p = plan_problem(node, *spec, as, bs, spec->c_input >= 0 ? &cs : nullptr);
   if (!p.ok() || p->m == 0 || p->n == 0 || p->k == 0) return none;
   const int64_t esize = static_cast<int64_t>(storage_bytes(inputs[0].dtype, 1));
-  int64_t n = p->n, ld = 0;
+  int64_t m = p->m, n = p->n, ld = 0, ld_a = 0;
   if (split) {
     for (size_t i = 0; i < 2; ++i)
       for (const ir::Dim& d : inputs[i].shape.dims())
@@ -613,11 +665,21 @@ int heuristic_count(const ir::Node& node, const std::vector<ir::TensorType>& inp
       return 0;
     n = aligned_n(p->n, esize);
     ld = padded_n(p->n, esize);
+    if (odd == OddN::kRows) {
+      const bool epilogue_act = spec->act == Activation::kRelu || spec->act == Activation::kGeluTanh;
+      if (!wants_rows(p->m, p->n, p->k, p->batch, esize, spec->trans_a, spec->trans_b, spec->residual_input >= 0,
+                      p->c_role == CRole::kMatrix, p->c_role == CRole::kBias, epilogue_act))
+        return 0;
+      const int64_t unit = 16 / esize;  // row group 0: every unit-th row, columns [0, n rounded down)
+      m = (p->m + unit - 1) / unit;
+      ld = unit * p->n;
+      ld_a = unit * p->k;
+    }
   }
   auto handle = cublaslt_handle(node);
   if (!handle.ok()) return none;
   LaunchConfig cfg{inputs[0].dtype, tf32, &*spec};
-  PlanKey key{&node, p->m, n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_d, ld, p->c_role, {256, 256, 256, 256}};
+  PlanKey key{&node, m, n, p->k, p->batch, p->stride_a, p->stride_b, p->stride_d, ld, ld_a, p->c_role, {256, 256, 256, 256}};
   Plan plan;
   std::array<cublasLtMatmulHeuristicResult_t, kMaxHeuristics> results{};
   int found = 0;
@@ -632,8 +694,11 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   // A misaligned N: the split variants first, interleaved, so the autotuner's first few (4 at
   // the default level) include them; appended after the four plain ones they were never timed
   // (GPT-2's LM head kept cuda.cublaslt.0 at 3.1 ms in the census of 2026-12-02).
-  const int ns = inputs[0].dtype != DataType::kFloat32 ? heuristic_count(node, inputs, false, true) : 0;
-  for (int i = 0; i < std::max(n, ns); ++i) {
+  const bool half = inputs[0].dtype != DataType::kFloat32;
+  const int ns = half ? heuristic_count(node, inputs, false, OddN::kSplit) : 0;
+  const int nr = half ? heuristic_count(node, inputs, false, OddN::kRows) : 0;
+  for (int i = 0; i < std::max({n, ns, nr}); ++i) {
+    if (i < nr) out.push_back(std::make_unique<CublasLtTactic>(i, false, OddN::kRows));
     if (i < ns) out.push_back(std::make_unique<CublasLtTactic>(i, false, OddN::kSplit));
     if (i < ns) out.push_back(std::make_unique<CublasLtTactic>(i, false, OddN::kPadded));
     if (i < n) out.push_back(std::make_unique<CublasLtTactic>(i, false));
@@ -646,17 +711,20 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   return out;
 }
 
-// "cuda.cublaslt.<i>" / ".tf32.<i>" / ".padded.<i>" / ".split.<i>" with 0 <= i < kMaxHeuristics.
+// "cuda.cublaslt.<i>" / ".tf32.<i>" / ".padded.<i>" / ".split.<i>" / ".rows.<i>" with 0 <= i < kMaxHeuristics.
 std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
   const char* prefix = nullptr;
-  for (const char* pre : {kTf32Prefix, kPaddedPrefix, kSplitPrefix, kPrefix})
+  for (const char* pre : {kTf32Prefix, kPaddedPrefix, kSplitPrefix, kRowsPrefix, kPrefix})
     if (name.rfind(pre, 0) == 0) {
       prefix = pre;
       break;
     }
   if (!prefix) return nullptr;
   const bool tf32 = prefix == kTf32Prefix;
-  const OddN odd = prefix == kPaddedPrefix ? OddN::kPadded : prefix == kSplitPrefix ? OddN::kSplit : OddN::kNone;
+  const OddN odd = prefix == kPaddedPrefix ? OddN::kPadded
+                   : prefix == kSplitPrefix ? OddN::kSplit
+                   : prefix == kRowsPrefix  ? OddN::kRows
+                                            : OddN::kNone;
   std::string digits = name.substr(std::strlen(prefix));
   if (digits.size() != 1 || digits[0] < '0' || digits[0] >= '0' + kMaxHeuristics) return nullptr;
   int index = digits[0] - '0';
