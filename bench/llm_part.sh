@@ -8,7 +8,7 @@
 # tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
 # the GPU's peak: H100 3.35 TB/s, H200 4.3 TB/s as issue 22 states it).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [VS_HF=0] [KV=4096] [QUANT=fp8] [PROFILE=1] bash bench/llm_part.sh NAME
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [TESTS=1] [VS_HF=0] [KV=4096] [QUANT=fp8] [PROFILE=1] bash bench/llm_part.sh NAME
 # (Llama-3.1-8B shapes at 256 concurrent: CONFIG=bench/llm/llama-3.1-8b.json BN=256 KV=6144)
 # (all of it may pass 600 s with a cold torch.compile: HF=0 or COMPILE=0 for a shorter call)
 # Leaves $OUT/NAME.tgz (logs) and prints the summary last.
@@ -20,9 +20,11 @@ in=${IN:-128}
 out=${OUT_LEN:-128}  # not OUT: the device sets OUT to its output folder
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$t/gpu.txt"
 if [ "${GEN:-1}" = 1 ]; then  # GEN=0: only the serving run
-  timeout 300 $B/tests/ingot_gpu_tests --gtest_filter='*Llm*' > "$t/gpu_tests.log" 2>&1
-  echo "GPU tests (*Llm*): rc $? $(grep -E '^\[  (PASSED|FAILED)' "$t/gpu_tests.log" | tr '\n' ' ')"
-  grep -E "gpu decoder \]|FAILED  \]" "$t/gpu_tests.log" | head -20
+  if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0: the timings only (the tests ran earlier in the call)
+    timeout 300 $B/tests/ingot_gpu_tests --gtest_filter='*Llm*' > "$t/gpu_tests.log" 2>&1
+    echo "GPU tests (*Llm*): rc $? $(grep -E '^\[  (PASSED|FAILED)' "$t/gpu_tests.log" | tr '\n' ' ')"
+    grep -E "gpu decoder \]|FAILED  \]" "$t/gpu_tests.log" | head -20
+  fi
   for b in 1 "$bn"; do
     timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 --num-prompts "$b" \
       --input-len "$in" --max-tokens "$out" --kv-blocks "${KV:-4096}" ${QUANT:+--quantization $QUANT} \
