@@ -329,13 +329,15 @@ private:
   }
 
   /// `x` reshaped to `dims` by a new Reshape (a view: no copy where x is contiguous).
+  /// Reshape(x, dims); `shape` is the result's shape when dims hold a -1 (a dynamic batch).
   static Value *reshaped(Graph &g, Value *x, const std::vector<int64_t> &dims, const std::string &node_name,
-                         const std::string &tag = "flat") {
+                         const std::string &tag = "flat", const ir::Shape *shape_of_y = nullptr) {
     Value *shape = make_initializer(g, x->name() + "_" + tag + "_shape",
                                     Tensor::from_vector<int64_t>(DataType::kInt64,
                                                                  {static_cast<int64_t>(dims.size())}, dims));
     std::vector<ir::Dim> d(dims.begin(), dims.end());
-    Value *y = g.add_value(unique_value_name(g, x->name() + "." + tag, "."), x->dtype(), ir::Shape(d));
+    Value *y = g.add_value(unique_value_name(g, x->name() + "." + tag, "."), x->dtype(),
+                           shape_of_y ? *shape_of_y : ir::Shape(d));
     g.add_node("Reshape", {x, shape}, {y}, {}, node_name);
     return y;
   }
@@ -343,15 +345,22 @@ private:
   /// 5-D scores [B, G, H, N, M] (MaxViT's window and grid attention): Q [B, G, H, N, D], K^T as
   /// Transpose(K [B, G, H, M, D], last two swapped), V [B, G, H, M, Dv] become 4-D by merging B
   /// and G (Reshapes), one Attention runs on them, and its [B·G, H, N, Dv] output is reshaped
-  /// back. The mask must be the same for every B and G (rank <= 3, or a leading 1).
+  /// back. The mask must be the same for every B and G (rank <= 3, or a leading 1). B may be
+  /// symbolic (a dynamic batch, the same symbol in Q, K, V and the output): the Reshapes then say
+  /// -1 for B·G and for B.
   Result<bool> try_5d(Graph &g, PassContext &ctx, Node *sm, Value *q, Value *kt, Value *v, Node *pv,
                       Value *mask, double scale, std::vector<Node *> nodes,
                       std::set<const Node *> *removed) {
+    // dims 1..4 known; dim 0 known or a symbol, recorded as -1 (then compared as a Dim below).
     auto dims5 = [](const Value *x, std::vector<int64_t> *d) {
-      if (!fully_named(x->shape()) || x->shape().rank() != 5)
+      const ir::Shape &sh = x->shape();
+      if (!fully_named(sh) || sh.rank() != 5)
         return false;
-      for (const ir::Dim &dim : x->shape().dims())
-        d->push_back(dim.value());
+      for (size_t i = 0; i < 5; ++i) {
+        if (!sh[i].is_known() && i > 0)
+          return false;
+        d->push_back(sh[i].is_known() ? sh[i].value() : -1);
+      }
       return true;
     };
     Node *kt_tr = onnx_producer(kt, "Transpose");
@@ -361,7 +370,10 @@ private:
     Value *k = peel_scale(kt_tr->input(0), &scale, &nodes);  // MaxViT scales K before its transpose
     std::vector<int64_t> qd, kd, vd;
     if (!dims5(q, &qd) || !dims5(k, &kd) || !dims5(v, &vd))
-      return refuse(ctx, sm, "Q, K or V of 5-D scores is not 5-D with known dims");
+      return refuse(ctx, sm, "Q, K or V of 5-D scores is not 5-D with known dims (but the batch)");
+    const ir::Dim batch = q->shape()[0];
+    if (!(k->shape()[0] == batch) || !(v->shape()[0] == batch))
+      return refuse(ctx, sm, "Q, K and V of 5-D scores disagree on the batch");
     if (qd[0] != kd[0] || qd[0] != vd[0] || qd[1] != kd[1] || qd[1] != vd[1] || kd[2] != vd[2] ||
         qd[2] % kd[2] != 0 || kd[3] != vd[3] || qd[4] != kd[4])
       return refuse(ctx, sm, "Q, K and V of 5-D scores disagree on their dims");
@@ -370,21 +382,28 @@ private:
       if (ms.rank() > 4 || (ms.rank() == 4 && ms[0].value() != 1))
         return refuse(ctx, sm, "the mask of 5-D scores differs per batch or window");
     }
-    if (!fully_named(pv->output(0)->shape()))
+    const ir::Shape &os = pv->output(0)->shape();
+    if (!fully_named(os) || os.rank() != 5 || !(os[0] == batch))
       return refuse(ctx, sm, "the output of 5-D attention has unknown dims");
     nodes.push_back(kt_tr);
     if (!self_contained(g, nodes, pv))
       return refuse(ctx, sm, "an intermediate is read outside the pattern");
     if (g.opset(kIngotDomain) == 0)
       g.set_opset_import(kIngotDomain, 1);
-    const int64_t bg = qd[0] * qd[1];
+    const bool open = !batch.is_known();
+    const int64_t bg = open ? -1 : qd[0] * qd[1];
+    const ir::Dim bg_dim = open ? ir::Dim() : ir::Dim(bg);
+    auto shape4 = [&](const std::vector<int64_t> &d) {
+      return ir::Shape({bg_dim, ir::Dim(d[2]), ir::Dim(d[3]), ir::Dim(d[4])});
+    };
+    const ir::Shape q4s = shape4(qd), k4s = shape4(kd), v4s = shape4(vd);
     const std::string base = sm->name().empty() ? "Attention" : sm->name() + "/Attention";
-    Value *q4 = reshaped(g, q, {bg, qd[2], qd[3], qd[4]}, base + "/q_4d");
-    Value *k4 = reshaped(g, k, {bg, kd[2], kd[3], kd[4]}, base + "/k_4d");
-    Value *v4 = reshaped(g, v, {bg, vd[2], vd[3], vd[4]}, base + "/v_4d");
+    Value *q4 = reshaped(g, q, {bg, qd[2], qd[3], qd[4]}, base + "/q_4d", "flat", &q4s);
+    Value *k4 = reshaped(g, k, {bg, kd[2], kd[3], kd[4]}, base + "/k_4d", "flat", &k4s);
+    Value *v4 = reshaped(g, v, {bg, vd[2], vd[3], vd[4]}, base + "/v_4d", "flat", &v4s);
     Value *out = pv->output(0);
     Value *y4 = g.add_value(unique_value_name(g, out->name() + ".4d", "."), out->dtype(),
-                            ir::Shape({ir::Dim(bg), ir::Dim(qd[2]), ir::Dim(qd[3]), ir::Dim(vd[4])}));
+                            ir::Shape({bg_dim, ir::Dim(qd[2]), ir::Dim(qd[3]), ir::Dim(vd[4])}));
     std::vector<Value *> ins = {q4, k4, v4};
     if (mask != nullptr)
       ins.push_back(mask);
@@ -393,8 +412,9 @@ private:
       att->absorb_origins(*d);
     std::vector<int64_t> od;
     for (const ir::Dim &dim : out->shape().dims())
-      od.push_back(dim.value());
-    Value *y5 = reshaped(g, y4, od, base + "/y_5d");
+      od.push_back(dim.is_known() ? dim.value() : -1);
+    const ir::Shape y5s = out->shape();
+    Value *y5 = reshaped(g, y4, od, base + "/y_5d", "flat", &y5s);
     g.replace_all_uses(out, y5);
     for (Node *d : nodes)
       removed->insert(d);

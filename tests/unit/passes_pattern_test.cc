@@ -102,7 +102,7 @@ std::map<std::string, Tensor> random_inputs(const ir::Graph &g, uint32_t seed) {
   for (const ir::Value *v : g.inputs()) {
     Shape64 shape;
     for (const ir::Dim &d : v->shape().dims())
-      shape.push_back(d.value());
+      shape.push_back(d.is_known() ? d.value() : 3);  // a symbolic dim (a dynamic batch): 3
     Tensor t = Tensor::zeros(v->dtype(), shape).value();
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (v->dtype() == DataType::kBool) {
@@ -859,12 +859,12 @@ TEST(PassesPattern, Conv1dRunsAsAHeightOneConv2d) {
 
 // MaxViT: attention over windows G on 5-D tensors [B, G, H, N, D] (its einsums as MatMuls):
 // one 4-D Attention on [B·G, H, N, D] views, its output reshaped back.
-std::string maxvit_attention(const std::string& bias_shape) {
+std::string maxvit_attention(const std::string& bias_shape, const std::string& batch = "2") {
   return R"(graph g {
   opset "" 17
-  input %q: f32[2,3,2,4,8]
-  input %k: f32[2,3,2,4,8]
-  input %v: f32[2,3,2,4,8]
+  input %q: f32[)" + batch + R"(,3,2,4,8]
+  input %k: f32[)" + batch + R"(,3,2,4,8]
+  input %v: f32[)" + batch + R"(,3,2,4,8]
   input %bias: f32)" + bias_shape + R"(
   init %scale: f32[] = [0.353553385]
   %ks = Mul(%k, %scale)
@@ -890,6 +890,16 @@ TEST(PassesPattern, AttentionOverWindowsOf5DTensors) {
   EXPECT_EQ(att->input(0)->shape(), ir::Shape({ir::Dim(6), ir::Dim(2), ir::Dim(4), ir::Dim(8)}));
   // A bias per window cannot be one mask over the merged batch: refused.
   expect_refused(*pass, maxvit_attention("[3,2,4,4]"), "differs per batch or window");
+  // A dynamic batch (an export with a symbolic batch, inspected or built without a fixed profile):
+  // the Reshapes say -1 for B·G and B. They said B·G = -1·3 = -3 before, an invalid model.
+  expect_same_numbers(*pass, maxvit_attention("[1,2,4,4]", "batch"), "Reshape Reshape Reshape ingot::Attention Reshape ");
+  Outcome open = run_pass(*pass, maxvit_attention("[1,2,4,4]", "batch"));
+  for (const auto &n : open.graph->nodes())
+    if (n->op_type() == "Reshape") {
+      const ir::Value *s = n->input(1);
+      ASSERT_TRUE(s && s->initializer()) << n->name();
+      EXPECT_EQ(s->initializer()->get_i64(0), -1) << n->name();
+    }
 }
 
 TEST(PassesPattern, AttentionRefusesMultiplicativeMask) {
