@@ -10,6 +10,9 @@
 //   its start's input → one Transpose (or the input itself): exporters spell K^T
 //   as Reshape [B*H,S,D] / Transpose / Reshape [B,H,D,S]; one that keeps the order
 //   of every non-unit axis → one Reshape (a channels-last 1-D conv region's end);
+//   - a Transpose/Reshape chain that splits and merges axes with at least two Transposes
+//   (MaxViT's window departition, then the grid partition and its axis swap) → one
+//   Reshape / Transpose / Reshape over the factors of the input's dims (one copy);
 //   - Reshape(Reshape(x, s1), s2) → Reshape(x, s2) when s2 is constant and has
 //   no 0 that
 //     would copy a dim from the inner result (allowzero=1 makes 0 literal,
@@ -383,6 +386,292 @@ Result<bool> fold_view_chain(ir::Graph &g, ir::Node *n) {
     INGOT_RETURN_IF_ERROR(replace_value(g, like, out));
     INGOT_RETURN_IF_ERROR(g.remove_node(n));
     return true;
+  }
+  return false;
+}
+
+// A chain of Transposes and Reshapes that splits and merges axes (MaxViT's window and grid
+// partitions: [B,G,P*P,C] -> [B,h,w,P,P,C] -> Transpose -> [B,C,H,W] -> [B,C,h',P',w',P'] ->
+// Transpose -> [B,G',P'*P',C] -> Transpose) is one copy: Reshape(src, atoms) -> Transpose ->
+// Reshape. The tensor at each link is tracked over "atoms", factors of src's dims: a Reshape
+// that cuts inside an atom splits it into two (an atom is contiguous both in src's order and in
+// the current one, so its outer factor comes first in both); a Transpose permutes the current
+// dims' groups of atoms. Static sizes, except atoms that are never split or merged with a
+// known one may be one symbolic dim (a dynamic batch, spelled -1 in the new Reshapes). Applied
+// at a chain's end, where the chain holds at least two Transposes, each link read only by the
+// next (the copies then become one).
+struct AtomView {
+  std::vector<ir::Dim> size;             // per atom id
+  std::vector<int> src_order;            // atom ids in src's element order
+  std::vector<std::vector<int>> groups;  // per current dim, its atoms in the current order
+};
+
+// Splits atom `a` (known size) into an outer factor `outer` and the inner rest, everywhere it
+// appears (src order, seq); returns the two new ids.
+std::pair<int, int> split_atom(AtomView &v, std::vector<int> &seq, int a, int64_t outer) {
+  const int64_t s = v.size[static_cast<size_t>(a)].value();
+  const int a1 = static_cast<int>(v.size.size()), a2 = a1 + 1;
+  v.size.push_back(ir::Dim(outer));
+  v.size.push_back(ir::Dim(s / outer));
+  auto replace_in = [&](std::vector<int> &list) {
+    auto it = std::find(list.begin(), list.end(), a);
+    if (it == list.end())
+      return;
+    *it = a2;
+    list.insert(it, a1);
+  };
+  replace_in(v.src_order);
+  replace_in(seq);
+  return {a1, a2};
+}
+
+// Takes the atoms of one output dim `want` from seq at *k (step +1 from the front, -1 from the
+// back), splitting the last atom when it straddles the dim's edge.
+bool take_atoms(AtomView &v, std::vector<int> &seq, const ir::Dim &want, int step, int *k, std::vector<int> *group) {
+  auto in_range = [&](int i) { return i >= 0 && i < static_cast<int>(seq.size()); };
+  auto unit = [&](int atom) {
+    const ir::Dim &d = v.size[static_cast<size_t>(atom)];
+    return d.is_known() && d.value() == 1;
+  };
+  if (want.is_symbol()) {
+    if (!in_range(*k) || !(v.size[static_cast<size_t>(seq[static_cast<size_t>(*k)])] == want))
+      return false;
+    group->push_back(seq[static_cast<size_t>(*k)]);
+    *k += step;
+    return true;
+  }
+  if (!want.is_known() || want.value() < 1)
+    return false;
+  int64_t prod = 1;
+  while (in_range(*k) &&
+         (prod < want.value() || (want.value() == 1 && group->empty() && unit(seq[static_cast<size_t>(*k)])))) {
+    const int atom = seq[static_cast<size_t>(*k)];
+    const ir::Dim &d = v.size[static_cast<size_t>(atom)];
+    if (!d.is_known())
+      return false;
+    if (prod * d.value() > want.value()) {  // straddles: split off what this dim needs
+      const int64_t need = want.value() / prod;
+      if (want.value() % prod != 0 || d.value() % need != 0)
+        return false;
+      // From the front this dim takes the outer factor; from the back, the inner one.
+      const int64_t outer = step > 0 ? need : d.value() / need;
+      const auto [a1, a2] = split_atom(v, seq, atom, outer);
+      if (step > 0) {
+        group->push_back(a1);
+        *k += 1;  // at a2 now
+      } else {
+        group->push_back(a2);  // seq[*k] is a1 now; it stays for the next dim
+      }
+      prod = want.value();
+      break;
+    }
+    group->push_back(atom);
+    prod *= d.value();
+    *k += step;
+  }
+  return prod == want.value();
+}
+
+bool apply_atom_view(const ir::Node &n, AtomView *v) {
+  std::vector<ir::Dim> out;
+  if (!view_dims(n.output(0), &out))
+    return false;
+  if (is_op(&n, "Transpose")) {
+    auto p = perm_of(n, v->groups.size());
+    if (!p)
+      return false;
+    std::vector<std::vector<int>> g;
+    for (int64_t a : *p) {
+      if (a < 0 || a >= static_cast<int64_t>(v->groups.size()))
+        return false;
+      g.push_back(v->groups[static_cast<size_t>(a)]);
+    }
+    v->groups = std::move(g);
+    return true;
+  }
+  std::vector<int> seq;
+  for (const auto &grp : v->groups)
+    seq.insert(seq.end(), grp.begin(), grp.end());
+  int unknown = -1;
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (out[j].is_known() || out[j].is_symbol())
+      continue;
+    if (unknown >= 0)
+      return false;
+    unknown = static_cast<int>(j);
+  }
+  const int m = static_cast<int>(out.size());
+  std::vector<std::vector<int>> g(out.size());
+  int k = 0;
+  for (int j = 0; j < (unknown >= 0 ? unknown : m); ++j)
+    if (!take_atoms(*v, seq, out[static_cast<size_t>(j)], 1, &k, &g[static_cast<size_t>(j)]))
+      return false;
+  if (unknown < 0) {
+    for (; k < static_cast<int>(seq.size()); ++k) {  // leftover unit atoms join the last dim
+      const ir::Dim &d = v->size[static_cast<size_t>(seq[static_cast<size_t>(k)])];
+      if (!(d.is_known() && d.value() == 1) || g.empty())
+        return false;
+      g.back().push_back(seq[static_cast<size_t>(k)]);
+    }
+  } else {
+    int back = static_cast<int>(seq.size()) - 1;
+    for (int j = m - 1; j > unknown; --j) {
+      std::vector<int> rev;
+      if (!take_atoms(*v, seq, out[static_cast<size_t>(j)], -1, &back, &rev))
+        return false;
+      g[static_cast<size_t>(j)].assign(rev.rbegin(), rev.rend());
+    }
+    for (int i = k; i <= back; ++i)
+      g[static_cast<size_t>(unknown)].push_back(seq[static_cast<size_t>(i)]);
+    if (g[static_cast<size_t>(unknown)].empty())
+      return false;
+  }
+  v->groups = std::move(g);
+  return true;
+}
+
+// A Reshape target for `dims`: known sizes, and -1 for at most one other; nullopt otherwise.
+std::optional<std::vector<int64_t>> reshape_target(const std::vector<ir::Dim> &dims) {
+  std::vector<int64_t> t;
+  bool open = false;
+  for (const ir::Dim &d : dims) {
+    if (d.is_known()) {
+      t.push_back(d.value());
+    } else {
+      if (open)
+        return std::nullopt;
+      open = true;
+      t.push_back(-1);
+    }
+  }
+  return t;
+}
+
+Result<bool> fold_split_view_chain(ir::Graph &g, ir::Node *n) {
+  auto is_view = [](const ir::Node *p) { return is_op(p, "Transpose") || is_op(p, "Reshape"); };
+  // Only at the chain's end: its output is not read by one more view alone.
+  ir::Node *next = single_consumer(g, n->output(0));
+  if (next && is_view(next) && next->input(0) == n->output(0) && !is_graph_output(g, n->output(0)))
+    return false;
+  std::vector<ir::Node *> chain = {n};
+  while (chain.size() < 16) {
+    ir::Value *in = chain.back()->input(0);
+    ir::Node *p = in ? in->producer() : nullptr;
+    if (!is_view(p) || !p->input(0) || !has_single_consumer(g, in) || is_graph_output(g, in))
+      break;
+    chain.push_back(p);
+  }
+  std::reverse(chain.begin(), chain.end());
+  for (size_t start = 0; start + 2 < chain.size(); ++start) {
+    int transposes = 0;
+    for (size_t i = start; i < chain.size(); ++i)
+      transposes += is_op(chain[i], "Transpose");
+    if (transposes < 2)
+      break;  // later starts hold fewer
+    ir::Value *src = chain[start]->input(0);
+    AtomView v;
+    if (!view_dims(src, &v.size))
+      continue;
+    for (size_t a = 0; a < v.size.size(); ++a) {
+      v.src_order.push_back(static_cast<int>(a));
+      v.groups.push_back({static_cast<int>(a)});
+    }
+    bool ok = true;
+    for (size_t i = start; ok && i < chain.size(); ++i)
+      ok = apply_atom_view(*chain[i], &v);
+    if (!ok)
+      continue;
+    // The current order without unit atoms, cut into runs that are consecutive in src too.
+    auto unit = [&](int a) {
+      const ir::Dim &d = v.size[static_cast<size_t>(a)];
+      return d.is_known() && d.value() == 1;
+    };
+    std::vector<int> src_seq, cur_seq;
+    for (int a : v.src_order)
+      if (!unit(a))
+        src_seq.push_back(a);
+    for (const auto &grp : v.groups)
+      for (int a : grp)
+        if (!unit(a))
+          cur_seq.push_back(a);
+    std::vector<int> src_pos(v.size.size(), -1);
+    for (size_t i = 0; i < src_seq.size(); ++i)
+      src_pos[static_cast<size_t>(src_seq[i])] = static_cast<int>(i);
+    std::vector<std::vector<int>> runs;  // in the current order
+    for (int a : cur_seq) {
+      if (!runs.empty() && src_pos[static_cast<size_t>(runs.back().back())] + 1 == src_pos[static_cast<size_t>(a)])
+        runs.back().push_back(a);
+      else
+        runs.push_back({a});
+    }
+    auto run_dim = [&](const std::vector<int> &run) {
+      if (run.size() == 1)
+        return v.size[static_cast<size_t>(run[0])];
+      int64_t prod = 1;
+      for (int a : run) {
+        if (!v.size[static_cast<size_t>(a)].is_known())
+          return ir::Dim();
+        prod *= v.size[static_cast<size_t>(a)].value();
+      }
+      return ir::Dim(prod);
+    };
+    // The runs in src's order, and the permutation that takes them to the current order.
+    std::vector<size_t> by_src(runs.size());
+    std::iota(by_src.begin(), by_src.end(), size_t{0});
+    std::sort(by_src.begin(), by_src.end(), [&](size_t x, size_t y) {
+      return src_pos[static_cast<size_t>(runs[x][0])] < src_pos[static_cast<size_t>(runs[y][0])];
+    });
+    std::vector<int64_t> perm(runs.size());
+    std::vector<ir::Dim> src_dims, cur_dims;
+    for (size_t i = 0; i < by_src.size(); ++i) {
+      perm[by_src[i]] = static_cast<int64_t>(i);
+      src_dims.push_back(run_dim(runs[by_src[i]]));
+    }
+    for (const auto &run : runs)
+      cur_dims.push_back(run_dim(run));
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i)
+      identity &= perm[i] == static_cast<int64_t>(i);
+    if (!identity && perm.size() > 8)
+      continue;  // the Transpose kernels' rank limit
+    std::vector<ir::Dim> out_dims;
+    if (!view_dims(n->output(0), &out_dims))
+      continue;
+    auto first_target = reshape_target(src_dims), last_target = reshape_target(out_dims);
+    if (!first_target || !last_target)
+      continue;
+    ir::Value *like = n->output(0);
+    const std::string base = n->name().empty() ? like->name() : n->name();
+    ir::Value *x = src;
+    std::vector<ir::Node *> added;
+    if (!identity) {
+      ir::Value *shape = make_initializer(
+          g, base + "/atoms_shape",
+          Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(first_target->size())}, *first_target));
+      ir::Value *xs = g.add_value(unique_value_name(g, base + ".atoms"), like->dtype(), ir::Shape(src_dims));
+      added.push_back(g.add_node("Reshape", {x, shape}, {xs}, {}, base + "/atoms"));
+      ir::Value *xt = g.add_value(unique_value_name(g, base + ".permuted"), like->dtype(), ir::Shape(cur_dims));
+      ir::Attributes attrs;
+      attrs.set_ints("perm", perm);
+      added.push_back(g.add_node("Transpose", {xs}, {xt}, attrs, base));
+      x = xt;
+    }
+    ir::Value *shape = make_initializer(
+        g, base + "/out_shape",
+        Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(last_target->size())}, *last_target));
+    ir::Value *out = g.add_value(unique_value_name(g, like->name()), like->dtype(), like->shape());
+    added.push_back(g.add_node("Reshape", {x, shape}, {out}, {}, base + "/out"));
+    for (ir::Node *a : added)
+      for (size_t i = start; i < chain.size(); ++i)
+        absorb(*a, *chain[i]);
+    if (!can_replace_value(g, like, out)) {
+      for (auto it = added.rbegin(); it != added.rend(); ++it)
+        INGOT_RETURN_IF_ERROR(g.remove_node(*it));
+      return false;
+    }
+    INGOT_RETURN_IF_ERROR(replace_value(g, like, out));
+    INGOT_RETURN_IF_ERROR(g.remove_node(n));
+    return true;  // the chain's other nodes go as dead nodes
   }
   return false;
 }
@@ -1334,6 +1623,11 @@ public:
             removed.insert(n);
         }
         if (r.ok() && !*r) {
+          r = fold_split_view_chain(g, n);
+          if (r.ok() && *r)
+            removed.insert(n);
+        }
+        if (r.ok() && !*r) {
           r = unit_transpose_to_reshape(g, n);
           if (r.ok() && *r)
             removed.insert(n);
@@ -1354,6 +1648,11 @@ public:
           r = merge_reshapes(g, n);
           if (r.ok() && !*r) {
             r = fold_view_chain(g, n);
+            if (r.ok() && *r)
+              removed.insert(n);
+          }
+          if (r.ok() && !*r) {
+            r = fold_split_view_chain(g, n);
             if (r.ok() && *r)
               removed.insert(n);
           }

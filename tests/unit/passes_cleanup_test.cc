@@ -847,6 +847,93 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
   EXPECT_EQ(split->nodes().size(), 3u) << ir::to_text(*split);
 }
 
+// MaxViT's grid departition: [B, P*P, G, C] swapped to [B, G, P*P, C], viewed as
+// [B, gh, gw, P, P, C], permuted to [B, C, gh, P, gw, P], viewed as [B, C, H, W]: two copies,
+// over factors of the input's dims (P*P -> P, P; G -> gh, gw), so one Reshape / Transpose /
+// Reshape. A dynamic batch too (-1 in the new Reshapes). What stays: a chain with one Transpose
+// (already one copy), factors that do not line up (a window departition [.., 8, 7] read back as
+// [.., 7, 8]: not an axis permutation), and a link read by another node as well.
+TEST(PassesCleanup, SimplifyAlgebraFoldsChainsThatSplitAxesIntoOneTranspose) {
+  PassContext ctx;
+  auto pass = make_simplify_algebra();
+  auto simplify = [&](const std::string &text, bool expect_change) {
+    return run_pass(*pass, text, ctx, expect_change, /*then_remove_dead=*/true);
+  };
+  auto count = [](const ir::Graph &g, const char *op) {
+    int n = 0;
+    for (const auto &node : g.nodes())
+      n += node->op_type() == op;
+    return n;
+  };
+  for (const std::string batch : {"2", "batch"}) {
+    SCOPED_TRACE("batch " + batch);
+    const std::string lead = batch == "2" ? "2" : "-1";
+    const std::string grid = R"(graph g {
+    opset "" 17
+    input %x: f32[)" + batch + R"(,4,6,8]
+    init %s6: i64[6] = [)" + lead + R"(, 2, 3, 2, 2, 8]
+    init %s4: i64[4] = [)" + lead + R"(, 8, 4, 6]
+    %sw = Transpose {perm=[0, 2, 1, 3]}(%x)
+    %v = Reshape(%sw, %s6)
+    %p = Transpose {perm=[0, 5, 1, 3, 2, 4]}(%v)
+    %y0 = Reshape(%p, %s4)
+    %y = Relu(%y0)
+    output %y
+  })";
+    auto g = simplify(grid, true);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(count(*g, "Transpose"), 1) << ir::to_text(*g);
+    expect_same_outputs(grid, *g);
+  }
+  // One Transpose in the chain (a head split): left for the attention passes.
+  auto heads = simplify(R"(graph g {
+    opset "" 17
+    input %x: f32[2,4,16]
+    init %s4: i64[4] = [2, 4, 2, 8]
+    init %s3: i64[3] = [2, 2, 32]
+    %v = Reshape(%x, %s4)
+    %t = Transpose {perm=[0, 2, 1, 3]}(%v)
+    %w = Reshape(%t, %s3)
+    %y = Relu(%w)
+    output %y
+  })", false);
+  ASSERT_TRUE(heads);
+  EXPECT_EQ(count(*heads, "Transpose"), 1);
+  // Window departition to [B, C, 56, 56] ([B, C, 8, 7, 8, 7]), then the grid partition's
+  // [B, C, 7, 8, 7, 8]: 8·7 read as 7·8 is no factor of an atom; both copies stay.
+  auto mixed = simplify(R"(graph g {
+    opset "" 17
+    input %x: f32[1,4,49,2]
+    init %s6: i64[6] = [1, 2, 2, 7, 7, 2]
+    init %s6b: i64[6] = [1, 2, 7, 2, 7, 2]
+    %v = Reshape(%x, %s6)
+    %p = Transpose {perm=[0, 5, 1, 3, 2, 4]}(%v)
+    %w = Reshape(%p, %s6b)
+    %q = Transpose {perm=[0, 2, 4, 3, 5, 1]}(%w)
+    %y = Relu(%q)
+    output %y
+  })", false);
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(count(*mixed, "Transpose"), 2);
+  // The swapped tensor is also a graph output: folding would copy it twice.
+  auto shared = simplify(R"(graph g {
+    opset "" 17
+    input %x: f32[2,4,6,8]
+    init %s6: i64[6] = [2, 2, 3, 2, 2, 8]
+    init %s4: i64[4] = [2, 8, 4, 6]
+    %sw = Transpose {perm=[0, 2, 1, 3]}(%x)
+    %v = Reshape(%sw, %s6)
+    %p = Transpose {perm=[0, 5, 1, 3, 2, 4]}(%v)
+    %y0 = Reshape(%p, %s4)
+    %y = Relu(%y0)
+    %z = Sigmoid(%sw)
+    output %y
+    output %z
+  })", false);
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(count(*shared, "Transpose"), 2);
+}
+
 TEST(PassesCleanup, SimplifyAlgebraMergesAddSubConstantChains) {
   const std::string before = R"(graph g {
     opset "" 17
