@@ -302,11 +302,18 @@ struct LlamaGpuModel::Impl {
     return matmul(p, x_, w, y, accumulate);
   }
 
-  /// A projection of the layer: y[T][out] (+)= x[T][in] w[out][in]^T. With fp8 weights, x is
-  /// first quantized (dynamic per-tensor scale) into xq and the GEMM runs in float8 with both
-  /// scales (cuBLASLt's A and B scale pointers), fp32 accumulation, y in the model's type.
+  /// A projection of the layer: y[T][out] (+)= x[T][in] w[out][in]^T. A step of at most
+  /// gemv_max_tokens tokens runs one GEMV (fp8 weights dequantized as read, W8A16). Otherwise,
+  /// with fp8 weights, x is first quantized (dynamic per-tensor scale) into xq and the GEMM runs in
+  /// float8 with both scales (cuBLASLt's A and B scale pointers), fp32 accumulation, y in the
+  /// model's type.
   Status project(const void* x_, const DeviceMem& w, const float* w_scale, void* y, int64_t T, int64_t in, int64_t out,
                  bool accumulate = false) {
+    if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens) && in % 16 == 0) {
+      INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t(t, x_, w.get(), o.fp8_weights, w_scale, y, T, in, out,
+                                                          accumulate, stream));
+      return Status::Ok();
+    }
     if (!o.fp8_weights) return gemm(x_, w.get(), y, T, in, out, accumulate);
     INGOT_CUDA_CHECK(backend::cuda::launch_fp8_quantize_dynamic(t, x_, T * in, xq.get(), act_scale.as<float>(),
                                                                 amax.as<unsigned>(), stream));

@@ -55,6 +55,10 @@ struct GpuDecoderOptions {
   /// scale; cuBLASLt multiplies in fp8 with fp32 accumulation into the model's type (bf16/fp16).
   /// Embeddings, norms, the LM head and the KV cache keep that type.
   bool fp8_weights = false;
+  /// Steps of at most this many tokens (<= backend::cuda::kGemvMaxTokens, 8) run the four
+  /// projections as GEMVs that read each weight row once (launch_gemv_small_t): fp8 weights then
+  /// stay W8A16 (half the bytes, no activation quantization). 0: cuBLASLt for every step.
+  int32_t gemv_max_tokens = 8;
   /// The KV cache in float8 e4m3 (half the bytes: twice the positions per GiB), scales 1 as
   /// vLLM's kv_cache_dtype="fp8" without calibrated scales; attention dequantizes as it reads.
   bool fp8_kv = false;

@@ -749,6 +749,71 @@ TEST_F(CudaLlmKernelsTest, Fp8QuantizeDynamicMatchesTheHost) {
 // Greedy sampling on the device against the host's first-maximum, on random rows of vocabulary
 // sizes around the real ones (one a thread count's odd remainder), with planted ties (the lower id
 // must win wherever the reduction meets them) and the rows the sampler refuses.
+// The small-T GEMV against a double-precision host product over the same bits: fp16/bf16 and
+// e4m3 weights (scale 0.03, a device scalar), 1-8 tokens, K with a partial last warp pass, N not a
+// multiple of the CTA's 8 columns, with and without the residual accumulation; what it refuses.
+TEST_F(CudaLlmKernelsTest, GemvSmallTMatchesReference) {
+  std::mt19937 rng(61);
+  for (FloatType t : kTypes)
+    for (bool fp8 : {false, true})
+      for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
+        for (int64_t K : {int64_t{64}, int64_t{2064}})
+          for (int64_t N : {int64_t{1}, int64_t{37}, int64_t{1000}})
+            for (bool acc : {false, true}) {
+              SCOPED_TRACE(std::string(type_name(t)) + (fp8 ? " fp8" : "") + " T " + std::to_string(T) + " K " +
+                           std::to_string(K) + " N " + std::to_string(N) + (acc ? " accumulate" : ""));
+              const auto x = random_bits(t, static_cast<size_t>(T * K), rng);
+              const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
+              const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
+              std::vector<float> wf;  // the weights' values as the kernel sees them (scale applied below)
+              DeviceBuffer dw;
+              const float scale = fp8 ? 0.03f : 1.0f;
+              if (fp8) {
+                std::vector<uint8_t> w8(static_cast<size_t>(N * K));
+                std::normal_distribution<float> g(0.0f, 40.0f);
+                for (auto& b : w8) {
+                  b = float_to_small_float(g(rng), DataType::kFloat8E4M3FN);
+                  wf.push_back(small_float_to_float(b, DataType::kFloat8E4M3FN));
+                }
+                dw = to_device(w8);
+              } else {
+                const auto w = random_bits(t, static_cast<size_t>(N * K), rng);
+                wf = to_floats(t, w);
+                dw = to_device(w);
+              }
+              const std::vector<float> sv = {scale};
+              DeviceBuffer dx = to_device(x), dy = to_device(y0), ds = to_device(sv);
+              ASSERT_TRUE(dx.valid() && dy.valid() && dw.valid() && ds.valid());
+              ASSERT_EQ(backend::cuda::launch_gemv_small_t(t, dx.get(), dw.get(), fp8,
+                                                           fp8 ? static_cast<const float*>(ds.get()) : nullptr,
+                                                           dy.get(), T, K, N, acc, nullptr),
+                        cudaSuccess);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              std::vector<float> want(static_cast<size_t>(T * N));
+              for (int64_t r = 0; r < T; ++r)
+                for (int64_t n = 0; n < N; ++n) {
+                  double sum = 0;
+                  for (int64_t k = 0; k < K; ++k)
+                    sum += static_cast<double>(xf[static_cast<size_t>(r * K + k)]) * wf[static_cast<size_t>(n * K + k)];
+                  sum *= scale;
+                  if (acc) sum += y0f[static_cast<size_t>(r * N + n)];
+                  want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
+                }
+              const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
+              EXPECT_LE(normwise_error(got, want), tolerance(t));
+            }
+  DeviceBuffer b(4096);
+  auto launch = [&](int64_t T, int64_t K, bool fp8) {
+    return backend::cuda::launch_gemv_small_t(FloatType::kF16, b.get(), b.get(), fp8, nullptr, b.get(), T, K, 8,
+                                              false, nullptr);
+  };
+  EXPECT_EQ(launch(9, 64, false), cudaErrorInvalidValue);   // more tokens than the kernel serves
+  EXPECT_EQ(launch(1, 12, false), cudaErrorInvalidValue);   // K not a whole number of 16-byte loads
+  EXPECT_EQ(launch(1, 24, true), cudaErrorInvalidValue);    // nor for e4m3
+  EXPECT_EQ(launch(0, 64, false), cudaSuccess);             // nothing to do
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 TEST_F(CudaLlmKernelsTest, LogitsArgmaxTakesTheFirstMaximum) {
   std::mt19937 rng(20261206);
   std::normal_distribution<float> n01(0.0f, 3.0f);

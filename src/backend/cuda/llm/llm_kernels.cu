@@ -346,6 +346,106 @@ cudaError_t run_paged_decode_type(const PagedDecodeParams& p, Workspace ws, int 
 
 bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
+// ---- gemv_small_t --------------------------------------------------------------------------
+
+constexpr int kGemvWarps = 8;  // columns per CTA
+
+/// 16 bytes of weights as 8 floats (fp16/bf16: 8 elements) or 16 (e4m3), scaled by `ws`.
+template <class T>
+__device__ __forceinline__ void weights_to_float(const uint4& u, float* f) {
+  const pair_t<T>* e = reinterpret_cast<const pair_t<T>*>(&u);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 v = to_float2(e[j]);
+    f[2 * j] = v.x;
+    f[2 * j + 1] = v.y;
+  }
+}
+__device__ __forceinline__ void fp8_weights_to_float(const uint4& u, float* f) {
+  const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 v = fp8x2_to_float2(e[j]);
+    f[2 * j] = v.x;
+    f[2 * j + 1] = v.y;
+  }
+}
+
+/// One warp per output column n: lanes stride over K in 16-byte weight chunks (kPer elements),
+/// each chunk multiplied into all T tokens' partial sums, then a warp reduction per token.
+template <class T, bool kFp8, int kT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
+                        T* __restrict__ y, int64_t K, int64_t N, bool accumulate) {
+  constexpr int kPer = kFp8 ? 16 : 8;  // weight elements per 16-byte load
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  if (n >= N) return;
+  const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) +
+                                                   n * K * (kFp8 ? 1 : 2));
+  const int64_t chunks = K / kPer;
+  float acc[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
+#pragma unroll 4
+  for (int64_t c = lane; c < chunks; c += 32) {
+    const uint4 u = __ldg(wr + c);
+    float f[kPer];
+    if constexpr (kFp8)
+      fp8_weights_to_float(u, f);
+    else
+      weights_to_float<T>(u, f);
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      const T* xt = x + t * K + c * kPer;
+#pragma unroll
+      for (int h = 0; h < kPer; h += 8) {  // 8 activations (16 bytes) at a time
+        const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
+        float xf[8];
+        weights_to_float<T>(xu, xf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[t] = fmaf(xf[j], f[h + j], acc[t]);
+      }
+    }
+  }
+  const float scale = w_scale ? *w_scale : 1.0f;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    const float sum = warp_sum(acc[t]);
+    if (lane == 0) {
+      float v = sum * scale;
+      if (accumulate) v += to_f32(y[t * N + n]);
+      y[t * N + n] = from_f32<T>(v);
+    }
+  }
+}
+
+template <class E, bool kFp8>
+cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
+                             int64_t N, bool accumulate, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
+  const E* xt = static_cast<const E*>(x);
+  E* yt = static_cast<E*>(y);
+  switch (T) {
+#define INGOT_GEMV_CASE(n)                                                                                   \
+  case n:                                                                                                    \
+    gemv_small_t_kernel<E, kFp8, n><<<grid, kGemvWarps * 32, 0, stream>>>(xt, w, w_scale, yt, K, N, accumulate); \
+    break;
+    INGOT_GEMV_CASE(1)
+    INGOT_GEMV_CASE(2)
+    INGOT_GEMV_CASE(3)
+    INGOT_GEMV_CASE(4)
+    INGOT_GEMV_CASE(5)
+    INGOT_GEMV_CASE(6)
+    INGOT_GEMV_CASE(7)
+    INGOT_GEMV_CASE(8)
+#undef INGOT_GEMV_CASE
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 // ---- the decoder's small elementwise steps -------------------------------------------------
 
 template <class T>
@@ -515,6 +615,20 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
                                                                          scale, amax_ws);
   }
   return cudaGetLastError();
+}
+
+cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
+                                int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
+      N > (int64_t{65535} * kGemvWarps) || K % (w_fp8 ? 16 : 8) != 0)
+    return cudaErrorInvalidValue;
+  if (T == 0 || N == 0) return cudaSuccess;
+  if (!x || !w || !y || !aligned(x, 16) || !aligned(w, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
+  if (t == FloatType::kF16)
+    return w_fp8 ? run_gemv_small_t<__half, true>(x, w, w_scale, y, T, K, N, accumulate, stream)
+                 : run_gemv_small_t<__half, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
+  return w_fp8 ? run_gemv_small_t<__nv_bfloat16, true>(x, w, w_scale, y, T, K, N, accumulate, stream)
+               : run_gemv_small_t<__nv_bfloat16, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
 }
 
 cudaError_t launch_gpu_sleep(uint64_t ns, cudaStream_t stream) {

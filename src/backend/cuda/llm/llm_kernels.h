@@ -130,6 +130,18 @@ cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t
 cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, void* y, float* scale,
                                         unsigned* amax_ws, cudaStream_t stream);
 
+/// The decode step's projections at a few tokens: y[t][n] (+)= scale * sum_k x[t][k] * w[n][k] for
+/// t < T <= kGemvMaxTokens, x [T][K] and y [T][N] row-major of type t (kF16 or kBF16), w [N][K] of
+/// type t, or float8 e4m3fn (w_fp8) with the per-tensor *w_scale (a device scalar; null: 1). fp32
+/// accumulation, one rounding on store; `accumulate` adds y's old value (the residual) in fp32.
+/// A warp per output column reads its weight row once, 16 bytes per lane per load, for all T
+/// tokens: at T = 1 cuBLASLt ran these at 35-75% of the memory bandwidth (session 30, H100), and an
+/// fp8 weight is read as half the bytes with no activation quantization (W8A16). Needs K a
+/// multiple of 8 (16 for fp8), x and w 16-byte aligned; returns cudaErrorInvalidValue otherwise.
+constexpr int64_t kGemvMaxTokens = 8;
+cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
+                                int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream);
+
 /// Holds `stream` for about `ns` nanoseconds (one thread sleeping): what lets a profiler enqueue a
 /// whole step before the GPU starts it, so that events between kernels time the kernels, not the
 /// host's launches.
