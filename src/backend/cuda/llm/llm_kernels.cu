@@ -350,7 +350,7 @@ bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr
 
 constexpr int kGemvWarps = 8;  // columns per CTA
 
-/// 16 bytes of weights as 8 floats (fp16/bf16: 8 elements) or 16 (e4m3), scaled by `ws`.
+/// 16 bytes of fp16/bf16 as 8 floats; fp8_weights_to_float: 16 bytes of e4m3 as 16 floats.
 template <class T>
 __device__ __forceinline__ void weights_to_float(const uint4& u, float* f) {
   const pair_t<T>* e = reinterpret_cast<const pair_t<T>*>(&u);
