@@ -219,28 +219,27 @@ bool take_group(const ViewGroups &vg, const std::vector<int> &seq, const ir::Dim
   return prod == want.value();
 }
 
-bool apply_view(const ir::Node &n, ViewGroups *vg) {
-  std::vector<ir::Dim> out;
-  if (!view_dims(n.output(0), &out))
+// A Transpose's permutation of the current dims' groups (apply_view, apply_atom_view).
+bool permute_groups(const ir::Node &n, std::vector<std::vector<int>> *groups) {
+  auto p = perm_of(n, groups->size());
+  if (!p)
     return false;
-  if (is_op(&n, "Transpose")) {
-    auto p = perm_of(n, vg->groups.size());
-    if (!p)
+  std::vector<std::vector<int>> g;
+  for (int64_t a : *p) {
+    if (a < 0 || a >= static_cast<int64_t>(groups->size()))
       return false;
-    std::vector<std::vector<int>> g;
-    for (int64_t a : *p) {
-      if (a < 0 || a >= static_cast<int64_t>(vg->groups.size()))
-        return false;
-      g.push_back(vg->groups[static_cast<size_t>(a)]);
-    }
-    vg->groups = std::move(g);
-    return true;
+    g.push_back((*groups)[static_cast<size_t>(a)]);
   }
-  // Reshape: the same axis sequence, regrouped to the output dims: dims before the one of
-  // unknown size from the front, those after it from the back, that one takes the rest.
-  std::vector<int> seq;
-  for (const auto &g : vg->groups)
-    seq.insert(seq.end(), g.begin(), g.end());
+  *groups = std::move(g);
+  return true;
+}
+
+// A Reshape to `out` over the axis sequence `seq`: dims before the one of unknown size from the
+// front, those after it from the back (take(want, step, &k, &group) takes one dim's axes at k),
+// that one takes the rest; without one, leftover unit axes join the last dim.
+template <class Take, class Unit>
+bool regroup(const std::vector<ir::Dim> &out, std::vector<int> &seq, Take take, Unit unit,
+             std::vector<std::vector<int>> *groups) {
   int unknown = -1;
   for (size_t j = 0; j < out.size(); ++j) {
     if (out[j].is_known() || out[j].is_symbol())
@@ -250,15 +249,14 @@ bool apply_view(const ir::Node &n, ViewGroups *vg) {
     unknown = static_cast<int>(j);
   }
   const int m = static_cast<int>(out.size());
-  const int front_end = unknown >= 0 ? unknown : m;
   std::vector<std::vector<int>> g(out.size());
   int k = 0;
-  for (int j = 0; j < front_end; ++j)
-    if (!take_group(*vg, seq, out[static_cast<size_t>(j)], 1, &k, &g[static_cast<size_t>(j)]))
+  for (int j = 0; j < (unknown >= 0 ? unknown : m); ++j)
+    if (!take(out[static_cast<size_t>(j)], 1, &k, &g[static_cast<size_t>(j)]))
       return false;
   if (unknown < 0) {
-    for (; k < static_cast<int>(seq.size()); ++k) {  // leftover unit axes join the last dim
-      if (!unit_axis(*vg, seq[static_cast<size_t>(k)]) || g.empty())
+    for (; k < static_cast<int>(seq.size()); ++k) {
+      if (!unit(seq[static_cast<size_t>(k)]) || g.empty())
         return false;
       g.back().push_back(seq[static_cast<size_t>(k)]);
     }
@@ -266,7 +264,7 @@ bool apply_view(const ir::Node &n, ViewGroups *vg) {
     int back = static_cast<int>(seq.size()) - 1;
     for (int j = m - 1; j > unknown; --j) {
       std::vector<int> rev;
-      if (!take_group(*vg, seq, out[static_cast<size_t>(j)], -1, &back, &rev))
+      if (!take(out[static_cast<size_t>(j)], -1, &back, &rev))
         return false;
       g[static_cast<size_t>(j)].assign(rev.rbegin(), rev.rend());
     }
@@ -277,8 +275,24 @@ bool apply_view(const ir::Node &n, ViewGroups *vg) {
     if (g[static_cast<size_t>(unknown)].empty())
       return false;  // an unknown dim of size 1 cannot be told apart
   }
-  vg->groups = std::move(g);
+  *groups = std::move(g);
   return true;
+}
+
+bool apply_view(const ir::Node &n, ViewGroups *vg) {
+  std::vector<ir::Dim> out;
+  if (!view_dims(n.output(0), &out))
+    return false;
+  if (is_op(&n, "Transpose"))
+    return permute_groups(n, &vg->groups);
+  // Reshape: the same axis sequence, regrouped to the output dims.
+  std::vector<int> seq;
+  for (const auto &g : vg->groups)
+    seq.insert(seq.end(), g.begin(), g.end());
+  auto take = [&](const ir::Dim &want, int step, int *k, std::vector<int> *group) {
+    return take_group(*vg, seq, want, step, k, group);
+  };
+  return regroup(out, seq, take, [&](int a) { return unit_axis(*vg, a); }, &vg->groups);
 }
 
 bool all_single(const ViewGroups &vg) {
@@ -476,58 +490,19 @@ bool apply_atom_view(const ir::Node &n, AtomView *v) {
   std::vector<ir::Dim> out;
   if (!view_dims(n.output(0), &out))
     return false;
-  if (is_op(&n, "Transpose")) {
-    auto p = perm_of(n, v->groups.size());
-    if (!p)
-      return false;
-    std::vector<std::vector<int>> g;
-    for (int64_t a : *p) {
-      if (a < 0 || a >= static_cast<int64_t>(v->groups.size()))
-        return false;
-      g.push_back(v->groups[static_cast<size_t>(a)]);
-    }
-    v->groups = std::move(g);
-    return true;
-  }
+  if (is_op(&n, "Transpose"))
+    return permute_groups(n, &v->groups);
   std::vector<int> seq;
   for (const auto &grp : v->groups)
     seq.insert(seq.end(), grp.begin(), grp.end());
-  int unknown = -1;
-  for (size_t j = 0; j < out.size(); ++j) {
-    if (out[j].is_known() || out[j].is_symbol())
-      continue;
-    if (unknown >= 0)
-      return false;
-    unknown = static_cast<int>(j);
-  }
-  const int m = static_cast<int>(out.size());
-  std::vector<std::vector<int>> g(out.size());
-  int k = 0;
-  for (int j = 0; j < (unknown >= 0 ? unknown : m); ++j)
-    if (!take_atoms(*v, seq, out[static_cast<size_t>(j)], 1, &k, &g[static_cast<size_t>(j)]))
-      return false;
-  if (unknown < 0) {
-    for (; k < static_cast<int>(seq.size()); ++k) {  // leftover unit atoms join the last dim
-      const ir::Dim &d = v->size[static_cast<size_t>(seq[static_cast<size_t>(k)])];
-      if (!(d.is_known() && d.value() == 1) || g.empty())
-        return false;
-      g.back().push_back(seq[static_cast<size_t>(k)]);
-    }
-  } else {
-    int back = static_cast<int>(seq.size()) - 1;
-    for (int j = m - 1; j > unknown; --j) {
-      std::vector<int> rev;
-      if (!take_atoms(*v, seq, out[static_cast<size_t>(j)], -1, &back, &rev))
-        return false;
-      g[static_cast<size_t>(j)].assign(rev.rbegin(), rev.rend());
-    }
-    for (int i = k; i <= back; ++i)
-      g[static_cast<size_t>(unknown)].push_back(seq[static_cast<size_t>(i)]);
-    if (g[static_cast<size_t>(unknown)].empty())
-      return false;
-  }
-  v->groups = std::move(g);
-  return true;
+  auto take = [&](const ir::Dim &want, int step, int *k, std::vector<int> *group) {
+    return take_atoms(*v, seq, want, step, k, group);
+  };
+  auto unit = [&](int a) {
+    const ir::Dim &d = v->size[static_cast<size_t>(a)];
+    return d.is_known() && d.value() == 1;
+  };
+  return regroup(out, seq, take, unit, &v->groups);
 }
 
 // A Reshape target for `dims`: known sizes, and -1 for at most one other; nullopt otherwise.

@@ -753,6 +753,14 @@ TEST(PassesCleanup, SimplifyAlgebraReadsAddmmBetweenReshapesAsMatMul) {
 // The dynamo exporter's K^T (x [B,S,H,D] -> [B,H,S,D] -> [B*H,S,D] -> [B*H,D,S] -> [B,H,D,S])
 // followed by the attention rewrite's transpose back: one Transpose of x. With B = 1 the unit
 // batch axis must ride along; a chain that splits one of its input's axes is left alone.
+/// How many nodes of `op` the graph holds.
+int count_ops(const ir::Graph &g, const char *op) {
+  int n = 0;
+  for (const auto &node : g.nodes())
+    n += node->op_type() == op;
+  return n;
+}
+
 TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
   // simplify_algebra then dead-node removal; the Transposes/Reshapes left.
   PassContext ctx;
@@ -760,12 +768,7 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsTransposeReshapeChains) {
   auto simplify = [&](const std::string &text, bool expect_change) {
     return run_pass(*pass, text, ctx, expect_change, /*then_remove_dead=*/true);
   };
-  auto count = [](const ir::Graph &g, const char *op) {
-    int n = 0;
-    for (const auto &node : g.nodes())
-      n += node->op_type() == op;
-    return n;
-  };
+  const auto count = count_ops;
   for (int b : {2, 1}) {
     SCOPED_TRACE("batch " + std::to_string(b));
     const std::string B = std::to_string(b);
@@ -859,12 +862,7 @@ TEST(PassesCleanup, SimplifyAlgebraFoldsChainsThatSplitAxesIntoOneTranspose) {
   auto simplify = [&](const std::string &text, bool expect_change) {
     return run_pass(*pass, text, ctx, expect_change, /*then_remove_dead=*/true);
   };
-  auto count = [](const ir::Graph &g, const char *op) {
-    int n = 0;
-    for (const auto &node : g.nodes())
-      n += node->op_type() == op;
-    return n;
-  };
+  const auto count = count_ops;
   for (const std::string batch : {"2", "batch"}) {
     SCOPED_TRACE("batch " + batch);
     const std::string lead = batch == "2" ? "2" : "-1";

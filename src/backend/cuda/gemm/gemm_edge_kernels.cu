@@ -1,24 +1,14 @@
 // Copyright ingot authors. Apache-2.0.
 #include "backend/cuda/gemm/gemm_edge_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
 
 namespace {
 
-__device__ __forceinline__ float as_float(float v) { return v; }
-__device__ __forceinline__ float as_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using ew::from_f32;
+using ew::to_f32;
 
 constexpr int kWarps = 4;
 
@@ -38,10 +28,10 @@ __global__ void row_group_edges_kernel(const T* __restrict__ a, const T* __restr
       const int64_t c = e < c0 ? e : tail + (e - c0);
       const T* bc = b + c * k;
       float acc = 0.f;
-      for (int64_t i = lane; i < k; i += 32) acc += as_float(ar[i]) * as_float(bc[i]);
+      for (int64_t i = lane; i < k; i += 32) acc += to_f32(ar[i]) * to_f32(bc[i]);
 #pragma unroll
       for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-      if (lane == 0) y[r * n + c] = from_float<T>(alpha * acc);
+      if (lane == 0) y[r * n + c] = from_f32<T>(alpha * acc);
     }
   }
 }
