@@ -40,7 +40,7 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
   return m;
 }
 
-Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
+Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t* dummy_seed) {
   if (options.backend == "cpu") {
     if (options.fp8_weights || options.fp8_kv)
       return invalid_argument("LlmModel: fp8 weights and fp8 KV caches run on the GPU decoder (backend cuda); the CPU "
@@ -55,7 +55,13 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options) {
   g.fp8_kv = options.fp8_kv;
   g.num_blocks = options.kv_blocks;
   g.block_size = 16;
-  INGOT_ASSIGN_OR_RETURN(gpu, llm::LlamaGpuModel::create(*model, g));
+  if (dummy_seed) {
+    INGOT_ASSIGN_OR_RETURN(gpu, llm::LlamaGpuModel::create_random(*model, g, *dummy_seed));
+  } else {
+    INGOT_ASSIGN_OR_RETURN(gpu, llm::LlamaGpuModel::create(*model, g));
+  }
+  // The GPU decoder holds its own copy: the host's fp32 weights (4 bytes a parameter) go.
+  model->release_weights();
   gpu_kv_blocks = options.kv_blocks;
   return Status::Ok();
 }
@@ -161,6 +167,11 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_dummy(const std::string& config
   INGOT_ASSIGN_OR_RETURN(std::string text, read_text(config_json_path));
   INGOT_ASSIGN_OR_RETURN(llm::LlamaConfig cfg, llm::llama_config_from_json(text, config_json_path));
   std::unique_ptr<LlmModel> m(new LlmModel());
+  if (options.backend == "cuda") {  // made on the device: no host copy of the weights at all
+    INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::without_weights(cfg));
+    INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options, &seed));
+    return m;
+  }
   INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::random(cfg, seed));
   INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   return m;

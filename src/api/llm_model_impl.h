@@ -46,7 +46,9 @@ struct LlmModel::Impl {
   Result<std::unique_ptr<llm::KvStore>> host_kv(int64_t blocks, int32_t block_size) const;
   /// For backend "cuda": the GPU decoder over `model`'s weights (kInvalidArgument for another
   /// backend name or kv_blocks < 1; "cpu": nothing to do).
-  Status attach_gpu(const LlmLoadOptions& options);
+  /// With a dummy_seed, the GPU decoder makes LlamaCpuModel::random's weights itself (model
+  /// holds shapes only). Either way the host's weights are released once the GPU holds them.
+  Status attach_gpu(const LlmLoadOptions& options, const uint64_t* dummy_seed = nullptr);
   /// kInvalidArgument for a model without a tokenizer (dummy weights).
   Status needs_tokenizer() const;
 };

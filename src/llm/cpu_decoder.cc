@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/hash_uniform.h"
 #include "core/parallel.h"
 
 namespace ingot::llm {
@@ -124,18 +125,13 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::random(const LlamaConfig& 
   // hash of (seed, k, i) (splitmix64), so the tensors fill in parallel and the same seed gives the
   // same weights on any machine (a 1B-parameter model in seconds, not a minute).
   uint64_t tensor = 0;
+  // (core/hash_uniform.h: the GPU decoder's create_random fills the same values on the device.)
   auto fill = [&](int64_t n, float center, float a) {
     std::vector<float> v(static_cast<size_t>(n));
-    const uint64_t base = seed * 0x9e3779b97f4a7c15ull + (++tensor << 40);
+    const uint64_t base = hash_uniform_base(seed, ++tensor);
     auto work = [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        uint64_t z = base + static_cast<uint64_t>(i) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
-        v[static_cast<size_t>(i)] = center + a * (2.0f * u - 1.0f);
-      }
+      for (int64_t i = lo; i < hi; ++i)
+        v[static_cast<size_t>(i)] = hash_uniform(base, static_cast<uint64_t>(i), center, a);
     };
     parallel_ranges(n, work);
     return v;
@@ -166,6 +162,20 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::random(const LlamaConfig& 
   }
   INGOT_RETURN_IF_ERROR(m->init_rope());
   return m;
+}
+
+Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::without_weights(const LlamaConfig& config) {
+  auto m = std::unique_ptr<LlamaCpuModel>(new LlamaCpuModel());
+  m->config_ = config;
+  INGOT_RETURN_IF_ERROR(m->init_rope());
+  return m;
+}
+
+void LlamaCpuModel::release_weights() {
+  embed_ = {};
+  out_norm_ = {};
+  lm_head_ = {};
+  layers_ = {};
 }
 
 namespace {
@@ -261,6 +271,8 @@ Status LlamaCpuModel::init_rope() {
 
 Result<std::vector<float>> LlamaCpuModel::forward(const std::vector<int32_t>& tokens, int64_t start, int64_t count,
                                                   const std::vector<int32_t>& block_table, KvStore* kv) const {
+  if (!has_weights())
+    return invalid_argument("forward: this model's weights live on the GPU decoder only (released, or never loaded)");
   const LlamaConfig& c = config_;
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, Hkv = c.num_kv_heads;
   const int64_t nq = H * hd, nkv = Hkv * hd, ff = c.intermediate_size, T = count;

@@ -55,6 +55,13 @@ class LlamaCpuModel {
   /// tests): projections uniform with std 0.02 (as Hugging Face initializes them), norm gains
   /// 1 +- 0.1, Qwen2's biases (config.attention_bias) +-0.02; the same seed gives the same weights.
   static Result<std::unique_ptr<LlamaCpuModel>> random(const LlamaConfig& config, uint64_t seed);
+  /// `config` and its rotary frequencies, no weights: the shapes a GPU decoder filled on the device
+  /// needs (LlamaGpuModel::create_random). forward() refuses (kInvalidArgument).
+  static Result<std::unique_ptr<LlamaCpuModel>> without_weights(const LlamaConfig& config);
+  /// Frees the weights once a GPU decoder holds its copy (an 8B model's fp32 weights are 32 GB of
+  /// host memory); the config and rotary frequencies stay; forward() refuses afterwards.
+  void release_weights();
+  bool has_weights() const { return !layers_.empty(); }
 
   const LlamaConfig& config() const { return config_; }
   /// Computes tokens[start, start + count) of one sequence at positions start.., writing their K/V

@@ -22,6 +22,7 @@
 #include "backend/cuda/llm/llm_kernels.h"
 #include "backend/cuda/pointwise/elementwise_kernels.h"
 #include "core/dtype.h"
+#include "core/hash_uniform.h"
 #include "core/parallel.h"
 #endif
 
@@ -33,6 +34,10 @@ struct LlamaGpuModel::Impl {};
 LlamaGpuModel::LlamaGpuModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LlamaGpuModel::~LlamaGpuModel() = default;
 Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel&, const GpuDecoderOptions&) {
+  return unsupported("the GPU decoder: this build of ingot has no CUDA");
+}
+Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create_random(const LlamaCpuModel&, const GpuDecoderOptions&,
+                                                                    uint64_t) {
   return unsupported("the GPU decoder: this build of ingot has no CUDA");
 }
 const LlamaConfig& LlamaGpuModel::config() const {
@@ -197,6 +202,9 @@ struct LlamaGpuModel::Impl {
   std::map<int64_t, std::unique_ptr<Graph>> graphs;  ///< decode steps, by padded batch
 
   /// The step buffers for `sh` (and the attention's bounds and workspace).
+  static Result<std::unique_ptr<Impl>> start(const LlamaConfig& c, const GpuDecoderOptions& o);
+  Status add_layer(std::unique_ptr<Layer> g);
+  Status finish(const std::vector<float>& inv_freq_host);
   Status prepare(const StepShape& sh);
   backend::cuda::PagedDecodeParams attention_params(const StepShape& sh) const;
   /// The step's kernels on `stream`, reading the uploaded index arrays.
@@ -346,8 +354,9 @@ LlamaGpuModel::LlamaGpuModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 LlamaGpuModel::~LlamaGpuModel() = default;
 const LlamaConfig& LlamaGpuModel::config() const { return impl_->c; }
 
-Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel& w, const GpuDecoderOptions& o) {
-  const LlamaConfig& c = w.config();
+/// Checks `c` and `o` against what the decoder serves, and makes the stream, cuBLASLt handle and
+/// workspace (create and create_random).
+Result<std::unique_ptr<LlamaGpuModel::Impl>> LlamaGpuModel::Impl::start(const LlamaConfig& c, const GpuDecoderOptions& o) {
   if (o.num_blocks <= 0 || o.block_size <= 0) return invalid_argument("GPU decoder: num_blocks and block_size must be > 0");
   if (c.head_dim != 64 && c.head_dim != 128)
     return unsupported("GPU decoder: head_dim ", c.head_dim, " (the attention kernels serve 64 and 128)");
@@ -373,11 +382,32 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
   INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
   INGOT_LT_OK(cublasLtCreate(&m->lt));
   INGOT_RETURN_IF_ERROR(m->lt_ws.reserve(Impl::kLtWorkspace));
+  return m;
+}
+
+/// A layer's KV cache, and the rotary frequencies once every layer is in (create and create_random).
+Status LlamaGpuModel::Impl::add_layer(std::unique_ptr<Layer> g) {
+  const size_t cache_bytes = static_cast<size_t>(o.num_blocks) * static_cast<size_t>(o.block_size) *
+                             static_cast<size_t>(c.num_kv_heads * c.head_dim) * (o.fp8_kv ? 1 : 2);
+  INGOT_RETURN_IF_ERROR(g->k_cache.reserve(cache_bytes));
+  INGOT_RETURN_IF_ERROR(g->v_cache.reserve(cache_bytes));
+  layers.push_back(std::move(g));
+  return Status::Ok();
+}
+
+Status LlamaGpuModel::Impl::finish(const std::vector<float>& f) {
+  INGOT_RETURN_IF_ERROR(inv_freq.reserve(f.size() * sizeof(float)));
+  INGOT_CUDA_CHECK(cudaMemcpy(inv_freq.get(), f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel& w, const GpuDecoderOptions& o) {
+  const LlamaConfig& c = w.config();
+  if (!w.has_weights()) return invalid_argument("GPU decoder: the model has no weights to upload (create_random makes them)");
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<Impl> m, Impl::start(c, o));
   INGOT_RETURN_IF_ERROR(m->upload(w.embed(), m->embed));
   INGOT_RETURN_IF_ERROR(m->upload(w.out_norm(), m->out_norm));
   INGOT_RETURN_IF_ERROR(m->upload(w.lm_head(), m->lm_head));
-  const size_t cache_bytes = static_cast<size_t>(o.num_blocks) * static_cast<size_t>(o.block_size) *
-                             static_cast<size_t>(c.num_kv_heads * c.head_dim) * (o.fp8_kv ? 1 : 2);
   for (const LlamaCpuModel::Layer& L : w.layers()) {
     auto g = std::make_unique<Impl::Layer>();
     INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
@@ -400,13 +430,72 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
       INGOT_RETURN_IF_ERROR(g->w_scales.reserve(sizeof(spaced)));
       INGOT_CUDA_CHECK(cudaMemcpy(g->w_scales.get(), spaced, sizeof(spaced), cudaMemcpyHostToDevice));
     }
-    INGOT_RETURN_IF_ERROR(g->k_cache.reserve(cache_bytes));
-    INGOT_RETURN_IF_ERROR(g->v_cache.reserve(cache_bytes));
-    m->layers.push_back(std::move(g));
+    INGOT_RETURN_IF_ERROR(m->add_layer(std::move(g)));
   }
-  const std::vector<float>& f = w.inv_freq();
-  INGOT_RETURN_IF_ERROR(m->inv_freq.reserve(f.size() * sizeof(float)));
-  INGOT_CUDA_CHECK(cudaMemcpy(m->inv_freq.get(), f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice));
+  INGOT_RETURN_IF_ERROR(m->finish(w.inv_freq()));
+  return std::unique_ptr<LlamaGpuModel>(new LlamaGpuModel(std::move(m)));
+}
+
+Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create_random(const LlamaCpuModel& shapes,
+                                                                    const GpuDecoderOptions& o, uint64_t seed) {
+  const LlamaConfig& c = shapes.config();
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<Impl> m, Impl::start(c, o));
+  const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, nkv = c.num_kv_heads * c.head_dim;
+  const int64_t ff = c.intermediate_size;
+  // LlamaCpuModel::random's tensors in its order (their numbers pick the hash), each part of a
+  // concatenation at its offset; fp8 weights through an fp32 buffer and the device quantizer,
+  // which writes the scale into the layer's slot (what upload_weight computes on the host).
+  uint64_t tensor = 0;
+  const float a = 0.02f * std::sqrt(3.0f);
+  struct Part {
+    int64_t n;
+    float center, amp;
+  };
+  DeviceMem f32, amax_ws;
+  INGOT_RETURN_IF_ERROR(amax_ws.reserve(4));
+  auto put = [&](DeviceMem& dst, std::initializer_list<Part> parts, bool weight, float* scale_slot) -> Status {
+    int64_t total = 0;
+    for (const Part& p : parts) total += p.n;
+    const bool fp8 = weight && o.fp8_weights;
+    INGOT_RETURN_IF_ERROR(dst.reserve(static_cast<size_t>(total) * (fp8 ? 1 : 2)));
+    if (fp8) INGOT_RETURN_IF_ERROR(f32.reserve(static_cast<size_t>(total) * sizeof(float)));
+    char* base = static_cast<char*>(fp8 ? f32.get() : dst.get());
+    const size_t es = fp8 ? sizeof(float) : 2;
+    int64_t off = 0;
+    for (const Part& p : parts) {
+      INGOT_CUDA_CHECK(backend::cuda::launch_fill_hash_uniform(fp8 ? FloatType::kF32 : m->t, base + off * es, p.n,
+                                                               hash_uniform_base(seed, ++tensor), p.center, p.amp,
+                                                               m->stream));
+      off += p.n;
+    }
+    if (fp8)
+      INGOT_CUDA_CHECK(backend::cuda::launch_fp8_quantize_dynamic(FloatType::kF32, f32.get(), total, dst.get(),
+                                                                  scale_slot, amax_ws.as<unsigned>(), m->stream));
+    return Status::Ok();
+  };
+  INGOT_RETURN_IF_ERROR(put(m->embed, {{c.vocab_size * d, 0.f, a}}, false, nullptr));
+  INGOT_RETURN_IF_ERROR(put(m->out_norm, {{d, 1.f, 0.1f}}, false, nullptr));
+  if (!c.tie_word_embeddings) INGOT_RETURN_IF_ERROR(put(m->lm_head, {{c.vocab_size * d, 0.f, a}}, false, nullptr));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    auto g = std::make_unique<Impl::Layer>();
+    float* scales = nullptr;
+    if (o.fp8_weights) {
+      INGOT_RETURN_IF_ERROR(g->w_scales.reserve(16 * sizeof(float)));
+      INGOT_CUDA_CHECK(cudaMemsetAsync(g->w_scales.get(), 0, 16 * sizeof(float), m->stream));
+      scales = g->w_scales.as<float>();
+    }
+    auto slot = [&](int i) { return scales ? scales + 4 * i : nullptr; };
+    INGOT_RETURN_IF_ERROR(put(g->attn_norm, {{d, 1.f, 0.1f}}, false, nullptr));
+    INGOT_RETURN_IF_ERROR(put(g->wqkv, {{nq * d, 0.f, a}, {nkv * d, 0.f, a}, {nkv * d, 0.f, a}}, true, slot(0)));
+    if (c.attention_bias) INGOT_RETURN_IF_ERROR(put(g->bqkv, {{nq, 0.f, a}, {nkv, 0.f, a}, {nkv, 0.f, a}}, false, nullptr));
+    INGOT_RETURN_IF_ERROR(put(g->wo, {{d * nq, 0.f, a}}, true, slot(1)));
+    INGOT_RETURN_IF_ERROR(put(g->ffn_norm, {{d, 1.f, 0.1f}}, false, nullptr));
+    INGOT_RETURN_IF_ERROR(put(g->w_gate_up, {{ff * d, 0.f, a}, {ff * d, 0.f, a}}, true, slot(2)));
+    INGOT_RETURN_IF_ERROR(put(g->w_down, {{d * ff, 0.f, a}}, true, slot(3)));
+    INGOT_RETURN_IF_ERROR(m->add_layer(std::move(g)));
+  }
+  INGOT_CUDA_CHECK(cudaStreamSynchronize(m->stream));  // f32 and amax_ws go out of scope
+  INGOT_RETURN_IF_ERROR(m->finish(shapes.inv_freq()));
   return std::unique_ptr<LlamaGpuModel>(new LlamaGpuModel(std::move(m)));
 }
 

@@ -106,6 +106,11 @@ class LlamaGpuModel {
  public:
   /// Uploads `weights` (converted to fp16 / bf16) and allocates the KV cache on the current device.
   static Result<std::unique_ptr<LlamaGpuModel>> create(const LlamaCpuModel& weights, const GpuDecoderOptions& options);
+  /// The weights LlamaCpuModel::random(shapes.config(), seed) would hold, made on the device (no
+  /// host copy: an 8B model's dummy weights are 32 GB of floats there), converted as create()
+  /// converts them, bit for bit. `shapes` gives the config and rotary frequencies (weights or not).
+  static Result<std::unique_ptr<LlamaGpuModel>> create_random(const LlamaCpuModel& shapes,
+                                                              const GpuDecoderOptions& options, uint64_t seed);
   ~LlamaGpuModel();
   LlamaGpuModel(const LlamaGpuModel&) = delete;
   LlamaGpuModel& operator=(const LlamaGpuModel&) = delete;

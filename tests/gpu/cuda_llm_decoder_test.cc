@@ -434,6 +434,50 @@ TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
               "CPU's top two are far apart\n", k.name, f.worst, f.clear_agreed, f.clear);
 }
 
+// Weights made on the device (create_random, what --load-format dummy uses on the GPU) are
+// LlamaCpuModel::random's bit for bit: a prompt each for two sequences, then decode steps, give
+// the same logits as the decoder uploaded from the CPU model, exactly; fp8 weights too (the
+// device quantizer against the host's, same scale and rounding).
+TEST_P(CudaLlmDecoderTest, WeightsMadeOnTheDeviceEqualTheUploadedOnes) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  int dev = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  const uint64_t seed = 77;
+  auto cpu = LlamaCpuModel::random(k.config, seed);
+  auto shapes = LlamaCpuModel::without_weights(k.config);
+  ASSERT_TRUE(cpu.ok() && shapes.ok());
+  for (bool fp8 : {false, true}) {
+    if (fp8 && major * 10 + minor < 89) continue;
+    SCOPED_TRACE(fp8 ? "fp8 weights" : "model type");
+    GpuDecoderOptions o = test_options(k, 16);
+    o.fp8_weights = fp8;
+    auto uploaded = LlamaGpuModel::create(**cpu, o);
+    auto made = LlamaGpuModel::create_random(**shapes, o, seed);
+    ASSERT_TRUE(uploaded.ok()) << uploaded.status().to_string();
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    std::vector<std::vector<int32_t>> tokens = {{5, 9, 2, 7, 1, 3, 8}, {4, 4, 6}};
+    const std::vector<std::vector<int32_t>> tables = {{0, 1}, {2, 3}};
+    std::vector<int64_t> done = {0, 0};
+    for (int step = 0; step < 4; ++step) {
+      std::vector<GpuChunk> chunks;
+      for (size_t q = 0; q < tokens.size(); ++q)
+        chunks.push_back(GpuChunk{&tokens[q], done[q], static_cast<int64_t>(tokens[q].size()) - done[q], &tables[q]});
+      auto a = (*uploaded)->forward(chunks);
+      auto b = (*made)->forward(chunks);
+      ASSERT_TRUE(a.ok() && b.ok());
+      for (size_t q = 0; q < tokens.size(); ++q) {
+        ASSERT_EQ(a->logits[q].size(), static_cast<size_t>(k.config.vocab_size));
+        EXPECT_TRUE(a->logits[q] == b->logits[q]) << "step " << step << ", sequence " << q;
+        done[q] = static_cast<int64_t>(tokens[q].size());
+        tokens[q].push_back(a->argmax[q]);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return std::string(cases()[static_cast<size_t>(i.param)].name);

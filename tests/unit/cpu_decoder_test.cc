@@ -147,6 +147,36 @@ TEST(LlamaGpuModelWithoutDevice, CreateSaysWhy) {
   // head_dim 8: no attention kernel for it, said before any device is looked for.
   auto g8 = LlamaGpuModel::create(**m, o);
   EXPECT_EQ(g8.status().code(), StatusCode::kUnsupported);
+  // Weights made on the device: no device, no model (and said so).
+  auto shapes = LlamaCpuModel::without_weights(c);
+  ASSERT_TRUE(shapes.ok());
+  auto r = LlamaGpuModel::create_random(**shapes, o, 1);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().to_string();
+  // A model without weights has nothing to upload.
+  EXPECT_EQ(LlamaGpuModel::create(**shapes, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A model of shapes only (what a GPU decoder that makes its own weights needs), and one whose
+// weights were released to the GPU: the config and rotary frequencies stay; forward refuses.
+TEST(LlamaCpuModelWeights, ShapesOnlyAndReleasedModelsRefuseToRun) {
+  const LlamaConfig c = tiny_config();
+  auto full = LlamaCpuModel::random(c, 3);
+  auto shapes = LlamaCpuModel::without_weights(c);
+  ASSERT_TRUE(full.ok() && shapes.ok());
+  EXPECT_TRUE((*full)->has_weights());
+  EXPECT_FALSE((*shapes)->has_weights());
+  EXPECT_EQ((*shapes)->config().hidden_size, 32);
+  EXPECT_EQ((*shapes)->inv_freq(), (*full)->inv_freq());
+  KvStore kv(c, 2, 16);
+  auto refused = (*shapes)->forward({3, 14}, 0, 2, {0}, &kv);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(tiny_logits(**full).empty());
+  const std::vector<float> freq = (*full)->inv_freq();
+  (*full)->release_weights();
+  EXPECT_FALSE((*full)->has_weights());
+  EXPECT_TRUE((*full)->embed().empty());
+  EXPECT_EQ((*full)->inv_freq(), freq);
+  EXPECT_EQ((*full)->forward({3, 14}, 0, 2, {0}, &kv).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "backend/cuda/llm/llm_kernels.h"
+#include "core/hash_uniform.h"
 
 namespace ingot::backend::cuda {
 namespace {
@@ -62,10 +63,13 @@ __device__ __forceinline__ __nv_bfloat162 from_float2<__nv_bfloat162>(float a, f
   return __floats2bfloat162_rn(a, b);
 }
 
+__device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <class T>
 __device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 template <>
@@ -546,6 +550,13 @@ __global__ void fp8_quantize_kernel(const T* x, int64_t n, __nv_fp8_e4m3* y, flo
     y[i] = __nv_fp8_e4m3(to_f32(x[i]) * inv);  // round to nearest even, saturating (__NV_SATFINITE)
 }
 
+template <class T>
+__global__ void fill_hash_uniform_kernel(T* y, int64_t n, uint64_t base, float center, float a) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(hash_uniform(base, static_cast<uint64_t>(i), center, a));
+}
+
 __global__ void sleep_kernel(uint64_t ns) {
   const long long start = clock64();
   // __nanosleep takes at most ~1 ms per call; clock64 counts SM cycles (>= 1 GHz: one per ns or more).
@@ -599,14 +610,17 @@ cudaError_t launch_logits_argmax(const float* logits, int64_t rows, int64_t voca
 
 cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, void* y, float* scale,
                                         unsigned* amax_ws, cudaStream_t stream) {
-  if ((t != FloatType::kF16 && t != FloatType::kBF16) || n < 0) return cudaErrorInvalidValue;
+  if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (!x || !y || !scale || !amax_ws) return cudaErrorInvalidValue;
   const cudaError_t e = cudaMemsetAsync(amax_ws, 0, sizeof(unsigned), stream);
   if (e != cudaSuccess) return e;
   const unsigned grid = std::min(grid_for(n), 1024u);
   auto* q = static_cast<__nv_fp8_e4m3*>(y);
-  if (t == FloatType::kF16) {
+  if (t == FloatType::kF32) {
+    abs_max_kernel<float><<<grid, 256, 0, stream>>>(static_cast<const float*>(x), n, amax_ws);
+    fp8_quantize_kernel<float><<<grid_for(n), 256, 0, stream>>>(static_cast<const float*>(x), n, q, scale, amax_ws);
+  } else if (t == FloatType::kF16) {
     abs_max_kernel<__half><<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), n, amax_ws);
     fp8_quantize_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<const __half*>(x), n, q, scale, amax_ws);
   } else {
@@ -629,6 +643,22 @@ cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool 
                  : run_gemv_small_t<__half, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
   return w_fp8 ? run_gemv_small_t<__nv_bfloat16, true>(x, w, w_scale, y, T, K, N, accumulate, stream)
                : run_gemv_small_t<__nv_bfloat16, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
+}
+
+cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t base, float center, float a,
+                                     cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (!y) return cudaErrorInvalidValue;
+  const unsigned grid = std::min(grid_for(n), 4096u);
+  if (t == FloatType::kF32)
+    fill_hash_uniform_kernel<float><<<grid, 256, 0, stream>>>(static_cast<float*>(y), n, base, center, a);
+  else if (t == FloatType::kF16)
+    fill_hash_uniform_kernel<__half><<<grid, 256, 0, stream>>>(static_cast<__half*>(y), n, base, center, a);
+  else
+    fill_hash_uniform_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(y), n, base, center,
+                                                                       a);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_gpu_sleep(uint64_t ns, cudaStream_t stream) {

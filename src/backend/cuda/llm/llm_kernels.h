@@ -122,8 +122,9 @@ cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, 
 cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t rows, int64_t cols,
                                  cudaStream_t stream);
 
-/// FP8 activations for the decoder's W8A8 GEMMs (dynamic per-tensor scaling): with
-/// amax = max |x[i]| over the n elements of x (type t, kF16 or kBF16), *scale = max(amax, 1e-12) / 448
+/// FP8 activations for the decoder's W8A8 GEMMs (dynamic per-tensor scaling), and fp8 weights
+/// filled on the device (kF32 x): with amax = max |x[i]| over the n elements of x (type t),
+/// *scale = max(amax, 1e-12) / 448
 /// and y[i] = the nearest-even float8 e4m3fn of x[i] / *scale (saturated at +-448). Three launches
 /// on `stream` (a memset of `amax_ws` and two kernels), no allocation, graph-capturable; scale and
 /// amax_ws are device scalars. NaN stays NaN.
@@ -141,6 +142,12 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
 constexpr int64_t kGemvMaxTokens = 8;
 cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
                                 int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream);
+
+/// y[i] = hash_uniform(base, i, center, a) (core/hash_uniform.h) for i < n, stored as type t
+/// (kF32, kF16 or kBF16; rounded to nearest even): a dummy model's weights made on the device,
+/// equal to llm::LlamaCpuModel::random's for the same base.
+cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t base, float center, float a,
+                                     cudaStream_t stream);
 
 /// Holds `stream` for about `ns` nanoseconds (one thread sleeping): what lets a profiler enqueue a
 /// whole step before the GPU starts it, so that events between kernels time the kernels, not the
