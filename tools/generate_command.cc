@@ -39,6 +39,7 @@ void generate_help() {
                "  --ignore-eos           keep going past the end-of-sequence token\n"
                "  --print-ids            also print the prompt's and the generated token ids\n"
                "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n"
+               "  --gemv-max-tokens N    cuda: steps of <= N tokens (0-8, default 8) run the projections as GEMVs\n"
                "Comparing with another implementation (transformers, llama.cpp) on the same weights:\n"
                "  --prompt-ids-file F    prompts as token ids: a JSON list of lists (instead of --prompt)\n"
                "  --logits-out F.npy     the fp32 logits after each prompt's last token, [prompts, vocab]\n"
@@ -110,6 +111,7 @@ int generate_command(const std::vector<std::string>& args) {
   GenerationParams gp;
   LlmLoadOptions lo;
   bool dummy = false;
+  long long gemv_max_tokens = -1;  // -1: the library's default
   long long num_prompts = 0, input_len = 0;
   std::string ids_file, logits_out, json_out;
   bool profile_decode = false;
@@ -163,7 +165,7 @@ int generate_command(const std::vector<std::string>& args) {
         }
         dummy = true;
       } else if (a == "--max-tokens" || a == "--top-k" || a == "--seed" || a == "--kv-blocks" ||
-                 a == "--num-prompts" || a == "--input-len") {
+                 a == "--num-prompts" || a == "--input-len" || a == "--gemv-max-tokens") {
         const std::string* v = value("a number");
         if (!v) return 2;
         const long long n = std::stoll(*v);
@@ -172,6 +174,7 @@ int generate_command(const std::vector<std::string>& args) {
         else if (a == "--max-tokens") gp.max_tokens = n;
         else if (a == "--top-k") gp.top_k = n;
         else if (a == "--kv-blocks") gp.kv_blocks = n;
+        else if (a == "--gemv-max-tokens") gemv_max_tokens = n;
         else {
           gp.has_seed = true;
           gp.seed = static_cast<uint64_t>(n);
@@ -194,6 +197,7 @@ int generate_command(const std::vector<std::string>& args) {
       return 2;
     }
   }
+  if (gemv_max_tokens >= 0) lo.gemv_max_tokens = static_cast<int>(gemv_max_tokens);
   if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len, profile_decode);
   if (path.empty() || (prompts.empty() == ids_file.empty())) {
     std::cerr << "ingot generate: a MODEL and either --prompt (one or more) or --prompt-ids-file are required "

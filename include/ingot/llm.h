@@ -61,11 +61,15 @@ struct LlmLoadOptions {
   std::string backend = "cpu";  ///< "cpu": the fp32 reference decoder; "cuda": the GPU decoder
   bool bf16 = false;            ///< cuda: weights, activations and KV cache in bf16 (else fp16)
   int64_t kv_blocks = 4096;     ///< cuda: KV cache blocks of 16 positions, allocated on the device at load
-  /// cuda: W8A8 fp8 projections (float8 e4m3 weights, per-tensor scales; activations quantized per
-  /// step) on compute capability 8.9+; the embeddings, LM head and KV cache stay fp16/bf16.
+  /// cuda: fp8 projections (float8 e4m3 weights, per-tensor scales) on compute capability 8.9+:
+  /// W8A8 (activations quantized per step) above gemv_max_tokens tokens a step, W8A16 GEMVs at or
+  /// below it; the embeddings, LM head and KV cache stay fp16/bf16.
   bool fp8_weights = false;
   /// cuda: the KV cache in float8 e4m3 (vLLM's kv_cache_dtype="fp8", scales 1): twice the positions.
   bool fp8_kv = false;
+  /// cuda: steps of at most this many tokens (<= 8) run the projections as GEMVs that read each
+  /// weight once; 0: cuBLASLt always (`ingot generate --gemv-max-tokens`).
+  int gemv_max_tokens = 8;
 };
 
 class LlmModel {

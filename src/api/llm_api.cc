@@ -53,6 +53,9 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   g.bf16 = options.bf16;
   g.fp8_weights = options.fp8_weights;
   g.fp8_kv = options.fp8_kv;
+  if (options.gemv_max_tokens < 0 || options.gemv_max_tokens > 8)
+    return invalid_argument("LlmModel: gemv_max_tokens must be in [0, 8], got ", options.gemv_max_tokens);
+  g.gemv_max_tokens = options.gemv_max_tokens;
   g.num_blocks = options.kv_blocks;
   g.block_size = 16;
   if (dummy_seed) {

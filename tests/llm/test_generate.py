@@ -162,7 +162,10 @@ def dummy_checks(ingot):
                             (["/nonexistent.json", "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2"],
                              1, "nonexistent"),
                             ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--max-tokens", "2",
-                              "--profile-decode"], 1, "load it with backend cuda")]:
+                              "--profile-decode"], 1, "load it with backend cuda"),
+                            # The GEMV bound is checked before any device is looked for.
+                            ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--backend",
+                              "cuda", "--gemv-max-tokens", "9"], 1, "gemv_max_tokens must be in [0, 8]")]:
         res = subprocess.run([ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:
             print(f"FAIL: ingot generate {' '.join(args)}: exit {res.returncode} (want {rc}), stderr {res.stderr!r}")
