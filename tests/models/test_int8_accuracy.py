@@ -16,6 +16,7 @@ dataset package is not installed.
 Usage: test_int8_accuracy.py --ingot build/tools/ingot"""
 import argparse
 import os
+import re
 import sys
 import tempfile
 
@@ -116,6 +117,28 @@ def main():
           f"same prediction on {agree:.2f}%")
     check("explicit QDQ (onnxruntime quantize_static): ingot's engine predicts what onnxruntime does (>= 99%)",
           agree >= 99.0, agree)
+
+    # Explicit quantization by NVIDIA ModelOpt's ONNX PTQ (cnn.modelopt_{int8,fp8}.onnx, made by
+    # tests/data/fashion_mnist/make_modelopt_qdq.py: ModelOpt needs PyTorch, so CI reads the files it
+    # wrote). ModelOpt keeps what it does not quantize in fp16. ingot's engine must predict what
+    # onnxruntime's execution of the same file predicts, and stay within a point of fp32; how many
+    # Q/DQ nodes the optimizer leaves standing is printed (issue 20's bar is none between
+    # quantized layers).
+    for mode in ("int8", "fp8"):
+        path = os.path.join(os.path.dirname(MODEL), f"cnn.modelopt_{mode}.onnx")
+        ms = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        ort_m = np.concatenate([ms.run(None, {"image": xte[s:s + BATCH]})[0] for s in range(0, len(xte), BATCH)])
+        ing_m, _ = engine_logits(args, work, path, f"modelopt_{mode}", xte)
+        agree = float((ing_m.argmax(1) == ort_m.argmax(1)).mean() * 100)
+        report = ingot(args.ingot, "inspect", path, "--after-only")
+        counts = {op: int(n) for op, n in re.findall(r"^\s+(\S+)\s+\d+ ->\s+(\d+)$", report, re.M)}
+        quant = {op: n for op, n in counts.items() if op.startswith("ingot::Quant")}
+        standing = counts.get("QuantizeLinear", 0) + counts.get("DequantizeLinear", 0)
+        print(f"ModelOpt {mode}: onnxruntime top-1 {acc(ort_m):.2f}%, ingot engine {acc(ing_m):.2f}% "
+              f"({acc(ing_m) - a32:+.2f} vs fp32), same prediction on {agree:.2f}%; quantized layers {quant or 'none'}, "
+              f"standalone Q/DQ nodes left {standing}")
+        check(f"ModelOpt {mode} Q/DQ model: ingot's engine predicts what onnxruntime does (>= 99%) and stays within "
+              f"1 point of fp32", agree >= 99.0 and acc(ing_m) >= a32 - 1.0, (agree, acc(ing_m), a32))
     print(f"{len(FAILED)} failed")
     return 1 if FAILED else 0
 
