@@ -13,7 +13,9 @@ execution provider:
   /tmp/tv/bin/python tests/data/fashion_mnist/make_modelopt_qdq.py
 Data: Debian's dataset-fashion-mnist."""
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 
@@ -26,7 +28,10 @@ def main():
     from modelopt.onnx.quantization import quantize
     xtr, _ = load("train")
     calib = np.ascontiguousarray(xtr[:1000])
-    src = os.path.join(HERE, "cnn.onnx")
+    # ModelOpt writes shape information into the model it is given: it gets a copy, so the kept
+    # fp32 model stays as train_cnn.py wrote it.
+    src = os.path.join(tempfile.mkdtemp(prefix="modelopt-"), "cnn.onnx")
+    shutil.copyfile(os.path.join(HERE, "cnn.onnx"), src)
     for mode in ("int8", "fp8"):
         out = os.path.join(HERE, f"cnn.modelopt_{mode}.onnx")
         quantize(src, quantize_mode=mode, calibration_data={"image": calib}, calibration_eps=["cpu"], output_path=out,
