@@ -30,6 +30,12 @@
 // becomes ingot::QuantConv(Xq, Wq, sx, sw', [B'], [R], [sy]) with Conv's strides, dilations,
 // group, kernel_shape, and its pads (auto_pad resolved to them).
 //
+// Then, between quantized layers (TensorRT's rule that a Q moves backward through a max pool):
+//   QuantizeLinear(MaxPool(DequantizeLinear(Xq, s)), s)   int8, one scale s > 0, zero points zero
+// becomes MaxPool(Xq) on the int8 numbers: the maximum commutes with a positive scale and with
+// the rounding back (|x| <= 127, so s·x/s rounds to x even in fp16), so the result is the same
+// bits. ModelOpt's and onnxruntime's QDQ models put one between two convolutions.
+//
 // A DequantizeLinear of a constant that a MatMul/Gemm/Conv reads is left alone by fold_constants
 // (its 8-bit form is a quarter of the float one, and this pass needs it); whichever such
 // weight this pass does not take (an unsupported layer), it folds to float itself, so no
@@ -185,6 +191,8 @@ class FuseQuantGemm final : public Pass {
         ctx.note(kName, refusal_note(conv ? "quantized convolution" : "quantized GEMM", n->op_type(), n, why));
       }
     }
+    INGOT_ASSIGN_OR_RETURN(bool pooled, pool_in_int8(g));
+    changed |= pooled;
     // Weights this pass did not take are dequantized now (fold_constants left them 8-bit).
     std::vector<ir::Node*> leftover;
     for (const auto& n : g.nodes())
@@ -214,6 +222,48 @@ class FuseQuantGemm final : public Pass {
   }
 
  private:
+  /// The header's Q(MaxPool(DQ(Xq, s)), s) -> MaxPool(Xq), every occurrence.
+  static Result<bool> pool_in_int8(ir::Graph& g) {
+    std::vector<ir::Node*> pools;
+    for (const auto& n : g.nodes())
+      if (is_onnx_op(*n, "MaxPool")) pools.push_back(n.get());
+    bool changed = false;
+    for (ir::Node* pool : pools) {
+      if (pool->outputs().size() > 1 && pool->output(1)) continue;  // the Indices output is wanted
+      ir::Node* dq = pool->input(0) ? pool->input(0)->producer() : nullptr;
+      if (!is_dq(dq) || !dq->input(0) || dq->input(0)->dtype() != DataType::kInt8 || !zero_or_absent(*dq) ||
+          fusion::single_consumer(g, dq->output(0)) != pool || is_graph_output(g, dq->output(0)))
+        continue;
+      ir::Node* q = fusion::single_consumer(g, pool->output(0));
+      if (!q || !is_onnx_op(*q, "QuantizeLinear") || !q->input(1) || !q->output(0) ||
+          q->output(0)->dtype() != DataType::kInt8 || is_graph_output(g, pool->output(0)))
+        continue;
+      if (q->input(2)) {  // a zero point, if given, zero
+        std::optional<Tensor> z = constant_value(q->input(2));
+        if (!z || z->numel() != 1 || z->get_f64(0) != 0.0) continue;
+      }
+      std::optional<Tensor> sd = constant_value(dq->input(1)), sq = constant_value(q->input(1));
+      if (!sd || !sq || sd->numel() != 1 || sq->numel() != 1 || !(sd->get_f64(0) > 0.0) ||
+          sd->get_f64(0) != sq->get_f64(0))
+        continue;
+      ir::Value* xq = dq->input(0);
+      ir::Value* y = q->output(0);
+      ir::Value* out = g.add_value(unique_value_name(g, pool->output(0)->name() + ".int8"), DataType::kInt8,
+                                   pool->output(0)->shape());
+      ir::Node* p8 = g.add_node("MaxPool", {xq}, {out}, pool->attrs(), pool->name());
+      p8->absorb_origins(*dq);
+      p8->absorb_origins(*pool);
+      p8->absorb_origins(*q);
+      g.replace_all_uses(y, out);
+      INGOT_RETURN_IF_ERROR(g.remove_node(q));
+      INGOT_RETURN_IF_ERROR(g.remove_node(pool));
+      INGOT_RETURN_IF_ERROR(g.remove_node(dq));
+      changed = true;
+    }
+    if (changed) INGOT_RETURN_IF_ERROR(g.topological_sort());  // the new pools were appended
+    return changed;
+  }
+
   // What a quantized layer takes from the DequantizeLinear pair it reads (dx: the activation's,
   // dw: the constant weight's): both 8-bit of one type (int8 or float8e4m3fn), zero points zero,
   // one activation scale, one float output type; `weight_fits` says why the weight (given X's

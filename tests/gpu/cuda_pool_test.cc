@@ -202,13 +202,28 @@ TEST_F(CudaPoolTest, IngotPoolChannelsFirst) {
   }
 }
 
+// Explicitly quantized models' max pool between two quantized layers (fuse_quant_gemm moves it onto
+// the int8 numbers): every window above in both layouts, over the whole int8 range, exact; no
+// other int8 pool.
+TEST_F(CudaPoolTest, Int8MaxPool) {
+  std::mt19937 rng(8);
+  auto int8 = [&](const Shape64& s) { return input(random_tensor(DataType::kInt8, s, rng, -128.0, 127.0, false)); };
+  for (const Window& w : kWindows2d)
+    check(pool_family(), 18, {int8(w.x)}, "MaxPool {" + w.attrs + "}", "cuda.pool.maxpool");
+  for (const Window& w : kWindowsNhwc)
+    check(pool_family(), 19, {int8(w.x)}, "ingot::Pool {mode=\"max\", channels_last=1, " + w.attrs + "}",
+          "cuda.pool.maxpool_nhwc");
+  refuses(pool_family(), 19, {input(DataType::kInt8, {1, 2, 6, 6})}, "AveragePool {kernel_shape=[2, 2]}");
+  refuses(pool_family(), 18, {input(DataType::kInt8, {1, 2, 6, 6})}, "GlobalMaxPool");
+}
+
 TEST_F(CudaPoolTest, RefusesWhatItDoesNotHandle) {
-  // MaxPool's Indices output, integer MaxPool, four spatial dims, LpPool.
+  // MaxPool's Indices output, uint8 MaxPool, four spatial dims, LpPool.
   refuses(pool_family(), 18, {input(DataType::kFloat32, {1, 2, 6, 6})}, "MaxPool {kernel_shape=[2, 2]}", 2);
   refuses(pool_family(), 18, {input(DataType::kUInt8, {1, 2, 6, 6})}, "MaxPool {kernel_shape=[2, 2]}");
   refuses(pool_family(), 18, {input(DataType::kFloat32, {1, 1, 3, 3, 3, 3})}, "MaxPool {kernel_shape=[2, 2, 2, 2]}");
   refuses(pool_family(), 18, {input(DataType::kFloat32, {1, 2, 6, 6})}, "LpPool {kernel_shape=[2, 2]}");
-  // Channels-last: other than two spatial dims, integer data.
+  // Channels-last: other than two spatial dims, uint8 data.
   refuses(pool_family(), 19, {input(DataType::kFloat32, {1, 4, 6, 6, 3})},
           "ingot::Pool {mode=\"max\", channels_last=1, kernel_shape=[2, 2, 2]}");
   refuses(pool_family(), 19, {input(DataType::kFloat32, {1, 6, 3})},

@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/executor.h"
@@ -392,6 +393,46 @@ TEST(FuseQuantConv, DqConvAddReluQBecomesOneQuantConv) {
   // The same int8 numbers as the float graph's QuantizeLinear (the fused sum is exact, the float
   // one rounds in float32: a quotient at a tie could differ by one step; none does here).
   expect_same_outputs(text, *g, 1e-6);
+}
+
+// A max pool between two quantized layers, as ModelOpt and onnxruntime write it (DQ -> MaxPool ->
+// Q with one scale) runs on the int8 numbers: the same bits, with padding and a ragged last
+// window. A different scale on the Q, a zero point, or fp8 leave it as it is.
+TEST(FuseQuantConv, AMaxPoolBetweenQuantizedLayersRunsOnInt8) {
+  auto block = [](const std::string& sq, const std::string& zq, const std::string& type) {
+    return R"(graph g {
+  opset "" 19
+  input %x: f32[2,3,7,7]
+  init %s: f32[] = [0.05]
+  init %s2: f32[] = [)" + sq + R"(]
+  init %z: )" + type + R"([] = [0]
+  init %z2: )" + type + R"([] = [)" + zq + R"(]
+  %xq: )" + type + R"([2,3,7,7] = QuantizeLinear(%x, %s, %z) @q
+  %xd: f32[2,3,7,7] = DequantizeLinear(%xq, %s, %z) @dq
+  %p: f32[2,3,4,4] = MaxPool {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]}(%xd) @pool
+  %pq: )" + type + R"([2,3,4,4] = QuantizeLinear(%p, %s2, %z2) @q2
+  %y: f32[2,3,4,4] = DequantizeLinear(%pq, %s2, %z2) @dq2
+  output %y
+}
+)";
+  };
+  const std::string text = block("0.05", "0", "i8");
+  auto g = fuse(text);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(node_lines(*g),
+            "%xq: i8[2,3,7,7] = QuantizeLinear(%x, %s, %z) @q\n"
+            "%p.int8: i8[2,3,4,4] = MaxPool {kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]}(%xq) @pool\n"
+            "%y: f32[2,3,4,4] = DequantizeLinear(%p.int8, %s2, %z2) @dq2\n");
+  expect_same_outputs(text, *g, 0.0);
+  for (const auto& [sq, zq, type] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"0.04", "0", "i8"}, {"0.05", "3", "i8"}, {"0.05", "0", "f8e4m3fn"}}) {
+    SCOPED_TRACE(sq + " " + zq + " " + type);
+    auto kept = fuse(block(sq, zq, type), /*expect_change=*/false);
+    ASSERT_TRUE(kept);
+    EXPECT_NE(node_lines(*kept).find("MaxPool {kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]}(%xd)"),
+              std::string::npos)
+        << node_lines(*kept);
+  }
 }
 
 TEST(FuseQuantConv, BatchNormFoldsIntoTheScalesAndAutoPadIntoPads) {

@@ -10,6 +10,15 @@
 #include "backend/cuda/pool/pool_kernels.h"
 
 namespace ingot::backend::cuda {
+namespace ew {
+// int8 max pooling: the maximum of int8 values is one of them, exact as a float and back (a
+// window with no valid tap, -inf, saturates to -128).
+__device__ __forceinline__ float to_f32(int8_t v) { return static_cast<float>(v); }
+template <>
+__device__ __forceinline__ int8_t from_f32<int8_t>(float v) {
+  return static_cast<int8_t>(fminf(fmaxf(v, -128.0f), 127.0f));
+}
+}  // namespace ew
 namespace {
 
 using ew::from_f32;
@@ -198,7 +207,10 @@ __global__ void global_pool_kernel(PoolOp op, const T* x, T* y, int64_t planes, 
 
 }  // namespace
 
-cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, cudaStream_t stream) {
+namespace {
+// launch_pool's and launch_max_pool_i8's body; dispatch(f) calls f with the element type's tag.
+template <class Dispatch>
+cudaError_t pool_impl(PoolOp op, Dispatch dispatch, const void* x, void* y, const PoolDesc& desc, cudaStream_t stream) {
   if (desc.spatial_rank < 1 || desc.spatial_rank > kMaxPoolSpatialDims) return cudaErrorInvalidValue;
   // Right-align the spatial dims into three, padding in front with unit dims.
   PoolDesc d;
@@ -222,7 +234,7 @@ cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const Po
   const int64_t in_elems = d.planes * d.in[0] * d.in[1] * d.in[2];
   const int64_t limit = (int64_t{1} << 31) - (int64_t{1} << 26);
   const bool narrow = in_elems < limit && n < limit;
-  ew::dispatch_float(t, [&](auto tag) {
+  dispatch([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (narrow)
       pool_kernel<T, int32_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
@@ -234,8 +246,20 @@ cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const Po
   return cudaGetLastError();
 }
 
-cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, int64_t channels,
-                             cudaStream_t stream) {
+}  // namespace
+
+cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, cudaStream_t stream) {
+  return pool_impl(op, [t](auto&& f) { ew::dispatch_float(t, f); }, x, y, desc, stream);
+}
+
+cudaError_t launch_max_pool_i8(const void* x, void* y, const PoolDesc& desc, cudaStream_t stream) {
+  return pool_impl(PoolOp::kMax, [](auto&& f) { f(ew::Tag<int8_t>{}); }, x, y, desc, stream);
+}
+
+namespace {
+template <class Dispatch>
+cudaError_t pool_nhwc_impl(PoolOp op, Dispatch dispatch, const void* x, void* y, const PoolDesc& desc,
+                           int64_t channels, cudaStream_t stream) {
   if (desc.spatial_rank != 2 || channels < 0) return cudaErrorInvalidValue;
   const int64_t pixels = desc.planes * desc.out[0] * desc.out[1];
   if (pixels <= 0 || channels == 0) return cudaSuccess;
@@ -243,7 +267,7 @@ cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, con
   const int64_t in_elems = desc.planes * desc.in[0] * desc.in[1] * channels;
   const int64_t limit = (int64_t{1} << 31) - (int64_t{1} << 26);
   const bool narrow = in_elems < limit && pixels * channels < limit;
-  ew::dispatch_float(t, [&](auto tag) {
+  dispatch([&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kV = 16 / sizeof(T);
     const T* xt = static_cast<const T*>(x);
@@ -258,6 +282,18 @@ cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, con
     }
   });
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, int64_t channels,
+                             cudaStream_t stream) {
+  return pool_nhwc_impl(op, [t](auto&& f) { ew::dispatch_float(t, f); }, x, y, desc, channels, stream);
+}
+
+cudaError_t launch_max_pool_nhwc_i8(const void* x, void* y, const PoolDesc& desc, int64_t channels,
+                                   cudaStream_t stream) {
+  return pool_nhwc_impl(PoolOp::kMax, [](auto&& f) { f(ew::Tag<int8_t>{}); }, x, y, desc, channels, stream);
 }
 
 cudaError_t launch_global_pool(PoolOp op, FloatType t, const void* x, void* y, int64_t planes, int64_t size,

@@ -48,6 +48,12 @@ cudaError_t launch_pool(PoolOp op, FloatType t, const void* x, void* y, const Po
 cudaError_t launch_pool_nhwc(PoolOp op, FloatType t, const void* x, void* y, const PoolDesc& desc, int64_t channels,
                              cudaStream_t stream);
 
+/// MaxPool of int8 tensors (explicitly quantized models: a max pool between two quantized layers
+/// runs on the 8-bit numbers), as launch_pool and launch_pool_nhwc compute it.
+cudaError_t launch_max_pool_i8(const void* x, void* y, const PoolDesc& desc, cudaStream_t stream);
+cudaError_t launch_max_pool_nhwc_i8(const void* x, void* y, const PoolDesc& desc, int64_t channels,
+                                   cudaStream_t stream);
+
 /// GlobalMaxPool / GlobalAveragePool: y[p] = max / mean of the `size` elements of plane p.
 /// Max propagates NaN.
 cudaError_t launch_global_pool(PoolOp op, FloatType t, const void* x, void* y, int64_t planes, int64_t size,

@@ -105,7 +105,8 @@ class PoolTactic final : public Tactic {
     for (size_t o = 1; o < node.outputs().size(); ++o)
       if (node.output(o)) return false;  // MaxPool's Indices
     FloatType t;
-    if (!to_float_type(in[0].dtype, &t) || node.output(0)->dtype() != in[0].dtype) return false;
+    if (!(to_float_type(in[0].dtype, &t) || int8_max(in[0].dtype)) || node.output(0)->dtype() != in[0].dtype)
+      return false;
     if (!in[0].shape.rank_known()) return false;
     const size_t rank = in[0].shape.rank();
     if (is_global(kind_)) return rank >= 2;
@@ -126,8 +127,9 @@ class PoolTactic final : public Tactic {
     Tensor& y = (*io.outputs)[0];
     const bool nhwc = is_nhwc(kind_);
     const size_t c_axis = nhwc ? 3 : 1;  // spatial dims follow N (NHWC) or N, C
-    FloatType t;
-    if (!to_float_type(x.dtype(), &t) || y.dtype() != x.dtype() || x.rank() < 2 || y.rank() != x.rank() ||
+    FloatType t = FloatType::kF32;
+    const bool i8 = int8_max(x.dtype());
+    if (!(i8 || to_float_type(x.dtype(), &t)) || y.dtype() != x.dtype() || x.rank() < 2 || y.rank() != x.rank() ||
         (nhwc && x.rank() != 4) || y.dim(0) != x.dim(0) || y.dim(c_axis) != x.dim(c_axis))
       return internal_error(node.describe(), ": input ", shape_to_string(x.shape()), " / output ",
                             shape_to_string(y.shape()), " do not match the tactic");
@@ -158,8 +160,12 @@ class PoolTactic final : public Tactic {
           d.pad_begin[i] = d.pad_end[i] = 0;
         }
       }
-      err = nhwc ? launch_pool_nhwc(pool_op(kind_), t, x.raw(), y.mutable_raw(), d, x.dim(3), stream)
-                 : launch_pool(pool_op(kind_), t, x.raw(), y.mutable_raw(), d, stream);
+      if (i8)
+        err = nhwc ? launch_max_pool_nhwc_i8(x.raw(), y.mutable_raw(), d, x.dim(3), stream)
+                   : launch_max_pool_i8(x.raw(), y.mutable_raw(), d, stream);
+      else
+        err = nhwc ? launch_pool_nhwc(pool_op(kind_), t, x.raw(), y.mutable_raw(), d, x.dim(3), stream)
+                   : launch_pool(pool_op(kind_), t, x.raw(), y.mutable_raw(), d, stream);
     }
     if (err != cudaSuccess)
       return internal_error(node.describe(), ": ", name(), " launch failed: ", cudaGetErrorString(err));
@@ -167,6 +173,12 @@ class PoolTactic final : public Tactic {
   }
 
  private:
+  /// An int8 tensor this tactic pools: windowed max pooling only (fuse_quant_gemm moves a max pool
+  /// between quantized layers onto the 8-bit numbers).
+  bool int8_max(DataType t) const {
+    return t == DataType::kInt8 && pool_op(kind_) == PoolOp::kMax && !is_global(kind_);
+  }
+
   /// The window attributes (pads as given; auto_pad is resolved in enqueue from the shapes).
   bool window(const ir::Node& node, size_t nsp, PoolDesc* d) const {
     d->spatial_rank = static_cast<int32_t>(nsp);
