@@ -176,6 +176,15 @@ GpuDecoderOptions test_options(const Case& k, int64_t num_blocks) {
   return o;
 }
 
+/// The current device's compute capability as 10 * major + minor (0 when it cannot be read).
+int compute_capability() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor;
+}
+
 class CudaLlmDecoderTest : public CudaTest, public ::testing::WithParamInterface<int> {};
 
 std::vector<Case> cases() {
@@ -387,19 +396,17 @@ TEST_P(CudaLlmDecoderTest, WarmupThenArgmaxOnlySteps) {
 TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
   const Case k = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(k.name);
-  int dev = 0, major = 0, minor = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  const int cc = compute_capability();
+  ASSERT_GT(cc, 0);
   auto cpu = LlamaCpuModel::random(k.config, 31);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   GpuDecoderOptions o = test_options(k, 32);
   o.fp8_weights = true;
   auto fp8 = LlamaGpuModel::create(**cpu, o);
-  if (major * 10 + minor < 89) {
+  if (cc < 89) {
     ASSERT_FALSE(fp8.ok());
     EXPECT_EQ(fp8.status().code(), StatusCode::kUnsupported);
-    GTEST_SKIP() << "fp8 weights need compute capability 8.9+ (this GPU: " << major << "." << minor
+    GTEST_SKIP() << "fp8 weights need compute capability 8.9+ (this GPU: " << cc / 10 << "." << cc % 10
                  << "); the refusal was checked";
   }
   ASSERT_TRUE(fp8.ok()) << fp8.status().to_string();
@@ -441,16 +448,14 @@ TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
 TEST_P(CudaLlmDecoderTest, WeightsMadeOnTheDeviceEqualTheUploadedOnes) {
   const Case k = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(k.name);
-  int dev = 0, major = 0, minor = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  const int cc = compute_capability();
+  ASSERT_GT(cc, 0);
   const uint64_t seed = 77;
   auto cpu = LlamaCpuModel::random(k.config, seed);
   auto shapes = LlamaCpuModel::without_weights(k.config);
   ASSERT_TRUE(cpu.ok() && shapes.ok());
   for (bool fp8 : {false, true}) {
-    if (fp8 && major * 10 + minor < 89) continue;
+    if (fp8 && cc < 89) continue;
     SCOPED_TRACE(fp8 ? "fp8 weights" : "model type");
     GpuDecoderOptions o = test_options(k, 16);
     o.fp8_weights = fp8;
