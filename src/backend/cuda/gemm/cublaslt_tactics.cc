@@ -191,10 +191,6 @@ Result<GemmSpec> parse_spec(const ir::Node& node) {
 bool known_one(const ir::Dim& d) { return d.is_known() && d.value() == 1; }
 // Equal over every binding: the same known size or the same symbol (two unknowns may differ).
 
-FloatType float_type(DataType t) {
-  return t == DataType::kFloat16 ? FloatType::kF16 : t == DataType::kBFloat16 ? FloatType::kBF16 : FloatType::kF32;
-}
-
 bool is_supported_dtype(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
@@ -542,8 +538,10 @@ class CublasLtTactic : public Tactic {
         INGOT_RETURN_IF_ERROR(launch(node, cfg, handle, pj, index_, nj, unit * p.n, a_j, b_j, d_j, nullptr, d_j, spec,
                                      false, io.workspace, stream, unit * p.k));
       }
-      INGOT_CUDA_CHECK(launch_gemm_row_group_edges(float_type(y.dtype()), a->raw(), b->raw(), y.mutable_raw(), p.m,
-                                                   p.n, p.k, spec.alpha, stream));
+      FloatType ft = FloatType::kF32;
+      to_float_type(y.dtype(), &ft);  // a supported dtype (check_types)
+      INGOT_CUDA_CHECK(launch_gemm_row_group_edges(ft, a->raw(), b->raw(), y.mutable_raw(), p.m, p.n, p.k, spec.alpha,
+                                                   stream));
     } else if (odd_ == OddN::kNone) {
       const void* c_ptr = r ? r->raw() : p.c_role == CRole::kMatrix ? c->raw() : y.raw();
       INGOT_RETURN_IF_ERROR(launch(node, cfg, handle, p, index_, p.n, 0, a->raw(), b->raw(), c_ptr,
@@ -575,7 +573,8 @@ class CublasLtTactic : public Tactic {
                                            static_cast<size_t>(p.m), cudaMemcpyDeviceToDevice, stream));
     }
     if (spec.act == Activation::kPost) {  // the activation after the bias epilogue, in place
-      const FloatType ft = float_type(y.dtype());
+      FloatType ft = FloatType::kF32;
+      to_float_type(y.dtype(), &ft);
       INGOT_CUDA_CHECK(launch_unary(spec.post_op, spec.post_params, ft, ft, y.raw(), y.mutable_raw(), y.numel(),
                                     static_cast<cudaStream_t>(io.stream)));
     }

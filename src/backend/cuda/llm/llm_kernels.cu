@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "backend/cuda/llm/llm_kernels.h"
+#include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "core/hash_uniform.h"
 
 namespace ingot::backend::cuda {
@@ -63,17 +64,8 @@ __device__ __forceinline__ __nv_bfloat162 from_float2<__nv_bfloat162>(float a, f
   return __floats2bfloat162_rn(a, b);
 }
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using ew::from_f32;
+using ew::to_f32;
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, off));

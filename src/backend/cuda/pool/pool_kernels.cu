@@ -10,15 +10,6 @@
 #include "backend/cuda/pool/pool_kernels.h"
 
 namespace ingot::backend::cuda {
-namespace ew {
-// int8 max pooling: the maximum of int8 values is one of them, exact as a float and back (a
-// window with no valid tap, -inf, saturates to -128).
-__device__ __forceinline__ float to_f32(int8_t v) { return static_cast<float>(v); }
-template <>
-__device__ __forceinline__ int8_t from_f32<int8_t>(float v) {
-  return static_cast<int8_t>(fminf(fmaxf(v, -128.0f), 127.0f));
-}
-}  // namespace ew
 namespace {
 
 using ew::from_f32;
