@@ -418,6 +418,10 @@ struct AtomView {
   std::vector<ir::Dim> size;             // per atom id
   std::vector<int> src_order;            // atom ids in src's element order
   std::vector<std::vector<int>> groups;  // per current dim, its atoms in the current order
+  bool unit(int atom) const {
+    const ir::Dim &d = size[static_cast<size_t>(atom)];
+    return d.is_known() && d.value() == 1;
+  }
 };
 
 // Splits atom `a` (known size) into an outer factor `outer` and the inner rest, everywhere it
@@ -443,10 +447,7 @@ std::pair<int, int> split_atom(AtomView &v, std::vector<int> &seq, int a, int64_
 // back), splitting the last atom when it straddles the dim's edge.
 bool take_atoms(AtomView &v, std::vector<int> &seq, const ir::Dim &want, int step, int *k, std::vector<int> *group) {
   auto in_range = [&](int i) { return i >= 0 && i < static_cast<int>(seq.size()); };
-  auto unit = [&](int atom) {
-    const ir::Dim &d = v.size[static_cast<size_t>(atom)];
-    return d.is_known() && d.value() == 1;
-  };
+  auto unit = [&](int atom) { return v.unit(atom); };
   if (want.is_symbol()) {
     if (!in_range(*k) || !(v.size[static_cast<size_t>(seq[static_cast<size_t>(*k)])] == want))
       return false;
@@ -498,11 +499,7 @@ bool apply_atom_view(const ir::Node &n, AtomView *v) {
   auto take = [&](const ir::Dim &want, int step, int *k, std::vector<int> *group) {
     return take_atoms(*v, seq, want, step, k, group);
   };
-  auto unit = [&](int a) {
-    const ir::Dim &d = v->size[static_cast<size_t>(a)];
-    return d.is_known() && d.value() == 1;
-  };
-  return regroup(out, seq, take, unit, &v->groups);
+  return regroup(out, seq, take, [&](int a) { return v->unit(a); }, &v->groups);
 }
 
 // A Reshape target for `dims`: known sizes, and -1 for at most one other; nullopt otherwise.
@@ -557,10 +554,7 @@ Result<bool> fold_split_view_chain(ir::Graph &g, ir::Node *n) {
     if (!ok)
       continue;
     // The current order without unit atoms, cut into runs that are consecutive in src too.
-    auto unit = [&](int a) {
-      const ir::Dim &d = v.size[static_cast<size_t>(a)];
-      return d.is_known() && d.value() == 1;
-    };
+    auto unit = [&](int a) { return v.unit(a); };
     std::vector<int> src_seq, cur_seq;
     for (int a : v.src_order)
       if (!unit(a))
