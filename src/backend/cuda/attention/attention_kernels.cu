@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention/attention_kernels.h"
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -84,6 +85,7 @@ constexpr int kGenDimsPerLane = kGenMaxD / 32;
 
 template <class T>
 __global__ void __launch_bounds__(kGenWarps * 32) attention_generic_kernel(AttentionParams p) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float ks[kGenKeys][kGenMaxD + 1];  // +1: lane j reads row j without bank conflicts
   __shared__ float vs[kGenKeys][kGenMaxD];
   __shared__ float qs[kGenWarps][kGenMaxD];
@@ -423,6 +425,7 @@ constexpr int flash_stages() {
 
 template <class T, int kD, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(AttentionParams p) {
+  INGOT_KERNEL_ENTRY();
   constexpr int kStride = kD + 8;  // 16-byte row padding: ldmatrix rows fall in distinct banks
   constexpr int kKSteps = kD / 16;
   constexpr int kDTiles = kD / 8;
@@ -619,6 +622,7 @@ __device__ __forceinline__ void one_pass_softmax(float (&s)[kKeyTiles][4], uint6
 
 template <class T, int kD, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_short_kernel(AttentionParams p) {
+  INGOT_KERNEL_ENTRY();
   constexpr int kStride = kD + 8;
   constexpr int kKSteps = kD / 16;
   constexpr int kDTiles = kD / 8;
@@ -705,6 +709,7 @@ constexpr int short_heads_smem_bytes() {
 
 template <class T, int kD>
 __global__ void __launch_bounds__(128) attention_short_heads_kernel(AttentionParams p, int64_t heads_per_cta) {
+  INGOT_KERNEL_ENTRY();
   constexpr int kStride = kD + 8;
   constexpr int kKSteps = kD / 16;
   constexpr int kDTiles = kD / 8;
@@ -814,7 +819,7 @@ cudaError_t launch_short_heads(const AttentionParams& p, int sm_count, cudaStrea
   const int64_t per_cta = (heads + slots - 1) / slots;
   const int64_t grid = (heads + per_cta - 1) / per_cta;
   if (grid > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  attention_short_heads_kernel<T, kD><<<static_cast<unsigned>(grid), 128, kSmem, stream>>>(p, per_cta);
+  launch_kernel(attention_short_heads_kernel<T, kD>, static_cast<unsigned>(grid), 128, kSmem, stream, p, per_cta);
   return cudaGetLastError();
 }
 
@@ -830,9 +835,9 @@ cudaError_t launch_short_dim(const AttentionParams& p, int sm_count, cudaStream_
   if (tiles > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(static_cast<unsigned>(p.batch * p.q_heads), static_cast<unsigned>(tiles));
   if (warps == 4)
-    attention_short_kernel<T, kD, 4><<<grid, 128, 0, stream>>>(p);
+    launch_kernel(attention_short_kernel<T, kD, 4>, grid, 128, 0, stream, p);
   else
-    attention_short_kernel<T, kD, 1><<<grid, 32, 0, stream>>>(p);
+    launch_kernel(attention_short_kernel<T, kD, 1>, grid, 32, 0, stream, p);
   return cudaGetLastError();
 }
 
@@ -854,7 +859,7 @@ cudaError_t launch_flash_tile(const AttentionParams& p, cudaStream_t stream) {
   const int64_t tiles = (p.q_len + kWarps * 16 - 1) / (kWarps * 16);
   if (tiles > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(static_cast<unsigned>(p.batch * p.q_heads), static_cast<unsigned>(tiles));
-  attention_flash_kernel<T, kD, kWarps><<<grid, kWarps * 32, 0, stream>>>(p);
+  launch_kernel(attention_flash_kernel<T, kD, kWarps>, grid, kWarps * 32, 0, stream, p);
   return cudaGetLastError();
 }
 
@@ -924,7 +929,7 @@ cudaError_t launch_attention_generic(const AttentionParams& p, cudaStream_t stre
   cudaError_t err = cudaSuccess;
   ew::dispatch_float(p.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    attention_generic_kernel<T><<<grid, kGenWarps * 32, 0, stream>>>(p);
+    launch_kernel(attention_generic_kernel<T>, grid, kGenWarps * 32, 0, stream, p);
     err = cudaGetLastError();
   });
   return err;

@@ -1,12 +1,12 @@
 // Copyright ingot authors. Apache-2.0.
-#include "backend/cuda/conv/depthwise_conv_kernels.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/conv/conv_device_util.cuh"
+#include "backend/cuda/conv/depthwise_conv_kernels.h"
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -38,6 +38,7 @@ template <class T, int V, int K>
 __global__ void __launch_bounds__(kThreads) depthwise_nhwc(const T* __restrict__ x, const T* __restrict__ w,
                                                            const T* __restrict__ bias, const T* __restrict__ r,
                                                            T* __restrict__ y, DepthwiseConvDesc d, int tile) {
+  INGOT_KERNEL_ENTRY();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int khw = d.kh * d.kw;
   const int tile_ch = tile * V;
@@ -132,6 +133,7 @@ template <class T, int V, int K, int S, int M>
 __global__ void __launch_bounds__(kThreads) depthwise_nhwc_strip(const T* __restrict__ x, const T* __restrict__ w,
                                                                  const T* __restrict__ bias, const T* __restrict__ r,
                                                                  T* __restrict__ y, DepthwiseConvDesc d, int tile) {
+  INGOT_KERNEL_ENTRY();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int kKK = K * K;
   constexpr int kIn = (M - 1) * S + K;  // input pixels of one kernel row that the strip reads
@@ -221,6 +223,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) depthwise_nchw(const T* __restrict__ x, const T* __restrict__ w,
                                                            const T* __restrict__ bias, const T* __restrict__ r,
                                                            T* __restrict__ y, DepthwiseConvDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int khw = d.kh * d.kw;
   const int oh = static_cast<int>(d.oh), ow = static_cast<int>(d.ow), c_count = static_cast<int>(d.c);
   const int total = static_cast<int>(d.n) * c_count * oh * ow;
@@ -260,9 +263,9 @@ cudaError_t launch_nhwc(const void* x, const void* w, const void* b, const void*
   const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * 8 + tiles - 1) / tiles);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((pixels + rows - 1) / rows, want));
   const size_t smem = static_cast<size_t>(d.kh * d.kw + 1) * tile * V * sizeof(T);
-  depthwise_nhwc<T, V, K><<<dim3(blocks, tiles), tile * rows, smem, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
-      static_cast<T*>(y), d, tile);
+  launch_kernel(depthwise_nhwc<T, V, K>, dim3(blocks, tiles), tile * rows, smem, stream, static_cast<const T*>(x),
+                static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r), static_cast<T*>(y), d,
+                tile);
   return cudaGetLastError();
 }
 
@@ -278,9 +281,9 @@ cudaError_t launch_nhwc_strip(const void* x, const void* w, const void* b, const
   const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * 8 + tiles - 1) / tiles);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((strips + rows - 1) / rows, want));
   const size_t smem = static_cast<size_t>(K * K + 1) * tile * V * sizeof(T);
-  depthwise_nhwc_strip<T, V, K, S, M><<<dim3(blocks, tiles), tile * rows, smem, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
-      static_cast<T*>(y), d, tile);
+  launch_kernel(depthwise_nhwc_strip<T, V, K, S, M>, dim3(blocks, tiles), tile * rows, smem, stream,
+                static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
+                static_cast<T*>(y), d, tile);
   return cudaGetLastError();
 }
 
@@ -324,6 +327,7 @@ template <class T, int K, int S, int LV>
 __global__ void __launch_bounds__(kThreads)
     depthwise_nhwc_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                          const T* __restrict__ r, T* __restrict__ y, DepthwiseConvDesc d, TiledGrid g) {
+  INGOT_KERNEL_ENTRY();
   constexpr int E = 4 / static_cast<int>(sizeof(T));  // channels per word
   constexpr TiledWindow kWin = tiled_window(K, S);
   constexpr int kKK = K * K;
@@ -474,9 +478,9 @@ cudaError_t launch_nhwc_tiled(const void* x, const void* w, const void* b, const
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(ctiles)), kThreads, smem, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
-      static_cast<T*>(y), d, g);
+  launch_kernel(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(ctiles)), kThreads, smem, stream,
+                static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
+                static_cast<T*>(y), d, g);
   return cudaGetLastError();
 }
 
@@ -516,9 +520,8 @@ cudaError_t launch_depthwise_conv(FloatType t, const void* x, const void* w, con
         return;
       }
       const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((outputs + kThreads - 1) / kThreads, resident));
-      depthwise_nchw<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                                         static_cast<const T*>(bias), static_cast<const T*>(r),
-                                                         static_cast<T*>(y), d);
+      launch_kernel(depthwise_nchw<T>, blocks, kThreads, 0, stream, static_cast<const T*>(x), static_cast<const T*>(w),
+                    static_cast<const T*>(bias), static_cast<const T*>(r), static_cast<T*>(y), d);
       err = cudaGetLastError();
       return;
     }

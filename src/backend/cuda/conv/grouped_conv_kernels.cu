@@ -1,11 +1,11 @@
 // Copyright ingot authors. Apache-2.0.
-#include "backend/cuda/conv/grouped_conv_kernels.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "backend/cuda/conv/conv_device_util.cuh"
+#include "backend/cuda/conv/grouped_conv_kernels.h"
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -93,6 +93,7 @@ template <class T, int V, int M, int P>
 __global__ void __launch_bounds__(kMaxThreads)
     grouped_conv_nhwc(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                       const T* __restrict__ r, T* __restrict__ y, GroupedConvDesc d, Tiling tl) {
+  INGOT_KERNEL_ENTRY();
   static_assert(M % 4 == 0, "weights are read as float4");
   extern __shared__ float4 smem4[];
   float* ws = reinterpret_cast<float*>(smem4);
@@ -249,9 +250,9 @@ cudaError_t launch_tiled(const void* x, const void* w, const void* b, const void
     resident = 1;
   const int64_t want = std::max<int64_t>(1, (static_cast<int64_t>(sm_count) * resident + tiles - 1) / tiles);
   const int64_t blocks_y = std::min<int64_t>({ceil_div(tl.strips, tl.pt), want, 65535});
-  kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks_y)), threads, smem, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
-      static_cast<T*>(y), d, tl);
+  launch_kernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks_y)), threads, smem, stream,
+                static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<const T*>(r),
+                static_cast<T*>(y), d, tl);
   return cudaGetLastError();
 }
 

@@ -1,10 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
-#include "backend/cuda/conv/small_channel_conv_kernels.h"
-
 #include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/conv/conv_device_util.cuh"
+#include "backend/cuda/conv/small_channel_conv_kernels.h"
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(kThreads)
     small_conv_nhwc(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                     const T* __restrict__ r, T* __restrict__ y, SmallConvDesc d, int groups_x, int kpacks,
                     int total) {
+  INGOT_KERNEL_ENTRY();
   extern __shared__ float4 smem4[];
   float* ws = reinterpret_cast<float*>(smem4);  // [kh * kw * C][K]
   const int K = static_cast<int>(d.k);
@@ -118,9 +119,9 @@ cudaError_t launch_p(const void* x, const void* w, const void* bias, const void*
       const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       if (e != cudaSuccess) return e;
     }
-    kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(r),
-        static_cast<T*>(y), d, groups_x, kpacks, static_cast<int>(total));
+    launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, static_cast<const T*>(x),
+                  static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(r), static_cast<T*>(y),
+                  d, groups_x, kpacks, static_cast<int>(total));
     return cudaGetLastError();
   };
   switch (d.c) {

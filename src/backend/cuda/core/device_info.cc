@@ -4,7 +4,11 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
+
+#include "backend/cuda/core/launch.cuh"
 
 namespace ingot::backend::cuda {
 
@@ -32,6 +36,14 @@ DeviceInfo current_device_info() {
     info[static_cast<size_t>(dev)] = DeviceInfo{major * 10 + minor, sms, clock};
   });
   return info[static_cast<size_t>(dev)];
+}
+
+bool pdl_enabled() {
+  static const bool env_off = [] {
+    const char* v = std::getenv("INGOT_PDL");
+    return v != nullptr && std::strcmp(v, "0") == 0;
+  }();
+  return !env_off && current_device_info().cc >= 90;
 }
 
 }  // namespace ingot::backend::cuda

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/data_movement/data_movement_kernels.h"
 #include "backend/cuda/data_movement/staged_rows_kernels.h"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
@@ -51,6 +52,7 @@ __device__ __forceinline__ int64_t map_coord(int64_t c, int64_t n, EdgeMode mode
 template <class T, bool kDeviceStarts>
 __global__ void index_map_kernel(const T* x, T* y, int64_t n, IndexMapDesc d, const T* pad_value,
                                  const int64_t* start_step) {
+  INGOT_KERNEL_ENTRY();
   if (kDeviceStarts) {
     for (int dim = 0; dim < d.rank; ++dim) {
       d.start[dim] = start_step[dim];
@@ -79,6 +81,7 @@ __global__ void index_map_kernel(const T* x, T* y, int64_t n, IndexMapDesc d, co
 template <class V>
 __global__ void index_map_runs_kernel(const V* x, V* y, int64_t runs, int64_t words, int64_t elems_per_word,
                                       IndexMapDesc d, int32_t outer_rank) {
+  INGOT_KERNEL_ENTRY();
   const int64_t run_stride = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < runs; r += run_stride) {
     int64_t rem = r, off = 0;
@@ -103,6 +106,7 @@ __device__ __forceinline__ int64_t load_any_index(const void* p, bool i64, int64
 // One thread: a handful of entries.
 __global__ void slice_starts_kernel(const void* starts, const void* axes, const void* steps, bool i64, int32_t count,
                                     int32_t rank, IndexMapDesc dims, int64_t* start_step) {
+  INGOT_KERNEL_ENTRY();
   for (int d = 0; d < kMaxDims; ++d) {
     start_step[d] = 0;
     start_step[kMaxDims + d] = 1;
@@ -124,6 +128,7 @@ __global__ void slice_starts_kernel(const void* starts, const void* axes, const 
 
 __global__ void pad_starts_kernel(const int64_t* pads, const void* axes, bool i64, int32_t count, int32_t rank,
                                   int64_t* start_step) {
+  INGOT_KERNEL_ENTRY();
   for (int d = 0; d < kMaxDims; ++d) {
     start_step[d] = 0;
     start_step[kMaxDims + d] = 1;
@@ -150,6 +155,7 @@ struct JoinParams {
 
 template <class V, class I, bool kConcat>
 __global__ void join_rows_kernel(const __grid_constant__ JoinParams p, V* joined, I n) {
+  INGOT_KERNEL_ENTRY();
   const I grid_stride = static_cast<I>(gridDim.x) * blockDim.x;
   const I span = static_cast<I>(p.span);
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
@@ -177,6 +183,7 @@ __device__ __forceinline__ int64_t load_index(const void* p, int64_t i) {
 template <class T>
 __global__ void gather_kernel(const T* x, const void* indices, bool idx64, T* y, int64_t outer, int64_t axis_len,
                               int64_t inner, int64_t count) {
+  INGOT_KERNEL_ENTRY();
   const int64_t n = outer * count * inner;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
@@ -196,6 +203,7 @@ __global__ void gather_kernel(const T* x, const void* indices, bool idx64, T* y,
 template <class V>
 __global__ void gather_rows_kernel(const V* x, const void* indices, bool idx64, V* y, int64_t outer, int64_t axis_len,
                                    int64_t count, int64_t words_per_row) {
+  INGOT_KERNEL_ENTRY();
   const int64_t rows = outer * count;
   const int64_t row_stride = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
@@ -212,6 +220,7 @@ __global__ void gather_rows_kernel(const V* x, const void* indices, bool idx64, 
 template <class T>
 __global__ void gather_elements_kernel(const T* x, const void* indices, bool idx64, T* y, int64_t n,
                                        GatherElementsDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
     int64_t j = idx64 ? load_index<int64_t>(indices, i) : load_index<int32_t>(indices, i);
@@ -236,6 +245,7 @@ __global__ void gather_elements_kernel(const T* x, const void* indices, bool idx
 template <class T, bool kGather>
 __global__ void nd_slices_kernel(const T* src, const int64_t* indices, T* y, int64_t slices, int64_t slice_size,
                                  ScatterNdDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t n = slices * slice_size;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
@@ -264,25 +274,28 @@ cudaError_t launch_nd_slices(int32_t element_bytes, const void* src, const int64
   if (desc.k < 0 || desc.k > kMaxDims) return cudaErrorInvalidValue;
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    nd_slices_kernel<T, kGather><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), indices,
-                                                                        static_cast<T*>(y), slices, slice_size, desc);
+    launch_kernel(nd_slices_kernel<T, kGather>, grid_for(n), kThreads, 0, stream, static_cast<const T*>(src), indices,
+                  static_cast<T*>(y), slices, slice_size, desc);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 template <class T>
 __global__ void fill_kernel(T* y, int64_t n, T v) {
+  INGOT_KERNEL_ENTRY();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) y[i] = v;
 }
 
 __global__ void write_values_kernel(int64_t* y, SmallValues v) {
+  INGOT_KERNEL_ENTRY();
   const int i = threadIdx.x;
   if (i < v.count) y[i] = v.v[i];
 }
 
 template <class T, class Acc>
 __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
+  INGOT_KERNEL_ENTRY();
   const Acc s = static_cast<Acc>(*start), dl = static_cast<Acc>(*delta);
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride)
@@ -294,6 +307,7 @@ __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
 // units at both ends element by element. x is read 2 bytes at a time (coalesced across the warp).
 __global__ void copy_rows_u16_kernel(const uint16_t* x, int64_t x_pitch, uint16_t* y, int64_t y_pitch,
                                      int64_t row_elems, int64_t rows) {
+  INGOT_KERNEL_ENTRY();
   struct alignas(16) Unit {
     uint16_t v[8];
   };
@@ -381,8 +395,8 @@ bool launch_index_map_runs(int32_t element_bytes, const void* x, void* y, int64_
   const int64_t per_word = l.word / element_bytes;
   with_word(l.word, [&](auto tag) {
     using V = typename decltype(tag)::type;
-    index_map_runs_kernel<V><<<l.grid, l.block, 0, stream>>>(static_cast<const V*>(x), static_cast<V*>(y), runs,
-                                                             l.words, per_word, d, outer);
+    launch_kernel(index_map_runs_kernel<V>, l.grid, l.block, 0, stream, static_cast<const V*>(x), static_cast<V*>(y),
+                  runs, l.words, per_word, d, outer);
   });
   return true;
 }
@@ -399,11 +413,11 @@ cudaError_t launch_index_map(int32_t element_bytes, const void* x, void* y, int6
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (device_start_step != nullptr) {
-      index_map_kernel<T, true><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), n, desc, static_cast<const T*>(pad_value), device_start_step);
+      launch_kernel(index_map_kernel<T, true>, grid_for(n), kThreads, 0, stream, static_cast<const T*>(x),
+                    static_cast<T*>(y), n, desc, static_cast<const T*>(pad_value), device_start_step);
     } else {
-      index_map_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), n, desc, static_cast<const T*>(pad_value), nullptr);
+      launch_kernel(index_map_kernel<T, false>, grid_for(n), kThreads, 0, stream, static_cast<const T*>(x),
+                    static_cast<T*>(y), n, desc, static_cast<const T*>(pad_value), nullptr);
     }
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
@@ -415,14 +429,15 @@ cudaError_t launch_slice_starts(const void* starts, const void* axes, const void
   if (rank < 0 || rank > kMaxDims || count < 0 || count > kMaxDims) return cudaErrorInvalidValue;
   IndexMapDesc dims;  // only in_dims travels
   for (int32_t d = 0; d < rank; ++d) dims.in_dims[d] = in_dims[d];
-  slice_starts_kernel<<<1, 1, 0, stream>>>(starts, axes, steps, int64_indices, count, rank, dims, start_step);
+  launch_kernel(slice_starts_kernel, 1, 1, 0, stream, starts, axes, steps, int64_indices, count, rank, dims,
+                start_step);
   return cudaGetLastError();
 }
 
 cudaError_t launch_pad_starts(const int64_t* pads, const void* axes, bool int64_axes, int32_t count, int32_t rank,
                               int64_t* start_step, cudaStream_t stream) {
   if (rank < 0 || rank > kMaxDims || count < 0 || count > kMaxDims) return cudaErrorInvalidValue;
-  pad_starts_kernel<<<1, 1, 0, stream>>>(pads, axes, int64_axes, count, rank, start_step);
+  launch_kernel(pad_starts_kernel, 1, 1, 0, stream, pads, axes, int64_axes, count, rank, start_step);
   return cudaGetLastError();
 }
 
@@ -467,10 +482,16 @@ cudaError_t launch_join_rows(int32_t element_bytes, bool concat, void* joined, i
   with_word(word, [&](auto tag) {
     using V = typename decltype(tag)::type;
     V* y = static_cast<V*>(joined);
-    if (concat && narrow) join_rows_kernel<V, uint32_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
-    else if (concat) join_rows_kernel<V, int64_t, true><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
-    else if (narrow) join_rows_kernel<V, uint32_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, static_cast<uint32_t>(n));
-    else join_rows_kernel<V, int64_t, false><<<grid_for(n), kThreads, 0, stream>>>(p, y, n);
+    if (concat && narrow)
+      launch_kernel(join_rows_kernel<V, uint32_t, true>, grid_for(n), kThreads, 0, stream, p, y,
+                    static_cast<uint32_t>(n));
+    else if (concat)
+      launch_kernel(join_rows_kernel<V, int64_t, true>, grid_for(n), kThreads, 0, stream, p, y, n);
+    else if (narrow)
+      launch_kernel(join_rows_kernel<V, uint32_t, false>, grid_for(n), kThreads, 0, stream, p, y,
+                    static_cast<uint32_t>(n));
+    else
+      launch_kernel(join_rows_kernel<V, int64_t, false>, grid_for(n), kThreads, 0, stream, p, y, n);
   });
   return cudaGetLastError();
 }
@@ -487,8 +508,8 @@ bool launch_gather_rows(int32_t element_bytes, const void* x, const void* indice
   const RowLaunch l = row_launch(row_bytes, rows, x, y);
   with_word(l.word, [&](auto tag) {
     using V = typename decltype(tag)::type;
-    gather_rows_kernel<V><<<l.grid, l.block, 0, stream>>>(static_cast<const V*>(x), indices, indices_int64,
-                                                          static_cast<V*>(y), outer, axis_len, count, l.words);
+    launch_kernel(gather_rows_kernel<V>, l.grid, l.block, 0, stream, static_cast<const V*>(x), indices, indices_int64,
+                  static_cast<V*>(y), outer, axis_len, count, l.words);
   });
   return true;
 }
@@ -504,8 +525,8 @@ cudaError_t launch_gather(int32_t element_bytes, const void* x, const void* indi
     return cudaGetLastError();
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    gather_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, indices_int64,
-                                                           static_cast<T*>(y), outer, axis_len, inner, count);
+    launch_kernel(gather_kernel<T>, grid_for(n), kThreads, 0, stream, static_cast<const T*>(x), indices, indices_int64,
+                  static_cast<T*>(y), outer, axis_len, inner, count);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -516,8 +537,8 @@ cudaError_t launch_gather_elements(int32_t element_bytes, const void* x, const v
   if (desc.rank < 1 || desc.rank > kMaxDims) return cudaErrorInvalidValue;
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    gather_elements_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, indices_int64,
-                                                                    static_cast<T*>(y), n, desc);
+    launch_kernel(gather_elements_kernel<T>, grid_for(n), kThreads, 0, stream, static_cast<const T*>(x), indices,
+                  indices_int64, static_cast<T*>(y), n, desc);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -541,8 +562,8 @@ cudaError_t launch_copy_rows_u16(const void* x, int64_t x_pitch, void* y, int64_
   const int64_t units = row_elems / 8 + 2;
   const dim3 grid(static_cast<unsigned>((units + kThreads - 1) / kThreads),
                   static_cast<unsigned>(rows < 65535 ? rows : 65535));
-  copy_rows_u16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), x_pitch,
-                                                      static_cast<uint16_t*>(y), y_pitch, row_elems, rows);
+  launch_kernel(copy_rows_u16_kernel, grid, kThreads, 0, stream, static_cast<const uint16_t*>(x), x_pitch,
+                static_cast<uint16_t*>(y), y_pitch, row_elems, rows);
   return cudaGetLastError();
 }
 
@@ -550,7 +571,7 @@ cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits
   if (n <= 0) return cudaSuccess;
   const bool ok = dispatch_bytes(element_bytes, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), n, static_cast<T>(bits));
+    launch_kernel(fill_kernel<T>, grid_for(n), kThreads, 0, stream, static_cast<T*>(y), n, static_cast<T>(bits));
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -558,7 +579,7 @@ cudaError_t launch_fill(int32_t element_bytes, void* y, int64_t n, uint64_t bits
 cudaError_t launch_write_values(int64_t* y, const SmallValues& values, cudaStream_t stream) {
   if (values.count <= 0) return cudaSuccess;
   if (values.count > kMaxSmallValues) return cudaErrorInvalidValue;
-  write_values_kernel<<<1, kMaxSmallValues, 0, stream>>>(y, values);
+  launch_kernel(write_values_kernel, 1, kMaxSmallValues, 0, stream, y, values);
   return cudaGetLastError();
 }
 
@@ -567,29 +588,24 @@ cudaError_t launch_range(RangeType t, const void* start, const void* delta, void
   const unsigned blocks = grid_for(n);
   switch (t) {
     case RangeType::kF32:
-      range_kernel<float, double><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(start),
-                                                                   static_cast<const float*>(delta),
-                                                                   static_cast<float*>(y), n);
+      launch_kernel(range_kernel<float, double>, blocks, kThreads, 0, stream, static_cast<const float*>(start),
+                    static_cast<const float*>(delta), static_cast<float*>(y), n);
       break;
     case RangeType::kF64:
-      range_kernel<double, double><<<blocks, kThreads, 0, stream>>>(static_cast<const double*>(start),
-                                                                    static_cast<const double*>(delta),
-                                                                    static_cast<double*>(y), n);
+      launch_kernel(range_kernel<double, double>, blocks, kThreads, 0, stream, static_cast<const double*>(start),
+                    static_cast<const double*>(delta), static_cast<double*>(y), n);
       break;
     case RangeType::kI16:
-      range_kernel<int16_t, int64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int16_t*>(start),
-                                                                      static_cast<const int16_t*>(delta),
-                                                                      static_cast<int16_t*>(y), n);
+      launch_kernel(range_kernel<int16_t, int64_t>, blocks, kThreads, 0, stream, static_cast<const int16_t*>(start),
+                    static_cast<const int16_t*>(delta), static_cast<int16_t*>(y), n);
       break;
     case RangeType::kI32:
-      range_kernel<int32_t, int64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int32_t*>(start),
-                                                                      static_cast<const int32_t*>(delta),
-                                                                      static_cast<int32_t*>(y), n);
+      launch_kernel(range_kernel<int32_t, int64_t>, blocks, kThreads, 0, stream, static_cast<const int32_t*>(start),
+                    static_cast<const int32_t*>(delta), static_cast<int32_t*>(y), n);
       break;
     case RangeType::kI64:
-      range_kernel<int64_t, int64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int64_t*>(start),
-                                                                      static_cast<const int64_t*>(delta),
-                                                                      static_cast<int64_t*>(y), n);
+      launch_kernel(range_kernel<int64_t, int64_t>, blocks, kThreads, 0, stream, static_cast<const int64_t*>(start),
+                    static_cast<const int64_t*>(delta), static_cast<int64_t*>(y), n);
       break;
     default: return cudaErrorInvalidValue;
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/data_movement/staged_rows_kernels.h"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
@@ -76,6 +77,7 @@ struct alignas(sizeof(T) * kPack) Packed {
 template <class T, class V, bool kStaged, int kPack>
 __global__ void __launch_bounds__(kBlock) gather_columns_kernel(const T* __restrict__ x, const void* indices,
                                                                 bool idx64, T* __restrict__ y, GatherColumns g) {
+  INGOT_KERNEL_ENTRY();
   extern __shared__ __align__(16) unsigned char smem[];
   int32_t* col = reinterpret_cast<int32_t*>(smem);
   T* stage = reinterpret_cast<T*>(smem + g.table_bytes);
@@ -229,6 +231,7 @@ __device__ __forceinline__ void move_parts(const JoinStaged& p, int64_t r0, uint
 // (plus the last chunk's partial words), whatever the parts' widths.
 template <class U, bool kConcat>
 __global__ void __launch_bounds__(kBlock) join_staged_kernel(const __grid_constant__ JoinStaged p, U* joined) {
+  INGOT_KERNEL_ENTRY();
   extern __shared__ __align__(16) unsigned char smem[];
   U* stage = reinterpret_cast<U*>(smem);
   const int64_t chunks = (p.rows + p.chunk_rows - 1) / p.chunk_rows;
@@ -341,21 +344,26 @@ bool launch_gather_columns(int32_t element_bytes, const void* x, const void* ind
     if (staged && wide) {
       if constexpr (sizeof(T) <= 2) {
         if (pack == 4) {
-          gather_columns_kernel<T, uint4, true, 4><<<grid, kBlock, shared, stream>>>(xs, indices, indices_int64, ys, g);
+          launch_kernel(gather_columns_kernel<T, uint4, true, 4>, grid, kBlock, shared, stream, xs, indices,
+                        indices_int64, ys, g);
           return;
         }
       }
       if constexpr (sizeof(T) <= 4) {
         if (pack == 2) {
-          gather_columns_kernel<T, uint4, true, 2><<<grid, kBlock, shared, stream>>>(xs, indices, indices_int64, ys, g);
+          launch_kernel(gather_columns_kernel<T, uint4, true, 2>, grid, kBlock, shared, stream, xs, indices,
+                        indices_int64, ys, g);
           return;
         }
       }
-      gather_columns_kernel<T, uint4, true, 1><<<grid, kBlock, shared, stream>>>(xs, indices, indices_int64, ys, g);
+      launch_kernel(gather_columns_kernel<T, uint4, true, 1>, grid, kBlock, shared, stream, xs, indices, indices_int64,
+                    ys, g);
     } else if (staged) {
-      gather_columns_kernel<T, T, true, 1><<<grid, kBlock, shared, stream>>>(xs, indices, indices_int64, ys, g);
+      launch_kernel(gather_columns_kernel<T, T, true, 1>, grid, kBlock, shared, stream, xs, indices, indices_int64, ys,
+                    g);
     } else {
-      gather_columns_kernel<T, T, false, 1><<<grid, kBlock, shared, stream>>>(xs, indices, indices_int64, ys, g);
+      launch_kernel(gather_columns_kernel<T, T, false, 1>, grid, kBlock, shared, stream, xs, indices, indices_int64, ys,
+                    g);
     }
   });
 }
@@ -393,9 +401,9 @@ bool launch_join_staged(int32_t unit_bytes, bool concat, void* joined, int64_t p
   return with_unsigned(unit_bytes, [&](auto tag) {
     using U = typename decltype(tag)::type;
     if (concat)
-      join_staged_kernel<U, true><<<grid, kBlock, shared, stream>>>(p, static_cast<U*>(joined));
+      launch_kernel(join_staged_kernel<U, true>, grid, kBlock, shared, stream, p, static_cast<U*>(joined));
     else
-      join_staged_kernel<U, false><<<grid, kBlock, shared, stream>>>(p, static_cast<U*>(joined));
+      launch_kernel(join_staged_kernel<U, false>, grid, kBlock, shared, stream, p, static_cast<U*>(joined));
   });
 }
 

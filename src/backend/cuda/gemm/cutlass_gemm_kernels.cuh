@@ -26,6 +26,7 @@
 
 #include <type_traits>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/gemm/cutlass_gemm_kernels.h"
 #include "backend/cuda/gemm/exact_gelu.h"
 #include "cute/tensor.hpp"
@@ -201,7 +202,10 @@ struct GemmKernel {
     Gemm gemm;
     if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess)
       return CutlassGemmStatus::kInitializeFailed;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return CutlassGemmStatus::kLaunchFailed;
+    // With PDL (built with CUTLASS_ENABLE_GDC_FOR_SM90, backend/cuda/core/launch.cuh): the kernel's
+    // producer and epilogue wait for the previous grid before they load; it signals its dependents
+    // early.
+    if (gemm.run(stream, nullptr, pdl_enabled()) != cutlass::Status::kSuccess) return CutlassGemmStatus::kLaunchFailed;
     return CutlassGemmStatus::kOk;
   }
 

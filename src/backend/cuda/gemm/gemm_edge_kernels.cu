@@ -1,6 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/gemm/gemm_edge_kernels.h"
-
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -17,6 +17,7 @@ constexpr int kWarps = 4;
 template <typename T>
 __global__ void row_group_edges_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t m,
                                        int64_t n, int64_t k, int64_t unit, float alpha) {
+  INGOT_KERNEL_ENTRY();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     int64_t c0 = 0, nj = 0;
@@ -44,19 +45,16 @@ cudaError_t launch_gemm_row_group_edges(FloatType t, const void* a, const void* 
   const unsigned grid = static_cast<unsigned>(m < 65535 ? m : 65535);
   switch (t) {
     case FloatType::kF16:
-      row_group_edges_kernel<<<grid, 32 * kWarps, 0, stream>>>(static_cast<const __half*>(a),
-                                                               static_cast<const __half*>(b), static_cast<__half*>(y),
-                                                               m, n, k, 8, alpha);
+      launch_kernel(row_group_edges_kernel<__half>, grid, 32 * kWarps, 0, stream, static_cast<const __half*>(a),
+                    static_cast<const __half*>(b), static_cast<__half*>(y), m, n, k, 8, alpha);
       break;
     case FloatType::kBF16:
-      row_group_edges_kernel<<<grid, 32 * kWarps, 0, stream>>>(
-          static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(y),
-          m, n, k, 8, alpha);
+      launch_kernel(row_group_edges_kernel<__nv_bfloat16>, grid, 32 * kWarps, 0, stream, static_cast<const __nv_bfloat16*>(a),
+                    static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(y), m, n, k, 8, alpha);
       break;
     case FloatType::kF32:
-      row_group_edges_kernel<<<grid, 32 * kWarps, 0, stream>>>(static_cast<const float*>(a),
-                                                               static_cast<const float*>(b), static_cast<float*>(y), m,
-                                                               n, k, 4, alpha);
+      launch_kernel(row_group_edges_kernel<float>, grid, 32 * kWarps, 0, stream, static_cast<const float*>(a),
+                    static_cast<const float*>(b), static_cast<float*>(y), m, n, k, 4, alpha);
       break;
   }
   return cudaGetLastError();

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/llm/llm_kernels.h"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "core/hash_uniform.h"
@@ -88,6 +89,7 @@ __device__ __forceinline__ __nv_fp8x2_storage_t float2_to_fp8x2(float a, float b
 
 template <class T, bool kFp8>
 __global__ void rope_kv_write_kernel(RopeKvWriteParams p) {
+  INGOT_KERNEL_ENTRY();
   using T2 = pair_t<T>;
   using C2 = std::conditional_t<kFp8, __nv_fp8x2_storage_t, T2>;  // a pair of cache elements
   const int64_t t = blockIdx.x;
@@ -156,6 +158,7 @@ using LaneVec = std::conditional_t<kPer == 4, uint2, uint32_t>;
 
 template <class T, int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
+  INGOT_KERNEL_ENTRY();
   static_assert(D % 32 == 0 && (D / 32 == 2 || D / 32 == 4), "head_dim 64 or 128");
   using T2 = pair_t<T>;
   constexpr int kPer = D / 32;
@@ -304,6 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
 /// One CTA of head_dim threads per (head, sequence): merges the partitions' partial states.
 template <class T, int D>
 __global__ void __launch_bounds__(D) combine_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
+  INGOT_KERNEL_ENTRY();
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
   const int len = p.context_lens[b];
   const int parts = min(num_parts, (len + p.partition_size - 1) / p.partition_size);
@@ -324,12 +328,12 @@ template <class T, int D>
 cudaError_t run_paged_decode(const PagedDecodeParams& p, Workspace ws, int num_parts, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch), static_cast<unsigned>(num_parts));
   if (p.fp8_cache)
-    paged_decode_kernel<T, D, true><<<grid, kWarps * 32, 0, stream>>>(p, ws, num_parts);
+    launch_kernel(paged_decode_kernel<T, D, true>, grid, kWarps * 32, 0, stream, p, ws, num_parts);
   else
-    paged_decode_kernel<T, D, false><<<grid, kWarps * 32, 0, stream>>>(p, ws, num_parts);
+    launch_kernel(paged_decode_kernel<T, D, false>, grid, kWarps * 32, 0, stream, p, ws, num_parts);
   if (num_parts > 1) {
     const dim3 cgrid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch));
-    combine_kernel<T, D><<<cgrid, D, 0, stream>>>(p, ws, num_parts);
+    launch_kernel(combine_kernel<T, D>, cgrid, D, 0, stream, p, ws, num_parts);
   }
   return cudaGetLastError();
 }
@@ -373,6 +377,7 @@ template <class T, bool kFp8, int kT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
                         T* __restrict__ y, int64_t K, int64_t N, bool accumulate) {
+  INGOT_KERNEL_ENTRY();
   constexpr int kPer = kFp8 ? 16 : 8;  // weight elements per 16-byte load
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
@@ -423,9 +428,10 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
   const E* xt = static_cast<const E*>(x);
   E* yt = static_cast<E*>(y);
   switch (T) {
-#define INGOT_GEMV_CASE(n)                                                                                   \
-  case n:                                                                                                    \
-    gemv_small_t_kernel<E, kFp8, n><<<grid, kGemvWarps * 32, 0, stream>>>(xt, w, w_scale, yt, K, N, accumulate); \
+#define INGOT_GEMV_CASE(n)                                                                                     \
+  case n:                                                                                                      \
+    launch_kernel(gemv_small_t_kernel<E, kFp8, n>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
+                  accumulate);                                                                                 \
     break;
     INGOT_GEMV_CASE(1)
     INGOT_GEMV_CASE(2)
@@ -446,6 +452,7 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
 
 template <class T>
 __global__ void silu_mul_packed_kernel(const T* gate_up, T* out, int64_t rows, int64_t cols) {
+  INGOT_KERNEL_ENTRY();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -457,6 +464,7 @@ __global__ void silu_mul_packed_kernel(const T* gate_up, T* out, int64_t rows, i
 
 template <class T>
 __global__ void add_bias_rows_kernel(T* y, const T* bias, int64_t rows, int64_t cols) {
+  INGOT_KERNEL_ENTRY();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -476,6 +484,7 @@ __device__ __forceinline__ void argmax_merge(float& bv, int& bi, float v, int i)
 }
 
 __global__ void __launch_bounds__(kArgmaxThreads) logits_argmax_kernel(const float* logits, int vocab, int32_t* out) {
+  INGOT_KERNEL_ENTRY();
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float bv = -INFINITY;
   int bi = INT_MAX;
@@ -516,6 +525,7 @@ constexpr float kFp8Max = 448.0f;
 
 template <class T>
 __global__ void abs_max_kernel(const T* x, int64_t n, unsigned* amax) {
+  INGOT_KERNEL_ENTRY();
   float m = 0.0f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -534,6 +544,7 @@ __global__ void abs_max_kernel(const T* x, int64_t n, unsigned* amax) {
 
 template <class T>
 __global__ void fp8_quantize_kernel(const T* x, int64_t n, __nv_fp8_e4m3* y, float* scale, const unsigned* amax) {
+  INGOT_KERNEL_ENTRY();
   const float s = fmaxf(__uint_as_float(*amax), 1e-12f) / kFp8Max;
   const float inv = 1.0f / s;
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
@@ -544,12 +555,14 @@ __global__ void fp8_quantize_kernel(const T* x, int64_t n, __nv_fp8_e4m3* y, flo
 
 template <class T>
 __global__ void fill_hash_uniform_kernel(T* y, int64_t n, uint64_t base, float center, float a) {
+  INGOT_KERNEL_ENTRY();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(hash_uniform(base, static_cast<uint64_t>(i), center, a));
 }
 
 __global__ void sleep_kernel(uint64_t ns) {
+  INGOT_KERNEL_ENTRY();
   const long long start = clock64();
   // __nanosleep takes at most ~1 ms per call; clock64 counts SM cycles (>= 1 GHz: one per ns or more).
   while (static_cast<uint64_t>(clock64() - start) < ns) __nanosleep(100000);
@@ -569,11 +582,11 @@ cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, 
   if (!gate_up || !out) return cudaErrorInvalidValue;
   const int64_t n = rows * cols;
   if (t == FloatType::kF16)
-    silu_mul_packed_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<const __half*>(gate_up),
-                                                                    static_cast<__half*>(out), rows, cols);
+    launch_kernel(silu_mul_packed_kernel<__half>, grid_for(n), 256, 0, stream, static_cast<const __half*>(gate_up),
+                  static_cast<__half*>(out), rows, cols);
   else
-    silu_mul_packed_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(gate_up), static_cast<__nv_bfloat16*>(out), rows, cols);
+    launch_kernel(silu_mul_packed_kernel<__nv_bfloat16>, grid_for(n), 256, 0, stream,
+                  static_cast<const __nv_bfloat16*>(gate_up), static_cast<__nv_bfloat16*>(out), rows, cols);
   return cudaGetLastError();
 }
 
@@ -584,11 +597,11 @@ cudaError_t launch_add_bias_rows(FloatType t, void* y, const void* bias, int64_t
   if (!y || !bias) return cudaErrorInvalidValue;
   const int64_t n = rows * cols;
   if (t == FloatType::kF16)
-    add_bias_rows_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(y), static_cast<const __half*>(bias),
-                                                                  rows, cols);
+    launch_kernel(add_bias_rows_kernel<__half>, grid_for(n), 256, 0, stream, static_cast<__half*>(y),
+                  static_cast<const __half*>(bias), rows, cols);
   else
-    add_bias_rows_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(
-        static_cast<__nv_bfloat16*>(y), static_cast<const __nv_bfloat16*>(bias), rows, cols);
+    launch_kernel(add_bias_rows_kernel<__nv_bfloat16>, grid_for(n), 256, 0, stream, static_cast<__nv_bfloat16*>(y),
+                  static_cast<const __nv_bfloat16*>(bias), rows, cols);
   return cudaGetLastError();
 }
 
@@ -596,7 +609,8 @@ cudaError_t launch_logits_argmax(const float* logits, int64_t rows, int64_t voca
   if (rows < 0 || rows > 0x7fffffff || vocab < 1 || vocab >= INT_MAX) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!logits || !out) return cudaErrorInvalidValue;
-  logits_argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(logits, static_cast<int>(vocab), out);
+  launch_kernel(logits_argmax_kernel, static_cast<unsigned>(rows), kArgmaxThreads, 0, stream, logits,
+                static_cast<int>(vocab), out);
   return cudaGetLastError();
 }
 
@@ -610,15 +624,18 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
   const unsigned grid = std::min(grid_for(n), 1024u);
   auto* q = static_cast<__nv_fp8_e4m3*>(y);
   if (t == FloatType::kF32) {
-    abs_max_kernel<float><<<grid, 256, 0, stream>>>(static_cast<const float*>(x), n, amax_ws);
-    fp8_quantize_kernel<float><<<grid_for(n), 256, 0, stream>>>(static_cast<const float*>(x), n, q, scale, amax_ws);
+    launch_kernel(abs_max_kernel<float>, grid, 256, 0, stream, static_cast<const float*>(x), n, amax_ws);
+    launch_kernel(fp8_quantize_kernel<float>, grid_for(n), 256, 0, stream, static_cast<const float*>(x), n, q, scale,
+                  amax_ws);
   } else if (t == FloatType::kF16) {
-    abs_max_kernel<__half><<<grid, 256, 0, stream>>>(static_cast<const __half*>(x), n, amax_ws);
-    fp8_quantize_kernel<__half><<<grid_for(n), 256, 0, stream>>>(static_cast<const __half*>(x), n, q, scale, amax_ws);
+    launch_kernel(abs_max_kernel<__half>, grid, 256, 0, stream, static_cast<const __half*>(x), n, amax_ws);
+    launch_kernel(fp8_quantize_kernel<__half>, grid_for(n), 256, 0, stream, static_cast<const __half*>(x), n, q, scale,
+                  amax_ws);
   } else {
-    abs_max_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, amax_ws);
-    fp8_quantize_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, q,
-                                                                         scale, amax_ws);
+    launch_kernel(abs_max_kernel<__nv_bfloat16>, grid, 256, 0, stream, static_cast<const __nv_bfloat16*>(x), n,
+                  amax_ws);
+    launch_kernel(fp8_quantize_kernel<__nv_bfloat16>, grid_for(n), 256, 0, stream, static_cast<const __nv_bfloat16*>(x),
+                  n, q, scale, amax_ws);
   }
   return cudaGetLastError();
 }
@@ -644,17 +661,17 @@ cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t b
   if (!y) return cudaErrorInvalidValue;
   const unsigned grid = std::min(grid_for(n), 4096u);
   if (t == FloatType::kF32)
-    fill_hash_uniform_kernel<float><<<grid, 256, 0, stream>>>(static_cast<float*>(y), n, base, center, a);
+    launch_kernel(fill_hash_uniform_kernel<float>, grid, 256, 0, stream, static_cast<float*>(y), n, base, center, a);
   else if (t == FloatType::kF16)
-    fill_hash_uniform_kernel<__half><<<grid, 256, 0, stream>>>(static_cast<__half*>(y), n, base, center, a);
+    launch_kernel(fill_hash_uniform_kernel<__half>, grid, 256, 0, stream, static_cast<__half*>(y), n, base, center, a);
   else
-    fill_hash_uniform_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(y), n, base, center,
-                                                                       a);
+    launch_kernel(fill_hash_uniform_kernel<__nv_bfloat16>, grid, 256, 0, stream, static_cast<__nv_bfloat16*>(y), n,
+                  base, center, a);
   return cudaGetLastError();
 }
 
 cudaError_t launch_gpu_sleep(uint64_t ns, cudaStream_t stream) {
-  sleep_kernel<<<1, 1, 0, stream>>>(ns);
+  launch_kernel(sleep_kernel, 1, 1, 0, stream, ns);
   return cudaGetLastError();
 }
 
@@ -679,11 +696,11 @@ cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream
   const size_t smem = static_cast<size_t>(half) * sizeof(float2);
   if (p.fp8_cache && !(p.k_scale > 0.0f && p.v_scale > 0.0f)) return cudaErrorInvalidValue;
   if (p.type == FloatType::kF16)
-    p.fp8_cache ? rope_kv_write_kernel<__half, true><<<grid, threads, smem, stream>>>(p)
-                : rope_kv_write_kernel<__half, false><<<grid, threads, smem, stream>>>(p);
+    p.fp8_cache ? launch_kernel(rope_kv_write_kernel<__half, true>, grid, threads, smem, stream, p)
+                : launch_kernel(rope_kv_write_kernel<__half, false>, grid, threads, smem, stream, p);
   else
-    p.fp8_cache ? rope_kv_write_kernel<__nv_bfloat16, true><<<grid, threads, smem, stream>>>(p)
-                : rope_kv_write_kernel<__nv_bfloat16, false><<<grid, threads, smem, stream>>>(p);
+    p.fp8_cache ? launch_kernel(rope_kv_write_kernel<__nv_bfloat16, true>, grid, threads, smem, stream, p)
+                : launch_kernel(rope_kv_write_kernel<__nv_bfloat16, false>, grid, threads, smem, stream, p);
   return cudaGetLastError();
 }
 

@@ -4,8 +4,9 @@
 // row; the mean, then the centred sum of squares (no catastrophic cancellation), then the
 // normalized write, each a pass over the row in global memory (rows of GroupNorm can exceed
 // shared memory). fp32 statistics, one rounding on store.
-#include "backend/cuda/pointwise/elementwise_common.cuh"
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/norm/norm_kernels.h"
+#include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
 namespace {
@@ -28,6 +29,7 @@ __device__ __forceinline__ float block_sum(float v, float* smem) {
 template <class T>
 __global__ void __launch_bounds__(kThreads) row_norm_kernel(const T* x, const T* scale, const T* bias, T* y,
                                                             RowNormDesc d) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float smem[kThreads / 32];
   for (int64_t r = blockIdx.x; r < d.rows; r += gridDim.x) {
     const T* xr = x + r * d.row_len;
@@ -60,8 +62,8 @@ cudaError_t launch_row_norm(FloatType t, const void* x, const void* scale, const
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const unsigned blocks = static_cast<unsigned>(desc.rows < ew::kMaxBlocks ? desc.rows : ew::kMaxBlocks);
-    row_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(scale),
-                                                        static_cast<const T*>(bias), static_cast<T*>(y), desc);
+    launch_kernel(row_norm_kernel<T>, blocks, kThreads, 0, stream, static_cast<const T*>(x),
+                  static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), desc);
   });
   return cudaGetLastError();
 }

@@ -3,6 +3,7 @@
 // Pointwise kernels: unary ops and Cast, binary ops with broadcasting, Where. The op is a
 // run-time argument (a warp-uniform switch) rather than a template parameter, which keeps this
 // file to 9 + 6 + 3 instantiations; the loops are memory bound, so the switch costs little.
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -28,6 +29,7 @@ __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
 template <class In, class Out>
 __global__ void unary_kernel(UnaryOp op, UnaryParams p, const In* x, Out* y, int64_t n,
                              int64_t nvec) {
+  INGOT_KERNEL_ENTRY();
   constexpr int N = 16 / (sizeof(In) < sizeof(Out) ? sizeof(In) : sizeof(Out));
   float lo = p.lo, hi = p.hi;
   if (p.lo_ptr) lo = to_f32(*static_cast<const In*>(p.lo_ptr));
@@ -50,6 +52,7 @@ __global__ void unary_kernel(UnaryOp op, UnaryParams p, const In* x, Out* y, int
 template <class T>
 __global__ void binary_same_kernel(BinaryOp op, const T* a, const T* b,
                                    T* y, int64_t n, int64_t nvec) {
+  INGOT_KERNEL_ENTRY();
   constexpr int N = 16 / sizeof(T);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -70,6 +73,7 @@ __global__ void binary_same_kernel(BinaryOp op, const T* a, const T* b,
 // int64 indices the squeeze-excite Mul ran at 12% of the H200's bandwidth).
 template <class T, class I>
 __global__ void binary_broadcast_kernel(BinaryOp op, const T* a, const T* b, T* y, I n, BroadcastDesc d) {
+  INGOT_KERNEL_ENTRY();
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     I off[2] = {0, 0};
@@ -93,6 +97,7 @@ __global__ void binary_broadcast_kernel(BinaryOp op, const T* a, const T* b, T* 
 template <class T, class I>
 __global__ void binary_broadcast_packed_kernel(BinaryOp op, const T* a, const T* b, T* y, I nvec, BroadcastDesc d,
                                                bool splat_a, bool splat_b) {
+  INGOT_KERNEL_ENTRY();
   constexpr int N = 16 / sizeof(T);
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   const I inner = static_cast<I>(d.dims[d.rank - 1]) / N;  // packs per innermost row
@@ -134,6 +139,7 @@ __global__ void binary_broadcast_packed_kernel(BinaryOp op, const T* a, const T*
 template <class T>
 __global__ void binary_rows_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t nvec, int64_t pa,
                                    int64_t pb) {
+  INGOT_KERNEL_ENTRY();
   constexpr int N = 16 / sizeof(T);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const auto* av = reinterpret_cast<const Pack<T, N>*>(a);
@@ -150,6 +156,7 @@ __global__ void binary_rows_kernel(BinaryOp op, const T* a, const T* b, T* y, in
 
 template <class T>
 __global__ void where_kernel(const uint8_t* c, const T* x, const T* z, T* y, int64_t n, BroadcastDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t off[3];
@@ -171,8 +178,8 @@ cudaError_t launch_unary(UnaryOp op, const UnaryParams& p, FloatType in, FloatTy
       constexpr int64_t N = 16 / (sizeof(In) < sizeof(Out) ? sizeof(In) : sizeof(Out));
       const int64_t nvec = (ew::aligned16(x) && ew::aligned16(y)) ? n / N : 0;
       const int64_t work = nvec + (n - nvec * N);
-      ew::unary_kernel<In, Out><<<ew::grid_for(work), ew::kThreads, 0, stream>>>(
-          op, p, static_cast<const In*>(x), static_cast<Out*>(y), n, nvec);
+      launch_kernel(ew::unary_kernel<In, Out>, ew::grid_for(work), ew::kThreads, 0, stream, op, p,
+                    static_cast<const In*>(x), static_cast<Out*>(y), n, nvec);
     });
   });
   return cudaGetLastError();
@@ -191,6 +198,7 @@ __device__ __forceinline__ float to_float_odd(double d) {
 }
 
 __global__ void cast_kernel(CastType in, CastType out, const void* x, void* y, int64_t n) {
+  INGOT_KERNEL_ENTRY();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     // Load: integers/bool as 64-bit two's complement bits, floats as double.
@@ -238,7 +246,7 @@ cudaError_t launch_cast(CastType in, CastType out, const void* x, void* y, int64
   if (n <= 0) return cudaSuccess;
   const bool float_in = in == CastType::kF16 || in == CastType::kBF16 || in == CastType::kF32 || in == CastType::kF64;
   if (float_in && out != CastType::kBool) return cudaErrorInvalidValue;  // not offered (see the header)
-  cast_kernel<<<ew::grid_for(n), ew::kThreads, 0, stream>>>(in, out, x, y, n);
+  launch_kernel(cast_kernel, ew::grid_for(n), ew::kThreads, 0, stream, in, out, x, y, n);
   return cudaGetLastError();
 }
 
@@ -250,8 +258,8 @@ cudaError_t launch_binary_same_shape(BinaryOp op, FloatType t, const void* a, co
     constexpr int64_t N = 16 / sizeof(T);
     const int64_t nvec = (ew::aligned16(a) && ew::aligned16(b) && ew::aligned16(y)) ? n / N : 0;
     const int64_t work = nvec + (n - nvec * N);
-    ew::binary_same_kernel<T><<<ew::grid_for(work), ew::kThreads, 0, stream>>>(
-        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n, nvec);
+    launch_kernel(ew::binary_same_kernel<T>, ew::grid_for(work), ew::kThreads, 0, stream, op, static_cast<const T*>(a),
+                  static_cast<const T*>(b), static_cast<T*>(y), n, nvec);
   });
   return cudaGetLastError();
 }
@@ -308,8 +316,8 @@ cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b
     constexpr int64_t N = 16 / sizeof(T);
     if (pa > 0 && pb > 0 && pa % N == 0 && pb % N == 0 && n % N == 0 && ew::aligned16(a) && ew::aligned16(b) &&
         ew::aligned16(y)) {
-      ew::binary_rows_kernel<T><<<ew::grid_for(n / N), ew::kThreads, 0, stream>>>(
-          op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n / N, pa / N, pb / N);
+      launch_kernel(ew::binary_rows_kernel<T>, ew::grid_for(n / N), ew::kThreads, 0, stream, op,
+                    static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n / N, pa / N, pb / N);
       return;
     }
     const T* at = static_cast<const T*>(a);
@@ -320,18 +328,19 @@ cudaError_t launch_binary(BinaryOp op, FloatType t, const void* a, const void* b
     bool splat[2];
     if (packed_broadcast(desc, N, a, b, y, splat)) {
       if (narrow)
-        ew::binary_broadcast_packed_kernel<T, uint32_t><<<ew::grid_for(n / N), ew::kThreads, 0, stream>>>(
-            op, at, bt, yt, static_cast<uint32_t>(n / N), desc, splat[0], splat[1]);
+        launch_kernel(ew::binary_broadcast_packed_kernel<T, uint32_t>, ew::grid_for(n / N), ew::kThreads, 0, stream, op,
+                      at, bt, yt, static_cast<uint32_t>(n / N), desc, splat[0], splat[1]);
       else
-        ew::binary_broadcast_packed_kernel<T, int64_t><<<ew::grid_for(n / N), ew::kThreads, 0, stream>>>(
-            op, at, bt, yt, n / N, desc, splat[0], splat[1]);
+        launch_kernel(ew::binary_broadcast_packed_kernel<T, int64_t>, ew::grid_for(n / N), ew::kThreads, 0, stream, op,
+                      at, bt, yt, n / N, desc, splat[0], splat[1]);
       return;
     }
     if (narrow)
-      ew::binary_broadcast_kernel<T, uint32_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-          op, at, bt, yt, static_cast<uint32_t>(n), desc);
+      launch_kernel(ew::binary_broadcast_kernel<T, uint32_t>, ew::grid_for(n), ew::kThreads, 0, stream, op, at, bt, yt,
+                    static_cast<uint32_t>(n), desc);
     else
-      ew::binary_broadcast_kernel<T, int64_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(op, at, bt, yt, n, desc);
+      launch_kernel(ew::binary_broadcast_kernel<T, int64_t>, ew::grid_for(n), ew::kThreads, 0, stream, op, at, bt, yt,
+                    n, desc);
   });
   return cudaGetLastError();
 }
@@ -340,6 +349,7 @@ namespace {
 // Integer ops in the unsigned type of the same width: wrapping without signed-overflow UB.
 template <class T, class U>
 __global__ void binary_int_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n, BroadcastDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t off[2];
@@ -365,11 +375,11 @@ cudaError_t launch_binary_int(BinaryOp op, bool is64, const void* a, const void*
     return cudaErrorInvalidValue;
   if (n <= 0) return cudaSuccess;
   if (is64)
-    binary_int_kernel<int64_t, uint64_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-        op, static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), static_cast<int64_t*>(y), n, desc);
+    launch_kernel(binary_int_kernel<int64_t, uint64_t>, ew::grid_for(n), ew::kThreads, 0, stream, op,
+                  static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), static_cast<int64_t*>(y), n, desc);
   else
-    binary_int_kernel<int32_t, uint32_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-        op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(y), n, desc);
+    launch_kernel(binary_int_kernel<int32_t, uint32_t>, ew::grid_for(n), ew::kThreads, 0, stream, op,
+                  static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(y), n, desc);
   return cudaGetLastError();
 }
 
@@ -378,8 +388,8 @@ cudaError_t launch_where(FloatType t, const uint8_t* cond, const void* x, const 
   if (n <= 0) return cudaSuccess;
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ew::where_kernel<T><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-        cond, static_cast<const T*>(x), static_cast<const T*>(z), static_cast<T*>(y), n, desc);
+    launch_kernel(ew::where_kernel<T>, ew::grid_for(n), ew::kThreads, 0, stream, cond, static_cast<const T*>(x),
+                  static_cast<const T*>(z), static_cast<T*>(y), n, desc);
   });
   return cudaGetLastError();
 }

@@ -8,6 +8,7 @@
 // L1/L2 for the sizes these models use).
 #include <cmath>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 
 namespace ingot::backend::cuda {
@@ -54,6 +55,7 @@ __device__ float block_sum(float v, float* red) {
 // (all -inf, or +inf) uses 0 as its shift and lets the arithmetic propagate.
 template <class T>
 __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t len) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float red[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
@@ -73,6 +75,7 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t len)
 // neighbouring threads read neighbouring elements.
 template <class T>
 __global__ void softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner) {
+  INGOT_KERNEL_ENTRY();
   const int64_t cols = outer * inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += stride) {
@@ -93,6 +96,7 @@ __global__ void softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t 
 template <class T>
 __global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int64_t len,
                                  float epsilon, bool rms) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float red[32];
   const float inv_len = 1.0f / static_cast<float>(len);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -127,6 +131,7 @@ __global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y
 template <class T, int kChunks, bool kRms = false>
 __global__ void layernorm_warp_kernel(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int len,
                                       float epsilon) {
+  INGOT_KERNEL_ENTRY();
   constexpr int kVec = 16 / sizeof(T);
   using V = Pack<T, kVec>;
   const int lane = threadIdx.x & 31;
@@ -184,6 +189,7 @@ constexpr int kLayerNormRowsPerBlock = 4;
 
 template <class E>
 __global__ void transpose_kernel(const E* x, E* y, int64_t n, BroadcastDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t off[1];
@@ -198,6 +204,7 @@ constexpr int kTile = 32;
 constexpr int kTileRows = 8;
 template <class E>
 __global__ void transpose_tiled_kernel(const E* x, E* y, int64_t m, int64_t n) {
+  INGOT_KERNEL_ENTRY();
   __shared__ E tile[kTile][kTile + 1];
   const int64_t b = blockIdx.z;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile, m0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -221,6 +228,7 @@ __global__ void transpose_tiled_kernel(const E* x, E* y, int64_t m, int64_t n) {
 constexpr int64_t kSmallDim = 8;
 template <class E>
 __global__ void transpose_small_m_kernel(const E* x, E* y, int64_t batches, int64_t m, int64_t n) {
+  INGOT_KERNEL_ENTRY();
   const int64_t total = batches * n;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride) {
@@ -232,6 +240,7 @@ __global__ void transpose_small_m_kernel(const E* x, E* y, int64_t batches, int6
 }
 template <class E>
 __global__ void transpose_small_n_kernel(const E* x, E* y, int64_t batches, int64_t m, int64_t n) {
+  INGOT_KERNEL_ENTRY();
   const int64_t total = batches * m;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride) {
@@ -263,10 +272,10 @@ cudaError_t launch_softmax(FloatType t, const void* x, void* y, int64_t outer, i
     T* py = static_cast<T*>(y);
     if (inner == 1) {
       const unsigned blocks = static_cast<unsigned>(outer < ew::kMaxRowBlocks ? outer : ew::kMaxRowBlocks);
-      ew::softmax_rows_kernel<T><<<blocks, ew::row_threads(len), 0, stream>>>(px, py, outer, len);
+      launch_kernel(ew::softmax_rows_kernel<T>, blocks, ew::row_threads(len), 0, stream, px, py, outer, len);
     } else {
-      ew::softmax_columns_kernel<T><<<ew::grid_for(outer * inner), ew::kThreads, 0, stream>>>(px, py, outer, len,
-                                                                                              inner);
+      launch_kernel(ew::softmax_columns_kernel<T>, ew::grid_for(outer * inner), ew::kThreads, 0, stream, px, py, outer,
+                    len, inner);
     }
   });
   return cudaGetLastError();
@@ -286,9 +295,9 @@ cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, cons
       const int64_t grid = (outer + ew::kLayerNormRowsPerBlock - 1) / ew::kLayerNormRowsPerBlock;
       const int n = static_cast<int>(len);
       const auto launch = [&](auto kernel) {
-        kernel<<<static_cast<unsigned>(grid), 32 * ew::kLayerNormRowsPerBlock, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-            static_cast<T*>(y), outer, n, epsilon);
+        launch_kernel(kernel, static_cast<unsigned>(grid), 32 * ew::kLayerNormRowsPerBlock, 0, stream,
+                      static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+                      static_cast<T*>(y), outer, n, epsilon);
       };
       if (rms) {
         if (len <= per_chunk) launch(ew::layernorm_warp_kernel<T, 1, true>);
@@ -304,9 +313,9 @@ cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, cons
       return;
     }
     const unsigned blocks = static_cast<unsigned>(outer < ew::kMaxRowBlocks ? outer : ew::kMaxRowBlocks);
-    ew::layernorm_kernel<T><<<blocks, ew::row_threads(len), 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y),
-        outer, len, epsilon, rms);
+    launch_kernel(ew::layernorm_kernel<T>, blocks, ew::row_threads(len), 0, stream, static_cast<const T*>(x),
+                  static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y), outer, len, epsilon,
+                  rms);
   });
   return cudaGetLastError();
 }
@@ -343,8 +352,10 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
       using E = decltype(tag);
       const E* px = static_cast<const E*>(x);
       E* py = static_cast<E*>(y);
-      if (small_m) ew::transpose_small_m_kernel<E><<<blocks, ew::kThreads, 0, stream>>>(px, py, tb, tm, tn);
-      else ew::transpose_small_n_kernel<E><<<blocks, ew::kThreads, 0, stream>>>(px, py, tb, tm, tn);
+      if (small_m)
+        launch_kernel(ew::transpose_small_m_kernel<E>, blocks, ew::kThreads, 0, stream, px, py, tb, tm, tn);
+      else
+        launch_kernel(ew::transpose_small_n_kernel<E>, blocks, ew::kThreads, 0, stream, px, py, tb, tm, tn);
     };
     switch (element_bytes) {
       case 1: launch(uint8_t{}); break;
@@ -360,10 +371,22 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
               static_cast<unsigned>(tb));
     dim3 block(ew::kTile, ew::kTileRows);
     switch (element_bytes) {
-      case 1: ew::transpose_tiled_kernel<uint8_t><<<grid, block, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), tm, tn); break;
-      case 2: ew::transpose_tiled_kernel<uint16_t><<<grid, block, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), tm, tn); break;
-      case 4: ew::transpose_tiled_kernel<uint32_t><<<grid, block, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), tm, tn); break;
-      case 8: ew::transpose_tiled_kernel<uint64_t><<<grid, block, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), tm, tn); break;
+      case 1:
+        launch_kernel(ew::transpose_tiled_kernel<uint8_t>, grid, block, 0, stream, static_cast<const uint8_t*>(x),
+                      static_cast<uint8_t*>(y), tm, tn);
+        break;
+      case 2:
+        launch_kernel(ew::transpose_tiled_kernel<uint16_t>, grid, block, 0, stream, static_cast<const uint16_t*>(x),
+                      static_cast<uint16_t*>(y), tm, tn);
+        break;
+      case 4:
+        launch_kernel(ew::transpose_tiled_kernel<uint32_t>, grid, block, 0, stream, static_cast<const uint32_t*>(x),
+                      static_cast<uint32_t*>(y), tm, tn);
+        break;
+      case 8:
+        launch_kernel(ew::transpose_tiled_kernel<uint64_t>, grid, block, 0, stream, static_cast<const uint64_t*>(x),
+                      static_cast<uint64_t*>(y), tm, tn);
+        break;
       default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -376,10 +399,22 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
   }
   const unsigned blocks = ew::grid_for(n);
   switch (element_bytes) {
-    case 1: ew::transpose_kernel<uint8_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n, d); break;
-    case 2: ew::transpose_kernel<uint16_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), n, d); break;
-    case 4: ew::transpose_kernel<uint32_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, d); break;
-    case 8: ew::transpose_kernel<uint64_t><<<blocks, ew::kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), n, d); break;
+    case 1:
+      launch_kernel(ew::transpose_kernel<uint8_t>, blocks, ew::kThreads, 0, stream, static_cast<const uint8_t*>(x),
+                    static_cast<uint8_t*>(y), n, d);
+      break;
+    case 2:
+      launch_kernel(ew::transpose_kernel<uint16_t>, blocks, ew::kThreads, 0, stream, static_cast<const uint16_t*>(x),
+                    static_cast<uint16_t*>(y), n, d);
+      break;
+    case 4:
+      launch_kernel(ew::transpose_kernel<uint32_t>, blocks, ew::kThreads, 0, stream, static_cast<const uint32_t*>(x),
+                    static_cast<uint32_t*>(y), n, d);
+      break;
+    case 8:
+      launch_kernel(ew::transpose_kernel<uint64_t>, blocks, ew::kThreads, 0, stream, static_cast<const uint64_t*>(x),
+                    static_cast<uint64_t*>(y), n, d);
+      break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -471,7 +471,10 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
     return make_status(StatusCode::kUnsupported, node.describe(), ": output type ", data_type_name(output_storage));
 
   std::ostringstream os;
+  // PW_ENTRY: the PDL wait every ingot kernel starts with (backend/cuda/core/launch.cuh).
   os << "#define PW_MAX_INPUTS " << kPointwiseMaxInputs << "\n#define PW_MAX_RANK " << kPointwiseMaxRank << "\n"
+     << "#if __CUDA_ARCH__ >= 900\n#define PW_ENTRY() asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); "
+        "asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\")\n#else\n#define PW_ENTRY()\n#endif\n"
      << kPrelude << "\n";
   BodyWriter w(node, *body);
   INGOT_RETURN_IF_ERROR(w.write(os));
@@ -521,9 +524,9 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
          << load_expr(k, input_storage[k], bins[k]->dtype(), "o" + std::to_string(k)) << ";\n";
   os << "    ((" << out_raw << "*)a.out)[i] = " << store_expr(call_body("")) << ";\n  }\n}\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-     << ") pw_general32(const PwArgs a) { pw_general_impl<unsigned int>(a); }\n"
+     << ") pw_general32(const PwArgs a) { PW_ENTRY(); pw_general_impl<unsigned int>(a); }\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-     << ") pw_general64(const PwArgs a) { pw_general_impl<unsigned long long>(a); }\n\n";
+     << ") pw_general64(const PwArgs a) { PW_ENTRY(); pw_general_impl<unsigned long long>(a); }\n\n";
 
   // pw_inner_v / pw_inner_h: broadcasting with packs of V along the innermost collapsed dim
   // (its size a multiple of V, every input's stride there 0 or 1): the index math runs once per
@@ -563,14 +566,15 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
        << "#pragma unroll\n    for (int j = 0; j < V; ++j) q.v[j] = " << store_expr(call_body("[j]")) << ";\n"
        << "    ((" << opack << "*)a.out)[v] = q;\n  }\n}\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-       << ") pw_inner_v(const PwArgs a) { pw_inner_impl<" << src.vec << ">(a); }\n"
+       << ") pw_inner_v(const PwArgs a) { PW_ENTRY(); pw_inner_impl<" << src.vec << ">(a); }\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-       << ") pw_inner_h(const PwArgs a) { pw_inner_impl<" << std::max(1, src.vec / 2) << ">(a); }\n\n";
+       << ") pw_inner_h(const PwArgs a) { PW_ENTRY(); pw_inner_impl<" << std::max(1, src.vec / 2) << ">(a); }\n\n";
   }
 
   // pw_flat: full inputs are read as packs of `vec`, one-element inputs once.
   const std::string V = std::to_string(src.vec);
   os << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock << ") pw_flat(const PwArgs a) {\n"
+     << "  PW_ENTRY();\n"
      << "  const long long n = a.n;\n"
      << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
      << "  const long long nt = (long long)gridDim.x * blockDim.x;\n"

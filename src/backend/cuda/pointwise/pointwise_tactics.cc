@@ -20,6 +20,7 @@
 
 #include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/core/param_bytes.h"
 #include "backend/cuda/pointwise/pointwise_codegen.h"
 
@@ -69,7 +70,10 @@ Result<std::vector<uint8_t>> compile_pointwise_source(const std::string& source,
 namespace {
 
 constexpr const char* kTacticName = "cuda.pointwise.nvrtc";
-constexpr char kMagic[4] = {'I', 'P', 'W', '1'};
+// IPW2: the kernels start with the PDL wait (backend/cuda/core/launch.cuh) and launch with PDL.
+// IPW1 engines' kernels do not wait: they load and launch without it.
+constexpr char kMagic[4] = {'I', 'P', 'W', '2'};
+constexpr char kMagicNoPdl[4] = {'I', 'P', 'W', '1'};
 
 bool is_pointwise(const ir::Node& n) { return n.op_type() == "Pointwise" && n.domain() == "ingot"; }
 
@@ -129,7 +133,7 @@ class PointwiseTactic final : public Tactic {
     return Status::Ok();
   }
 
-  /// Layout: "IPW1", vec, #inputs, input dtypes, output dtype, arch length + bytes, CUBIN size + bytes.
+  /// Layout: "IPW2", vec, #inputs, input dtypes, output dtype, arch length + bytes, CUBIN size + bytes.
   std::vector<uint8_t> serialize() const override {
     std::vector<uint8_t> b(kMagic, kMagic + 4);
     put_bytes<int32_t>(b, vec_);
@@ -215,8 +219,15 @@ class PointwiseTactic final : public Tactic {
     int64_t blocks = (work + kPointwiseBlock - 1) / kPointwiseBlock;
     blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{sm_count_} * 16));
     void* params[] = {&args};
-    cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
-                                       dim3(kPointwiseBlock), params, 0, static_cast<cudaStream_t>(io.stream));
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+    cfg.blockDim = dim3(kPointwiseBlock);
+    cfg.stream = static_cast<cudaStream_t>(io.stream);
+    cudaLaunchAttribute attr = pdl_attribute();
+    if (!waits_) attr.val.programmaticStreamSerializationAllowed = 0;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    cudaError_t err = cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(kernel), params);
     if (err != cudaSuccess)
       return internal_error(node.describe(), ": ", kTacticName, " launch failed: ", cudaGetErrorString(err));
     return Status::Ok();
@@ -229,9 +240,10 @@ class PointwiseTactic final : public Tactic {
     int32_t vec = 0, n = 0, out = 0, arch_len = 0, cubin_len = 0;
     const uint8_t* arch = nullptr;
     const uint8_t* cubin = nullptr;
-    if (!r.bytes(4, &magic) || std::memcmp(magic, kMagic, 4) != 0 || !r.get(&vec) || !r.get(&n) || n < 0 ||
-        n > kPointwiseMaxInputs || vec < 1)
+    if (!r.bytes(4, &magic) || (std::memcmp(magic, kMagic, 4) != 0 && std::memcmp(magic, kMagicNoPdl, 4) != 0) ||
+        !r.get(&vec) || !r.get(&n) || n < 0 || n > kPointwiseMaxInputs || vec < 1)
       return invalid_model(kTacticName, ": engine parameters are not a pointwise kernel (rebuild the engine)");
+    waits_ = std::memcmp(magic, kMagic, 4) == 0;
     in_dtypes_.clear();
     for (int32_t k = 0; k < n; ++k) {
       int32_t t = 0;
@@ -279,6 +291,7 @@ class PointwiseTactic final : public Tactic {
   std::vector<uint8_t> cubin_;
   Status load_status_ = Status::Ok();
   cudaLibrary_t lib_ = nullptr;
+  bool waits_ = true;  ///< the kernels start with the PDL wait (IPW2)
   cudaKernel_t flat_ = nullptr, general32_ = nullptr, general64_ = nullptr, inner_v_ = nullptr, inner_h_ = nullptr;
   int sm_count_ = 1;
 };

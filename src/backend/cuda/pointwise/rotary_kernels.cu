@@ -5,6 +5,7 @@
 // x[i + D/2] and the cos/sin at both positions, and stores both outputs. cos/sin offsets
 // come from the collapsed broadcast map (for Llama's [1, 1, S, D] tables on [B, H, S, D]: two
 // dims, one division). 32-bit index math when every offset fits, 64-bit otherwise.
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/pointwise/rotary_kernels.h"
 
@@ -25,6 +26,7 @@ struct alignas(sizeof(T) * kV) Pairs {  // kV elements, one access (ew::Pack is 
 template <class T, class I, int kV>
 __global__ void __launch_bounds__(ew::kThreads)
     rotary_kernel(const T* x, const T* cos, const T* sin, T* y, RotaryDesc d) {
+  INGOT_KERNEL_ENTRY();
   using P = Pairs<T, kV>;
   const I half = static_cast<I>(d.half);
   const I groups = static_cast<I>(d.rows) * (half / kV);
@@ -89,13 +91,15 @@ cudaError_t launch_rotary(FloatType t, const void* x, const void* cos, const voi
     const bool packed = desc.half % kVec == 0 && ew::aligned16(x) && ew::aligned16(cos) && ew::aligned16(sin) &&
                         ew::aligned16(y);
     if (packed && narrow)
-      rotary_kernel<T, uint32_t, kVec><<<ew::grid_for(pairs / kVec), ew::kThreads, 0, stream>>>(xt, ct, st, yt, desc);
+      launch_kernel(rotary_kernel<T, uint32_t, kVec>, ew::grid_for(pairs / kVec), ew::kThreads, 0, stream, xt, ct, st,
+                    yt, desc);
     else if (packed)
-      rotary_kernel<T, int64_t, kVec><<<ew::grid_for(pairs / kVec), ew::kThreads, 0, stream>>>(xt, ct, st, yt, desc);
+      launch_kernel(rotary_kernel<T, int64_t, kVec>, ew::grid_for(pairs / kVec), ew::kThreads, 0, stream, xt, ct, st,
+                    yt, desc);
     else if (narrow)
-      rotary_kernel<T, uint32_t, 1><<<ew::grid_for(pairs), ew::kThreads, 0, stream>>>(xt, ct, st, yt, desc);
+      launch_kernel(rotary_kernel<T, uint32_t, 1>, ew::grid_for(pairs), ew::kThreads, 0, stream, xt, ct, st, yt, desc);
     else
-      rotary_kernel<T, int64_t, 1><<<ew::grid_for(pairs), ew::kThreads, 0, stream>>>(xt, ct, st, yt, desc);
+      launch_kernel(rotary_kernel<T, int64_t, 1>, ew::grid_for(pairs), ew::kThreads, 0, stream, xt, ct, st, yt, desc);
   });
   return cudaGetLastError();
 }

@@ -6,6 +6,7 @@
 // accumulation, one rounding on store.
 #include <cfloat>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/pool/pool_kernels.h"
 
@@ -42,6 +43,7 @@ __device__ __forceinline__ Taps<I> window_taps(const PoolDesc& d, int dim, I o) 
 // Dims are normalized to 3 by the launcher (leading unit dims), so the loops are fixed.
 template <class T, class I>
 __global__ void pool_kernel(PoolOp op, const T* x, T* y, PoolDesc d, I n) {
+  INGOT_KERNEL_ENTRY();
   const I grid_stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
   const I in0 = static_cast<I>(d.in[0]), in1 = static_cast<I>(d.in[1]), in2 = static_cast<I>(d.in[2]);
   const I out0 = static_cast<I>(d.out[0]), out1 = static_cast<I>(d.out[1]), out2 = static_cast<I>(d.out[2]);
@@ -96,6 +98,7 @@ __global__ void pool_kernel(PoolOp op, const T* x, T* y, PoolDesc d, I n) {
 // later one replaces only when larger), so NaN handling is the same.
 template <PoolOp kOp, class T, class I, int V>
 __global__ void pool_nhwc_kernel(const T* x, T* y, PoolDesc d, I channels, I n) {
+  INGOT_KERNEL_ENTRY();
   const I grid_stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
   const I in_h = static_cast<I>(d.in[0]), in_w = static_cast<I>(d.in[1]);
   const I out_h = static_cast<I>(d.out[0]), out_w = static_cast<I>(d.out[1]);
@@ -166,16 +169,17 @@ template <PoolOp kOp, class T, int V>
 void launch_nhwc(const T* x, T* y, const PoolDesc& d, int64_t channels, bool narrow, cudaStream_t stream) {
   const int64_t n = d.planes * d.out[0] * d.out[1] * (channels / V);
   if (narrow)
-    pool_nhwc_kernel<kOp, T, int32_t, V><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-        x, y, d, static_cast<int32_t>(channels), static_cast<int32_t>(n));
+    launch_kernel(pool_nhwc_kernel<kOp, T, int32_t, V>, ew::grid_for(n), ew::kThreads, 0, stream, x, y, d,
+                  static_cast<int32_t>(channels), static_cast<int32_t>(n));
   else
-    pool_nhwc_kernel<kOp, T, int64_t, V><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(x, y, d, channels, n);
+    launch_kernel(pool_nhwc_kernel<kOp, T, int64_t, V>, ew::grid_for(n), ew::kThreads, 0, stream, x, y, d, channels, n);
 }
 
 constexpr int kWarpsPerBlock = 8;
 
 template <class T>
 __global__ void global_pool_kernel(PoolOp op, const T* x, T* y, int64_t planes, int64_t size) {
+  INGOT_KERNEL_ENTRY();
   const int lane = threadIdx.x & 31;
   const int64_t warp_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); p < planes;
@@ -228,11 +232,11 @@ cudaError_t pool_impl(PoolOp op, Dispatch dispatch, const void* x, void* y, cons
   dispatch([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (narrow)
-      pool_kernel<T, int32_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-          op, static_cast<const T*>(x), static_cast<T*>(y), d, static_cast<int32_t>(n));
+      launch_kernel(pool_kernel<T, int32_t>, ew::grid_for(n), ew::kThreads, 0, stream, op, static_cast<const T*>(x),
+                    static_cast<T*>(y), d, static_cast<int32_t>(n));
     else
-      pool_kernel<T, int64_t><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(op, static_cast<const T*>(x),
-                                                                            static_cast<T*>(y), d, n);
+      launch_kernel(pool_kernel<T, int64_t>, ew::grid_for(n), ew::kThreads, 0, stream, op, static_cast<const T*>(x),
+                    static_cast<T*>(y), d, n);
   });
   return cudaGetLastError();
 }
@@ -293,8 +297,8 @@ cudaError_t launch_global_pool(PoolOp op, FloatType t, const void* x, void* y, i
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const unsigned blocks = ew::grid_for(planes, kWarpsPerBlock);
-    global_pool_kernel<T><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(op, static_cast<const T*>(x),
-                                                                        static_cast<T*>(y), planes, size);
+    launch_kernel(global_pool_kernel<T>, blocks, kWarpsPerBlock * 32, 0, stream, op, static_cast<const T*>(x),
+                  static_cast<T*>(y), planes, size);
   });
   return cudaGetLastError();
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/quant/quant_kernels.h"
 
@@ -46,6 +47,7 @@ __device__ __forceinline__ uint8_t f32_to_e4m3(float v, bool saturate) {
 
 template <class X, class S, class Q>
 __global__ void quantize_kernel(const X* x, const S* scale, const Q* zp, Q* y, QuantDesc d, FloatType quotient) {
+  INGOT_KERNEL_ENTRY();
   const float lo = d.type == QuantType::kInt8 ? -128.0f : 0.0f, hi = d.type == QuantType::kInt8 ? 127.0f : 255.0f;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
@@ -61,6 +63,7 @@ __global__ void quantize_kernel(const X* x, const S* scale, const Q* zp, Q* y, Q
 template <class X, class S>
 __global__ void quantize_fp8_kernel(const X* x, const S* scale, const uint8_t* zp, uint8_t* y, QuantDesc d,
                                     FloatType quotient) {
+  INGOT_KERNEL_ENTRY();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
     const int64_t j = (i / d.inner) % d.axis_len;
@@ -75,6 +78,7 @@ __global__ void quantize_fp8_kernel(const X* x, const S* scale, const uint8_t* z
 
 template <class Q, class S, class Y>
 __global__ void dequantize_kernel(const Q* x, const S* scale, const Q* zp, Y* y, QuantDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
     const int64_t j = (i / d.inner) % d.axis_len;
@@ -90,6 +94,7 @@ __global__ void dequantize_kernel(const Q* x, const S* scale, const Q* zp, Y* y,
 template <class X, class S>
 __global__ void quantize_tensor_vec8_kernel(const X* x, const S* scale, const void* zp, uint8_t* y, int64_t groups,
                                             QuantType type, bool saturate, FloatType quotient) {
+  INGOT_KERNEL_ENTRY();
   const float s = round_to(quotient, to_f32(scale[0]));
   float z = 0.0f;
   if (zp) {
@@ -124,6 +129,7 @@ __global__ void quantize_tensor_vec8_kernel(const X* x, const S* scale, const vo
 
 template <class S, class Y>
 __global__ void dequantize_fp8_kernel(const uint8_t* x, const S* scale, Y* y, QuantDesc d) {
+  INGOT_KERNEL_ENTRY();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < d.n; i += grid_stride) {
     const int64_t j = (i / d.inner) % d.axis_len;
@@ -168,6 +174,7 @@ constexpr int kEpilogueBatch = 4;
 
 template <class A, class Y, class B>
 __global__ void quant_gemm_epilogue_kernel(const A* acc, Y* y, const B* bias, QuantGemmEpilogue e) {
+  INGOT_KERNEL_ENTRY();
   // acc may be y itself (the fp8 kind's bias after the GEMM, in place): no __restrict__ here; each
   // element is read before it is written, by the same thread.
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -204,6 +211,7 @@ __global__ void quant_gemm_epilogue_kernel(const A* acc, Y* y, const B* bias, Qu
 template <class A, class B>
 __global__ void quant_gemm_epilogue_quantized_kernel(const A* __restrict__ acc, uint8_t* __restrict__ y,
                                                      const B* __restrict__ bias, QuantGemmEpilogue e, QuantType yq) {
+  INGOT_KERNEL_ENTRY();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= e.cols) return;
   const double xs = e.x_scale ? static_cast<double>(*e.x_scale) : 1.0;
@@ -255,24 +263,24 @@ cudaError_t launch_quantize(FloatType x_type, FloatType scale_type, FloatType qu
         if (d.axis_len == 1) part.inner = n;  // per tensor: the tail of the vectorized path
         const X* xp = static_cast<const X*>(x) + first;
         if (d.type == QuantType::kFloat8E4M3FN) {
-          quantize_fp8_kernel<X, S><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-              xp, static_cast<const S*>(scale), static_cast<const uint8_t*>(zero_point),
-              static_cast<uint8_t*>(y) + first, part, quotient);
+          launch_kernel(quantize_fp8_kernel<X, S>, ew::grid_for(n), ew::kThreads, 0, stream, xp,
+                        static_cast<const S*>(scale), static_cast<const uint8_t*>(zero_point),
+                        static_cast<uint8_t*>(y) + first, part, quotient);
           return;
         }
         dispatch_quantized(d.type, [&](auto qt) {
           using Q = typename decltype(qt)::type;
-          quantize_kernel<X, S, Q><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(
-              xp, static_cast<const S*>(scale), static_cast<const Q*>(zero_point), static_cast<Q*>(y) + first, part,
-              quotient);
+          launch_kernel(quantize_kernel<X, S, Q>, ew::grid_for(n), ew::kThreads, 0, stream, xp,
+                        static_cast<const S*>(scale), static_cast<const Q*>(zero_point), static_cast<Q*>(y) + first,
+                        part, quotient);
         });
       };
       const int64_t groups = d.n / 8;
       if (d.axis_len == 1 && groups > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
           reinterpret_cast<uintptr_t>(y) % 8 == 0) {
-        quantize_tensor_vec8_kernel<X, S><<<ew::grid_for(groups), ew::kThreads, 0, stream>>>(
-            static_cast<const X*>(x), static_cast<const S*>(scale), zero_point, static_cast<uint8_t*>(y), groups,
-            d.type, d.saturate, quotient);
+        launch_kernel(quantize_tensor_vec8_kernel<X, S>, ew::grid_for(groups), ew::kThreads, 0, stream,
+                      static_cast<const X*>(x), static_cast<const S*>(scale), zero_point, static_cast<uint8_t*>(y),
+                      groups, d.type, d.saturate, quotient);
         if (d.n % 8 != 0) general(groups * 8, d.n % 8);
         return;
       }
@@ -291,15 +299,14 @@ cudaError_t launch_dequantize(FloatType scale_type, FloatType y_type, const void
     ew::dispatch_float(y_type, [&](auto yt) {
       using Y = typename decltype(yt)::type;
       if (d.type == QuantType::kFloat8E4M3FN) {
-        dequantize_fp8_kernel<S, Y><<<ew::grid_for(d.n), ew::kThreads, 0, stream>>>(
-            static_cast<const uint8_t*>(x), static_cast<const S*>(scale), static_cast<Y*>(y), d);
+        launch_kernel(dequantize_fp8_kernel<S, Y>, ew::grid_for(d.n), ew::kThreads, 0, stream,
+                      static_cast<const uint8_t*>(x), static_cast<const S*>(scale), static_cast<Y*>(y), d);
         return;
       }
       dispatch_quantized(d.type, [&](auto qt) {
         using Q = typename decltype(qt)::type;
-        dequantize_kernel<Q, S, Y><<<ew::grid_for(d.n), ew::kThreads, 0, stream>>>(
-            static_cast<const Q*>(x), static_cast<const S*>(scale), static_cast<const Q*>(zero_point),
-            static_cast<Y*>(y), d);
+        launch_kernel(dequantize_kernel<Q, S, Y>, ew::grid_for(d.n), ew::kThreads, 0, stream, static_cast<const Q*>(x),
+                      static_cast<const S*>(scale), static_cast<const Q*>(zero_point), static_cast<Y*>(y), d);
       });
     });
   });
@@ -321,11 +328,11 @@ cudaError_t launch_quant_gemm_epilogue(const void* acc, bool acc_int32, FloatTyp
       const dim3 grid(static_cast<unsigned>((e.cols + ew::kThreads - 1) / ew::kThreads),
                       static_cast<unsigned>(epilogue_row_blocks(e.rows, e.cols)));
       if (acc_int32)
-        quant_gemm_epilogue_kernel<int32_t, Y, B><<<grid, ew::kThreads, 0, stream>>>(
-            static_cast<const int32_t*>(acc), static_cast<Y*>(y), bias, e);
+        launch_kernel(quant_gemm_epilogue_kernel<int32_t, Y, B>, grid, ew::kThreads, 0, stream,
+                      static_cast<const int32_t*>(acc), static_cast<Y*>(y), bias, e);
       else
-        quant_gemm_epilogue_kernel<Y, Y, B><<<grid, ew::kThreads, 0, stream>>>(
-            static_cast<const Y*>(acc), static_cast<Y*>(y), bias, e);
+        launch_kernel(quant_gemm_epilogue_kernel<Y, Y, B>, grid, ew::kThreads, 0, stream, static_cast<const Y*>(acc),
+                      static_cast<Y*>(y), bias, e);
     });
   });
   return cudaGetLastError();
@@ -342,14 +349,14 @@ cudaError_t launch_quant_gemm_epilogue_quantized(const void* acc, bool acc_int32
     using B = typename decltype(bt)::type;
     const B* bias = static_cast<const B*>(e.bias);
     if (acc_int32) {
-      quant_gemm_epilogue_quantized_kernel<int32_t, B><<<grid, ew::kThreads, 0, stream>>>(
-          static_cast<const int32_t*>(acc), static_cast<uint8_t*>(y), bias, e, y_type);
+      launch_kernel(quant_gemm_epilogue_quantized_kernel<int32_t, B>, grid, ew::kThreads, 0, stream,
+                    static_cast<const int32_t*>(acc), static_cast<uint8_t*>(y), bias, e, y_type);
       return;
     }
     ew::dispatch_float(acc_type, [&](auto at) {
       using A = typename decltype(at)::type;
-      quant_gemm_epilogue_quantized_kernel<A, B><<<grid, ew::kThreads, 0, stream>>>(
-          static_cast<const A*>(acc), static_cast<uint8_t*>(y), bias, e, y_type);
+      launch_kernel(quant_gemm_epilogue_quantized_kernel<A, B>, grid, ew::kThreads, 0, stream,
+                    static_cast<const A*>(acc), static_cast<uint8_t*>(y), bias, e, y_type);
     });
   });
   return cudaGetLastError();

@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <type_traits>
 
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/reduce/reduce_kernels.h"
 
@@ -79,6 +80,7 @@ __device__ __forceinline__ int64_t offset_of(int64_t i, int rank, const int64_t*
 
 template <class T, int G>
 __global__ void __launch_bounds__(kBlock) reduce_kernel(ReduceOp op, const T* x, T* y, ReduceDesc d) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float smem[kBlock / 32];
   constexpr int kGroups = kBlock / G;
   const int lane = threadIdx.x % G;
@@ -136,6 +138,7 @@ __device__ __forceinline__ float finalize(ReduceOp op, float v, int64_t count) {
 template <class T>
 __global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, const T* x, T* y, float* partial,
                                                                 ReduceDesc d) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float part[kRows][33];
   const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
   const int64_t chunk = (d.count + gridDim.y - 1) / gridDim.y;
@@ -168,6 +171,7 @@ __global__ void __launch_bounds__(kBlock) reduce_strided_kernel(ReduceOp op, con
 template <class T, int V>
 __global__ void __launch_bounds__(kBlock)
     reduce_strided_packed_kernel(ReduceOp op, const T* x, T* y, float* partial, ReduceDesc d) {
+  INGOT_KERNEL_ENTRY();
   __shared__ float part[kRows][32 * V + 1];
   const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
   const int64_t chunk = (d.count + gridDim.y - 1) / gridDim.y;
@@ -211,6 +215,7 @@ __global__ void __launch_bounds__(kBlock)
 template <class T>
 __global__ void __launch_bounds__(kBlock) reduce_finish_kernel(ReduceOp op, const float* partial, int chunks, T* y,
                                                                ReduceDesc d) {
+  INGOT_KERNEL_ENTRY();
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; o < d.outputs;
        o += static_cast<int64_t>(gridDim.x) * kBlock) {
     float v = partial[o];
@@ -233,6 +238,7 @@ __device__ __forceinline__ bool arg_better(bool is_max, bool last, float cv, int
 template <class T, int G>
 __global__ void __launch_bounds__(kBlock) arg_kernel(bool is_max, bool last, const T* x, int64_t* y, int64_t outer,
                                                      int64_t len, int64_t inner) {
+  INGOT_KERNEL_ENTRY();
   constexpr int kGroups = kBlock / G;
   const int lane = threadIdx.x % G;
   const int64_t outputs = outer * inner;
@@ -308,21 +314,22 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
     float* partial = chunks > 1 ? static_cast<float*>(workspace) : nullptr;
     if (strided && packed) {
       const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32 * V));
-      reduce_strided_packed_kernel<T, V>
-          <<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
+      launch_kernel(reduce_strided_packed_kernel<T, V>, dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream,
+                    op, xp, yp, partial, d);
     } else if (strided) {
       const unsigned tiles = static_cast<unsigned>(ew::grid_for(d.outputs, 32));
-      reduce_strided_kernel<T>
-          <<<dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream>>>(op, xp, yp, partial, d);
+      launch_kernel(reduce_strided_kernel<T>, dim3(tiles, static_cast<unsigned>(chunks)), kBlock, 0, stream, op, xp, yp,
+                    partial, d);
     } else if (g == 1) {
-      reduce_kernel<T, 1><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, xp, yp, d);
+      launch_kernel(reduce_kernel<T, 1>, ew::grid_for(d.outputs, kBlock), kBlock, 0, stream, op, xp, yp, d);
     } else if (g == 32) {
-      reduce_kernel<T, 32><<<ew::grid_for(d.outputs, kBlock / 32), kBlock, 0, stream>>>(op, xp, yp, d);
+      launch_kernel(reduce_kernel<T, 32>, ew::grid_for(d.outputs, kBlock / 32), kBlock, 0, stream, op, xp, yp, d);
     } else {
-      reduce_kernel<T, kBlock><<<ew::grid_for(d.outputs, 1), kBlock, 0, stream>>>(op, xp, yp, d);
+      launch_kernel(reduce_kernel<T, kBlock>, ew::grid_for(d.outputs, 1), kBlock, 0, stream, op, xp, yp, d);
     }
     if (strided && partial)
-      reduce_finish_kernel<T><<<ew::grid_for(d.outputs, kBlock), kBlock, 0, stream>>>(op, partial, chunks, yp, d);
+      launch_kernel(reduce_finish_kernel<T>, ew::grid_for(d.outputs, kBlock), kBlock, 0, stream, op, partial, chunks,
+                    yp, d);
   });
   return cudaGetLastError();
 }
@@ -336,11 +343,11 @@ cudaError_t launch_arg_reduce(bool is_max, bool select_last, FloatType t, const 
     using T = typename decltype(tag)::type;
     const auto* xp = static_cast<const T*>(x);
     if (inner == 1 && len >= 16) {
-      arg_kernel<T, 32><<<ew::grid_for(outputs, kBlock / 32), kBlock, 0, stream>>>(is_max, select_last, xp, y, outer,
-                                                                                 len, inner);
+      launch_kernel(arg_kernel<T, 32>, ew::grid_for(outputs, kBlock / 32), kBlock, 0, stream, is_max, select_last, xp,
+                    y, outer, len, inner);
     } else {
-      arg_kernel<T, 1><<<ew::grid_for(outputs, kBlock), kBlock, 0, stream>>>(is_max, select_last, xp, y, outer, len,
-                                                                            inner);
+      launch_kernel(arg_kernel<T, 1>, ew::grid_for(outputs, kBlock), kBlock, 0, stream, is_max, select_last, xp, y,
+                    outer, len, inner);
     }
   });
   return cudaGetLastError();
@@ -363,6 +370,7 @@ __device__ __forceinline__ T scan_out(Acc a) {
 template <class T, class Acc>
 __global__ void cumsum_kernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, bool exclusive,
                               bool reverse) {
+  INGOT_KERNEL_ENTRY();
   const int64_t lines = outer * inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < lines; l += stride) {
@@ -385,10 +393,10 @@ cudaError_t launch_cumsum(ScanType t, const void* x, void* y, int64_t outer, int
   if (lines <= 0 || len <= 0) return cudaSuccess;
   const unsigned grid = ew::grid_for(lines);
   switch (t) {
-#define INGOT_CUMSUM(TT, T, ACC)                                                                                  \
-  case ScanType::TT:                                                                                              \
-    cumsum_kernel<T, ACC><<<grid, ew::kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), outer, \
-                                                             len, inner, exclusive, reverse);                     \
+#define INGOT_CUMSUM(TT, T, ACC)                                                                                      \
+  case ScanType::TT:                                                                                                  \
+    launch_kernel(cumsum_kernel<T, ACC>, grid, ew::kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y), \
+                  outer, len, inner, exclusive, reverse);                                                             \
     break;
     INGOT_CUMSUM(kF32, float, float)
     INGOT_CUMSUM(kF16, __half, float)

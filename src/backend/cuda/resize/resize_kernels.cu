@@ -5,10 +5,11 @@
 // the last two dims are resized (every image upsample): a thread per output position, its taps
 // computed once and applied to many planes. Neither needs a workspace or per-shape tables (the
 // launches are graph-capturable and the same for every shape).
+#include <algorithm>
+
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/resize/resize_kernels.h"
-
-#include <algorithm>
 
 namespace ingot::backend::cuda {
 namespace {
@@ -25,6 +26,7 @@ struct Loader {
 
 template <class T>
 __global__ void resize_kernel(const T* x, T* y, ResizeDesc d, int64_t n) {
+  INGOT_KERNEL_ENTRY();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const Loader<T> load{x};
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += grid_stride) {
@@ -39,6 +41,7 @@ __global__ void resize_kernel(const T* x, T* y, ResizeDesc d, int64_t n) {
 // coordinate math is amortized over the planes and each plane's row is written coalesced.
 template <class T, int kTaps>
 __global__ void resize_inner2_kernel(const T* x, T* y, resize_math::Inner2Desc d, uint32_t hw_out, int64_t planes) {
+  INGOT_KERNEL_ENTRY();
   const uint32_t pos = blockIdx.x * blockDim.x + threadIdx.x;
   if (pos >= hw_out) return;
   const uint32_t out_w = static_cast<uint32_t>(d.w.out);
@@ -58,9 +61,15 @@ void launch_inner2(const T* x, T* y, const resize_math::Inner2Desc& d, int64_t p
   const int64_t want = ((int64_t{1} << 20) + hw - 1) / hw;
   const dim3 grid(gx, static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>({planes, want, 65535}))));
   switch (d.mode) {
-    case ResizeMode::kNearest: resize_inner2_kernel<T, 0><<<grid, ew::kThreads, 0, stream>>>(x, y, d, hw, planes); break;
-    case ResizeMode::kLinear: resize_inner2_kernel<T, 2><<<grid, ew::kThreads, 0, stream>>>(x, y, d, hw, planes); break;
-    default: resize_inner2_kernel<T, 4><<<grid, ew::kThreads, 0, stream>>>(x, y, d, hw, planes); break;
+    case ResizeMode::kNearest:
+      launch_kernel(resize_inner2_kernel<T, 0>, grid, ew::kThreads, 0, stream, x, y, d, hw, planes);
+      break;
+    case ResizeMode::kLinear:
+      launch_kernel(resize_inner2_kernel<T, 2>, grid, ew::kThreads, 0, stream, x, y, d, hw, planes);
+      break;
+    default:
+      launch_kernel(resize_inner2_kernel<T, 4>, grid, ew::kThreads, 0, stream, x, y, d, hw, planes);
+      break;
   }
 }
 
@@ -80,8 +89,8 @@ cudaError_t launch_resize(FloatType t, const void* x, void* y, const ResizeDesc&
       const int64_t hw = desc.out[desc.rank - 2] * desc.out[desc.rank - 1];
       launch_inner2(static_cast<const T*>(x), static_cast<T*>(y), resize_math::inner2_desc(desc), n / hw, stream);
     } else {
-      resize_kernel<T><<<ew::grid_for(n), ew::kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                                        desc, n);
+      launch_kernel(resize_kernel<T>, ew::grid_for(n), ew::kThreads, 0, stream, static_cast<const T*>(x),
+                    static_cast<T*>(y), desc, n);
     }
   });
   return cudaGetLastError();

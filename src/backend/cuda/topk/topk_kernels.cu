@@ -6,10 +6,10 @@
 // (segments are rows), and a gather kernel writes the first k of each. All launches are
 // stream-ordered, need no host synchronization and are the same for the same shapes, so they
 // can be captured into a CUDA graph.
+#include <algorithm>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
-#include <algorithm>
-
+#include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/topk/topk_kernels.h"
 
@@ -31,6 +31,7 @@ constexpr unsigned kMaxRowBlocks = 65535;
 template <class T>
 __global__ void __launch_bounds__(kSortThreads) topk_bitonic_kernel(const T* x, T* values, int64_t* indices,
                                                                       TopKDesc d, int64_t p) {
+  INGOT_KERNEL_ENTRY();
   extern __shared__ uint64_t smem[];
   uint64_t* rank = smem;
   uint32_t* idx = reinterpret_cast<uint32_t*>(smem + p);
@@ -120,6 +121,7 @@ bool sort_layout(const TopKDesc& d, SortLayout* l) {
 template <class T>
 __global__ void topk_fill_keys_kernel(const T* x, TopKDesc d, int64_t row0, int64_t b, uint64_t* rank,
                                       uint32_t* idx, int* offsets) {
+  INGOT_KERNEL_ENTRY();
   const int64_t items = b * d.n;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e <= items; e += grid_stride) {
@@ -138,6 +140,7 @@ __global__ void topk_fill_keys_kernel(const T* x, TopKDesc d, int64_t row0, int6
 template <class T>
 __global__ void topk_gather_kernel(const T* x, T* values, int64_t* indices, TopKDesc d, int64_t row0, int64_t b,
                                    const uint32_t* idx) {
+  INGOT_KERNEL_ENTRY();
   const int64_t items = b * d.k;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < items; e += grid_stride) {
@@ -162,7 +165,7 @@ cudaError_t launch_typed(const T* x, T* values, int64_t* indices, const TopKDesc
     const int threads = static_cast<int>(std::min<int64_t>(std::max<int64_t>(p / 2, 32), kSortThreads));
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, kMaxRowBlocks));
     const size_t smem = static_cast<size_t>(p) * (sizeof(uint64_t) + sizeof(uint32_t));
-    topk_bitonic_kernel<T><<<blocks, threads, smem, stream>>>(x, values, indices, d, p);
+    launch_kernel(topk_bitonic_kernel<T>, blocks, threads, smem, stream, x, values, indices, d, p);
     return cudaGetLastError();
   }
   if (workspace == nullptr) return cudaErrorInvalidValue;
@@ -178,8 +181,8 @@ cudaError_t launch_typed(const T* x, T* values, int64_t* indices, const TopKDesc
     auto* vals_b = reinterpret_cast<uint32_t*>(base + l.vals_b);
     auto* offsets = reinterpret_cast<int*>(base + l.offsets);
     const int64_t items = b * d.n;
-    topk_fill_keys_kernel<T><<<ew::grid_for(items + 1), ew::kThreads, 0, stream>>>(x, d, row0, b, keys_a, vals_a,
-                                                                                    offsets);
+    launch_kernel(topk_fill_keys_kernel<T>, ew::grid_for(items + 1), ew::kThreads, 0, stream, x, d, row0, b, keys_a,
+                  vals_a, offsets);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     cub::DoubleBuffer<uint64_t> keys(keys_a, keys_b);
@@ -188,8 +191,8 @@ cudaError_t launch_typed(const T* x, T* values, int64_t* indices, const TopKDesc
     err = cub::DeviceSegmentedRadixSort::SortPairs(base + l.temp, temp_bytes, keys, vals, static_cast<int>(items),
                                                    static_cast<int>(b), offsets, offsets + 1, 0, 64, stream);
     if (err != cudaSuccess) return err;
-    topk_gather_kernel<T><<<ew::grid_for(b * d.k), ew::kThreads, 0, stream>>>(x, values, indices, d, row0, b,
-                                                                               vals.Current());
+    launch_kernel(topk_gather_kernel<T>, ew::grid_for(b * d.k), ew::kThreads, 0, stream, x, values, indices, d, row0, b,
+                  vals.Current());
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
