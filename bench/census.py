@@ -596,6 +596,11 @@ def row_notes(r):
             notes.append(f"{label} b{b} ingot timed on {ing.get('queries', '?')} queries only (host fallback)")
         if ing.get("skipped"):
             notes.append(f"{label} b{b} ingot: {ing['skipped']}")
+        alt = e.get("ingot_alt") or {}
+        if alt:
+            notes.append(f"{label} b{b} ingot with {alt.get('env')}: "
+                         + (alt["error"] if alt.get("error") else
+                            f"{ms_pair(e, 'ingot_alt')} ms (lat/b2b), against {ms_pair(e, 'ingot')} ms"))
         tor = e.get("torch") or {}
         if tor.get("layout") and num(tor.get("lat_ms")):
             tried = tor.get("tried") or {}
@@ -1082,7 +1087,7 @@ class Census(harness.Harness):
                 rec["host_fallback"] = rec["host_fallback_reported"]
         return rec
 
-    def ingot_time(self, tag, engine, load, few=False, save_outputs=None, profile=None):
+    def ingot_time(self, tag, engine, load, few=False, save_outputs=None, profile=None, env=None):
         """`ingot run --cuda-graph --no-data-transfers` as harness.py times it: the median GPU time per
         synchronized query (--export-times' computeMs: CUDA events around the enqueue, so the host's
         launch is inside). Whether the graph replayed, and why not, from its 'CUDA graph:' line (when it
@@ -1105,7 +1110,7 @@ class Census(harness.Harness):
         prof = ["--dump-profile", "--export-profile", profile] if profile else []
         rc, out, err = self.ingot(f"{tag}_run", "run", engine, "--load-inputs", load, "--no-data-transfers",
                                   *save, *counts, *b2b, "--export-times", times, "--cuda-graph", *prof,
-                                  cap=self.a.slow_cap_s * 2 if few else 120)
+                                  cap=self.a.slow_cap_s * 2 if few else 120, env=env)
         if rc != 0 or not os.path.exists(times):
             return {"error": error_line(out, err, rc)}
         entries = json.load(open(times))
@@ -1187,6 +1192,14 @@ class Census(harness.Harness):
         if prof and os.path.exists(prof):
             os.remove(prof)
         entry["ingot"] = self.ingot_time(tag, engine, load, few, save_outputs=out_dir, profile=prof)
+        if self.a.also_env and not few:
+            # The same engine timed again under other settings (e.g. INGOT_PDL=0): what one runtime
+            # switch is worth on each row, in the same call.
+            k, _, v = self.a.also_env.partition("=")
+            self.log(f"{tag}: ingot run with {k}={v}")
+            alt = self.ingot_time(f"{tag}_alt", engine, load, env={k: v})
+            alt["env"] = self.a.also_env
+            entry["ingot_alt"] = alt
         self.save()
         out_names = facts.get("outputs") or [f"out{i}" for i in range(len(want))]
         if entry["ingot"].get("error") or not os.path.isdir(out_dir):
@@ -2042,6 +2055,9 @@ def parser():
     ap.add_argument("--iterations", type=int, default=100, help="timed queries per measurement (at least)")
     ap.add_argument("--duration-s", type=float, default=0.5, help="and at least this long")
     ap.add_argument("--warmup-ms", type=int, default=200, help="warm-up before timing")
+    ap.add_argument("--also-env", default="", metavar="KEY=VALUE",
+                    help="time each engine a second time with this environment variable set (e.g. INGOT_PDL=0); "
+                         "the row's notes give both")
     ap.add_argument("--b2b-count", type=int, default=100, help="PyTorch queries per back-to-back trial")
     ap.add_argument("--tactic-timing", choices=["stream", "device"], default="device",
                     help="ingot build --tactic-timing (device: GPU time alone, for CUDA-graph replay)")

@@ -400,20 +400,22 @@ class Harness:
         self.results["wall_s"] = time.monotonic() - self.t0
         save(self.results, self.out)
 
-    def ingot(self, log_name, *args, cap=600):
-        """Runs the ingot binary with a timeout inside the budget; (rc, stdout, stderr)."""
+    def ingot(self, log_name, *args, cap=600, env=None):
+        """Runs the ingot binary with a timeout inside the budget; (rc, stdout, stderr). env: variables
+        added to this process's environment for the run."""
         timeout = max(5.0, min(cap, self.budget.left() - 5))
         cmd = [self.a.ingot, *args]
         t = time.monotonic()
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               env={**os.environ, **env} if env else None)
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
             out = e.stdout or ""
             rc, err = 124, f"timed out after {timeout:.0f} s"
             out = out.decode(errors="replace") if isinstance(out, bytes) else out
         with open(os.path.join(self.logs, log_name + ".log"), "w") as f:
-            f.write(f"$ {' '.join(cmd)}\n# rc {rc}, {time.monotonic() - t:.1f} s\n{out}\n--- stderr\n{err}\n")
+            f.write(f"$ {' '.join(f'{k}={v}' for k, v in (env or {}).items())}{' ' if env else ''}{' '.join(cmd)}\n# rc {rc}, {time.monotonic() - t:.1f} s\n{out}\n--- stderr\n{err}\n")
         return rc, out, err
 
     # -- models
