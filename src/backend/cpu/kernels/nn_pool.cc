@@ -81,7 +81,12 @@ Status pool_kernel(KernelContext& k, PoolKind kind, const Tensor& x, Tensor& y, 
     }
     for (int64_t pl = 0; pl < planes; ++pl) {
       const double* xp = px + pl * in_sz;
-      double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+      // Max over a window wholly in the padding: -inf, or the type's lowest value for int8/uint8
+      // (as onnxruntime's MaxPool starts from lowest(); -inf has no integer value).
+      double acc = kind != PoolKind::kMax                ? 0.0
+                   : y.dtype() == DataType::kInt8  ? -128.0
+                   : y.dtype() == DataType::kUInt8 ? 0.0
+                                                   : -std::numeric_limits<double>::infinity();
       int64_t best = -1;
       if (valid_count > 0) {
         std::fill(tap.begin(), tap.end(), 0);

@@ -473,8 +473,8 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   std::ostringstream os;
   // PW_ENTRY: the PDL wait every ingot kernel starts with (backend/cuda/core/launch.cuh).
   os << "#define PW_MAX_INPUTS " << kPointwiseMaxInputs << "\n#define PW_MAX_RANK " << kPointwiseMaxRank << "\n"
-     << "#if __CUDA_ARCH__ >= 900\n#define PW_ENTRY() asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); "
-        "asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\")\n#else\n#define PW_ENTRY()\n#endif\n"
+     << "#if __CUDA_ARCH__ >= 900\n#define PW_ENTRY() asm volatile(\"griddepcontrol.wait;\" ::: \"memory\")\n"
+        "#else\n#define PW_ENTRY()\n#endif\n"
      << kPrelude << "\n";
   BodyWriter w(node, *body);
   INGOT_RETURN_IF_ERROR(w.write(os));
