@@ -28,6 +28,7 @@ void generate_help() {
                "  --dtype fp16|bf16      cuda: weights, activations and KV cache (default fp16)\n"
                "  --quantization fp8     cuda: fp8 (e4m3) projection weights and activations, per-tensor\n"
                "                         scales (Ada/Hopper); embeddings, LM head, KV cache stay --dtype\n"
+               "  --quantization int4    cuda: 4-bit projection weights (W4A16, groups of 128, rounded at load)\n"
                "  --kv-cache-dtype fp8   cuda: the KV cache in float8 e4m3 (scales 1): twice the positions\n"
                "  --prompt TEXT          the prompt (repeat for several prompts, batched together)\n"
                "  --chat                 wrap each prompt as one user turn of the model's chat template\n"

@@ -333,9 +333,17 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
   static const Flag kFlags[] = {
       {"--backend", {"cpu", "cuda"}, "cuda", [](LlmLoadOptions& o, bool on) { o.backend = on ? "cuda" : "cpu"; }},
       {"--dtype", {"fp16", "bf16"}, "bf16", [](LlmLoadOptions& o, bool on) { o.bf16 = on; }},
-      {"--quantization", {"fp8", "none"}, "fp8", [](LlmLoadOptions& o, bool on) { o.fp8_weights = on; }},
       {"--kv-cache-dtype", {"fp8", "auto"}, "fp8", [](LlmLoadOptions& o, bool on) { o.fp8_kv = on; }},
   };
+  if (flag == "--quantization") {  // vLLM's name: fp8 (W8A8 / W8A16), int4 (W4A16), none
+    if (value != "fp8" && value != "int4" && value != "none") {
+      err = flag + " must be fp8, int4 or none, got '" + value + "'";
+      return false;
+    }
+    options.fp8_weights = value == "fp8";
+    options.int4_weights = value == "int4";
+    return true;
+  }
   for (const Flag& f : kFlags) {
     if (flag != f.name) continue;
     if (value != f.values[0] && value != f.values[1]) {
@@ -351,6 +359,7 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
 std::string llm_precision_label(const LlmLoadOptions& options) {
   if (options.backend != "cuda") return "CPU fp32";
   return std::string(options.bf16 ? "GPU bf16" : "GPU fp16") + (options.fp8_weights ? ", fp8 weights" : "") +
+         (options.int4_weights ? ", int4 weights" : "") +
          (options.fp8_kv ? ", fp8 KV cache" : "");
 }
 

@@ -65,6 +65,11 @@ struct LlmLoadOptions {
   /// W8A8 (activations quantized per step) above gemv_max_tokens tokens a step, W8A16 GEMVs at or
   /// below it; the embeddings, LM head and KV cache stay fp16/bf16.
   bool fp8_weights = false;
+  /// cuda: INT4 weight-only projections (W4A16: 4-bit weights, symmetric round-to-nearest per group
+  /// of 128 along the input dim, fp32 group scales; `--quantization int4`): GEMVs that dequantize as
+  /// they read at or below gemv_max_tokens tokens a step, dense weights dequantized per projection
+  /// for cuBLASLt above it. Not with fp8_weights.
+  bool int4_weights = false;
   /// cuda: the KV cache in float8 e4m3 (vLLM's kv_cache_dtype="fp8", scales 1): twice the positions.
   bool fp8_kv = false;
   /// cuda: steps of at most this many tokens (<= 8) run the projections as GEMVs that read each

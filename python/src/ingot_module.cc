@@ -309,11 +309,12 @@ NB_MODULE(_ingot, m) {
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a)
       .def_static("load", [](const std::string& path, const std::string& backend, bool bf16, int64_t kv_blocks,
-                             bool fp8_weights, bool fp8_kv) {
+                             bool fp8_weights, bool fp8_kv, bool int4_weights) {
         ingot::LlmLoadOptions o;
         o.backend = backend;
         o.bf16 = bf16;
         o.fp8_weights = fp8_weights;
+        o.int4_weights = int4_weights;
         o.fp8_kv = fp8_kv;
         o.kv_blocks = kv_blocks;
         ingot::Result<std::unique_ptr<ingot::LlmModel>> r = ingot::Status::Ok();
@@ -322,7 +323,8 @@ NB_MODULE(_ingot, m) {
           r = ingot::LlmModel::load(path, o);
         }
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
-      }, "path"_a, "backend"_a, "bf16"_a, "kv_blocks"_a, "fp8_weights"_a = false, "fp8_kv"_a = false)
+      }, "path"_a, "backend"_a, "bf16"_a, "kv_blocks"_a, "fp8_weights"_a = false, "fp8_kv"_a = false,
+         "int4_weights"_a = false)
       .def("last_logits", [](ingot::LlmModel& m, const std::vector<std::vector<int32_t>>& prompts) {
         ingot::Result<std::vector<std::vector<float>>> r = ingot::Status::Ok();
         {

@@ -42,9 +42,9 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
 
 Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t* dummy_seed) {
   if (options.backend == "cpu") {
-    if (options.fp8_weights || options.fp8_kv)
-      return invalid_argument("LlmModel: fp8 weights and fp8 KV caches run on the GPU decoder (backend cuda); the CPU "
-                              "decoder is the fp32 reference");
+    if (options.fp8_weights || options.int4_weights || options.fp8_kv)
+      return invalid_argument("LlmModel: fp8 or int4 weights and fp8 KV caches run on the GPU decoder (backend cuda); "
+                              "the CPU decoder is the fp32 reference");
     return Status::Ok();
   }
   if (options.backend != "cuda") return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
@@ -52,6 +52,7 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   llm::GpuDecoderOptions g;
   g.bf16 = options.bf16;
   g.fp8_weights = options.fp8_weights;
+  g.int4_weights = options.int4_weights;
   g.fp8_kv = options.fp8_kv;
   if (options.gemv_max_tokens < 0 || options.gemv_max_tokens > 8)
     return invalid_argument("LlmModel: gemv_max_tokens must be in [0, 8], got ", options.gemv_max_tokens);

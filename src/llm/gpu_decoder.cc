@@ -160,7 +160,12 @@ struct LlamaGpuModel::Impl {
     /// fp8 weights: the four projections' scales (qkv, o, gate_up, down), fp32, 16 bytes apart
     /// (cuBLASLt's scale pointers, like its operands, are kept 16-byte aligned).
     DeviceMem w_scales;
-    const float* scale(int i) const { return w_scales.empty() ? nullptr : w_scales.as<float>() + 4 * i; }
+    /// int4 weights: each projection's group scales (qkv, o, gate_up, down), [out][in / 128] fp32.
+    DeviceMem int4_scales[4];
+    const float* scale(int i) const {
+      if (!int4_scales[i].empty()) return int4_scales[i].as<float>();
+      return w_scales.empty() ? nullptr : w_scales.as<float>() + 4 * i;
+    }
   };
   std::vector<std::unique_ptr<Layer>> layers;
   DeviceMem embed, out_norm, lm_head, inv_freq;
@@ -191,6 +196,8 @@ struct LlamaGpuModel::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<GemmPlan>> plans;
   // W8A8 (options fp8_weights): the step's activations in float8 and their scale.
   DeviceMem xq, act_scale, amax;
+  // W4A16 (options int4_weights): one projection's dequantized weights at a time, for cuBLASLt.
+  DeviceMem wdq;
   static constexpr int64_t kMaxGraphBatch = 256;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -240,7 +247,15 @@ struct LlamaGpuModel::Impl {
 
   /// A projection's weights: as upload(), or with fp8_weights in float8 e4m3 scaled by
   /// amax / 448 (nearest even, saturating), the scale returned in *scale.
-  Status upload_weight(const std::vector<float>& src, DeviceMem& dst, float* scale) {
+  Status upload_weight(const std::vector<float>& src, DeviceMem& dst, float* scale, DeviceMem* int4_scales = nullptr,
+                       int64_t in = 0) {
+    if (o.int4_weights && int4_scales) {
+      // Through an fp32 copy on the device and the device quantizer (create_random's path too).
+      DeviceMem f32;
+      INGOT_RETURN_IF_ERROR(f32.reserve(src.size() * sizeof(float)));
+      INGOT_CUDA_CHECK(cudaMemcpy(f32.get(), src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
+      return quantize_int4(f32.as<float>(), static_cast<int64_t>(src.size()), in, dst, *int4_scales);
+    }
     if (!o.fp8_weights) return upload(src, dst);
     const int64_t n = static_cast<int64_t>(src.size());
     float amax = 0.f;
@@ -260,6 +275,16 @@ struct LlamaGpuModel::Impl {
     });
     INGOT_RETURN_IF_ERROR(dst.reserve(bits.size()));
     INGOT_CUDA_CHECK(cudaMemcpy(dst.get(), bits.data(), bits.size(), cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
+  /// n fp32 weights on the device, rows of `in`, into dst (n / 2 bytes) and scales (n / 128 floats).
+  Status quantize_int4(const float* w, int64_t n, int64_t in, DeviceMem& dst, DeviceMem& scales) {
+    if (in <= 0 || n % in != 0) return internal_error("GPU decoder: int4 weights of ", n, " values in rows of ", in);
+    INGOT_RETURN_IF_ERROR(dst.reserve(static_cast<size_t>(n / 2)));
+    INGOT_RETURN_IF_ERROR(scales.reserve(static_cast<size_t>(n / backend::cuda::kInt4Group) * sizeof(float)));
+    INGOT_CUDA_CHECK(backend::cuda::launch_int4_quantize(w, n / in, in, dst.as<uint8_t>(), scales.as<float>(), stream));
+    INGOT_CUDA_CHECK(cudaStreamSynchronize(stream));  // the fp32 source may go when this returns
     return Status::Ok();
   }
 
@@ -317,6 +342,15 @@ struct LlamaGpuModel::Impl {
   /// model's type.
   Status project(const void* x_, const DeviceMem& w, const float* w_scale, void* y, int64_t T, int64_t in, int64_t out,
                  bool accumulate = false) {
+    if (o.int4_weights) {  // W4A16: w holds the nibbles, w_scale the group scales
+      if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens)) {
+        INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t_int4(t, x_, w.as<uint8_t>(), w_scale, y, T, in, out,
+                                                                 accumulate, stream));
+        return Status::Ok();
+      }
+      INGOT_CUDA_CHECK(backend::cuda::launch_int4_dequantize(t, w.as<uint8_t>(), w_scale, out, in, wdq.get(), stream));
+      return gemm(x_, wdq.get(), y, T, in, out, accumulate);
+    }
     if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens) && in % 16 == 0) {
       INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t(t, x_, w.get(), o.fp8_weights, w_scale, y, T, in, out,
                                                           accumulate, stream));
@@ -370,6 +404,14 @@ Result<std::unique_ptr<LlamaGpuModel::Impl>> LlamaGpuModel::Impl::start(const Ll
   m->t = o.bf16 ? FloatType::kBF16 : FloatType::kF16;
   const backend::cuda::DeviceInfo dev = backend::cuda::current_device_info();
   m->sm_count = dev.sm_count;
+  if (o.int4_weights) {
+    if (o.fp8_weights) return invalid_argument("GPU decoder: int4 and fp8 weights are exclusive; choose one");
+    const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, ff = c.intermediate_size;
+    for (int64_t k : {d, nq, ff})  // the projections' input dims: whole groups
+      if (k % backend::cuda::kInt4Group != 0)
+        return unsupported("GPU decoder: int4 weights need input dimensions that are multiples of ",
+                           backend::cuda::kInt4Group, ", got ", k);
+  }
   if (o.fp8_weights) {
     if (dev.cc < 89)
       return unsupported("GPU decoder: fp8 weights need compute capability 8.9 or newer (Ada, Hopper); this GPU is ",
@@ -412,7 +454,8 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
     auto g = std::make_unique<Impl::Layer>();
     INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
     float scales[4] = {1.f, 1.f, 1.f, 1.f};
-    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.wq, &L.wk, &L.wv}), g->wqkv, &scales[0]));
+    const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, ff = c.intermediate_size;
+    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.wq, &L.wk, &L.wv}), g->wqkv, &scales[0], &g->int4_scales[0], d));
     if (!L.bq.empty() || !L.bk.empty() || !L.bv.empty()) {  // Qwen2: a bias for each (zeros where one is absent)
       std::vector<float> bq = L.bq, bk = L.bk, bv = L.bv;
       bq.resize(static_cast<size_t>(c.num_heads * c.head_dim), 0.f);
@@ -420,10 +463,10 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
       bv.resize(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.f);
       INGOT_RETURN_IF_ERROR(m->upload(concat({&bq, &bk, &bv}), g->bqkv));
     }
-    INGOT_RETURN_IF_ERROR(m->upload_weight(L.wo, g->wo, &scales[1]));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(L.wo, g->wo, &scales[1], &g->int4_scales[1], nq));
     INGOT_RETURN_IF_ERROR(m->upload(L.ffn_norm, g->ffn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2]));
-    INGOT_RETURN_IF_ERROR(m->upload_weight(L.w_down, g->w_down, &scales[3]));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2], &g->int4_scales[2], d));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(L.w_down, g->w_down, &scales[3], &g->int4_scales[3], ff));
     if (o.fp8_weights) {
       float spaced[16] = {};
       for (int i = 0; i < 4; ++i) spaced[4 * i] = scales[i];
@@ -453,11 +496,14 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create_random(const LlamaC
   };
   DeviceMem f32, amax_ws;
   INGOT_RETURN_IF_ERROR(amax_ws.reserve(4));
-  auto put = [&](DeviceMem& dst, std::initializer_list<Part> parts, bool weight, float* scale_slot) -> Status {
+  // int4: in = the rows' length, int4_scales = the projection's group scales.
+  auto put = [&](DeviceMem& dst, std::initializer_list<Part> parts, bool weight, float* scale_slot,
+                 DeviceMem* int4_scales = nullptr, int64_t in = 0) -> Status {
     int64_t total = 0;
     for (const Part& p : parts) total += p.n;
-    const bool fp8 = weight && o.fp8_weights;
-    INGOT_RETURN_IF_ERROR(dst.reserve(static_cast<size_t>(total) * (fp8 ? 1 : 2)));
+    const bool int4 = weight && o.int4_weights;
+    const bool fp8 = (weight && o.fp8_weights) || int4;  // both start from fp32 values
+    if (!int4) INGOT_RETURN_IF_ERROR(dst.reserve(static_cast<size_t>(total) * (fp8 ? 1 : 2)));
     if (fp8) INGOT_RETURN_IF_ERROR(f32.reserve(static_cast<size_t>(total) * sizeof(float)));
     char* base = static_cast<char*>(fp8 ? f32.get() : dst.get());
     const size_t es = fp8 ? sizeof(float) : 2;
@@ -468,6 +514,7 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create_random(const LlamaC
                                                                m->stream));
       off += p.n;
     }
+    if (int4) return m->quantize_int4(f32.as<float>(), total, in, dst, *int4_scales);
     if (fp8)
       INGOT_CUDA_CHECK(backend::cuda::launch_fp8_quantize_dynamic(FloatType::kF32, f32.get(), total, dst.get(),
                                                                   scale_slot, amax_ws.as<unsigned>(), m->stream));
@@ -486,12 +533,13 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create_random(const LlamaC
     }
     auto slot = [&](int i) { return scales ? scales + 4 * i : nullptr; };
     INGOT_RETURN_IF_ERROR(put(g->attn_norm, {{d, 1.f, 0.1f}}, false, nullptr));
-    INGOT_RETURN_IF_ERROR(put(g->wqkv, {{nq * d, 0.f, a}, {nkv * d, 0.f, a}, {nkv * d, 0.f, a}}, true, slot(0)));
+    INGOT_RETURN_IF_ERROR(
+        put(g->wqkv, {{nq * d, 0.f, a}, {nkv * d, 0.f, a}, {nkv * d, 0.f, a}}, true, slot(0), &g->int4_scales[0], d));
     if (c.attention_bias) INGOT_RETURN_IF_ERROR(put(g->bqkv, {{nq, 0.f, a}, {nkv, 0.f, a}, {nkv, 0.f, a}}, false, nullptr));
-    INGOT_RETURN_IF_ERROR(put(g->wo, {{d * nq, 0.f, a}}, true, slot(1)));
+    INGOT_RETURN_IF_ERROR(put(g->wo, {{d * nq, 0.f, a}}, true, slot(1), &g->int4_scales[1], nq));
     INGOT_RETURN_IF_ERROR(put(g->ffn_norm, {{d, 1.f, 0.1f}}, false, nullptr));
-    INGOT_RETURN_IF_ERROR(put(g->w_gate_up, {{ff * d, 0.f, a}, {ff * d, 0.f, a}}, true, slot(2)));
-    INGOT_RETURN_IF_ERROR(put(g->w_down, {{d * ff, 0.f, a}}, true, slot(3)));
+    INGOT_RETURN_IF_ERROR(put(g->w_gate_up, {{ff * d, 0.f, a}, {ff * d, 0.f, a}}, true, slot(2), &g->int4_scales[2], d));
+    INGOT_RETURN_IF_ERROR(put(g->w_down, {{d * ff, 0.f, a}}, true, slot(3), &g->int4_scales[3], ff));
     INGOT_RETURN_IF_ERROR(m->add_layer(std::move(g)));
   }
   INGOT_CUDA_CHECK(cudaStreamSynchronize(m->stream));  // f32 and amax_ws go out of scope
@@ -512,7 +560,10 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
            {&slots, Tz * sizeof(int64_t)}, {&attn_ws, attn_ws_bytes}, {&last_x, Sz * d * e}, {&last_h, Sz * d * e},
            {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)},
            {&xq, o.fp8_weights ? Tz * std::max({d, nq, ff}) : 0}, {&act_scale, o.fp8_weights ? 4 : 0},
-           {&amax, o.fp8_weights ? 4 : 0}}) {
+           {&amax, o.fp8_weights ? 4 : 0},
+           {&wdq, o.int4_weights && sh.T > std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens)
+                      ? std::max({(nq + 2 * nkv) * d, d * nq, 2 * ff * d}) * e
+                      : 0}}) {
     const void* before = buf->get();
     INGOT_RETURN_IF_ERROR(buf->reserve(bytes));
     if (buf->get() != before) ++generation;  // captured graphs point at the old buffer

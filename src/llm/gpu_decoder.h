@@ -23,8 +23,10 @@
 // (greedy sampling on the device) and only the logits rows a caller asks for (sampling with a
 // temperature on the host), through pinned memory; both copies are explicit in forward() (no
 // hidden host round trip inside the step). Decode-only steps replay a CUDA graph captured per
-// padded batch size. Options: fp8 (W8A8) projections and an fp8 KV cache. Not yet here: INT4
-// weights, a flash kernel for continued prefill chunks (they take the paged decode kernel).
+// padded batch size. Options: fp8 (W8A8) or int4 (W4A16, round-to-nearest at load) projections and an
+// fp8 KV cache. Not yet here: INT4 checkpoints' own layouts (AWQ/GPTQ, GGUF Q4 blocks: they load as
+// floats and are re-quantized), a flash kernel for continued prefill chunks (they take the paged
+// decode kernel).
 //
 // Built without CUDA, create() says so (kUnsupported).
 #pragma once
@@ -55,6 +57,12 @@ struct GpuDecoderOptions {
   /// scale; cuBLASLt multiplies in fp8 with fp32 accumulation into the model's type (bf16/fp16).
   /// Embeddings, norms, the LM head and the KV cache keep that type.
   bool fp8_weights = false;
+  /// W4A16: the four projections' weights in 4 bits, group-wise (backend::cuda::kInt4Group = 128
+  /// along the input dim, symmetric, fp32 scales; quantized on the device at load). Steps of at most
+  /// gemv_max_tokens tokens read them in launch_gemv_small_t_int4; longer ones dequantize each
+  /// projection into a scratch matrix for cuBLASLt. Every projection's input dim must be a multiple
+  /// of 128. Not with fp8_weights.
+  bool int4_weights = false;
   /// Steps of at most this many tokens (<= backend::cuda::kGemvMaxTokens, 8) run the four
   /// projections as GEMVs that read each weight row once (launch_gemv_small_t): fp8 weights then
   /// stay W8A16 (half the bytes, no activation quantization). 0: cuBLASLt for every step.

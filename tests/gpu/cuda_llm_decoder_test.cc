@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/llm/llm_kernels.h"
 #include "gpu_test_util.h"
 #include "llm/cpu_decoder.h"
 #include "llm/gpu_decoder.h"
@@ -422,6 +423,42 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
               k.name, f.worst, f.worst_twin, k.bf16 ? "bf16" : "fp16", f.clear_agreed, f.clear);
 }
 
+// INT4 weight-only projections (W4A16, groups of 128, rounded at load) against the CPU decoder's
+// fp32 weights, prefill (dequantized weights through cuBLASLt) and decode (the int4 GEMV); configs
+// whose input dims are not whole groups are refused with kUnsupported. The 0.95 bar is a first
+// guess for 4-bit round-to-nearest on random weights, to be set from the first device run.
+TEST_P(CudaLlmDecoderTest, Int4WeightsFollowTheCpuDecoder) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 33);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  GpuDecoderOptions o = test_options(k, 32);
+  o.int4_weights = true;
+  auto int4 = LlamaGpuModel::create(**cpu, o);
+  const int64_t g = backend::cuda::kInt4Group;
+  if (k.config.hidden_size % g != 0 || k.config.intermediate_size % g != 0 ||
+      (k.config.num_heads * k.config.head_dim) % g != 0) {
+    ASSERT_FALSE(int4.ok());
+    EXPECT_EQ(int4.status().code(), StatusCode::kUnsupported);
+    GTEST_SKIP() << "this config's input dims are not whole groups of " << g << "; the refusal was checked";
+  }
+  ASSERT_TRUE(int4.ok()) << int4.status().to_string();
+  o.int4_weights = false;
+  auto twin = LlamaGpuModel::create(**cpu, o);
+  ASSERT_TRUE(twin.ok());
+  const Following f = follow_the_cpu(**cpu, **int4, twin->get(), {11, 50}, 8, 37, 0.1);
+  EXPECT_GE(f.worst, 0.95);
+  EXPECT_GE(f.worst_twin, 0.95);
+  std::printf("[ gpu decoder ] %s int4 weights: worst logit cosine %.5f against the CPU, %.5f against the %s decoder; "
+              "greedy %d/%d where the CPU's top two are far apart\n",
+              k.name, f.worst, f.worst_twin, k.bf16 ? "bf16" : "fp16", f.clear_agreed, f.clear);
+  o.int4_weights = true;
+  o.fp8_weights = true;
+  auto both = LlamaGpuModel::create(**cpu, o);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+}
+
 // An fp8 KV cache (scales 1) through prefill and decode (split-K attention too) against the CPU
 // decoder.
 TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
@@ -444,7 +481,8 @@ TEST_P(CudaLlmDecoderTest, Fp8KvCacheFollowsTheCpuDecoder) {
 // Weights made on the device (create_random, what --load-format dummy uses on the GPU) are
 // LlamaCpuModel::random's bit for bit: a prompt each for two sequences, then decode steps, give
 // the same logits as the decoder uploaded from the CPU model, exactly; fp8 weights too (the
-// device quantizer against the host's, same scale and rounding).
+// device quantizer against the host's, same scale and rounding), and int4 weights (both paths
+// quantize the same fp32 values on the device).
 TEST_P(CudaLlmDecoderTest, WeightsMadeOnTheDeviceEqualTheUploadedOnes) {
   const Case k = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(k.name);
@@ -454,11 +492,15 @@ TEST_P(CudaLlmDecoderTest, WeightsMadeOnTheDeviceEqualTheUploadedOnes) {
   auto cpu = LlamaCpuModel::random(k.config, seed);
   auto shapes = LlamaCpuModel::without_weights(k.config);
   ASSERT_TRUE(cpu.ok() && shapes.ok());
-  for (bool fp8 : {false, true}) {
-    if (fp8 && cc < 89) continue;
-    SCOPED_TRACE(fp8 ? "fp8 weights" : "model type");
+  const int64_t g = backend::cuda::kInt4Group;
+  const bool whole_groups = k.config.hidden_size % g == 0 && k.config.intermediate_size % g == 0 &&
+                            (k.config.num_heads * k.config.head_dim) % g == 0;
+  for (int mode : {0, 1, 2}) {  // the model's type, fp8 weights, int4 weights
+    if ((mode == 1 && cc < 89) || (mode == 2 && !whole_groups)) continue;
+    SCOPED_TRACE(mode == 1 ? "fp8 weights" : mode == 2 ? "int4 weights" : "model type");
     GpuDecoderOptions o = test_options(k, 16);
-    o.fp8_weights = fp8;
+    o.fp8_weights = mode == 1;
+    o.int4_weights = mode == 2;
     auto uploaded = LlamaGpuModel::create(**cpu, o);
     auto made = LlamaGpuModel::create_random(**shapes, o, seed);
     ASSERT_TRUE(uploaded.ok()) << uploaded.status().to_string();

@@ -814,6 +814,93 @@ TEST_F(CudaLlmKernelsTest, GemvSmallTMatchesReference) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// W4A16: the device quantizer against the host's statement of the format (llm_kernels.h: groups of
+// 128 along K, scale amax / 7, nearest even, clamp [-8, 7], stored + 8, low nibble first), bit for
+// bit; the dequantizer exactly; the GEMV against the dequantized weights in double.
+TEST_F(CudaLlmKernelsTest, Int4WeightsQuantizeDequantizeAndGemv) {
+  std::mt19937 rng(404);
+  const int64_t G = backend::cuda::kInt4Group;
+  for (int64_t K : {G, 5 * G})
+    for (int64_t N : {int64_t{1}, int64_t{37}, int64_t{1000}}) {
+      SCOPED_TRACE("K " + std::to_string(K) + " N " + std::to_string(N));
+      std::normal_distribution<float> g(0.0f, 0.05f);
+      std::vector<float> w(static_cast<size_t>(N * K));
+      for (float& v : w) v = g(rng);
+      for (int64_t k = 0; k < G; ++k) w[static_cast<size_t>(k)] = 0.0f;  // a group of zeros: scale 0
+      // The host's reference quantization.
+      std::vector<uint8_t> want_q(static_cast<size_t>(N * K / 2));
+      std::vector<float> want_s(static_cast<size_t>(N * K / G)), deq(w.size());
+      for (int64_t gi = 0; gi < N * K / G; ++gi) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(w[static_cast<size_t>(gi * G + i)]));
+        const float s = amax / 7.0f, inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+        want_s[static_cast<size_t>(gi)] = s;
+        for (int64_t i = 0; i < G; ++i) {
+          const float v = w[static_cast<size_t>(gi * G + i)] * inv;
+          const int qv = static_cast<int>(std::min(std::max(std::nearbyint(v), -8.0f), 7.0f));
+          const size_t at = static_cast<size_t>(gi * G + i);
+          want_q[at / 2] = static_cast<uint8_t>(want_q[at / 2] | ((qv + 8) << (4 * (at % 2))));
+          deq[at] = static_cast<float>(qv) * s;
+        }
+      }
+      DeviceBuffer dw = to_device(w), dq(static_cast<size_t>(N * K / 2)), ds(want_s.size() * sizeof(float));
+      ASSERT_TRUE(dw.valid() && dq.valid() && ds.valid());
+      ASSERT_EQ(backend::cuda::launch_int4_quantize(static_cast<const float*>(dw.get()), N, K,
+                                                    static_cast<uint8_t*>(dq.get()), static_cast<float*>(ds.get()),
+                                                    nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(to_host<uint8_t>(dq, want_q.size()), want_q);
+      EXPECT_EQ(to_host<float>(ds, want_s.size()), want_s);
+      for (FloatType t : kTypes) {
+        SCOPED_TRACE(type_name(t));
+        // Dequantized: each value (q - 8) * s rounded once to t.
+        DeviceBuffer dd(static_cast<size_t>(N * K) * 2);
+        ASSERT_EQ(backend::cuda::launch_int4_dequantize(t, static_cast<const uint8_t*>(dq.get()),
+                                                        static_cast<const float*>(ds.get()), N, K, dd.get(), nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto dense = to_floats(t, to_host<uint16_t>(dd, static_cast<size_t>(N * K)));
+        const auto want_dense = to_floats(t, from_floats(t, deq));
+        size_t bad = 0;
+        for (size_t i = 0; i < deq.size(); ++i) bad += dense[i] != want_dense[i];
+        EXPECT_EQ(bad, 0u);
+        for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
+          for (bool acc : {false, true}) {
+            SCOPED_TRACE("T " + std::to_string(T) + (acc ? " accumulate" : ""));
+            const auto x = random_bits(t, static_cast<size_t>(T * K), rng);
+            const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
+            const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
+            DeviceBuffer dx = to_device(x), dy = to_device(y0);
+            ASSERT_EQ(backend::cuda::launch_gemv_small_t_int4(t, dx.get(), static_cast<const uint8_t*>(dq.get()),
+                                                              static_cast<const float*>(ds.get()), dy.get(), T, K, N,
+                                                              acc, nullptr),
+                      cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<float> want(static_cast<size_t>(T * N));
+            for (int64_t r = 0; r < T; ++r)
+              for (int64_t n = 0; n < N; ++n) {
+                double sum = acc ? y0f[static_cast<size_t>(r * N + n)] : 0.0;
+                for (int64_t k = 0; k < K; ++k)
+                  sum += static_cast<double>(xf[static_cast<size_t>(r * K + k)]) * deq[static_cast<size_t>(n * K + k)];
+                want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
+              }
+            const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
+            EXPECT_LE(normwise_error(got, want), tolerance(t));
+          }
+      }
+    }
+  DeviceBuffer b(4096);
+  EXPECT_EQ(backend::cuda::launch_gemv_small_t_int4(FloatType::kF16, b.get(), static_cast<const uint8_t*>(b.get()),
+                                                    static_cast<const float*>(b.get()), b.get(), 1, 64, 8, false,
+                                                    nullptr),
+            cudaErrorInvalidValue);  // K not a whole number of groups
+  EXPECT_EQ(backend::cuda::launch_int4_quantize(static_cast<const float*>(b.get()), 2, 100,
+                                                static_cast<uint8_t*>(b.get()), static_cast<float*>(b.get()), nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 TEST_F(CudaLlmKernelsTest, LogitsArgmaxTakesTheFirstMaximum) {
   std::mt19937 rng(20261206);
   std::normal_distribution<float> n01(0.0f, 3.0f);

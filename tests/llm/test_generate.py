@@ -216,8 +216,10 @@ def main():
                             ([path, "--prompt", "x", "--bogus"], 2, "unknown option"),
                             ([path, "--prompt", "x", "--backend", "tpu"], 2, "--backend must be cpu or cuda"),
                             ([path, "--prompt", "x", "--dtype", "fp8"], 2, "--dtype must be fp16 or bf16"),
-                            ([path, "--prompt", "x", "--quantization", "int3"], 2, "--quantization must be fp8 or none"),
+                            ([path, "--prompt", "x", "--quantization", "int3"], 2,
+                             "--quantization must be fp8, int4 or none"),
                             ([path, "--prompt", "x", "--quantization", "fp8"], 1, "run on the GPU decoder"),
+                            ([path, "--prompt", "x", "--quantization", "int4"], 1, "run on the GPU decoder"),
                             ([path, "--prompt", "x", "--kv-cache-dtype", "fp4"], 2, "--kv-cache-dtype must be fp8 or auto")]:
         res = subprocess.run([a.ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:

@@ -448,6 +448,124 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
   return cudaGetLastError();
 }
 
+// ---- int4 weights (W4A16) --------------------------------------------------------------------
+
+/// One warp per output column, as gemv_small_t_kernel: a lane's 16-byte load holds 32 weights
+/// (a quarter of a 128-group); their dot products with each token's activations are summed
+/// unscaled and multiplied by the group's scale once.
+template <class T, int kT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_small_t_int4_kernel(const T* __restrict__ x, const uint8_t* __restrict__ q, const float* __restrict__ scales,
+                             T* __restrict__ y, int64_t K, int64_t N, bool accumulate) {
+  INGOT_KERNEL_ENTRY();
+  constexpr int kPer = 32;  // weights per 16-byte load
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  if (n >= N) return;
+  const uint4* wr = reinterpret_cast<const uint4*>(q + n * (K / 2));
+  const float* sr = scales + n * (K / kInt4Group);
+  const int64_t chunks = K / kPer;
+  float acc[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
+#pragma unroll 2
+  for (int64_t c = lane; c < chunks; c += 32) {
+    const uint4 u = __ldg(wr + c);
+    const float s = __ldg(sr + c / (kInt4Group / kPer));
+    float f[kPer];
+    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[8 * i + j] = static_cast<float>(static_cast<int>((words[i] >> (4 * j)) & 0xF) - 8);
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      const T* xt = x + t * K + c * kPer;
+      float part = 0.0f;
+#pragma unroll
+      for (int h = 0; h < kPer; h += 8) {
+        const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
+        float xf[8];
+        weights_to_float<T>(xu, xf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) part = fmaf(xf[j], f[h + j], part);
+      }
+      acc[t] = fmaf(s, part, acc[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    const float sum = warp_sum(acc[t]);
+    if (lane == 0) {
+      float v = sum;
+      if (accumulate) v += to_f32(y[t * N + n]);
+      y[t * N + n] = from_f32<T>(v);
+    }
+  }
+}
+
+template <class E>
+cudaError_t run_gemv_small_t_int4(const void* x, const uint8_t* q, const float* scales, void* y, int64_t T, int64_t K,
+                                  int64_t N, bool accumulate, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
+  const E* xt = static_cast<const E*>(x);
+  E* yt = static_cast<E*>(y);
+  switch (T) {
+#define INGOT_GEMV_CASE(n)                                                                                         \
+  case n:                                                                                                          \
+    launch_kernel(gemv_small_t_int4_kernel<E, n>, grid, kGemvWarps * 32, 0, stream, xt, q, scales, yt, K, N,      \
+                  accumulate);                                                                                     \
+    break;
+    INGOT_GEMV_CASE(1)
+    INGOT_GEMV_CASE(2)
+    INGOT_GEMV_CASE(3)
+    INGOT_GEMV_CASE(4)
+    INGOT_GEMV_CASE(5)
+    INGOT_GEMV_CASE(6)
+    INGOT_GEMV_CASE(7)
+    INGOT_GEMV_CASE(8)
+#undef INGOT_GEMV_CASE
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+/// One thread per 128-group of a row: its amax, the scale, 64 bytes of nibbles.
+__global__ void int4_quantize_kernel(const float* __restrict__ w, int64_t N, int64_t K, uint8_t* __restrict__ q,
+                                     float* __restrict__ scales) {
+  INGOT_KERNEL_ENTRY();
+  const int64_t groups_per_row = K / kInt4Group, groups = N * groups_per_row;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* src = w + g * kInt4Group;  // rows are contiguous: group g of the whole matrix
+    float amax = 0.0f;
+    for (int i = 0; i < kInt4Group; ++i) amax = fmaxf(amax, fabsf(src[i]));
+    const float scale = amax / 7.0f;
+    const float inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+    scales[g] = scale;
+    uint8_t* dst = q + g * (kInt4Group / 2);
+    for (int i = 0; i < kInt4Group; i += 2) {
+      const int lo = static_cast<int>(fminf(fmaxf(rintf(src[i] * inv), -8.0f), 7.0f)) + 8;
+      const int hi = static_cast<int>(fminf(fmaxf(rintf(src[i + 1] * inv), -8.0f), 7.0f)) + 8;
+      dst[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+template <class T>
+__global__ void int4_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scales, int64_t n_bytes,
+                                       T* __restrict__ y) {
+  INGOT_KERNEL_ENTRY();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_bytes;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float s = scales[(2 * i) / kInt4Group];  // rows are a whole number of groups
+    const int b = q[i];
+    y[2 * i] = from_f32<T>(static_cast<float>((b & 0xF) - 8) * s);
+    y[2 * i + 1] = from_f32<T>(static_cast<float>((b >> 4) - 8) * s);
+  }
+}
+
 // ---- the decoder's small elementwise steps -------------------------------------------------
 
 template <class T>
@@ -652,6 +770,42 @@ cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool 
                  : run_gemv_small_t<__half, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
   return w_fp8 ? run_gemv_small_t<__nv_bfloat16, true>(x, w, w_scale, y, T, K, N, accumulate, stream)
                : run_gemv_small_t<__nv_bfloat16, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
+}
+
+cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, uint8_t* q, float* scales, cudaStream_t stream) {
+  if (N < 0 || K <= 0 || K % kInt4Group != 0) return cudaErrorInvalidValue;
+  if (N == 0) return cudaSuccess;
+  if (!w || !q || !scales) return cudaErrorInvalidValue;
+  const int64_t groups = N * (K / kInt4Group);
+  launch_kernel(int4_quantize_kernel, std::min(grid_for(groups), 4096u), 256, 0, stream, w, N, K, q, scales);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* scales, int64_t N, int64_t K, void* y,
+                                   cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || N < 0 || K <= 0 || K % kInt4Group != 0)
+    return cudaErrorInvalidValue;
+  if (N == 0) return cudaSuccess;
+  if (!q || !scales || !y) return cudaErrorInvalidValue;
+  const int64_t n_bytes = N * K / 2;
+  const unsigned grid = std::min(grid_for(n_bytes), 8192u);
+  if (t == FloatType::kF16)
+    launch_kernel(int4_dequantize_kernel<__half>, grid, 256, 0, stream, q, scales, n_bytes, static_cast<__half*>(y));
+  else
+    launch_kernel(int4_dequantize_kernel<__nv_bfloat16>, grid, 256, 0, stream, q, scales, n_bytes,
+                  static_cast<__nv_bfloat16*>(y));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scales, void* y,
+                                     int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
+      N > (int64_t{65535} * kGemvWarps) || K % kInt4Group != 0)
+    return cudaErrorInvalidValue;
+  if (T == 0 || N == 0) return cudaSuccess;
+  if (!x || !q || !scales || !y || !aligned(x, 16) || !aligned(q, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
+  return t == FloatType::kF16 ? run_gemv_small_t_int4<__half>(x, q, scales, y, T, K, N, accumulate, stream)
+                              : run_gemv_small_t_int4<__nv_bfloat16>(x, q, scales, y, T, K, N, accumulate, stream);
 }
 
 cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t base, float center, float a,
