@@ -371,19 +371,46 @@ __device__ __forceinline__ void fp8_weights_to_float(const uint4& u, float* f) {
   }
 }
 
+/// 16 bytes of int4 weights (llm_kernels.h's layout) as 32 floats, the nibbles' signed values.
+__device__ __forceinline__ void int4_weights_to_float(const uint4& u, float* f) {
+  const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[8 * i + j] = static_cast<float>(static_cast<int>((words[i] >> (4 * j)) & 0xF) - 8);
+}
+
+/// sum += the dot product of kPer activations at xt (16-byte aligned) with f, 8 at a time.
+template <class T, int kPer>
+__device__ __forceinline__ void dot_chunk(const T* __restrict__ xt, const float* f, float& sum) {
+#pragma unroll
+  for (int h = 0; h < kPer; h += 8) {
+    const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
+    float xf[8];
+    weights_to_float<T>(xu, xf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum = fmaf(xf[j], f[h + j], sum);
+  }
+}
+
+/// The weight formats of the decode GEMV: the model's type, float8 e4m3 with a per-tensor scale,
+/// int4 with a scale per 128-group.
+enum class GemvWeights { kModelType, kFp8, kInt4 };
+
 /// One warp per output column n: lanes stride over K in 16-byte weight chunks (kPer elements),
-/// each chunk multiplied into all T tokens' partial sums, then a warp reduction per token.
-template <class T, bool kFp8, int kT>
+/// each chunk multiplied into all T tokens' partial sums, then a warp reduction per token. An int4
+/// chunk (a quarter of a group) is summed unscaled and multiplied by its group's scale once.
+template <class T, GemvWeights kW, int kT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
                         T* __restrict__ y, int64_t K, int64_t N, bool accumulate) {
   INGOT_KERNEL_ENTRY();
-  constexpr int kPer = kFp8 ? 16 : 8;  // weight elements per 16-byte load
+  constexpr int kPer = kW == GemvWeights::kInt4 ? 32 : kW == GemvWeights::kFp8 ? 16 : 8;  // per 16-byte load
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
   if (n >= N) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) +
-                                                   n * K * (kFp8 ? 1 : 2));
+  const int64_t row_bytes = kW == GemvWeights::kInt4 ? K / 2 : kW == GemvWeights::kFp8 ? K : 2 * K;
+  const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) + n * row_bytes);
   const int64_t chunks = K / kPer;
   float acc[kT];
 #pragma unroll
@@ -392,24 +419,26 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   for (int64_t c = lane; c < chunks; c += 32) {
     const uint4 u = __ldg(wr + c);
     float f[kPer];
-    if constexpr (kFp8)
+    if constexpr (kW == GemvWeights::kInt4)
+      int4_weights_to_float(u, f);
+    else if constexpr (kW == GemvWeights::kFp8)
       fp8_weights_to_float(u, f);
     else
       weights_to_float<T>(u, f);
+    if constexpr (kW == GemvWeights::kInt4) {
+      const float s = __ldg(w_scale + n * (K / kInt4Group) + c / (kInt4Group / kPer));
 #pragma unroll
-    for (int t = 0; t < kT; ++t) {
-      const T* xt = x + t * K + c * kPer;
-#pragma unroll
-      for (int h = 0; h < kPer; h += 8) {  // 8 activations (16 bytes) at a time
-        const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
-        float xf[8];
-        weights_to_float<T>(xu, xf);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[t] = fmaf(xf[j], f[h + j], acc[t]);
+      for (int t = 0; t < kT; ++t) {
+        float part = 0.0f;
+        dot_chunk<T, kPer>(x + t * K + c * kPer, f, part);
+        acc[t] = fmaf(s, part, acc[t]);
       }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kT; ++t) dot_chunk<T, kPer>(x + t * K + c * kPer, f, acc[t]);
     }
   }
-  const float scale = w_scale ? *w_scale : 1.0f;
+  const float scale = kW == GemvWeights::kFp8 && w_scale ? *w_scale : 1.0f;
 #pragma unroll
   for (int t = 0; t < kT; ++t) {
     const float sum = warp_sum(acc[t]);
@@ -421,17 +450,17 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
-template <class E, bool kFp8>
+template <class E, GemvWeights kW>
 cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
                              int64_t N, bool accumulate, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
   const E* xt = static_cast<const E*>(x);
   E* yt = static_cast<E*>(y);
   switch (T) {
-#define INGOT_GEMV_CASE(n)                                                                                     \
-  case n:                                                                                                      \
-    launch_kernel(gemv_small_t_kernel<E, kFp8, n>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
-                  accumulate);                                                                                 \
+#define INGOT_GEMV_CASE(n)                                                                                  \
+  case n:                                                                                                   \
+    launch_kernel(gemv_small_t_kernel<E, kW, n>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
+                  accumulate);                                                                              \
     break;
     INGOT_GEMV_CASE(1)
     INGOT_GEMV_CASE(2)
@@ -449,87 +478,6 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
 }
 
 // ---- int4 weights (W4A16) --------------------------------------------------------------------
-
-/// One warp per output column, as gemv_small_t_kernel: a lane's 16-byte load holds 32 weights
-/// (a quarter of a 128-group); their dot products with each token's activations are summed
-/// unscaled and multiplied by the group's scale once.
-template <class T, int kT>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_small_t_int4_kernel(const T* __restrict__ x, const uint8_t* __restrict__ q, const float* __restrict__ scales,
-                             T* __restrict__ y, int64_t K, int64_t N, bool accumulate) {
-  INGOT_KERNEL_ENTRY();
-  constexpr int kPer = 32;  // weights per 16-byte load
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  if (n >= N) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(q + n * (K / 2));
-  const float* sr = scales + n * (K / kInt4Group);
-  const int64_t chunks = K / kPer;
-  float acc[kT];
-#pragma unroll
-  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
-#pragma unroll 2
-  for (int64_t c = lane; c < chunks; c += 32) {
-    const uint4 u = __ldg(wr + c);
-    const float s = __ldg(sr + c / (kInt4Group / kPer));
-    float f[kPer];
-    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) f[8 * i + j] = static_cast<float>(static_cast<int>((words[i] >> (4 * j)) & 0xF) - 8);
-#pragma unroll
-    for (int t = 0; t < kT; ++t) {
-      const T* xt = x + t * K + c * kPer;
-      float part = 0.0f;
-#pragma unroll
-      for (int h = 0; h < kPer; h += 8) {
-        const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
-        float xf[8];
-        weights_to_float<T>(xu, xf);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) part = fmaf(xf[j], f[h + j], part);
-      }
-      acc[t] = fmaf(s, part, acc[t]);
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    const float sum = warp_sum(acc[t]);
-    if (lane == 0) {
-      float v = sum;
-      if (accumulate) v += to_f32(y[t * N + n]);
-      y[t * N + n] = from_f32<T>(v);
-    }
-  }
-}
-
-template <class E>
-cudaError_t run_gemv_small_t_int4(const void* x, const uint8_t* q, const float* scales, void* y, int64_t T, int64_t K,
-                                  int64_t N, bool accumulate, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
-  const E* xt = static_cast<const E*>(x);
-  E* yt = static_cast<E*>(y);
-  switch (T) {
-#define INGOT_GEMV_CASE(n)                                                                                         \
-  case n:                                                                                                          \
-    launch_kernel(gemv_small_t_int4_kernel<E, n>, grid, kGemvWarps * 32, 0, stream, xt, q, scales, yt, K, N,      \
-                  accumulate);                                                                                     \
-    break;
-    INGOT_GEMV_CASE(1)
-    INGOT_GEMV_CASE(2)
-    INGOT_GEMV_CASE(3)
-    INGOT_GEMV_CASE(4)
-    INGOT_GEMV_CASE(5)
-    INGOT_GEMV_CASE(6)
-    INGOT_GEMV_CASE(7)
-    INGOT_GEMV_CASE(8)
-#undef INGOT_GEMV_CASE
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
-}
 
 /// One thread per 128-group of a row: its amax, the scale, 64 bytes of nibbles.
 __global__ void int4_quantize_kernel(const float* __restrict__ w, int64_t N, int64_t K, uint8_t* __restrict__ q,
@@ -766,10 +714,11 @@ cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool 
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !w || !y || !aligned(x, 16) || !aligned(w, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
   if (t == FloatType::kF16)
-    return w_fp8 ? run_gemv_small_t<__half, true>(x, w, w_scale, y, T, K, N, accumulate, stream)
-                 : run_gemv_small_t<__half, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
-  return w_fp8 ? run_gemv_small_t<__nv_bfloat16, true>(x, w, w_scale, y, T, K, N, accumulate, stream)
-               : run_gemv_small_t<__nv_bfloat16, false>(x, w, w_scale, y, T, K, N, accumulate, stream);
+    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, accumulate, stream)
+                 : run_gemv_small_t<__half, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, accumulate, stream);
+  return w_fp8
+             ? run_gemv_small_t<__nv_bfloat16, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, accumulate, stream)
+             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, accumulate, stream);
 }
 
 cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, uint8_t* q, float* scales, cudaStream_t stream) {
@@ -804,8 +753,9 @@ cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* 
     return cudaErrorInvalidValue;
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !q || !scales || !y || !aligned(x, 16) || !aligned(q, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
-  return t == FloatType::kF16 ? run_gemv_small_t_int4<__half>(x, q, scales, y, T, K, N, accumulate, stream)
-                              : run_gemv_small_t_int4<__nv_bfloat16>(x, q, scales, y, T, K, N, accumulate, stream);
+  return t == FloatType::kF16
+             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scales, y, T, K, N, accumulate, stream)
+             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kInt4>(x, q, scales, y, T, K, N, accumulate, stream);
 }
 
 cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t base, float center, float a,
