@@ -5,18 +5,19 @@
 //
 // A batch-1 engine is a chain of small dependent kernels; in a CUDA graph the gap between two of
 // them (the next grid's launch and ramp-up after the previous one drains) is a large share of each
-// step. With PDL the next kernel's blocks are scheduled while the previous kernel still runs, and
-// each waits at its first statement until the previous grid has completed and its writes are
-// visible. Reads and writes happen in the same order as without PDL: only launch latency overlaps.
+// step. With PDL the next kernel is launched as the previous one's blocks exit, and each waits at
+// its first statement until the previous grid has completed and its writes are visible. Reads and
+// writes happen in the same order as without PDL: only launch latency overlaps.
 //
 // The rules, checked by tests/lint/pdl_lint.py (a CPU test):
 //  1. Every __global__ function in src/ starts with INGOT_KERNEL_ENTRY(), before anything else
 //     (an early return before the wait would let the grid complete before its predecessor, and the
 //     next kernel would then wait on the wrong grid).
 //  2. Every launch of an ingot kernel goes through launch_kernel() (no <<<>>>).
-// Kernels of other libraries (cuBLASLt, cuDNN, CUTLASS) are launched by them without the attribute:
-// a kernel after them waits for them in full, as before. An ingot kernel launched with the
-// attribute after one of theirs still waits for it at INGOT_KERNEL_ENTRY.
+// CUTLASS's GEMMs wait the same way (built with CUTLASS_ENABLE_GDC_FOR_SM90, run with
+// launch_with_pdl). cuBLASLt and cuDNN launch their kernels without the attribute: a kernel after
+// them waits for them in full, as before; an ingot kernel after one of theirs still waits for it
+// at INGOT_KERNEL_ENTRY.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,9 +27,9 @@
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /// Waits for the previous grid in the stream (complete, writes visible); a no-op in a kernel launched
 /// without PDL. ingot's kernels do not signal launch_dependents early: the next grid is scheduled as
-/// this one's blocks exit. (An early signal at entry cost 10% on 2M-element kernels in
-/// bench/pdl_probe.cu on the H100, probably as the next grid's waiting blocks held multiprocessor slots; without
-/// it, 1.43x on 2-us kernels and 1.08x on 4-us ones.)
+/// this one's blocks exit. On the H100 (bench/pdl_probe.cu), an early signal at entry cost 10% on
+/// 2M-element kernels, probably as the next grid's waiting blocks held multiprocessor slots;
+/// without it, PDL gave 1.43x on 2-us kernels and 1.08x on 4-us ones.
 #define INGOT_KERNEL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
 #else
 #define INGOT_KERNEL_ENTRY() \
