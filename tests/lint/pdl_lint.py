@@ -20,33 +20,18 @@ ENTRY = re.compile(r"\s*(INGOT_KERNEL_ENTRY|PW_ENTRY)\(\);")
 
 def body_start(text, at):
     """Index just after the '{' opening the function whose declaration starts at `at`, or None for a
-    declaration without a body. Skips the parameter list's parentheses."""
-    i = text.find("(", at)
-    # __launch_bounds__(...) comes before the name: skip every balanced (...) group until '{' or ';'.
-    while i != -1:
-        depth = 0
-        j = i
-        while j < len(text):
-            if text[j] == "(":
-                depth += 1
-            elif text[j] == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        k = j + 1
-        while k < len(text) and text[k] in " \t\n":
-            k += 1
-        if k < len(text) and text[k] == "{":
-            return k + 1
-        if k < len(text) and text[k] == ";":
-            return None
-        i = text.find("(", k)
-        nxt_brace, nxt_semi = text.find("{", k), text.find(";", k)
-        if i == -1 or (nxt_brace != -1 and nxt_brace < i) or (nxt_semi != -1 and nxt_semi < i):
-            # e.g. a trailing qualifier before '{'
-            if nxt_brace != -1 and (nxt_semi == -1 or nxt_brace < nxt_semi):
-                return nxt_brace + 1
+    declaration without a body: the first '{' or ';' outside parentheses (__launch_bounds__(...) and
+    the parameter list)."""
+    depth = 0
+    for i in range(at, len(text)):
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif depth == 0 and c == "{":
+            return i + 1
+        elif depth == 0 and c == ";":
             return None
     return None
 
