@@ -391,6 +391,19 @@ TEST_P(CudaLlmDecoderTest, WarmupThenArgmaxOnlySteps) {
   EXPECT_EQ(st.logits_rows_copied, 4);
 }
 
+// What a quantized decoder's following of the CPU decoder came to (the test log's line).
+void print_following(const Case& k, const char* what, const Following& f) {
+  std::printf("[ gpu decoder ] %s %s: worst logit cosine %.5f against the CPU, %.5f against the %s decoder; "
+              "greedy %d/%d where the CPU's top two are far apart\n",
+              k.name, what, f.worst, f.worst_twin, k.bf16 ? "bf16" : "fp16", f.clear_agreed, f.clear);
+}
+
+// Whether int4 weights can hold this config: every projection's input dim a whole number of groups.
+bool whole_int4_groups(const LlamaConfig& c) {
+  const int64_t g = backend::cuda::kInt4Group;
+  return c.hidden_size % g == 0 && c.intermediate_size % g == 0 && (c.num_heads * c.head_dim) % g == 0;
+}
+
 // W8A8 fp8 projections (Hopper) against the fp32 CPU decoder through prefill and decode: float8
 // carries 3 mantissa bits, so the bar is looser than fp16's (cosine 0.98; the greedy token where the
 // CPU's top two are far apart), and the fp8 decoder must sit near its own fp16/bf16 twin.
@@ -418,9 +431,7 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
   EXPECT_GE(f.worst, 0.98);
   EXPECT_GE(f.worst_twin, 0.98);
   EXPECT_EQ(f.clear_agreed, f.clear);
-  std::printf("[ gpu decoder ] %s fp8 weights: worst logit cosine %.5f against the CPU, %.5f against the %s decoder; "
-              "greedy %d/%d where the CPU's top two are far apart\n",
-              k.name, f.worst, f.worst_twin, k.bf16 ? "bf16" : "fp16", f.clear_agreed, f.clear);
+  print_following(k, "fp8 weights", f);
 }
 
 // INT4 weight-only projections (W4A16, groups of 128, rounded at load) against the CPU decoder's
@@ -435,12 +446,11 @@ TEST_P(CudaLlmDecoderTest, Int4WeightsFollowTheCpuDecoder) {
   GpuDecoderOptions o = test_options(k, 32);
   o.int4_weights = true;
   auto int4 = LlamaGpuModel::create(**cpu, o);
-  const int64_t g = backend::cuda::kInt4Group;
-  if (k.config.hidden_size % g != 0 || k.config.intermediate_size % g != 0 ||
-      (k.config.num_heads * k.config.head_dim) % g != 0) {
+  if (!whole_int4_groups(k.config)) {
     ASSERT_FALSE(int4.ok());
     EXPECT_EQ(int4.status().code(), StatusCode::kUnsupported);
-    GTEST_SKIP() << "this config's input dims are not whole groups of " << g << "; the refusal was checked";
+    GTEST_SKIP() << "this config's input dims are not whole groups of " << backend::cuda::kInt4Group
+                 << "; the refusal was checked";
   }
   ASSERT_TRUE(int4.ok()) << int4.status().to_string();
   o.int4_weights = false;
@@ -449,9 +459,7 @@ TEST_P(CudaLlmDecoderTest, Int4WeightsFollowTheCpuDecoder) {
   const Following f = follow_the_cpu(**cpu, **int4, twin->get(), {11, 50}, 8, 37, 0.1);
   EXPECT_GE(f.worst, 0.95);
   EXPECT_GE(f.worst_twin, 0.95);
-  std::printf("[ gpu decoder ] %s int4 weights: worst logit cosine %.5f against the CPU, %.5f against the %s decoder; "
-              "greedy %d/%d where the CPU's top two are far apart\n",
-              k.name, f.worst, f.worst_twin, k.bf16 ? "bf16" : "fp16", f.clear_agreed, f.clear);
+  print_following(k, "int4 weights", f);
   o.int4_weights = true;
   o.fp8_weights = true;
   auto both = LlamaGpuModel::create(**cpu, o);
@@ -492,9 +500,7 @@ TEST_P(CudaLlmDecoderTest, WeightsMadeOnTheDeviceEqualTheUploadedOnes) {
   auto cpu = LlamaCpuModel::random(k.config, seed);
   auto shapes = LlamaCpuModel::without_weights(k.config);
   ASSERT_TRUE(cpu.ok() && shapes.ok());
-  const int64_t g = backend::cuda::kInt4Group;
-  const bool whole_groups = k.config.hidden_size % g == 0 && k.config.intermediate_size % g == 0 &&
-                            (k.config.num_heads * k.config.head_dim) % g == 0;
+  const bool whole_groups = whole_int4_groups(k.config);
   for (int mode : {0, 1, 2}) {  // the model's type, fp8 weights, int4 weights
     if ((mode == 1 && cc < 89) || (mode == 2 && !whole_groups)) continue;
     SCOPED_TRACE(mode == 1 ? "fp8 weights" : mode == 2 ? "int4 weights" : "model type");
