@@ -28,7 +28,10 @@ void generate_help() {
                "  --dtype fp16|bf16      cuda: weights, activations and KV cache (default fp16)\n"
                "  --quantization fp8     cuda: fp8 (e4m3) projection weights and activations, per-tensor\n"
                "                         scales (Ada/Hopper); embeddings, LM head, KV cache stay --dtype\n"
-               "  --quantization int4    cuda: 4-bit projection weights (W4A16, groups of 128, rounded at load)\n"
+               "  --quantization int4    4-bit projection weights (W4A16): a GGUF's Q4_0/Q4_1/Q4_K blocks as\n"
+               "                         they are, others rounded per group at load (cuda; cpu: the reference)\n"
+               "  --int4-group N         int4: elements per group, 32, 64 or 128 (default: the file's, or the\n"
+               "                         largest that divides the projections)\n"
                "  --kv-cache-dtype fp8   cuda: the KV cache in float8 e4m3 (scales 1): twice the positions\n"
                "  --prompt TEXT          the prompt (repeat for several prompts, batched together)\n"
                "  --chat                 wrap each prompt as one user turn of the model's chat template\n"
@@ -113,6 +116,7 @@ int generate_command(const std::vector<std::string>& args) {
   LlmLoadOptions lo;
   bool dummy = false;
   long long gemv_max_tokens = -1;  // -1: the library's default
+  long long int4_group = 0;
   long long num_prompts = 0, input_len = 0;
   std::string ids_file, logits_out, json_out;
   bool profile_decode = false;
@@ -166,7 +170,7 @@ int generate_command(const std::vector<std::string>& args) {
         }
         dummy = true;
       } else if (a == "--max-tokens" || a == "--top-k" || a == "--seed" || a == "--kv-blocks" ||
-                 a == "--num-prompts" || a == "--input-len" || a == "--gemv-max-tokens") {
+                 a == "--num-prompts" || a == "--input-len" || a == "--gemv-max-tokens" || a == "--int4-group") {
         const std::string* v = value("a number");
         if (!v) return 2;
         const long long n = std::stoll(*v);
@@ -176,6 +180,7 @@ int generate_command(const std::vector<std::string>& args) {
         else if (a == "--top-k") gp.top_k = n;
         else if (a == "--kv-blocks") gp.kv_blocks = n;
         else if (a == "--gemv-max-tokens") gemv_max_tokens = n;
+        else if (a == "--int4-group") int4_group = n;
         else {
           gp.has_seed = true;
           gp.seed = static_cast<uint64_t>(n);
@@ -199,6 +204,7 @@ int generate_command(const std::vector<std::string>& args) {
     }
   }
   if (gemv_max_tokens >= 0) lo.gemv_max_tokens = static_cast<int>(gemv_max_tokens);
+  lo.int4_group = int4_group;
   if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len, profile_decode);
   if (path.empty() || (prompts.empty() == ids_file.empty())) {
     std::cerr << "ingot generate: a MODEL and either --prompt (one or more) or --prompt-ids-file are required "

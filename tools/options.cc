@@ -357,7 +357,7 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
 }
 
 std::string llm_precision_label(const LlmLoadOptions& options) {
-  if (options.backend != "cuda") return "CPU fp32";
+  if (options.backend != "cuda") return options.int4_weights ? "CPU fp32, int4 weights" : "CPU fp32";
   return std::string(options.bf16 ? "GPU bf16" : "GPU fp16") + (options.fp8_weights ? ", fp8 weights" : "") +
          (options.int4_weights ? ", int4 weights" : "") +
          (options.fp8_kv ? ", fp8 KV cache" : "");

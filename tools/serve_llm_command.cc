@@ -34,7 +34,7 @@ void serve_llm_help() {
                "  --backend cpu|cuda           the decoder (default cpu)\n"
                "  --dtype fp16|bf16            cuda: weights, activations and KV cache (default fp16)\n"
                "  --quantization fp8           cuda: fp8 (e4m3) projection weights and activations (Ada/Hopper)\n"
-               "  --quantization int4          cuda: 4-bit projection weights (W4A16, groups of 128)\n"
+               "  --quantization int4          4-bit projection weights (W4A16; a GGUF's Q4 blocks as they are)\n"
                "  --kv-cache-dtype fp8         cuda: the KV cache in float8 e4m3 (scales 1)\n"
                "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
                "  --port N                     port (default 8000; 0: any free port, printed)\n"

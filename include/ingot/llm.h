@@ -65,11 +65,16 @@ struct LlmLoadOptions {
   /// W8A8 (activations quantized per step) above gemv_max_tokens tokens a step, W8A16 GEMVs at or
   /// below it; the embeddings, LM head and KV cache stay fp16/bf16.
   bool fp8_weights = false;
-  /// cuda: INT4 weight-only projections (W4A16: 4-bit weights, symmetric round-to-nearest per group
-  /// of 128 along the input dim, fp32 group scales; `--quantization int4`): GEMVs that dequantize as
-  /// they read at or below gemv_max_tokens tokens a step, dense weights dequantized per projection
-  /// for cuBLASLt above it. Not with fp8_weights.
+  /// INT4 weight-only projections (W4A16, `--quantization int4`): 4-bit weights in groups along the
+  /// input dim with a (scale, min) per group. A GGUF's Q4_0, Q4_1 and Q4_K projections keep their
+  /// own blocks (the weights llama.cpp runs); the others are rounded symmetric to nearest per group.
+  /// cuda: GEMVs that dequantize as they read at or below gemv_max_tokens tokens a step, dense
+  /// weights dequantized per projection for cuBLASLt above it. cpu: the fp32 decoder on the 4-bit
+  /// weights' values (the reference of the GPU's numerics). Not with fp8_weights.
   bool int4_weights = false;
+  /// int4: elements per group (32, 64 or 128); 0: a Q4 GGUF's own (32), else the largest that
+  /// divides every projection's input dim.
+  int64_t int4_group = 0;
   /// cuda: the KV cache in float8 e4m3 (vLLM's kv_cache_dtype="fp8", scales 1): twice the positions.
   bool fp8_kv = false;
   /// cuda: steps of at most this many tokens (<= 8) run the projections as GEMVs that read each

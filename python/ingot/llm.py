@@ -65,12 +65,15 @@ class LLM:
     its GPU decoder (paged KV cache, CUDA-graph decode)."""
 
     def __init__(self, model: str, kv_blocks: int = 0, backend: str = "cpu", dtype: str = "auto",
-                 gpu_kv_blocks: int = 4096, quantization: Optional[str] = None, kv_cache_dtype: str = "auto"):
+                 gpu_kv_blocks: int = 4096, quantization: Optional[str] = None, kv_cache_dtype: str = "auto",
+                 int4_group: int = 0):
         """backend: "cpu" or "cuda". dtype (cuda): "float16", "bfloat16", or "auto" (the folder's
         config.json torch_dtype when it says bfloat16, else float16). gpu_kv_blocks (cuda): KV cache
-        blocks of 16 positions allocated on the GPU at load. quantization (cuda): None, "fp8" for
+        blocks of 16 positions allocated on the GPU at load. quantization: None, "fp8" (cuda) for
         float8 projection weights and activations (Ada/Hopper; as vLLM's quantization="fp8"), or
-        "int4" for 4-bit weight-only projections (W4A16, groups of 128, round-to-nearest at load).
+        "int4" for 4-bit weight-only projections (W4A16: a GGUF's Q4_0/Q4_1/Q4_K blocks as they are,
+        others round-to-nearest per group of int4_group at load; on the cpu backend the fp32
+        reference of those weights).
         kv_cache_dtype (cuda): "auto" (dtype) or "fp8" (float8 e4m3, scales 1, as vLLM's).
         kv_blocks: blocks one generate() call may use (0: enough for every prompt at once)."""
         if backend not in ("cpu", "cuda"):
@@ -79,8 +82,8 @@ class LLM:
             raise ValueError(f"quantization must be None, 'fp8' or 'int4', got {quantization!r}")
         if kv_cache_dtype not in ("auto", "fp8"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8', got {kv_cache_dtype!r}")
-        if (quantization or kv_cache_dtype == "fp8") and backend != "cuda":
-            raise ValueError("fp8 or int4 weights and fp8 KV caches run on the GPU decoder: give backend='cuda'")
+        if (quantization == "fp8" or kv_cache_dtype == "fp8") and backend != "cuda":
+            raise ValueError("fp8 weights and fp8 KV caches run on the GPU decoder: give backend='cuda'")
         if dtype not in ("auto", "float16", "bfloat16"):
             raise ValueError(f"dtype must be 'auto', 'float16' or 'bfloat16', got {dtype!r}")
         if dtype == "auto":
@@ -92,7 +95,8 @@ class LLM:
                         dtype = "bfloat16"
         self.backend, self.dtype = backend, dtype if backend == "cuda" else "float32"
         self._model = _ingot.LlmModel.load(str(model), backend, dtype == "bfloat16", int(gpu_kv_blocks),
-                                           quantization == "fp8", kv_cache_dtype == "fp8", quantization == "int4")
+                                           quantization == "fp8", kv_cache_dtype == "fp8", quantization == "int4",
+                                           int(int4_group))
         self._kv_blocks = int(kv_blocks)
         self.last_stats = {}
 

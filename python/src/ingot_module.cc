@@ -309,8 +309,9 @@ NB_MODULE(_ingot, m) {
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a)
       .def_static("load", [](const std::string& path, const std::string& backend, bool bf16, int64_t kv_blocks,
-                             bool fp8_weights, bool fp8_kv, bool int4_weights) {
+                             bool fp8_weights, bool fp8_kv, bool int4_weights, int64_t int4_group) {
         ingot::LlmLoadOptions o;
+        o.int4_group = int4_group;
         o.backend = backend;
         o.bf16 = bf16;
         o.fp8_weights = fp8_weights;
@@ -324,7 +325,7 @@ NB_MODULE(_ingot, m) {
         }
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a, "backend"_a, "bf16"_a, "kv_blocks"_a, "fp8_weights"_a = false, "fp8_kv"_a = false,
-         "int4_weights"_a = false)
+         "int4_weights"_a = false, "int4_group"_a = 0)
       .def("last_logits", [](ingot::LlmModel& m, const std::vector<std::vector<int32_t>>& prompts) {
         ingot::Result<std::vector<std::vector<float>>> r = ingot::Status::Ok();
         {

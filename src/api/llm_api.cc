@@ -29,7 +29,7 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
   std::unique_ptr<LlmModel> m(new LlmModel());
   INGOT_ASSIGN_OR_RETURN(m->impl_->file, llm::GgufFile::open(path));
   INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_gguf(*m->impl_->file));
-  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file));
+  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file, options.int4_weights));
   INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   // Parsed once; a template ingot cannot parse fails chats only, not the model's loading.
   auto tmpl = m->impl_->file->get_string("tokenizer.chat_template");
@@ -41,10 +41,23 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
 }
 
 Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t* dummy_seed) {
+  if (options.fp8_weights && options.int4_weights)
+    return invalid_argument("LlmModel: fp8 and int4 weights are exclusive; choose one");
+  if (options.int4_weights && options.int4_group != 0 && !llm::int4_group_supported(options.int4_group))
+    return invalid_argument("LlmModel: int4_group must be 32, 64 or 128 (or 0: the model's), got ", options.int4_group);
+  // int4: one group size for the whole model, the checkpoint's own blocks' where it has them.
+  const int64_t held = model->int4_group(), group = options.int4_group != 0 ? options.int4_group : model->int4_group(true);
+  if (options.int4_weights && held != 0 && group != held)
+    return invalid_argument("LlmModel: the model's 4-bit blocks are in groups of ", held, ", not int4_group ", group);
   if (options.backend == "cpu") {
-    if (options.fp8_weights || options.int4_weights || options.fp8_kv)
-      return invalid_argument("LlmModel: fp8 or int4 weights and fp8 KV caches run on the GPU decoder (backend cuda); "
+    if (options.fp8_weights || options.fp8_kv)
+      return invalid_argument("LlmModel: fp8 weights and fp8 KV caches run on the GPU decoder (backend cuda); "
                               "the CPU decoder is the fp32 reference");
+    if (options.int4_weights) {
+      if (group == 0)
+        return unsupported("LlmModel: int4 weights need input dimensions that are multiples of 32");
+      INGOT_RETURN_IF_ERROR(model->quantize_int4_in_place(group));
+    }
     return Status::Ok();
   }
   if (options.backend != "cuda") return invalid_argument("LlmModel: backend must be cpu or cuda, got '", options.backend, "'");
@@ -53,6 +66,7 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   g.bf16 = options.bf16;
   g.fp8_weights = options.fp8_weights;
   g.int4_weights = options.int4_weights;
+  g.int4_group = options.int4_weights ? group : 0;
   g.fp8_kv = options.fp8_kv;
   if (options.gemv_max_tokens < 0 || options.gemv_max_tokens > 8)
     return invalid_argument("LlmModel: gemv_max_tokens must be in [0, 8], got ", options.gemv_max_tokens);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/hash_uniform.h"
 #include "core/parallel.h"
@@ -81,9 +83,18 @@ void rope(float* x, int64_t heads, int64_t hd, int64_t pos, const std::vector<fl
     }
 }
 
+/// A projection's 4-bit blocks when the file stores it as Q4_0, Q4_1 or Q4_K (else left empty).
+Status keep_q4(const GgufFile& f, const std::string& name, Int4Weights* out) {
+  const GgufTensor* t = f.tensor(name);
+  if (t == nullptr || (t->type != GgmlType::kQ4_0 && t->type != GgmlType::kQ4_1 && t->type != GgmlType::kQ4_K))
+    return Status::Ok();
+  INGOT_ASSIGN_OR_RETURN(*out, int4_from_gguf(*t));
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load(const GgufFile& f) {
+Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load(const GgufFile& f, bool keep_int4) {
   auto m = std::unique_ptr<LlamaCpuModel>(new LlamaCpuModel());
   INGOT_ASSIGN_OR_RETURN(m->config_, llama_config_from_gguf(f));
   const LlamaConfig& c = m->config_;
@@ -107,6 +118,13 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load(const GgufFile& f) {
     INGOT_ASSIGN_OR_RETURN(L.w_gate, weight(f, p + "ffn_gate.weight", {d, ff}));
     INGOT_ASSIGN_OR_RETURN(L.w_up, weight(f, p + "ffn_up.weight", {d, ff}));
     INGOT_ASSIGN_OR_RETURN(L.w_down, weight(f, p + "ffn_down.weight", {ff, d}));
+    if (keep_int4) {
+      Layer::Int4& q = L.int4;
+      for (auto [name, dst] : {std::pair<const char*, Int4Weights*>{"attn_q", &q.wq}, {"attn_k", &q.wk},
+                               {"attn_v", &q.wv}, {"attn_output", &q.wo}, {"ffn_gate", &q.w_gate},
+                               {"ffn_up", &q.w_up}, {"ffn_down", &q.w_down}})
+        INGOT_RETURN_IF_ERROR(keep_q4(f, p + name + ".weight", dst));
+    }
     m->layers_.push_back(std::move(L));
   }
   INGOT_RETURN_IF_ERROR(m->init_rope());
@@ -169,6 +187,38 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::without_weights(const Llam
   m->config_ = config;
   INGOT_RETURN_IF_ERROR(m->init_rope());
   return m;
+}
+
+Status LlamaCpuModel::quantize_int4_in_place(int64_t group) {
+  const LlamaConfig& c = config_;
+  const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, ff = c.intermediate_size;
+  if (!int4_group_supported(group) || int4_group_for({d, nq, ff}) < group)
+    return invalid_argument("int4 weights: groups of ", group, " do not divide the projections' input dims (", d, ", ",
+                            nq, ", ", ff, "); groups of 32, 64 or 128 that do are needed");
+  const int64_t held = int4_group();
+  if (held != 0 && held != group)
+    return invalid_argument("int4 weights: the model holds 4-bit blocks in groups of ", held, ", not ", group);
+  for (Layer& L : layers_) {
+    Layer::Int4& q = L.int4;
+    for (auto [w, p, in] : {std::tuple<std::vector<float>*, Int4Weights*, int64_t>{&L.wq, &q.wq, d}, {&L.wk, &q.wk, d},
+                            {&L.wv, &q.wv, d}, {&L.wo, &q.wo, nq}, {&L.w_gate, &q.w_gate, d},
+                            {&L.w_up, &q.w_up, d}, {&L.w_down, &q.w_down, ff}}) {
+      if (!p->empty()) continue;  // a checkpoint's own blocks, already the floats' values
+      INGOT_ASSIGN_OR_RETURN(*p, quantize_int4(w->data(), static_cast<int64_t>(w->size()) / in, in, group));
+      *w = dequantize_int4(*p);
+    }
+  }
+  return Status::Ok();
+}
+
+int64_t LlamaCpuModel::int4_group(bool fallback) const {
+  for (const Layer& L : layers_)
+    for (const Int4Weights* p : {&L.int4.wq, &L.int4.wk, &L.int4.wv, &L.int4.wo, &L.int4.w_gate, &L.int4.w_up,
+                                 &L.int4.w_down})
+      if (!p->empty()) return p->group;
+  if (!fallback) return 0;
+  const LlamaConfig& c = config_;
+  return int4_group_for({c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size});
 }
 
 void LlamaCpuModel::release_weights() {

@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "llm/gguf.h"
+#include "llm/int4_weights.h"
 #include "llm/model_config.h"
 #include "llm/safetensors.h"
 
@@ -43,8 +44,10 @@ class KvStore {
 
 class LlamaCpuModel {
  public:
-  /// The weights of a Llama-family GGUF (llama, qwen2, ... with llama's tensor names).
-  static Result<std::unique_ptr<LlamaCpuModel>> load(const GgufFile& file);
+  /// The weights of a Llama-family GGUF (llama, qwen2, ... with llama's tensor names). With
+  /// keep_int4, projections stored as Q4_0, Q4_1 or Q4_K also keep their 4-bit blocks
+  /// (Layer::int4) for a GPU decoder with int4 weights to upload as they are.
+  static Result<std::unique_ptr<LlamaCpuModel>> load(const GgufFile& file, bool keep_int4 = false);
   /// The weights of a Hugging Face model folder: `config` (its config.json) and its safetensors
   /// (model.safetensors or the shards of model.safetensors.index.json; F32/F16/BF16/FP8 read as
   /// floats). Hugging Face's Q/K rows pair dimension i with i + head_dim/2 (rotate-half); they are
@@ -58,6 +61,17 @@ class LlamaCpuModel {
   /// `config` and its rotary frequencies, no weights: the shapes a GPU decoder filled on the device
   /// needs (LlamaGpuModel::create_random). forward() refuses (kInvalidArgument).
   static Result<std::unique_ptr<LlamaCpuModel>> without_weights(const LlamaConfig& config);
+  /// Rounds every projection to int4 groups of `group` (symmetric round-to-nearest,
+  /// quantize_int4) and keeps both: the packed weights in Layer::int4 and their float values in
+  /// place, so that forward() computes what a W4A16 decoder computes (the CPU reference of
+  /// `--quantization int4`, and a model of a 4-bit checkpoint for tests). Projections that already
+  /// hold 4-bit blocks (a Q4 GGUF) keep them. kInvalidArgument when a projection's input dim is not
+  /// whole groups.
+  Status quantize_int4_in_place(int64_t group);
+  /// The group size of the 4-bit blocks the layers hold (0: none); the largest group the model's
+  /// input dims allow (int4_group_for) when `fallback` and none are held.
+  int64_t int4_group(bool fallback = false) const;
+
   /// Frees the weights once a GPU decoder holds its copy (an 8B model's fp32 weights are 32 GB of
   /// host memory); the config and rotary frequencies stay; forward() refuses afterwards.
   void release_weights();
@@ -75,6 +89,11 @@ class LlamaCpuModel {
   /// weights: y[o] = sum_i w[o * in + i] x[i]); biases empty where the model has none.
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+    /// The projections' 4-bit blocks, when the model holds them (load's keep_int4,
+    /// quantize_int4_in_place): the same values as the floats above. Empty otherwise.
+    struct Int4 {
+      Int4Weights wq, wk, wv, wo, w_gate, w_up, w_down;
+    } int4;
   };
   /// The weights, for the GPU decoder to upload: embed [vocab][hidden]; lm_head empty when tied
   /// to embed; inv_freq the head_dim / 2 rotary frequencies (Llama-3 scaling applied).

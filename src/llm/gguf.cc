@@ -132,8 +132,9 @@ float f16(const uint8_t* p) {
   return half_bits_to_float(h);
 }
 
-// Q4_K / Q5_K: eight 6-bit (scale, min) pairs packed into 12 bytes.
-void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+}  // namespace
+
+void ggml_k4_scale_min(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {
     *d = q[j] & 63;
     *m = q[j + 4] & 63;
@@ -142,8 +143,6 @@ void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
     *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
 }
-
-}  // namespace
 
 std::string ggml_type_name(GgmlType t) {
   const TypeInfo* i = type_info(t);
@@ -343,9 +342,9 @@ Status dequantize(GgmlType t, const uint8_t* src, int64_t n, float* dst) {
         const uint8_t* q = src + 16;
         for (int c = 0, is = 0; c < 4; ++c, is += 2, q += 32) {
           uint8_t sc, mn;
-          scale_min_k4(is, scales, &sc, &mn);
+          ggml_k4_scale_min(is, scales, &sc, &mn);
           const float d1 = d * sc, m1 = dmin * mn;
-          scale_min_k4(is + 1, scales, &sc, &mn);
+          ggml_k4_scale_min(is + 1, scales, &sc, &mn);
           const float d2 = d * sc, m2 = dmin * mn;
           for (int l = 0; l < 32; ++l) *dst++ = d1 * (q[l] & 0xF) - m1;
           for (int l = 0; l < 32; ++l) *dst++ = d2 * (q[l] >> 4) - m2;

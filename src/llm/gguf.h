@@ -92,6 +92,9 @@ class GgufFile {
   std::map<std::string, size_t> by_name_;
 };
 
+/// Q4_K / Q5_K blocks: sub-block j's (scale, min), eight 6-bit pairs packed in the block's 12 bytes at q.
+void ggml_k4_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min);
+
 /// Dequantizes `n` elements (a whole number of blocks) of type `t` at `src` into `dst`.
 Status dequantize(GgmlType t, const uint8_t* src, int64_t n, float* dst);
 /// A whole tensor as floats (numel() of them).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <cstring>
 #include <cmath>
 #include <map>
@@ -24,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/hash_uniform.h"
 #include "core/parallel.h"
+#include "llm/int4_weights.h"
 #endif
 
 namespace ingot::llm {
@@ -160,7 +162,7 @@ struct LlamaGpuModel::Impl {
     /// fp8 weights: the four projections' scales (qkv, o, gate_up, down), fp32, 16 bytes apart
     /// (cuBLASLt's scale pointers, like its operands, are kept 16-byte aligned).
     DeviceMem w_scales;
-    /// int4 weights: each projection's group scales (qkv, o, gate_up, down), [out][in / 128] fp32.
+    /// int4 weights: each projection's (scale, min) pairs (qkv, o, gate_up, down), [out][in / group][2] fp32.
     DeviceMem int4_scales[4];
     const float* scale(int i) const {
       if (!int4_scales[i].empty()) return int4_scales[i].as<float>();
@@ -196,8 +198,10 @@ struct LlamaGpuModel::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<GemmPlan>> plans;
   // W8A8 (options fp8_weights): the step's activations in float8 and their scale.
   DeviceMem xq, act_scale, amax;
-  // W4A16 (options int4_weights): one projection's dequantized weights at a time, for cuBLASLt.
+  // W4A16 (options int4_weights): one projection's dequantized weights at a time, for cuBLASLt;
+  // the groups' size (o.int4_group, or the one start() chose).
   DeviceMem wdq;
+  int64_t int4_group = 0;
   static constexpr int64_t kMaxGraphBatch = 256;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -246,15 +250,46 @@ struct LlamaGpuModel::Impl {
   }
 
   /// A projection's weights: as upload(), or with fp8_weights in float8 e4m3 scaled by
-  /// amax / 448 (nearest even, saturating), the scale returned in *scale.
+  /// amax / 448 (nearest even, saturating), the scale returned in *scale. With int4_weights,
+  /// `packed` holds the parts' 4-bit blocks where the model has them (empty ones are quantized
+  /// here on the host, as the device would); with none, the device quantizes src.
   Status upload_weight(const std::vector<float>& src, DeviceMem& dst, float* scale, DeviceMem* int4_scales = nullptr,
-                       int64_t in = 0) {
+                       int64_t in = 0, std::initializer_list<std::pair<const std::vector<float>*, const Int4Weights*>>
+                                           packed = {}) {
+    bool any_packed = false;
+    for (const auto& part : packed) any_packed = any_packed || !part.second->empty();
+    if (o.int4_weights && int4_scales && any_packed) {
+      std::vector<Int4Weights> made;
+      made.reserve(packed.size());
+      std::vector<const Int4Weights*> parts;
+      for (const auto& part : packed) {
+        const std::vector<float>* f32 = part.first;
+        const Int4Weights* p = part.second;
+        if (p->empty()) {
+          INGOT_ASSIGN_OR_RETURN(Int4Weights q, quantize_int4(f32->data(), static_cast<int64_t>(f32->size()) / in, in,
+                                                               int4_group));
+          made.push_back(std::move(q));
+          p = &made.back();
+        }
+        if (p->group != int4_group || p->cols != in)
+          return invalid_argument("GPU decoder: int4 blocks in groups of ", p->group, " along rows of ", p->cols,
+                                  "; this decoder reads groups of ", int4_group, " along rows of ", in);
+        parts.push_back(p);
+      }
+      INGOT_ASSIGN_OR_RETURN(Int4Weights all, concat_int4_rows(parts));
+      INGOT_RETURN_IF_ERROR(dst.reserve(all.q.size()));
+      INGOT_RETURN_IF_ERROR(int4_scales->reserve(all.scale_min.size() * sizeof(float)));
+      INGOT_CUDA_CHECK(cudaMemcpy(dst.get(), all.q.data(), all.q.size(), cudaMemcpyHostToDevice));
+      INGOT_CUDA_CHECK(cudaMemcpy(int4_scales->get(), all.scale_min.data(), all.scale_min.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+      return Status::Ok();
+    }
     if (o.int4_weights && int4_scales) {
       // Through an fp32 copy on the device and the device quantizer (create_random's path too).
       DeviceMem f32;
       INGOT_RETURN_IF_ERROR(f32.reserve(src.size() * sizeof(float)));
       INGOT_CUDA_CHECK(cudaMemcpy(f32.get(), src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
-      return quantize_int4(f32.as<float>(), static_cast<int64_t>(src.size()), in, dst, *int4_scales);
+      return quantize_int4_on_device(f32.as<float>(), static_cast<int64_t>(src.size()), in, dst, *int4_scales);
     }
     if (!o.fp8_weights) return upload(src, dst);
     const int64_t n = static_cast<int64_t>(src.size());
@@ -278,12 +313,13 @@ struct LlamaGpuModel::Impl {
     return Status::Ok();
   }
 
-  /// n fp32 weights on the device, rows of `in`, into dst (n / 2 bytes) and scales (n / 128 floats).
-  Status quantize_int4(const float* w, int64_t n, int64_t in, DeviceMem& dst, DeviceMem& scales) {
+  /// n fp32 weights on the device, rows of `in`, into dst (n / 2 bytes) and scales (2 n / int4_group floats).
+  Status quantize_int4_on_device(const float* w, int64_t n, int64_t in, DeviceMem& dst, DeviceMem& scales) {
     if (in <= 0 || n % in != 0) return internal_error("GPU decoder: int4 weights of ", n, " values in rows of ", in);
     INGOT_RETURN_IF_ERROR(dst.reserve(static_cast<size_t>(n / 2)));
-    INGOT_RETURN_IF_ERROR(scales.reserve(static_cast<size_t>(n / backend::cuda::kInt4Group) * sizeof(float)));
-    INGOT_CUDA_CHECK(backend::cuda::launch_int4_quantize(w, n / in, in, dst.as<uint8_t>(), scales.as<float>(), stream));
+    INGOT_RETURN_IF_ERROR(scales.reserve(static_cast<size_t>(2 * n / int4_group) * sizeof(float)));
+    INGOT_CUDA_CHECK(backend::cuda::launch_int4_quantize(w, n / in, in, int4_group, dst.as<uint8_t>(),
+                                                         scales.as<float>(), stream));
     INGOT_CUDA_CHECK(cudaStreamSynchronize(stream));  // the fp32 source may go when this returns
     return Status::Ok();
   }
@@ -342,13 +378,14 @@ struct LlamaGpuModel::Impl {
   /// model's type.
   Status project(const void* x_, const DeviceMem& w, const float* w_scale, void* y, int64_t T, int64_t in, int64_t out,
                  bool accumulate = false) {
-    if (o.int4_weights) {  // W4A16: w holds the nibbles, w_scale the group scales
+    if (o.int4_weights) {  // W4A16: w holds the nibbles, w_scale the groups' (scale, min) pairs
       if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens)) {
         INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t_int4(t, x_, w.as<uint8_t>(), w_scale, y, T, in, out,
-                                                                 accumulate, stream));
+                                                                 int4_group, accumulate, stream));
         return Status::Ok();
       }
-      INGOT_CUDA_CHECK(backend::cuda::launch_int4_dequantize(t, w.as<uint8_t>(), w_scale, out, in, wdq.get(), stream));
+      INGOT_CUDA_CHECK(backend::cuda::launch_int4_dequantize(t, w.as<uint8_t>(), w_scale, out, in, int4_group,
+                                                             wdq.get(), stream));
       return gemm(x_, wdq.get(), y, T, in, out, accumulate);
     }
     if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens) && in % 16 == 0) {
@@ -407,10 +444,14 @@ Result<std::unique_ptr<LlamaGpuModel::Impl>> LlamaGpuModel::Impl::start(const Ll
   if (o.int4_weights) {
     if (o.fp8_weights) return invalid_argument("GPU decoder: int4 and fp8 weights are exclusive; choose one");
     const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, ff = c.intermediate_size;
+    m->int4_group = o.int4_group != 0 ? o.int4_group : int4_group_for({d, nq, ff});
+    if (m->int4_group == 0)
+      return unsupported("GPU decoder: int4 weights need input dimensions that are multiples of 32; got ", d, ", ", nq,
+                         " and ", ff);
     for (int64_t k : {d, nq, ff})  // the projections' input dims: whole groups
-      if (k % backend::cuda::kInt4Group != 0)
-        return unsupported("GPU decoder: int4 weights need input dimensions that are multiples of ",
-                           backend::cuda::kInt4Group, ", got ", k);
+      if (!int4_group_supported(m->int4_group) || k % m->int4_group != 0)
+        return unsupported("GPU decoder: int4 groups of ", m->int4_group, " (32, 64 or 128 that divide every input ",
+                           "dimension) do not fit an input dimension of ", k);
   }
   if (o.fp8_weights) {
     if (dev.cc < 89)
@@ -443,9 +484,11 @@ Status LlamaGpuModel::Impl::finish(const std::vector<float>& f) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel& w, const GpuDecoderOptions& o) {
+Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel& w, const GpuDecoderOptions& options) {
   const LlamaConfig& c = w.config();
   if (!w.has_weights()) return invalid_argument("GPU decoder: the model has no weights to upload (create_random makes them)");
+  GpuDecoderOptions o = options;
+  if (o.int4_weights && o.int4_group == 0) o.int4_group = w.int4_group(/*fallback=*/true);  // the model's blocks'
   INGOT_ASSIGN_OR_RETURN(std::unique_ptr<Impl> m, Impl::start(c, o));
   INGOT_RETURN_IF_ERROR(m->upload(w.embed(), m->embed));
   INGOT_RETURN_IF_ERROR(m->upload(w.out_norm(), m->out_norm));
@@ -455,7 +498,9 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
     INGOT_RETURN_IF_ERROR(m->upload(L.attn_norm, g->attn_norm));
     float scales[4] = {1.f, 1.f, 1.f, 1.f};
     const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, ff = c.intermediate_size;
-    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.wq, &L.wk, &L.wv}), g->wqkv, &scales[0], &g->int4_scales[0], d));
+    const LlamaCpuModel::Layer::Int4& q4 = L.int4;
+    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.wq, &L.wk, &L.wv}), g->wqkv, &scales[0], &g->int4_scales[0], d,
+                                           {{&L.wq, &q4.wq}, {&L.wk, &q4.wk}, {&L.wv, &q4.wv}}));
     if (!L.bq.empty() || !L.bk.empty() || !L.bv.empty()) {  // Qwen2: a bias for each (zeros where one is absent)
       std::vector<float> bq = L.bq, bk = L.bk, bv = L.bv;
       bq.resize(static_cast<size_t>(c.num_heads * c.head_dim), 0.f);
@@ -463,10 +508,12 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
       bv.resize(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.f);
       INGOT_RETURN_IF_ERROR(m->upload(concat({&bq, &bk, &bv}), g->bqkv));
     }
-    INGOT_RETURN_IF_ERROR(m->upload_weight(L.wo, g->wo, &scales[1], &g->int4_scales[1], nq));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(L.wo, g->wo, &scales[1], &g->int4_scales[1], nq, {{&L.wo, &q4.wo}}));
     INGOT_RETURN_IF_ERROR(m->upload(L.ffn_norm, g->ffn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2], &g->int4_scales[2], d));
-    INGOT_RETURN_IF_ERROR(m->upload_weight(L.w_down, g->w_down, &scales[3], &g->int4_scales[3], ff));
+    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2], &g->int4_scales[2],
+                                           d, {{&L.w_gate, &q4.w_gate}, {&L.w_up, &q4.w_up}}));
+    INGOT_RETURN_IF_ERROR(
+        m->upload_weight(L.w_down, g->w_down, &scales[3], &g->int4_scales[3], ff, {{&L.w_down, &q4.w_down}}));
     if (o.fp8_weights) {
       float spaced[16] = {};
       for (int i = 0; i < 4; ++i) spaced[4 * i] = scales[i];
@@ -514,7 +561,7 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create_random(const LlamaC
                                                                m->stream));
       off += p.n;
     }
-    if (int4) return m->quantize_int4(f32.as<float>(), total, in, dst, *int4_scales);
+    if (int4) return m->quantize_int4_on_device(f32.as<float>(), total, in, dst, *int4_scales);
     if (fp8)
       INGOT_CUDA_CHECK(backend::cuda::launch_fp8_quantize_dynamic(FloatType::kF32, f32.get(), total, dst.get(),
                                                                   scale_slot, amax_ws.as<unsigned>(), m->stream));

@@ -57,12 +57,16 @@ struct GpuDecoderOptions {
   /// scale; cuBLASLt multiplies in fp8 with fp32 accumulation into the model's type (bf16/fp16).
   /// Embeddings, norms, the LM head and the KV cache keep that type.
   bool fp8_weights = false;
-  /// W4A16: the four projections' weights in 4 bits, group-wise (backend::cuda::kInt4Group = 128
-  /// along the input dim, symmetric, fp32 scales; quantized on the device at load). Steps of at most
+  /// W4A16: the four projections' weights in 4 bits, group-wise along the input dim with a (scale,
+  /// min) per group (llm/int4_weights.h). A model holding 4-bit blocks (a Q4_0/Q4_1/Q4_K GGUF loaded
+  /// with keep_int4, LlamaCpuModel::quantize_int4_in_place) is uploaded as it is; other projections
+  /// are quantized symmetric round-to-nearest on the device at load. Steps of at most
   /// gemv_max_tokens tokens read them in launch_gemv_small_t_int4; longer ones dequantize each
-  /// projection into a scratch matrix for cuBLASLt. Every projection's input dim must be a multiple
-  /// of 128. Not with fp8_weights.
+  /// projection into a scratch matrix for cuBLASLt. Not with fp8_weights.
   bool int4_weights = false;
+  /// int4: elements per group (32, 64 or 128; every projection's input dim a multiple of it). 0:
+  /// the model's own blocks' group, else the largest that divides every input dim.
+  int64_t int4_group = 0;
   /// Steps of at most this many tokens (<= backend::cuda::kGemvMaxTokens, 8) run the four
   /// projections as GEMVs that read each weight row once (launch_gemv_small_t): fp8 weights then
   /// stay W8A16 (half the bytes, no activation quantization). 0: cuBLASLt for every step.

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/llm/llm_kernels.h"
 #include "core/dtype.h"
+#include "llm/int4_weights.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {
@@ -814,89 +815,94 @@ TEST_F(CudaLlmKernelsTest, GemvSmallTMatchesReference) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-// W4A16: the device quantizer against the host's statement of the format (llm_kernels.h: groups of
-// 128 along K, scale amax / 7, nearest even, clamp [-8, 7], stored + 8, low nibble first), bit for
-// bit; the dequantizer exactly; the GEMV against the dequantized weights in double.
+// W4A16, groups of 32 and 128 (llm_kernels.h's layout): the device quantizer against the host's
+// (llm::quantize_int4, whose rounding rules are CPU-tested in int4_weights_test) bit for bit; then the
+// dequantizer exactly and the GEMV against the dequantized weights in double, on those weights and on
+// asymmetric ones (random nibbles, scales and mins, as a Q4_1 or Q4_K checkpoint holds).
 TEST_F(CudaLlmKernelsTest, Int4WeightsQuantizeDequantizeAndGemv) {
   std::mt19937 rng(404);
-  const int64_t G = backend::cuda::kInt4Group;
-  for (int64_t K : {G, 5 * G})
-    for (int64_t N : {int64_t{1}, int64_t{37}, int64_t{1000}}) {
-      SCOPED_TRACE("K " + std::to_string(K) + " N " + std::to_string(N));
-      std::normal_distribution<float> g(0.0f, 0.05f);
-      std::vector<float> w(static_cast<size_t>(N * K));
-      for (float& v : w) v = g(rng);
-      for (int64_t k = 0; k < G; ++k) w[static_cast<size_t>(k)] = 0.0f;  // a group of zeros: scale 0
-      // The host's reference quantization.
-      std::vector<uint8_t> want_q(static_cast<size_t>(N * K / 2));
-      std::vector<float> want_s(static_cast<size_t>(N * K / G)), deq(w.size());
-      for (int64_t gi = 0; gi < N * K / G; ++gi) {
-        float amax = 0.0f;
-        for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(w[static_cast<size_t>(gi * G + i)]));
-        const float s = amax / 7.0f, inv = amax > 0.0f ? 7.0f / amax : 0.0f;
-        want_s[static_cast<size_t>(gi)] = s;
-        for (int64_t i = 0; i < G; ++i) {
-          const float v = w[static_cast<size_t>(gi * G + i)] * inv;
-          const int qv = static_cast<int>(std::min(std::max(std::nearbyint(v), -8.0f), 7.0f));
-          const size_t at = static_cast<size_t>(gi * G + i);
-          want_q[at / 2] = static_cast<uint8_t>(want_q[at / 2] | ((qv + 8) << (4 * (at % 2))));
-          deq[at] = static_cast<float>(qv) * s;
-        }
-      }
-      DeviceBuffer dw = to_device(w), dq(static_cast<size_t>(N * K / 2)), ds(want_s.size() * sizeof(float));
-      ASSERT_TRUE(dw.valid() && dq.valid() && ds.valid());
-      ASSERT_EQ(backend::cuda::launch_int4_quantize(static_cast<const float*>(dw.get()), N, K,
-                                                    static_cast<uint8_t*>(dq.get()), static_cast<float*>(ds.get()),
-                                                    nullptr),
-                cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_EQ(to_host<uint8_t>(dq, want_q.size()), want_q);
-      EXPECT_EQ(to_host<float>(ds, want_s.size()), want_s);
-      for (FloatType t : kTypes) {
-        SCOPED_TRACE(type_name(t));
-        // Dequantized: each value (q - 8) * s rounded once to t.
-        DeviceBuffer dd(static_cast<size_t>(N * K) * 2);
-        ASSERT_EQ(backend::cuda::launch_int4_dequantize(t, static_cast<const uint8_t*>(dq.get()),
-                                                        static_cast<const float*>(ds.get()), N, K, dd.get(), nullptr),
+  for (int64_t G : {int64_t{32}, int64_t{128}})
+    for (int64_t K : {G, 5 * G})
+      for (int64_t N : {int64_t{1}, int64_t{37}, int64_t{1000}}) {
+        SCOPED_TRACE("group " + std::to_string(G) + " K " + std::to_string(K) + " N " + std::to_string(N));
+        std::normal_distribution<float> g(0.0f, 0.05f);
+        std::vector<float> w(static_cast<size_t>(N * K));
+        for (float& v : w) v = g(rng);
+        for (int64_t k = 0; k < G; ++k) w[static_cast<size_t>(k)] = 0.0f;  // a group of zeros: scale 0
+        auto rtn = llm::quantize_int4(w.data(), N, K, G);
+        ASSERT_TRUE(rtn.ok()) << rtn.status().to_string();
+        DeviceBuffer dw = to_device(w), dq(static_cast<size_t>(N * K / 2)),
+                     ds(rtn->scale_min.size() * sizeof(float));
+        ASSERT_TRUE(dw.valid() && dq.valid() && ds.valid());
+        ASSERT_EQ(backend::cuda::launch_int4_quantize(static_cast<const float*>(dw.get()), N, K, G,
+                                                      static_cast<uint8_t*>(dq.get()), static_cast<float*>(ds.get()),
+                                                      nullptr),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        const auto dense = to_floats(t, to_host<uint16_t>(dd, static_cast<size_t>(N * K)));
-        const auto want_dense = to_floats(t, from_floats(t, deq));
-        size_t bad = 0;
-        for (size_t i = 0; i < deq.size(); ++i) bad += dense[i] != want_dense[i];
-        EXPECT_EQ(bad, 0u);
-        for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
-          for (bool acc : {false, true}) {
-            SCOPED_TRACE("T " + std::to_string(T) + (acc ? " accumulate" : ""));
-            const auto x = random_bits(t, static_cast<size_t>(T * K), rng);
-            const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
-            const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
-            DeviceBuffer dx = to_device(x), dy = to_device(y0);
-            ASSERT_EQ(backend::cuda::launch_gemv_small_t_int4(t, dx.get(), static_cast<const uint8_t*>(dq.get()),
-                                                              static_cast<const float*>(ds.get()), dy.get(), T, K, N,
-                                                              acc, nullptr),
-                      cudaSuccess);
+        EXPECT_EQ(to_host<uint8_t>(dq, rtn->q.size()), rtn->q);
+        EXPECT_EQ(to_host<float>(ds, rtn->scale_min.size()), rtn->scale_min);
+        llm::Int4Weights asym = *rtn;
+        std::uniform_int_distribution<int> byte(0, 255);
+        std::uniform_real_distribution<float> scale(0.001f, 0.01f), mn(-0.05f, 0.05f);
+        for (uint8_t& b : asym.q) b = static_cast<uint8_t>(byte(rng));
+        for (size_t i = 0; i < asym.scale_min.size(); i += 2) {
+          asym.scale_min[i] = scale(rng);
+          asym.scale_min[i + 1] = mn(rng);
+        }
+        for (const llm::Int4Weights* set : {&*rtn, &asym}) {
+          SCOPED_TRACE(set == &asym ? "asymmetric" : "round-to-nearest");
+          const std::vector<float> deq = llm::dequantize_int4(*set);
+          DeviceBuffer sq = to_device(set->q), ssm = to_device(set->scale_min);
+          const auto* q = static_cast<const uint8_t*>(sq.get());
+          const auto* sm = static_cast<const float*>(ssm.get());
+          for (FloatType t : kTypes) {
+            SCOPED_TRACE(type_name(t));
+            // Dequantized: each value q * scale + min (one rounding in fp32) rounded once to t.
+            DeviceBuffer dd(static_cast<size_t>(N * K) * 2);
+            ASSERT_EQ(backend::cuda::launch_int4_dequantize(t, q, sm, N, K, G, dd.get(), nullptr), cudaSuccess);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            std::vector<float> want(static_cast<size_t>(T * N));
-            for (int64_t r = 0; r < T; ++r)
-              for (int64_t n = 0; n < N; ++n) {
-                double sum = acc ? y0f[static_cast<size_t>(r * N + n)] : 0.0;
-                for (int64_t k = 0; k < K; ++k)
-                  sum += static_cast<double>(xf[static_cast<size_t>(r * K + k)]) * deq[static_cast<size_t>(n * K + k)];
-                want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
+            const auto dense = to_floats(t, to_host<uint16_t>(dd, static_cast<size_t>(N * K)));
+            const auto want_dense = to_floats(t, from_floats(t, deq));
+            size_t bad = 0;
+            for (size_t i = 0; i < deq.size(); ++i) bad += dense[i] != want_dense[i];
+            EXPECT_EQ(bad, 0u);
+            for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
+              for (bool acc : {false, true}) {
+                SCOPED_TRACE("T " + std::to_string(T) + (acc ? " accumulate" : ""));
+                const auto x = random_bits(t, static_cast<size_t>(T * K), rng);
+                const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
+                const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
+                DeviceBuffer dx = to_device(x), dy = to_device(y0);
+                ASSERT_EQ(backend::cuda::launch_gemv_small_t_int4(t, dx.get(), q, sm, dy.get(), T, K, N, G, acc, nullptr),
+                          cudaSuccess);
+                ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+                std::vector<float> want(static_cast<size_t>(T * N));
+                for (int64_t r = 0; r < T; ++r)
+                  for (int64_t n = 0; n < N; ++n) {
+                    double sum = acc ? y0f[static_cast<size_t>(r * N + n)] : 0.0;
+                    for (int64_t k = 0; k < K; ++k)
+                      sum += static_cast<double>(xf[static_cast<size_t>(r * K + k)]) * deq[static_cast<size_t>(n * K + k)];
+                    want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
+                  }
+                const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
+                EXPECT_LE(normwise_error(got, want), tolerance(t));
               }
-            const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
-            EXPECT_LE(normwise_error(got, want), tolerance(t));
           }
+        }
       }
-    }
   DeviceBuffer b(4096);
-  EXPECT_EQ(backend::cuda::launch_gemv_small_t_int4(FloatType::kF16, b.get(), static_cast<const uint8_t*>(b.get()),
-                                                    static_cast<const float*>(b.get()), b.get(), 1, 64, 8, false,
+  const auto* bq = static_cast<const uint8_t*>(b.get());
+  const auto* bf = static_cast<const float*>(b.get());
+  EXPECT_EQ(backend::cuda::launch_gemv_small_t_int4(FloatType::kF16, b.get(), bq, bf, b.get(), 1, 64, 8, 128, false,
                                                     nullptr),
             cudaErrorInvalidValue);  // K not a whole number of groups
-  EXPECT_EQ(backend::cuda::launch_int4_quantize(static_cast<const float*>(b.get()), 2, 100,
-                                                static_cast<uint8_t*>(b.get()), static_cast<float*>(b.get()), nullptr),
+  EXPECT_EQ(backend::cuda::launch_gemv_small_t_int4(FloatType::kF16, b.get(), bq, bf, b.get(), 1, 96, 8, 48, false,
+                                                    nullptr),
+            cudaErrorInvalidValue);  // a group size the kernel does not read
+  EXPECT_EQ(backend::cuda::launch_int4_quantize(bf, 2, 100, 32, static_cast<uint8_t*>(b.get()),
+                                                static_cast<float*>(b.get()), nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(backend::cuda::launch_int4_dequantize(FloatType::kF16, bq, bf, 2, 64, 16, b.get(), nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }

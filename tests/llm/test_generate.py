@@ -6,7 +6,8 @@ dequantized by llama.cpp's own `gguf` package, fp64 math, the whole sequence rec
 token: no KV cache, no paging, no batching). Three prompts run together through ingot's scheduler;
 every greedy token must match the reference's, except where the reference's top two logits are
 within a rounding hair (then the sequences may part, and the comparison stops there, said so). The
-chat answer to a factual question must hold its answer. With --backend cuda (on a GPU machine) the
+chat answer to a factual question must hold its answer; with --quantization int4 (the file's own
+Q4_1 blocks) the tokens are held to the same reference. With --backend cuda (on a GPU machine) the
 GPU decoder's tokens are held to the same reference, ties judged at fp16's rounding; without a GPU,
 `--backend cuda` must be a clear error.
 
@@ -183,12 +184,15 @@ def main():
     tie, precision = (1e-3, "fp32") if a.backend == "cpu" else (3e-2, "fp16")
     failures = dummy_failures
     compared = 0
-    cases = [(["What is the capital of France?", "Name three primary colors."], True),
-             (["The quick brown fox"], False)]
+    # The third case: --quantization int4 keeps the file's own Q4_1 blocks (no second rounding), so
+    # its tokens are held to the same reference.
+    cases = [(["What is the capital of France?", "Name three primary colors."], True, []),
+             (["The quick brown fox"], False, []),
+             (["What is the capital of France?"], True, ["--quantization", "int4"])]
     chat_texts = []
-    for prompts, chat in cases:
-        outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens, ["--backend", a.backend])
-        if chat:
+    for prompts, chat, extra in cases:
+        outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens, ["--backend", a.backend, *extra])
+        if chat and not extra:
             chat_texts += texts
         for (prompt_ids, got), text in zip(outs, texts):
             seq = list(prompt_ids)
@@ -208,7 +212,7 @@ def main():
                     break
                 compared += 1
                 seq.append(tok)
-            print(f"ok: {text!r}")
+            print(f"ok: {text!r}{' (' + ' '.join(extra) + ')' if extra else ''}")
     # Bad input: a clear error and a non-zero exit, never a crash.
     for args, rc, words in [([path], 2, "--prompt"), (["/nonexistent.gguf", "--prompt", "x"], 1, "nonexistent"),
                             ([path, "--prompt", "x", "--max-tokens", "zero"], 2, "needs a number"),
@@ -219,7 +223,10 @@ def main():
                             ([path, "--prompt", "x", "--quantization", "int3"], 2,
                              "--quantization must be fp8, int4 or none"),
                             ([path, "--prompt", "x", "--quantization", "fp8"], 1, "run on the GPU decoder"),
-                            ([path, "--prompt", "x", "--quantization", "int4"], 1, "run on the GPU decoder"),
+                            ([path, "--prompt", "x", "--quantization", "int4", "--int4-group", "48"], 1,
+                             "int4_group must be 32, 64 or 128"),
+                            ([path, "--prompt", "x", "--quantization", "int4", "--int4-group", "64"], 1,
+                             "4-bit blocks are in groups of 32"),
                             ([path, "--prompt", "x", "--kv-cache-dtype", "fp4"], 2, "--kv-cache-dtype must be fp8 or auto")]:
         res = subprocess.run([a.ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:

@@ -152,6 +152,32 @@ def test_backend_and_dtype_choices(trt, hf_folder):
     assert llm.last_logits([[5, 6, 7]]).shape == (1, TINY["vocab_size"])
 
 
+def test_int4_weights_on_the_cpu_reference(trt, ingot_bin, hf_folder):
+    """quantization="int4" on the CPU decoder: the fp32 reference of W4A16 (every projection rounded
+    to 4 bits in groups, here of 128), the same tokens as the CLI's --quantization int4, logits that
+    moved from the unquantized model's but not away; fp8 stays a GPU-only choice."""
+    import numpy as np
+    plain = trt.LLM(hf_folder)
+    q4 = trt.LLM(hf_folder, quantization="int4")
+    prompts = [[3, 4, 5, 6], list(range(10, 60))]
+    a, b = plain.last_logits(prompts), q4.last_logits(prompts)
+    for x, y in zip(a, b):
+        cos = float(np.dot(x, y) / np.linalg.norm(x) / np.linalg.norm(y))
+        assert 0.9 < cos < 1.0, cos
+    greedy = trt.SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
+    out = q4.generate(["hello world"], greedy)[0].outputs[0]
+    cmd = [ingot_bin, "generate", hf_folder, "--prompt", "hello world", "--max-tokens", "8", "--ignore-eos",
+           "--quantization", "int4"]
+    cli = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout[:-1] == out.text
+    assert (trt.LLM(hf_folder, quantization="int4", int4_group=32).last_logits(prompts) != b).any()
+    with pytest.raises(ValueError, match="GPU"):
+        trt.LLM(hf_folder, quantization="fp8")
+    with pytest.raises(trt.Error, match="int4_group"):
+        trt.LLM(hf_folder, quantization="int4", int4_group=48)
+
+
 def test_cli_writes_logits_and_ids_for_comparisons(trt, ingot_bin, hf_folder, tmp_path):
     import json
     import numpy as np

@@ -371,39 +371,44 @@ __device__ __forceinline__ void fp8_weights_to_float(const uint4& u, float* f) {
   }
 }
 
-/// 16 bytes of int4 weights (llm_kernels.h's layout) as 32 floats, the nibbles' signed values.
+/// 16 bytes of int4 weights (llm_kernels.h's layout) as 32 floats, the nibbles' values 0..15.
 __device__ __forceinline__ void int4_weights_to_float(const uint4& u, float* f) {
   const uint32_t words[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) f[8 * i + j] = static_cast<float>(static_cast<int>((words[i] >> (4 * j)) & 0xF) - 8);
+    for (int j = 0; j < 8; ++j) f[8 * i + j] = static_cast<float>((words[i] >> (4 * j)) & 0xF);
 }
 
-/// sum += the dot product of kPer activations at xt (16-byte aligned) with f, 8 at a time.
-template <class T, int kPer>
-__device__ __forceinline__ void dot_chunk(const T* __restrict__ xt, const float* f, float& sum) {
+/// sum += the dot product of kPer activations at xt (16-byte aligned) with f, 8 at a time; with
+/// kXSum, xsum += the activations' sum too (int4's min term).
+template <class T, int kPer, bool kXSum = false>
+__device__ __forceinline__ void dot_chunk(const T* __restrict__ xt, const float* f, float& sum, float* xsum = nullptr) {
 #pragma unroll
   for (int h = 0; h < kPer; h += 8) {
     const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
     float xf[8];
     weights_to_float<T>(xu, xf);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sum = fmaf(xf[j], f[h + j], sum);
+    for (int j = 0; j < 8; ++j) {
+      sum = fmaf(xf[j], f[h + j], sum);
+      if constexpr (kXSum) *xsum += xf[j];
+    }
   }
 }
 
 /// The weight formats of the decode GEMV: the model's type, float8 e4m3 with a per-tensor scale,
-/// int4 with a scale per 128-group.
+/// int4 with a (scale, min) pair per group.
 enum class GemvWeights { kModelType, kFp8, kInt4 };
 
 /// One warp per output column n: lanes stride over K in 16-byte weight chunks (kPer elements),
 /// each chunk multiplied into all T tokens' partial sums, then a warp reduction per token. An int4
-/// chunk (a quarter of a group) is summed unscaled and multiplied by its group's scale once.
+/// chunk (32 elements, within one group) is summed unscaled with the activations' own sum beside
+/// it; its group's scale and min then apply once.
 template <class T, GemvWeights kW, int kT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
-                        T* __restrict__ y, int64_t K, int64_t N, bool accumulate) {
+                        T* __restrict__ y, int64_t K, int64_t N, int64_t group, bool accumulate) {
   INGOT_KERNEL_ENTRY();
   constexpr int kPer = kW == GemvWeights::kInt4 ? 32 : kW == GemvWeights::kFp8 ? 16 : 8;  // per 16-byte load
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -426,12 +431,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     else
       weights_to_float<T>(u, f);
     if constexpr (kW == GemvWeights::kInt4) {
-      const float s = __ldg(w_scale + n * (K / kInt4Group) + c / (kInt4Group / kPer));
+      const float2 sm = __ldg(reinterpret_cast<const float2*>(w_scale) + n * (K / group) + c * kPer / group);
 #pragma unroll
       for (int t = 0; t < kT; ++t) {
-        float part = 0.0f;
-        dot_chunk<T, kPer>(x + t * K + c * kPer, f, part);
-        acc[t] = fmaf(s, part, acc[t]);
+        float part = 0.0f, xs = 0.0f;
+        dot_chunk<T, kPer, true>(x + t * K + c * kPer, f, part, &xs);
+        acc[t] = fmaf(sm.x, part, fmaf(sm.y, xs, acc[t]));
       }
     } else {
 #pragma unroll
@@ -452,7 +457,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 
 template <class E, GemvWeights kW>
 cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
-                             int64_t N, bool accumulate, cudaStream_t stream) {
+                             int64_t N, int64_t group, bool accumulate, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
   const E* xt = static_cast<const E*>(x);
   E* yt = static_cast<E*>(y);
@@ -460,7 +465,7 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
 #define INGOT_GEMV_CASE(n)                                                                                  \
   case n:                                                                                                   \
     launch_kernel(gemv_small_t_kernel<E, kW, n>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
-                  accumulate);                                                                              \
+                  group, accumulate);                                                                       \
     break;
     INGOT_GEMV_CASE(1)
     INGOT_GEMV_CASE(2)
@@ -479,21 +484,22 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
 
 // ---- int4 weights (W4A16) --------------------------------------------------------------------
 
-/// One thread per 128-group of a row: its amax, the scale, 64 bytes of nibbles.
-__global__ void int4_quantize_kernel(const float* __restrict__ w, int64_t N, int64_t K, uint8_t* __restrict__ q,
-                                     float* __restrict__ scales) {
+/// One thread per group of a row: its amax, the scale, group / 2 bytes of nibbles.
+__global__ void int4_quantize_kernel(const float* __restrict__ w, int64_t N, int64_t K, int64_t group,
+                                     uint8_t* __restrict__ q, float* __restrict__ scale_min) {
   INGOT_KERNEL_ENTRY();
-  const int64_t groups_per_row = K / kInt4Group, groups = N * groups_per_row;
+  const int64_t groups = N * (K / group);
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float* src = w + g * kInt4Group;  // rows are contiguous: group g of the whole matrix
+    const float* src = w + g * group;  // rows are whole groups: group g of the whole matrix
     float amax = 0.0f;
-    for (int i = 0; i < kInt4Group; ++i) amax = fmaxf(amax, fabsf(src[i]));
+    for (int64_t i = 0; i < group; ++i) amax = fmaxf(amax, fabsf(src[i]));
     const float scale = amax / 7.0f;
     const float inv = amax > 0.0f ? 7.0f / amax : 0.0f;
-    scales[g] = scale;
-    uint8_t* dst = q + g * (kInt4Group / 2);
-    for (int i = 0; i < kInt4Group; i += 2) {
+    scale_min[2 * g] = scale;
+    scale_min[2 * g + 1] = -8.0f * scale;
+    uint8_t* dst = q + g * (group / 2);
+    for (int64_t i = 0; i < group; i += 2) {
       const int lo = static_cast<int>(fminf(fmaxf(rintf(src[i] * inv), -8.0f), 7.0f)) + 8;
       const int hi = static_cast<int>(fminf(fmaxf(rintf(src[i + 1] * inv), -8.0f), 7.0f)) + 8;
       dst[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
@@ -502,15 +508,15 @@ __global__ void int4_quantize_kernel(const float* __restrict__ w, int64_t N, int
 }
 
 template <class T>
-__global__ void int4_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scales, int64_t n_bytes,
-                                       T* __restrict__ y) {
+__global__ void int4_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale_min,
+                                       int64_t n_bytes, int64_t group, T* __restrict__ y) {
   INGOT_KERNEL_ENTRY();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_bytes;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float s = scales[(2 * i) / kInt4Group];  // rows are a whole number of groups
+    const float2 sm = reinterpret_cast<const float2*>(scale_min)[(2 * i) / group];  // rows are whole groups
     const int b = q[i];
-    y[2 * i] = from_f32<T>(static_cast<float>((b & 0xF) - 8) * s);
-    y[2 * i + 1] = from_f32<T>(static_cast<float>((b >> 4) - 8) * s);
+    y[2 * i] = from_f32<T>(fmaf(static_cast<float>(b & 0xF), sm.x, sm.y));
+    y[2 * i + 1] = from_f32<T>(fmaf(static_cast<float>(b >> 4), sm.x, sm.y));
   }
 }
 
@@ -714,48 +720,53 @@ cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool 
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !w || !y || !aligned(x, 16) || !aligned(w, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
   if (t == FloatType::kF16)
-    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, accumulate, stream)
-                 : run_gemv_small_t<__half, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, accumulate, stream);
+    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, stream)
+                 : run_gemv_small_t<__half, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate, stream);
   return w_fp8
-             ? run_gemv_small_t<__nv_bfloat16, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, accumulate, stream)
-             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, accumulate, stream);
+             ? run_gemv_small_t<__nv_bfloat16, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, stream)
+             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate, stream);
 }
 
-cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, uint8_t* q, float* scales, cudaStream_t stream) {
-  if (N < 0 || K <= 0 || K % kInt4Group != 0) return cudaErrorInvalidValue;
+cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, int64_t group, uint8_t* q, float* scale_min,
+                                 cudaStream_t stream) {
+  if (N < 0 || K <= 0 || !int4_group_ok(group) || K % group != 0) return cudaErrorInvalidValue;
   if (N == 0) return cudaSuccess;
-  if (!w || !q || !scales) return cudaErrorInvalidValue;
-  const int64_t groups = N * (K / kInt4Group);
-  launch_kernel(int4_quantize_kernel, std::min(grid_for(groups), 4096u), 256, 0, stream, w, N, K, q, scales);
+  if (!w || !q || !scale_min) return cudaErrorInvalidValue;
+  const int64_t groups = N * (K / group);
+  launch_kernel(int4_quantize_kernel, std::min(grid_for(groups), 4096u), 256, 0, stream, w, N, K, group, q, scale_min);
   return cudaGetLastError();
 }
 
-cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* scales, int64_t N, int64_t K, void* y,
-                                   cudaStream_t stream) {
-  if ((t != FloatType::kF16 && t != FloatType::kBF16) || N < 0 || K <= 0 || K % kInt4Group != 0)
+cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* scale_min, int64_t N, int64_t K,
+                                   int64_t group, void* y, cudaStream_t stream) {
+  if ((t != FloatType::kF16 && t != FloatType::kBF16) || N < 0 || K <= 0 || !int4_group_ok(group) || K % group != 0)
     return cudaErrorInvalidValue;
   if (N == 0) return cudaSuccess;
-  if (!q || !scales || !y) return cudaErrorInvalidValue;
+  if (!q || !scale_min || !y || !aligned(scale_min, 8)) return cudaErrorInvalidValue;
   const int64_t n_bytes = N * K / 2;
   const unsigned grid = std::min(grid_for(n_bytes), 8192u);
   if (t == FloatType::kF16)
-    launch_kernel(int4_dequantize_kernel<__half>, grid, 256, 0, stream, q, scales, n_bytes, static_cast<__half*>(y));
+    launch_kernel(int4_dequantize_kernel<__half>, grid, 256, 0, stream, q, scale_min, n_bytes, group,
+                  static_cast<__half*>(y));
   else
-    launch_kernel(int4_dequantize_kernel<__nv_bfloat16>, grid, 256, 0, stream, q, scales, n_bytes,
+    launch_kernel(int4_dequantize_kernel<__nv_bfloat16>, grid, 256, 0, stream, q, scale_min, n_bytes, group,
                   static_cast<__nv_bfloat16*>(y));
   return cudaGetLastError();
 }
 
-cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scales, void* y,
-                                     int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream) {
+cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y,
+                                     int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
+                                     cudaStream_t stream) {
   if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
-      N > (int64_t{65535} * kGemvWarps) || K % kInt4Group != 0)
+      N > (int64_t{65535} * kGemvWarps) || !int4_group_ok(group) || K % group != 0)
     return cudaErrorInvalidValue;
   if (T == 0 || N == 0) return cudaSuccess;
-  if (!x || !q || !scales || !y || !aligned(x, 16) || !aligned(q, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
+  if (!x || !q || !scale_min || !y || !aligned(x, 16) || !aligned(q, 16) || !aligned(scale_min, 8) || !aligned(y, 2))
+    return cudaErrorInvalidValue;
   return t == FloatType::kF16
-             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scales, y, T, K, N, accumulate, stream)
-             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kInt4>(x, q, scales, y, T, K, N, accumulate, stream);
+             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, stream)
+             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate,
+                                                                   stream);
 }
 
 cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t base, float center, float a,

@@ -143,22 +143,26 @@ constexpr int64_t kGemvMaxTokens = 8;
 cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
                                 int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream);
 
-/// INT4 weight-only projections (W4A16), group-wise along K: w [N][K] as q [N][K / 2] bytes, element
-/// k in the low nibble of byte k / 2 when k is even, the high nibble when odd, each nibble the
-/// signed value + 8 (0..15), and fp32 scales [N][K / kInt4Group]: w ~= (nibble - 8) * scale.
-/// Quantization is symmetric round-to-nearest per group: scale = amax / 7, q = clamp(rint(w /
-/// scale), -8, 7) (nearest even); a group of zeros has scale 0. K must be a multiple of kInt4Group.
-constexpr int64_t kInt4Group = 128;
-/// From fp32 weights on the device (load time: one thread per group).
-cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, uint8_t* q, float* scales, cudaStream_t stream);
+/// INT4 weight-only projections (W4A16), group-wise along K (llm/int4_weights.h states the same
+/// layout on the host): w [N][K] as nibbles q [N][K / 2], element k in the low nibble of byte k / 2
+/// when k is even, the high nibble when odd, each unsigned 0..15; per group of `group` consecutive
+/// elements of a row a (scale, min) pair of floats, scale_min [N][K / group][2]: w = q * scale + min.
+/// group is 32, 64 or 128 and divides K; anything else is cudaErrorInvalidValue.
+inline bool int4_group_ok(int64_t group) { return group == 32 || group == 64 || group == 128; }
+/// From fp32 weights on the device (load time: one thread per group), symmetric round-to-nearest:
+/// scale = amax / 7, q = clamp(rint(w * 7 / amax), -8, 7) + 8 (nearest even), min = -8 scale; a
+/// group of zeros has scale and min 0. The same bytes as llm::quantize_int4 on the host.
+cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, int64_t group, uint8_t* q, float* scale_min,
+                                 cudaStream_t stream);
 /// The dense weights of type t (kF16 or kBF16) [N][K], for steps cuBLASLt runs (prefill).
-cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* scales, int64_t N, int64_t K, void* y,
-                                   cudaStream_t stream);
-/// launch_gemv_small_t with int4 weights: y[t][n] (+)= sum_k x[t][k] * (q[n][k] - 8) * scale[n][k / 128],
-/// fp32 accumulation, each group's partial sum scaled once; 4 bits a weight read (a quarter of fp16's
-/// bytes). Needs q 16-byte aligned and K a multiple of kInt4Group.
-cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scales, void* y,
-                                     int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream);
+cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* scale_min, int64_t N, int64_t K,
+                                   int64_t group, void* y, cudaStream_t stream);
+/// launch_gemv_small_t with int4 weights: y[t][n] (+)= sum_k x[t][k] * (q[n][k] * scale + min) of
+/// k's group, fp32 accumulation: per 32-element chunk, sum x q and sum x, then scale * the first +
+/// min * the second; 4 bits a weight read (a quarter of fp16's bytes). Needs q 16-byte aligned.
+cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y,
+                                     int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
+                                     cudaStream_t stream);
 
 /// y[i] = hash_uniform(base, i, center, a) (core/hash_uniform.h) for i < n, stored as type t
 /// (kF32, kF16 or kBF16; rounded to nearest even): a dummy model's weights made on the device,

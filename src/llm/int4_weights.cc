@@ -1,0 +1,163 @@
+// Copyright ingot authors. Apache-2.0.
+#include "llm/int4_weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/parallel.h"
+
+namespace ingot::llm {
+namespace {
+
+float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return half_bits_to_float(h);
+}
+
+/// Packs 32 nibble values (element order) into 16 bytes of this layout.
+void pack32(const uint8_t* v, uint8_t* out) {
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(v[2 * i] | (v[2 * i + 1] << 4));
+}
+
+Status check_shape(int64_t rows, int64_t cols, int64_t group, const char* what) {
+  if (!int4_group_supported(group))
+    return invalid_argument(what, ": int4 group size ", group, " (the kernels read groups of 32, 64 and 128)");
+  if (rows < 0 || cols <= 0 || cols % group != 0)
+    return invalid_argument(what, ": a ", rows, "x", cols, " matrix is not whole groups of ", group, " along its rows");
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool int4_group_supported(int64_t group) { return group == 32 || group == 64 || group == 128; }
+
+int64_t int4_group_for(std::initializer_list<int64_t> cols) {
+  for (int64_t g : {128, 64, 32}) {
+    bool all = true;
+    for (int64_t c : cols) all = all && c > 0 && c % g == 0;
+    if (all) return g;
+  }
+  return 0;
+}
+
+Result<Int4Weights> quantize_int4(const float* w, int64_t rows, int64_t cols, int64_t group) {
+  INGOT_RETURN_IF_ERROR(check_shape(rows, cols, group, "quantize_int4"));
+  Int4Weights r;
+  r.rows = rows;
+  r.cols = cols;
+  r.group = group;
+  const int64_t groups = rows * (cols / group);
+  r.q.resize(static_cast<size_t>(rows * cols / 2));
+  r.scale_min.resize(static_cast<size_t>(2 * groups));
+  parallel_ranges(groups, [&](int64_t lo, int64_t hi) {
+    std::vector<uint8_t> v(static_cast<size_t>(group));
+    for (int64_t g = lo; g < hi; ++g) {
+      const float* src = w + g * group;  // rows are whole groups: group g of the whole matrix
+      float amax = 0.0f;
+      for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(src[i]));
+      const float scale = amax / 7.0f;
+      const float inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+      for (int64_t i = 0; i < group; ++i)
+        v[static_cast<size_t>(i)] =
+            static_cast<uint8_t>(static_cast<int>(std::min(std::max(std::nearbyint(src[i] * inv), -8.0f), 7.0f)) + 8);
+      for (int64_t i = 0; i < group; i += 32) pack32(v.data() + i, r.q.data() + (g * group + i) / 2);
+      r.scale_min[static_cast<size_t>(2 * g)] = scale;
+      r.scale_min[static_cast<size_t>(2 * g + 1)] = -8.0f * scale;
+    }
+  }, int64_t{1} << 12);
+  return r;
+}
+
+std::vector<float> dequantize_int4(const Int4Weights& w) {
+  std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
+  parallel_ranges(w.rows * w.cols / 2, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t g = 2 * i / w.group;
+      const float s = w.scale_min[static_cast<size_t>(2 * g)], m = w.scale_min[static_cast<size_t>(2 * g + 1)];
+      const uint8_t b = w.q[static_cast<size_t>(i)];
+      out[static_cast<size_t>(2 * i)] = static_cast<float>(b & 0xF) * s + m;
+      out[static_cast<size_t>(2 * i + 1)] = static_cast<float>(b >> 4) * s + m;
+    }
+  });
+  return out;
+}
+
+Result<Int4Weights> int4_from_gguf(const GgufTensor& t) {
+  if (t.type != GgmlType::kQ4_0 && t.type != GgmlType::kQ4_1 && t.type != GgmlType::kQ4_K)
+    return unsupported("int4 weights from GGUF: tensor '", t.name, "' is ", ggml_type_name(t.type),
+                       " (4-bit layouts read as they are: Q4_0, Q4_1, Q4_K)");
+  if (t.dims.size() != 2) return invalid_model("int4 weights from GGUF: tensor '", t.name, "' is not 2-D");
+  int64_t be = 0, bb = 0;
+  ggml_block(t.type, &be, &bb);
+  const int64_t cols = t.dims[0], rows = t.dims[1];
+  if (cols % be != 0 || t.nbytes != static_cast<uint64_t>(rows * cols / be * bb))
+    return invalid_model("int4 weights from GGUF: tensor '", t.name, "' has rows of ", cols, " (not whole ",
+                         ggml_type_name(t.type), " blocks)");
+  Int4Weights r;
+  r.rows = rows;
+  r.cols = cols;
+  r.group = 32;
+  const int64_t blocks = rows * cols / be;
+  r.q.resize(static_cast<size_t>(rows * cols / 2));
+  r.scale_min.resize(static_cast<size_t>(2 * rows * cols / 32));
+  parallel_ranges(blocks, [&](int64_t lo, int64_t hi) {
+    uint8_t v[32];
+    for (int64_t b = lo; b < hi; ++b) {
+      const uint8_t* src = t.data + b * bb;
+      uint8_t* q = r.q.data() + b * be / 2;
+      float* sm = r.scale_min.data() + 2 * (b * be / 32);
+      if (t.type == GgmlType::kQ4_K) {
+        // d, dmin (f16), 12 bytes of 6-bit (scale, min), then four runs of 32 bytes: the low
+        // nibbles are sub-block 2c, the high ones sub-block 2c + 1.
+        const float d = f16_at(src), dmin = f16_at(src + 2);
+        const uint8_t* scales = src + 4;
+        const uint8_t* qs = src + 16;
+        for (int c = 0; c < 4; ++c, qs += 32) {
+          for (int half = 0; half < 2; ++half) {
+            const int j = 2 * c + half;
+            uint8_t sc, mn;
+            ggml_k4_scale_min(j, scales, &sc, &mn);
+            for (int l = 0; l < 32; ++l) v[l] = static_cast<uint8_t>(half ? qs[l] >> 4 : qs[l] & 0xF);
+            pack32(v, q + 16 * j);
+            sm[2 * j] = d * sc;
+            sm[2 * j + 1] = -(dmin * mn);
+          }
+        }
+      } else {
+        // Q4_0: d, then element j in the low nibble of byte j and j + 16 in its high one; value (q - 8) d.
+        // Q4_1: d, m, the same nibbles; value q d + m.
+        const bool q41 = t.type == GgmlType::kQ4_1;
+        const float d = f16_at(src);
+        const uint8_t* qs = src + (q41 ? 4 : 2);
+        for (int j = 0; j < 16; ++j) {
+          v[j] = qs[j] & 0xF;
+          v[j + 16] = static_cast<uint8_t>(qs[j] >> 4);
+        }
+        pack32(v, q);
+        sm[0] = d;
+        sm[1] = q41 ? f16_at(src + 2) : -8.0f * d;
+      }
+    }
+  }, int64_t{1} << 12);
+  return r;
+}
+
+Result<Int4Weights> concat_int4_rows(const std::vector<const Int4Weights*>& parts) {
+  if (parts.empty() || parts[0] == nullptr) return invalid_argument("concat_int4_rows: no parts");
+  Int4Weights r;
+  r.cols = parts[0]->cols;
+  r.group = parts[0]->group;
+  for (const Int4Weights* p : parts) {
+    if (p == nullptr || p->cols != r.cols || p->group != r.group)
+      return invalid_argument("concat_int4_rows: parts of different row lengths or group sizes");
+    r.rows += p->rows;
+    r.q.insert(r.q.end(), p->q.begin(), p->q.end());
+    r.scale_min.insert(r.scale_min.end(), p->scale_min.begin(), p->scale_min.end());
+  }
+  return r;
+}
+
+}  // namespace ingot::llm

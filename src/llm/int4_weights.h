@@ -1,0 +1,51 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// Group-wise 4-bit weights (issue 22's W4A16 projections), as the GPU decoder stores and reads
+// them (backend/cuda/llm/llm_kernels.h states the same layout for its kernels):
+//   - a matrix [rows][cols] (a projection's [out][in]) in groups of `group` consecutive elements of
+//     a row (group 32, 64 or 128; cols a multiple of it);
+//   - nibbles q [rows][cols / 2]: element k in the low nibble of byte k / 2 when k is even, the
+//     high nibble when odd, each an unsigned 0..15;
+//   - per group a (scale, min) pair of floats, [rows][cols / group][2]:  w = q * scale + min.
+// One form holds every 4-bit checkpoint layout without loss: symmetric round-to-nearest (min =
+// -8 scale), GGUF's Q4_0 ((q - 8) d), Q4_1 (q d + m) and Q4_K (sub-blocks of 32: q (d sc) - dmin m),
+// and AWQ/GPTQ's zero points ((q - z) s = q s - z s). The GPU decoder uploads these bytes as they
+// are, so a Q4 GGUF runs on the weights llama.cpp runs, not on a second rounding of them.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "core/status.h"
+#include "llm/gguf.h"
+
+namespace ingot::llm {
+
+struct Int4Weights {
+  int64_t rows = 0, cols = 0, group = 0;
+  std::vector<uint8_t> q;        ///< rows * cols / 2 bytes
+  std::vector<float> scale_min;  ///< rows * (cols / group) (scale, min) pairs
+  bool empty() const { return q.empty(); }
+};
+
+/// The group sizes the GPU kernels read (each a whole number of 16-byte nibble loads).
+bool int4_group_supported(int64_t group);
+/// The largest supported group (128, 64, 32) dividing every one of `cols`; 0 when none does.
+int64_t int4_group_for(std::initializer_list<int64_t> cols);
+
+/// Symmetric round-to-nearest per group: scale = amax / 7, q = clamp(rint(w * 7 / amax), -8, 7) + 8
+/// (nearest even), min = -8 scale; a group of zeros has scale 0 and min 0. The GPU's load-time
+/// quantizer (launch_int4_quantize) gives the same bytes. kInvalidArgument for an unsupported
+/// group or cols not a multiple of it.
+Result<Int4Weights> quantize_int4(const float* w, int64_t rows, int64_t cols, int64_t group);
+/// The floats the weights stand for: q * scale + min (the product is exact; one rounding).
+std::vector<float> dequantize_int4(const Int4Weights& w);
+/// A GGUF tensor of type Q4_0, Q4_1 or Q4_K in this form (group 32), value for value what
+/// dequantize() gives; kUnsupported for another type, kInvalidModel for a shape that is not 2-D.
+Result<Int4Weights> int4_from_gguf(const GgufTensor& t);
+/// The rows of `parts` one after the other (the decoder's fused Q/K/V and gate/up projections);
+/// the parts must share cols and group.
+Result<Int4Weights> concat_int4_rows(const std::vector<const Int4Weights*>& parts);
+
+}  // namespace ingot::llm
