@@ -708,26 +708,20 @@ class Layout {
         } else if (!(v->initializer() && v->initializer()->rank() <= 4 && v->initializer()->dtype() != DataType::kString))
           ok = false;
       }
-      if (!any || !ok) continue;
+      if (!any || !ok) {
+        INGOT_ASSIGN_OR_RETURN(bool hoisted, hoist_elementwise(*n));
+        if (hoisted) return true;
+        continue;
+      }
       std::vector<ir::Value*> ins;
       for (ir::Value* v : n->inputs()) {
         if (!v) {
           ins.push_back(nullptr);
         } else if (ir::Value* src = nhwc_source(v)) {
           ins.push_back(src);
-        } else if (v->initializer()->rank() == 0 || v->initializer()->numel() == 1) {
-          ins.push_back(v);  // a scalar broadcasts the same in any layout
         } else {
-          // Constant broadcast in NCHW: lift to rank 4, permute to NHWC.
-          const Tensor& c = *v->initializer();
-          Shape64 full(4 - c.rank(), 1);
-          full.insert(full.end(), c.shape().begin(), c.shape().end());
-          Tensor lifted = c;  // same data, rank-4 view
-          INGOT_ASSIGN_OR_RETURN(Tensor reshaped, Tensor::zeros(c.dtype(), full));
-          std::memcpy(reshaped.mutable_raw(), lifted.raw(), c.nbytes());
-          INGOT_ASSIGN_OR_RETURN(Tensor perm, permute_dims(reshaped, {0, 2, 3, 1}));
-          ins.push_back(g_.add_initializer(unique(v->name() + "/nhwc"), std::move(perm)));
-          replaced_constants_.insert(v);
+          INGOT_ASSIGN_OR_RETURN(ir::Value * c, nhwc_constant(v));
+          ins.push_back(c);
         }
       }
       const ir::Shape& ys = y->shape();
@@ -743,6 +737,96 @@ class Layout {
       return true;
     }
     return false;
+  }
+
+  static int64_t numel_of(const ir::Value* v) {
+    int64_t n = 1;
+    for (int64_t d : v->shape().concrete()) n *= d;
+    return n;
+  }
+
+  // A constant operand of an elementwise op moving to NHWC: a scalar as it is (it broadcasts the
+  // same in any layout), else lifted to rank 4 as NCHW broadcasting reads it and permuted to NHWC.
+  Result<ir::Value*> nhwc_constant(ir::Value* v) {
+    const Tensor& c = *v->initializer();
+    if (c.rank() == 0 || c.numel() == 1) return v;
+    Shape64 full(4 - c.rank(), 1);
+    full.insert(full.end(), c.shape().begin(), c.shape().end());
+    INGOT_ASSIGN_OR_RETURN(Tensor reshaped, Tensor::zeros(c.dtype(), full));
+    std::memcpy(reshaped.mutable_raw(), c.raw(), c.nbytes());  // same data, rank-4 view
+    INGOT_ASSIGN_OR_RETURN(Tensor perm, permute_dims(reshaped, {0, 2, 3, 1}));
+    replaced_constants_.insert(v);
+    return g_.add_initializer(unique(v->name() + "/nhwc"), std::move(perm));
+  }
+
+  // The other direction: an elementwise op whose every reader is a Transpose to NHWC (a
+  // channels-first value only convolutions of the region read: MaxViT's BatchNorm between its
+  // window un-partition and each MBConv, whose input the MBConv's residual reads as NHWC too)
+  // moves into the region, on NHWC views of its inputs. Done only when that makes no more
+  // transposes than it removes: an input that is a region value's channels-first view, or that a
+  // convolution already reads as NHWC, costs none; constants are permuted once. A chain of such
+  // ops (a BatchNorm's Mul then Add) moves one op at a time, the transpose climbing each time (an
+  // op moves at most once: nothing moves back, so this ends). At its top the transpose may meet
+  // another reader's (one transpose for both) or fold into the model's own view chain
+  // (simplify_region_edges).
+  Result<bool> hoist_elementwise(ir::Node& n) {
+    ir::Value* y = n.output(0);
+    if (!y->shape().rank_known() || y->shape().rank() != 4 || is_graph_output(y) || y->uses().empty()) return false;
+    std::set<ir::Node*> readers;
+    for (const auto& [user, idx] : y->uses()) {
+      (void)idx;
+      if (user->owner() != &g_ || user->op_type() != "Transpose" || !user->domain().empty() ||
+          user->attrs().get_ints("perm") != kToNhwc || !user->output(0) || is_graph_output(user->output(0)))
+        return false;
+      readers.insert(user);
+    }
+    size_t cost = 0;
+    for (ir::Value* v : n.inputs()) {
+      if (!v) continue;
+      if (v->initializer()) {
+        if (v->initializer()->rank() > 4 || v->initializer()->dtype() == DataType::kString) return false;
+        continue;
+      }
+      if (!v->shape().rank_known() || v->shape().rank() != 4) return false;  // a lower-rank activation broadcasts
+      if (nhwc_source(v) || transposes_.count(std::make_pair(v, kToNhwc))) continue;
+      // A new transpose must move no more bytes than the one it replaces (a QuantizeLinear's int8
+      // output stays the thing transposed, not its fp32 input).
+      if (data_type_bits(v->dtype()) > data_type_bits(y->dtype())) return false;
+      if (!(v->shape() == y->shape()) &&
+          !(v->shape().is_concrete() && y->shape().is_concrete() && numel_of(v) <= numel_of(y)))
+        return false;
+      ++cost;
+    }
+    if (cost > readers.size()) return false;
+    std::vector<ir::Value*> ins;
+    for (ir::Value* v : n.inputs()) {
+      if (!v) {
+        ins.push_back(nullptr);
+      } else if (v->initializer()) {
+        INGOT_ASSIGN_OR_RETURN(ir::Value * c, nhwc_constant(v));
+        ins.push_back(c);
+      } else if (ir::Value* src = nhwc_source(v)) {
+        ins.push_back(src);
+      } else {
+        ins.push_back(transposed(v, kToNhwc, "/nhwc"));
+      }
+    }
+    const ir::Shape& ys = y->shape();
+    ir::Value* out = g_.add_value(unique(y->name() + "/nhwc"), y->dtype(), ir::Shape({ys[0], ys[2], ys[3], ys[1]}));
+    ir::Attributes attrs;
+    for (const auto& [k, a] : n.attrs().all()) attrs.set(k, a);
+    ir::Node* m = g_.add_node(n.op_type(), ins, {out}, std::move(attrs), n.name());
+    for (const std::string& o : n.origins()) m->add_origin(o);
+    for (ir::Node* t : readers) {
+      ir::Value* to = t->output(0);
+      g_.replace_all_uses(to, out);
+      for (auto it = transposes_.begin(); it != transposes_.end();)
+        it = it->second == to ? transposes_.erase(it) : std::next(it);
+      created_.erase(t);
+      INGOT_RETURN_IF_ERROR(g_.remove_node(t));
+    }
+    INGOT_RETURN_IF_ERROR(g_.remove_node(&n));
+    return true;
   }
 
   // MaxPool / AveragePool over the two spatial dims of an NCHW view that only it reads: an

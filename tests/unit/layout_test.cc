@@ -193,6 +193,48 @@ TEST(LayoutPass, ModelPermutesAroundLayerNormJoinTheRegion) {
   expect_same_outputs(before, *g);
 }
 
+// MaxViT's MBConv after a window un-partition: a channels-first value made by no convolution (here
+// the input), a BatchNorm (Mul, Add by per-channel constants) before the first conv, the value itself
+// as the last conv's residual. The BatchNorm moves into the region on the value's NHWC view, the one
+// the residual reads: one transpose in, one out (before: a second one after the BatchNorm, 22 in
+// MaxViT-T).
+TEST(LayoutPass, ElementwiseOpsBeforeTheRegionMoveIntoIt) {
+  const std::string before = with_weights(kHead, {{"w1", {4, 4, 3, 3}}, {"w2", {4, 4, 3, 3}}, {"w3", {4, 4, 3, 3}},
+                                                  {"scale", {4, 1, 1}}, {"shift", {4, 1, 1}}}, R"(
+  %m = Mul(%x, %scale) @bn_scale
+  %n = Add(%m, %shift) @bn_shift
+  %a = Conv {pads=[1, 1, 1, 1]}(%n, %w1) @c1
+  %c = Conv {pads=[1, 1, 1, 1]}(%a, %w2) @c2
+  %r = Add(%c, %x) @residual
+  %y = Conv {pads=[1, 1, 1, 1]}(%r, %w3) @c3
+  output %y
+)");
+  builder::LayoutReport rep;
+  auto g = channels_last(before, &rep);
+  ASSERT_TRUE(g);
+  int transposes = 0;
+  for (const auto& n : g->nodes()) {
+    transposes += n->op_type() == "Transpose";
+    if (n->op_type() == "Mul" || n->op_type() == "Add")
+      EXPECT_EQ(n->output(0)->shape().dims()[3], ir::Dim(4)) << "not channels-last:\n" << node_lines(*g);
+  }
+  EXPECT_EQ(transposes, 2) << "the input's and the output's only:\n" << node_lines(*g);
+  EXPECT_EQ(rep.reformats, 2);
+  expect_same_outputs(before, *g);
+  // Two readers that are not convolutions' (the Add's result is an output too): nothing moves.
+  const std::string kept = with_weights(kHead, {{"w1", {4, 4, 3, 3}}, {"scale", {4, 1, 1}}}, R"(
+  %m = Mul(%x, %scale) @bn_scale
+  %a = Conv {pads=[1, 1, 1, 1]}(%m, %w1) @c1
+  output %a
+  output %m
+)");
+  auto k = channels_last(kept, &rep);
+  ASSERT_TRUE(k);
+  for (const auto& n : k->nodes())
+    if (n->op_type() == "Mul") EXPECT_EQ(n->output(0)->shape().dims()[1], ir::Dim(4)) << node_lines(*k);
+  expect_same_outputs(kept, *k);
+}
+
 // ResNet's stem: conv -> Relu -> MaxPool 3x3/2 pad 1 -> conv. The pool joins the region, so only
 // the input's and the output's reformats remain.
 TEST(LayoutPass, MaxPoolBetweenConvsRunsChannelsLast) {
