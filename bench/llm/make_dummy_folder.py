@@ -21,6 +21,23 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 
+def write_byte_tokenizer(out, V):
+    """tokenizer.json and tokenizer_config.json of a byte-level BPE with V ids (see above)."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    if V < len(alphabet) + 1:
+        sys.exit(f"vocab_size {V} is smaller than the 256 byte tokens and </s>")
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    for i in range(len(alphabet), V - 1):
+        vocab[f"w{i}"] = i
+    vocab["</s>"] = V - 1
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["</s>"])
+    tok.save(os.path.join(out, "tokenizer.json"))
+    json.dump({"bos_token": None, "eos_token": "</s>"}, open(os.path.join(out, "tokenizer_config.json"), "w"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
@@ -57,19 +74,7 @@ def main():
         w[p + "mlp.down_proj.weight"] = rand(d, ff)
     save_file(w, os.path.join(a.out, "model.safetensors"))
 
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    if V < len(alphabet) + 1:
-        sys.exit(f"vocab_size {V} is smaller than the 256 byte tokens and </s>")
-    vocab = {ch: i for i, ch in enumerate(alphabet)}
-    for i in range(len(alphabet), V - 1):
-        vocab[f"w{i}"] = i
-    vocab["</s>"] = V - 1
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(["</s>"])
-    tok.save(os.path.join(a.out, "tokenizer.json"))
-    json.dump({"bos_token": None, "eos_token": "</s>"}, open(os.path.join(a.out, "tokenizer_config.json"), "w"))
+    write_byte_tokenizer(a.out, V)
     params = sum(v.size for v in w.values())
     print(f"{a.out}: {params / 1e9:.3f}B parameters (fp16), vocabulary {V}")
 

@@ -242,23 +242,65 @@ Result<std::vector<float>> hf_weight(const SafetensorsModel& w, const std::strin
   return to_floats(*t);
 }
 
-/// Rows of `heads` heads of `hd` rows each (row length `cols`; cols 1 for a bias) from Hugging
-/// Face's rotate-half order (pairs i, i + hd/2) into adjacent pairs (2i, 2i + 1).
+/// The row order that takes `heads` heads of `hd` rows from Hugging Face's rotate-half order
+/// (pairs i, i + hd/2) into adjacent pairs (2i, 2i + 1): new row `to` is old row rows[to].
+std::vector<int64_t> rotate_half_rows(int64_t heads, int64_t hd) {
+  std::vector<int64_t> rows(static_cast<size_t>(heads * hd));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < hd / 2; ++i)
+      for (int64_t half = 0; half < 2; ++half) rows[static_cast<size_t>(h * hd + 2 * i + half)] = h * hd + i + half * (hd / 2);
+  return rows;
+}
+
+/// Rows of `heads` heads of `hd` rows each (row length `cols`; cols 1 for a bias) into adjacent pairs.
 std::vector<float> rotate_half_to_pairs(const std::vector<float>& w, int64_t heads, int64_t hd, int64_t cols) {
   if (w.empty()) return w;
   std::vector<float> out(w.size());
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < hd / 2; ++i)
-      for (int64_t half = 0; half < 2; ++half) {
-        const int64_t from = h * hd + i + half * (hd / 2), to = h * hd + 2 * i + half;
-        std::copy_n(w.data() + from * cols, cols, out.data() + to * cols);
-      }
+  const std::vector<int64_t> rows = rotate_half_rows(heads, hd);
+  for (size_t to = 0; to < rows.size(); ++to)
+    std::copy_n(w.data() + rows[to] * cols, cols, out.data() + static_cast<int64_t>(to) * cols);
   return out;
+}
+
+/// A projection [out][in] of a Hugging Face checkpoint: `prefix`.weight as floats, or for an AWQ
+/// checkpoint `prefix`.qweight/.qzeros/.scales as 4-bit blocks (*int4) and their values as floats.
+Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std::string& prefix, int64_t out, int64_t in,
+                     std::vector<float>* floats, Int4Weights* int4) {
+  if (c.quantization.method != "awq") {
+    INGOT_ASSIGN_OR_RETURN(*floats, hf_weight(w, prefix + ".weight", {out, in}));
+    return Status::Ok();
+  }
+  const SafeTensor* qw = w.find(prefix + ".qweight");
+  const SafeTensor* qz = w.find(prefix + ".qzeros");
+  const SafeTensor* sc = w.find(prefix + ".scales");
+  if (!qw || !qz || !sc)
+    return invalid_model("safetensors: AWQ projection '", prefix, "' needs qweight, qzeros and scales");
+  INGOT_ASSIGN_OR_RETURN(*int4, int4_from_awq(*qw, *qz, *sc, c.quantization.group_size));
+  if (int4->rows != out || int4->cols != in)
+    return shape_mismatch("safetensors", prefix + ".qweight", "unpacked shape", {int4->rows, int4->cols}, {out, in});
+  *floats = dequantize_int4(*int4);
+  return Status::Ok();
+}
+
+/// Which quantized checkpoints load_hf reads: none, or AutoAWQ's 4-bit "gemm" packing with zero
+/// points (transformers' and vLLM's AWQ). Anything else would read packed integers or unscaled
+/// fp8 codes as weights, so it is refused by name.
+Status check_hf_quantization(const LlamaConfig& c) {
+  const LlamaConfig::Quantization& q = c.quantization;
+  if (q.method.empty()) return Status::Ok();
+  if (q.method != "awq")
+    return unsupported("config.json: quantization_config quant_method '", q.method,
+                       "' (ingot reads AWQ gemm checkpoints; dequantize others to fp16/bf16 first)");
+  if (q.bits != 4 || !q.zero_point || (!q.version.empty() && q.version != "gemm"))
+    return unsupported("config.json: AWQ with bits ", q.bits, ", zero_point ", q.zero_point ? "true" : "false",
+                       ", version '", q.version, "' (ingot reads 4 bits, zero points, gemm packing)");
+  return Status::Ok();
 }
 
 }  // namespace
 
 Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load_hf(const LlamaConfig& config, const SafetensorsModel& w) {
+  INGOT_RETURN_IF_ERROR(check_hf_quantization(config));
   auto m = std::unique_ptr<LlamaCpuModel>(new LlamaCpuModel());
   m->config_ = config;
   const LlamaConfig& c = m->config_;
@@ -273,19 +315,22 @@ Result<std::unique_ptr<LlamaCpuModel>> LlamaCpuModel::load_hf(const LlamaConfig&
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Layer L;
     INGOT_ASSIGN_OR_RETURN(L.attn_norm, hf_weight(w, p + "input_layernorm.weight", {d}));
-    INGOT_ASSIGN_OR_RETURN(L.wq, hf_weight(w, p + "self_attn.q_proj.weight", {nq, d}));
-    INGOT_ASSIGN_OR_RETURN(L.wk, hf_weight(w, p + "self_attn.k_proj.weight", {nkv, d}));
-    INGOT_ASSIGN_OR_RETURN(L.wv, hf_weight(w, p + "self_attn.v_proj.weight", {nkv, d}));
+    Layer::Int4& q4 = L.int4;
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "self_attn.q_proj", nq, d, &L.wq, &q4.wq));
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "self_attn.k_proj", nkv, d, &L.wk, &q4.wk));
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "self_attn.v_proj", nkv, d, &L.wv, &q4.wv));
     INGOT_ASSIGN_OR_RETURN(L.bq, hf_weight(w, p + "self_attn.q_proj.bias", {nq}, true));
     INGOT_ASSIGN_OR_RETURN(L.bk, hf_weight(w, p + "self_attn.k_proj.bias", {nkv}, true));
     INGOT_ASSIGN_OR_RETURN(L.bv, hf_weight(w, p + "self_attn.v_proj.bias", {nkv}, true));
-    INGOT_ASSIGN_OR_RETURN(L.wo, hf_weight(w, p + "self_attn.o_proj.weight", {d, nq}));
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "self_attn.o_proj", d, nq, &L.wo, &q4.wo));
     INGOT_ASSIGN_OR_RETURN(L.ffn_norm, hf_weight(w, p + "post_attention_layernorm.weight", {d}));
-    INGOT_ASSIGN_OR_RETURN(L.w_gate, hf_weight(w, p + "mlp.gate_proj.weight", {ff, d}));
-    INGOT_ASSIGN_OR_RETURN(L.w_up, hf_weight(w, p + "mlp.up_proj.weight", {ff, d}));
-    INGOT_ASSIGN_OR_RETURN(L.w_down, hf_weight(w, p + "mlp.down_proj.weight", {d, ff}));
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "mlp.gate_proj", ff, d, &L.w_gate, &q4.w_gate));
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "mlp.up_proj", ff, d, &L.w_up, &q4.w_up));
+    INGOT_RETURN_IF_ERROR(hf_projection(w, c, p + "mlp.down_proj", d, ff, &L.w_down, &q4.w_down));
     L.wq = rotate_half_to_pairs(L.wq, H, hd, d);
     L.wk = rotate_half_to_pairs(L.wk, Hkv, hd, d);
+    if (!q4.wq.empty()) q4.wq = permute_int4_rows(q4.wq, rotate_half_rows(H, hd));
+    if (!q4.wk.empty()) q4.wk = permute_int4_rows(q4.wk, rotate_half_rows(Hkv, hd));
     L.bq = rotate_half_to_pairs(L.bq, H, hd, 1);
     L.bk = rotate_half_to_pairs(L.bk, Hkv, hd, 1);
     m->layers_.push_back(std::move(L));

@@ -145,6 +145,63 @@ Result<Int4Weights> int4_from_gguf(const GgufTensor& t) {
   return r;
 }
 
+Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& qzeros, const SafeTensor& scales,
+                                  int64_t group) {
+  const std::string& name = qweight.name;
+  if (qweight.dtype != DataType::kInt32 || qzeros.dtype != DataType::kInt32 || scales.dtype != DataType::kFloat16)
+    return invalid_model("AWQ weights '", name, "': qweight and qzeros must be I32 and scales F16, got ",
+                         qweight.dtype_name, ", ", qzeros.dtype_name, " and ", scales.dtype_name);
+  if (qweight.shape.size() != 2 || qzeros.shape.size() != 2 || scales.shape.size() != 2)
+    return invalid_model("AWQ weights '", name, "': qweight, qzeros and scales must be 2-D");
+  const int64_t in = qweight.shape[0], out = qweight.shape[1] * 8;
+  if (!int4_group_supported(group) || in % group != 0)
+    return unsupported("AWQ weights '", name, "': group_size ", group, " along an input dim of ", in,
+                       " (ingot's int4 kernels read groups of 32, 64 and 128)");
+  const int64_t groups = in / group;
+  if (qzeros.shape != std::vector<int64_t>{groups, out / 8} || scales.shape != std::vector<int64_t>{groups, out} ||
+      qweight.nbytes != static_cast<uint64_t>(in * out / 2) || qzeros.nbytes != static_cast<uint64_t>(groups * out / 2) ||
+      scales.nbytes != static_cast<uint64_t>(groups * out * 2))
+    return invalid_model("AWQ weights '", name, "': qweight [", in, ", ", out / 8, "] needs qzeros [", groups, ", ",
+                         out / 8, "] and scales [", groups, ", ", out, "] for groups of ", group);
+  Int4Weights r;
+  r.rows = out;
+  r.cols = in;
+  r.group = group;
+  r.q.assign(static_cast<size_t>(out * in / 2), 0);
+  r.scale_min.resize(static_cast<size_t>(2 * out * groups));
+  // Column n of a packed row sits in word n / 8, nibble kSlot[n % 8] (AWQ's order 0 2 4 6 1 3 5 7).
+  static constexpr int kSlot[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  auto nibble = [](const uint8_t* words, int64_t row_words, int64_t row, int64_t n) {
+    uint32_t w;
+    std::memcpy(&w, words + 4 * (row * row_words + n / 8), 4);
+    return static_cast<uint8_t>((w >> (4 * kSlot[n % 8])) & 0xF);
+  };
+  parallel_ranges(out, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      uint8_t* dst = r.q.data() + n * in / 2;
+      for (int64_t k = 0; k < in; ++k)
+        dst[k / 2] = static_cast<uint8_t>(dst[k / 2] | (nibble(qweight.data, out / 8, k, n) << (4 * (k % 2))));
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = f16_at(scales.data + 2 * (g * out + n));
+        const float z = static_cast<float>(nibble(qzeros.data, out / 8, g, n));
+        r.scale_min[static_cast<size_t>(2 * (n * groups + g))] = s;
+        r.scale_min[static_cast<size_t>(2 * (n * groups + g) + 1)] = -(z * s);
+      }
+    }
+  }, int64_t{1} << 10);
+  return r;
+}
+
+Int4Weights permute_int4_rows(const Int4Weights& w, const std::vector<int64_t>& rows) {
+  Int4Weights r = w;
+  const int64_t qb = w.cols / 2, sm = 2 * (w.cols / w.group);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(w.q.data() + rows[i] * qb, qb, r.q.data() + static_cast<int64_t>(i) * qb);
+    std::copy_n(w.scale_min.data() + rows[i] * sm, sm, r.scale_min.data() + static_cast<int64_t>(i) * sm);
+  }
+  return r;
+}
+
 Result<Int4Weights> concat_int4_rows(const std::vector<const Int4Weights*>& parts) {
   if (parts.empty() || parts[0] == nullptr) return invalid_argument("concat_int4_rows: no parts");
   Int4Weights r;

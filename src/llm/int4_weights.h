@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "llm/gguf.h"
+#include "llm/safetensors.h"
 
 namespace ingot::llm {
 
@@ -44,6 +45,15 @@ std::vector<float> dequantize_int4(const Int4Weights& w);
 /// A GGUF tensor of type Q4_0, Q4_1 or Q4_K in this form (group 32), value for value what
 /// dequantize() gives; kUnsupported for another type, kInvalidModel for a shape that is not 2-D.
 Result<Int4Weights> int4_from_gguf(const GgufTensor& t);
+/// An AutoAWQ "gemm" checkpoint's projection (transformers' and vLLM's AWQ format): qweight int32
+/// [in][out / 8] and qzeros int32 [in / group][out / 8], eight 4-bit values a word in AWQ's order
+/// (nibble i holds column 8c + (0, 2, 4, 6, 1, 3, 5, 7)[i]), scales fp16 [in / group][out]; the
+/// weight is (q - zero) * scale, here scale and min = -zero * scale (exact). kInvalidModel for
+/// shapes or types that do not agree, kUnsupported for a group the kernels do not read.
+Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& qzeros, const SafeTensor& scales,
+                                  int64_t group);
+/// The rows of `rows` (new row r = old row rows[r]), nibbles and group pairs together.
+Int4Weights permute_int4_rows(const Int4Weights& w, const std::vector<int64_t>& rows);
 /// The rows of `parts` one after the other (the decoder's fused Q/K/V and gate/up projections);
 /// the parts must share cols and group.
 Result<Int4Weights> concat_int4_rows(const std::vector<const Int4Weights*>& parts);

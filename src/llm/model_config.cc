@@ -1,6 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 #include "llm/model_config.h"
 
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 namespace ingot::llm {
@@ -83,6 +85,20 @@ Result<LlamaConfig> llama_config_from_json(const std::string& json_text, const s
     } else if (type != "default") {
       return unsupported(what, ": rope_scaling type '", type, "' (ingot has llama3)");
     }
+  }
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    const nlohmann::json& q = j["quantization_config"];
+    LlamaConfig::Quantization& cq = c.quantization;
+    cq.method = q.value("quant_method", std::string());
+    for (char& ch : cq.method) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const nlohmann::json* bits = q.contains("bits") ? &q["bits"] : q.contains("w_bit") ? &q["w_bit"] : nullptr;
+    const nlohmann::json* group =
+        q.contains("group_size") ? &q["group_size"] : q.contains("q_group_size") ? &q["q_group_size"] : nullptr;
+    if (bits && bits->is_number_integer()) cq.bits = bits->get<int64_t>();
+    if (group && group->is_number_integer()) cq.group_size = group->get<int64_t>();
+    if (q.contains("zero_point") && q["zero_point"].is_boolean()) cq.zero_point = q["zero_point"].get<bool>();
+    cq.version = q.value("version", std::string());
+    for (char& ch : cq.version) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   }
   INGOT_RETURN_IF_ERROR(check(c, what));
   return c;

@@ -33,6 +33,16 @@ struct LlamaConfig {
   std::string rope_scaling = "none";
   double rope_factor = 1.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
   int64_t rope_original_max_positions = 8192;
+  /// A quantized Hugging Face checkpoint's config.json "quantization_config": quant_method ("awq",
+  /// "gptq", "compressed-tensors", "fp8", ...; empty: none), bits, group_size, zero_point and
+  /// version (AWQ's "gemm" / "gemv" packing).
+  struct Quantization {
+    std::string method;
+    int64_t bits = 0;
+    int64_t group_size = 0;
+    bool zero_point = false;
+    std::string version;
+  } quantization;
 };
 
 /// From the text of a Hugging Face config.json.
