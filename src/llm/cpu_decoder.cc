@@ -262,39 +262,66 @@ std::vector<float> rotate_half_to_pairs(const std::vector<float>& w, int64_t hea
   return out;
 }
 
-/// A projection [out][in] of a Hugging Face checkpoint: `prefix`.weight as floats, or for an AWQ
-/// checkpoint `prefix`.qweight/.qzeros/.scales as 4-bit blocks (*int4) and their values as floats.
+/// A projection [out][in] of a Hugging Face checkpoint: `prefix`.weight as floats, or the 4-bit
+/// blocks of a quantized checkpoint (*int4; AWQ's qweight/qzeros/scales, compressed-tensors'
+/// weight_packed/weight_scale/weight_zero_point/weight_shape) and their values as floats. A
+/// projection the quantizer left out (its "ignore" / modules_to_not_convert) keeps its .weight.
 Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std::string& prefix, int64_t out, int64_t in,
                      std::vector<float>* floats, Int4Weights* int4) {
-  if (c.quantization.method != "awq") {
+  const std::string& method = c.quantization.method;
+  const bool awq = method == "awq", ct = method == "compressed-tensors";
+  const SafeTensor* packed = awq ? w.find(prefix + ".qweight") : ct ? w.find(prefix + ".weight_packed") : nullptr;
+  if (!packed) {
     INGOT_ASSIGN_OR_RETURN(*floats, hf_weight(w, prefix + ".weight", {out, in}));
     return Status::Ok();
   }
-  const SafeTensor* qw = w.find(prefix + ".qweight");
-  const SafeTensor* qz = w.find(prefix + ".qzeros");
-  const SafeTensor* sc = w.find(prefix + ".scales");
-  if (!qw || !qz || !sc)
-    return invalid_model("safetensors: AWQ projection '", prefix, "' needs qweight, qzeros and scales");
-  INGOT_ASSIGN_OR_RETURN(*int4, int4_from_awq(*qw, *qz, *sc, c.quantization.group_size));
+  if (awq) {
+    const SafeTensor* qz = w.find(prefix + ".qzeros");
+    const SafeTensor* sc = w.find(prefix + ".scales");
+    if (!qz || !sc) return invalid_model("safetensors: AWQ projection '", prefix, "' needs qweight, qzeros and scales");
+    INGOT_ASSIGN_OR_RETURN(*int4, int4_from_awq(*packed, *qz, *sc, c.quantization.group_size));
+  } else {
+    const SafeTensor* sc = w.find(prefix + ".weight_scale");
+    const SafeTensor* zp = w.find(prefix + ".weight_zero_point");
+    if (!sc) return invalid_model("safetensors: compressed-tensors projection '", prefix, "' has no weight_scale");
+    if (!c.quantization.symmetric && !zp)
+      return invalid_model("safetensors: asymmetric compressed-tensors projection '", prefix,
+                           "' has no weight_zero_point");
+    INGOT_ASSIGN_OR_RETURN(*int4, int4_from_compressed(*packed, *sc, c.quantization.symmetric ? nullptr : zp,
+                                                       w.find(prefix + ".weight_shape"), c.quantization.group_size));
+  }
   if (int4->rows != out || int4->cols != in)
-    return shape_mismatch("safetensors", prefix + ".qweight", "unpacked shape", {int4->rows, int4->cols}, {out, in});
+    return shape_mismatch("safetensors", packed->name, "unpacked shape", {int4->rows, int4->cols}, {out, in});
   *floats = dequantize_int4(*int4);
   return Status::Ok();
 }
 
-/// Which quantized checkpoints load_hf reads: none, or AutoAWQ's 4-bit "gemm" packing with zero
-/// points (transformers' and vLLM's AWQ). Anything else would read packed integers or unscaled
-/// fp8 codes as weights, so it is refused by name.
+/// Which quantized checkpoints load_hf reads: none; AutoAWQ's 4-bit "gemm" packing with zero
+/// points (transformers' and vLLM's AWQ); compressed-tensors "pack-quantized" 4-bit integer
+/// weights in groups, activations unquantized (llm-compressor's W4A16, GPTQ- or RTN-made). Anything
+/// else would read packed integers or unscaled codes as weights, so it is refused by name.
 Status check_hf_quantization(const LlamaConfig& c) {
   const LlamaConfig::Quantization& q = c.quantization;
   if (q.method.empty()) return Status::Ok();
-  if (q.method != "awq")
-    return unsupported("config.json: quantization_config quant_method '", q.method,
-                       "' (ingot reads AWQ gemm checkpoints; dequantize others to fp16/bf16 first)");
-  if (q.bits != 4 || !q.zero_point || (!q.version.empty() && q.version != "gemm"))
-    return unsupported("config.json: AWQ with bits ", q.bits, ", zero_point ", q.zero_point ? "true" : "false",
-                       ", version '", q.version, "' (ingot reads 4 bits, zero points, gemm packing)");
-  return Status::Ok();
+  if (q.method == "awq") {
+    if (q.bits != 4 || !q.zero_point || (!q.version.empty() && q.version != "gemm"))
+      return unsupported("config.json: AWQ with bits ", q.bits, ", zero_point ", q.zero_point ? "true" : "false",
+                         ", version '", q.version, "' (ingot reads 4 bits, zero points, gemm packing)");
+    return Status::Ok();
+  }
+  if (q.method == "compressed-tensors") {
+    if (q.format != "pack-quantized" || q.groups != 1 || q.bits != 4 || q.type != "int" || q.strategy != "group" ||
+        q.activations || q.actorder == "group")
+      return unsupported("config.json: compressed-tensors format '", q.format, "' with ", q.groups, " config group(s) of ",
+                         q.bits, "-bit ", q.type, " weights, strategy '", q.strategy, "', actorder '", q.actorder,
+                         "', activations ", q.activations ? "quantized" : "not quantized",
+                         " (ingot reads pack-quantized: one group of 4-bit int weights by group, activations not "
+                         "quantized, no group act-order)");
+    return Status::Ok();
+  }
+  return unsupported("config.json: quantization_config quant_method '", q.method,
+                     "' (ingot reads AWQ gemm and compressed-tensors pack-quantized W4A16 checkpoints; dequantize "
+                     "others to fp16/bf16 first)");
 }
 
 }  // namespace

@@ -192,6 +192,64 @@ Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& q
   return r;
 }
 
+Result<Int4Weights> int4_from_compressed(const SafeTensor& packed, const SafeTensor& scale, const SafeTensor* zero_point,
+                                         const SafeTensor* shape, int64_t group) {
+  const std::string& name = packed.name;
+  if (packed.dtype != DataType::kInt32 || packed.shape.size() != 2)
+    return invalid_model("compressed-tensors weights '", name, "': weight_packed must be a 2-D I32 tensor");
+  const int64_t out = packed.shape[0], in = packed.shape[1] * 8;
+  if (shape) {
+    if (shape->dtype != DataType::kInt64 || shape->nbytes != 16)
+      return invalid_model("compressed-tensors weights '", name, "': weight_shape must hold two I64 values");
+    int64_t dims[2];
+    std::memcpy(dims, shape->data, 16);
+    if (dims[0] != out || dims[1] != in)
+      return invalid_model("compressed-tensors weights '", name, "': weight_shape [", dims[0], ", ", dims[1],
+                           "] for packed rows of ", out, " x ", in);
+  }
+  if (!int4_group_supported(group) || in % group != 0)
+    return unsupported("compressed-tensors weights '", name, "': group_size ", group, " along an input dim of ", in,
+                       " (ingot's int4 kernels read groups of 32, 64 and 128)");
+  const int64_t groups = in / group;
+  const bool f16 = scale.dtype == DataType::kFloat16, bf16 = scale.dtype == DataType::kBFloat16;
+  if ((!f16 && !bf16 && scale.dtype != DataType::kFloat32) || scale.shape != std::vector<int64_t>{out, groups})
+    return invalid_model("compressed-tensors weights '", name, "': weight_scale must be F16, BF16 or F32 [", out, ", ",
+                         groups, "], got ", scale.dtype_name);
+  const int64_t zrows = (out + 7) / 8;
+  if (zero_point && (zero_point->dtype != DataType::kInt32 || zero_point->shape != std::vector<int64_t>{zrows, groups}))
+    return invalid_model("compressed-tensors weights '", name, "': weight_zero_point must be I32 [", zrows, ", ", groups,
+                         "]");
+  Int4Weights r;
+  r.rows = out;
+  r.cols = in;
+  r.group = group;
+  r.q.assign(packed.data, packed.data + out * in / 2);  // little-endian words: the nibbles in order
+  r.scale_min.resize(static_cast<size_t>(2 * out * groups));
+  for (int64_t n = 0; n < out; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      const size_t at = static_cast<size_t>(n * groups + g);
+      float s;
+      if (f16) {
+        s = f16_at(scale.data + 2 * at);
+      } else if (bf16) {
+        uint16_t b;
+        std::memcpy(&b, scale.data + 2 * at, 2);
+        s = bfloat16_bits_to_float(b);
+      } else {
+        std::memcpy(&s, scale.data + 4 * at, 4);
+      }
+      float z = 8.0f;  // symmetric: zero 0, stored + 8
+      if (zero_point) {
+        uint32_t w;
+        std::memcpy(&w, zero_point->data + 4 * ((n / 8) * groups + g), 4);
+        z = static_cast<float>((w >> (4 * (n % 8))) & 0xF);
+      }
+      r.scale_min[2 * at] = s;
+      r.scale_min[2 * at + 1] = -(z * s);
+    }
+  return r;
+}
+
 Int4Weights permute_int4_rows(const Int4Weights& w, const std::vector<int64_t>& rows) {
   Int4Weights r = w;
   const int64_t qb = w.cols / 2, sm = 2 * (w.cols / w.group);

@@ -52,6 +52,14 @@ Result<Int4Weights> int4_from_gguf(const GgufTensor& t);
 /// shapes or types that do not agree, kUnsupported for a group the kernels do not read.
 Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& qzeros, const SafeTensor& scales,
                                   int64_t group);
+/// A compressed-tensors "pack-quantized" projection (llm-compressor's W4A16, vLLM's format):
+/// weight_packed int32 [out][in / 8], eight values a word from the low bits, each a signed 4-bit
+/// value + 8 (so its bytes are this form's nibbles); weight_scale [out][in / group] (F16, BF16 or
+/// F32); weight_zero_point (asymmetric only) int32 [ceil(out / 8)][in / group], packed the same
+/// way along out; weight_shape int64 {out, in}. The weight is (q - zero) * scale: here min =
+/// -(zero + 8) * scale, -8 scale without zero points. Shapes that do not agree are kInvalidModel.
+Result<Int4Weights> int4_from_compressed(const SafeTensor& packed, const SafeTensor& scale, const SafeTensor* zero_point,
+                                         const SafeTensor* shape, int64_t group);
 /// The rows of `rows` (new row r = old row rows[r]), nibbles and group pairs together.
 Int4Weights permute_int4_rows(const Int4Weights& w, const std::vector<int64_t>& rows);
 /// The rows of `parts` one after the other (the decoder's fused Q/K/V and gate/up projections);

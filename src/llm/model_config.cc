@@ -99,6 +99,27 @@ Result<LlamaConfig> llama_config_from_json(const std::string& json_text, const s
     if (q.contains("zero_point") && q["zero_point"].is_boolean()) cq.zero_point = q["zero_point"].get<bool>();
     cq.version = q.value("version", std::string());
     for (char& ch : cq.version) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    cq.format = q.value("format", std::string());
+    if (q.contains("config_groups") && q["config_groups"].is_object()) {  // compressed-tensors
+      const nlohmann::json& groups = q["config_groups"];
+      cq.groups = static_cast<int64_t>(groups.size());
+      for (const auto& [name, g] : groups.items()) {
+        (void)name;
+        if (!g.is_object()) continue;
+        if (g.contains("weights") && g["weights"].is_object()) {
+          const nlohmann::json& w = g["weights"];
+          if (w.contains("num_bits") && w["num_bits"].is_number_integer()) cq.bits = w["num_bits"].get<int64_t>();
+          if (w.contains("group_size") && w["group_size"].is_number_integer())
+            cq.group_size = w["group_size"].get<int64_t>();
+          cq.type = w.value("type", std::string());
+          cq.strategy = w.value("strategy", std::string());
+          cq.symmetric = w.value("symmetric", true);
+          if (w.contains("actorder") && w["actorder"].is_string()) cq.actorder = w["actorder"].get<std::string>();
+        }
+        cq.activations = g.contains("input_activations") && !g["input_activations"].is_null();
+        break;  // the first group (check_hf_quantization refuses more than one)
+      }
+    }
   }
   INGOT_RETURN_IF_ERROR(check(c, what));
   return c;

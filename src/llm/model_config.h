@@ -35,13 +35,19 @@ struct LlamaConfig {
   int64_t rope_original_max_positions = 8192;
   /// A quantized Hugging Face checkpoint's config.json "quantization_config": quant_method ("awq",
   /// "gptq", "compressed-tensors", "fp8", ...; empty: none), bits, group_size, zero_point and
-  /// version (AWQ's "gemm" / "gemv" packing).
+  /// version (AWQ's "gemm" / "gemv" packing); for compressed-tensors its format ("pack-quantized",
+  /// ...) and its one config group's weights (type, symmetric, strategy, actorder) and whether it
+  /// quantizes activations too; groups counts its config_groups.
   struct Quantization {
     std::string method;
     int64_t bits = 0;
     int64_t group_size = 0;
     bool zero_point = false;
     std::string version;
+    std::string format, type, strategy, actorder;
+    bool symmetric = true;
+    bool activations = false;
+    int64_t groups = 0;
   } quantization;
 };
 

@@ -4,7 +4,8 @@
 // a hand-worked group and bounds on random ones; GGUF's Q4_0, Q4_1 and Q4_K blocks read into the
 // form value for value against llama.cpp's own `gguf` package (make_gguf_cases.py's oracle floats)
 // and on the real SmolLM2-135M Q4_1 file; the CPU decoder's int4 reference
-// (LlamaCpuModel::quantize_int4_in_place) and its refusals.
+// (LlamaCpuModel::quantize_int4_in_place) and its refusals; compressed-tensors' and AWQ's packing
+// worked by hand and malformed (their real files: tests/llm/test_int4_folders.py).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -100,6 +101,60 @@ TEST(Int4Weights, ConcatRowsKeepsEachPart) {
   auto q64 = quantize_int4(b.data(), 5, 64, 64);
   ASSERT_TRUE(q64.ok());
   EXPECT_EQ(concat_int4_rows({&*qa, &*q64}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A compressed-tensors projection worked by hand: 8 rows of 32, one group, scale 0.5 (F16 0x3800),
+// zero points packed along the rows (row n's zero nibble is n); element k of row n holds nibble
+// (n + k) % 16, so its weight is ((n + k) % 16 - n) * 0.5. Then the shapes that do not agree.
+TEST(Int4Weights, CompressedTensorsPackingWorkedByHand) {
+  const int64_t out = 8, in = 32;
+  std::vector<uint32_t> packed(static_cast<size_t>(out * in / 8), 0);
+  for (int64_t n = 0; n < out; ++n)
+    for (int64_t k = 0; k < in; ++k)
+      packed[static_cast<size_t>(n * in / 8 + k / 8)] |= static_cast<uint32_t>((n + k) % 16) << (4 * (k % 8));
+  std::vector<uint16_t> scale(static_cast<size_t>(out), 0x3800);
+  uint32_t zero = 0;
+  for (uint32_t n = 0; n < 8; ++n) zero |= n << (4 * n);
+  const int64_t dims[2] = {out, in};
+  auto tensor = [](const char* name, DataType t, std::vector<int64_t> shape, const void* data, size_t bytes) {
+    SafeTensor s;
+    s.name = name;
+    s.dtype = t;
+    s.shape = std::move(shape);
+    s.data = static_cast<const uint8_t*>(data);
+    s.nbytes = bytes;
+    return s;
+  };
+  const SafeTensor p = tensor("w.weight_packed", DataType::kInt32, {out, in / 8}, packed.data(), packed.size() * 4);
+  const SafeTensor sc = tensor("w.weight_scale", DataType::kFloat16, {out, 1}, scale.data(), scale.size() * 2);
+  const SafeTensor zp = tensor("w.weight_zero_point", DataType::kInt32, {1, 1}, &zero, 4);
+  const SafeTensor sh = tensor("w.weight_shape", DataType::kInt64, {2}, dims, 16);
+  auto q = int4_from_compressed(p, sc, &zp, &sh, 32);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  const std::vector<float> w = dequantize_int4(*q);
+  for (int64_t n = 0; n < out; ++n)
+    for (int64_t k = 0; k < in; ++k)
+      ASSERT_EQ(w[static_cast<size_t>(n * in + k)], static_cast<float>((n + k) % 16 - n) * 0.5f) << n << ", " << k;
+  auto sym = int4_from_compressed(p, sc, nullptr, &sh, 32);  // no zero points: zero 0, stored + 8
+  ASSERT_TRUE(sym.ok());
+  EXPECT_EQ(dequantize_int4(*sym)[1], static_cast<float>(1 - 8) * 0.5f);
+  const int64_t wrong[2] = {out, 64};
+  const SafeTensor bad_shape = tensor("w.weight_shape", DataType::kInt64, {2}, wrong, 16);
+  EXPECT_EQ(int4_from_compressed(p, sc, &zp, &bad_shape, 32).status().code(), StatusCode::kInvalidModel);
+  const SafeTensor bad_zp = tensor("w.weight_zero_point", DataType::kInt32, {2, 1}, &zero, 4);
+  EXPECT_EQ(int4_from_compressed(p, sc, &bad_zp, &sh, 32).status().code(), StatusCode::kInvalidModel);
+  const SafeTensor bad_scale = tensor("w.weight_scale", DataType::kFloat16, {out, 2}, scale.data(), scale.size() * 2);
+  EXPECT_EQ(int4_from_compressed(p, bad_scale, &zp, &sh, 32).status().code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(int4_from_compressed(p, sc, &zp, &sh, 16).status().code(), StatusCode::kUnsupported);
+  // AWQ: qzeros of the wrong shape and F32 scales are the checkpoint's fault, named.
+  const SafeTensor qw = tensor("a.qweight", DataType::kInt32, {in, out / 8}, packed.data(), packed.size() * 4);
+  const SafeTensor qz = tensor("a.qzeros", DataType::kInt32, {1, out / 8}, &zero, 4);
+  const SafeTensor as = tensor("a.scales", DataType::kFloat16, {1, out}, scale.data(), scale.size() * 2);
+  ASSERT_TRUE(int4_from_awq(qw, qz, as, 32).ok());
+  const SafeTensor qz_bad = tensor("a.qzeros", DataType::kInt32, {2, out / 8}, &zero, 4);
+  EXPECT_EQ(int4_from_awq(qw, qz_bad, as, 32).status().code(), StatusCode::kInvalidModel);
+  const SafeTensor as_f32 = tensor("a.scales", DataType::kFloat32, {1, out}, scale.data(), scale.size() * 2);
+  EXPECT_EQ(int4_from_awq(qw, qz, as_f32, 32).status().code(), StatusCode::kInvalidModel);
 }
 
 // GGUF's 4-bit blocks in this form give gguf-py's floats (tests/llm/make_gguf_cases.py wrote random
