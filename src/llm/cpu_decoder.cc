@@ -263,14 +263,15 @@ std::vector<float> rotate_half_to_pairs(const std::vector<float>& w, int64_t hea
 }
 
 /// A projection [out][in] of a Hugging Face checkpoint: `prefix`.weight as floats, or the 4-bit
-/// blocks of a quantized checkpoint (*int4; AWQ's qweight/qzeros/scales, compressed-tensors'
+/// blocks of a quantized checkpoint (*int4; AWQ's and GPTQ's qweight/qzeros/scales, compressed-tensors'
 /// weight_packed/weight_scale/weight_zero_point/weight_shape) and their values as floats. A
 /// projection the quantizer left out (its "ignore" / modules_to_not_convert) keeps its .weight.
 Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std::string& prefix, int64_t out, int64_t in,
                      std::vector<float>* floats, Int4Weights* int4) {
   const std::string& method = c.quantization.method;
-  const bool awq = method == "awq", ct = method == "compressed-tensors";
-  const SafeTensor* packed = awq ? w.find(prefix + ".qweight") : ct ? w.find(prefix + ".weight_packed") : nullptr;
+  const bool awq = method == "awq", gptq = method == "gptq", ct = method == "compressed-tensors";
+  const SafeTensor* packed =
+      awq || gptq ? w.find(prefix + ".qweight") : ct ? w.find(prefix + ".weight_packed") : nullptr;
   if (!packed) {
     INGOT_ASSIGN_OR_RETURN(*floats, hf_weight(w, prefix + ".weight", {out, in}));
     return Status::Ok();
@@ -280,6 +281,13 @@ Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std:
     const SafeTensor* sc = w.find(prefix + ".scales");
     if (!qz || !sc) return invalid_model("safetensors: AWQ projection '", prefix, "' needs qweight, qzeros and scales");
     INGOT_ASSIGN_OR_RETURN(*int4, int4_from_awq(*packed, *qz, *sc, c.quantization.group_size));
+  } else if (gptq) {
+    const SafeTensor* qz = w.find(prefix + ".qzeros");
+    const SafeTensor* sc = w.find(prefix + ".scales");
+    if (!qz || !sc) return invalid_model("safetensors: GPTQ projection '", prefix, "' needs qweight, qzeros and scales");
+    const int zero_offset = c.quantization.checkpoint_format == "gptq_v2" ? 0 : 1;
+    INGOT_ASSIGN_OR_RETURN(*int4, int4_from_gptq(*packed, *qz, *sc, w.find(prefix + ".g_idx"),
+                                                 c.quantization.group_size, zero_offset));
   } else {
     const SafeTensor* sc = w.find(prefix + ".weight_scale");
     const SafeTensor* zp = w.find(prefix + ".weight_zero_point");
@@ -297,7 +305,8 @@ Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std:
 }
 
 /// Which quantized checkpoints load_hf reads: none; AutoAWQ's 4-bit "gemm" packing with zero
-/// points (transformers' and vLLM's AWQ); compressed-tensors "pack-quantized" 4-bit integer
+/// points (transformers' and vLLM's AWQ); AutoGPTQ / GPTQModel 4-bit without act-order (v1 and v2
+/// zero points); compressed-tensors "pack-quantized" 4-bit integer
 /// weights in groups, activations unquantized (llm-compressor's W4A16, GPTQ- or RTN-made). Anything
 /// else would read packed integers or unscaled codes as weights, so it is refused by name.
 Status check_hf_quantization(const LlamaConfig& c) {
@@ -307,6 +316,13 @@ Status check_hf_quantization(const LlamaConfig& c) {
     if (q.bits != 4 || !q.zero_point || (!q.version.empty() && q.version != "gemm"))
       return unsupported("config.json: AWQ with bits ", q.bits, ", zero_point ", q.zero_point ? "true" : "false",
                          ", version '", q.version, "' (ingot reads 4 bits, zero points, gemm packing)");
+    return Status::Ok();
+  }
+  if (q.method == "gptq") {
+    const std::string& f = q.checkpoint_format;
+    if (q.bits != 4 || q.desc_act || (!f.empty() && f != "gptq" && f != "gptq_v2"))
+      return unsupported("config.json: GPTQ with bits ", q.bits, ", desc_act ", q.desc_act ? "true" : "false",
+                         ", checkpoint_format '", f, "' (ingot reads 4 bits, desc_act false, gptq or gptq_v2)");
     return Status::Ok();
   }
   if (q.method == "compressed-tensors") {
@@ -320,7 +336,7 @@ Status check_hf_quantization(const LlamaConfig& c) {
     return Status::Ok();
   }
   return unsupported("config.json: quantization_config quant_method '", q.method,
-                     "' (ingot reads AWQ gemm and compressed-tensors pack-quantized W4A16 checkpoints; dequantize "
+                     "' (ingot reads AWQ gemm, GPTQ and compressed-tensors pack-quantized W4A16 checkpoints; dequantize "
                      "others to fp16/bf16 first)");
 }
 

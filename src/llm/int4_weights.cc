@@ -192,6 +192,63 @@ Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& q
   return r;
 }
 
+Result<Int4Weights> int4_from_gptq(const SafeTensor& qweight, const SafeTensor& qzeros, const SafeTensor& scales,
+                                   const SafeTensor* g_idx, int64_t group, int zero_offset) {
+  const std::string& name = qweight.name;
+  if (qweight.dtype != DataType::kInt32 || qzeros.dtype != DataType::kInt32 || scales.dtype != DataType::kFloat16 ||
+      qweight.shape.size() != 2)
+    return invalid_model("GPTQ weights '", name, "': qweight and qzeros must be I32 and scales F16, got ",
+                         qweight.dtype_name, ", ", qzeros.dtype_name, " and ", scales.dtype_name);
+  const int64_t in = qweight.shape[0] * 8, out = qweight.shape[1];
+  if (!int4_group_supported(group) || in % group != 0)
+    return unsupported("GPTQ weights '", name, "': group_size ", group, " along an input dim of ", in,
+                       " (ingot's int4 kernels read groups of 32, 64 and 128)");
+  const int64_t groups = in / group;
+  if (qzeros.shape != std::vector<int64_t>{groups, out / 8} || scales.shape != std::vector<int64_t>{groups, out} ||
+      out % 8 != 0)
+    return invalid_model("GPTQ weights '", name, "': qweight [", in / 8, ", ", out, "] needs qzeros [", groups, ", ",
+                         out / 8, "] and scales [", groups, ", ", out, "] for groups of ", group);
+  if (g_idx) {
+    if (g_idx->dtype != DataType::kInt32 || g_idx->shape != std::vector<int64_t>{in})
+      return invalid_model("GPTQ weights '", name, "': g_idx must be I32 [", in, "]");
+    for (int64_t k = 0; k < in; ++k) {
+      int32_t g;
+      std::memcpy(&g, g_idx->data + 4 * k, 4);
+      if (g != k / group)
+        return unsupported("GPTQ weights '", name, "': act-order groups (g_idx[", k, "] = ", g, ", not ", k / group,
+                           "); ingot reads GPTQ checkpoints made with desc_act false");
+    }
+  }
+  auto word = [](const uint8_t* p, int64_t at) {
+    uint32_t w;
+    std::memcpy(&w, p + 4 * at, 4);
+    return w;
+  };
+  Int4Weights r;
+  r.rows = out;
+  r.cols = in;
+  r.group = group;
+  r.q.assign(static_cast<size_t>(out * in / 2), 0);
+  r.scale_min.resize(static_cast<size_t>(2 * out * groups));
+  parallel_ranges(out, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      uint8_t* dst = r.q.data() + n * in / 2;
+      for (int64_t k = 0; k < in; ++k) {
+        const uint32_t v = (word(qweight.data, (k / 8) * out + n) >> (4 * (k % 8))) & 0xF;
+        dst[k / 2] = static_cast<uint8_t>(dst[k / 2] | (v << (4 * (k % 2))));
+      }
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = f16_at(scales.data + 2 * (g * out + n));
+        const float z =
+            static_cast<float>(((word(qzeros.data, g * (out / 8) + n / 8) >> (4 * (n % 8))) & 0xF) + zero_offset);
+        r.scale_min[static_cast<size_t>(2 * (n * groups + g))] = s;
+        r.scale_min[static_cast<size_t>(2 * (n * groups + g) + 1)] = -(z * s);
+      }
+    }
+  }, int64_t{1} << 10);
+  return r;
+}
+
 Result<Int4Weights> int4_from_compressed(const SafeTensor& packed, const SafeTensor& scale, const SafeTensor* zero_point,
                                          const SafeTensor* shape, int64_t group) {
   const std::string& name = packed.name;

@@ -100,6 +100,8 @@ Result<LlamaConfig> llama_config_from_json(const std::string& json_text, const s
     cq.version = q.value("version", std::string());
     for (char& ch : cq.version) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     cq.format = q.value("format", std::string());
+    if (q.contains("desc_act") && q["desc_act"].is_boolean()) cq.desc_act = q["desc_act"].get<bool>();
+    cq.checkpoint_format = q.value("checkpoint_format", std::string());
     if (q.contains("config_groups") && q["config_groups"].is_object()) {  // compressed-tensors
       const nlohmann::json& groups = q["config_groups"];
       cq.groups = static_cast<int64_t>(groups.size());

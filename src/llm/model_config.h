@@ -35,7 +35,7 @@ struct LlamaConfig {
   int64_t rope_original_max_positions = 8192;
   /// A quantized Hugging Face checkpoint's config.json "quantization_config": quant_method ("awq",
   /// "gptq", "compressed-tensors", "fp8", ...; empty: none), bits, group_size, zero_point and
-  /// version (AWQ's "gemm" / "gemv" packing); for compressed-tensors its format ("pack-quantized",
+  /// version (AWQ's "gemm" / "gemv" packing); GPTQ's desc_act and checkpoint_format; for compressed-tensors its format ("pack-quantized",
   /// ...) and its one config group's weights (type, symmetric, strategy, actorder) and whether it
   /// quantizes activations too; groups counts its config_groups.
   struct Quantization {
@@ -45,6 +45,8 @@ struct LlamaConfig {
     bool zero_point = false;
     std::string version;
     std::string format, type, strategy, actorder;
+    bool desc_act = false;           ///< GPTQ: act-order (groups follow g_idx)
+    std::string checkpoint_format;   ///< GPTQ: "gptq" (zeros stored - 1, the default) or "gptq_v2"
     bool symmetric = true;
     bool activations = false;
     int64_t groups = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Copyright ingot authors. Apache-2.0.
 """The 4-bit checkpoint cases (tests/data/int4_tiny): a tiny Llama as Hugging Face folders, written
-once by the quantizers' own code (the oracles) where torch, autoawq and compressed-tensors install,
+once by the quantizers' own code (the oracles) where torch, autoawq, auto-gptq (BUILD_CUDA_EXT=0) and
+compressed-tensors install,
 and kept in the repository. Each quantized folder has a twin with plain fp32 projections, the
 values the quantizer's own unpacking gives, (q - zero) * scale in fp32 (exact: a 4-bit integer
 times an fp16 scale):
@@ -11,6 +12,9 @@ times an fp16 scale):
                               awq.utils.packing_utils (unpack_awq, reverse_awq_order). Scales and
                               zeros are AWQ's asymmetric formulas (pseudo_quantize_tensor):
                               scale = (max - min) / 15, zero = clamp(-round(min / scale), 0, 15).
+  gptq/, gptq_dequant/        AutoGPTQ's "gptq" (v1) format: qweight, qzeros (zero - 1), scales, g_idx
+                              packed by auto_gptq's QuantLinear.pack (qlinear_cuda_old), symmetric;
+                              its values from that module's own dequantizing forward in fp32.
   ct_sym/, ct_sym_dequant/    compressed-tensors "pack-quantized" (llm-compressor's W4A16, what vLLM
   ct_asym/, ct_asym_dequant/  loads): weight_packed, weight_scale, weight_shape (and
                               weight_zero_point when asymmetric) from PackedQuantizationCompressor
@@ -87,6 +91,35 @@ def awq_pack(w):
     return tensors, deq.t().contiguous()
 
 
+def gptq_pack(w):
+    """AutoGPTQ's (v1 "gptq" checkpoint format) tensors of w [out, in], symmetric (zero 8, stored as
+    7: the format's zero - 1), and their values: the module's own dequantizing forward in fp32 on
+    the identity."""
+    import importlib.util
+    import sysconfig
+    # The module file alone: the auto_gptq package's __init__ needs an older transformers.
+    path = os.path.join(sysconfig.get_paths()["purelib"], "auto_gptq", "nn_modules", "qlinear", "qlinear_cuda_old.py")
+    spec = importlib.util.spec_from_file_location("qlinear_cuda_old", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out, k = w.shape
+    lin = torch.nn.Linear(k, out, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(w.half().float())
+    lin = lin.half()
+    g = w.reshape(out, k // GROUP, GROUP)
+    scales = (2 * g.abs().amax(dim=2) / 15).clamp(min=1e-5).half().float()
+    zeros = torch.full_like(scales, 8)
+    q = mod.QuantLinear(4, GROUP, k, out, False)
+    q.pack(lin.cpu(), scales, zeros, torch.arange(k) // GROUP)
+    tensors = {"qweight": q.qweight.contiguous(), "qzeros": q.qzeros.contiguous(), "scales": q.scales.contiguous(),
+               "g_idx": q.g_idx.to(torch.int32).contiguous()}
+    q.scales = q.scales.float()
+    with torch.no_grad():
+        deq = q(torch.eye(k, dtype=torch.float32)).t().contiguous()  # row i of the identity picks input i
+    return tensors, deq
+
+
 def ct_config(symmetric):
     return {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
             "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
@@ -106,6 +139,8 @@ def main():
               "self_attn.o_proj": (d, d), "mlp.gate_proj": (ff, d), "mlp.up_proj": (ff, d), "mlp.down_proj": (d, ff)}
     cases = {"awq": (awq_pack, {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True,
                                 "version": "gemm"}),
+             "gptq": (gptq_pack, {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": False,
+                                  "sym": True, "checkpoint_format": "gptq"}),
              "ct_sym": (lambda w: ct_pack(w, True), ct_config(True)),
              "ct_asym": (lambda w: ct_pack(w, False), ct_config(False))}
     for name, (pack, qconfig) in cases.items():

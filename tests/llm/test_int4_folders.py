@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Copyright ingot authors. Apache-2.0.
 """4-bit Hugging Face checkpoints (tests/data/int4_tiny, written by the quantizers' own code:
-tests/llm/make_int4_cases.py): AutoAWQ's gemm packing, and compressed-tensors' pack-quantized
+tests/llm/make_int4_cases.py): AutoAWQ's gemm packing, AutoGPTQ's (v1) format, and compressed-tensors' pack-quantized
 W4A16, symmetric and with zero points. Each against the same model with the projections the
 quantizer's own unpacking gives, as plain fp32 (its _dequant twin): `ingot generate` must give the
 same logits bit for bit and the same tokens, with and without --quantization int4 (the blocks are
@@ -45,7 +45,7 @@ def main():
     a = ap.parse_args()
     failures = 0
     tmp = tempfile.mkdtemp(prefix="ingot-int4-")
-    for case in ("awq", "ct_sym", "ct_asym"):
+    for case in ("awq", "gptq", "ct_sym", "ct_asym"):
         want, want_ids = generate(a.ingot, os.path.join(CASES, case + "_dequant"), a.backend, [], tmp)
         for extra in ([], ["--quantization", "int4"]):
             got, got_ids = generate(a.ingot, os.path.join(CASES, case), a.backend, extra, tmp)
@@ -65,7 +65,9 @@ def main():
     ct_weights = lambda **kw: {"config_groups": {"group_0": {  # noqa: E731
         "targets": ["Linear"], "input_activations": kw.pop("acts", None),
         "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32, **kw}}}}
-    for case, change, words in [("awq", {"quant_method": "gptq"}, "quant_method 'gptq'"),
+    for case, change, words in [("awq", {"quant_method": "exl2"}, "quant_method 'exl2'"),
+                                ("gptq", {"desc_act": True}, "desc_act true"),
+                                ("gptq", {"bits": 8}, "bits 8"),
                                 ("awq", {"version": "gemv"}, "version 'gemv'"),
                                 ("awq", {"zero_point": False}, "zero_point false"),
                                 ("awq", {"group_size": 48}, "group_size 48"),
