@@ -17,6 +17,24 @@ float f16_at(const uint8_t* p) {
   return half_bits_to_float(h);
 }
 
+/// A zeroed rows x cols matrix in groups of `group`.
+Int4Weights zeroed(int64_t rows, int64_t cols, int64_t group) {
+  Int4Weights r;
+  r.rows = rows;
+  r.cols = cols;
+  r.group = group;
+  r.q.assign(static_cast<size_t>(rows * cols / 2), 0);
+  r.scale_min.assign(static_cast<size_t>(2 * rows * (cols / group)), 0.0f);
+  return r;
+}
+
+/// The little-endian 32-bit word `i` of a packed tensor.
+uint32_t word_at(const uint8_t* p, int64_t i) {
+  uint32_t w;
+  std::memcpy(&w, p + 4 * i, 4);
+  return w;
+}
+
 /// Packs 32 nibble values (element order) into 16 bytes of this layout.
 void pack32(const uint8_t* v, uint8_t* out) {
   for (int i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(v[2 * i] | (v[2 * i + 1] << 4));
@@ -45,13 +63,8 @@ int64_t int4_group_for(std::initializer_list<int64_t> cols) {
 
 Result<Int4Weights> quantize_int4(const float* w, int64_t rows, int64_t cols, int64_t group) {
   INGOT_RETURN_IF_ERROR(check_shape(rows, cols, group, "quantize_int4"));
-  Int4Weights r;
-  r.rows = rows;
-  r.cols = cols;
-  r.group = group;
+  Int4Weights r = zeroed(rows, cols, group);
   const int64_t groups = rows * (cols / group);
-  r.q.resize(static_cast<size_t>(rows * cols / 2));
-  r.scale_min.resize(static_cast<size_t>(2 * groups));
   parallel_ranges(groups, [&](int64_t lo, int64_t hi) {
     std::vector<uint8_t> v(static_cast<size_t>(group));
     for (int64_t g = lo; g < hi; ++g) {
@@ -96,13 +109,8 @@ Result<Int4Weights> int4_from_gguf(const GgufTensor& t) {
   if (cols % be != 0 || t.nbytes != static_cast<uint64_t>(rows * cols / be * bb))
     return invalid_model("int4 weights from GGUF: tensor '", t.name, "' has rows of ", cols, " (not whole ",
                          ggml_type_name(t.type), " blocks)");
-  Int4Weights r;
-  r.rows = rows;
-  r.cols = cols;
-  r.group = 32;
+  Int4Weights r = zeroed(rows, cols, 32);
   const int64_t blocks = rows * cols / be;
-  r.q.resize(static_cast<size_t>(rows * cols / 2));
-  r.scale_min.resize(static_cast<size_t>(2 * rows * cols / 32));
   parallel_ranges(blocks, [&](int64_t lo, int64_t hi) {
     uint8_t v[32];
     for (int64_t b = lo; b < hi; ++b) {
@@ -163,18 +171,11 @@ Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& q
       scales.nbytes != static_cast<uint64_t>(groups * out * 2))
     return invalid_model("AWQ weights '", name, "': qweight [", in, ", ", out / 8, "] needs qzeros [", groups, ", ",
                          out / 8, "] and scales [", groups, ", ", out, "] for groups of ", group);
-  Int4Weights r;
-  r.rows = out;
-  r.cols = in;
-  r.group = group;
-  r.q.assign(static_cast<size_t>(out * in / 2), 0);
-  r.scale_min.resize(static_cast<size_t>(2 * out * groups));
+  Int4Weights r = zeroed(out, in, group);
   // Column n of a packed row sits in word n / 8, nibble kSlot[n % 8] (AWQ's order 0 2 4 6 1 3 5 7).
   static constexpr int kSlot[8] = {0, 4, 1, 5, 2, 6, 3, 7};
   auto nibble = [](const uint8_t* words, int64_t row_words, int64_t row, int64_t n) {
-    uint32_t w;
-    std::memcpy(&w, words + 4 * (row * row_words + n / 8), 4);
-    return static_cast<uint8_t>((w >> (4 * kSlot[n % 8])) & 0xF);
+    return static_cast<uint8_t>((word_at(words, row * row_words + n / 8) >> (4 * kSlot[n % 8])) & 0xF);
   };
   parallel_ranges(out, [&](int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; ++n) {
@@ -219,28 +220,18 @@ Result<Int4Weights> int4_from_gptq(const SafeTensor& qweight, const SafeTensor& 
                            "); ingot reads GPTQ checkpoints made with desc_act false");
     }
   }
-  auto word = [](const uint8_t* p, int64_t at) {
-    uint32_t w;
-    std::memcpy(&w, p + 4 * at, 4);
-    return w;
-  };
-  Int4Weights r;
-  r.rows = out;
-  r.cols = in;
-  r.group = group;
-  r.q.assign(static_cast<size_t>(out * in / 2), 0);
-  r.scale_min.resize(static_cast<size_t>(2 * out * groups));
+  Int4Weights r = zeroed(out, in, group);
   parallel_ranges(out, [&](int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; ++n) {
       uint8_t* dst = r.q.data() + n * in / 2;
       for (int64_t k = 0; k < in; ++k) {
-        const uint32_t v = (word(qweight.data, (k / 8) * out + n) >> (4 * (k % 8))) & 0xF;
+        const uint32_t v = (word_at(qweight.data, (k / 8) * out + n) >> (4 * (k % 8))) & 0xF;
         dst[k / 2] = static_cast<uint8_t>(dst[k / 2] | (v << (4 * (k % 2))));
       }
       for (int64_t g = 0; g < groups; ++g) {
         const float s = f16_at(scales.data + 2 * (g * out + n));
         const float z =
-            static_cast<float>(((word(qzeros.data, g * (out / 8) + n / 8) >> (4 * (n % 8))) & 0xF) + zero_offset);
+            static_cast<float>(((word_at(qzeros.data, g * (out / 8) + n / 8) >> (4 * (n % 8))) & 0xF) + zero_offset);
         r.scale_min[static_cast<size_t>(2 * (n * groups + g))] = s;
         r.scale_min[static_cast<size_t>(2 * (n * groups + g) + 1)] = -(z * s);
       }
@@ -276,12 +267,8 @@ Result<Int4Weights> int4_from_compressed(const SafeTensor& packed, const SafeTen
   if (zero_point && (zero_point->dtype != DataType::kInt32 || zero_point->shape != std::vector<int64_t>{zrows, groups}))
     return invalid_model("compressed-tensors weights '", name, "': weight_zero_point must be I32 [", zrows, ", ", groups,
                          "]");
-  Int4Weights r;
-  r.rows = out;
-  r.cols = in;
-  r.group = group;
-  r.q.assign(packed.data, packed.data + out * in / 2);  // little-endian words: the nibbles in order
-  r.scale_min.resize(static_cast<size_t>(2 * out * groups));
+  Int4Weights r = zeroed(out, in, group);
+  std::copy_n(packed.data, out * in / 2, r.q.data());  // little-endian words: the nibbles in order
   for (int64_t n = 0; n < out; ++n)
     for (int64_t g = 0; g < groups; ++g) {
       const size_t at = static_cast<size_t>(n * groups + g);
@@ -296,11 +283,7 @@ Result<Int4Weights> int4_from_compressed(const SafeTensor& packed, const SafeTen
         std::memcpy(&s, scale.data + 4 * at, 4);
       }
       float z = 8.0f;  // symmetric: zero 0, stored + 8
-      if (zero_point) {
-        uint32_t w;
-        std::memcpy(&w, zero_point->data + 4 * ((n / 8) * groups + g), 4);
-        z = static_cast<float>((w >> (4 * (n % 8))) & 0xF);
-      }
+      if (zero_point) z = static_cast<float>((word_at(zero_point->data, (n / 8) * groups + g) >> (4 * (n % 8))) & 0xF);
       r.scale_min[2 * at] = s;
       r.scale_min[2 * at + 1] = -(z * s);
     }
