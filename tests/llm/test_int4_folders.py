@@ -90,6 +90,23 @@ def main():
             failures += 1
         else:
             print(f"ok: {case} with quantization_config {change} refused: {res.stderr.strip()}")
+    # A GPTQ checkpoint whose g_idx is not k / group (act-order) although its config says desc_act
+    # false: the tensor is checked, and refused by name.
+    from safetensors.numpy import load_file, save_file
+    folder = os.path.join(tmp, "act_order")
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(os.path.join(CASES, "gptq"), folder)
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    key = "model.layers.0.self_attn.q_proj.g_idx"
+    tensors[key] = tensors[key][::-1].copy()
+    save_file(tensors, os.path.join(folder, "model.safetensors"))
+    res = subprocess.run([a.ingot, "generate", folder, "--prompt", "hi", "--max-tokens", "1"],
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode != 1 or "act-order groups" not in res.stderr:
+        print(f"FAIL: a permuted g_idx: exit {res.returncode}, stderr {res.stderr!r}")
+        failures += 1
+    else:
+        print(f"ok: a permuted g_idx refused: {res.stderr.strip()}")
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failures")
     return 1 if failures else 0
