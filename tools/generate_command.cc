@@ -30,6 +30,8 @@ void generate_help() {
                "                         scales (Ada/Hopper); embeddings, LM head, KV cache stay --dtype\n"
                "  --quantization int4    4-bit projection weights (W4A16): a GGUF's Q4_0/Q4_1/Q4_K blocks as\n"
                "                         they are, others rounded per group at load (cuda; cpu: the reference)\n"
+               "  --quantization none    a 4-bit checkpoint's values as --dtype weights (unset: a checkpoint\n"
+               "                         stored in 4 bits throughout, AWQ/GPTQ/W4A16/Q4 GGUF, runs as int4)\n"
                "  --int4-group N         int4: elements per group, 32, 64 or 128 (default: the file's, or the\n"
                "                         largest that divides the projections)\n"
                "  --kv-cache-dtype fp8   cuda: the KV cache in float8 e4m3 (scales 1): twice the positions\n"
@@ -85,7 +87,7 @@ static int generate_dummy(const std::string& config, const LlmLoadOptions& lo, G
   }
   const double s = st.seconds > 0 ? st.seconds : 1e-9;
   std::cout << "model        " << (*model)->describe() << " (dummy weights, "
-            << llm_precision_label(lo) << "), loaded in " << load_s
+            << llm_precision_label(lo, (*model)->int4_weights()) << "), loaded in " << load_s
             << " s\n"
             << "requests     " << num_prompts << " x (" << input_len << " in, " << gp.max_tokens << " out)\n"
             << "time         " << st.seconds << " s in " << st.steps << " steps (" << 1000.0 * s / std::max<int64_t>(st.steps, 1)
@@ -281,7 +283,7 @@ int generate_command(const std::vector<std::string>& args) {
   std::cerr << "model " << (*model)->describe() << "; loaded in " << load_s << " s; " << st.prompt_tokens
             << " prompt tokens, " << st.generated_tokens << " generated in " << st.seconds << " s ("
             << (st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0)
-            << " tok/s, " << llm_precision_label(lo) << ", " << st.steps << " steps)\n";
+            << " tok/s, " << llm_precision_label(lo, (*model)->int4_weights()) << ", " << st.steps << " steps)\n";
   return 0;
 }
 

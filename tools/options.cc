@@ -342,6 +342,7 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
     }
     options.fp8_weights = value == "fp8";
     options.int4_weights = value == "int4";
+    options.checkpoint_int4 = false;  // given: what it says (unset: a 4-bit checkpoint runs as stored)
     return true;
   }
   for (const Flag& f : kFlags) {
@@ -356,10 +357,11 @@ bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmL
   return false;
 }
 
-std::string llm_precision_label(const LlmLoadOptions& options) {
-  if (options.backend != "cuda") return options.int4_weights ? "CPU fp32, int4 weights" : "CPU fp32";
+std::string llm_precision_label(const LlmLoadOptions& options, bool int4) {
+  const char* int4_label = !int4 ? "" : options.int4_weights ? ", int4 weights" : ", int4 weights (the checkpoint's)";
+  if (options.backend != "cuda") return std::string("CPU fp32") + int4_label;
   return std::string(options.bf16 ? "GPU bf16" : "GPU fp16") + (options.fp8_weights ? ", fp8 weights" : "") +
-         (options.int4_weights ? ", int4 weights" : "") +
+         int4_label +
          (options.fp8_kv ? ", fp8 KV cache" : "");
 }
 

@@ -46,8 +46,9 @@ bool parse_int_arg(const std::string& command, const std::string& flag, const st
 /// --backend cpu|cuda and --dtype fp16|bf16 of `ingot generate` / `ingot serve MODEL.gguf`: false
 /// when `flag` is not one of them (err empty) or its value is not allowed (err says so).
 bool parse_llm_load_flag(const std::string& flag, const std::string& value, LlmLoadOptions& options, std::string& err);
-/// "GPU bf16", "GPU fp16" or "CPU fp32".
-std::string llm_precision_label(const LlmLoadOptions& options);
+/// "GPU bf16", "GPU fp16" or "CPU fp32", then what else runs: fp8 weights, int4 weights (`int4`:
+/// LlmModel::int4_weights, asked for or the checkpoint's own), an fp8 KV cache.
+std::string llm_precision_label(const LlmLoadOptions& options, bool int4);
 
 enum class BuildFlag { kNotMine, kOk, kError };
 

@@ -35,6 +35,8 @@ void serve_llm_help() {
                "  --dtype fp16|bf16            cuda: weights, activations and KV cache (default fp16)\n"
                "  --quantization fp8           cuda: fp8 (e4m3) projection weights and activations (Ada/Hopper)\n"
                "  --quantization int4          4-bit projection weights (W4A16; a GGUF's Q4 blocks as they are)\n"
+               "  --quantization none          a 4-bit checkpoint's values as --dtype weights (unset: a checkpoint\n"
+               "                               stored in 4 bits throughout runs as int4)\n"
                "  --kv-cache-dtype fp8         cuda: the KV cache in float8 e4m3 (scales 1)\n"
                "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
                "  --port N                     port (default 8000; 0: any free port, printed)\n"
@@ -147,8 +149,9 @@ int serve_llm_command(const std::vector<std::string>& args) {
     std::cerr << "ingot serve: " << st.to_string() << "\n";
     return 1;
   }
-  std::cout << "ingot serve: " << so.model_name << " (" << shared->describe() << ") on http://" << so.host << ":"
-            << (*srv)->port() << "/v1 (OpenAI API)" << std::endl;
+  std::cout << "ingot serve: " << so.model_name << " (" << shared->describe() << ", "
+            << llm_precision_label(lo, shared->int4_weights()) << ") on http://" << so.host << ":" << (*srv)->port()
+            << "/v1 (OpenAI API)" << std::endl;
   g_server = srv->get();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

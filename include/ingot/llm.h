@@ -72,6 +72,12 @@ struct LlmLoadOptions {
   /// weights dequantized per projection for cuBLASLt above it. cpu: the fp32 decoder on the 4-bit
   /// weights' values (the reference of the GPU's numerics). Not with fp8_weights.
   bool int4_weights = false;
+  /// A checkpoint stored in 4 bits throughout (every projection: AutoAWQ, GPTQ, compressed-tensors
+  /// W4A16, a GGUF of Q4_0/Q4_1/Q4_K projections) runs as int4 weights as it is stored, as vLLM runs
+  /// a quantized checkpoint unless told otherwise. false (`--quantization none`): its values as
+  /// fp16/bf16 weights. A checkpoint with other projections too (a Q4_K_M GGUF's Q6_K) runs as
+  /// fp16/bf16 unless int4_weights. No effect with fp8_weights.
+  bool checkpoint_int4 = true;
   /// int4: elements per group (32, 64 or 128); 0: a Q4 GGUF's own (32), else the largest that
   /// divides every projection's input dim.
   int64_t int4_group = 0;
@@ -120,6 +126,9 @@ class LlmModel {
   Result<std::vector<std::pair<std::string, double>>> profile_decode(int64_t batch, int64_t context);
   /// "llama, 30 layers, hidden 576, 9 heads (3 KV), vocab 49152".
   std::string describe() const;
+  /// Whether the projections run as int4 weights (int4_weights, or a 4-bit checkpoint's own
+  /// blocks under checkpoint_int4).
+  bool int4_weights() const;
   /// The prompt's token ids as generate() feeds them (a BOS first where the model asks for one:
   /// GGUF tokenizer.ggml.add_bos_token).
   Result<std::vector<int32_t>> encode_prompt(const std::string& prompt) const;

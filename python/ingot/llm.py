@@ -69,17 +69,19 @@ class LLM:
                  int4_group: int = 0):
         """backend: "cpu" or "cuda". dtype (cuda): "float16", "bfloat16", or "auto" (the folder's
         config.json torch_dtype when it says bfloat16, else float16). gpu_kv_blocks (cuda): KV cache
-        blocks of 16 positions allocated on the GPU at load. quantization: None, "fp8" (cuda) for
-        float8 projection weights and activations (Ada/Hopper; as vLLM's quantization="fp8"), or
-        "int4" for 4-bit weight-only projections (W4A16: a GGUF's Q4_0/Q4_1/Q4_K blocks as they are,
-        others round-to-nearest per group of int4_group at load; on the cpu backend the fp32
-        reference of those weights).
+        blocks of 16 positions allocated on the GPU at load. quantization: None (as vLLM: the
+        checkpoint's own; one stored in 4 bits throughout, AWQ, GPTQ, compressed-tensors W4A16 or a
+        Q4 GGUF, runs as int4, others as dtype), "none" (a 4-bit checkpoint's values as dtype
+        weights), "fp8" (cuda) for float8 projection weights and activations (Ada/Hopper; as vLLM's
+        quantization="fp8"), or "int4" for 4-bit weight-only projections (W4A16: a GGUF's
+        Q4_0/Q4_1/Q4_K blocks as they are, others round-to-nearest per group of int4_group at load;
+        on the cpu backend the fp32 reference of those weights). self.quantization says what runs.
         kv_cache_dtype (cuda): "auto" (dtype) or "fp8" (float8 e4m3, scales 1, as vLLM's).
         kv_blocks: blocks one generate() call may use (0: enough for every prompt at once)."""
         if backend not in ("cpu", "cuda"):
             raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
-        if quantization not in (None, "fp8", "int4"):
-            raise ValueError(f"quantization must be None, 'fp8' or 'int4', got {quantization!r}")
+        if quantization not in (None, "none", "fp8", "int4"):
+            raise ValueError(f"quantization must be None, 'none', 'fp8' or 'int4', got {quantization!r}")
         if kv_cache_dtype not in ("auto", "fp8"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8', got {kv_cache_dtype!r}")
         if (quantization == "fp8" or kv_cache_dtype == "fp8") and backend != "cuda":
@@ -96,7 +98,8 @@ class LLM:
         self.backend, self.dtype = backend, dtype if backend == "cuda" else "float32"
         self._model = _ingot.LlmModel.load(str(model), backend, dtype == "bfloat16", int(gpu_kv_blocks),
                                            quantization == "fp8", kv_cache_dtype == "fp8", quantization == "int4",
-                                           int(int4_group))
+                                           int(int4_group), quantization is None)
+        self.quantization = "int4" if self._model.int4_weights() else quantization if quantization != "none" else None
         self._kv_blocks = int(kv_blocks)
         self.last_stats = {}
 

@@ -309,8 +309,10 @@ NB_MODULE(_ingot, m) {
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a)
       .def_static("load", [](const std::string& path, const std::string& backend, bool bf16, int64_t kv_blocks,
-                             bool fp8_weights, bool fp8_kv, bool int4_weights, int64_t int4_group) {
+                             bool fp8_weights, bool fp8_kv, bool int4_weights, int64_t int4_group,
+                             bool checkpoint_int4) {
         ingot::LlmLoadOptions o;
+        o.checkpoint_int4 = checkpoint_int4;
         o.int4_group = int4_group;
         o.backend = backend;
         o.bf16 = bf16;
@@ -325,7 +327,8 @@ NB_MODULE(_ingot, m) {
         }
         return std::shared_ptr<ingot::LlmModel>(take(std::move(r)));
       }, "path"_a, "backend"_a, "bf16"_a, "kv_blocks"_a, "fp8_weights"_a = false, "fp8_kv"_a = false,
-         "int4_weights"_a = false, "int4_group"_a = 0)
+         "int4_weights"_a = false, "int4_group"_a = 0, "checkpoint_int4"_a = true)
+      .def("int4_weights", &ingot::LlmModel::int4_weights)
       .def("last_logits", [](ingot::LlmModel& m, const std::vector<std::vector<int32_t>>& prompts) {
         ingot::Result<std::vector<std::vector<float>>> r = ingot::Status::Ok();
         {

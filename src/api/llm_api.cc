@@ -29,7 +29,9 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_gguf(const std::string& path, c
   std::unique_ptr<LlmModel> m(new LlmModel());
   INGOT_ASSIGN_OR_RETURN(m->impl_->file, llm::GgufFile::open(path));
   INGOT_ASSIGN_OR_RETURN(m->impl_->tokenizer, llm::BpeTokenizer::from_gguf(*m->impl_->file));
-  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file, options.int4_weights));
+  INGOT_ASSIGN_OR_RETURN(m->impl_->model, llm::LlamaCpuModel::load(*m->impl_->file,
+                                                                      options.int4_weights ||
+                                                                          (options.checkpoint_int4 && !options.fp8_weights)));
   INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   // Parsed once; a template ingot cannot parse fails chats only, not the model's loading.
   auto tmpl = m->impl_->file->get_string("tokenizer.chat_template");
@@ -45,15 +47,19 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
     return invalid_argument("LlmModel: fp8 and int4 weights are exclusive; choose one");
   if (options.int4_weights && options.int4_group != 0 && !llm::int4_group_supported(options.int4_group))
     return invalid_argument("LlmModel: int4_group must be 32, 64 or 128 (or 0: the model's), got ", options.int4_group);
+  // int4: asked for, or a 4-bit checkpoint's own blocks (checkpoint_int4); else its blocks go and
+  // its values run as floats.
+  int4 = options.int4_weights || (options.checkpoint_int4 && !options.fp8_weights && model->all_int4());
+  if (!int4) model->drop_int4();
   // int4: one group size for the whole model, the checkpoint's own blocks' where it has them.
   const int64_t held = model->int4_group(), group = options.int4_group != 0 ? options.int4_group : model->int4_group(true);
-  if (options.int4_weights && held != 0 && group != held)
+  if (int4 && held != 0 && group != held)
     return invalid_argument("LlmModel: the model's 4-bit blocks are in groups of ", held, ", not int4_group ", group);
   if (options.backend == "cpu") {
     if (options.fp8_weights || options.fp8_kv)
       return invalid_argument("LlmModel: fp8 weights and fp8 KV caches run on the GPU decoder (backend cuda); "
                               "the CPU decoder is the fp32 reference");
-    if (options.int4_weights) {
+    if (int4) {
       if (group == 0)
         return unsupported("LlmModel: int4 weights need input dimensions that are multiples of 32");
       INGOT_RETURN_IF_ERROR(model->quantize_int4_in_place(group));
@@ -65,8 +71,8 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   llm::GpuDecoderOptions g;
   g.bf16 = options.bf16;
   g.fp8_weights = options.fp8_weights;
-  g.int4_weights = options.int4_weights;
-  g.int4_group = options.int4_weights ? group : 0;
+  g.int4_weights = int4;
+  g.int4_group = int4 ? group : 0;
   g.fp8_kv = options.fp8_kv;
   if (options.gemv_max_tokens < 0 || options.gemv_max_tokens > 8)
     return invalid_argument("LlmModel: gemv_max_tokens must be in [0, 8], got ", options.gemv_max_tokens);
@@ -194,6 +200,8 @@ Result<std::unique_ptr<LlmModel>> LlmModel::load_dummy(const std::string& config
   INGOT_RETURN_IF_ERROR(m->impl_->attach_gpu(options));
   return m;
 }
+
+bool LlmModel::int4_weights() const { return impl_->int4; }
 
 std::string LlmModel::describe() const {
   const llm::LlamaConfig& c = impl_->model->config();

@@ -22,6 +22,7 @@ struct LlmModel::Impl {
   std::unique_ptr<llm::LlamaCpuModel> model;  ///< the weights (and the CPU decoder)
   std::unique_ptr<llm::LlamaGpuModel> gpu;    ///< the GPU decoder, when loaded for "cuda"
   int64_t gpu_kv_blocks = 0;                  ///< its KV cache's blocks
+  bool int4 = false;                          ///< projections as int4 weights (LlmModel::int4_weights)
   Result<llm::ChatTemplate> chat_template = invalid_model("no chat template loaded");  ///< the GGUF's, parsed
   llm::ChatTemplateTokens chat_tokens;  ///< BOS/EOS text for the template
 

@@ -221,6 +221,18 @@ int64_t LlamaCpuModel::int4_group(bool fallback) const {
   return int4_group_for({c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size});
 }
 
+bool LlamaCpuModel::all_int4() const {
+  for (const Layer& L : layers_)
+    for (const Int4Weights* p : {&L.int4.wq, &L.int4.wk, &L.int4.wv, &L.int4.wo, &L.int4.w_gate, &L.int4.w_up,
+                                 &L.int4.w_down})
+      if (p->empty()) return false;
+  return !layers_.empty();
+}
+
+void LlamaCpuModel::drop_int4() {
+  for (Layer& L : layers_) L.int4 = {};
+}
+
 void LlamaCpuModel::release_weights() {
   embed_ = {};
   out_norm_ = {};

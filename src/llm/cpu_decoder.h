@@ -71,6 +71,11 @@ class LlamaCpuModel {
   /// The group size of the 4-bit blocks the layers hold (0: none); the largest group the model's
   /// input dims allow (int4_group_for) when `fallback` and none are held.
   int64_t int4_group(bool fallback = false) const;
+  /// Whether every projection of every layer holds 4-bit blocks: a checkpoint stored in 4 bits
+  /// throughout (AWQ, GPTQ, compressed-tensors W4A16, a GGUF of Q4 projections only).
+  bool all_int4() const;
+  /// Frees the 4-bit blocks (the floats stay): a 4-bit checkpoint run as fp16/bf16 weights.
+  void drop_int4();
 
   /// Frees the weights once a GPU decoder holds its copy (an 8B model's fp32 weights are 32 GB of
   /// host memory); the config and rotary frequencies stay; forward() refuses afterwards.

@@ -6,8 +6,10 @@ dequantized by llama.cpp's own `gguf` package, fp64 math, the whole sequence rec
 token: no KV cache, no paging, no batching). Three prompts run together through ingot's scheduler;
 every greedy token must match the reference's, except where the reference's top two logits are
 within a rounding hair (then the sequences may part, and the comparison stops there, said so). The
-chat answer to a factual question must hold its answer; with --quantization int4 (the file's own
-Q4_1 blocks) the tokens are held to the same reference. With --backend cuda (on a GPU machine) the
+chat answer to a factual question must hold its answer. The file's projections are all Q4_1, so
+unset --quantization runs them as int4 weights as stored (as --quantization int4 does) and
+--quantization none as floats of the same values: each is held to the same reference and must
+report which it ran. With --backend cuda (on a GPU machine) the
 GPU decoder's tokens are held to the same reference, ties judged at fp16's rounding; without a GPU,
 `--backend cuda` must be a clear error.
 
@@ -120,7 +122,7 @@ def run_ingot(ingot, gguf_path, prompts, chat, tokens, extra=()):
             cur.append(ln)
     if len(outs) != len(prompts):
         sys.exit(f"FAIL: {len(outs)} results for {len(prompts)} prompts:\n{res.stdout}")
-    return outs, texts
+    return outs, texts, res.stderr
 
 
 def args_and_gguf(tokens):
@@ -184,15 +186,18 @@ def main():
     tie, precision = (1e-3, "fp32") if a.backend == "cpu" else (3e-2, "fp16")
     failures = dummy_failures
     compared = 0
-    # The third case: --quantization int4 keeps the file's own Q4_1 blocks (no second rounding), so
-    # its tokens are held to the same reference.
+    # Every case keeps the file's own Q4_1 values (int4 blocks read as they are, or their floats: no
+    # second rounding), so all are held to the same reference.
     cases = [(["What is the capital of France?", "Name three primary colors."], True, []),
-             (["The quick brown fox"], False, []),
+             (["The quick brown fox"], False, ["--quantization", "none"]),
              (["What is the capital of France?"], True, ["--quantization", "int4"])]
     chat_texts = []
     for prompts, chat, extra in cases:
-        outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens, ["--backend", a.backend, *extra])
-        if chat and not extra:
+        outs, texts, err = run_ingot(a.ingot, path, prompts, chat, a.tokens, ["--backend", a.backend, *extra])
+        if ("int4 weights" in err) != (extra != ["--quantization", "none"]):
+            print(f"FAIL: {' '.join(extra) or '--quantization unset'} on an all-Q4_1 file reports: {err.strip()}")
+            failures += 1
+        if chat and not extra:  # the chat answer of the default run
             chat_texts += texts
         for (prompt_ids, got), text in zip(outs, texts):
             seq = list(prompt_ids)

@@ -4,8 +4,10 @@
 tests/llm/make_int4_cases.py): AutoAWQ's gemm packing, AutoGPTQ's (v1) format, and compressed-tensors' pack-quantized
 W4A16, symmetric and with zero points. Each against the same model with the projections the
 quantizer's own unpacking gives, as plain fp32 (its _dequant twin): `ingot generate` must give the
-same logits bit for bit and the same tokens, with and without --quantization int4 (the blocks are
-kept as they are, no second rounding). Quantized checkpoints ingot does not read are refused by
+same logits bit for bit and the same tokens, with --quantization int4, none or unset (the blocks are
+kept as they are, no second rounding). Unset, a checkpoint stored in 4 bits runs as int4 weights (as
+vLLM runs a quantized checkpoint); `none` runs its values as floats: the precision ingot reports
+says which. Quantized checkpoints ingot does not read are refused by
 name, never run as garbage.
 
 Usage: test_int4_folders.py --ingot build/tools/ingot
@@ -35,7 +37,7 @@ def generate(ingot, folder, backend, extra, tmp):
     if res.returncode != 0:
         sys.exit(f"FAIL: ingot generate {folder} {' '.join(extra)}: exit {res.returncode}\n{res.stderr}")
     out_ids = [ln for ln in res.stdout.splitlines() if ln.startswith("ids:")]
-    return np.load(logits), out_ids
+    return np.load(logits), out_ids, res.stderr
 
 
 def main():
@@ -46,9 +48,16 @@ def main():
     failures = 0
     tmp = tempfile.mkdtemp(prefix="ingot-int4-")
     for case in ("awq", "gptq", "ct_sym", "ct_asym"):
-        want, want_ids = generate(a.ingot, os.path.join(CASES, case + "_dequant"), a.backend, [], tmp)
-        for extra in ([], ["--quantization", "int4"]):
-            got, got_ids = generate(a.ingot, os.path.join(CASES, case), a.backend, extra, tmp)
+        want, want_ids, want_err = generate(a.ingot, os.path.join(CASES, case + "_dequant"), a.backend, [], tmp)
+        if "int4" in want_err:
+            print(f"FAIL: {case}_dequant (fp32 weights) reports int4 weights: {want_err.strip()}")
+            failures += 1
+        for extra, runs_int4 in (([], True), (["--quantization", "int4"], True), (["--quantization", "none"], False)):
+            got, got_ids, err = generate(a.ingot, os.path.join(CASES, case), a.backend, extra, tmp)
+            if ("int4 weights" in err) != runs_int4:
+                print(f"FAIL: {case} {' '.join(extra) or '(unset)'}: int4 weights {not runs_int4} by its report, "
+                      f"want {runs_int4}: {err.strip()}")
+                failures += 1
             # CPU: the same fp32 weights, so the same bits. GPU: fp16 weights against the 4-bit
             # blocks read as they are, so fp16's rounding apart.
             same = np.array_equal(got, want) if a.backend == "cpu" else None

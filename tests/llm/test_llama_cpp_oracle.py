@@ -98,7 +98,7 @@ def top2(lg):
 
 def check_tokenizer(a, path, llm):
     failures = 0
-    outs, _ = run_ingot(a.ingot, path, kTokenizerPrompts, False, 1)
+    outs, _, _ = run_ingot(a.ingot, path, kTokenizerPrompts, False, 1)
     bos = llm.token_bos()
     # BOS: llama.cpp adds one where the GGUF says tokenizer.ggml.add_bos_token; ingot's policy is
     # read off a prompt that starts with no special token.
@@ -133,7 +133,7 @@ def check_generation(a, path, llm, ref):
     failures, compared, parted, forced = 0, 0, 0, 0
     logits_cases = {}  # chat form -> the first prompt's ids and llama.cpp's greedy tokens
     for prompts, chat in kGenerationCases:
-        outs, texts = run_ingot(a.ingot, path, prompts, chat, a.tokens, extra=["--ignore-eos"])
+        outs, texts, _ = run_ingot(a.ingot, path, prompts, chat, a.tokens, extra=["--ignore-eos"])
         for prompt, (prompt_ids, got), text in zip(prompts, outs, texts):
             label = f"{'chat ' if chat else ''}{prompt!r} ({len(prompt_ids)} prompt ids)"
             if chat:

@@ -178,6 +178,24 @@ def test_int4_weights_on_the_cpu_reference(trt, ingot_bin, hf_folder):
         trt.LLM(hf_folder, quantization="int4", int4_group=48)
 
 
+def test_a_4bit_checkpoint_runs_as_stored_unless_told(trt):
+    """quantization=None (vLLM's default: the checkpoint's own): an AutoAWQ folder runs as int4
+    weights; "none" runs the same values as floats (on the CPU decoder: the same logits, bit for bit);
+    a float folder stays floats. The fixtures come from AutoAWQ's own packing
+    (tests/llm/make_int4_cases.py)."""
+    import numpy as np
+    cases = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "int4_tiny")
+    auto, floats = trt.LLM(os.path.join(cases, "awq")), trt.LLM(os.path.join(cases, "awq"), quantization="none")
+    plain = trt.LLM(os.path.join(cases, "awq_dequant"))
+    assert (auto.quantization, floats.quantization, plain.quantization) == ("int4", None, None)
+    prompts = [[1, 2, 3, 4, 5], list(range(20, 60))]
+    want = plain.last_logits(prompts)
+    for llm in (auto, floats):
+        assert all(np.array_equal(x, y) for x, y in zip(llm.last_logits(prompts), want))
+    with pytest.raises(ValueError, match="'none'"):
+        trt.LLM(os.path.join(cases, "awq"), quantization="int8")
+
+
 def test_cli_writes_logits_and_ids_for_comparisons(trt, ingot_bin, hf_folder, tmp_path):
     import json
     import numpy as np
