@@ -284,6 +284,7 @@ Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std:
   const bool awq = method == "awq", gptq = method == "gptq", ct = method == "compressed-tensors";
   const SafeTensor* packed =
       awq || gptq ? w.find(prefix + ".qweight") : ct ? w.find(prefix + ".weight_packed") : nullptr;
+  std::vector<int64_t> order;  // GPTQ act-order: input of each column (int4_from_gptq)
   if (!packed) {
     INGOT_ASSIGN_OR_RETURN(*floats, hf_weight(w, prefix + ".weight", {out, in}));
     return Status::Ok();
@@ -298,8 +299,11 @@ Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std:
     const SafeTensor* sc = w.find(prefix + ".scales");
     if (!qz || !sc) return invalid_model("safetensors: GPTQ projection '", prefix, "' needs qweight, qzeros and scales");
     const int zero_offset = c.quantization.checkpoint_format == "gptq_v2" ? 0 : 1;
-    INGOT_ASSIGN_OR_RETURN(*int4, int4_from_gptq(*packed, *qz, *sc, w.find(prefix + ".g_idx"),
-                                                 c.quantization.group_size, zero_offset));
+    const SafeTensor* g_idx = w.find(prefix + ".g_idx");
+    if (c.quantization.desc_act && !g_idx)
+      return invalid_model("safetensors: GPTQ projection '", prefix, "' has no g_idx, and config.json says desc_act");
+    INGOT_ASSIGN_OR_RETURN(*int4, int4_from_gptq(*packed, *qz, *sc, g_idx, c.quantization.group_size, zero_offset,
+                                                 &order));
   } else {
     const SafeTensor* sc = w.find(prefix + ".weight_scale");
     const SafeTensor* zp = w.find(prefix + ".weight_zero_point");
@@ -313,12 +317,23 @@ Status hf_projection(const SafetensorsModel& w, const LlamaConfig& c, const std:
   if (int4->rows != out || int4->cols != in)
     return shape_mismatch("safetensors", packed->name, "unpacked shape", {int4->rows, int4->cols}, {out, in});
   *floats = dequantize_int4(*int4);
+  if (!order.empty()) {
+    // GPTQ act-order: the blocks' columns are the inputs in group order (int4_from_gptq). The int4
+    // kernels read the inputs in place, so this projection runs as its exact floats, put back in
+    // input order (and the model as fp16/bf16: LlamaCpuModel::all_int4 is false).
+    const std::vector<float> sorted = std::move(*floats);
+    floats->assign(sorted.size(), 0.0f);
+    for (int64_t n = 0; n < out; ++n)
+      for (int64_t j = 0; j < in; ++j)
+        (*floats)[static_cast<size_t>(n * in + order[static_cast<size_t>(j)])] = sorted[static_cast<size_t>(n * in + j)];
+    *int4 = {};
+  }
   return Status::Ok();
 }
 
 /// Which quantized checkpoints load_hf reads: none; AutoAWQ's 4-bit "gemm" packing with zero
-/// points (transformers' and vLLM's AWQ); AutoGPTQ / GPTQModel 4-bit without act-order (v1 and v2
-/// zero points); compressed-tensors "pack-quantized" 4-bit integer
+/// points (transformers' and vLLM's AWQ); AutoGPTQ / GPTQModel 4-bit (v1 and v2 zero points; act-order
+/// ones as their exact floats); compressed-tensors "pack-quantized" 4-bit integer
 /// weights in groups, activations unquantized (llm-compressor's W4A16, GPTQ- or RTN-made). Anything
 /// else would read packed integers or unscaled codes as weights, so it is refused by name.
 Status check_hf_quantization(const LlamaConfig& c) {
@@ -332,9 +347,9 @@ Status check_hf_quantization(const LlamaConfig& c) {
   }
   if (q.method == "gptq") {
     const std::string& f = q.checkpoint_format;
-    if (q.bits != 4 || q.desc_act || (!f.empty() && f != "gptq" && f != "gptq_v2"))
-      return unsupported("config.json: GPTQ with bits ", q.bits, ", desc_act ", q.desc_act ? "true" : "false",
-                         ", checkpoint_format '", f, "' (ingot reads 4 bits, desc_act false, gptq or gptq_v2)");
+    if (q.bits != 4 || (!f.empty() && f != "gptq" && f != "gptq_v2"))
+      return unsupported("config.json: GPTQ with bits ", q.bits, ", checkpoint_format '", f,
+                         "' (ingot reads 4 bits, gptq or gptq_v2)");
     return Status::Ok();
   }
   if (q.method == "compressed-tensors") {

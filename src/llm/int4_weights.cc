@@ -194,7 +194,8 @@ Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& q
 }
 
 Result<Int4Weights> int4_from_gptq(const SafeTensor& qweight, const SafeTensor& qzeros, const SafeTensor& scales,
-                                   const SafeTensor* g_idx, int64_t group, int zero_offset) {
+                                   const SafeTensor* g_idx, int64_t group, int zero_offset,
+                                   std::vector<int64_t>* input_order) {
   const std::string& name = qweight.name;
   if (qweight.dtype != DataType::kInt32 || qzeros.dtype != DataType::kInt32 || scales.dtype != DataType::kFloat16 ||
       qweight.shape.size() != 2)
@@ -209,24 +210,42 @@ Result<Int4Weights> int4_from_gptq(const SafeTensor& qweight, const SafeTensor& 
       out % 8 != 0)
     return invalid_model("GPTQ weights '", name, "': qweight [", in / 8, ", ", out, "] needs qzeros [", groups, ", ",
                          out / 8, "] and scales [", groups, ", ", out, "] for groups of ", group);
+  // order[j]: the input at column j; the identity unless g_idx is act-order (GPTQ's desc_act: g_idx
+  // of a permutation), then the inputs sorted by group, each group whole and in place.
+  std::vector<int64_t> order(static_cast<size_t>(in));
+  for (int64_t k = 0; k < in; ++k) order[static_cast<size_t>(k)] = k;
+  bool act_order = false;
   if (g_idx) {
     if (g_idx->dtype != DataType::kInt32 || g_idx->shape != std::vector<int64_t>{in})
       return invalid_model("GPTQ weights '", name, "': g_idx must be I32 [", in, "]");
+    std::vector<int32_t> gi(static_cast<size_t>(in));
+    std::memcpy(gi.data(), g_idx->data, static_cast<size_t>(4 * in));
+    std::vector<int64_t> members(static_cast<size_t>(groups), 0);
     for (int64_t k = 0; k < in; ++k) {
-      int32_t g;
-      std::memcpy(&g, g_idx->data + 4 * k, 4);
-      if (g != k / group)
-        return unsupported("GPTQ weights '", name, "': act-order groups (g_idx[", k, "] = ", g, ", not ", k / group,
-                           "); ingot reads GPTQ checkpoints made with desc_act false");
+      const int32_t g = gi[static_cast<size_t>(k)];
+      if (g < 0 || g >= groups)
+        return invalid_model("GPTQ weights '", name, "': g_idx[", k, "] = ", g, " outside [0, ", groups, ")");
+      ++members[static_cast<size_t>(g)];
+      act_order = act_order || g != k / group;
     }
+    for (int64_t g = 0; g < groups; ++g)
+      if (members[static_cast<size_t>(g)] != group)
+        return unsupported("GPTQ weights '", name, "': g_idx gives group ", g, " ", members[static_cast<size_t>(g)],
+                           " inputs, not group_size ", group);
+    if (act_order && !input_order)
+      return unsupported("GPTQ weights '", name, "': act-order groups (g_idx is not k / group_size)");
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return gi[static_cast<size_t>(a)] < gi[static_cast<size_t>(b)]; });
   }
+  if (input_order) *input_order = act_order ? order : std::vector<int64_t>();
   Int4Weights r = zeroed(out, in, group);
   parallel_ranges(out, [&](int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; ++n) {
       uint8_t* dst = r.q.data() + n * in / 2;
-      for (int64_t k = 0; k < in; ++k) {
+      for (int64_t j = 0; j < in; ++j) {
+        const int64_t k = order[static_cast<size_t>(j)];
         const uint32_t v = (word_at(qweight.data, (k / 8) * out + n) >> (4 * (k % 8))) & 0xF;
-        dst[k / 2] = static_cast<uint8_t>(dst[k / 2] | (v << (4 * (k % 2))));
+        dst[j / 2] = static_cast<uint8_t>(dst[j / 2] | (v << (4 * (j % 2))));
       }
       for (int64_t g = 0; g < groups; ++g) {
         const float s = f16_at(scales.data + 2 * (g * out + n));

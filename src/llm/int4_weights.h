@@ -55,10 +55,15 @@ Result<Int4Weights> int4_from_awq(const SafeTensor& qweight, const SafeTensor& q
 /// An AutoGPTQ / GPTQModel checkpoint's projection: qweight int32 [in / 8][out], eight 4-bit values
 /// of consecutive inputs a word from the low bits; qzeros int32 [in / group][out / 8], packed along
 /// out, each the zero point minus `zero_offset` (1 in the "gptq" v1 format, 0 in "gptq_v2");
-/// scales fp16 [in / group][out]; g_idx int32 [in] (optional), which must be k / group for every
-/// input k (act-order checkpoints are kUnsupported). The weight is (q - zero) * scale.
+/// scales fp16 [in / group][out]; g_idx int32 [in] (optional): input k's group, each group
+/// `group` inputs. The weight is (q - zero) * scale. With g_idx k / group, the columns are the
+/// inputs and *input_order is cleared. With act-order (desc_act: g_idx of a permutation), the
+/// columns are the inputs sorted by group (column j is input (*input_order)[j], so the groups are
+/// whole runs, as this form needs); without input_order that is kUnsupported. A g_idx outside the
+/// groups is kInvalidModel, one with groups of other sizes kUnsupported.
 Result<Int4Weights> int4_from_gptq(const SafeTensor& qweight, const SafeTensor& qzeros, const SafeTensor& scales,
-                                   const SafeTensor* g_idx, int64_t group, int zero_offset);
+                                   const SafeTensor* g_idx, int64_t group, int zero_offset,
+                                   std::vector<int64_t>* input_order = nullptr);
 /// A compressed-tensors "pack-quantized" projection (llm-compressor's W4A16, vLLM's format):
 /// weight_packed int32 [out][in / 8], eight values a word from the low bits, each a signed 4-bit
 /// value + 8 (so its bytes are this form's nibbles); weight_scale [out][in / group] (F16, BF16 or

@@ -15,6 +15,8 @@ times an fp16 scale):
   gptq/, gptq_dequant/        AutoGPTQ's "gptq" (v1) format: qweight, qzeros (zero - 1), scales, g_idx
                               packed by auto_gptq's QuantLinear.pack (qlinear_cuda_old), symmetric;
                               its values from that module's own dequantizing forward in fp32.
+  gptq_act/, gptq_act_dequant/  the same with act-order (desc_act): g_idx of a random order of the
+                              inputs, packed and unpacked by qlinear_cuda (whose forward reads g_idx).
   ct_sym/, ct_sym_dequant/    compressed-tensors "pack-quantized" (llm-compressor's W4A16, what vLLM
   ct_asym/, ct_asym_dequant/  loads): weight_packed, weight_scale, weight_shape (and
                               weight_zero_point when asymmetric) from PackedQuantizationCompressor
@@ -91,15 +93,18 @@ def awq_pack(w):
     return tensors, deq.t().contiguous()
 
 
-def gptq_pack(w):
+def gptq_pack(w, act_order=False):
     """AutoGPTQ's (v1 "gptq" checkpoint format) tensors of w [out, in], symmetric (zero 8, stored as
     7: the format's zero - 1), and their values: the module's own dequantizing forward in fp32 on
-    the identity."""
+    the identity. act_order: GPTQ's desc_act layout, a random order of the inputs cut into groups
+    (g_idx[order[i]] = i // GROUP, as AutoGPTQ's quantizer writes it), packed and unpacked by
+    qlinear_cuda, whose forward reads g_idx (qlinear_cuda_old's assumes k // GROUP)."""
     import importlib.util
     import sysconfig
     # The module file alone: the auto_gptq package's __init__ needs an older transformers.
-    path = os.path.join(sysconfig.get_paths()["purelib"], "auto_gptq", "nn_modules", "qlinear", "qlinear_cuda_old.py")
-    spec = importlib.util.spec_from_file_location("qlinear_cuda_old", path)
+    module = "qlinear_cuda" if act_order else "qlinear_cuda_old"
+    path = os.path.join(sysconfig.get_paths()["purelib"], "auto_gptq", "nn_modules", "qlinear", module + ".py")
+    spec = importlib.util.spec_from_file_location(module, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out, k = w.shape
@@ -107,11 +112,17 @@ def gptq_pack(w):
     with torch.no_grad():
         lin.weight.copy_(w.half().float())
     lin = lin.half()
-    g = w.reshape(out, k // GROUP, GROUP)
-    scales = (2 * g.abs().amax(dim=2) / 15).clamp(min=1e-5).half().float()
+    g_idx = torch.arange(k) // GROUP
+    if act_order:
+        order = torch.randperm(k)
+        g_idx = torch.empty(k, dtype=torch.long)
+        g_idx[order] = torch.arange(k) // GROUP
+    # Each group's scale from its own inputs' weights.
+    amax = torch.zeros(out, k // GROUP).scatter_reduce(1, g_idx.expand(out, k), w.abs(), "amax")
+    scales = (2 * amax / 15).clamp(min=1e-5).half().float()
     zeros = torch.full_like(scales, 8)
     q = mod.QuantLinear(4, GROUP, k, out, False)
-    q.pack(lin.cpu(), scales, zeros, torch.arange(k) // GROUP)
+    q.pack(lin.cpu(), scales, zeros, g_idx)
     tensors = {"qweight": q.qweight.contiguous(), "qzeros": q.qzeros.contiguous(), "scales": q.scales.contiguous(),
                "g_idx": q.g_idx.to(torch.int32).contiguous()}
     q.scales = q.scales.float()
@@ -131,6 +142,7 @@ def ct_config(symmetric):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--only", nargs="*", help="write these cases only (default: all)")
     a = ap.parse_args()
     c = CONFIG
     d, ff, hd = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
@@ -141,9 +153,14 @@ def main():
                                 "version": "gemm"}),
              "gptq": (gptq_pack, {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": False,
                                   "sym": True, "checkpoint_format": "gptq"}),
+             "gptq_act": (lambda w: gptq_pack(w, act_order=True),
+                          {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": True, "sym": True,
+                           "checkpoint_format": "gptq"}),
              "ct_sym": (lambda w: ct_pack(w, True), ct_config(True)),
              "ct_asym": (lambda w: ct_pack(w, False), ct_config(False))}
     for name, (pack, qconfig) in cases.items():
+        if a.only and name not in a.only:
+            continue
         torch.manual_seed(20261206)
         quant, plain = {}, {}
 

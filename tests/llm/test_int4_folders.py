@@ -2,7 +2,7 @@
 # Copyright ingot authors. Apache-2.0.
 """4-bit Hugging Face checkpoints (tests/data/int4_tiny, written by the quantizers' own code:
 tests/llm/make_int4_cases.py): AutoAWQ's gemm packing, AutoGPTQ's (v1) format, and compressed-tensors' pack-quantized
-W4A16, symmetric and with zero points. Each against the same model with the projections the
+W4A16, symmetric and with zero points; AutoGPTQ's act-order (desc_act) too. Each against the same model with the projections the
 quantizer's own unpacking gives, as plain fp32 (its _dequant twin): `ingot generate` must give the
 same logits bit for bit and the same tokens, with --quantization int4, none or unset (the blocks are
 kept as they are, no second rounding). Unset, a checkpoint stored in 4 bits runs as int4 weights (as
@@ -47,12 +47,16 @@ def main():
     a = ap.parse_args()
     failures = 0
     tmp = tempfile.mkdtemp(prefix="ingot-int4-")
-    for case in ("awq", "gptq", "ct_sym", "ct_asym"):
+    # GPTQ act-order (gptq_act): its blocks' groups are not runs of inputs, so it runs as its exact
+    # floats, unset or none (--quantization int4 would round it again: not this comparison).
+    stored = (([], True), (["--quantization", "int4"], True), (["--quantization", "none"], False))
+    as_floats = (([], False), (["--quantization", "none"], False))
+    for case in ("awq", "gptq", "gptq_act", "ct_sym", "ct_asym"):
         want, want_ids, want_err = generate(a.ingot, os.path.join(CASES, case + "_dequant"), a.backend, [], tmp)
         if "int4" in want_err:
             print(f"FAIL: {case}_dequant (fp32 weights) reports int4 weights: {want_err.strip()}")
             failures += 1
-        for extra, runs_int4 in (([], True), (["--quantization", "int4"], True), (["--quantization", "none"], False)):
+        for extra, runs_int4 in as_floats if case == "gptq_act" else stored:
             got, got_ids, err = generate(a.ingot, os.path.join(CASES, case), a.backend, extra, tmp)
             if ("int4 weights" in err) != runs_int4:
                 print(f"FAIL: {case} {' '.join(extra) or '(unset)'}: int4 weights {not runs_int4} by its report, "
@@ -75,7 +79,7 @@ def main():
         "targets": ["Linear"], "input_activations": kw.pop("acts", None),
         "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32, **kw}}}}
     for case, change, words in [("awq", {"quant_method": "exl2"}, "quant_method 'exl2'"),
-                                ("gptq", {"desc_act": True}, "desc_act true"),
+                                ("gptq", {"checkpoint_format": "marlin"}, "checkpoint_format 'marlin'"),
                                 ("gptq", {"bits": 8}, "bits 8"),
                                 ("awq", {"version": "gemv"}, "version 'gemv'"),
                                 ("awq", {"zero_point": False}, "zero_point false"),
@@ -99,23 +103,28 @@ def main():
             failures += 1
         else:
             print(f"ok: {case} with quantization_config {change} refused: {res.stderr.strip()}")
-    # A GPTQ checkpoint whose g_idx is not k / group (act-order) although its config says desc_act
-    # false: the tensor is checked, and refused by name.
+    # g_idx tensors that do not cut the inputs into groups of group_size: refused by name; and a
+    # checkpoint that says desc_act but has no g_idx.
     from safetensors.numpy import load_file, save_file
-    folder = os.path.join(tmp, "act_order")
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(os.path.join(CASES, "gptq"), folder)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
     key = "model.layers.0.self_attn.q_proj.g_idx"
-    tensors[key] = tensors[key][::-1].copy()
-    save_file(tensors, os.path.join(folder, "model.safetensors"))
-    res = subprocess.run([a.ingot, "generate", folder, "--prompt", "hi", "--max-tokens", "1"],
-                         capture_output=True, text=True, timeout=120)
-    if res.returncode != 1 or "act-order groups" not in res.stderr:
-        print(f"FAIL: a permuted g_idx: exit {res.returncode}, stderr {res.stderr!r}")
-        failures += 1
-    else:
-        print(f"ok: a permuted g_idx refused: {res.stderr.strip()}")
+    for label, change, words in [("g_idx all zeros", lambda t: t.__setitem__(key, np.zeros_like(t[key])),
+                                  "g_idx gives group 0 64 inputs, not group_size 32"),
+                                 ("g_idx past the groups", lambda t: t.__setitem__(key, t[key] + 1),
+                                  "outside [0, 2)"),
+                                 ("no g_idx", lambda t: t.pop(key), "has no g_idx, and config.json says desc_act")]:
+        folder = os.path.join(tmp, "bad_g_idx")
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(os.path.join(CASES, "gptq_act"), folder)
+        tensors = load_file(os.path.join(folder, "model.safetensors"))
+        change(tensors)
+        save_file(tensors, os.path.join(folder, "model.safetensors"))
+        res = subprocess.run([a.ingot, "generate", folder, "--prompt", "hi", "--max-tokens", "1"],
+                             capture_output=True, text=True, timeout=120)
+        if res.returncode != 1 or words not in res.stderr:
+            print(f"FAIL: {label}: exit {res.returncode}, stderr {res.stderr!r}")
+            failures += 1
+        else:
+            print(f"ok: {label} refused: {res.stderr.strip()}")
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failures")
     return 1 if failures else 0
