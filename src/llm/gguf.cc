@@ -25,8 +25,12 @@ constexpr TypeInfo kTypes[] = {
     {GgmlType::kQ3_K, "Q3_K", 256, 110},  {GgmlType::kQ4_K, "Q4_K", 256, 144}, {GgmlType::kQ5_K, "Q5_K", 256, 176},
     {GgmlType::kQ6_K, "Q6_K", 256, 210},  {GgmlType::kQ8_K, "Q8_K", 256, 292}, {GgmlType::kI8, "I8", 1, 1},
     {GgmlType::kI16, "I16", 1, 2},        {GgmlType::kI32, "I32", 1, 4},      {GgmlType::kI64, "I64", 1, 8},
-    {GgmlType::kF64, "F64", 1, 8},        {GgmlType::kBF16, "BF16", 1, 2},
+    {GgmlType::kF64, "F64", 1, 8},        {GgmlType::kBF16, "BF16", 1, 2},    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18},
+    {GgmlType::kIQ4_XS, "IQ4_XS", 256, 136},
 };
+
+/// IQ4_NL's and IQ4_XS's 16 non-uniform levels (ggml's kvalues_iq4nl).
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 const TypeInfo* type_info(GgmlType t) {
   for (const TypeInfo& i : kTypes)
@@ -351,6 +355,83 @@ Status dequantize(GgmlType t, const uint8_t* src, int64_t n, float* dst) {
         }
       }
       return Status::Ok();
+    case GgmlType::kQ2_K:  // 16 scale bytes (low nibble scale, high nibble min), 64 bytes of 2-bit q, d, dmin
+      for (int64_t b = 0; b < blocks; ++b, src += bb, dst += 256) {
+        const uint8_t* sc = src;
+        const uint8_t* q = src + 16;
+        const float d = f16(src + 80), dmin = f16(src + 82);
+        // Element e = 128 half + 32 s + l: bits 2s of q[32 half + l]; sub-block of 16: e / 16.
+        for (int e = 0; e < 256; ++e) {
+          const int half = e / 128, s = (e / 32) % 4, l = e % 32;
+          const float dl = d * static_cast<float>(sc[e / 16] & 0xF), ml = dmin * static_cast<float>(sc[e / 16] >> 4);
+          dst[e] = dl * static_cast<float>((q[32 * half + l] >> (2 * s)) & 3) - ml;
+        }
+      }
+      return Status::Ok();
+    case GgmlType::kQ3_K:  // hmask (32), 64 bytes of low 2 bits, 12 bytes of 6-bit signed scales, d
+      for (int64_t b = 0; b < blocks; ++b, src += bb, dst += 256) {
+        const uint8_t* hmask = src;
+        const uint8_t* q = src + 32;
+        const uint8_t* sc = src + 96;
+        const float d = f16(src + 108);
+        float dl[16];
+        for (int i = 0; i < 16; ++i) {
+          const int low = i < 8 ? sc[i] & 0xF : sc[i - 8] >> 4, high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+          dl[i] = d * static_cast<float>((low | (high << 4)) - 32);
+        }
+        // Element e = 128 half + 32 s + l: low bits 2s of q[32 half + l], the high bit (e / 32) of
+        // hmask[l]; a clear high bit subtracts 4.
+        for (int e = 0; e < 256; ++e) {
+          const int half = e / 128, s = (e / 32) % 4, l = e % 32;
+          const int lo = (q[32 * half + l] >> (2 * s)) & 3, hi = (hmask[l] >> (e / 32)) & 1;
+          dst[e] = dl[e / 16] * static_cast<float>(lo - (hi ? 0 : 4));
+        }
+      }
+      return Status::Ok();
+    case GgmlType::kQ5_K:  // d, dmin, 12 bytes of 6-bit scales/mins (as Q4_K), qh (32), 128 bytes of nibbles
+      for (int64_t b = 0; b < blocks; ++b, src += bb, dst += 256) {
+        const float d = f16(src), dmin = f16(src + 2);
+        const uint8_t* scales = src + 4;
+        const uint8_t* qh = src + 16;
+        const uint8_t* q = src + 48;
+        // Element e = 64 c + 32 h + l: nibble h of q[32 c + l], fifth bit (e / 32) of qh[l].
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          ggml_k4_scale_min(j, scales, &sc, &mn);
+          const float dj = d * sc, mj = dmin * mn;
+          for (int l = 0; l < 32; ++l) {
+            const int v = ((q[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) | (((qh[l] >> j) & 1) << 4);
+            dst[32 * j + l] = dj * static_cast<float>(v) - mj;
+          }
+        }
+      }
+      return Status::Ok();
+    case GgmlType::kIQ4_NL:  // d, 16 bytes of nibbles (low nibbles first) indexing kIq4Levels
+      for (int64_t b = 0; b < blocks; ++b, src += bb, dst += 32) {
+        const float d = f16(src);
+        for (int l = 0; l < 16; ++l) {
+          dst[l] = d * static_cast<float>(kIq4Levels[src[2 + l] & 0xF]);
+          dst[l + 16] = d * static_cast<float>(kIq4Levels[src[2 + l] >> 4]);
+        }
+      }
+      return Status::Ok();
+    case GgmlType::kIQ4_XS:  // d, high scale bits (u16), low scale nibbles (4), 128 bytes of level nibbles
+      for (int64_t b = 0; b < blocks; ++b, src += bb, dst += 256) {
+        const float d = f16(src);
+        uint16_t high;
+        std::memcpy(&high, src + 2, 2);
+        const uint8_t* low = src + 4;
+        const uint8_t* q = src + 8;
+        for (int i = 0; i < 8; ++i) {  // sub-block i of 32: nibbles of q[16 i ..), low ones first
+          const int scale = (((low[i / 2] >> (4 * (i % 2))) & 0xF) | (((high >> (2 * i)) & 3) << 4)) - 32;
+          const float dl = d * static_cast<float>(scale);
+          for (int l = 0; l < 16; ++l) {
+            dst[32 * i + l] = dl * static_cast<float>(kIq4Levels[q[16 * i + l] & 0xF]);
+            dst[32 * i + l + 16] = dl * static_cast<float>(kIq4Levels[q[16 * i + l] >> 4]);
+          }
+        }
+      }
+      return Status::Ok();
     case GgmlType::kQ6_K:  // ql (128: low 4 bits), qh (64: high 2 bits), 16 int8 scales, d (f16)
       for (int64_t b = 0; b < blocks; ++b, src += bb) {
         const uint8_t* ql = src;
@@ -374,7 +455,7 @@ Status dequantize(GgmlType t, const uint8_t* src, int64_t n, float* dst) {
       return Status::Ok();
     default:
       return unsupported("dequantize: ggml type ", ggml_type_name(t), " (ingot reads F32, F16, BF16, Q4_0, Q4_1, "
-                         "Q5_0, Q5_1, Q8_0, Q4_K and Q6_K)");
+                         "Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS)");
   }
 }
 

@@ -3,8 +3,8 @@
 // GGUF (v2 and v3), llama.cpp's model file: metadata key/values (hyperparameters, the tokenizer's
 // vocabulary and merges, the chat template) and tensors in ggml's block-quantized types. The file
 // is memory-mapped and tensors are read in place; dequantize() turns a tensor's blocks into
-// floats for the types LLM checkpoints use (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-// Q6_K). Every count, length and offset is checked against the file's size before it is used, so
+// floats for the types LLM checkpoints use (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the
+// k-quants Q2_K..Q6_K, IQ4_NL, IQ4_XS). Every count, length and offset is checked against the file's size before it is used, so
 // a truncated or hostile file is an error naming what is wrong, never a read past the end.
 // Layout reference: the GGUF specification in ggml's docs (gguf.md) and ggml's block structs.
 #pragma once
@@ -24,7 +24,7 @@ namespace ingot::llm {
 enum class GgmlType : uint32_t {
   kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
   kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15,
-  kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
+  kIQ4_NL = 20, kIQ4_XS = 23, kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
 };
 
 /// "Q4_1", "F16", ...; "type N" for numbers ggml has no name for here.

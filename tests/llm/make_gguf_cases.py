@@ -19,7 +19,8 @@ from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFWriter
 from gguf.quants import dequantize
 
 # Byte offsets of each block's f16 fields (scales and mins), made finite below.
-F16_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208]}
+F16_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q8_0: [0], Q.Q2_K: [80, 82], Q.Q3_K: [108],
+              Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208], Q.IQ4_NL: [0], Q.IQ4_XS: [0]}
 
 
 def random_blocks(rng, qtype, rows, cols):
@@ -49,7 +50,7 @@ def main():
     w.add_array("test.ints", [3, 1, 4, 1, 5])
     w.add_array("test.floats", [0.5, -2.0])
     expected = {}
-    for q in (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q6_K):
+    for q in F16_FIELDS:
         name = f"w.{q.name.lower()}"
         raw = random_blocks(rng, q, 3, 512)
         w.add_tensor(name, raw, raw_dtype=q)  # raw: [rows, bytes per row]

@@ -51,8 +51,8 @@ TEST(GgufCases, MetadataAndEveryBlockTypeMatchGgufPy) {
   EXPECT_EQ(g.find("test.floats")->floats, (std::vector<double>{0.5, -2.0}));
   EXPECT_FALSE(g.get_int("test.string").ok());
   EXPECT_EQ(g.get_int("no.such.key").status().code(), StatusCode::kNotFound);
-  const std::vector<std::string> names = {"w.q4_0", "w.q4_1", "w.q5_0", "w.q5_1", "w.q8_0", "w.q4_k",
-                                          "w.q6_k", "w.f16",  "w.f32",  "w.bf16"};
+  const std::vector<std::string> names = {"w.q4_0", "w.q4_1", "w.q5_0", "w.q5_1", "w.q8_0",   "w.q2_k",   "w.q3_k", "w.q4_k",
+                                          "w.q5_k", "w.q6_k", "w.iq4_nl", "w.iq4_xs", "w.f16", "w.f32", "w.bf16"};
   for (const std::string& n : names) {
     const GgufTensor* t = g.tensor(n);
     ASSERT_NE(t, nullptr) << n;
@@ -367,11 +367,14 @@ TEST(Gguf, MalformedFilesAreClearErrors) {
 }
 
 TEST(Gguf, UnsupportedBlockTypesAreNamed) {
-  std::vector<uint8_t> block(84, 0);
+  std::vector<uint8_t> block(292, 0);
   float out[256];
-  Status s = dequantize(GgmlType::kQ2_K, block.data(), 256, out);
+  Status s = dequantize(GgmlType::kQ8_K, block.data(), 256, out);  // a type of activations, not of weights
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("Q2_K"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("Q8_K"), std::string::npos) << s.message();
+  s = dequantize(static_cast<GgmlType>(16), block.data(), 256, out);  // IQ2_XXS: no block size known here
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("16"), std::string::npos) << s.message();
   EXPECT_FALSE(dequantize(GgmlType::kQ8_0, block.data(), 31, out).ok());
 }
 
