@@ -91,8 +91,8 @@ std::vector<float> dequantize_int4(const Int4Weights& w) {
       const int64_t g = 2 * i / w.group;
       const float s = w.scale_min[static_cast<size_t>(2 * g)], m = w.scale_min[static_cast<size_t>(2 * g + 1)];
       const uint8_t b = w.q[static_cast<size_t>(i)];
-      out[static_cast<size_t>(2 * i)] = static_cast<float>(b & 0xF) * s + m;
-      out[static_cast<size_t>(2 * i + 1)] = static_cast<float>(b >> 4) * s + m;
+      out[static_cast<size_t>(2 * i)] = std::fma(static_cast<float>(b & 0xF), s, m);
+      out[static_cast<size_t>(2 * i + 1)] = std::fma(static_cast<float>(b >> 4), s, m);
     }
   });
   return out;
