@@ -441,21 +441,26 @@ TEST_P(CudaLlmDecoderTest, Fp8WeightsFollowTheCpuDecoder) {
 //   - uploaded as the model holds them (a 4-bit checkpoint's path: a Q4 GGUF), in groups of 32 and
 //     of the config's largest group.
 // How far 4 bits move the logits from the unquantized model is printed, not asserted. Configs whose
-// input dims are not whole groups of 32 are refused with kUnsupported.
+// input dims are not whole groups of 32 are refused with kUnsupported; the test then goes on with
+// the config's intermediate size rounded up to whole groups of 128 (so every config runs int4).
 TEST_P(CudaLlmDecoderTest, Int4WeightsFollowTheCpuDecoder) {
-  const Case k = cases()[static_cast<size_t>(GetParam())];
+  Case k = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(k.name);
-  auto cpu = LlamaCpuModel::random(k.config, 33);
-  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   GpuDecoderOptions o = test_options(k, 32);
   o.int4_weights = true;
-  auto int4 = LlamaGpuModel::create(**cpu, o);
-  const int64_t group = int4_group_of(k.config);
-  if (group == 0) {
-    ASSERT_FALSE(int4.ok());
-    EXPECT_EQ(int4.status().code(), StatusCode::kUnsupported);
-    GTEST_SKIP() << "this config's input dims are not whole groups of 32; the refusal was checked";
+  if (int4_group_of(k.config) == 0) {
+    auto odd = LlamaCpuModel::random(k.config, 33);
+    ASSERT_TRUE(odd.ok()) << odd.status().to_string();
+    auto refused = LlamaGpuModel::create(**odd, o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+    k.config.intermediate_size = (k.config.intermediate_size + 127) / 128 * 128;
   }
+  const int64_t group = int4_group_of(k.config);
+  ASSERT_NE(group, 0);
+  auto cpu = LlamaCpuModel::random(k.config, 33);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  auto int4 = LlamaGpuModel::create(**cpu, o);
   ASSERT_TRUE(int4.ok()) << int4.status().to_string();
   const double bar = k.bf16 ? 0.999 : 0.9999;
   {
