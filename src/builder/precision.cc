@@ -60,7 +60,7 @@ const Rule* find_rule(const ir::Node& n) {
       {"Attention", {Role::kCompute, {0, 1, 2}, {0}}}, {"Gelu", {Role::kCompute, {}, {0}}},
       {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
       {"RMSNormalization", {Role::kCompute, {}, {0}}}, {"Pointwise", {Role::kCompute, {}, {0}}},
-      {"RotaryEmbedding", {Role::kCompute, {}, {0}}},
+      {"RotaryEmbedding", {Role::kCompute, {}, {0}}}, {"SwiGLU", {Role::kCompute, {}, {0}}},
       {"QuantGemm", kQuantLayer},               {"QuantConv", kQuantLayer}};
   const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;
   if (!n.domain().empty() && n.domain() != "ingot") return nullptr;

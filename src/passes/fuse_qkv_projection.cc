@@ -58,25 +58,6 @@ bool is_plain_matmul(const Node* n) {
   return n && n->domain().empty() && n->op_type() == "MatMul" && n->inputs().size() == 2;
 }
 
-/// Same attribute names with equal int / float / string values (a FusedGemm carries no others).
-bool same_scalar_attrs(const ir::Attributes& a, const ir::Attributes& b) {
-  if (a.all().size() != b.all().size()) return false;
-  for (const auto& [k, x] : a.all()) {
-    auto it = b.all().find(k);
-    if (it == b.all().end() || it->second.type != x.type) return false;
-    const ir::Attribute& y = it->second;
-    switch (x.type) {
-      case ir::AttrType::kInt: if (x.i != y.i) return false; break;
-      case ir::AttrType::kFloat: if (x.f != y.f) return false; break;
-      case ir::AttrType::kString: if (x.s != y.s) return false; break;
-      case ir::AttrType::kFloats: if (x.floats != y.floats) return false; break;
-      case ir::AttrType::kInts: if (x.ints != y.ints) return false; break;
-      default: return false;
-    }
-  }
-  return true;
-}
-
 class FuseQkvProjection final : public Pass {
  public:
   const char* name() const override { return kName; }

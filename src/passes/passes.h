@@ -31,6 +31,7 @@ std::unique_ptr<Pass> make_fold_batchnorm();        // fold_batchnorm.cc
 std::unique_ptr<Pass> make_lift_conv1d();           // lift_conv1d.cc
 std::unique_ptr<Pass> make_fuse_conv_gemm();        // fuse_conv_gemm.cc
 std::unique_ptr<Pass> make_fuse_qkv_projection();   // fuse_qkv_projection.cc
+std::unique_ptr<Pass> make_fuse_gated_mlp();        // fuse_gated_mlp.cc
 std::unique_ptr<Pass> make_attention_strided_views(); // attention_strided_views.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc

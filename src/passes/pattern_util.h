@@ -84,6 +84,10 @@ ir::Value *other_input(const ir::Node *n, const ir::Value *v);
 /// is not a graph output.
 bool self_contained(const ir::Graph &g, const std::vector<ir::Node *> &nodes,
                     const ir::Node *last);
+/// Whether two nodes' attributes have the same names with equal int, float, string,
+/// ints and floats values (false for graph or tensor attributes): the check before
+/// packing sibling projections (fuse_qkv_projection, fuse_gated_mlp) into one GEMM.
+bool same_scalar_attrs(const ir::Attributes &a, const ir::Attributes &b);
 /// The text passes note when they decline a match, so every refusal reads
 /// alike: "refused <what> at [<anchor_op> ]'<anchor name>': <why>".
 std::string refusal_note(const std::string &what, const std::string &anchor_op,

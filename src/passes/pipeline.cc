@@ -65,6 +65,10 @@ PassManager default_pipeline() {
   //    An attention's Q/K/V projections become one GEMM once each is a FusedGemm with its bias
   //    (they read one input; the packed attention reads the three thirds of its output).
   pm.add(make_fuse_qkv_projection());
+  //    A gated MLP's gate and up projections become one GEMM the same way (they read one input;
+  //    ingot::SwiGLU reads the two halves of its rows), before fuse_pointwise takes the
+  //    SiLU and the product.
+  pm.add(make_fuse_gated_mlp());
   //    The layout nodes left around an attention (head splits of packed projections, Gathers
   //    and Slices of a [.., 3, H, D] tensor, head merges) become strided views the attention
   //    reads and writes in place; after the packed form, which is already copy-free.

@@ -23,6 +23,7 @@ std::unique_ptr<Pass> make_fold_batchnorm();
 std::unique_ptr<Pass> make_fuse_conv_gemm();
 std::unique_ptr<Pass> make_fuse_pointwise();
 std::unique_ptr<Pass> make_fuse_qkv_projection();
+std::unique_ptr<Pass> make_fuse_gated_mlp();
 std::unique_ptr<Pass> make_narrow_attention_mask();
 std::unique_ptr<Pass> make_attention_strided_views();
 std::unique_ptr<Pass> make_remove_dead_nodes();
@@ -387,6 +388,71 @@ TEST(PassesFusion, GatedMlpActivationFusesWithTheProductNotTheGemm) {
   ASSERT_TRUE(g2);
   EXPECT_EQ(g2->nodes()[0]->op_type(), "FusedGemm");
   EXPECT_EQ(g2->nodes()[0]->attrs().get_string("activation", ""), "Silu");
+}
+
+// fuse_gated_mlp: Llama's MLP (bias-free) becomes MatMul(x, [Wg | Wu]) and ingot::SwiGLU, in either
+// operand order of the product; with biases (FusedGemm after fuse_conv_gemm) a FusedGemm with
+// [bg | bu]; the CPU reference computes the same outputs.
+TEST(PassesFusion, GatedMlpGateAndUpBecomeOneGemmAndSwiGlu) {
+  const std::string head = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[2,3,8]\n" +
+                           init_text("wg", {8, 6}, 41) + init_text("wu", {8, 6}, 42) + init_text("bg", {6}, 43) +
+                           init_text("bu", {6}, 44);
+  for (const char* product : {"Mul(%a, %u)", "Mul(%u, %a)"}) {
+    const std::string t = head + "  %g = MatMul(%x, %wg) @gate\n  %a = ingot::Silu(%g) @silu\n"
+                                 "  %u = MatMul(%x, %wu) @up\n  %y = " + product + " @gated\n  output %y\n}\n";
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fuse_gated_mlp()), &ctx);
+    ASSERT_TRUE(g);
+    std::string ops;
+    for (const auto& n : g->nodes()) ops += n->op_type() + " ";
+    EXPECT_EQ(ops, "MatMul SwiGLU ") << ir::to_text(*g);
+    EXPECT_EQ(g->nodes()[0]->input(1)->initializer()->shape(), (Shape64{8, 12}));
+    EXPECT_EQ(g->outputs()[0]->name(), "y");
+    expect_equivalent(t, *g);
+  }
+  const std::string biased = head + "  %g = ingot::FusedGemm {kind=\"matmul\"}(%x, %wg, %bg) @gate\n"
+                                    "  %a = ingot::Silu(%g) @silu\n  %u = MatMul(%x, %wu) @up\n"
+                                    "  %y = Mul(%a, %u) @gated\n  output %y\n}\n";
+  PassContext ctx;
+  auto g = run_passes(biased, one(make_fuse_gated_mlp()), &ctx);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->nodes().size(), 2u) << ir::to_text(*g);
+  EXPECT_EQ(g->nodes()[0]->op_type(), "FusedGemm");
+  const Tensor& bias = *g->nodes()[0]->input(2)->initializer();
+  ASSERT_EQ(bias.shape(), (Shape64{12}));
+  for (int64_t c = 6; c < 12; ++c) EXPECT_EQ(bias.get_f64(c), 0.0);  // the up projection had none
+  expect_equivalent(biased, *g);
+}
+
+TEST(PassesFusion, GatedMlpRefusals) {
+  const std::string head = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[2,3,8]\n"
+                           "  input %x2: f32[2,3,8]\n  input %wx: f32[8,6]\n" +
+                           init_text("wg", {8, 6}, 41) + init_text("wu", {8, 6}, 42);
+  const std::string tail = "  %a = ingot::Silu(%g) @silu\n  %y = Mul(%a, %u) @gated\n";
+  struct Case {
+    const char* what;
+    std::string body, note;
+  } cases[] = {
+      {"different inputs", "  %g = MatMul(%x, %wg) @gate\n  %u = MatMul(%x2, %wu) @up\n" + tail + "  output %y\n",
+       "read different inputs"},
+      {"an epilogue on up", "  %g = MatMul(%x, %wg) @gate\n  %u = ingot::FusedGemm {activation=\"Relu\", "
+                            "kind=\"matmul\"}(%x, %wu) @up\n" + tail + "  output %y\n",
+       ""},
+      {"gate read elsewhere", "  %g = MatMul(%x, %wg) @gate\n  %u = MatMul(%x, %wu) @up\n" + tail +
+                                  "  output %y\n  output %g\n",
+       "read elsewhere"},
+      {"weight not constant", "  %g = MatMul(%x, %wx) @gate\n  %u = MatMul(%x, %wu) @up\n" + tail + "  output %y\n",
+       ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string t = head + c.body + "}\n";
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fuse_gated_mlp()), &ctx, /*expect_change=*/false);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(last_of(*g, "SwiGLU"), nullptr) << ir::to_text(*g);
+    if (!c.note.empty()) EXPECT_TRUE(has_note(ctx, c.note)) << c.note;
+  }
 }
 
 TEST(PassesFusion, ConvTransposeBiasActivationResidualBecomesTransposedFusedConv) {

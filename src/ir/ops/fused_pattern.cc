@@ -80,6 +80,23 @@ void register_fused_pattern_ops(OpRegistry& r) {
   r.add("Silu", "ingot").inputs(1, 1).outputs(1, 1).opsets(1)
       .infer([](InferenceContext& c) { return c.propagate_same(0, 0); })
       .doc("x * sigmoid(x)");
+  r.add("SwiGLU", "ingot").inputs(1, 1).outputs(1, 1).opsets(1)
+      .infer([](InferenceContext& c) -> Status {
+        const DataType t = c.input_dtype(0);
+        if (t != DataType::kUndefined && !is_float(t)) return c.error("X must be a floating type, got ", data_type_name(t));
+        Shape y = c.input_shape(0);
+        if (y.rank_known()) {
+          if (y.rank() < 1) return c.error("X must have rank >= 1");
+          Dim& last = y[y.rank() - 1];
+          if (last.is_known() && last.value() % 2 != 0)
+            return c.error("X's last dim ", last.value(), " is odd: it holds gate then up, N each");
+          last = last.is_known() ? Dim(last.value() / 2) : Dim::unknown();
+        }
+        c.set_output(0, t, y);
+        return Status::Ok();
+      })
+      .doc("a gated MLP's activation over its fused gate/up projection (fuse_gated_mlp): X [..., 2N] "
+           "holds gate then up on the last axis; Y [..., N] = silu(gate) * up");
   r.add("Attention", "ingot").inputs(1, 4).outputs(1, 1).opsets(1)
       .attr("scale", AttrType::kFloat)
       .attr("is_causal", AttrType::kInt)

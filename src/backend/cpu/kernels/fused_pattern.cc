@@ -38,6 +38,23 @@ Status silu(KernelContext &k) {
   return Status::Ok();
 }
 
+// ingot::SwiGLU: X [..., 2N] holds gate then up on the last axis; Y [..., N] = silu(gate) * up.
+Status swiglu_packed(KernelContext &k) {
+  const Tensor &x = *k.input(0);
+  if (!is_float(x.dtype()))
+    return k.unsupported_case("SwiGLU needs a floating input");
+  if (x.rank() < 1 || x.dim(x.rank() - 1) % 2 != 0)
+    return k.error("X must have an even last dim (gate then up), got ", shape_to_string(x.shape()));
+  const int64_t n = x.rank() >= 1 ? x.dim(x.rank() - 1) / 2 : 0, rows = n > 0 ? x.numel() / (2 * n) : 0;
+  Tensor &y = k.output(0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = x.get_f64(r * 2 * n + i), u = x.get_f64(r * 2 * n + n + i);
+      y.set_f64(r * n + i, g / (1.0 + std::exp(-g)) * u);
+    }
+  return Status::Ok();
+}
+
 // qkv_packed = 1: input 0 is [B, S, 3*H*D]; Q, K and V are its thirds on the last axis, copied
 // out and given to the ai.onnx kernel as three inputs.
 Status attention_packed(KernelContext &k) {
@@ -173,6 +190,7 @@ void register_fused_pattern_kernels(KernelRegistry &r) {
   r.add("RMSNormalization", same_as_onnx("RMSNormalization"), "ingot");
   r.add("Gelu", same_as_onnx("Gelu"), "ingot");
   r.add("Silu", silu, "ingot");
+  r.add("SwiGLU", swiglu_packed, "ingot");
   r.add("Attention", attention_4d, "ingot");
   r.add("RotaryEmbedding", rotary_embedding, "ingot");
 }

@@ -210,6 +210,7 @@ class CudaBackend : public Backend {
     families_.push_back(data_movement_family());
     families_.push_back(norm_family());
     families_.push_back(rotary_family());
+    families_.push_back(swiglu_family());
     families_.push_back(quant_family());
     families_.push_back(resize_family());
     families_.push_back(topk_family());

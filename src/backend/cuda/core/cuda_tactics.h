@@ -55,6 +55,7 @@ TacticFamily reduce_family();        // reduce_tactics.cc: Reduce*, ArgMax, ArgM
 TacticFamily data_movement_family(); // data_movement_tactics.cc: Reshape..Shape, Concat, Slice, Gather, Pad, ...
 TacticFamily norm_family();          // norm_tactics.cc: RMSNormalization, GroupNormalization
 TacticFamily rotary_family();        // pointwise/rotary_tactics.cc: ingot::RotaryEmbedding
+TacticFamily swiglu_family();        // pointwise/swiglu_tactics.cc: ingot::SwiGLU
 TacticFamily quant_family();         // quant_tactics.cc: QuantizeLinear, DequantizeLinear (int8/uint8/fp8 e4m3fn)
 TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, linear, cubic)
 TacticFamily topk_family();          // topk_tactics.cc: TopK

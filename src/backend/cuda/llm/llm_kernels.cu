@@ -649,11 +649,14 @@ unsigned grid_for(int64_t n) {
 
 cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, int64_t rows, int64_t cols,
                                    cudaStream_t stream) {
-  if ((t != FloatType::kF16 && t != FloatType::kBF16) || rows < 0 || cols <= 0) return cudaErrorInvalidValue;
+  if (rows < 0 || cols <= 0) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!gate_up || !out) return cudaErrorInvalidValue;
   const int64_t n = rows * cols;
-  if (t == FloatType::kF16)
+  if (t == FloatType::kF32)
+    launch_kernel(silu_mul_packed_kernel<float>, grid_for(n), 256, 0, stream, static_cast<const float*>(gate_up),
+                  static_cast<float*>(out), rows, cols);
+  else if (t == FloatType::kF16)
     launch_kernel(silu_mul_packed_kernel<__half>, grid_for(n), 256, 0, stream, static_cast<const __half*>(gate_up),
                   static_cast<__half*>(out), rows, cols);
   else

@@ -114,7 +114,8 @@ cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* work
 
 /// The gated MLP's activation over a fused gate/up projection: out[r][i] = silu(g) * u =
 /// g / (1 + e^-g) * u with g = gate_up[r][i], u = gate_up[r][cols + i], for `rows` rows of 2 * cols
-/// elements of type t (kF16 or kBF16), in fp32 with one rounding; out packed [rows][cols].
+/// elements of type t (kF32, kF16 or kBF16), in fp32 with one rounding; out packed [rows][cols].
+/// (Also the engine's ingot::SwiGLU: backend/cuda/pointwise/swiglu_tactics.cc.)
 cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, int64_t rows, int64_t cols,
                                    cudaStream_t stream);
 /// y[r][c] += bias[c] for `rows` contiguous rows of `cols` elements (type t, kF16 or kBF16), in
