@@ -40,6 +40,17 @@ def generate(ingot, folder, backend, extra, tmp):
     return np.load(logits), out_ids, res.stderr
 
 
+def refused(ingot, folder, words, label):
+    """`ingot generate` on the folder must exit 1 with `words` in its error; prints ok or FAIL."""
+    res = subprocess.run([ingot, "generate", folder, "--prompt", "hi", "--max-tokens", "1"],
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode != 1 or words not in res.stderr:
+        print(f"FAIL: {label}: exit {res.returncode}, stderr {res.stderr!r}")
+        return False
+    print(f"ok: {label} refused: {res.stderr.strip()}")
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ingot", required=True)
@@ -96,13 +107,7 @@ def main():
         cfg = json.load(open(os.path.join(folder, "config.json")))
         cfg["quantization_config"].update(change)
         json.dump(cfg, open(os.path.join(folder, "config.json"), "w"))
-        res = subprocess.run([a.ingot, "generate", folder, "--prompt", "hi", "--max-tokens", "1"],
-                             capture_output=True, text=True, timeout=120)
-        if res.returncode != 1 or words not in res.stderr:
-            print(f"FAIL: {case} with quantization_config {change}: exit {res.returncode}, stderr {res.stderr!r}")
-            failures += 1
-        else:
-            print(f"ok: {case} with quantization_config {change} refused: {res.stderr.strip()}")
+        failures += not refused(a.ingot, folder, words, f"{case} with quantization_config {change}")
     # g_idx tensors that do not cut the inputs into groups of group_size: refused by name; and a
     # checkpoint that says desc_act but has no g_idx.
     from safetensors.numpy import load_file, save_file
@@ -118,13 +123,7 @@ def main():
         tensors = load_file(os.path.join(folder, "model.safetensors"))
         change(tensors)
         save_file(tensors, os.path.join(folder, "model.safetensors"))
-        res = subprocess.run([a.ingot, "generate", folder, "--prompt", "hi", "--max-tokens", "1"],
-                             capture_output=True, text=True, timeout=120)
-        if res.returncode != 1 or words not in res.stderr:
-            print(f"FAIL: {label}: exit {res.returncode}, stderr {res.stderr!r}")
-            failures += 1
-        else:
-            print(f"ok: {label} refused: {res.stderr.strip()}")
+        failures += not refused(a.ingot, folder, words, label)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failures")
     return 1 if failures else 0
