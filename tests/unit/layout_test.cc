@@ -43,6 +43,14 @@
 namespace ingot {
 namespace {
 
+/// How many of g's nodes are `op` (any domain).
+int count_nodes(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+
 namespace fs = std::filesystem;
 
 using test::Quiet;
@@ -186,9 +194,7 @@ TEST(LayoutPass, ModelPermutesAroundLayerNormJoinTheRegion) {
   builder::LayoutReport rep;
   auto g = channels_last(before, &rep);
   ASSERT_TRUE(g);
-  int transposes = 0;
-  for (const auto& n : g->nodes()) transposes += n->op_type() == "Transpose";
-  EXPECT_EQ(transposes, 2) << "the input's and the output's only:\n" << node_lines(*g);
+  EXPECT_EQ(count_nodes(*g, "Transpose"), 2) << "the input's and the output's only:\n" << node_lines(*g);
   EXPECT_EQ(rep.reformats, 2);
   expect_same_outputs(before, *g);
 }
@@ -212,13 +218,11 @@ TEST(LayoutPass, ElementwiseOpsBeforeTheRegionMoveIntoIt) {
   builder::LayoutReport rep;
   auto g = channels_last(before, &rep);
   ASSERT_TRUE(g);
-  int transposes = 0;
   for (const auto& n : g->nodes()) {
-    transposes += n->op_type() == "Transpose";
     if (n->op_type() == "Mul" || n->op_type() == "Add")
       EXPECT_EQ(n->output(0)->shape().dims()[3], ir::Dim(4)) << "not channels-last:\n" << node_lines(*g);
   }
-  EXPECT_EQ(transposes, 2) << "the input's and the output's only:\n" << node_lines(*g);
+  EXPECT_EQ(count_nodes(*g, "Transpose"), 2) << "the input's and the output's only:\n" << node_lines(*g);
   EXPECT_EQ(rep.reformats, 2);
   expect_same_outputs(before, *g);
   // Two readers that are not convolutions' (the Add's result is an output too): nothing moves.
@@ -306,9 +310,7 @@ TEST(LayoutPass, SplitAndChannelGatherRunChannelsLast) {
   builder::LayoutReport rep;
   auto g = channels_last(text, &rep);
   ASSERT_TRUE(g);
-  int transposes = 0;
-  for (const auto& n : g->nodes()) transposes += n->op_type() == "Transpose";
-  EXPECT_EQ(transposes, 2) << "the input's and the output's only:\n" << node_lines(*g);
+  EXPECT_EQ(count_nodes(*g, "Transpose"), 2) << "the input's and the output's only:\n" << node_lines(*g);
   EXPECT_EQ(rep.channels_last_convs, 3);
   expect_same_outputs(text, *g);
 }
@@ -385,13 +387,8 @@ TEST(LayoutPass, OneDConvsRunChannelsLastAndTheModelsPermuteIsAReshape) {
   st = builder::simplify_region_edges(*g, ctx);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_TRUE(ir::infer_graph(*g).ok());
-  int transposes = 0, reshapes = 0;
-  for (const auto& n : g->nodes()) {
-    transposes += n->op_type() == "Transpose";
-    reshapes += n->op_type() == "Reshape";
-  }
-  EXPECT_EQ(transposes, 1) << "the input's only:\n" << node_lines(*g);
-  EXPECT_EQ(reshapes, 2) << "the lift's and the region's end:\n" << node_lines(*g);
+  EXPECT_EQ(count_nodes(*g, "Transpose"), 1) << "the input's only:\n" << node_lines(*g);
+  EXPECT_EQ(count_nodes(*g, "Reshape"), 2) << "the lift's and the region's end:\n" << node_lines(*g);
   expect_same_outputs(before, *g);
 }
 
@@ -467,12 +464,6 @@ Result<PlanRun> build_cpu_plan(const std::string& text, const std::string& layou
   PlanRun out;
   INGOT_ASSIGN_OR_RETURN(out.plan, builder::build_plan(std::shared_ptr<ir::Graph>(std::move(g)), {}, opt, &out.report));
   return out;
-}
-
-int count_nodes(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type() == op;
-  return n;
 }
 
 // The CPU backend runs QuantConv channels-last natively: the int8 engine under "nhwc" keeps its
