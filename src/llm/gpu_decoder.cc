@@ -249,20 +249,22 @@ struct LlamaGpuModel::Impl {
     return Status::Ok();
   }
 
-  /// A projection's weights: as upload(), or with fp8_weights in float8 e4m3 scaled by
-  /// amax / 448 (nearest even, saturating), the scale returned in *scale. With int4_weights,
-  /// `packed` holds the parts' 4-bit blocks where the model has them (empty ones are quantized
-  /// here on the host, as the device would); with none, the device quantizes src.
-  Status upload_weight(const std::vector<float>& src, DeviceMem& dst, float* scale, DeviceMem* int4_scales = nullptr,
-                       int64_t in = 0, std::initializer_list<std::pair<const std::vector<float>*, const Int4Weights*>>
-                                           packed = {}) {
+  /// A projection's weights, the rows of `parts` one after another (Q, K and V; gate and up),
+  /// each part its fp32 rows of `in` and the 4-bit blocks the model holds for them (empty when
+  /// none): as upload(), or with fp8_weights in float8 e4m3 scaled by amax / 448 (nearest even,
+  /// saturating), the scale returned in *scale. With int4_weights, parts with blocks go up as they
+  /// are (the others are quantized here on the host, as the device would); when no part has any,
+  /// the device quantizes the floats. The parts' floats are joined only where they are uploaded.
+  using Part = std::pair<const std::vector<float>*, const Int4Weights*>;
+  Status upload_weight(std::initializer_list<Part> parts, DeviceMem& dst, float* scale, DeviceMem* int4_scales,
+                       int64_t in) {
     bool any_packed = false;
-    for (const auto& part : packed) any_packed = any_packed || !part.second->empty();
+    for (const auto& part : parts) any_packed = any_packed || !part.second->empty();
     if (o.int4_weights && int4_scales && any_packed) {
       std::vector<Int4Weights> made;
-      made.reserve(packed.size());
-      std::vector<const Int4Weights*> parts;
-      for (const auto& part : packed) {
+      made.reserve(parts.size());
+      std::vector<const Int4Weights*> blocks;
+      for (const auto& part : parts) {
         const std::vector<float>* f32 = part.first;
         const Int4Weights* p = part.second;
         if (p->empty()) {
@@ -274,9 +276,9 @@ struct LlamaGpuModel::Impl {
         if (p->group != int4_group || p->cols != in)
           return invalid_argument("GPU decoder: int4 blocks in groups of ", p->group, " along rows of ", p->cols,
                                   "; this decoder reads groups of ", int4_group, " along rows of ", in);
-        parts.push_back(p);
+        blocks.push_back(p);
       }
-      INGOT_ASSIGN_OR_RETURN(Int4Weights all, concat_int4_rows(parts));
+      INGOT_ASSIGN_OR_RETURN(Int4Weights all, concat_int4_rows(blocks));
       INGOT_RETURN_IF_ERROR(dst.reserve(all.q.size()));
       INGOT_RETURN_IF_ERROR(int4_scales->reserve(all.scale_min.size() * sizeof(float)));
       INGOT_CUDA_CHECK(cudaMemcpy(dst.get(), all.q.data(), all.q.size(), cudaMemcpyHostToDevice));
@@ -284,6 +286,14 @@ struct LlamaGpuModel::Impl {
                                   cudaMemcpyHostToDevice));
       return Status::Ok();
     }
+    std::vector<float> joined;
+    if (parts.size() > 1) {
+      size_t n = 0;
+      for (const auto& part : parts) n += part.first->size();
+      joined.reserve(n);
+      for (const auto& part : parts) joined.insert(joined.end(), part.first->begin(), part.first->end());
+    }
+    const std::vector<float>& src = parts.size() == 1 ? *parts.begin()->first : joined;
     if (o.int4_weights && int4_scales) {
       // Through an fp32 copy on the device and the device quantizer (create_random's path too). The
       // copy goes on the decoder's stream: `stream` does not wait for the legacy stream, and a
@@ -503,8 +513,8 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
     float scales[4] = {1.f, 1.f, 1.f, 1.f};
     const int64_t d = c.hidden_size, nq = c.num_heads * c.head_dim, ff = c.intermediate_size;
     const LlamaCpuModel::Layer::Int4& q4 = L.int4;
-    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.wq, &L.wk, &L.wv}), g->wqkv, &scales[0], &g->int4_scales[0], d,
-                                           {{&L.wq, &q4.wq}, {&L.wk, &q4.wk}, {&L.wv, &q4.wv}}));
+    INGOT_RETURN_IF_ERROR(m->upload_weight({{&L.wq, &q4.wq}, {&L.wk, &q4.wk}, {&L.wv, &q4.wv}}, g->wqkv, &scales[0],
+                                           &g->int4_scales[0], d));
     if (!L.bq.empty() || !L.bk.empty() || !L.bv.empty()) {  // Qwen2: a bias for each (zeros where one is absent)
       std::vector<float> bq = L.bq, bk = L.bk, bv = L.bv;
       bq.resize(static_cast<size_t>(c.num_heads * c.head_dim), 0.f);
@@ -512,12 +522,11 @@ Result<std::unique_ptr<LlamaGpuModel>> LlamaGpuModel::create(const LlamaCpuModel
       bv.resize(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.f);
       INGOT_RETURN_IF_ERROR(m->upload(concat({&bq, &bk, &bv}), g->bqkv));
     }
-    INGOT_RETURN_IF_ERROR(m->upload_weight(L.wo, g->wo, &scales[1], &g->int4_scales[1], nq, {{&L.wo, &q4.wo}}));
+    INGOT_RETURN_IF_ERROR(m->upload_weight({{&L.wo, &q4.wo}}, g->wo, &scales[1], &g->int4_scales[1], nq));
     INGOT_RETURN_IF_ERROR(m->upload(L.ffn_norm, g->ffn_norm));
-    INGOT_RETURN_IF_ERROR(m->upload_weight(concat({&L.w_gate, &L.w_up}), g->w_gate_up, &scales[2], &g->int4_scales[2],
-                                           d, {{&L.w_gate, &q4.w_gate}, {&L.w_up, &q4.w_up}}));
-    INGOT_RETURN_IF_ERROR(
-        m->upload_weight(L.w_down, g->w_down, &scales[3], &g->int4_scales[3], ff, {{&L.w_down, &q4.w_down}}));
+    INGOT_RETURN_IF_ERROR(m->upload_weight({{&L.w_gate, &q4.w_gate}, {&L.w_up, &q4.w_up}}, g->w_gate_up, &scales[2],
+                                           &g->int4_scales[2], d));
+    INGOT_RETURN_IF_ERROR(m->upload_weight({{&L.w_down, &q4.w_down}}, g->w_down, &scales[3], &g->int4_scales[3], ff));
     if (o.fp8_weights) {
       float spaced[16] = {};
       for (int i = 0; i < 4; ++i) spaced[4 * i] = scales[i];
