@@ -33,6 +33,7 @@ std::unique_ptr<Pass> make_fuse_conv_gemm();        // fuse_conv_gemm.cc
 std::unique_ptr<Pass> make_fuse_qkv_projection();   // fuse_qkv_projection.cc
 std::unique_ptr<Pass> make_fuse_gated_mlp();        // fuse_gated_mlp.cc
 std::unique_ptr<Pass> make_attention_strided_views(); // attention_strided_views.cc
+std::unique_ptr<Pass> make_pack_rotary_qkv();       // pack_rotary_qkv.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc
 /// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants

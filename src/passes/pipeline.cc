@@ -76,6 +76,10 @@ PassManager default_pipeline() {
   //    What the views leave behind (a head merge's Reshape gone, a Gemm between Reshapes now
   //    readable as a MatMul) is tidied, and the layers it exposes get their epilogues too.
   pm.add_fixed_point(cleanup_group());
+  //    A rotary attention's Q, K and V (grouped-query heads, which fuse_qkv_projection leaves) as
+  //    one GEMM and one rotation, the attention reading them through new views: after the views
+  //    exist, and after the cleanup has made Q's and K's cos/sin tables one value each.
+  pm.add(make_pack_rotary_qkv());
   pm.add(make_fuse_conv_gemm());
   pm.add(make_fuse_pointwise());
 

@@ -2,7 +2,8 @@
 //
 // The cuda rotary family (ingot::RotaryEmbedding) against the CPU reference on the same host
 // inputs: ranks 2 to 5, D in {32, 64, 128}, cos/sin tables [1, 1, S, D], [S, D], [B, 1, S, D]
-// (and cos and sin of different shapes), f32/f16/bf16 with random never-zero data; one run
+// (and cos and sin of different shapes), f32/f16/bf16 with random never-zero data; packed QKV rows
+// (the heads form); one run
 // captured into a CUDA graph. Which nodes the family refuses needs no device.
 #include <string>
 #include <vector>
@@ -40,6 +41,27 @@ TEST_F(CudaRotaryTest, MatchesReference) {
   for (DataType t : kFloatTypes)
     for (const Case& c : cases)
       check(rotary_family(), 17, {input(t, c.x), input(t, c.cos), input(t, c.sin)}, kCall, "cuda.rotary");
+}
+
+// pack_rotary_qkv's form: X a packed QKV projection [B, S, (Hq + 2 Hkv) D], the first Hq + Hkv heads
+// of each row rotated into a contiguous [B, S, Hq + Hkv, D]; V's columns are left alone.
+TEST_F(CudaRotaryTest, HeadsAtTheStartOfPackedRows) {
+  struct Packed {
+    Shape64 x, table;
+    int heads, head_size;
+  };
+  const Packed cases[] = {
+      {{2, 16, (32 + 2 * 8) * 64}, {1, 16, 1, 64}, 32 + 8, 64},  // Llama-3.2-1B's heads: 16-byte packs
+      {{1, 5, (4 + 2 * 2) * 32}, {1, 5, 1, 32}, 4 + 2, 32},
+      {{3, 7, (2 + 2 * 1) * 12}, {1, 7, 1, 12}, 2 + 1, 12},        // D/2 = 6: one pair a thread in fp16
+      {{2, 3, (3 + 2 * 1) * 10}, {3, 1, 10}, 3 + 1, 10},            // rows of 50 elements: unaligned packs
+  };
+  for (DataType t : kFloatTypes)
+    for (const Packed& c : cases)
+      check(rotary_family(), 17, {input(t, c.x), input(t, c.table), input(t, c.table)},
+            "ingot::RotaryEmbedding {heads=" + std::to_string(c.heads) + ", head_size=" + std::to_string(c.head_size) +
+                "}",
+            "cuda.rotary");
 }
 
 TEST_F(CudaRotaryTest, CapturedIntoACudaGraph) {

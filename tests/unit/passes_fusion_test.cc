@@ -24,6 +24,7 @@ std::unique_ptr<Pass> make_fuse_conv_gemm();
 std::unique_ptr<Pass> make_fuse_pointwise();
 std::unique_ptr<Pass> make_fuse_qkv_projection();
 std::unique_ptr<Pass> make_fuse_gated_mlp();
+std::unique_ptr<Pass> make_pack_rotary_qkv();
 std::unique_ptr<Pass> make_narrow_attention_mask();
 std::unique_ptr<Pass> make_attention_strided_views();
 std::unique_ptr<Pass> make_remove_dead_nodes();
@@ -453,6 +454,55 @@ TEST(PassesFusion, GatedMlpRefusals) {
     EXPECT_EQ(last_of(*g, "SwiGLU"), nullptr) << ir::to_text(*g);
     if (!c.note.empty()) EXPECT_TRUE(has_note(ctx, c.note)) << c.note;
   }
+}
+
+// pack_rotary_qkv: a grouped-query rotary attention (Hq 4, Hkv 2, D 4, B 2, S 3) whose Q, K and
+// V are three projections, Q and K rotated: one GEMM [16, 32], one rotation of the first 6 heads of
+// each packed row, the attention reading Q and K inside the rotation's output and V inside the
+// GEMM's. `q_proj` replaces Q's projection (a biased FusedGemm in one case); `k_sin` is K's sin.
+std::string rotary_gqa_graph(const std::string& q_proj, const std::string& k_sin = "%sin") {
+  std::string t = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[2,3,16]\n";
+  t += init_text("wq", {16, 16}, 71) + init_text("wk", {16, 8}, 72) + init_text("wv", {16, 8}, 73) +
+       init_text("bq", {16}, 74) + init_text("cos", {1, 3, 1, 4}, 75) + init_text("sin", {1, 3, 1, 4}, 76) +
+       init_text("sin2", {1, 3, 1, 4}, 77);
+  t += "  init %sq: i64[4] = [2, 3, 4, 4]\n  init %sk: i64[4] = [2, 3, 2, 4]\n";
+  t += q_proj + "  %qr = Reshape(%q, %sq) @qr\n  %qo = ingot::RotaryEmbedding(%qr, %cos, %sin) @rq\n";
+  t += "  %k = MatMul(%x, %wk) @k\n  %kr = Reshape(%k, %sk) @kr\n  %ko = ingot::RotaryEmbedding(%kr, %cos, " + k_sin +
+       ") @rk\n";
+  t += "  %v = MatMul(%x, %wv) @v\n";
+  t += "  %y = ingot::Attention {is_causal=1, scale=0.5, view_dims=[2, 4, 2, 3, 3, 4], q_view=[0, 48, 4, 16], "
+       "k_view=[0, 24, 4, 8], v_view=[0, 24, 4, 8], y_view=[0, 48, 4, 16], y_shape=[2, 3, 16]}(%qo, %ko, %v) @att\n";
+  return t + "  output %y\n}\n";
+}
+
+TEST(PassesFusion, RotaryGqaProjectionsBecomeOneGemmAndOneRotation) {
+  for (const std::string q : {std::string("  %q = MatMul(%x, %wq) @q\n"),
+                              std::string("  %q = ingot::FusedGemm {kind=\"matmul\"}(%x, %wq, %bq) @q\n")}) {
+    SCOPED_TRACE(q);
+    const std::string t = rotary_gqa_graph(q);
+    PassContext ctx;
+    auto g = run_passes(t, one(make_pack_rotary_qkv()), &ctx);
+    ASSERT_TRUE(g);
+    std::string ops;
+    for (const auto& n : g->nodes()) ops += n->op_type() + " ";
+    EXPECT_EQ(ops, std::string(q.find("FusedGemm") != std::string::npos ? "FusedGemm" : "MatMul") +
+                       " RotaryEmbedding Attention ")
+        << ir::to_text(*g);
+    const ir::Node* rot = last_of(*g, "RotaryEmbedding");
+    ASSERT_NE(rot, nullptr);
+    EXPECT_EQ(rot->attrs().get_int("heads", 0), 6);
+    EXPECT_EQ(rot->output(0)->shape(), (ir::Shape{2, 3, 6, 4}));
+    const ir::Node* att = last_of(*g, "Attention");
+    EXPECT_EQ(att->attrs().get_ints("k_view"), (std::vector<int64_t>{16, 72, 4, 24}));
+    EXPECT_EQ(att->attrs().get_ints("v_view"), (std::vector<int64_t>{24, 96, 4, 32}));
+    expect_equivalent(t, *g);
+  }
+  // Q and K rotated by different tables: left alone, and said why.
+  PassContext ctx;
+  auto g = run_passes(rotary_gqa_graph("  %q = MatMul(%x, %wq) @q\n", "%sin2"), one(make_pack_rotary_qkv()), &ctx,
+                      /*expect_change=*/false);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(has_note(ctx, "different cos/sin"));
 }
 
 TEST(PassesFusion, ConvTransposeBiasActivationResidualBecomesTransposedFusedConv) {

@@ -33,9 +33,34 @@ InferFn same_as_onnx(const char* op) {
 // Y = X * cos + rotate_half(X) * sin over X's last axis (D, even); cos and sin have last dim D
 // and broadcast to X without enlarging it. Symbolic dims that may match are let through: the
 // kernels check the concrete shapes.
+//
+// With heads = H and head_size = D (pack_rotary_qkv's form), X is a packed projection [..., R]
+// whose rows begin with H heads of D (R >= H * D: Q and K, then V that the rotation leaves), and
+// Y is [..., H, D]: the rotated heads, contiguous. cos and sin broadcast to Y.
 Status infer_rotary_embedding(InferenceContext& c) {
   const int64_t interleaved = c.attrs().get_int("interleaved", 0);
   if (interleaved != 0 && interleaved != 1) return c.error("interleaved must be 0 or 1, got ", interleaved);
+  const int64_t heads = c.attrs().get_int("heads", 0), head_size = c.attrs().get_int("head_size", 0);
+  if (heads != 0 || head_size != 0) {
+    if (heads <= 0 || head_size <= 0 || head_size % 2 != 0)
+      return c.error("heads and head_size must be positive, head_size even; got ", heads, " and ", head_size);
+    const Shape& x = c.input_shape(0);
+    if (!x.rank_known()) return Status::Ok();
+    if (x.rank() < 1) return c.error("X must have rank >= 1 with heads");
+    const Dim& r = x[x.rank() - 1];
+    if (r.is_known() && r.value() < heads * head_size)
+      return c.error("X's rows of ", r.value(), " hold fewer than heads * head_size = ", heads * head_size);
+    std::vector<Dim> dims(x.dims().begin(), x.dims().end() - 1);
+    dims.push_back(Dim(heads));
+    dims.push_back(Dim(head_size));
+    const Shape y(dims);
+    for (size_t i = 1; i < 3; ++i)
+      if (!rotary_param_fits(y, c.input_shape(i), /*provably=*/false))
+        return c.error(i == 1 ? "cos " : "sin ", c.input_shape(i).to_string(), " must have head_size and broadcast to Y ",
+                       y.to_string());
+    c.set_output(0, c.input_dtype(0), y);
+    return Status::Ok();
+  }
   const DataType t = c.input_dtype(0);
   if (t != DataType::kUndefined && !is_float(t)) return c.error("X must be a floating type, got ", data_type_name(t));
   const char* names[] = {"X", "cos", "sin"};
@@ -173,9 +198,12 @@ void register_fused_pattern_ops(OpRegistry& r) {
            "mask has P batch entries and batch b reads entry b mod P");
   r.add("RotaryEmbedding", "ingot").inputs(3, 3).outputs(1, 1).opsets(1)
       .attr("interleaved", AttrType::kInt)
+      .attr("heads", AttrType::kInt)
+      .attr("head_size", AttrType::kInt)
       .infer(infer_rotary_embedding)
       .doc("Y = X * cos + rotate_half(X) * sin on the last axis (interleaved=0: rotate_half(X) = "
-           "concat(-X[..., D/2:], X[..., :D/2])); cos, sin: last dim D, broadcast to X");
+           "concat(-X[..., D/2:], X[..., :D/2])); cos, sin: last dim D, broadcast to X. heads = H, head_size = D: "
+           "X [..., R] holds H heads of D at the start of each row, Y is [..., H, D]");
 }
 
 }  // namespace ingot::ir

@@ -161,9 +161,28 @@ Status attention_4d(KernelContext &k) {
 Status rotary_embedding(KernelContext &k) {
   if (k.attrs().get_int("interleaved", 0) != 0)
     return k.unsupported_case("interleaved = 1 (pairs 2i, 2i+1) is not implemented");
-  const Tensor &x = *k.input(0);
+  const Tensor &x_in = *k.input(0);
   const Tensor &cos_t = *k.input(1);
   const Tensor &sin_t = *k.input(2);
+  // heads/head_size: the first heads * head_size elements of each row of X, as [..., heads, head_size].
+  const int64_t heads = k.attrs().get_int("heads", 0), head_size = k.attrs().get_int("head_size", 0);
+  Tensor gathered;
+  if (heads > 0) {
+    const int64_t r = x_in.rank() >= 1 ? x_in.dim(x_in.rank() - 1) : 0, w = heads * head_size;
+    if (!is_float(x_in.dtype()) || r < w || head_size <= 0)
+      return k.error("X ", shape_to_string(x_in.shape()), " must be floating with rows of at least heads * head_size = ", w);
+    Shape64 shape(x_in.shape().begin(), x_in.shape().end() - 1);
+    shape.push_back(heads);
+    shape.push_back(head_size);
+    auto t = Tensor::zeros(x_in.dtype(), shape);
+    if (!t.ok()) return t.status();
+    gathered = std::move(*t);
+    const size_t es = storage_bytes(x_in.dtype(), 1);
+    for (int64_t row = 0; row < x_in.numel() / std::max<int64_t>(r, 1); ++row)
+      std::memcpy(static_cast<char *>(gathered.mutable_raw()) + row * w * es,
+                  static_cast<const char *>(x_in.raw()) + row * r * es, static_cast<size_t>(w) * es);
+  }
+  const Tensor &x = heads > 0 ? gathered : x_in;
   if (!is_float(x.dtype()) || x.rank() < 2 || x.dim(x.rank() - 1) % 2 != 0)
     return k.error("X must be floating, of rank >= 2, with an even last dim; got ", data_type_name(x.dtype()),
                    shape_to_string(x.shape()));

@@ -48,7 +48,11 @@ __global__ void __launch_bounds__(ew::kThreads)
     }
     oc += rem * static_cast<I>(d.cos_strides[0]);
     os += rem * static_cast<I>(d.sin_strides[0]);
-    const P x0 = *reinterpret_cast<const P*>(x + lo), x1 = *reinterpret_cast<const P*>(x + lo + half);
+    // X's offset: Y's, or in a packed projection's row (x_heads of Y's rows at the start of each).
+    const I xlo = d.x_heads == 0 ? lo
+                                 : (row / static_cast<I>(d.x_heads)) * static_cast<I>(d.x_row) +
+                                       (row % static_cast<I>(d.x_heads)) * 2 * half + (p - row * half);
+    const P x0 = *reinterpret_cast<const P*>(x + xlo), x1 = *reinterpret_cast<const P*>(x + xlo + half);
     const P c0 = *reinterpret_cast<const P*>(cos + oc), c1 = *reinterpret_cast<const P*>(cos + oc + half);
     const P s0 = *reinterpret_cast<const P*>(sin + os), s1 = *reinterpret_cast<const P*>(sin + os + half);
     P y0, y1;
@@ -79,8 +83,10 @@ cudaError_t launch_rotary(FloatType t, const void* x, const void* cos, const voi
   const int64_t pairs = desc.rows * desc.half;
   // The grid-stride step stays below 2^31 too (grid_for caps the grid), so p never wraps.
   constexpr int64_t kNarrow = int64_t{1} << 30;
-  const bool narrow =
-      2 * pairs < kNarrow && extent(desc, desc.cos_strides) < kNarrow && extent(desc, desc.sin_strides) < kNarrow;
+  if (desc.x_heads < 0 || (desc.x_heads > 0 && desc.x_row < desc.x_heads * 2 * desc.half)) return cudaErrorInvalidValue;
+  const int64_t x_extent = desc.x_heads > 0 ? (desc.rows / desc.x_heads + 1) * desc.x_row : 2 * pairs;
+  const bool narrow = 2 * pairs < kNarrow && x_extent < kNarrow && extent(desc, desc.cos_strides) < kNarrow &&
+                      extent(desc, desc.sin_strides) < kNarrow;
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto* xt = static_cast<const T*>(x);
@@ -88,8 +94,8 @@ cudaError_t launch_rotary(FloatType t, const void* x, const void* cos, const voi
     const auto* st = static_cast<const T*>(sin);
     auto* yt = static_cast<T*>(y);
     constexpr int kVec = 16 / sizeof(T);
-    const bool packed = desc.half % kVec == 0 && ew::aligned16(x) && ew::aligned16(cos) && ew::aligned16(sin) &&
-                        ew::aligned16(y);
+    const bool packed = desc.half % kVec == 0 && (desc.x_heads == 0 || desc.x_row % kVec == 0) && ew::aligned16(x) &&
+                        ew::aligned16(cos) && ew::aligned16(sin) && ew::aligned16(y);
     if (packed && narrow)
       launch_kernel(rotary_kernel<T, uint32_t, kVec>, ew::grid_for(pairs / kVec), ew::kThreads, 0, stream, xt, ct, st,
                     yt, desc);

@@ -7,6 +7,7 @@
 //
 // Refused (the host fallback runs them): interleaved = 1, X's last dim unknown or odd, mixed
 // types, cos/sin that do not provably fit X (ir/ops/rotary.h), X of rank above kRotaryMaxRank.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,17 @@ class RotaryTactic final : public Tactic {
     FloatType t;
     if (!to_float_type(in[0].dtype, &t) || node.output(0)->dtype() != in[0].dtype) return false;
     if (in[1].dtype != in[0].dtype || in[2].dtype != in[0].dtype) return false;
+    const int64_t heads = node.attrs().get_int("heads", 0);
+    if (heads > 0) {  // X a packed projection: the tables must fit Y, the node's output
+      const ir::Shape& y = node.output(0)->shape();
+      const ir::Dim& r = in[0].shape.rank_known() && in[0].shape.rank() >= 1 ? in[0].shape[in[0].shape.rank() - 1]
+                                                                             : ir::Dim::unknown();
+      const int64_t hs = node.attrs().get_int("head_size", 0);
+      if (!r.is_known() || hs <= 0 || hs % 2 != 0 || r.value() < heads * hs) return false;
+      if (!y.rank_known() || y.rank() < 2 || y.rank() > static_cast<size_t>(kRotaryMaxRank)) return false;
+      return ir::rotary_param_fits(y, in[1].shape, /*provably=*/true) &&
+             ir::rotary_param_fits(y, in[2].shape, /*provably=*/true);
+    }
     const ir::Shape& x = in[0].shape;
     if (!x.rank_known() || x.rank() < 2 || x.rank() > static_cast<size_t>(kRotaryMaxRank)) return false;
     const ir::Dim& d = x[x.rank() - 1];
@@ -55,14 +67,20 @@ class RotaryTactic final : public Tactic {
     const Tensor& sin = *io.inputs[2];
     Tensor& y = (*io.outputs)[0];
     FloatType t;
+    const int64_t heads = node.attrs().get_int("heads", 0);
     if (!to_float_type(x.dtype(), &t) || y.dtype() != x.dtype() || cos.dtype() != x.dtype() ||
-        sin.dtype() != x.dtype() || y.shape() != x.shape())
+        sin.dtype() != x.dtype() || (heads == 0 && y.shape() != x.shape()))
       return internal_error(node.describe(), ": types or shapes do not match the tactic ", name());
-    const size_t rank = x.rank();
-    const int64_t d = rank >= 2 ? x.dim(rank - 1) : 0;
+    const size_t rank = y.rank();
+    const int64_t d = rank >= 2 ? y.dim(rank - 1) : 0;
     if (rank < 2 || d <= 0 || d % 2 != 0)
-      return invalid_argument(node.describe(), ": X ", shape_to_string(x.shape()),
+      return invalid_argument(node.describe(), ": Y ", shape_to_string(y.shape()),
                               " needs rank >= 2 and an even, non-zero last dim");
+    const int64_t x_row = x.rank() >= 1 ? x.dim(x.rank() - 1) : 0;
+    if (heads > 0 && (y.dim(rank - 2) != heads || x_row < heads * d ||
+                      x.numel() / std::max<int64_t>(x_row, 1) * heads * d != y.numel()))
+      return invalid_argument(node.describe(), ": X ", shape_to_string(x.shape()), " does not hold Y ",
+                              shape_to_string(y.shape()), "'s ", heads, " heads at the start of each row");
     // The kernel reads cos/sin at i and i + D/2 of one row: their last dim must be D, not 1.
     for (const Tensor* p : {&cos, &sin})
       if (p->rank() < 1 || p->dim(p->rank() - 1) != d)
@@ -71,12 +89,14 @@ class RotaryTactic final : public Tactic {
     PointwiseArgs map;
     bool flat = false;
     const Shape64* params[2] = {&cos.shape(), &sin.shape()};
-    if (!plan_pointwise_launch(x.shape(), params, 2, &map, &flat))
+    if (!plan_pointwise_launch(y.shape(), params, 2, &map, &flat))
       return invalid_argument(node.describe(), ": cos ", shape_to_string(cos.shape()), " or sin ",
-                              shape_to_string(sin.shape()), " does not broadcast to X ", shape_to_string(x.shape()));
+                              shape_to_string(sin.shape()), " does not broadcast to Y ", shape_to_string(y.shape()));
     RotaryDesc desc;
     desc.half = d / 2;
-    desc.rows = x.numel() / d;
+    desc.rows = y.numel() / d;
+    desc.x_heads = heads;
+    desc.x_row = heads > 0 ? x_row : 0;
     desc.rank = map.rank;
     for (int k = 0; k < map.rank; ++k) {
       desc.dims[k] = map.dims[k];
