@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/packed_projection.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -41,21 +42,6 @@ constexpr const char* kName = "fuse_gated_mlp";
 
 bool is_ingot(const Node* n, const char* op) { return n && n->domain() == kIngotDomain && n->op_type() == op; }
 bool is_onnx(const Node* n, const char* op) { return n && n->domain().empty() && n->op_type() == op; }
-
-/// A projection this pass packs: a plain MatMul, or a FusedGemm {kind="matmul"} without an
-/// activation or residual (a bias at most).
-bool is_projection(const Node* n) {
-  if (is_onnx(n, "MatMul")) return n->inputs().size() == 2;
-  return is_ingot(n, "FusedGemm") && n->attrs().get_string("kind", "gemm") == "matmul" &&
-         n->attrs().get_string("activation", "").empty() && n->inputs().size() <= 3;
-}
-
-/// A projection's attributes as a FusedGemm's (a plain MatMul is {kind="matmul"}).
-ir::Attributes attrs_of(const Node* p) {
-  ir::Attributes a = p->attrs();
-  if (is_onnx(p, "MatMul")) a.set_string("kind", "matmul");
-  return a;
-}
 
 class FuseGatedMlp final : public Pass {
  public:
@@ -80,7 +66,8 @@ class FuseGatedMlp final : public Pass {
     for (int i = 0; i < 2 && side < 0; ++i) {
       const Node* s = mul->input(i) ? mul->input(i)->producer() : nullptr;
       const Node* other = mul->input(1 - i) ? mul->input(1 - i)->producer() : nullptr;
-      if (is_ingot(s, "Silu") && s->input(0) && is_projection(s->input(0)->producer()) && is_projection(other))
+      if (is_ingot(s, "Silu") && s->input(0) && is_packable_projection(s->input(0)->producer()) &&
+          is_packable_projection(other))
         side = i;
     }
     if (side < 0) return false;
@@ -91,55 +78,21 @@ class FuseGatedMlp final : public Pass {
     if (single_consumer(g, silu->input(0)) != silu || single_consumer(g, silu->output(0)) != mul ||
         single_consumer(g, up->output(0)) != mul)
       return refuse(ctx, mul, "the gate, its SiLU or the up projection is read elsewhere");
-    Value* x = gate->input(0);
-    if (up->input(0) != x) return refuse(ctx, mul, "the gate and up projections read different inputs");
-    if (!same_scalar_attrs(attrs_of(gate), attrs_of(up))) return refuse(ctx, mul, "the projections differ in attributes");
-    std::vector<Tensor> weights, biases;
-    bool any_bias = false;
-    for (const Node* p : {gate, up}) {
-      std::optional<Tensor> w = constant_value(p->input(1));
-      if (!w || w->rank() != 2) return refuse(ctx, mul, p->describe() + " has no constant 2-D weight");
-      if (!weights.empty() && (w->shape() != weights[0].shape() || w->dtype() != weights[0].dtype()))
-        return refuse(ctx, mul, "the gate and up weights differ in shape or type");
-      std::optional<Tensor> b;
-      if (p->inputs().size() > 2 && p->input(2) != nullptr) {
-        b = constant_value(p->input(2));
-        if (!b || b->numel() != w->dim(1) || b->dtype() != w->dtype())
-          return refuse(ctx, mul, p->describe() + " has a bias that is not a constant [N]");
-        any_bias = true;
-      } else {
-        INGOT_ASSIGN_OR_RETURN(Tensor z, Tensor::zeros(w->dtype(), {w->dim(1)}));
-        b = std::move(z);
-      }
-      INGOT_ASSIGN_OR_RETURN(Tensor flat, b->reshaped({w->dim(1)}));
-      weights.push_back(std::move(*w));
-      biases.push_back(std::move(flat));
-    }
     const Value* gv = silu->input(0);
-    if (gv->shape() != up->output(0)->shape() || gv->dtype() != up->output(0)->dtype())
-      return refuse(ctx, mul, "the gate and up outputs differ in shape or type");
-    ir::Attributes cat;
-    cat.set_int("axis", 1);
-    INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> w_cat, eval_op("Concat", weights, cat, &g));
+    const ir::Shape& wg = gate->input(1)->shape();
+    if (!wg.rank_known() || wg.rank() != 2 || !wg[1].is_known() || wg != up->input(1)->shape() ||
+        gv->dtype() != up->output(0)->dtype())
+      return refuse(ctx, mul, "the gate and up weights differ in shape, or the outputs in type");
     const std::string base = gate->name().empty() ? "gate_up" : gate->name() + "_gate_up";
-    Value* w = make_initializer(g, base + "_weight", std::move(w_cat[0]));
     ir::Shape gu_shape = gv->shape();
     if (gu_shape.rank_known() && gu_shape.rank() >= 1) {
       ir::Dim& last = gu_shape[gu_shape.rank() - 1];
       last = last.is_known() ? ir::Dim(2 * last.value()) : ir::Dim::unknown();
     }
-    Value* gu = g.add_value(unique_value_name(g, base, "."), gv->dtype(), gu_shape);
-    Node* gemm;
-    if (any_bias) {
-      cat.set_int("axis", 0);
-      INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> b_cat, eval_op("Concat", biases, cat, &g));
-      Value* b = make_initializer(g, base + "_bias", std::move(b_cat[0]));
-      gemm = g.add_node("FusedGemm", {x, w, b}, {gu}, attrs_of(gate), base, kIngotDomain);
-    } else {  // no bias and no epilogue: a plain product
-      gemm = g.add_node("MatMul", {x, w}, {gu}, ir::Attributes(), base);
-    }
-    gemm->absorb_origins(*gate);
-    gemm->absorb_origins(*up);
+    std::string why;
+    INGOT_ASSIGN_OR_RETURN(Node* gemm, add_packed_projection(g, {gate, up}, gu_shape, base, &why));
+    if (!gemm) return refuse(ctx, mul, why);
+    Value* gu = gemm->output(0);
     Value* out = mul->output(0);
     Value* y = g.add_value(unique_value_name(g, out->name() + ".swiglu", "."), out->dtype(), out->shape());
     Node* act = g.add_node("SwiGLU", {gu}, {y}, ir::Attributes(), mul->name(), kIngotDomain);

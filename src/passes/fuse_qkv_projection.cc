@@ -5,7 +5,8 @@
 //   q = FusedGemm(x, Wq, bq)   k = FusedGemm(x, Wk, bk)   v = FusedGemm(x, Wv, bv)
 //   y = ingot::Attention(q, k, v[, mask]) {3-D, q_num_heads = kv_num_heads = H}
 // becomes
-//   qkv = FusedGemm(x, [Wq | Wk | Wv], [bq | bk | bv])      (weights concatenated on N)
+//   qkv = FusedGemm(x, [Wq | Wk | Wv], [bq | bk | bv])      (weights concatenated on N; a MatMul
+//                                                          when none has a bias: packed_projection.h)
 //   y   = ingot::Attention(qkv, -, -[, mask]) {qkv_packed = 1}
 //
 // The attention kernels read Q, K and V out of the packed [B, S, 3*H*D] tensor through their
@@ -29,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/packed_projection.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -88,56 +90,20 @@ class FuseQkvProjection final : public Pass {
     }
     if (is_ingot(proj[0], "QuantGemm")) return fuse_quantized(g, ctx, att);
     if (proj[0] == proj[1] || proj[1] == proj[2] || proj[0] == proj[2]) return false;
-    Value* x = proj[0]->input(0);
-    std::vector<Tensor> weights, biases;
-    // A plain MatMul is a FusedGemm {kind="matmul"} without a bias (Whisper's k_proj has none
-    // while q and v have theirs).
-    auto attrs_of = [](const Node* p) {
-      ir::Attributes a = p->attrs();
-      if (is_plain_matmul(p)) a.set_string("kind", "matmul");
-      return a;
-    };
     for (Node* p : proj) {
-      if (is_ingot(p, "FusedGemm") && p->attrs().get_string("kind", "gemm") != "matmul")
-        return refuse(ctx, att, p->describe() + " is not a MatMul projection");
-      if (!p->attrs().get_string("activation", "").empty() || p->inputs().size() > 3)
-        return refuse(ctx, att, p->describe() + " has an activation or residual epilogue");
-      if (p->input(0) != x) return refuse(ctx, att, "Q, K and V project different inputs");
-      if (!same_scalar_attrs(attrs_of(p), attrs_of(proj[0]))) return refuse(ctx, att, "projections differ in attributes");
-      std::optional<Tensor> w = constant_value(p->input(1));
-      if (!w || w->rank() != 2) return refuse(ctx, att, p->describe() + " has no constant 2-D weight");
-      if (!weights.empty() && (w->shape() != weights[0].shape() || w->dtype() != weights[0].dtype()))
+      if (!is_packable_projection(p))
+        return refuse(ctx, att, p->describe() + " is not a MatMul projection without an activation or residual");
+      if (p->input(1)->shape() != proj[0]->input(1)->shape())
         return refuse(ctx, att, "Q, K and V weights differ in shape or type");
-      const bool has_bias = p->inputs().size() > 2 && p->input(2) != nullptr;
-      std::optional<Tensor> b;
-      if (has_bias) {
-        b = constant_value(p->input(2));
-        if (!b || b->numel() != w->dim(1) || b->dtype() != w->dtype())
-          return refuse(ctx, att, p->describe() + " has a bias that is not a constant [N]");
-      } else {
-        INGOT_ASSIGN_OR_RETURN(Tensor z, Tensor::zeros(w->dtype(), {w->dim(1)}));
-        b = std::move(z);
-      }
-      INGOT_ASSIGN_OR_RETURN(Tensor flat, b->reshaped({w->dim(1)}));
-      weights.push_back(std::move(*w));
-      biases.push_back(std::move(flat));
     }
-    ir::Attributes cat;
-    cat.set_int("axis", 1);
-    INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> w_cat, eval_op("Concat", weights, cat, &g));
-    cat.set_int("axis", 0);
-    INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> b_cat, eval_op("Concat", biases, cat, &g));
-
     const std::string base = proj[0]->name().empty() ? "qkv" : proj[0]->name() + "_qkv";
-    Value* w = make_initializer(g, base + "_weight", std::move(w_cat[0]));
-    Value* b = make_initializer(g, base + "_bias", std::move(b_cat[0]));
     ir::Shape qkv_shape = att->input(0)->shape();
     if (qkv_shape.rank_known() && qkv_shape.rank() == 3)
       qkv_shape[2] = qkv_shape[2].is_known() ? ir::Dim(3 * qkv_shape[2].value()) : ir::Dim::unknown();
-    Value* qkv = g.add_value(unique_value_name(g, base, "."), att->input(0)->dtype(), qkv_shape);
-    ir::Attributes gemm_attrs = attrs_of(proj[0]);
-    Node* gemm = g.add_node("FusedGemm", {x, w, b}, {qkv}, std::move(gemm_attrs), base, kIngotDomain);
-    for (Node* p : proj) gemm->absorb_origins(*p);
+    std::string why;
+    INGOT_ASSIGN_OR_RETURN(Node* gemm, add_packed_projection(g, {proj[0], proj[1], proj[2]}, qkv_shape, base, &why));
+    if (!gemm) return refuse(ctx, att, why);
+    Value* qkv = gemm->output(0);
     return pack_attention(g, att, proj, qkv);
   }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ir/ops/attention_views.h"
+#include "passes/packed_projection.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
 
@@ -46,23 +47,11 @@ bool is_ingot(const Node* n, const char* op) { return n && n->domain() == kIngot
 bool is_onnx(const Node* n, const char* op) { return n && n->domain().empty() && n->op_type() == op; }
 const Node* producer(const Value* v) { return v ? v->producer() : nullptr; }
 
-bool is_projection(const Node* n) {
-  if (is_onnx(n, "MatMul")) return n->inputs().size() == 2;
-  return is_ingot(n, "FusedGemm") && n->attrs().get_string("kind", "gemm") == "matmul" &&
-         n->attrs().get_string("activation", "").empty() && n->inputs().size() <= 3;
-}
-
 /// The same value, or constants of one type, shape and contents.
 bool same_value(const Value* a, const Value* b) {
   if (a == b) return true;
   std::optional<Tensor> x = a ? constant_value(a) : std::nullopt, y = b ? constant_value(b) : std::nullopt;
   return x && y && x->dtype() == y->dtype() && x->shape() == y->shape() && x->to_f64_vector() == y->to_f64_vector();
-}
-
-ir::Attributes attrs_of(const Node* p) {
-  ir::Attributes a = p->attrs();
-  if (is_onnx(p, "MatMul")) a.set_string("kind", "matmul");
-  return a;
 }
 
 class PackRotaryQkv final : public Pass {
@@ -124,7 +113,7 @@ class PackRotaryQkv final : public Pass {
       proj[2] = const_cast<Node*>(producer(v_reshape->input(0)));
     }
     for (Node* p : proj)
-      if (!is_projection(p)) return refuse(ctx, att, "Q, K or V is not a MatMul projection without an epilogue");
+      if (!is_packable_projection(p)) return refuse(ctx, att, "Q, K or V is not a MatMul projection without an epilogue");
     if (proj[0] == proj[1] || proj[1] == proj[2] || proj[0] == proj[2]) return false;
     // Every intermediate read only on this path (the attention may read V twice? no: once each).
     const std::vector<std::pair<const Value*, const Node*>> reads = {
@@ -135,57 +124,22 @@ class PackRotaryQkv final : public Pass {
       if (single_consumer(g, val) != reader) return refuse(ctx, att, "a projection, reshape or rotation is read elsewhere");
     if (v_reshape && single_consumer(g, v_reshape->output(0)) != att)
       return refuse(ctx, att, "V's reshape is read elsewhere");
-    Value* x = proj[0]->input(0);
-    std::vector<Tensor> weights, biases;
-    bool any_bias = false;
     const int64_t n_of[3] = {Hq * D, Hk * D, Hk * D};
     for (int i = 0; i < 3; ++i) {
-      const Node* p = proj[i];
-      if (p->input(0) != x) return refuse(ctx, att, "Q, K and V project different inputs");
-      if (!same_scalar_attrs(attrs_of(p), attrs_of(proj[0]))) return refuse(ctx, att, "projections differ in attributes");
-      std::optional<Tensor> w = constant_value(p->input(1));
-      if (!w || w->rank() != 2 || w->dim(1) != n_of[i])
-        return refuse(ctx, att, p->describe() + " has no constant 2-D weight of H * D columns");
-      if (!weights.empty() && (w->dim(0) != weights[0].dim(0) || w->dtype() != weights[0].dtype()))
-        return refuse(ctx, att, "Q, K and V weights differ in K or type");
-      std::optional<Tensor> b;
-      if (p->inputs().size() > 2 && p->input(2) != nullptr) {
-        b = constant_value(p->input(2));
-        if (!b || b->numel() != w->dim(1) || b->dtype() != w->dtype())
-          return refuse(ctx, att, p->describe() + " has a bias that is not a constant [N]");
-        any_bias = true;
-      } else {
-        INGOT_ASSIGN_OR_RETURN(Tensor z, Tensor::zeros(w->dtype(), {w->dim(1)}));
-        b = std::move(z);
-      }
-      INGOT_ASSIGN_OR_RETURN(Tensor flat, b->reshaped({w->dim(1)}));
-      weights.push_back(std::move(*w));
-      biases.push_back(std::move(flat));
+      const ir::Shape& ps = proj[i]->output(0)->shape();
+      if (!ps.rank_known() || ps.rank() != 3 || !(ps[0].is_known() && ps[0].value() == B) ||
+          !(ps[1].is_known() && ps[1].value() == S) || !(ps[2].is_known() && ps[2].value() == n_of[i]))
+        return refuse(ctx, att, proj[i]->describe() + " does not write [B, S, H * D]");
     }
-    const ir::Shape& xs = proj[0]->output(0)->shape();
-    if (!xs.rank_known() || xs.rank() != 3 || !(xs[0].is_known() && xs[0].value() == B) ||
-        !(xs[1].is_known() && xs[1].value() == S))
-      return refuse(ctx, att, "the projections' outputs are not [B, S, N]");
-
     // The packed projection.
-    ir::Attributes cat;
-    cat.set_int("axis", 1);
-    INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> w_cat, eval_op("Concat", weights, cat, &g));
     const std::string base = proj[0]->name().empty() ? "qkv" : proj[0]->name() + "_qkv";
     const int64_t row = (Hq + 2 * Hk) * D, qk_row = (Hq + Hk) * D;
-    Value* w = make_initializer(g, base + "_weight", std::move(w_cat[0]));
     const DataType dt = proj[0]->output(0)->dtype();
-    Value* qkv = g.add_value(unique_value_name(g, base, "."), dt, ir::Shape{ir::Dim(B), ir::Dim(S), ir::Dim(row)});
-    Node* gemm;
-    if (any_bias) {
-      cat.set_int("axis", 0);
-      INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> b_cat, eval_op("Concat", biases, cat, &g));
-      Value* b = make_initializer(g, base + "_bias", std::move(b_cat[0]));
-      gemm = g.add_node("FusedGemm", {x, w, b}, {qkv}, attrs_of(proj[0]), base, kIngotDomain);
-    } else {
-      gemm = g.add_node("MatMul", {x, w}, {qkv}, ir::Attributes(), base);
-    }
-    for (Node* p : proj) gemm->absorb_origins(*p);
+    std::string why;
+    INGOT_ASSIGN_OR_RETURN(Node* gemm, add_packed_projection(g, {proj[0], proj[1], proj[2]},
+                                                             ir::Shape{ir::Dim(B), ir::Dim(S), ir::Dim(row)}, base, &why));
+    if (!gemm) return refuse(ctx, att, why);
+    Value* qkv = gemm->output(0);
 
     // One rotation of the Q and K heads at the start of each packed row.
     Value* qk = g.add_value(unique_value_name(g, base + ".rotated", "."), dt,
