@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ir/ops/attention_views.h"
+#include "ir/ops/rotary.h"
 #include "passes/packed_projection.h"
 #include "passes/pass.h"
 #include "passes/pattern_util.h"
@@ -98,6 +99,17 @@ class PackRotaryQkv final : public Pass {
     for (int i = 1; i < 3; ++i)
       if (!same_value(rope[0]->input(i), rope[1]->input(i)))
         return refuse(ctx, att, "Q and K rotate with different cos/sin");
+    // Each rotation as the views read it (heads of D, so its pairs are the packed one's), with
+    // tables that do not vary along the heads (one rotation then serves Q's and K's heads alike).
+    for (int i = 0; i < 2; ++i) {
+      const ir::Shape want{ir::Dim(B), ir::Dim(S), ir::Dim(h_of[i]), ir::Dim(D)};
+      if (rope[i]->input(0)->shape() != want)
+        return refuse(ctx, att, std::string(names[i]) + "'s rotation is not over [B, S, H, D] = " + want.to_string());
+    }
+    const ir::Shape one_head{ir::Dim(B), ir::Dim(S), ir::Dim(1), ir::Dim(D)};
+    for (int i = 1; i < 3; ++i)
+      if (!ir::rotary_param_fits(one_head, rope[0]->input(i)->shape(), /*provably=*/true))
+        return refuse(ctx, att, "the cos/sin tables vary along the heads");
     // rope input <- Reshape <- projection; V <- projection (or a Reshape of one).
     Node* reshape[2];
     Node* proj[3];
@@ -115,7 +127,7 @@ class PackRotaryQkv final : public Pass {
     for (Node* p : proj)
       if (!is_packable_projection(p)) return refuse(ctx, att, "Q, K or V is not a MatMul projection without an epilogue");
     if (proj[0] == proj[1] || proj[1] == proj[2] || proj[0] == proj[2]) return false;
-    // Every intermediate read only on this path (the attention may read V twice? no: once each).
+    // Every intermediate read only on this path.
     const std::vector<std::pair<const Value*, const Node*>> reads = {
         {att->input(0), att}, {att->input(1), att}, {rope[0]->input(0), rope[0]}, {rope[1]->input(0), rope[1]},
         {proj[0]->output(0), reshape[0]}, {proj[1]->output(0), reshape[1]},

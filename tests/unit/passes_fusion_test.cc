@@ -460,12 +460,15 @@ TEST(PassesFusion, GatedMlpRefusals) {
 // V are three projections, Q and K rotated: one GEMM [16, 32], one rotation of the first 6 heads of
 // each packed row, the attention reading Q and K inside the rotation's output and V inside the
 // GEMM's. `q_proj` replaces Q's projection (a biased FusedGemm in one case); `k_sin` is K's sin.
-std::string rotary_gqa_graph(const std::string& q_proj, const std::string& k_sin = "%sin") {
+// `rope_d` is the rotations' head size (the views' is 4).
+std::string rotary_gqa_graph(const std::string& q_proj, const std::string& k_sin = "%sin", int rope_d = 4) {
   std::string t = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %x: f32[2,3,16]\n";
   t += init_text("wq", {16, 16}, 71) + init_text("wk", {16, 8}, 72) + init_text("wv", {16, 8}, 73) +
-       init_text("bq", {16}, 74) + init_text("cos", {1, 3, 1, 4}, 75) + init_text("sin", {1, 3, 1, 4}, 76) +
-       init_text("sin2", {1, 3, 1, 4}, 77);
-  t += "  init %sq: i64[4] = [2, 3, 4, 4]\n  init %sk: i64[4] = [2, 3, 2, 4]\n";
+       init_text("bq", {16}, 74) + init_text("cos", {1, 3, 1, rope_d}, 75) + init_text("sin", {1, 3, 1, rope_d}, 76) +
+       init_text("sin2", {1, 3, 1, rope_d}, 77);
+  const std::string d = std::to_string(rope_d);
+  t += "  init %sq: i64[4] = [2, 3, " + std::to_string(16 / rope_d) + ", " + d + "]\n  init %sk: i64[4] = [2, 3, " +
+       std::to_string(8 / rope_d) + ", " + d + "]\n";
   t += q_proj + "  %qr = Reshape(%q, %sq) @qr\n  %qo = ingot::RotaryEmbedding(%qr, %cos, %sin) @rq\n";
   t += "  %k = MatMul(%x, %wk) @k\n  %kr = Reshape(%k, %sk) @kr\n  %ko = ingot::RotaryEmbedding(%kr, %cos, " + k_sin +
        ") @rk\n";
@@ -503,6 +506,13 @@ TEST(PassesFusion, RotaryGqaProjectionsBecomeOneGemmAndOneRotation) {
                       /*expect_change=*/false);
   ASSERT_TRUE(g);
   EXPECT_TRUE(has_note(ctx, "different cos/sin"));
+  // Q and K rotated as heads of 2 (pairs the packed rotation over the views' heads of 4 would not
+  // make): left alone.
+  const std::string halves = rotary_gqa_graph("  %q = MatMul(%x, %wq) @q\n", "%sin", /*rope_d=*/2);
+  PassContext ctx2;
+  auto g2 = run_passes(halves, one(make_pack_rotary_qkv()), &ctx2, /*expect_change=*/false);
+  ASSERT_TRUE(g2);
+  EXPECT_TRUE(has_note(ctx2, "rotation is not over [B, S, H, D]"));
 }
 
 TEST(PassesFusion, ConvTransposeBiasActivationResidualBecomesTransposedFusedConv) {
