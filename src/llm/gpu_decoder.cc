@@ -108,7 +108,7 @@ using DeviceMem = OwnedMem<&cudaMalloc, &cudaFree>;
 using PinnedMem = OwnedMem<&cudaMallocHost, &cudaFreeHost>;
 
 /// The rows of several (out x in) row-major weights stacked: one fused projection's weights.
-std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
+std::vector<float> concat(const std::vector<const std::vector<float>*>& parts) {
   size_t n = 0;
   for (const auto* p : parts) n += p->size();
   std::vector<float> all;
@@ -286,14 +286,10 @@ struct LlamaGpuModel::Impl {
                                   cudaMemcpyHostToDevice));
       return Status::Ok();
     }
-    std::vector<float> joined;
-    if (parts.size() > 1) {
-      size_t n = 0;
-      for (const auto& part : parts) n += part.first->size();
-      joined.reserve(n);
-      for (const auto& part : parts) joined.insert(joined.end(), part.first->begin(), part.first->end());
-    }
-    const std::vector<float>& src = parts.size() == 1 ? *parts.begin()->first : joined;
+    std::vector<const std::vector<float>*> floats;
+    for (const auto& part : parts) floats.push_back(part.first);
+    const std::vector<float> joined = floats.size() > 1 ? concat(floats) : std::vector<float>();
+    const std::vector<float>& src = floats.size() == 1 ? *floats[0] : joined;
     if (o.int4_weights && int4_scales) {
       // Through an fp32 copy on the device and the device quantizer (create_random's path too). The
       // copy goes on the decoder's stream: `stream` does not wait for the legacy stream, and a

@@ -45,7 +45,7 @@ Status swiglu_packed(KernelContext &k) {
     return k.unsupported_case("SwiGLU needs a floating input");
   if (x.rank() < 1 || x.dim(x.rank() - 1) % 2 != 0)
     return k.error("X must have an even last dim (gate then up), got ", shape_to_string(x.shape()));
-  const int64_t n = x.rank() >= 1 ? x.dim(x.rank() - 1) / 2 : 0, rows = n > 0 ? x.numel() / (2 * n) : 0;
+  const int64_t n = x.dim(x.rank() - 1) / 2, rows = n > 0 ? x.numel() / (2 * n) : 0;
   Tensor &y = k.output(0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i) {
