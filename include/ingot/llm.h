@@ -68,8 +68,9 @@ struct LlmLoadOptions {
   /// INT4 weight-only projections (W4A16, `--quantization int4`): 4-bit weights in groups along the
   /// input dim with a (scale, min) per group. A GGUF's Q4_0, Q4_1 and Q4_K projections keep their
   /// own blocks (the weights llama.cpp runs); the others are rounded symmetric to nearest per group.
-  /// cuda: GEMVs that dequantize as they read at or below gemv_max_tokens tokens a step, dense
-  /// weights dequantized per projection for cuBLASLt above it. cpu: the fp32 decoder on the 4-bit
+  /// cuda: GEMVs that dequantize as they read at or below gemv_max_tokens tokens a step, a
+  /// tensor-core GEMM that dequantizes in registers up to int4_gemm_max_tokens, dense weights
+  /// dequantized per projection for cuBLASLt above that (long prompts). cpu: the fp32 decoder on the 4-bit
   /// weights' values (the reference of the GPU's numerics). Not with fp8_weights.
   bool int4_weights = false;
   /// A checkpoint stored in 4 bits throughout (every projection: AutoAWQ, GPTQ, compressed-tensors
@@ -86,6 +87,10 @@ struct LlmLoadOptions {
   /// cuda: steps of at most this many tokens (<= 8) run the projections as GEMVs that read each
   /// weight once; 0: cuBLASLt always (`ingot generate --gemv-max-tokens`).
   int gemv_max_tokens = 8;
+  /// cuda, int4 weights: steps of more than gemv_max_tokens and at most this many tokens run the
+  /// W4A16 tensor-core GEMM (4 bits a weight read); longer ones dequantize each projection for
+  /// cuBLASLt. 0: cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`).
+  int int4_gemm_max_tokens = 512;
 };
 
 class LlmModel {

@@ -201,6 +201,10 @@ struct LlamaGpuModel::Impl {
   // W4A16 (options int4_weights): one projection's dequantized weights at a time, for cuBLASLt;
   // the groups' size (o.int4_group, or the one start() chose).
   DeviceMem wdq;
+  // W4A16 steps of more than the GEMV's tokens: launch_int4_gemm's split-K workspace (zeroed when
+  // allocated; every completed launch leaves it zeroed).
+  DeviceMem int4_ws;
+  size_t int4_ws_bytes = 0;
   int64_t int4_group = 0;
   static constexpr int64_t kMaxGraphBatch = 256;
   struct Graph {
@@ -392,6 +396,11 @@ struct LlamaGpuModel::Impl {
       if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens)) {
         INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t_int4(t, x_, w.as<uint8_t>(), w_scale, y, T, in, out,
                                                                  int4_group, accumulate, stream));
+        return Status::Ok();
+      }
+      if (T <= o.int4_gemm_max_tokens) {
+        INGOT_CUDA_CHECK(backend::cuda::launch_int4_gemm(t, x_, w.as<uint8_t>(), w_scale, y, T, in, out, int4_group,
+                                                         accumulate, int4_ws.get(), int4_ws_bytes, sm_count, stream));
         return Status::Ok();
       }
       INGOT_CUDA_CHECK(backend::cuda::launch_int4_dequantize(t, w.as<uint8_t>(), w_scale, out, in, int4_group,
@@ -613,6 +622,9 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
   const size_t nkv = static_cast<size_t>(k.num_kv_heads * k.head_dim), ff = static_cast<size_t>(k.intermediate_size);
   attn = attention_params(sh);
   attn_ws_bytes = std::max<size_t>(backend::cuda::paged_decode_attention_workspace_bytes(attn), 4);
+  const bool past_gemv = sh.T > std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens);
+  const bool int4_gemm = o.int4_weights && past_gemv && sh.T <= o.int4_gemm_max_tokens;
+  const bool int4_dense = o.int4_weights && past_gemv && sh.T > o.int4_gemm_max_tokens;
   for (auto [buf, bytes] : std::initializer_list<std::pair<DeviceMem*, size_t>>{
            {&x, Tz * d * e}, {&h, Tz * d * e}, {&qkv, Tz * (nq + 2 * nkv) * e}, {&q, Tz * nq * e},
            {&att, Tz * nq * e}, {&gu, Tz * 2 * ff * e}, {&g, Tz * ff * e}, {&ints, sh.ints() * sizeof(int32_t)},
@@ -620,12 +632,18 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
            {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)},
            {&xq, o.fp8_weights ? Tz * std::max({d, nq, ff}) : 0}, {&act_scale, o.fp8_weights ? 4 : 0},
            {&amax, o.fp8_weights ? 4 : 0},
-           {&wdq, o.int4_weights && sh.T > std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens)
-                      ? std::max({(nq + 2 * nkv) * d, d * nq, 2 * ff * d}) * e
-                      : 0}}) {
+           {&wdq, int4_dense ? std::max({(nq + 2 * nkv) * d, d * nq, 2 * ff * d}) * e : 0},
+           {&int4_ws, int4_gemm ? backend::cuda::int4_gemm_workspace_bound(sh.T, std::max({nq + 2 * nkv, d, 2 * ff}))
+                                : 0}}) {
     const void* before = buf->get();
     INGOT_RETURN_IF_ERROR(buf->reserve(bytes));
-    if (buf->get() != before) ++generation;  // captured graphs point at the old buffer
+    if (buf->get() != before) {
+      ++generation;  // captured graphs point at the old buffer
+      if (buf == &int4_ws) {
+        int4_ws_bytes = bytes;
+        INGOT_CUDA_CHECK(cudaMemsetAsync(int4_ws.get(), 0, bytes, stream));
+      }
+    }
   }
   INGOT_RETURN_IF_ERROR(host_ints.reserve(sh.ints() * sizeof(int32_t)));
   INGOT_RETURN_IF_ERROR(host_slots.reserve(Tz * sizeof(int64_t)));

@@ -61,8 +61,9 @@ struct GpuDecoderOptions {
   /// min) per group (llm/int4_weights.h). A model holding 4-bit blocks (a Q4_0/Q4_1/Q4_K GGUF loaded
   /// with keep_int4, LlamaCpuModel::quantize_int4_in_place) is uploaded as it is; other projections
   /// are quantized symmetric round-to-nearest on the device at load. Steps of at most
-  /// gemv_max_tokens tokens read them in launch_gemv_small_t_int4; longer ones dequantize each
-  /// projection into a scratch matrix for cuBLASLt. Not with fp8_weights.
+  /// gemv_max_tokens tokens read them in launch_gemv_small_t_int4, steps of up to
+  /// int4_gemm_max_tokens in launch_int4_gemm (tensor cores, dequantized in registers); longer ones
+  /// dequantize each projection into a scratch matrix for cuBLASLt. Not with fp8_weights.
   bool int4_weights = false;
   /// int4: elements per group (32, 64 or 128; every projection's input dim a multiple of it). 0:
   /// the model's own blocks' group, else the largest that divides every input dim.
@@ -71,6 +72,9 @@ struct GpuDecoderOptions {
   /// projections as GEMVs that read each weight row once (launch_gemv_small_t): fp8 weights then
   /// stay W8A16 (half the bytes, no activation quantization). 0: cuBLASLt for every step.
   int32_t gemv_max_tokens = 8;
+  /// int4: steps of more than gemv_max_tokens and at most this many tokens run launch_int4_gemm;
+  /// 0: dequantize + cuBLASLt above the GEMVs.
+  int32_t int4_gemm_max_tokens = 512;
   /// The KV cache in float8 e4m3 (half the bytes: twice the positions per GiB), scales 1 as
   /// vLLM's kv_cache_dtype="fp8" without calibrated scales; attention dequantizes as it reads.
   bool fp8_kv = false;

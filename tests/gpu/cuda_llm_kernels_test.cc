@@ -907,6 +907,104 @@ TEST_F(CudaLlmKernelsTest, Int4WeightsQuantizeDequantizeAndGemv) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// The W4A16 tensor-core GEMM (int4_gemm.cu) against the host's dequantized weights, each rounded to the
+// model's type as the kernel's fp32 dequantization rounds it, in double: asymmetric groups (random
+// nibbles, scales and mins) of 32 and 128; token counts around its 8-token tiles and beyond one block
+// column (100); K with a partial last chunk (160 = 128 + 32) and long enough to split (2048, 8192); N
+// around its 128-row blocks. Each shape runs twice on one workspace: the split launches must leave it
+// zeroed, or the second result would differ. sm_count 1 never splits K; the device's count splits
+// the small-N shapes.
+TEST_F(CudaLlmKernelsTest, Int4GemmFollowsTheDequantizedWeights) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  std::mt19937 rng(4404);
+  struct Shape {
+    int64_t T, K, N;
+  };
+  const Shape shapes[] = {{9, 160, 37},   {16, 2048, 128}, {17, 256, 300},  {33, 2048, 1},
+                          {64, 8192, 96}, {100, 640, 257}, {5, 2048, 2048}, {64, 1024, 1000}};
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f), mn(-0.05f, 0.05f);
+  for (int64_t G : {int64_t{32}, int64_t{128}})
+    for (const Shape& sh : shapes) {
+      if (sh.K % G != 0) continue;
+      llm::Int4Weights w;
+      w.rows = sh.N;
+      w.cols = sh.K;
+      w.group = G;
+      w.q.resize(static_cast<size_t>(sh.N * sh.K / 2));
+      for (uint8_t& b : w.q) b = static_cast<uint8_t>(byte(rng));
+      w.scale_min.resize(static_cast<size_t>(2 * sh.N * (sh.K / G)));
+      for (size_t i = 0; i < w.scale_min.size(); i += 2) {
+        w.scale_min[i] = scale(rng);
+        w.scale_min[i + 1] = mn(rng);
+      }
+      const std::vector<float> deq = llm::dequantize_int4(w);
+      DeviceBuffer dq = to_device(w.q), dsm = to_device(w.scale_min);
+      ASSERT_TRUE(dq.valid() && dsm.valid());
+      for (FloatType t : kTypes) {
+        const std::vector<float> wt = to_floats(t, from_floats(t, deq));  // the weights the tensor cores take
+        for (int sm_count : {1, sms})
+          for (bool acc : {false, true}) {
+            SCOPED_TRACE(std::string(type_name(t)) + " group " + std::to_string(G) + " T " + std::to_string(sh.T) +
+                         " K " + std::to_string(sh.K) + " N " + std::to_string(sh.N) + " sm_count " +
+                         std::to_string(sm_count) + (acc ? " accumulate" : ""));
+            const auto x = random_bits(t, static_cast<size_t>(sh.T * sh.K), rng);
+            const auto y0 = random_bits(t, static_cast<size_t>(sh.T * sh.N), rng);
+            const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
+            std::vector<float> want(static_cast<size_t>(sh.T * sh.N));
+            for (int64_t r = 0; r < sh.T; ++r)
+              for (int64_t n = 0; n < sh.N; ++n) {
+                double sum = acc ? y0f[static_cast<size_t>(r * sh.N + n)] : 0.0;
+                for (int64_t k = 0; k < sh.K; ++k)
+                  sum += static_cast<double>(xf[static_cast<size_t>(r * sh.K + k)]) *
+                         wt[static_cast<size_t>(n * sh.K + k)];
+                want[static_cast<size_t>(r * sh.N + n)] = static_cast<float>(sum);
+              }
+            const size_t ws_bytes = backend::cuda::int4_gemm_workspace_bytes(sh.T, sh.K, sh.N, G, sm_count);
+            DeviceBuffer dws(ws_bytes), dx = to_device(x);
+            ASSERT_TRUE(dws.valid() && dx.valid());
+            ASSERT_EQ(cudaMemset(dws.get(), 0, ws_bytes), cudaSuccess);
+            for (int rep = 0; rep < 2; ++rep) {
+              SCOPED_TRACE(rep == 0 ? "first launch" : "second launch on the same workspace");
+              DeviceBuffer dy = to_device(y0);
+              ASSERT_TRUE(dy.valid());
+              ASSERT_EQ(backend::cuda::launch_int4_gemm(t, dx.get(), static_cast<const uint8_t*>(dq.get()),
+                                                        static_cast<const float*>(dsm.get()), dy.get(), sh.T, sh.K,
+                                                        sh.N, G, acc, ws_bytes ? dws.get() : nullptr, ws_bytes,
+                                                        sm_count, nullptr),
+                        cudaSuccess);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(sh.T * sh.N)));
+              EXPECT_LE(normwise_error(got, want), tolerance(t));
+            }
+            if (ws_bytes) {
+              const auto left = to_host<uint8_t>(dws, ws_bytes);
+              EXPECT_EQ(static_cast<size_t>(std::count(left.begin(), left.end(), uint8_t{0})), ws_bytes)
+                  << "the workspace is not zero again";
+            }
+          }
+      }
+    }
+  // Bad arguments are refused before anything runs.
+  DeviceBuffer b(4096);
+  const auto* bq = static_cast<const uint8_t*>(b.get());
+  const auto* bf = static_cast<const float*>(b.get());
+  auto launch = [&](int64_t T, int64_t K, int64_t N, int64_t G, void* ws, size_t ws_bytes, int sm_count) {
+    return backend::cuda::launch_int4_gemm(FloatType::kF16, b.get(), bq, bf, b.get(), T, K, N, G, false, ws, ws_bytes,
+                                           sm_count, nullptr);
+  };
+  EXPECT_EQ(launch(16, 96, 8, 64, nullptr, 0, 1), cudaErrorInvalidValue);    // K not a whole number of groups
+  EXPECT_EQ(launch(16, 96, 8, 48, nullptr, 0, 1), cudaErrorInvalidValue);    // a group size the kernel lacks
+  EXPECT_EQ(launch(16, 2048, 1, 32, nullptr, 0, 132), cudaErrorInvalidValue);  // would split K, no workspace
+  EXPECT_EQ(launch(16, 2048, 1, 32, nullptr, 0, 0), cudaErrorInvalidValue);  // no multiprocessor count
+  EXPECT_EQ(launch(0, 2048, 8, 32, nullptr, 0, 1), cudaSuccess);             // nothing to do
+  EXPECT_EQ(backend::cuda::launch_int4_gemm(FloatType::kF32, b.get(), bq, bf, b.get(), 1, 64, 8, 32, false, nullptr,
+                                            0, 1, nullptr),
+            cudaErrorInvalidValue);  // fp32 activations
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 TEST_F(CudaLlmKernelsTest, LogitsArgmaxTakesTheFirstMaximum) {
   std::mt19937 rng(20261206);
   std::normal_distribution<float> n01(0.0f, 3.0f);

@@ -165,6 +165,23 @@ cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* 
                                      int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
                                      cudaStream_t stream);
 
+/// launch_gemv_small_t_int4's product for any number of tokens, on tensor cores (int4_gemm.cu):
+/// y[t][n] (+)= sum_k x[t][k] * (q[n][k] * scale + min), each weight dequantized in fp32 and rounded
+/// once to t as launch_int4_dequantize writes it, fp32 accumulation. For the steps of more than
+/// kGemvMaxTokens tokens that otherwise dequantize the whole projection for cuBLASLt. When the
+/// output tiles are fewer than sm_count, K is split and the partial sums meet in `workspace`
+/// (int4_gemm_workspace_bytes; 256-byte aligned, zeroed once when allocated, left zeroed by every
+/// launch that completes; one launch at a time may use it). Needs x and q 16-byte aligned, K a
+/// multiple of group; cudaErrorInvalidValue otherwise, or when a split launch lacks the workspace.
+cudaError_t launch_int4_gemm(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y, int64_t T,
+                             int64_t K, int64_t N, int64_t group, bool accumulate, void* workspace,
+                             size_t workspace_bytes, int sm_count, cudaStream_t stream);
+/// The workspace launch_int4_gemm needs for this shape on a GPU of sm_count multiprocessors: 0 when
+/// it does not split K, else int4_gemm_workspace_bound(T, N).
+size_t int4_gemm_workspace_bytes(int64_t T, int64_t K, int64_t N, int64_t group, int sm_count);
+/// A workspace for every shape of at most T tokens and N outputs (grows with both).
+size_t int4_gemm_workspace_bound(int64_t T, int64_t N);
+
 /// y[i] = hash_uniform(base, i, center, a) (core/hash_uniform.h) for i < n, stored as type t
 /// (kF32, kF16 or kBF16; rounded to nearest even): a dummy model's weights made on the device,
 /// equal to llm::LlamaCpuModel::random's for the same base.
