@@ -48,6 +48,8 @@ void generate_help() {
                "  --gemv-max-tokens N    cuda: steps of <= N tokens (0-8, default 8) run the projections as GEMVs\n"
                "  --int4-gemm-max-tokens N  cuda, int4: longer steps of <= N tokens (default 512) run the W4A16\n"
                "                         tensor-core GEMM; 0: dequantize each projection for cuBLASLt\n"
+               "  --decode-partition N   cuda: the decode attention's parts of a context, in positions (default\n"
+               "                         512; 0: one part)\n"
                "Comparing with another implementation (transformers, llama.cpp) on the same weights:\n"
                "  --prompt-ids-file F    prompts as token ids: a JSON list of lists (instead of --prompt)\n"
                "  --logits-out F.npy     the fp32 logits after each prompt's last token, [prompts, vocab]\n"
@@ -121,6 +123,7 @@ int generate_command(const std::vector<std::string>& args) {
   bool dummy = false;
   long long gemv_max_tokens = -1;  // -1: the library's default
   long long int4_gemm_max_tokens = -1;
+  long long decode_partition = -1;
   long long int4_group = 0;
   long long num_prompts = 0, input_len = 0;
   std::string ids_file, logits_out, json_out;
@@ -176,7 +179,7 @@ int generate_command(const std::vector<std::string>& args) {
         dummy = true;
       } else if (a == "--max-tokens" || a == "--top-k" || a == "--seed" || a == "--kv-blocks" ||
                  a == "--num-prompts" || a == "--input-len" || a == "--gemv-max-tokens" || a == "--int4-group" ||
-                 a == "--int4-gemm-max-tokens") {
+                 a == "--int4-gemm-max-tokens" || a == "--decode-partition") {
         const std::string* v = value("a number");
         if (!v) return 2;
         const long long n = std::stoll(*v);
@@ -187,6 +190,7 @@ int generate_command(const std::vector<std::string>& args) {
         else if (a == "--kv-blocks") gp.kv_blocks = n;
         else if (a == "--gemv-max-tokens") gemv_max_tokens = n;
         else if (a == "--int4-gemm-max-tokens") int4_gemm_max_tokens = n;
+        else if (a == "--decode-partition") decode_partition = n;
         else if (a == "--int4-group") int4_group = n;
         else {
           gp.has_seed = true;
@@ -212,6 +216,7 @@ int generate_command(const std::vector<std::string>& args) {
   }
   if (gemv_max_tokens >= 0) lo.gemv_max_tokens = static_cast<int>(gemv_max_tokens);
   if (int4_gemm_max_tokens >= 0) lo.int4_gemm_max_tokens = static_cast<int>(int4_gemm_max_tokens);
+  if (decode_partition >= 0) lo.decode_partition = static_cast<int>(decode_partition);
   lo.int4_group = int4_group;
   if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len, profile_decode);
   if (path.empty() || (prompts.empty() == ids_file.empty())) {

@@ -91,6 +91,10 @@ struct LlmLoadOptions {
   /// W4A16 tensor-core GEMM (4 bits a weight read); longer ones dequantize each projection for
   /// cuBLASLt. 0: cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`).
   int int4_gemm_max_tokens = 512;
+  /// cuda: the decode attention splits each context into parts of this many positions (one block
+  /// each, then a combining kernel) when the step's context bound is longer; 0: never splits
+  /// (`ingot generate --decode-partition`). CUDA-graph steps use the graph's context bound.
+  int decode_partition = 512;
 };
 
 class LlmModel {
