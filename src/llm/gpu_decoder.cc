@@ -632,18 +632,22 @@ Status LlamaGpuModel::Impl::prepare(const StepShape& sh) {
            {&logits, Sz * static_cast<size_t>(k.vocab_size) * sizeof(float)}, {&argmax, Sz * sizeof(int32_t)},
            {&xq, o.fp8_weights ? Tz * std::max({d, nq, ff}) : 0}, {&act_scale, o.fp8_weights ? 4 : 0},
            {&amax, o.fp8_weights ? 4 : 0},
-           {&wdq, int4_dense ? std::max({(nq + 2 * nkv) * d, d * nq, 2 * ff * d}) * e : 0},
-           {&int4_ws, int4_gemm ? backend::cuda::int4_gemm_workspace_bound(sh.T, std::max({nq + 2 * nkv, d, 2 * ff}))
-                                : 0}}) {
+           {&wdq, int4_dense ? std::max({(nq + 2 * nkv) * d, d * nq, 2 * ff * d}) * e : 0}}) {
     const void* before = buf->get();
     INGOT_RETURN_IF_ERROR(buf->reserve(bytes));
-    if (buf->get() != before) {
-      ++generation;  // captured graphs point at the old buffer
-      if (buf == &int4_ws) {
-        int4_ws_bytes = bytes;
-        INGOT_CUDA_CHECK(cudaMemsetAsync(int4_ws.get(), 0, bytes, stream));
-      }
-    }
+    if (buf->get() != before) ++generation;  // captured graphs point at the old buffer
+  }
+  // The int4 GEMM's workspace must be zeros when it grows: a new allocation, even one at the freed
+  // buffer's address (which cudaMalloc may return, so the address alone does not tell), is memset.
+  const size_t ws_need =
+      int4_gemm ? backend::cuda::int4_gemm_workspace_bound(sh.T, static_cast<int64_t>(std::max({nq + 2 * nkv, d, 2 * ff})))
+                : 0;
+  if (ws_need > int4_ws_bytes) {
+    const void* before = int4_ws.get();
+    INGOT_RETURN_IF_ERROR(int4_ws.reserve(ws_need));
+    if (int4_ws.get() != before) ++generation;
+    INGOT_CUDA_CHECK(cudaMemsetAsync(int4_ws.get(), 0, ws_need, stream));
+    int4_ws_bytes = ws_need;
   }
   INGOT_RETURN_IF_ERROR(host_ints.reserve(sh.ints() * sizeof(int32_t)));
   INGOT_RETURN_IF_ERROR(host_slots.reserve(Tz * sizeof(int64_t)));

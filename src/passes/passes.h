@@ -29,6 +29,7 @@ std::unique_ptr<Pass> make_narrow_attention_mask(); // narrow_attention_mask.cc
 // ---- fusion ----
 std::unique_ptr<Pass> make_fold_batchnorm();        // fold_batchnorm.cc
 std::unique_ptr<Pass> make_lift_conv1d();           // lift_conv1d.cc
+std::unique_ptr<Pass> make_lower_patchify_conv();   // lower_patchify_conv.cc
 std::unique_ptr<Pass> make_fuse_conv_gemm();        // fuse_conv_gemm.cc
 std::unique_ptr<Pass> make_fuse_qkv_projection();   // fuse_qkv_projection.cc
 std::unique_ptr<Pass> make_fuse_gated_mlp();        // fuse_gated_mlp.cc

@@ -61,6 +61,9 @@ PassManager default_pipeline() {
   //    1-D convolutions as 2-D ones of height 1 (after BatchNorm folds into them, before their
   //    epilogues fuse), so channels-last regions and the 2-D conv kernels take them too.
   pm.add(make_lift_conv1d());
+  //    Patch convolutions (kernel == stride: ViT's patch embedding, Swin's and ConvNeXt's stems)
+  //    as a Transpose and a GEMM, before fuse_conv_gemm gives the GEMM its bias.
+  pm.add(make_lower_patchify_conv());
   pm.add(make_fuse_conv_gemm());
   //    An attention's Q/K/V projections become one GEMM once each is a FusedGemm with its bias
   //    (they read one input; the packed attention reads the three thirds of its output).

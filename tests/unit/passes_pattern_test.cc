@@ -32,6 +32,7 @@ std::unique_ptr<Pass> make_recognize_attention();
 std::unique_ptr<Pass> make_recognize_softmax();
 std::unique_ptr<Pass> make_lower_einsum();
 std::unique_ptr<Pass> make_lift_conv1d();
+std::unique_ptr<Pass> make_lower_patchify_conv();
 
 namespace {
 
@@ -854,6 +855,44 @@ TEST(PassesPattern, Conv1dRunsAsAHeightOneConv2d) {
                            "  %a = Conv {auto_pad=\"SAME_UPPER\"}(%x, %w)\n  output %a\n"}) {
     Outcome o = run_pass(*pass, conv1d_graph(body));
     EXPECT_FALSE(o.changed) << body;
+  }
+}
+
+// ---------------------------------------------------------------- Patch convolutions
+
+std::string patch_graph(const std::string& x_shape, const std::string& body) {
+  return R"(graph g {
+  opset "" 20
+  input %x: f32)" + x_shape + R"(
+  init %w: f32[4,3,2,2] = [-0.35, -0.70, 0.30, -0.86, 0.07, -0.27, -0.88, 0.01, -0.93, -0.13, -0.86, -0.82, -0.15, 0.65, -0.75, -0.55, 0.25, 0.90, 0.15, -0.21, 0.95, -0.91, 0.72, -0.42, -0.71, -0.76, -0.38, 0.63, -0.64, 0.16, 0.28, -0.26, 0.10, -0.87, -0.88, -0.59, 0.36, -0.14, -0.37, 0.17, -0.09, -0.40, 0.59, 0.40, -0.51, 0.15, 0.05, 0.75]
+  init %w1: f32[4,3,1,1] = [0.46, -0.42, 0.96, -0.76, -0.16, 0.51, -0.70, -0.02, -0.92, 0.34, 0.53, 0.15]
+  init %b: f32[4] = [0.1, -0.2, 0.3, -0.4]
+)" + body + "}\n";
+}
+
+TEST(PassesPattern, PatchConvolutionRunsAsATransposeAndAGemm) {
+  auto pass = make_lower_patchify_conv();
+  // 2x2 patches of a 4x6 image, with a bias and without; a symbolic batch (the Reshapes keep dim 0).
+  expect_same_numbers(*pass, patch_graph("[2,3,4,6]", "  %y = Conv {strides=[2, 2]}(%x, %w, %b)\n  output %y\n"),
+                      "Reshape Transpose Reshape MatMul Add Transpose ");
+  expect_same_numbers(*pass,
+                      patch_graph("[2,3,4,6]", "  %y = Conv {strides=[2, 2], kernel_shape=[2, 2], auto_pad=\"VALID\"}(%x, %w)\n  output %y\n"),
+                      "Reshape Transpose Reshape MatMul Transpose ");
+  expect_same_numbers(*pass, patch_graph("[batch,3,4,6]", "  %y = Conv {strides=[2, 2]}(%x, %w, %b)\n  output %y\n"),
+                      "Reshape Transpose Reshape MatMul Add Transpose ");
+  // Overlapping or gapped windows, padding, dilation, groups, a 1x1 kernel, an image that is not
+  // whole patches, weights that are not constants: left alone.
+  for (const auto& [x, body] : std::vector<std::pair<std::string, std::string>>{
+           {"[2,3,4,6]", "  %y = Conv {strides=[1, 1]}(%x, %w)\n  output %y\n"},
+           {"[2,3,4,6]", "  %y = Conv {strides=[2, 3]}(%x, %w)\n  output %y\n"},
+           {"[2,3,4,6]", "  %y = Conv {strides=[2, 2], pads=[1, 1, 1, 1]}(%x, %w)\n  output %y\n"},
+           {"[2,3,8,8]", "  %y = Conv {strides=[2, 2], dilations=[2, 2]}(%x, %w)\n  output %y\n"},
+           {"[2,3,4,6]", "  %y = Conv(%x, %w1)\n  output %y\n"},
+           {"[2,3,5,6]", "  %y = Conv {strides=[2, 2]}(%x, %w)\n  output %y\n"},
+           {"[2,3,4,6]", "  input %wx: f32[4,3,2,2]\n  %y = Conv {strides=[2, 2]}(%x, %wx)\n  output %y\n"},
+           {"[2,6,4,6]", "  %y = Conv {strides=[2, 2], group=2}(%x, %w)\n  output %y\n"}}) {
+    Outcome o = run_pass(*pass, patch_graph(x, body));
+    EXPECT_FALSE(o.changed) << x << "\n" << body;
   }
 }
 
