@@ -471,6 +471,11 @@ TEST_P(CudaLlmDecoderTest, Int4WeightsFollowTheCpuDecoder) {
     EXPECT_GE(f.worst, bar);
     EXPECT_EQ(f.clear_agreed, f.clear);
     print_following(k, "int4 weights rounded on the device", f);
+    // A longer prefill on the same decoder: the int4 GEMM's split-K workspace grows (and must be
+    // zeros again: session 34's b64 run failed here when cudaMalloc returned the freed address).
+    const Following longer = follow_the_cpu(**ref, **int4, nullptr, {40, 50, 60}, 4, 38, 0.1);
+    EXPECT_GE(longer.worst, bar);
+    EXPECT_EQ(longer.clear_agreed, longer.clear);
     const Following q = follow_the_cpu(**cpu, **int4, nullptr, {11, 50}, 8, 37, 0.1);
     std::printf("[ gpu decoder ] %s int4 (groups of %lld) against the unquantized CPU decoder: worst logit cosine "
                 "%.5f, greedy %d/%d\n", k.name, static_cast<long long>(group), q.worst, q.clear_agreed, q.clear);
