@@ -78,17 +78,12 @@ class LiftConv1d final : public Pass {
   // rank-3 value -> its rank-4 source, for the Reshapes this pass made (they only drop the unit axis).
   std::map<const Value*, Value*> lifted_of_;
 
-  Value* shape_const(Graph& g, const std::string& base, std::vector<int64_t> dims) {
-    const int64_t n = static_cast<int64_t>(dims.size());
-    return make_initializer(g, base, Tensor::from_vector<int64_t>(DataType::kInt64, {n}, dims));
-  }
-
   /// `v` [N,C,W] as [N,C,1,W]: the rank-4 source when a lifted conv made `v`, else a Reshape.
   Value* to_rank4(Graph& g, Value* v, const Node* for_node) {
     auto it = lifted_of_.find(v);
     if (it != lifted_of_.end()) return it->second;
     Value* out = g.add_value(unique_value_name(g, v->name() + ".h1", "."), v->dtype(), lifted_shape(v->shape()));
-    Node* r = g.add_node("Reshape", {v, shape_const(g, v->name() + ".h1_shape", {0, 0, 1, -1})}, {out}, {},
+    Node* r = g.add_node("Reshape", {v, make_int64s(g, v->name() + ".h1_shape", {0, 0, 1, -1})}, {out}, {},
                          for_node->name() + "/lift_in");
     r->absorb_origins(*for_node);
     lifted_of_[v] = out;  // a second reader (another conv) reuses it
@@ -114,7 +109,7 @@ class LiftConv1d final : public Pass {
       y3 = out3;
     }
     Value* back = g.add_value(unique_value_name(g, y3->name() + ".w", "."), y3->dtype(), y3->shape());
-    Node* r = g.add_node("Reshape", {y4, shape_const(g, y3->name() + ".w_shape", {0, 0, -1})}, {back}, {},
+    Node* r = g.add_node("Reshape", {y4, make_int64s(g, y3->name() + ".w_shape", {0, 0, -1})}, {back}, {},
                          origin->name() + "/lift_out");
     r->absorb_origins(*origin);
     INGOT_RETURN_IF_ERROR(replace_value(g, y3, back));

@@ -59,11 +59,6 @@ class LowerPatchifyConv final : public Pass {
   }
 
  private:
-  Value* ints(Graph& g, const std::string& base, const std::vector<int64_t>& v) {
-    return make_initializer(
-        g, base, Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(v.size())}, v));
-  }
-
   Value* step(Graph& g, const std::string& op, std::vector<Value*> ins, ir::Attributes attrs, const Value* like,
               ir::Shape shape, const std::string& suffix, const Node* origin) {
     Value* out = g.add_value(unique_value_name(g, like->name() + suffix, "."), like->dtype(), std::move(shape));
@@ -112,11 +107,11 @@ class LowerPatchifyConv final : public Pass {
     ir::Attributes perm6, perm4;
     perm6.set_ints("perm", {0, 2, 4, 1, 3, 5});
     perm4.set_ints("perm", {0, 3, 1, 2});
-    Value* x6 = step(g, "Reshape", {x, ints(g, x->name() + ".patch_shape", {0, C, Ho, kh, Wo, kw})}, {}, x,
+    Value* x6 = step(g, "Reshape", {x, make_int64s(g, x->name() + ".patch_shape", {0, C, Ho, kh, Wo, kw})}, {}, x,
                      ir::Shape({N, ir::Dim(C), ir::Dim(Ho), ir::Dim(kh), ir::Dim(Wo), ir::Dim(kw)}), "/patch_view", n);
     Value* xt = step(g, "Transpose", {x6}, perm6, x,
                      ir::Shape({N, ir::Dim(Ho), ir::Dim(Wo), ir::Dim(C), ir::Dim(kh), ir::Dim(kw)}), "/patch_gather", n);
-    Value* p = step(g, "Reshape", {xt, ints(g, x->name() + ".patch_rows", {0, Ho, Wo, C * kh * kw})}, {}, x,
+    Value* p = step(g, "Reshape", {xt, make_int64s(g, x->name() + ".patch_rows", {0, Ho, Wo, C * kh * kw})}, {}, x,
                     ir::Shape({N, ir::Dim(Ho), ir::Dim(Wo), ir::Dim(C * kh * kw)}), "/patch_rows", n);
     const ir::Shape nhwc({N, ir::Dim(Ho), ir::Dim(Wo), ir::Dim(K)});
     Value* mm = step(g, "MatMul", {p, wm}, {}, y, nhwc, "/patch_gemm", n);

@@ -217,6 +217,11 @@ ir::Value *make_initializer(ir::Graph &g, const std::string &base,
                            std::move(data));
 }
 
+ir::Value *make_int64s(ir::Graph &g, const std::string &base, const std::vector<int64_t> &values) {
+  return make_initializer(
+      g, base, Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(values.size())}, values));
+}
+
 bool can_replace_value(const ir::Graph &g, const ir::Value *from,
                        const ir::Value *to) {
   if (from == to)

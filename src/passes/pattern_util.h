@@ -63,6 +63,8 @@ std::string unique_value_name(const ir::Graph &g, const std::string &base,
                               const char *sep = "_");
 /// Adds `data` as an initializer named after `base` (made unique).
 ir::Value *make_initializer(ir::Graph &g, const std::string &base, Tensor data);
+/// A 1-D int64 initializer holding `values` (a Reshape's shape, a Transpose's or Slice's list).
+ir::Value *make_int64s(ir::Graph &g, const std::string &base, const std::vector<int64_t> &values);
 
 /// The single element of an initializer or a Constant's `value` tensor of rank
 /// 0 or 1, as double. Looser than scalar_value() (an initializer that is also

@@ -326,9 +326,7 @@ Result<bool> chain_to_reshape(ir::Graph &g, ir::Node *n, ir::Value *src, const V
   }
   if (chain.size() - start == 1 && is_op(n, "Reshape"))
     return false;  // already one Reshape
-  ir::Value *shape = make_initializer(
-      g, like->name() + ".shape",
-      Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(dims.size())}, dims));
+  ir::Value *shape = make_int64s(g, like->name() + ".shape", dims);
   ir::Value *out_v = g.add_value(unique_value_name(g, like->name()), like->dtype(), like->shape());
   ir::Node *r = g.add_node("Reshape", {src, shape}, {out_v}, {}, n->name());
   for (size_t i = start; i < chain.size(); ++i)
