@@ -212,14 +212,31 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+/// Combines a split reduction's partials ([chunks][outputs] fp32, each chunk in order) and finalizes. The partials are
+/// themselves a strided reduction over `chunks`: lanes take 32 neighbouring outputs and the block's kRows warps take
+/// every kRows-th chunk, combined through shared memory in warp order (deterministic). One thread walking all the
+/// chunks of its output made a chain of up to 196 dependent L2 reads (squeeze-excite pooling of [1,112,112,32]: 47 us
+/// of a 0.48 ms EfficientNet-B0 in session 33's timing cache).
 template <class T>
 __global__ void __launch_bounds__(kBlock) reduce_finish_kernel(ReduceOp op, const float* partial, int chunks, T* y,
                                                                ReduceDesc d) {
   INGOT_KERNEL_ENTRY();
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; o < d.outputs;
-       o += static_cast<int64_t>(gridDim.x) * kBlock) {
-    float v = partial[o];
-    for (int c = 1; c < chunks; ++c) v = combine(op, v, partial[static_cast<int64_t>(c) * d.outputs + o]);
+  __shared__ float part[kRows][33];
+  const int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < d.outputs;
+       base += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t o = base + lane;
+    const bool live = o < d.outputs;
+    float acc = identity_of(op);
+    if (live)
+#pragma unroll 4
+      for (int c = row; c < chunks; c += kRows) acc = combine(op, acc, partial[static_cast<int64_t>(c) * d.outputs + o]);
+    __syncthreads();  // part may still be read from the previous iteration
+    part[row][lane] = acc;
+    __syncthreads();
+    if (row != 0 || !live) continue;
+    float v = part[0][lane];
+    for (int w = 1; w < kRows; ++w) v = combine(op, v, part[w][lane]);
     y[o] = from_f32<T>(finalize(op, v, d.count));
   }
 }
@@ -328,8 +345,8 @@ cudaError_t launch_reduce(ReduceOp op, FloatType t, const void* x, void* y, cons
       launch_kernel(reduce_kernel<T, kBlock>, ew::grid_for(d.outputs, 1), kBlock, 0, stream, op, xp, yp, d);
     }
     if (strided && partial)
-      launch_kernel(reduce_finish_kernel<T>, ew::grid_for(d.outputs, kBlock), kBlock, 0, stream, op, partial, chunks,
-                    yp, d);
+      launch_kernel(reduce_finish_kernel<T>, ew::grid_for(d.outputs, 32), kBlock, 0, stream, op, partial, chunks, yp,
+                    d);
   });
   return cudaGetLastError();
 }
