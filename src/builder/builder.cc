@@ -223,6 +223,14 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   LayoutTiming layout_timing{&cache, &options.tune, identity, &rep.tune};
   rep.notes.insert(rep.notes.end(), rep.split.notes.begin(), rep.split.notes.end());
   INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
+  if (options.optimize && !options.pipeline.disabled.count("fuse_squeeze_excite")) {
+    // Squeeze-excite blocks, now wholly channels-last or channels-first, as one node where the backend
+    // runs that node; before the split below, which would take a gate activation out of its conv.
+    passes::PassContext pctx(options.pipeline.pass_options);
+    auto runs = [&](const ir::Node& n) { return has_device_tactic(*be, n); };  // never a host round trip
+    INGOT_RETURN_IF_ERROR(passes::make_fuse_squeeze_excite(runs)->run(*graph, pctx).status());
+    rep.notes.insert(rep.notes.end(), pctx.notes().begin(), pctx.notes().end());
+  }
   if (may_go_channels_last) {
     // What stayed channels-first of the fused convs kept for channels-last.
     const size_t noted = rep.split.notes.size();

@@ -28,6 +28,8 @@ std::vector<std::string> PassManager::pass_names() const {
   std::vector<std::string> names;
   for (const auto& s : stages_)
     for (const auto& p : s.passes) names.push_back(p->name());
+  // Run by the builder after its layout pass, outside the pipeline, and disabled by the same option.
+  names.push_back("fuse_squeeze_excite");
   return names;
 }
 

@@ -4,6 +4,7 @@
 // pipeline order, so adding a pass is one line here and one in pipeline.cc.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "passes/pass.h"
@@ -37,6 +38,9 @@ std::unique_ptr<Pass> make_attention_strided_views(); // attention_strided_views
 std::unique_ptr<Pass> make_pack_rotary_qkv();       // pack_rotary_qkv.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc
+/// After the builder's layout pass (not in the pipeline): squeeze-excite blocks become one
+/// ingot::SqueezeExcite where `runs` (the target backend's check; empty: always) accepts the node.
+std::unique_ptr<Pass> make_fuse_squeeze_excite(std::function<bool(const ir::Node&)> runs = {});  // fuse_squeeze_excite.cc
 /// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants
 /// keeps it for fuse_quant_gemm (which folds the ones it does not fuse).
 bool keeps_quantized_weight(const ir::Node& n);

@@ -116,6 +116,26 @@ TEST(LayoutModels, ChannelsLastRegionsMatchChannelsFirstEngines) {
     // Squeeze-excitation (GlobalAveragePool or ReduceMean, the gate's Mul), DenseNet's Concats and
     // standalone BatchNorms (now Pointwise scale-shift-Relu), SiLU: all inside the region.
     const std::string name = entry.path().filename().string();
+    if (name == "mobilenetv3_block" || name == "efficientnet_block") {
+      // Each of the two squeeze-excite blocks is one step in both layouts (fuse_squeeze_excite, after the
+      // layout pass), and gives the numbers of the unfused chain.
+      auto se_steps = [](const testing_util::EngineRun& r) {
+        int k = 0;
+        for (const LayerDesc& l : r.layers) k += l.op == "ingot::SqueezeExcite";
+        return k;
+      };
+      EXPECT_EQ(se_steps(*a), 2) << name;
+      EXPECT_EQ(se_steps(*b), 2) << name;
+      BuilderConfig unfused = nhwc;
+      unfused.disabled_passes = {"fuse_squeeze_excite"};
+      auto u = build_run(bytes, unfused, feeds);
+      ASSERT_TRUE(u.ok()) << name << ": " << u.status().to_string();
+      EXPECT_EQ(se_steps(*u), 0) << name;
+      for (size_t o = 0; o < u->outputs.size(); ++o)
+        for (int64_t i = 0; i < u->outputs[o].numel(); ++i)
+          ASSERT_NEAR(b->outputs[o].get_f64(i), u->outputs[o].get_f64(i), 1e-5 * std::max(1.0, std::fabs(u->outputs[o].get_f64(i))))
+              << name << " output " << o << " element " << i;
+    }
     if (name == "mobilenetv3_block" || name == "efficientnet_block" || name == "densenet_block") {
       EXPECT_EQ(b->summary.layout_reformats, 2) << name << ": only the input's and the output's reformats";
       // The same in an fp16 engine, where precision lowering wraps the standalone BatchNorm's

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -24,6 +25,7 @@ std::unique_ptr<Pass> make_fuse_conv_gemm();
 std::unique_ptr<Pass> make_fuse_pointwise();
 std::unique_ptr<Pass> make_fuse_qkv_projection();
 std::unique_ptr<Pass> make_fuse_gated_mlp();
+std::unique_ptr<Pass> make_fuse_squeeze_excite(std::function<bool(const ir::Node&)> runs);
 std::unique_ptr<Pass> make_pack_rotary_qkv();
 std::unique_ptr<Pass> make_narrow_attention_mask();
 std::unique_ptr<Pass> make_attention_strided_views();
@@ -454,6 +456,98 @@ TEST(PassesFusion, GatedMlpRefusals) {
     EXPECT_EQ(last_of(*g, "SwiGLU"), nullptr) << ir::to_text(*g);
     if (!c.note.empty()) EXPECT_TRUE(has_note(ctx, c.note)) << c.note;
   }
+}
+
+// fuse_squeeze_excite (the builder runs it after its layout pass): EfficientNet's block (ReduceMean, a
+// 1x1 FusedConv with SiLU, one with Sigmoid, the Mul) channels-first and channels-last, either Mul
+// operand order; MobileNetV3's (ReLU, then a standalone HardSigmoid after a plain Conv); a
+// GlobalAveragePool. The CPU reference gives the unfused chain's numbers.
+std::string se_graph(bool channels_last, const std::string& pool, const std::string& tail) {
+  const std::string x = channels_last ? "[2,3,5,4]" : "[2,4,3,5]";
+  const Shape64 w1 = channels_last ? Shape64{2, 1, 1, 4} : Shape64{2, 4, 1, 1};
+  const Shape64 w2 = channels_last ? Shape64{4, 1, 1, 2} : Shape64{4, 2, 1, 1};
+  return "graph g {\n  opset \"\" 18\n  opset \"ingot\" 1\n  input %x: f32" + x + "\n" + init_text("w1", w1, 61) +
+         init_text("b1", {2}, 62) + init_text("w2", w2, 63) + init_text("b2", {4}, 64) +
+         (channels_last ? "  init %axes: i64[2] = [1, 2]\n" : "  init %axes: i64[2] = [2, 3]\n") + pool + tail + "}\n";
+}
+
+TEST(PassesFusion, SqueezeExciteBlockBecomesOneNode) {
+  struct Case {
+    const char* what;
+    bool cl;
+    std::string pool, tail;
+  };
+  const std::string cf = "channels_last=0", cl = "channels_last=1";
+  const std::string mean = "  %p = ReduceMean {keepdims=1}(%x, %axes) @pool\n";
+  auto fcs = [](const std::string& layout, const std::string& act2) {
+    return "  %h = ingot::FusedConv {activation=\"Silu\", " + layout + "}(%p, %w1, %b1) @fc1\n"
+           "  %g = ingot::FusedConv {" + act2 + layout + "}(%h, %w2, %b2) @fc2\n";
+  };
+  const Case cases[] = {
+      {"channels-first", false, mean, fcs(cf, "activation=\"Sigmoid\", ") + "  %y = Mul(%x, %g) @scale\n  output %y\n"},
+      {"channels-last, gate first", true, mean,
+       fcs(cl, "activation=\"Sigmoid\", ") + "  %y = Mul(%g, %x) @scale\n  output %y\n"},
+      {"standalone HardSigmoid", true, mean,
+       "  %h = ingot::FusedConv {activation=\"Relu\", channels_last=1}(%p, %w1, %b1) @fc1\n"
+       "  %c = ingot::FusedConv {channels_last=1}(%h, %w2, %b2) @fc2\n"
+       "  %g = HardSigmoid {alpha=0.1666667, beta=0.5}(%c) @hsig\n  %y = Mul(%x, %g) @scale\n  output %y\n"},
+      {"GlobalAveragePool, plain Convs", false, "  %p = GlobalAveragePool(%x) @pool\n",
+       "  %h = Conv(%p, %w1) @fc1\n  %c = Conv(%h, %w2, %b2) @fc2\n  %g = Sigmoid(%c) @sig\n"
+       "  %y = Mul(%x, %g) @scale\n  output %y\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string t = se_graph(c.cl, c.pool, c.tail);
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fuse_squeeze_excite({})), &ctx);
+    ASSERT_TRUE(g);
+    ASSERT_EQ(g->nodes().size(), 1u) << ir::to_text(*g);
+    const ir::Node& se = *g->nodes()[0];
+    EXPECT_EQ(se.op_type(), "SqueezeExcite");
+    EXPECT_EQ(se.attrs().get_int("channels_last", -1), c.cl ? 1 : 0);
+    EXPECT_EQ(se.input(0)->name(), "x");
+    EXPECT_EQ(g->outputs()[0]->name(), "y");
+    expect_equivalent(t, *g);
+  }
+}
+
+TEST(PassesFusion, SqueezeExciteRefusals) {
+  const std::string mean = "  %p = ReduceMean {keepdims=1}(%x, %axes) @pool\n";
+  const std::string fc1 = "  %h = ingot::FusedConv {activation=\"Silu\"}(%p, %w1, %b1) @fc1\n";
+  const std::string fc2 = "  %g = ingot::FusedConv {activation=\"Sigmoid\"}(%h, %w2, %b2) @fc2\n";
+  const std::string mul = "  %y = Mul(%x, %g) @scale\n";
+  struct Case {
+    const char* what;
+    bool cl;
+    std::string pool, tail, note;
+  } cases[] = {
+      {"pool read elsewhere", false, mean, fc1 + fc2 + mul + "  output %y\n  output %p\n", "read elsewhere"},
+      {"gate read elsewhere", false, mean, fc1 + fc2 + mul + "  %z = Add(%g, %g)\n  output %y\n  output %z\n",
+       "read elsewhere"},
+      {"pool over one axis", false, "  init %ax1: i64[1] = [3]\n  %p = ReduceMean {keepdims=1}(%x, %ax1) @pool\n",
+       "", ""},
+      {"two gate activations", false, mean,
+       fc1 + "  %c = ingot::FusedConv {activation=\"Relu\"}(%h, %w2, %b2) @fc2\n  %g = Sigmoid(%c)\n" + mul +
+           "  output %y\n",
+       "an activation before the gate's"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string t = se_graph(c.cl, c.pool, c.tail);
+    PassContext ctx;
+    auto g = run_passes(t, one(make_fuse_squeeze_excite({})), &ctx, /*expect_change=*/false);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(last_of(*g, "SqueezeExcite"), nullptr) << ir::to_text(*g);
+    if (!c.note.empty()) EXPECT_TRUE(has_note(ctx, c.note)) << c.note;
+  }
+  // A backend without a tactic for the node: the block stays as it was, and the note says why.
+  const std::string t = se_graph(false, mean, fc1 + fc2 + mul + "  output %y\n");
+  PassContext ctx;
+  auto g = run_passes(t, one(make_fuse_squeeze_excite([](const ir::Node&) { return false; })), &ctx, false);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(last_of(*g, "SqueezeExcite"), nullptr);
+  EXPECT_EQ(g->nodes().size(), 4u) << ir::to_text(*g);
+  EXPECT_TRUE(has_note(ctx, "no tactic for the fused block"));
 }
 
 // pack_rotary_qkv: a grouped-query rotary attention (Hq 4, Hkv 2, D 4, B 2, S 3) whose Q, K and

@@ -15,6 +15,9 @@
 //   FusedGemm(A, B, [C], [R]): y = act(alpha·op(A)·op(B) + beta·C [+ R]). kind "gemm" follows
 //     Gemm (2-D, transA/transB, C broadcast to [M,N]); kind "matmul" follows MatMul (N-D,
 //     batched, broadcasting) with C a bias broadcast on the last dim.
+//   SqueezeExcite(X, W1, [B1], W2, [B2]): X scaled per image and channel by the gate of a
+//     squeeze-excite block: global average pool, a 1x1 conv to Cr channels with `activation`, a
+//     1x1 conv back to C with `gate_activation` (fuse_squeeze_excite forms it after the layout pass).
 //   Pointwise(inputs...): runs the elementwise graph in attribute `body`, whose inputs are the
 //     node's inputs in order; the CUDA backend compiles it into one kernel.
 //
@@ -33,16 +36,22 @@ InferFn delegate_to(const char* op_type) {
   };
 }
 
-Status check_epilogue(InferenceContext& c, size_t residual_input) {
+// The activation named by attribute `attr` (numbers in `params_attr`) is one the epilogues know.
+Status check_activation(InferenceContext& c, const char* attr, const char* params_attr) {
   static const char* kActs[] = {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSwish",
                                 "HardSigmoid", "Gelu", "GeluTanh", "Silu"};
-  std::string act = c.attrs().get_string("activation", "");
+  std::string act = c.attrs().get_string(attr, "");
   bool known = false;
   for (const char* a : kActs) known |= act == a;
-  if (!known) return c.error("unknown activation '", act, "'");
+  if (!known) return c.error("unknown ", attr, " '", act, "'");
   size_t need = act == "Clip" || act == "HardSigmoid" ? 2 : act == "LeakyRelu" ? 1 : 0;
-  if (c.attrs().get_floats("activation_params").size() < need)
-    return c.error("activation ", act, " needs ", need, " activation_params");
+  if (c.attrs().get_floats(params_attr).size() < need)
+    return c.error(attr, " ", act, " needs ", need, " ", params_attr);
+  return Status::Ok();
+}
+
+Status check_epilogue(InferenceContext& c, size_t residual_input) {
+  INGOT_RETURN_IF_ERROR(check_activation(c, "activation", "activation_params"));
   if (c.has_input(residual_input) && c.output(0).shape.rank_known()) {
     const Shape& r = c.input_shape(residual_input);
     if (r.rank_known() && r.rank() != c.output(0).shape.rank())
@@ -71,6 +80,52 @@ Status infer_channels_last_conv(InferenceContext& c) {
   INGOT_RETURN_IF_ERROR(delegate_to("Conv")(inner));
   const TensorType& y = inner.output(0);
   c.set_output(0, y.dtype, rank ? permute_shape(y.shape, channels_last_perm(rank)) : y.shape);
+  return Status::Ok();
+}
+
+// SqueezeExcite(X, W1, [B1], W2, [B2]): X [N, C, H, W] (or [N, H, W, C] with channels_last),
+// W1 [Cr, C, 1, 1] / [Cr, 1, 1, C], W2 [C, Cr, 1, 1] / [C, 1, 1, Cr]: what is checked is each
+// weight's first dim and the product of the rest, which is all the op reads of them (row-major
+// [Cr][C] and [C][Cr] either way). Y has X's type and shape.
+Status infer_squeeze_excite(InferenceContext& c) {
+  const int64_t cl = c.attrs().get_int("channels_last", 0);
+  if (cl != 0 && cl != 1) return c.error("channels_last must be 0 or 1, got ", cl);
+  if (!c.has_input(3)) return c.error("W2 (input 3) is missing");
+  INGOT_RETURN_IF_ERROR(check_activation(c, "activation", "activation_params"));
+  INGOT_RETURN_IF_ERROR(check_activation(c, "gate_activation", "gate_activation_params"));
+  const DataType t = c.input_dtype(0);
+  if (t != DataType::kUndefined && !is_float(t)) return c.error("X must be a floating type, got ", data_type_name(t));
+  for (size_t i = 1; i < c.num_inputs(); ++i)
+    if (c.has_input(i) && t != DataType::kUndefined && c.input_dtype(i) != DataType::kUndefined && c.input_dtype(i) != t)
+      return c.error("input ", i, " is ", data_type_name(c.input_dtype(i)), " but X is ", data_type_name(t));
+  const Shape& x = c.input_shape(0);
+  if (x.rank_known() && x.rank() != 4) return c.error("X must be 4-D, got ", x.to_string());
+  const Dim ch = x.rank_known() ? x[cl ? 3 : 1] : Dim::unknown();
+  // {first dim, product of the others} of a known 4-D weight, else {-1, -1}.
+  auto rows_cols = [&](size_t i) -> std::pair<int64_t, int64_t> {
+    const Shape& w = c.input_shape(i);
+    if (!w.rank_known() || w.rank() != 4 || !w.is_concrete()) return {-1, -1};
+    return {w[0].value(), w[1].value() * w[2].value() * w[3].value()};
+  };
+  const auto [cr1, c1] = rows_cols(1);
+  const auto [c2, cr2] = rows_cols(3);
+  for (size_t i : {size_t{1}, size_t{3}}) {
+    const Shape& w = c.input_shape(i);
+    if (w.rank_known() && w.rank() != 4) return c.error(i == 1 ? "W1" : "W2", " must be 4-D, got ", w.to_string());
+  }
+  if (cr1 >= 0 && c2 >= 0 && (c1 != c2 || cr1 != cr2))
+    return c.error("W1 ", c.input_shape(1).to_string(), " and W2 ", c.input_shape(3).to_string(),
+                   " are not [Cr, C] and [C, Cr]");
+  if (ch.is_known() && c1 >= 0 && c1 != ch.value())
+    return c.error("W1 ", c.input_shape(1).to_string(), " does not take X's ", ch.value(), " channels");
+  auto bias_fits = [&](size_t i, int64_t n) {
+    if (!c.has_input(i) || n < 0) return true;
+    const Shape& b = c.input_shape(i);
+    return !b.rank_known() || (b.rank() == 1 && (!b[0].is_known() || b[0].value() == n));
+  };
+  if (!bias_fits(2, cr1)) return c.error("B1 ", c.input_shape(2).to_string(), " is not [", cr1, "]");
+  if (!bias_fits(4, c2)) return c.error("B2 ", c.input_shape(4).to_string(), " is not [", c2, "]");
+  c.set_output(0, t, x);
   return Status::Ok();
 }
 
@@ -148,6 +203,18 @@ void register_fused_conv_gemm_ops(OpRegistry& r) {
         return check_epilogue(c, 3);
       })
       .doc("Gemm/MatMul + bias + residual + activation");
+  r.add("SqueezeExcite", "ingot")
+      .inputs(2, 5)  // W2 (input 3) is required too; B1 between may be omitted
+      .outputs(1, 1)
+      .opsets(1)
+      .attr("channels_last", AttrType::kInt)
+      .attr("activation", AttrType::kString)
+      .attr("activation_params", AttrType::kFloats)
+      .attr("gate_activation", AttrType::kString)
+      .attr("gate_activation_params", AttrType::kFloats)
+      .infer(infer_squeeze_excite)
+      .doc("a squeeze-excite block (fuse_squeeze_excite): Y = X * gate_act(W2 act(W1 mean_HW(X) + B1) + B2), "
+           "the gate per image and channel");
   r.add("Pointwise", "ingot")
       .inputs(1, -1)
       .outputs(1, 1)

@@ -1,6 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Reference kernels for ingot::FusedConv, ingot::FusedGemm and ingot::Pointwise. The heavy
+// Reference kernels for ingot::FusedConv, ingot::FusedGemm, ingot::SqueezeExcite and ingot::Pointwise. The heavy
 // math is not repeated here: Conv/Gemm/MatMul run through their own reference kernels on a
 // temporary node, then bias, residual and activation are applied in double and rounded once;
 // Pointwise runs its body graph.
@@ -134,6 +134,55 @@ Status fused_gemm(KernelContext& k) {
   return Status::Ok();
 }
 
+// Y = X * gate, gate[n, c] = gate_act(B2 + W2 act(B1 + W1 mean_HW(X[n, c]))), in double and rounded once.
+Status squeeze_excite(KernelContext& k) {
+  const Tensor* x = k.input(0);
+  const Tensor* w1 = k.input(1);
+  const Tensor* b1 = k.input(2);
+  const Tensor* w2 = k.input(3);
+  const Tensor* b2 = k.input(4);
+  if (!x || !w1 || !w2 || x->rank() != 4 || !is_float(x->dtype()))
+    return k.error("needs a float 4-D X and weights W1, W2");
+  const bool cl = k.attrs().get_int("channels_last", 0) != 0;
+  const int64_t n = x->dim(0), c = x->dim(cl ? 3 : 1), hw = x->dim(cl ? 1 : 2) * x->dim(cl ? 2 : 3);
+  const int64_t cr = w1->rank() > 0 ? w1->dim(0) : 0;
+  if (cr <= 0 || w1->numel() != cr * c || w2->numel() != c * cr || (w2->rank() > 0 && w2->dim(0) != c) ||
+      (b1 && b1->numel() != cr) || (b2 && b2->numel() != c))
+    return k.error("W1 ", shape_to_string(w1->shape()), ", W2 ", shape_to_string(w2->shape()),
+                   " and the biases do not fit X ", shape_to_string(x->shape()));
+  const std::string act1 = k.attrs().get_string("activation", "");
+  const std::string act2 = k.attrs().get_string("gate_activation", "");
+  const std::vector<float> p1 = k.attrs().get_floats("activation_params");
+  const std::vector<float> p2 = k.attrs().get_floats("gate_activation_params");
+  // Element (image i, pixel p, channel ch) of X and Y.
+  auto at = [&](int64_t i, int64_t p, int64_t ch) { return cl ? (i * hw + p) * c + ch : (i * c + ch) * hw + p; };
+  INGOT_ASSIGN_OR_RETURN(Tensor * y, k.allocate_output(0, x->dtype(), x->shape()));
+  std::vector<double> pooled(static_cast<size_t>(c)), h(static_cast<size_t>(cr)), gate(static_cast<size_t>(c));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double s = 0;
+      for (int64_t p = 0; p < hw; ++p) s += x->get_f64(at(i, p, ch));
+      pooled[static_cast<size_t>(ch)] = hw > 0 ? s / static_cast<double>(hw) : 0.0;
+    }
+    for (int64_t r = 0; r < cr; ++r) {
+      double s = b1 ? b1->get_f64(r) : 0.0;
+      for (int64_t ch = 0; ch < c; ++ch) s += w1->get_f64(r * c + ch) * pooled[static_cast<size_t>(ch)];
+      h[static_cast<size_t>(r)] = apply_activation(act1, p1, s);
+    }
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double s = b2 ? b2->get_f64(ch) : 0.0;
+      for (int64_t r = 0; r < cr; ++r) s += w2->get_f64(ch * cr + r) * h[static_cast<size_t>(r)];
+      gate[static_cast<size_t>(ch)] = apply_activation(act2, p2, s);
+    }
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t e = at(i, p, ch);
+        y->set_f64(e, x->get_f64(e) * gate[static_cast<size_t>(ch)]);
+      }
+  }
+  return Status::Ok();
+}
+
 Status pointwise(KernelContext& k) {
   const ir::Graph* body = k.attrs().get_graph("body");
   if (!body) return k.error("missing body");
@@ -154,6 +203,7 @@ void register_fused_conv_gemm_kernels(KernelRegistry& r) {
   r.add("FusedConv", fused_conv, "ingot");
   r.add("FusedGemm", fused_gemm, "ingot");
   r.add("Pointwise", pointwise, "ingot");
+  r.add("SqueezeExcite", squeeze_excite, "ingot");
 }
 
 }  // namespace ingot::cpu
