@@ -196,6 +196,11 @@ class CudaBackend : public Backend {
     families_.push_back(depthwise_conv_family());
     // Also before cuDNN's, one candidate: CNN stems (C <= 4), which cuDNN pads for its tensor cores.
     families_.push_back(small_channel_conv_family());
+    // Also before cuDNN's, one candidate: 1x1 convs on one pixel (squeeze-excite FCs), GEMVs that
+    // took cuDNN 5-9 us each.
+    families_.push_back(pixel_conv_family());
+    // A squeeze-excite block in three launches (fuse_squeeze_excite forms the node only where this offers it).
+    families_.push_back(squeeze_excite_family());
     // Also before cuDNN's, at most two candidates: grouped convs of 2-64 channels per group (RegNet,
     // ResNeXt), where every cuDNN engine took ~55 us at batch 1.
     families_.push_back(grouped_conv_family());
