@@ -17,10 +17,12 @@
 
 namespace ingot::backend::cuda {
 
-/// `n`'s activation (none: kIdentity) with its numbers; false when unknown.
-inline bool conv_activation_of(const ir::Node& n, UnaryOp* op, UnaryParams* p) {
-  const std::string a = n.attrs().get_string("activation", "");
-  const std::vector<float> v = n.attrs().get_floats("activation_params");
+/// `n`'s activation (none: kIdentity) with its numbers; false when unknown. `attr` and `params_attr` name
+/// another activation of the same vocabulary (ingot::SqueezeExcite's gate_activation).
+inline bool conv_activation_of(const ir::Node& n, UnaryOp* op, UnaryParams* p, const char* attr = "activation",
+                               const char* params_attr = "activation_params") {
+  const std::string a = n.attrs().get_string(attr, "");
+  const std::vector<float> v = n.attrs().get_floats(params_attr);
   *p = UnaryParams{};
   if (a.empty()) *op = UnaryOp::kIdentity;
   else if (a == "Relu") *op = UnaryOp::kRelu;

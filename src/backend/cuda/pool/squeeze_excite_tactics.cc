@@ -27,28 +27,6 @@ constexpr const char* kName = "cuda.squeeze_excite";
 /// The node's numbers but its activation dims (n and hw unset).
 using Spec = SqueezeExciteDesc;
 
-/// conv_activation_of for the attributes `name` and `params_name` (the gate's).
-bool activation_named(const ir::Node& n, const char* name, const char* params_name, UnaryOp* op, UnaryParams* p) {
-  const std::string a = n.attrs().get_string(name, "");
-  const std::vector<float> v = n.attrs().get_floats(params_name);
-  *p = UnaryParams{};
-  // clang-format off
-  if (a.empty()) *op = UnaryOp::kIdentity;
-  else if (a == "Relu") *op = UnaryOp::kRelu;
-  else if (a == "Sigmoid") *op = UnaryOp::kSigmoid;
-  else if (a == "Tanh") *op = UnaryOp::kTanh;
-  else if (a == "HardSwish") *op = UnaryOp::kHardSwish;
-  else if (a == "Silu") *op = UnaryOp::kSilu;
-  else if (a == "Gelu") *op = UnaryOp::kGelu;
-  else if (a == "GeluTanh") *op = UnaryOp::kGeluTanh;
-  else if (a == "LeakyRelu" && v.size() >= 1) *op = UnaryOp::kLeakyRelu, p->alpha = v[0];
-  else if (a == "HardSigmoid" && v.size() >= 2) *op = UnaryOp::kHardSigmoid, p->alpha = v[0], p->beta = v[1];
-  else if (a == "Clip" && v.size() >= 2) *op = UnaryOp::kClip, p->lo = v[0], p->hi = v[1];
-  else return false;
-  // clang-format on
-  return true;
-}
-
 /// Whether `s` is a rank-4 shape with known dims, dim 0 `rows` and dims 1..3 multiplying to `cols`.
 bool is_matrix(const ir::Shape& s, int64_t rows, int64_t cols) {
   if (!s.rank_known() || s.rank() != 4) return false;
@@ -75,7 +53,7 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, Spec* out
   Spec s;
   s.channels_last = n.attrs().get_int("channels_last", 0) != 0;
   if (!conv_activation_of(n, &s.act1, &s.act1_params)) return refuse("activation");
-  if (!activation_named(n, "gate_activation", "gate_activation_params", &s.act2, &s.act2_params))
+  if (!conv_activation_of(n, &s.act2, &s.act2_params, "gate_activation", "gate_activation_params"))
     return refuse("gate_activation");
   const ir::Shape& x = in[0].shape;
   if (!x.rank_known() || x.rank() != 4) return refuse("X " + x.to_string() + " is not 4-D");
