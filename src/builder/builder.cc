@@ -15,6 +15,7 @@
 #include "builder/memory_planner.h"
 #include "builder/shape_propagation.h"
 #include "builder/split_fusions.h"
+#include "builder/timed_fusions.h"
 #include "ir/op_registry.h"
 #include "passes/passes.h"
 
@@ -225,10 +226,10 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
   INGOT_RETURN_IF_ERROR(choose_conv_layout(*graph, *be, options.conv_layout, &rep.layout, &layout_timing));
   if (options.optimize && !options.pipeline.disabled.count("fuse_squeeze_excite")) {
     // Squeeze-excite blocks, now wholly channels-last or channels-first, as one node where the backend
-    // runs that node; before the split below, which would take a gate activation out of its conv.
+    // runs that node and it measured no slower; before the split below, which would take a gate
+    // activation out of its conv.
     passes::PassContext pctx(options.pipeline.pass_options);
-    auto runs = [&](const ir::Node& n) { return has_device_tactic(*be, n); };  // never a host round trip
-    INGOT_RETURN_IF_ERROR(passes::make_fuse_squeeze_excite(runs)->run(*graph, pctx).status());
+    INGOT_RETURN_IF_ERROR(fuse_squeeze_excite_where_faster(*graph, *be, &layout_timing, pctx, nullptr));
     rep.notes.insert(rep.notes.end(), pctx.notes().begin(), pctx.notes().end());
   }
   if (may_go_channels_last) {

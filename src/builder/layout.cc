@@ -185,33 +185,7 @@ class Layout {
 
   static bool concrete(const ir::Value* v) { return !v || v->shape().is_concrete(); }
 
-  // The best time of `n`'s real (not host-fallback) tactics at its own (concrete) shapes, from the
-  // timing cache or measured; +inf when none runs.
-  Result<double> best_ms(const ir::Node& n) {
-    const std::vector<ir::TensorType> types = backend::node_input_types(n);
-    std::vector<DataType> in_t, out_t;
-    std::vector<Shape64> in_s, out_s;
-    for (const ir::Value* v : n.inputs()) {
-      in_t.push_back(v ? v->dtype() : DataType::kUndefined);
-      in_s.push_back(v ? v->shape().concrete() : Shape64{});
-    }
-    for (const ir::Value* v : n.outputs()) {
-      out_t.push_back(v ? v->dtype() : DataType::kUndefined);
-      out_s.push_back(v ? v->shape().concrete() : Shape64{});
-    }
-    std::vector<std::unique_ptr<backend::Tactic>> cands;
-    for (auto& c : be_.candidates(n, types))
-      if (c->capturable() && (timing_->options->tf32 || !c->uses_tf32())) cands.push_back(std::move(c));
-    if (cands.empty()) return std::numeric_limits<double>::infinity();
-    std::string key = timing_key(timing_->identity, n, in_t, in_s, out_t, out_s);
-    TuneOptions wide = *timing_->options;
-    wide.time_single = true;  // the layouts are compared by time, even with one candidate each
-    INGOT_ASSIGN_OR_RETURN(size_t i, choose_tactic(be_, n, cands, key, in_s, out_s, wide, *timing_->cache,
-                                                   *timing_->stats));
-    const std::map<std::string, double>* known = timing_->cache->find(key);
-    if (known && known->count(cands[i]->name())) return known->at(cands[i]->name());
-    return std::numeric_limits<double>::infinity();
-  }
+  Result<double> best_ms(const ir::Node& n) { return measured_best_ms(be_, n, *timing_); }
 
   Shape64 permuted(const Shape64& s, const std::vector<int64_t>& perm) {
     Shape64 out;
@@ -932,6 +906,34 @@ class Layout {
 };
 
 }  // namespace
+
+Result<double> measured_best_ms(const backend::Backend& be, const ir::Node& n, const LayoutTiming& timing) {
+  const std::vector<ir::TensorType> types = backend::node_input_types(n);
+  std::vector<DataType> in_t, out_t;
+  std::vector<Shape64> in_s, out_s;
+  for (const ir::Value* v : n.inputs()) {
+    if (v && !v->shape().is_concrete()) return std::numeric_limits<double>::infinity();
+    in_t.push_back(v ? v->dtype() : DataType::kUndefined);
+    in_s.push_back(v ? v->shape().concrete() : Shape64{});
+  }
+  for (const ir::Value* v : n.outputs()) {
+    if (v && !v->shape().is_concrete()) return std::numeric_limits<double>::infinity();
+    out_t.push_back(v ? v->dtype() : DataType::kUndefined);
+    out_s.push_back(v ? v->shape().concrete() : Shape64{});
+  }
+  std::vector<std::unique_ptr<backend::Tactic>> cands;
+  for (auto& c : be.candidates(n, types))
+    if (c->capturable() && !c->is_host_fallback() && (timing.options->tf32 || !c->uses_tf32()))
+      cands.push_back(std::move(c));
+  if (cands.empty()) return std::numeric_limits<double>::infinity();
+  std::string key = timing_key(timing.identity, n, in_t, in_s, out_t, out_s);
+  TuneOptions wide = *timing.options;
+  wide.time_single = true;  // compared by time, even with one candidate
+  INGOT_ASSIGN_OR_RETURN(size_t i, choose_tactic(be, n, cands, key, in_s, out_s, wide, *timing.cache, *timing.stats));
+  const std::map<std::string, double>* known = timing.cache->find(key);
+  if (known && known->count(cands[i]->name())) return known->at(cands[i]->name());
+  return std::numeric_limits<double>::infinity();
+}
 
 Status choose_conv_layout(ir::Graph& g, const backend::Backend& be, const std::string& mode, LayoutReport* report,
                           const LayoutTiming* timing) {

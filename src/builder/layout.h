@@ -43,6 +43,11 @@ struct LayoutTiming {
   TuneStats* stats = nullptr;
 };
 
+/// The best time (ms) of `n`'s capturable device tactics (no host fallback) at its own shapes, from the
+/// timing cache or measured: what the layout choice and the timed fusions compare. +inf when no such
+/// tactic runs or a shape is not concrete.
+Result<double> measured_best_ms(const backend::Backend& be, const ir::Node& n, const LayoutTiming& timing);
+
 /// In "auto" mode with timing: every eligible convolution is timed in both layouts (best tactic
 /// each), the transposes the channels-last region would need at its edges are timed too, and the
 /// region is made only when its total is faster.

@@ -19,7 +19,7 @@
 // The builder runs this after its layout pass (the chain is then channels-last or channels-first as a
 // whole: the FusedConvs' channels_last, the pooling's axes) and before it splits fused convolutions the
 // backend cannot run, and passes `runs`: a block becomes one node only where the backend has a tactic for
-// that exact node. Refused (noted): intermediate values read elsewhere, convolutions other than 1x1 with
+// that exact node (and, timed, no slower than the steps it replaces: builder/timed_fusions.cc). Refused (noted): intermediate values read elsewhere, convolutions other than 1x1 with
 // no padding, group or residual, non-constant weights, mixed types, layouts or pooling axes.
 #include <algorithm>
 #include <functional>
@@ -90,7 +90,7 @@ bool is_spatial_mean(const Node* n, int64_t channels_last) {
 
 class FuseSqueezeExcite final : public Pass {
  public:
-  explicit FuseSqueezeExcite(std::function<bool(const Node&)> runs) : runs_(std::move(runs)) {}
+  explicit FuseSqueezeExcite(SqueezeExciteCheck runs) : runs_(std::move(runs)) {}
   const char* name() const override { return kName; }
 
   Result<bool> run(Graph& g, PassContext& ctx) override {
@@ -163,9 +163,17 @@ class FuseSqueezeExcite final : public Pass {
       Value* y = g.add_value(unique_value_name(g, out->name() + ".se", "."), out->dtype(), out->shape());
       Node* se = g.add_node("SqueezeExcite", {x, fc1->input(1), bias(fc1), fc2->input(1), bias(fc2)}, {y},
                             std::move(attrs), mul->name(), kIngotDomain);
-      if (runs_ && !runs_(*se)) {
-        INGOT_RETURN_IF_ERROR(g.remove_node(se));
-        return refuse(ctx, mul, "the backend has no tactic for the fused block");
+      if (runs_) {
+        std::vector<const Node*> parts = {pool, fc1, fc2};
+        if (act) parts.push_back(act);
+        parts.push_back(mul);
+        std::string why;
+        const Result<bool> keep = runs_(*se, parts, &why);
+        if (!keep.ok() || !*keep) {
+          INGOT_RETURN_IF_ERROR(g.remove_node(se));
+          if (!keep.ok()) return keep.status();
+          return refuse(ctx, mul, why.empty() ? "the backend has no tactic for the fused block" : why);
+        }
       }
       for (Node* n : {pool, fc1, fc2, act, mul})
         if (n) se->absorb_origins(*n);
@@ -185,12 +193,12 @@ class FuseSqueezeExcite final : public Pass {
     return false;
   }
 
-  std::function<bool(const Node&)> runs_;
+  SqueezeExciteCheck runs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_squeeze_excite(std::function<bool(const ir::Node&)> runs) {
+std::unique_ptr<Pass> make_fuse_squeeze_excite(SqueezeExciteCheck runs) {
   return std::make_unique<FuseSqueezeExcite>(std::move(runs));
 }
 

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "passes/pass.h"
 
@@ -38,9 +40,13 @@ std::unique_ptr<Pass> make_attention_strided_views(); // attention_strided_views
 std::unique_ptr<Pass> make_pack_rotary_qkv();       // pack_rotary_qkv.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc
+/// Whether a fused node (still in the graph) should replace `parts`; `why` says why not. An error stops the pass.
+using SqueezeExciteCheck =
+    std::function<Result<bool>(const ir::Node& fused, const std::vector<const ir::Node*>& parts, std::string* why)>;
 /// After the builder's layout pass (not in the pipeline): squeeze-excite blocks become one
-/// ingot::SqueezeExcite where `runs` (the target backend's check; empty: always) accepts the node.
-std::unique_ptr<Pass> make_fuse_squeeze_excite(std::function<bool(const ir::Node&)> runs = {});  // fuse_squeeze_excite.cc
+/// ingot::SqueezeExcite where `runs` (the builder's: a device tactic, and measured no slower; empty: always)
+/// accepts the node.
+std::unique_ptr<Pass> make_fuse_squeeze_excite(SqueezeExciteCheck runs = {});  // fuse_squeeze_excite.cc
 /// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants
 /// keeps it for fuse_quant_gemm (which folds the ones it does not fuse).
 bool keeps_quantized_weight(const ir::Node& n);

@@ -18,6 +18,7 @@
 #include "backend/device.h"
 #include "builder/autotune.h"
 #include "builder/layout.h"
+#include "builder/timed_fusions.h"
 #include "ir/op_registry.h"
 #include "ir/text.h"
 
@@ -337,6 +338,89 @@ TEST_F(Autotune, ConvLayoutFollowsTheMeasuredTotals) {
     EXPECT_NEAR(rep.nhwc_ms, 2 * nhwc_ms + 0.2, 1e-9);
     EXPECT_EQ(channels_last_convs(*g), want) << "NHWC convs at " << nhwc_ms << " ms";
     EXPECT_EQ(rep.channels_last_convs, want);
+  }
+}
+
+// A squeeze-excite block becomes one node only where that node measured no slower than the four steps
+// it replaces (fake times: each step 1 ms); without timing (a host backend, or none given) wherever the
+// backend has a device tactic for it; never where it has none.
+class SqueezeExciteBackend : public FakeBackend {
+ public:
+  double se_ms = 1, step_ms = 1;
+  bool has_se = true;
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>&) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    if (n.op_type() == "SqueezeExcite") {
+      if (has_se) v.push_back(std::make_unique<FakeTactic>("fake.se", se_ms));
+    } else {
+      v.push_back(std::make_unique<FakeTactic>("fake." + n.op_type(), step_ms));
+    }
+    return v;
+  }
+};
+
+std::unique_ptr<ir::Graph> squeeze_excite_graph() {
+  auto g = ir::parse_text(R"(graph g {
+  opset "" 18
+  opset "ingot" 1
+  input %x: f16[2,4,3,5]
+  init %axes: i64[2] = [2, 3]
+  init %w1: f16[2,4,1,1] = [0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8]
+  init %b1: f16[2] = [0.1, -0.1]
+  init %w2: f16[4,2,1,1] = [0.2, 0.3, -0.4, 0.5, 0.6, -0.7, 0.8, 0.9]
+  init %b2: f16[4] = [0.0, 0.1, 0.2, 0.3]
+  %p = ReduceMean {keepdims=1}(%x, %axes) @pool
+  %h = ingot::FusedConv {activation="Silu"}(%p, %w1, %b1) @fc1
+  %g = ingot::FusedConv {activation="Sigmoid"}(%h, %w2, %b2) @fc2
+  %y = Mul(%x, %g) @scale
+  output %y
+}
+)");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(ir::infer_graph(**g).ok());
+  return std::move(g).value();
+}
+
+int squeeze_excite_nodes(const ir::Graph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type() == "SqueezeExcite";
+  return n;
+}
+
+TEST_F(Autotune, SqueezeExciteFusesOnlyWhereItMeasuresNoSlower) {
+  for (auto [se_ms, want] : {std::pair<double, int>{2.5, 1}, std::pair<double, int>{4.5, 0}}) {
+    SCOPED_TRACE(se_ms);
+    auto g = squeeze_excite_graph();
+    SqueezeExciteBackend sb;
+    sb.se_ms = se_ms;
+    builder::TimingCache c;
+    builder::TuneStats st;
+    builder::LayoutTiming timing{&c, &opt, "fake", &st};
+    passes::PassContext ctx;
+    builder::TimedFusionReport rep;
+    Status s = builder::fuse_squeeze_excite_where_faster(*g, sb, &timing, ctx, &rep);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(squeeze_excite_nodes(*g), want);
+    EXPECT_EQ(g->nodes().size(), want ? 1u : 4u);
+    EXPECT_EQ(rep.fused, want);
+    EXPECT_EQ(rep.kept_slower, 1 - want);
+    EXPECT_DOUBLE_EQ(rep.fused_ms, se_ms);
+    EXPECT_DOUBLE_EQ(rep.unfused_ms, 4.0);  // pool, two convs, the Mul
+    std::string notes;
+    for (const std::string& n : ctx.notes()) notes += n + "\n";
+    EXPECT_NE(notes.find(want ? "1 block(s) fused, 0 kept" : "0 block(s) fused, 1 kept"), std::string::npos) << notes;
+    if (!want) EXPECT_NE(notes.find("measured 4.5000 ms, its 4 steps 4.0000 ms"), std::string::npos) << notes;
+  }
+  // Not timed: the fused node wherever the backend runs it; a backend without the tactic keeps the block.
+  for (bool has : {true, false}) {
+    auto g = squeeze_excite_graph();
+    SqueezeExciteBackend sb;
+    sb.has_se = has;
+    sb.se_ms = 100;  // would lose if timed
+    passes::PassContext ctx;
+    ASSERT_TRUE(builder::fuse_squeeze_excite_where_faster(*g, sb, nullptr, ctx, nullptr).ok());
+    EXPECT_EQ(squeeze_excite_nodes(*g), has ? 1 : 0);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "ir/text.h"
 #include "ir/verify.h"
 #include "passes/pass.h"
+#include "passes/passes.h"
 #include "ir_test_util.h"
 
 namespace ingot::passes {
@@ -25,7 +26,6 @@ std::unique_ptr<Pass> make_fuse_conv_gemm();
 std::unique_ptr<Pass> make_fuse_pointwise();
 std::unique_ptr<Pass> make_fuse_qkv_projection();
 std::unique_ptr<Pass> make_fuse_gated_mlp();
-std::unique_ptr<Pass> make_fuse_squeeze_excite(std::function<bool(const ir::Node&)> runs);
 std::unique_ptr<Pass> make_pack_rotary_qkv();
 std::unique_ptr<Pass> make_narrow_attention_mask();
 std::unique_ptr<Pass> make_attention_strided_views();
@@ -543,7 +543,11 @@ TEST(PassesFusion, SqueezeExciteRefusals) {
   // A backend without a tactic for the node: the block stays as it was, and the note says why.
   const std::string t = se_graph(false, mean, fc1 + fc2 + mul + "  output %y\n");
   PassContext ctx;
-  auto g = run_passes(t, one(make_fuse_squeeze_excite([](const ir::Node&) { return false; })), &ctx, false);
+  auto none = [](const ir::Node&, const std::vector<const ir::Node*>& parts, std::string*) -> Result<bool> {
+    EXPECT_EQ(parts.size(), 4u);  // the pooling, both convolutions and the Mul
+    return false;
+  };
+  auto g = run_passes(t, one(make_fuse_squeeze_excite(none)), &ctx, false);
   ASSERT_TRUE(g);
   EXPECT_EQ(last_of(*g, "SqueezeExcite"), nullptr);
   EXPECT_EQ(g->nodes().size(), 4u) << ir::to_text(*g);

@@ -1,0 +1,62 @@
+// Copyright ingot authors. Apache-2.0.
+#include "builder/timed_fusions.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "backend/device.h"
+#include "builder/split_fusions.h"
+#include "passes/passes.h"
+
+namespace ingot::builder {
+
+Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
+                                        passes::PassContext& ctx, TimedFusionReport* report) {
+  TimedFusionReport local;
+  TimedFusionReport& rep = report ? *report : local;
+  const bool timed = timing && timing->cache && timing->options && timing->stats && !be.device().is_host();
+  auto check = [&](const ir::Node& fused, const std::vector<const ir::Node*>& parts,
+                   std::string* why) -> Result<bool> {
+    if (!has_device_tactic(be, fused)) return false;
+    if (!timed) {
+      ++rep.fused;
+      return true;
+    }
+    INGOT_ASSIGN_OR_RETURN(double f, measured_best_ms(be, fused, *timing));
+    double unfused = 0;
+    for (const ir::Node* p : parts) {
+      INGOT_ASSIGN_OR_RETURN(double t, measured_best_ms(be, *p, *timing));
+      unfused += t;
+    }
+    if (std::isfinite(f) && std::isfinite(unfused)) {
+      rep.fused_ms += f;
+      rep.unfused_ms += unfused;
+      if (f > unfused) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "the fused block measured %.4f ms, its %zu steps %.4f ms", f, parts.size(),
+                      unfused);
+        *why = buf;
+        ++rep.kept_slower;
+        return false;
+      }
+    }
+    ++rep.fused;
+    return true;
+  };
+  INGOT_RETURN_IF_ERROR(passes::make_fuse_squeeze_excite(check)->run(g, ctx).status());
+  if (rep.fused + rep.kept_slower > 0) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "fuse_squeeze_excite: %d block(s) fused, %d kept unfused (slower)", rep.fused,
+                  rep.kept_slower);
+    std::string note = buf;
+    if (rep.unfused_ms > 0) {
+      std::snprintf(buf, sizeof buf, "; measured %.4f ms fused against %.4f ms unfused where compared", rep.fused_ms,
+                    rep.unfused_ms);
+      note += buf;
+    }
+    ctx.note("builder", note);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ingot::builder
