@@ -38,3 +38,9 @@ fi
 archive=build/${PACK_ARCHIVE:-devpack}.tar.xz
 tar cJf "$archive" -C build "$name" "$@"
 ls -la "$archive"
+# The device tool carries at most 64 MiB per call, the working tree (~8 MB) included.
+size=$(stat -c %s "$archive")
+if [ "$size" -gt $((54 * 1024 * 1024)) ]; then
+  echo "pack.sh: $archive is $((size / 1024 / 1024)) MiB; with the tree it may pass the device tool's 64 MiB." \
+       "For the census and the LLM runs PACK_PARTS=\"ingot gpu\" is enough (~22 MB)." >&2
+fi
