@@ -1,5 +1,6 @@
 // Copyright ingot authors. Apache-2.0.
 #include "passes/pass_manager.h"
+#include "passes/passes.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -28,8 +29,6 @@ std::vector<std::string> PassManager::pass_names() const {
   std::vector<std::string> names;
   for (const auto& s : stages_)
     for (const auto& p : s.passes) names.push_back(p->name());
-  // Run by the builder after its layout pass, outside the pipeline, and disabled by the same option.
-  names.push_back("fuse_squeeze_excite");
   return names;
 }
 
@@ -50,6 +49,8 @@ Status dump(const ir::Graph& g, const std::string& dir, int index, const std::st
 
 Status PassManager::run(ir::Graph& g, const PipelineOptions& options, PassContext& ctx) const {
   std::vector<std::string> names = pass_names();
+  // Passes the builder runs itself after its layout choice are disabled by the same option.
+  for (const char* n : builder_pass_names()) names.push_back(n);
   for (const auto& d : options.disabled)
     if (std::find(names.begin(), names.end(), d) == names.end()) {
       std::string all;

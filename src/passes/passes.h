@@ -47,6 +47,9 @@ using SqueezeExciteCheck =
 /// ingot::SqueezeExcite where `runs` (the builder's: a device tactic, and measured no slower; empty: always)
 /// accepts the node.
 std::unique_ptr<Pass> make_fuse_squeeze_excite(SqueezeExciteCheck runs = {});  // fuse_squeeze_excite.cc
+/// Names of the passes the builder runs outside the pipeline (after its layout choice), which
+/// --disable-pass also takes.
+inline std::vector<const char*> builder_pass_names() { return {"fuse_squeeze_excite"}; }
 /// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants
 /// keeps it for fuse_quant_gemm (which folds the ones it does not fuse).
 bool keeps_quantized_weight(const ir::Node& n);
