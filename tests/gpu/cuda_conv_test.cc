@@ -313,7 +313,8 @@ TEST_P(CudnnConvTest, GraphFamilyActivations) {
   ASSERT_TRUE(g.ok());
   EXPECT_TRUE(backend::cuda::cudnn_graph_conv_family().candidates(*(*g)->nodes()[0], input_types(*(*g)->nodes()[0])).empty());
   const char* acts[][2] = {{"LeakyRelu", "[0.1]"}, {"Clip", "[0.0, 6.0]"}, {"Sigmoid", ""},
-                           {"Silu", ""},           {"Gelu", ""},           {"GeluTanh", ""}};
+                           {"Silu", ""},           {"Gelu", ""},           {"GeluTanh", ""},
+                           {"HardSwish", ""},      {"HardSigmoid", "[0.2, 0.5]"}};
   for (DataType dt : kDtypes)
     for (const auto& [act, params] : acts)
       for (int res = 0; res < 2; ++res) {

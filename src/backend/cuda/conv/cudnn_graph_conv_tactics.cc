@@ -144,9 +144,10 @@ bool fuses_all_activations() {
 // Whether add_activation below has a form for the node's activation.
 bool activation_supported(const ir::Node& node) {
   // Not Tanh: cuDNN's TANH_FWD gave NaN where tanh saturates to 1 (fp32/bf16, H200, cuDNN 9.19).
-  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Silu", "Gelu", "GeluTanh"};
+  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Silu", "Gelu", "GeluTanh", "HardSwish"};
   const std::string a = node.attrs().get_string("activation", "");
   if (!a.empty() && a != "Relu" && !fuses_all_activations()) return false;
+  if (a == "HardSigmoid") return node.attrs().get_floats("activation_params").size() >= 2;
   for (const char* m : kModes)
     if (a == m) return true;
   return false;
@@ -154,7 +155,9 @@ bool activation_supported(const ir::Node& node) {
 
 // act(y) as cuDNN pointwise operations: the modes cuDNN has (Relu with its clips and slope for
 // Relu6/Clip and LeakyRelu, Sigmoid, Swish for SiLU, both Gelus). HardSigmoid and HardSwish have
-// no mode, and Tanh's gave NaN; the builder splits those layers.
+// no mode; they are a chain: h = clip(alpha * y + beta, 0, 1) (MUL and ADD by scalars passed by
+// value, then Relu clipped at 1), and HardSwish multiplies y by h (alpha 1/6, beta 1/2: MobileNetV3's
+// activation after its 1x1 convs). Tanh's mode gave NaN; the builder splits that layer.
 Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::Graph& g,
                                                                      std::shared_ptr<fe::graph::Tensor_attributes> y,
                                                                      const ConvSpec& s, const ir::Node& node) {
@@ -179,6 +182,16 @@ Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::
     attrs.set_mode(fe::PointwiseMode_t::GELU_FWD);
   } else if (a == "GeluTanh") {
     attrs.set_mode(fe::PointwiseMode_t::GELU_APPROX_TANH_FWD);
+  } else if (a == "HardSwish" || (a == "HardSigmoid" && p.size() >= 2)) {
+    const bool swish = a == "HardSwish";
+    auto op = [](const char* name, fe::PointwiseMode_t mode) {
+      return fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(
+          fe::DataType_t::FLOAT);
+    };
+    auto h = g.pointwise(y, g.tensor(swish ? 1.0f / 6.0f : p[0]), op("hard_alpha", fe::PointwiseMode_t::MUL));
+    h = g.pointwise(h, g.tensor(swish ? 0.5f : p[1]), op("hard_beta", fe::PointwiseMode_t::ADD));
+    h = g.pointwise(h, op("hard_clip", fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(0.0f).set_relu_upper_clip(1.0f));
+    return swish ? g.pointwise(y, h, op("hard_swish", fe::PointwiseMode_t::MUL)) : h;
   } else {
     return unsupported(node.describe(), ": cuDNN has no pointwise mode for activation ", a);
   }
