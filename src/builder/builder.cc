@@ -250,6 +250,13 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     passes::PassContext pctx(options.pipeline.pass_options);
     INGOT_RETURN_IF_ERROR(passes::make_fuse_pointwise()->run(*graph, pctx).status());
   }
+  if (options.optimize && !options.pipeline.disabled.count("fuse_concat_pointwise")) {
+    // Concats read only by a Pointwise over their whole result (DenseNet's Concat + BatchNorm + Relu),
+    // now that Pointwise nodes and layouts are final.
+    passes::PassContext pctx(options.pipeline.pass_options);
+    INGOT_RETURN_IF_ERROR(fuse_concat_pointwise_where_faster(*graph, *be, &layout_timing, pctx, nullptr));
+    rep.notes.insert(rep.notes.end(), pctx.notes().begin(), pctx.notes().end());
+  }
   if (rep.layout.nchw_ms >= 0) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "layout: convolutions measured %.4f ms channels-first, %.4f ms channels-last "

@@ -10,13 +10,14 @@
 
 namespace ingot::builder {
 
-Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
-                                        passes::PassContext& ctx, TimedFusionReport* report) {
-  TimedFusionReport local;
-  TimedFusionReport& rep = report ? *report : local;
+namespace {
+
+// The check both timed fusions pass their pass: a device tactic for the fused node and, on a timed
+// build, a best time no slower than the replaced steps' best times together. Counts into `rep`.
+passes::FusionCheck timed_check(const backend::Backend& be, const LayoutTiming* timing, TimedFusionReport& rep) {
   const bool timed = timing && timing->cache && timing->options && timing->stats && !be.device().is_host();
-  auto check = [&](const ir::Node& fused, const std::vector<const ir::Node*>& parts,
-                   std::string* why) -> Result<bool> {
+  return [&be, timing, timed, &rep](const ir::Node& fused, const std::vector<const ir::Node*>& parts,
+                                    std::string* why) -> Result<bool> {
     if (!has_device_tactic(be, fused)) return false;
     if (!timed) {
       ++rep.fused;
@@ -33,7 +34,7 @@ Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be
       rep.unfused_ms += unfused;
       if (f > unfused) {
         char buf[160];
-        std::snprintf(buf, sizeof buf, "the fused block measured %.4f ms, its %zu steps %.4f ms", f, parts.size(),
+        std::snprintf(buf, sizeof buf, "the fused node measured %.4f ms, its %zu steps %.4f ms", f, parts.size(),
                       unfused);
         *why = buf;
         ++rep.kept_slower;
@@ -43,19 +44,38 @@ Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be
     ++rep.fused;
     return true;
   };
-  INGOT_RETURN_IF_ERROR(passes::make_fuse_squeeze_excite(check)->run(g, ctx).status());
-  if (rep.fused + rep.kept_slower > 0) {
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "fuse_squeeze_excite: %d block(s) fused, %d kept unfused (slower)", rep.fused,
-                  rep.kept_slower);
-    std::string note = buf;
-    if (rep.unfused_ms > 0) {
-      std::snprintf(buf, sizeof buf, "; measured %.4f ms fused against %.4f ms unfused where compared", rep.fused_ms,
-                    rep.unfused_ms);
-      note += buf;
-    }
-    ctx.note("builder", note);
+}
+
+void note_report(passes::PassContext& ctx, const char* pass, const char* what, const TimedFusionReport& rep) {
+  if (rep.fused + rep.kept_slower == 0) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s: %d %s fused, %d kept unfused (slower)", pass, rep.fused, what, rep.kept_slower);
+  std::string note = buf;
+  if (rep.unfused_ms > 0) {
+    std::snprintf(buf, sizeof buf, "; measured %.4f ms fused against %.4f ms unfused where compared", rep.fused_ms,
+                  rep.unfused_ms);
+    note += buf;
   }
+  ctx.note("builder", note);
+}
+
+}  // namespace
+
+Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
+                                        passes::PassContext& ctx, TimedFusionReport* report) {
+  TimedFusionReport local;
+  TimedFusionReport& rep = report ? *report : local;
+  INGOT_RETURN_IF_ERROR(passes::make_fuse_squeeze_excite(timed_check(be, timing, rep))->run(g, ctx).status());
+  note_report(ctx, "fuse_squeeze_excite", "block(s)", rep);
+  return Status::Ok();
+}
+
+Status fuse_concat_pointwise_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
+                                          passes::PassContext& ctx, TimedFusionReport* report) {
+  TimedFusionReport local;
+  TimedFusionReport& rep = report ? *report : local;
+  INGOT_RETURN_IF_ERROR(passes::make_fuse_concat_pointwise(timed_check(be, timing, rep))->run(g, ctx).status());
+  note_report(ctx, "fuse_concat_pointwise", "Concat(s)", rep);
   return Status::Ok();
 }
 

@@ -90,7 +90,7 @@ bool is_spatial_mean(const Node* n, int64_t channels_last) {
 
 class FuseSqueezeExcite final : public Pass {
  public:
-  explicit FuseSqueezeExcite(SqueezeExciteCheck runs) : runs_(std::move(runs)) {}
+  explicit FuseSqueezeExcite(FusionCheck runs) : runs_(std::move(runs)) {}
   const char* name() const override { return kName; }
 
   Result<bool> run(Graph& g, PassContext& ctx) override {
@@ -193,12 +193,12 @@ class FuseSqueezeExcite final : public Pass {
     return false;
   }
 
-  SqueezeExciteCheck runs_;
+  FusionCheck runs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_squeeze_excite(SqueezeExciteCheck runs) {
+std::unique_ptr<Pass> make_fuse_squeeze_excite(FusionCheck runs) {
   return std::make_unique<FuseSqueezeExcite>(std::move(runs));
 }
 

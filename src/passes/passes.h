@@ -41,15 +41,19 @@ std::unique_ptr<Pass> make_pack_rotary_qkv();       // pack_rotary_qkv.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc
 /// Whether a fused node (still in the graph) should replace `parts`; `why` says why not. An error stops the pass.
-using SqueezeExciteCheck =
+using FusionCheck =
     std::function<Result<bool>(const ir::Node& fused, const std::vector<const ir::Node*>& parts, std::string* why)>;
 /// After the builder's layout pass (not in the pipeline): squeeze-excite blocks become one
 /// ingot::SqueezeExcite where `runs` (the builder's: a device tactic, and measured no slower; empty: always)
 /// accepts the node.
-std::unique_ptr<Pass> make_fuse_squeeze_excite(SqueezeExciteCheck runs = {});  // fuse_squeeze_excite.cc
+std::unique_ptr<Pass> make_fuse_squeeze_excite(FusionCheck runs = {});  // fuse_squeeze_excite.cc
+/// After the builder's last fuse_pointwise (not in the pipeline): a Concat read only by a Pointwise over
+/// the whole concatenated tensor moves into that Pointwise's body where `runs` accepts the fused node
+/// (DenseNet's Concat + BatchNorm + Relu).
+std::unique_ptr<Pass> make_fuse_concat_pointwise(FusionCheck runs = {});  // fuse_concat_pointwise.cc
 /// Names of the passes the builder runs outside the pipeline (after its layout choice), which
 /// --disable-pass also takes.
-inline std::vector<const char*> builder_pass_names() { return {"fuse_squeeze_excite"}; }
+inline std::vector<const char*> builder_pass_names() { return {"fuse_squeeze_excite", "fuse_concat_pointwise"}; }
 /// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants
 /// keeps it for fuse_quant_gemm (which folds the ones it does not fuse).
 bool keeps_quantized_weight(const ir::Node& n);

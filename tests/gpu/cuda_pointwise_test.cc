@@ -31,6 +31,7 @@
 namespace ingot::passes {
 std::unique_ptr<Pass> make_fuse_pointwise();
 }
+#include "passes/passes.h"
 
 namespace ingot::gpu_test {
 namespace {
@@ -284,6 +285,46 @@ std::vector<Tensor> inputs_for(const Case& c, const ir::Node& node, std::mt19937
   return data;
 }
 
+/// DenseNet's Concat of feature maps with its BatchNorm + Relu after it, as the builder leaves it:
+/// fp16 pieces of `widths` channels along `axis` of [N, H, W, C] (axis 3) or [N, C, H, W] (axis 1),
+/// the Cast to fp32, scale, shift, Relu and the Cast back in one Pointwise whose body starts with the
+/// Concat (fuse_pointwise, then fuse_concat_pointwise).
+Result<std::unique_ptr<ir::Graph>> concat_graph(const std::vector<int64_t>& widths, int axis, int64_t n = 2,
+                                                int64_t h = 5, int64_t w = 3) {
+  int64_t total = 0;
+  std::string t = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n", args;
+  for (size_t j = 0; j < widths.size(); ++j) {
+    const Shape64 s = axis == 3 ? Shape64{n, h, w, widths[j]} : Shape64{n, widths[j], h, w};
+    t += "  input %x" + std::to_string(j) + ": f16" + dims_text(s) + "\n";
+    args += (j ? ", %x" : "%x") + std::to_string(j);
+    total += widths[j];
+  }
+  const std::string param = axis == 3 ? dims_text({total}) : dims_text({total, 1, 1});
+  t += "  input %s: f32" + param + "\n  input %t: f32" + param + "\n  %c = Concat {axis=" + std::to_string(axis) +
+       "}(" + args + ")\n  %cf = Cast {to=1}(%c)\n  %m = Mul(%cf, %s)\n  %a = Add(%m, %t)\n  %r = Relu(%a)\n" +
+       "  %y = Cast {to=10}(%r)\n  output %y\n}\n";
+  INGOT_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> g, parse_graph(t));
+  passes::PassContext ctx;
+  INGOT_RETURN_IF_ERROR(passes::make_fuse_pointwise()->run(*g, ctx).status());
+  INGOT_RETURN_IF_ERROR(passes::make_fuse_concat_pointwise({})->run(*g, ctx).status());
+  if (g->nodes().size() != 1 || g->nodes()[0]->op_type() != "Pointwise")
+    return internal_error("not one Pointwise node:\n", ir::to_text(*g));
+  INGOT_RETURN_IF_ERROR(ir::infer_graph(*g));
+  return g;
+}
+
+/// Random inputs of a concat_graph's node: pieces in [-3, 3], the scale in [0.5, 2], the shift in [-1, 1].
+std::vector<Tensor> concat_inputs(const ir::Node& node, std::mt19937& rng) {
+  std::vector<Tensor> data;
+  for (const ir::Value* v : node.inputs()) {
+    const bool scale = v->name() == "s", shift = v->name() == "t";
+    data.push_back(random_input(In{v->name(), DataType::kUndefined, scale ? 0.5 : shift ? -1.0 : -3.0,
+                                   scale ? 2.0 : shift ? 1.0 : 3.0},
+                                v->dtype(), v->shape().concrete(), rng));
+  }
+  return data;
+}
+
 // ---- host-only: no device needed -------------------------------------------------------------
 
 TEST(CudaPointwiseHost, PlanCollapsesAndDetectsFlat) {
@@ -402,6 +443,29 @@ TEST(CudaPointwiseHost, CompileErrorsCarryTheLog) {
   EXPECT_NE(r.status().message().find("undeclared_thing"), std::string::npos) << r.status().message();
 }
 
+// A body that starts with a Concat: its pieces are not kernel inputs of their own (x0 is gathered),
+// the source compiles, and a Concat with more pieces than the kernel takes is refused.
+TEST(CudaPointwiseHost, LeadingConcatCompilesWithNvrtc) {
+  for (int axis : {3, 1}) {
+    auto g = concat_graph({16, 8, 8}, axis);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const ir::Node& node = pointwise_node(**g);
+    ASSERT_EQ(node.inputs().size(), 5u);
+    std::vector<DataType> storage;
+    for (const ir::Value* v : node.inputs()) storage.push_back(v->dtype());
+    auto src = backend::cuda::generate_pointwise_source(node, storage, node.output(0)->dtype());
+    ASSERT_TRUE(src.ok()) << src.status().to_string();
+    EXPECT_EQ(src->concat.pieces, 3);
+    EXPECT_EQ(src->concat.axis, axis);
+    EXPECT_NE(src->source.find("pw_cat_ld"), std::string::npos);
+    auto cubin = backend::cuda::compile_pointwise_source(src->source, "sm_90a");
+    ASSERT_TRUE(cubin.ok()) << cubin.status().to_string() << "\n" << src->source;
+  }
+  auto big = concat_graph(std::vector<int64_t>(backend::cuda::kPointwiseMaxConcat + 1, 4), 3, 1, 1, 1);
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_TRUE(pointwise_family().candidates(pointwise_node(**big), input_types(pointwise_node(**big))).empty());
+}
+
 // ---- on the GPU ---------------------------------------------------------------------------------
 
 class CudaPointwiseTest : public CudaTest {
@@ -492,6 +556,46 @@ TEST_F(CudaPointwiseTest, EngineRoundTripNeedsNoCompiler) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("rebuild"), std::string::npos) << r.status().message();
   EXPECT_EQ(pointwise_family().create("cuda.pointwise.other", {}), nullptr);
+}
+
+// The joined value read from its pieces, against the CPU reference (which runs the Concat): packs
+// within pieces (widths multiples of 8, channels-last), half packs (multiples of 4), single
+// elements (odd widths), channels-first (packs along H*W), DenseNet's 25-piece Concat; and the
+// engine round trip rebuilds the kernel with its pieces.
+TEST_F(CudaPointwiseTest, LeadingConcatMatchesReference) {
+  struct Shape {
+    std::vector<int64_t> widths;
+    int axis;
+    int64_t n, h, w;
+  } shapes[] = {
+      {{16, 8, 8}, 3, 2, 5, 3},  {{64, 32, 32, 32}, 3, 4, 7, 7}, {{12, 4, 20}, 3, 1, 9, 9},
+      {{3, 5, 7}, 3, 2, 3, 5},   {{16, 8}, 1, 2, 8, 8},           {{5, 3}, 1, 3, 5, 5},
+      {{1, 2}, 3, 1, 1, 1},
+  };
+  for (const Shape& sh : shapes) {
+    auto g = concat_graph(sh.widths, sh.axis, sh.n, sh.h, sh.w);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    SCOPED_TRACE(ir::to_text(**g));
+    const ir::Node& node = pointwise_node(**g);
+    auto tactic = prepared(node);
+    ASSERT_NE(tactic, nullptr);
+    EXPECT_TRUE(matches_cpu(*tactic, node, concat_inputs(node, rng_)));
+  }
+  std::vector<int64_t> dense(25, 32);
+  dense[0] = 256;
+  auto g = concat_graph(dense, 3, 2, 14, 14);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const ir::Node& node = pointwise_node(**g);
+  auto tactic = prepared(node);
+  ASSERT_NE(tactic, nullptr);
+  std::vector<Tensor> data = concat_inputs(node, rng_);
+  EXPECT_TRUE(matches_cpu(*tactic, node, data));
+  std::unique_ptr<Tactic> rebuilt = pointwise_family().create(tactic->name(), tactic->serialize());
+  ASSERT_NE(rebuilt, nullptr);
+  auto x = run_tactic(*tactic, node, data);
+  auto y = run_tactic(*rebuilt, node, data);
+  ASSERT_TRUE(x.ok() && y.ok()) << (x.ok() ? y.status().to_string() : x.status().to_string());
+  EXPECT_EQ(std::memcmp((*x)[0].raw(), (*y)[0].raw(), (*x)[0].nbytes()), 0);
 }
 
 TEST_F(CudaPointwiseTest, CapturedGraphReplayIsBitIdentical) {

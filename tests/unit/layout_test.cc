@@ -136,6 +136,26 @@ TEST(LayoutModels, ChannelsLastRegionsMatchChannelsFirstEngines) {
           ASSERT_NEAR(b->outputs[o].get_f64(i), u->outputs[o].get_f64(i), 1e-5 * std::max(1.0, std::fabs(u->outputs[o].get_f64(i))))
               << name << " output " << o << " element " << i;
     }
+    if (name == "densenet_block") {
+      // Each Concat of feature maps is read by its BatchNorm + Relu alone: it moves into that Pointwise
+      // (fuse_concat_pointwise), no Concat step is left, and the numbers are the unfused engine's.
+      auto concat_steps = [](const testing_util::EngineRun& r) {
+        int k = 0;
+        for (const LayerDesc& l : r.layers) k += l.op == "Concat";
+        return k;
+      };
+      EXPECT_EQ(concat_steps(*b), 0) << name;
+      BuilderConfig unfused = nhwc;
+      unfused.disabled_passes = {"fuse_concat_pointwise"};
+      auto u = build_run(bytes, unfused, feeds);
+      ASSERT_TRUE(u.ok()) << name << ": " << u.status().to_string();
+      EXPECT_GE(concat_steps(*u), 2) << name;
+      EXPECT_EQ(b->layers.size() + static_cast<size_t>(concat_steps(*u)), u->layers.size()) << name;
+      for (size_t o = 0; o < u->outputs.size(); ++o)
+        for (int64_t i = 0; i < u->outputs[o].numel(); ++i)
+          ASSERT_NEAR(b->outputs[o].get_f64(i), u->outputs[o].get_f64(i), 1e-5 * std::max(1.0, std::fabs(u->outputs[o].get_f64(i))))
+              << name << " output " << o << " element " << i;
+    }
     if (name == "mobilenetv3_block" || name == "efficientnet_block" || name == "densenet_block") {
       EXPECT_EQ(b->summary.layout_reformats, 2) << name << ": only the input's and the output's reformats";
       // The same in an fp16 engine, where precision lowering wraps the standalone BatchNorm's

@@ -554,6 +554,92 @@ TEST(PassesFusion, SqueezeExciteRefusals) {
   EXPECT_TRUE(has_note(ctx, "no tactic for the fused block"));
 }
 
+// fuse_concat_pointwise: DenseNet's Concat of feature maps, then its BatchNorm + Relu as one
+// Pointwise (fuse_pointwise forms it first): one node whose body starts with the Concat, reading
+// the pieces, equal to the two steps on the CPU reference. `axis` and the layout vary.
+std::string concat_bn_relu_graph(const std::string& pieces_decl, const std::string& cat_args, int axis,
+                                 const std::string& param_shape, const std::string& out_tail = "  output %y\n") {
+  return "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n" + pieces_decl + "  input %s: f32" + param_shape +
+         "\n  input %t: f32" + param_shape + "\n  %c = Concat {axis=" + std::to_string(axis) + "}(" + cat_args +
+         ") @cat\n  %m = Mul(%c, %s) @bn_scale\n  %a = Add(%m, %t) @bn_shift\n  %y = Relu(%a) @relu\n" + out_tail + "}\n";
+}
+
+TEST(PassesFusion, ConcatMovesIntoThePointwiseReadingIt) {
+  struct Case {
+    const char* what;
+    std::string decl, args;
+    int axis;
+    std::string param;
+    size_t pieces;
+  } cases[] = {
+      {"channels-last, three pieces", "  input %x0: f32[2,3,3,8]\n  input %x1: f32[2,3,3,4]\n  input %x2: f32[2,3,3,4]\n",
+       "%x0, %x1, %x2", 3, "[16]", 3},
+      {"channels-first, negative axis", "  input %x0: f32[2,5,3,3]\n  input %x1: f32[2,3,3,3]\n", "%x0, %x1", -3,
+       "[8,1,1]", 2},
+      {"a piece twice", "  input %x0: f32[1,2,2,4]\n", "%x0, %x0", 3, "[8]", 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string t = concat_bn_relu_graph(c.decl, c.args, c.axis, c.param);
+    PassContext ctx;
+    std::vector<std::unique_ptr<Pass>> passes;
+    passes.push_back(make_fuse_pointwise());
+    passes.push_back(make_fuse_concat_pointwise({}));
+    auto g = run_passes(t, std::move(passes), &ctx);
+    ASSERT_TRUE(g);
+    ASSERT_EQ(g->nodes().size(), 1u) << ir::to_text(*g);
+    const ir::Node& n = *g->nodes()[0];
+    EXPECT_EQ(n.op_type(), "Pointwise");
+    ASSERT_EQ(n.inputs().size(), c.pieces + 2);
+    const ir::Graph* body = n.attrs().get_graph("body");
+    ASSERT_NE(body, nullptr);
+    EXPECT_EQ(body->nodes()[0]->op_type(), "Concat");
+    EXPECT_EQ(g->outputs()[0]->name(), "y");
+    EXPECT_TRUE(has_note(ctx, "fused 1 Concat"));
+    expect_equivalent(t, *g);
+  }
+}
+
+TEST(PassesFusion, ConcatPointwiseRefusals) {
+  const std::string two = "  input %x0: f32[2,3,3,8]\n  input %x1: f32[2,3,3,8]\n";
+  struct Case {
+    const char* what;
+    std::string text, note;
+  } cases[] = {
+      {"the Concat is also an output", concat_bn_relu_graph(two, "%x0, %x1", 3, "[16]", "  output %y\n  output %c\n"), ""},
+      {"the Pointwise broadcasts the Concat",
+       concat_bn_relu_graph("  input %x0: f32[1,3,3,8]\n  input %x1: f32[1,3,3,8]\n", "%x0, %x1", 3, "[2,1,1,16]"),
+       "not of the Concat's shape"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    PassContext ctx;
+    auto g = parse(c.text);
+    ASSERT_TRUE(g);
+    ASSERT_TRUE(make_fuse_pointwise()->run(*g, ctx).ok());
+    auto r = make_fuse_concat_pointwise({})->run(*g, ctx);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_FALSE(*r);
+    EXPECT_NE(last_of(*g, "Concat"), nullptr) << ir::to_text(*g);
+    if (!c.note.empty()) EXPECT_TRUE(has_note(ctx, c.note)) << c.note;
+  }
+  // A backend that does not run the fused node: both steps stay, and the note says why.
+  PassContext ctx;
+  auto g = parse(concat_bn_relu_graph(two, "%x0, %x1", 3, "[16]"));
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(make_fuse_pointwise()->run(*g, ctx).ok());
+  auto none = [](const ir::Node& fused, const std::vector<const ir::Node*>& parts, std::string*) -> Result<bool> {
+    EXPECT_EQ(fused.inputs().size(), 4u);  // the two pieces, the scale and the shift
+    EXPECT_EQ(parts.size(), 2u);           // the Concat and the Pointwise
+    return false;
+  };
+  auto r = make_fuse_concat_pointwise(none)->run(*g, ctx);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(g->nodes().size(), 2u) << ir::to_text(*g);
+  EXPECT_TRUE(has_note(ctx, "no tactic for the fused node"));
+}
+
 // pack_rotary_qkv: a grouped-query rotary attention (Hq 4, Hkv 2, D 4, B 2, S 3) whose Q, K and
 // V are three projections, Q and K rotated: one GEMM [16, 32], one rotation of the first 6 heads of
 // each packed row, the attention reading Q and K inside the rotation's output and V inside the

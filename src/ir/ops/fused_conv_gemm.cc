@@ -19,7 +19,9 @@
 //     squeeze-excite block: global average pool, a 1x1 conv to Cr channels with `activation`, a
 //     1x1 conv back to C with `gate_activation` (fuse_squeeze_excite forms it after the layout pass).
 //   Pointwise(inputs...): runs the elementwise graph in attribute `body`, whose inputs are the
-//     node's inputs in order; the CUDA backend compiles it into one kernel.
+//     node's inputs in order; the CUDA backend compiles it into one kernel. The body may start
+//     with a Concat of its first inputs (fuse_concat_pointwise): the pieces are then read where
+//     they lie and the joined tensor is never written.
 //
 // Shape inference delegates to Conv / Gemm / MatMul so there stays one shape path.
 #include "ir/ops/all_ops.h"
@@ -134,9 +136,36 @@ Status infer_pointwise(InferenceContext& c) {
   if (!body || body->outputs().size() != 1) return c.error("body must be a graph with one output");
   if (body->inputs().size() != c.num_inputs())
     return c.error("body takes ", body->inputs().size(), " inputs, node has ", c.num_inputs());
-  // Every body op broadcasts, so the result has the broadcast shape of all inputs.
+  // Every body op broadcasts, so the result has the broadcast shape of all inputs; a leading Concat
+  // of the first inputs (fuse_concat_pointwise) counts as its result.
   Shape s;
-  for (size_t i = 0; i < c.num_inputs(); ++i) {
+  size_t first = 0;
+  const Node* lead = body->nodes().empty() ? nullptr : body->nodes()[0].get();
+  if (lead && lead->op_type() == "Concat" && lead->domain().empty() && lead->inputs().size() >= 2 &&
+      lead->inputs().size() <= c.num_inputs()) {
+    bool leading = true;
+    for (size_t j = 0; j < lead->inputs().size() && leading; ++j) leading = lead->input(j) == body->inputs()[j];
+    if (leading) {
+      first = lead->inputs().size();
+      s = c.input_shape(0);
+      for (size_t j = 1; j < first && s.rank_known(); ++j) {
+        const Shape& x = c.input_shape(j);
+        if (!x.rank_known()) {
+          s = Shape::unknown_rank();
+          break;
+        }
+        if (x.rank() != s.rank()) return c.error("Concat pieces of ranks ", s.rank(), " and ", x.rank());
+        int64_t axis = lead->attrs().get_int("axis", 0);
+        if (axis < 0) axis += static_cast<int64_t>(s.rank());
+        if (axis < 0 || axis >= static_cast<int64_t>(s.rank())) return c.error("Concat axis out of range");
+        const size_t a = static_cast<size_t>(axis);
+        std::vector<Dim> d = s.dims();
+        d[a] = d[a].is_known() && x[a].is_known() ? Dim(d[a].value() + x[a].value()) : Dim::unknown();
+        s = Shape(d);
+      }
+    }
+  }
+  for (size_t i = first; i < c.num_inputs(); ++i) {
     if (!c.input_shape(i).rank_known()) {
       s = Shape::unknown_rank();
       break;

@@ -71,6 +71,55 @@ PW_MATH(float, f)
 PW_MATH(double, )
 )";
 
+// With a leading Concat (fuse_concat_pointwise): the pieces as the second kernel argument, and the
+// loads of the joined value at a dense offset of the output (x0's strides are the output's).
+const char* kConcatPrelude = R"(struct PwCat {
+  const void* in[PW_MAX_CAT];
+  long long off[PW_MAX_CAT + 1];
+  long long inner;
+  int n;
+};
+// The piece holding element i of the joined tensor, and i's offset in it.
+__device__ __forceinline__ long long pw_cat_at(const PwCat& c, long long i, int* piece) {
+  const long long total = c.off[c.n];
+  long long outer, ch, rem = 0;
+  if (i <= 0xffffffffLL) {  // 32-bit divisions (inner and total are then 32-bit too); none for inner 1
+    unsigned int t = (unsigned int)i;
+    if (c.inner != 1) {
+      const unsigned int q = t / (unsigned int)c.inner;
+      rem = t - q * (unsigned int)c.inner;
+      t = q;
+    }
+    const unsigned int o = t / (unsigned int)total;
+    outer = o;
+    ch = t - o * (unsigned int)total;
+  } else {
+    const long long t = i / c.inner;
+    rem = i - t * c.inner;
+    outer = t / total;
+    ch = t - outer * total;
+  }
+  int lo = 0, hi = c.n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (c.off[mid] <= ch) lo = mid; else hi = mid - 1;
+  }
+  *piece = lo;
+  return (outer * (c.off[lo + 1] - c.off[lo]) + (ch - c.off[lo])) * c.inner + rem;
+}
+template <class T> __device__ __forceinline__ T pw_cat_ld(const PwCat& c, long long i) {
+  int j;
+  const long long o = pw_cat_at(c, i, &j);
+  return ((const T*)c.in[j])[o];
+}
+// V elements from i on, within one piece (the host checks every piece boundary and row is a multiple of V).
+template <class T, int V> __device__ __forceinline__ PwPack<T, V> pw_cat_pack(const PwCat& c, long long i) {
+  int j;
+  const long long o = pw_cat_at(c, i, &j);
+  return *(const PwPack<T, V>*)((const T*)c.in[j] + o);
+}
+)";
+
 // ---- dtypes -------------------------------------------------------------------------------
 
 bool is_half(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
@@ -160,13 +209,17 @@ std::string convert(const std::string& e, DataType from, DataType to) {
 
 class BodyWriter {
  public:
-  BodyWriter(const ir::Node& node, const ir::Graph& body) : node_(node), body_(body) {}
+  /// `inputs`: the values the kernel loads, x0, x1, ... (the body's inputs, or with a leading Concat
+  /// its output then the body's other inputs); `skip`: that Concat, which the loads stand for.
+  BodyWriter(const ir::Node& node, const ir::Graph& body, std::vector<const ir::Value*> inputs,
+             const ir::Node* skip)
+      : node_(node), body_(body), inputs_(std::move(inputs)), skip_(skip) {}
 
   /// Writes pw_body; used_[k] tells which body inputs it reads.
   Status write(std::ostringstream& os) {
     opset_ = body_.opset("");
     if (opset_ == 0 && node_.owner()) opset_ = node_.owner()->opset("");
-    const auto& ins = body_.inputs();
+    const auto& ins = inputs_;
     used_.assign(ins.size(), false);
     for (size_t k = 0; k < ins.size(); ++k) {
       if (!supported_dtype(ins[k]->dtype()))
@@ -174,7 +227,8 @@ class BodyWriter {
       names_[ins[k]] = "x" + std::to_string(k);
     }
     std::ostringstream code;
-    for (const auto& n : body_.nodes()) INGOT_RETURN_IF_ERROR(write_node(*n, code));
+    for (const auto& n : body_.nodes())
+      if (n.get() != skip_) INGOT_RETURN_IF_ERROR(write_node(*n, code));
     if (body_.outputs().size() != 1 || !body_.outputs()[0]) return fail(nullptr, "body must have one output");
     const ir::Value* out = body_.outputs()[0];
     auto it = names_.find(out);
@@ -206,9 +260,8 @@ class BodyWriter {
   }
 
   void mark_used(const ir::Value* v) {
-    const auto& ins = body_.inputs();
-    for (size_t k = 0; k < ins.size(); ++k)
-      if (ins[k] == v) used_[k] = true;
+    for (size_t k = 0; k < inputs_.size(); ++k)
+      if (inputs_[k] == v) used_[k] = true;
   }
 
   /// Float literal in the math type of `t`.
@@ -432,6 +485,8 @@ class BodyWriter {
 
   const ir::Node& node_;
   const ir::Graph& body_;
+  std::vector<const ir::Value*> inputs_;
+  const ir::Node* skip_ = nullptr;
   int64_t opset_ = 0;
   std::map<const ir::Value*, std::string> names_;
   std::vector<bool> used_;
@@ -440,12 +495,36 @@ class BodyWriter {
 };
 
 /// The expression loading input k (stored as `s`, body type `b`) at element offset `off`.
-std::string load_expr(size_t k, DataType s, DataType b, const std::string& off) {
-  std::string raw = "((const " + std::string(raw_type(s)) + "*)a.in[" + std::to_string(k) + "])[" + off + "]";
+/// With `gathered`, input k is a leading Concat's result: the element at dense offset `off` comes
+/// from the piece holding it.
+std::string load_expr(size_t k, DataType s, DataType b, const std::string& off, bool gathered = false) {
+  std::string raw = gathered ? "pw_cat_ld<" + std::string(raw_type(s)) + ">(cat, " + off + ")"
+                             : "((const " + std::string(raw_type(s)) + "*)a.in[" + std::to_string(k) + "])[" + off + "]";
   return convert(from_raw(s, raw), s, b);
 }
 
 }  // namespace
+
+bool leading_concat(const ir::Graph& body, PointwiseConcat* c) {
+  if (body.nodes().empty()) return false;
+  const ir::Node& n = *body.nodes()[0];
+  if (n.op_type() != "Concat" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.outputs().size() != 1 ||
+      !n.output(0) || n.inputs().size() < 2 || n.inputs().size() > body.inputs().size())
+    return false;
+  for (size_t j = 0; j < n.inputs().size(); ++j)
+    if (n.input(j) != body.inputs()[j]) return false;
+  for (const ir::Value* o : body.outputs())
+    if (o == n.output(0)) return false;
+  const ir::Shape& s = n.output(0)->shape();
+  if (!s.rank_known() || s.rank() == 0) return false;
+  const int64_t rank = static_cast<int64_t>(s.rank());
+  int64_t axis = n.attrs().get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank || rank > kPointwiseMaxRank) return false;
+  c->pieces = static_cast<int>(n.inputs().size());
+  c->axis = static_cast<int>(axis);
+  return true;
+}
 
 Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const std::vector<DataType>& input_storage,
                                                   DataType output_storage) {
@@ -455,9 +534,6 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   if (bins.size() != input_storage.size() || bins.size() != node.inputs().size())
     return make_status(StatusCode::kUnsupported, node.describe(), ": body takes ", bins.size(), " inputs, node has ",
                        input_storage.size());
-  if (bins.size() > static_cast<size_t>(kPointwiseMaxInputs))
-    return make_status(StatusCode::kUnsupported, node.describe(), ": ", bins.size(), " inputs, at most ",
-                       kPointwiseMaxInputs, " are supported");
   for (size_t k = 0; k < input_storage.size(); ++k) {
     if (!supported_dtype(input_storage[k]))
       return make_status(StatusCode::kUnsupported, node.describe(), ": input ", k, " has type ",
@@ -470,13 +546,44 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   if (!supported_dtype(output_storage))
     return make_status(StatusCode::kUnsupported, node.describe(), ": output type ", data_type_name(output_storage));
 
+  // The values the kernel loads: the body's inputs or, after a leading Concat of the first inputs
+  // (fuse_concat_pointwise), the Concat's result (x0, gathered from its pieces) and the other inputs.
+  PointwiseConcat cat;
+  const bool has_cat = leading_concat(*body, &cat);
+  std::vector<const ir::Value*> lin;
+  std::vector<DataType> lst;
+  if (has_cat) {
+    if (cat.pieces > kPointwiseMaxConcat)
+      return make_status(StatusCode::kUnsupported, node.describe(), ": a Concat of ", cat.pieces,
+                         " pieces, at most ", kPointwiseMaxConcat, " are supported");
+    const ir::Value* joined = body->nodes()[0]->output(0);
+    for (int j = 0; j < cat.pieces; ++j)
+      if (input_storage[static_cast<size_t>(j)] != joined->dtype())
+        return make_status(StatusCode::kUnsupported, node.describe(), ": Concat piece ", j, " is stored as ",
+                           data_type_name(input_storage[static_cast<size_t>(j)]), ", the body reads ",
+                           data_type_name(joined->dtype()));
+    lin.push_back(joined);
+    lst.push_back(joined->dtype());
+    for (size_t k = static_cast<size_t>(cat.pieces); k < bins.size(); ++k) {
+      lin.push_back(bins[k]);
+      lst.push_back(input_storage[k]);
+    }
+  } else {
+    lin.assign(bins.begin(), bins.end());
+    lst = input_storage;
+  }
+  if (lin.size() > static_cast<size_t>(kPointwiseMaxInputs))
+    return make_status(StatusCode::kUnsupported, node.describe(), ": ", lin.size(), " inputs, at most ",
+                       kPointwiseMaxInputs, " are supported");
+
   std::ostringstream os;
   // PW_ENTRY: the PDL wait every ingot kernel starts with (backend/cuda/core/launch.cuh).
   os << "#define PW_MAX_INPUTS " << kPointwiseMaxInputs << "\n#define PW_MAX_RANK " << kPointwiseMaxRank << "\n"
      << "#if __CUDA_ARCH__ >= 900\n#define PW_ENTRY() asm volatile(\"griddepcontrol.wait;\" ::: \"memory\")\n"
         "#else\n#define PW_ENTRY()\n#endif\n"
      << kPrelude << "\n";
-  BodyWriter w(node, *body);
+  if (has_cat) os << "#define PW_MAX_CAT " << kPointwiseMaxConcat << "\n" << kConcatPrelude << "\n";
+  BodyWriter w(node, *body, lin, has_cat ? body->nodes()[0].get() : nullptr);
   INGOT_RETURN_IF_ERROR(w.write(os));
   const DataType bout = w.out_dtype();
   if (output_storage != bout && !(is_fp(output_storage) && is_fp(bout)))
@@ -487,9 +594,10 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   // Vector width: 16 bytes of the widest operand (at most 8 elements).
   int widest = storage_bytes_of(output_storage);
   for (size_t k = 0; k < used.size(); ++k)
-    if (used[k]) widest = std::max(widest, storage_bytes_of(input_storage[k]));
+    if (used[k]) widest = std::max(widest, storage_bytes_of(lst[k]));
   PointwiseSource src;
   src.vec = std::min(8, 16 / widest);
+  if (has_cat) src.concat = cat;
 
   auto call_body = [&](const std::string& suffix) {
     std::string c = "pw_body(";
@@ -507,7 +615,14 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   };
 
   // pw_general32 / pw_general64.
-  os << "template <class I>\n__device__ __forceinline__ void pw_general_impl(const PwArgs& a) {\n"
+  // With a leading Concat the kernels take its pieces as a second argument (__grid_constant__: read
+  // in place, indexed by piece).
+  const std::string impl_params = has_cat ? "const PwArgs& a, const PwCat& cat" : "const PwArgs& a";
+  const std::string kernel_params =
+      has_cat ? "const __grid_constant__ PwArgs a, const __grid_constant__ PwCat cat" : "const PwArgs a";
+  const std::string impl_args = has_cat ? "(a, cat)" : "(a)";
+  auto gathered = [&](size_t k) { return has_cat && k == 0; };
+  os << "template <class I>\n__device__ __forceinline__ void pw_general_impl(" << impl_params << ") {\n"
      << "  const I n = (I)a.n;\n"
      << "  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {\n"
      << "    I rem = i;\n";
@@ -520,18 +635,19 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   os << "    }\n";
   for (size_t k = 0; k < used.size(); ++k)
     if (used[k])
-      os << "    const " << ctype(bins[k]->dtype()) << " x" << k << " = "
-         << load_expr(k, input_storage[k], bins[k]->dtype(), "o" + std::to_string(k)) << ";\n";
+      os << "    const " << ctype(lin[k]->dtype()) << " x" << k << " = "
+         << load_expr(k, lst[k], lin[k]->dtype(), "o" + std::to_string(k), gathered(k)) << ";\n";
   os << "    ((" << out_raw << "*)a.out)[i] = " << store_expr(call_body("")) << ";\n  }\n}\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-     << ") pw_general32(const PwArgs a) { PW_ENTRY(); pw_general_impl<unsigned int>(a); }\n"
+     << ") pw_general32(" << kernel_params << ") { PW_ENTRY(); pw_general_impl<unsigned int>" << impl_args << "; }\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-     << ") pw_general64(const PwArgs a) { PW_ENTRY(); pw_general_impl<unsigned long long>(a); }\n\n";
+     << ") pw_general64(" << kernel_params << ") { PW_ENTRY(); pw_general_impl<unsigned long long>" << impl_args
+     << "; }\n\n";
 
   // pw_inner_v / pw_inner_h: broadcasting with packs of V along the innermost collapsed dim
   // (its size a multiple of V, every input's stride there 0 or 1): the index math runs once per
   // pack, full rows load as vectors and broadcast rows once.
-  os << "template <int V>\n__device__ __forceinline__ void pw_inner_impl(const PwArgs& a) {\n"
+  os << "template <int V>\n__device__ __forceinline__ void pw_inner_impl(" << impl_params << ") {\n"
      << "  const unsigned int nv = (unsigned int)(a.n / V);\n"
      << "  for (unsigned int v = blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += gridDim.x * blockDim.x) {\n"
      << "    unsigned int rem = v;\n";
@@ -549,15 +665,17 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
   os << "    }\n";
   for (size_t k = 0; k < used.size(); ++k) {
     if (!used[k]) continue;
-    const DataType s = input_storage[k], b = bins[k]->dtype();
+    const DataType s = lst[k], b = lin[k]->dtype();
     const std::string ks = std::to_string(k), raw = raw_type(s), pack = "PwPack<" + raw + ", V>";
     os << "    " << ctype(b) << " x" << k << "[V];\n"
        << "    if (f" << ks << ") {\n"
-       << "      const " << pack << " p = *(const " << pack << "*)((const " << raw << "*)a.in[" << ks << "] + o" << ks
-       << ");\n"
+       << "      const " << pack << " p = "
+       << (gathered(k) ? "pw_cat_pack<" + raw + ", V>(cat, o" + ks + ")"
+                       : "*(const " + pack + "*)((const " + raw + "*)a.in[" + ks + "] + o" + ks + ")")
+       << ";\n"
        << "#pragma unroll\n      for (int j = 0; j < V; ++j) x" << ks << "[j] = "
        << convert(from_raw(s, "p.v[j]"), s, b) << ";\n"
-       << "    } else {\n      const " << ctype(b) << " s = " << load_expr(k, s, b, "o" + ks) << ";\n"
+       << "    } else {\n      const " << ctype(b) << " s = " << load_expr(k, s, b, "o" + ks, gathered(k)) << ";\n"
        << "#pragma unroll\n      for (int j = 0; j < V; ++j) x" << ks << "[j] = s;\n    }\n";
   }
   {
@@ -566,14 +684,16 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
        << "#pragma unroll\n    for (int j = 0; j < V; ++j) q.v[j] = " << store_expr(call_body("[j]")) << ";\n"
        << "    ((" << opack << "*)a.out)[v] = q;\n  }\n}\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-       << ") pw_inner_v(const PwArgs a) { PW_ENTRY(); pw_inner_impl<" << src.vec << ">(a); }\n"
+       << ") pw_inner_v(" << kernel_params << ") { PW_ENTRY(); pw_inner_impl<" << src.vec << ">" << impl_args
+       << "; }\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock
-       << ") pw_inner_h(const PwArgs a) { PW_ENTRY(); pw_inner_impl<" << std::max(1, src.vec / 2) << ">(a); }\n\n";
+       << ") pw_inner_h(" << kernel_params << ") { PW_ENTRY(); pw_inner_impl<" << std::max(1, src.vec / 2) << ">"
+       << impl_args << "; }\n\n";
   }
 
   // pw_flat: full inputs are read as packs of `vec`, one-element inputs once.
   const std::string V = std::to_string(src.vec);
-  os << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock << ") pw_flat(const PwArgs a) {\n"
+  os << "extern \"C\" __global__ void __launch_bounds__(" << kPointwiseBlock << ") pw_flat(" << kernel_params << ") {\n"
      << "  PW_ENTRY();\n"
      << "  const long long n = a.n;\n"
      << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -583,14 +703,17 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
      << "    for (long long v = tid; v < nv; v += nt) {\n";
   for (size_t k = 0; k < used.size(); ++k) {
     if (!used[k]) continue;
-    const DataType s = input_storage[k], b = bins[k]->dtype();
+    const DataType s = lst[k], b = lin[k]->dtype();
     const std::string ks = std::to_string(k), pack = "PwPack<" + std::string(raw_type(s)) + ", " + V + ">";
     os << "      " << ctype(b) << " x" << k << "[" << V << "];\n"
        << "      if (a.strides[" << ks << "][0] != 0) {\n"
-       << "        const " << pack << " p = ((const " << pack << "*)a.in[" << ks << "])[v];\n"
+       << "        const " << pack << " p = "
+       << (gathered(k) ? "pw_cat_pack<" + std::string(raw_type(s)) + ", " + V + ">(cat, v * " + V + ")"
+                       : "((const " + pack + "*)a.in[" + ks + "])[v]")
+       << ";\n"
        << "#pragma unroll\n        for (int j = 0; j < " << V << "; ++j) x" << ks << "[j] = "
        << convert(from_raw(s, "p.v[j]"), s, b) << ";\n"
-       << "      } else {\n        const " << ctype(b) << " s = " << load_expr(k, s, b, "0") << ";\n"
+       << "      } else {\n        const " << ctype(b) << " s = " << load_expr(k, s, b, "0", gathered(k)) << ";\n"
        << "#pragma unroll\n        for (int j = 0; j < " << V << "; ++j) x" << ks << "[j] = s;\n      }\n";
   }
   const std::string opack = "PwPack<" + out_raw + ", " + V + ">";
@@ -600,8 +723,9 @@ Result<PointwiseSource> generate_pointwise_source(const ir::Node& node, const st
      << "  for (long long i = start + tid; i < n; i += nt) {\n";
   for (size_t k = 0; k < used.size(); ++k)
     if (used[k])
-      os << "    const " << ctype(bins[k]->dtype()) << " x" << k << " = "
-         << load_expr(k, input_storage[k], bins[k]->dtype(), "a.strides[" + std::to_string(k) + "][0] != 0 ? i : 0")
+      os << "    const " << ctype(lin[k]->dtype()) << " x" << k << " = "
+         << load_expr(k, lst[k], lin[k]->dtype(), "a.strides[" + std::to_string(k) + "][0] != 0 ? i : 0",
+                      gathered(k))
          << ";\n";
   os << "    ((" << out_raw << "*)a.out)[i] = " << store_expr(call_body("")) << ";\n  }\n}\n";
   src.source = os.str();

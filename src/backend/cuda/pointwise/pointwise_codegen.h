@@ -37,6 +37,7 @@ namespace ingot::backend::cuda {
 constexpr int kPointwiseMaxRank = 8;
 constexpr int kPointwiseMaxInputs = 16;
 constexpr int kPointwiseBlock = 256;  ///< threads per block every pointwise kernel is built for
+constexpr int kPointwiseMaxConcat = 64;  ///< pieces of a body's leading Concat
 
 /// The kernels' single argument. The generated source declares the same struct; keep both in
 /// sync (pointwise_codegen.cc writes it from these constants).
@@ -52,9 +53,31 @@ struct PointwiseArgs {
   int64_t strides[kPointwiseMaxInputs][kPointwiseMaxRank];
 };
 
+/// A body that starts with a Concat of its first `pieces` inputs (fuse_concat_pointwise) along `axis`
+/// (of the joined value's rank, non-negative). The kernels then load the joined value (x0) from the
+/// pieces where they lie, and take PointwiseConcatArgs as a second argument. The other body inputs
+/// are the kernel's inputs 1, 2, ...: PointwiseArgs's input 0 is the joined value (the output's shape).
+struct PointwiseConcat {
+  int pieces = 0;
+  int axis = 0;
+};
+
+/// The second kernel argument with a leading Concat; the generated source declares the same struct.
+struct PointwiseConcatArgs {
+  const void* in[kPointwiseMaxConcat];
+  int64_t off[kPointwiseMaxConcat + 1];  ///< piece j holds [off[j], off[j + 1]) along the axis
+  int64_t inner;                          ///< elements per step along the axis (the dims after it)
+  int32_t n;                              ///< pieces
+};
+
+/// Whether `body` starts with a Concat of its first inputs, in order, whose result the body reads
+/// (not a body output), with a known rank; fills `c`.
+bool leading_concat(const ir::Graph& body, PointwiseConcat* c);
+
 struct PointwiseSource {
   std::string source;
   int vec = 1;  ///< elements per vector access in pw_flat (16 bytes of the widest full operand)
+  PointwiseConcat concat;  ///< pieces 0 without a leading Concat
 };
 
 /// Generates the kernels for `node` (an ingot::Pointwise) whose inputs are stored as

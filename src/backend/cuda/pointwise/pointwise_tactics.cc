@@ -70,9 +70,11 @@ Result<std::vector<uint8_t>> compile_pointwise_source(const std::string& source,
 namespace {
 
 constexpr const char* kTacticName = "cuda.pointwise.nvrtc";
-// IPW2: the kernels start with the PDL wait (backend/cuda/core/launch.cuh) and launch with PDL.
-// IPW1 engines' kernels do not wait: they load and launch without it.
-constexpr char kMagic[4] = {'I', 'P', 'W', '2'};
+// IPW3: IPW2 and the body's leading Concat (pieces, axis) after the vector width. IPW2: the kernels
+// start with the PDL wait (backend/cuda/core/launch.cuh) and launch with PDL. IPW1 engines' kernels
+// do not wait: they load and launch without it.
+constexpr char kMagic[4] = {'I', 'P', 'W', '3'};
+constexpr char kMagicPdl[4] = {'I', 'P', 'W', '2'};
 constexpr char kMagicNoPdl[4] = {'I', 'P', 'W', '1'};
 
 bool is_pointwise(const ir::Node& n) { return n.op_type() == "Pointwise" && n.domain() == "ingot"; }
@@ -99,7 +101,9 @@ class PointwiseTactic final : public Tactic {
 
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
     if (!is_pointwise(node) || node.outputs().size() != 1 || !node.output(0)) return false;
-    if (in.size() != node.inputs().size() || in.size() > static_cast<size_t>(kPointwiseMaxInputs)) return false;
+    // (generate_pointwise_source bounds the inputs: a leading Concat's pieces count apart)
+    if (in.size() != node.inputs().size() || in.size() > static_cast<size_t>(kPointwiseMaxInputs + kPointwiseMaxConcat))
+      return false;
     std::vector<DataType> storage;
     for (const ir::TensorType& t : in) {
       if (t.dtype == DataType::kUndefined || !t.shape.rank_known() || t.shape.rank() > kPointwiseMaxRank) return false;
@@ -126,6 +130,7 @@ class PointwiseTactic final : public Tactic {
     in_dtypes_ = storage;
     out_dtype_ = node.output(0)->dtype();
     vec_ = src.vec;
+    cat_ = src.concat;
     arch_ = arch;
     cubin_ = std::move(cubin).value();
     load_status_ = load();
@@ -133,10 +138,13 @@ class PointwiseTactic final : public Tactic {
     return Status::Ok();
   }
 
-  /// Layout: "IPW2", vec, #inputs, input dtypes, output dtype, arch length + bytes, CUBIN size + bytes.
+  /// Layout: "IPW3", vec, Concat pieces, Concat axis, #inputs, input dtypes, output dtype, arch length +
+  /// bytes, CUBIN size + bytes (IPW1/IPW2: no pieces and axis).
   std::vector<uint8_t> serialize() const override {
     std::vector<uint8_t> b(kMagic, kMagic + 4);
     put_bytes<int32_t>(b, vec_);
+    put_bytes<int32_t>(b, cat_.pieces);
+    put_bytes<int32_t>(b, cat_.axis);
     put_bytes<int32_t>(b, static_cast<int32_t>(in_dtypes_.size()));
     for (DataType t : in_dtypes_) put_bytes<int32_t>(b, static_cast<int32_t>(t));
     put_bytes<int32_t>(b, static_cast<int32_t>(out_dtype_));
@@ -164,20 +172,37 @@ class PointwiseTactic final : public Tactic {
     if (y.dtype() != out_dtype_)
       return internal_error(node.describe(), ": output is ", data_type_name(y.dtype()), ", the kernel writes ",
                             data_type_name(out_dtype_));
-    PointwiseArgs args;
-    const Shape64* shapes[kPointwiseMaxInputs];
     for (int k = 0; k < n_in; ++k) {
       const Tensor* t = io.inputs[static_cast<size_t>(k)];
       if (t == nullptr) return internal_error(node.describe(), ": input ", k, " is missing");
       if (t->dtype() != in_dtypes_[static_cast<size_t>(k)])
         return internal_error(node.describe(), ": input ", k, " is ", data_type_name(t->dtype()),
                               ", the kernel reads ", data_type_name(in_dtypes_[static_cast<size_t>(k)]));
-      args.in[k] = t->raw();
-      shapes[k] = &t->shape();
     }
-    for (int k = n_in; k < kPointwiseMaxInputs; ++k) args.in[k] = nullptr;
+    // The kernel's inputs: the node's, or the joined value of a leading Concat (the output's shape,
+    // read from the pieces in `cat`) and the inputs after the pieces.
+    PointwiseArgs args;
+    PointwiseConcatArgs cat;
+    const Shape64* shapes[kPointwiseMaxInputs];
+    DataType dtypes[kPointwiseMaxInputs];
+    const int first = cat_.pieces;
+    const int n_args = first > 0 ? 1 + n_in - first : n_in;
+    if (n_args > kPointwiseMaxInputs) return internal_error(node.describe(), ": ", n_args, " kernel inputs");
+    if (first > 0) {
+      INGOT_RETURN_IF_ERROR(plan_concat(node, io, y.shape(), &cat));
+      args.in[0] = nullptr;
+      shapes[0] = &y.shape();
+      dtypes[0] = in_dtypes_[0];
+    }
+    for (int k = first; k < n_in; ++k) {
+      const int a = first > 0 ? 1 + k - first : k;
+      args.in[a] = io.inputs[static_cast<size_t>(k)]->raw();
+      shapes[a] = &io.inputs[static_cast<size_t>(k)]->shape();
+      dtypes[a] = in_dtypes_[static_cast<size_t>(k)];
+    }
+    for (int k = n_args; k < kPointwiseMaxInputs; ++k) args.in[k] = nullptr;
     bool flat = false;
-    if (!plan_pointwise_launch(y.shape(), shapes, n_in, &args, &flat))
+    if (!plan_pointwise_launch(y.shape(), shapes, n_args, &args, &flat))
       return invalid_argument(node.describe(), ": inputs do not broadcast to the output ", shape_to_string(y.shape()),
                               " within ", kPointwiseMaxRank, " dims");
     if (args.n == 0) return Status::Ok();
@@ -185,14 +210,24 @@ class PointwiseTactic final : public Tactic {
     args.vec_ok = 0;
     cudaKernel_t kernel = nullptr;
     int64_t work = args.n;
-    // Whether every operand read as packs of v along dim `d` (stride 1 there) is aligned for it.
+    // Whether every operand read as packs of v along dim `d` (stride 1 there) is aligned for it; the
+    // joined value of a leading Concat also needs each pack within one piece.
     auto aligned_for = [&](int v, int d) {
       auto fits = [v](const void* p, DataType t) {
         return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(v * (data_type_bits(t) / 8)) == 0;
       };
       bool ok = fits(args.out, out_dtype_);
-      for (int k = 0; k < n_in && ok; ++k)
-        if (args.strides[k][d] != 0) ok = fits(args.in[k], in_dtypes_[static_cast<size_t>(k)]);
+      for (int k = 0; k < n_args && ok; ++k)
+        if (args.strides[k][d] != 0) ok = fits(args.in[k], dtypes[k]);
+      if (first > 0 && ok) {
+        bool whole = cat.inner % v == 0;
+        if (cat.inner == 1) {
+          whole = true;
+          for (int j = 0; j < cat.n && whole; ++j) whole = (cat.off[j + 1] - cat.off[j]) % v == 0;
+        }
+        ok = whole;
+        for (int j = 0; j < cat.n && ok; ++j) ok = fits(cat.in[j], dtypes[0]);
+      }
       return ok;
     };
     if (flat) {
@@ -204,11 +239,12 @@ class PointwiseTactic final : public Tactic {
     } else {
       bool small = args.n < (int64_t{1} << 31);
       for (int k = 0; k < n_in && small; ++k) small = io.inputs[static_cast<size_t>(k)]->numel() < (int64_t{1} << 31);
+      // (the joined value's offsets are 64-bit in pw_cat_at whichever kernel runs)
       kernel = small ? general32_ : general64_;
       // Packs along the innermost dim when its size divides and every input walks it densely or not at all.
       const int d = args.rank - 1;
       bool inner_ok = small && d >= 1;
-      for (int k = 0; k < n_in && inner_ok; ++k) inner_ok = args.strides[k][d] == 0 || args.strides[k][d] == 1;
+      for (int k = 0; k < n_args && inner_ok; ++k) inner_ok = args.strides[k][d] == 0 || args.strides[k][d] == 1;
       for (int v : {vec_, vec_ / 2}) {
         if (!inner_ok || v < 2 || args.dims[d] % v != 0 || !aligned_for(v, d)) continue;
         kernel = v == vec_ ? inner_v_ : inner_h_;
@@ -218,7 +254,7 @@ class PointwiseTactic final : public Tactic {
     }
     int64_t blocks = (work + kPointwiseBlock - 1) / kPointwiseBlock;
     blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{sm_count_} * 16));
-    void* params[] = {&args};
+    void* params[] = {&args, &cat};
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(blocks));
     cfg.blockDim = dim3(kPointwiseBlock);
@@ -240,10 +276,19 @@ class PointwiseTactic final : public Tactic {
     int32_t vec = 0, n = 0, out = 0, arch_len = 0, cubin_len = 0;
     const uint8_t* arch = nullptr;
     const uint8_t* cubin = nullptr;
-    if (!r.bytes(4, &magic) || (std::memcmp(magic, kMagic, 4) != 0 && std::memcmp(magic, kMagicNoPdl, 4) != 0) ||
-        !r.get(&vec) || !r.get(&n) || n < 0 || n > kPointwiseMaxInputs || vec < 1)
+    const bool v3 = r.bytes(4, &magic) && std::memcmp(magic, kMagic, 4) == 0;
+    if (!magic || (!v3 && std::memcmp(magic, kMagicPdl, 4) != 0 && std::memcmp(magic, kMagicNoPdl, 4) != 0) ||
+        !r.get(&vec) || vec < 1)
       return invalid_model(kTacticName, ": engine parameters are not a pointwise kernel (rebuild the engine)");
-    waits_ = std::memcmp(magic, kMagic, 4) == 0;
+    int32_t pieces = 0, axis = 0;
+    if (v3 && (!r.get(&pieces) || !r.get(&axis) || pieces < 0 || pieces == 1 || pieces > kPointwiseMaxConcat ||
+               axis < 0 || axis >= kPointwiseMaxRank))
+      return invalid_model(kTacticName, ": damaged parameters (rebuild the engine)");
+    if (!r.get(&n) || n < pieces || n - pieces + (pieces > 0) > kPointwiseMaxInputs)
+      return invalid_model(kTacticName, ": engine parameters are not a pointwise kernel (rebuild the engine)");
+    waits_ = std::memcmp(magic, kMagicNoPdl, 4) != 0;
+    cat_.pieces = pieces;
+    cat_.axis = axis;
     in_dtypes_.clear();
     for (int32_t k = 0; k < n; ++k) {
       int32_t t = 0;
@@ -264,6 +309,35 @@ class PointwiseTactic final : public Tactic {
       return unsupported(kTacticName, ": kernel compiled for ", arch_, ", this device is ", *now,
                          " (rebuild the engine)");
     return load();
+  }
+
+  /// The pieces of a leading Concat for this call: each of the output's shape but along the axis,
+  /// whose sizes add up to the output's.
+  Status plan_concat(const ir::Node& node, const StepIO& io, const Shape64& out, PointwiseConcatArgs* cat) const {
+    const size_t axis = static_cast<size_t>(cat_.axis);
+    if (axis >= out.size())
+      return internal_error(node.describe(), ": Concat axis ", axis, " of a rank-", out.size(), " output");
+    cat->inner = 1;
+    for (size_t d = axis + 1; d < out.size(); ++d) cat->inner *= out[d];
+    int64_t off = 0;
+    for (int j = 0; j < cat_.pieces; ++j) {
+      const Tensor& t = *io.inputs[static_cast<size_t>(j)];
+      bool fits = t.shape().size() == out.size();
+      for (size_t d = 0; d < out.size() && fits; ++d) fits = d == axis || t.shape()[d] == out[d];
+      if (!fits)
+        return invalid_argument(node.describe(), ": Concat piece ", j, " ", shape_to_string(t.shape()),
+                                " does not fit the output ", shape_to_string(out), " along axis ", axis);
+      cat->in[j] = t.raw();
+      cat->off[j] = off;
+      off += t.shape()[axis];
+    }
+    cat->off[cat_.pieces] = off;
+    cat->n = cat_.pieces;
+    if (off != out[axis])
+      return invalid_argument(node.describe(), ": Concat pieces add up to ", off, " along axis ", axis, ", the output has ",
+                              out[axis]);
+    if (cat->inner == 0) cat->inner = 1;  // an empty output launches nothing
+    return Status::Ok();
   }
 
   Status load() {
@@ -287,6 +361,7 @@ class PointwiseTactic final : public Tactic {
   std::vector<DataType> in_dtypes_;
   DataType out_dtype_ = DataType::kUndefined;
   int vec_ = 1;
+  PointwiseConcat cat_;  ///< the body's leading Concat (pieces 0: none)
   std::string arch_;
   std::vector<uint8_t> cubin_;
   Status load_status_ = Status::Ok();
