@@ -28,6 +28,8 @@ bool conv_handles_op(const ir::Node& n) {
   return n.domain() == "ingot" && n.op_type() == "FusedConv";
 }
 
+bool is_quant_conv_op(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantConv"; }
+
 bool is_conv_dtype(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
@@ -47,7 +49,8 @@ ir::Shape to_channels_first(const ir::Shape& s) {
 }
 
 Result<ConvSpec> parse_conv_spec(const ir::Node& node, int spatial) {
-  if (!conv_handles_op(node)) return unsupported(node.describe(), ": not a convolution");
+  const bool quant = is_quant_conv_op(node);
+  if (!conv_handles_op(node) && !quant) return unsupported(node.describe(), ": not a convolution");
   const ir::Attributes& at = node.attrs();
   ConvSpec s;
   if (spatial < 1 || spatial > 3) return unsupported(node.describe(), ": ", spatial, " spatial dims");
@@ -73,6 +76,17 @@ Result<ConvSpec> parse_conv_spec(const ir::Node& node, int spatial) {
     return unsupported(node.describe(), ": kernel_shape rank");
   s.group = at.get_int("group", 1);
   if (s.group < 1 || !fits_int(s.group)) return unsupported(node.describe(), ": group ", s.group);
+  if (quant) {
+    // X, W, x_scale, w_scale, [B], [R], [y_scale]: act(scaled conv + B + R), the residual first.
+    if (node.input(4)) s.bias_input = 4;
+    if (node.input(5)) s.residual_input = 5;
+    s.channels_last = at.get_int("channels_last", 0) != 0;
+    if (s.channels_last && spatial != 2) return unsupported(node.describe(), ": channels-last needs a 2-D conv");
+    s.activation = at.get_string("activation", "");
+    s.activation_params = at.get_floats("activation_params");
+    s.relu = s.activation == "Relu";
+    return s;
+  }
   if (node.input(2)) s.bias_input = 2;
   if (node.op_type() == "FusedConv") {
     if (at.get_int("transposed", 0) != 0) return unsupported(node.describe(), ": transposed convolution");
@@ -100,22 +114,26 @@ Status check_conv_types(const ir::Node& node, const std::vector<ir::TensorType>&
   INGOT_ASSIGN_OR_RETURN(ConvSpec s, parse_conv_spec(node, static_cast<int>(in[0].shape.rank()) - 2));
   const ir::Shape x = s.channels_last ? to_channels_first(in[0].shape) : in[0].shape;
   const ir::Shape w = s.channels_last ? to_channels_first(in[1].shape) : in[1].shape;
-  DataType dt = in[0].dtype;
-  if (!is_conv_dtype(dt)) return unsupported(node.describe(), ": dtype ", data_type_name(dt));
-  for (size_t i = 0; i < in.size(); ++i)
-    if (node.input(i) && in[i].dtype != dt) return unsupported(node.describe(), ": mixed dtypes");
-  if (node.output(0)->dtype() != dt) return unsupported(node.describe(), ": output dtype differs");
+  if (!is_quant_conv_op(node)) {
+    DataType dt = in[0].dtype;
+    if (!is_conv_dtype(dt)) return unsupported(node.describe(), ": dtype ", data_type_name(dt));
+    for (size_t i = 0; i < in.size(); ++i)
+      if (node.input(i) && in[i].dtype != dt) return unsupported(node.describe(), ": mixed dtypes");
+    if (node.output(0)->dtype() != dt) return unsupported(node.describe(), ": output dtype differs");
+  }
   // Channels, when known, must split into the groups (the reference rejects the rest anyway).
   if (x[1].is_known() && w[1].is_known() && x[1].value() != w[1].value() * s.group)
     return unsupported(node.describe(), ": ", x[1].value(), " channels vs W ", w.to_string(), " x group ", s.group);
   if (w[0].is_known() && w[0].value() % s.group != 0)
     return unsupported(node.describe(), ": ", w[0].value(), " filters do not split into ", s.group, " groups");
   if (s.bias_input >= 0) {
+    if (static_cast<size_t>(s.bias_input) >= in.size()) return unsupported(node.describe(), ": no bias type");
     const ir::Shape& b = in[static_cast<size_t>(s.bias_input)].shape;
     if (!b.rank_known() || b.rank() != 1 || !b[0].provably_equal(w[0]))
       return unsupported(node.describe(), ": bias ", b.to_string(), " is not [M] for W ", w.to_string());
   }
   if (s.residual_input >= 0) {
+    if (static_cast<size_t>(s.residual_input) >= in.size()) return unsupported(node.describe(), ": no residual type");
     const ir::Shape& r = in[static_cast<size_t>(s.residual_input)].shape;
     const ir::Shape& y = node.output(0)->shape();
     if (!r.rank_known() || !y.rank_known() || r.rank() != y.rank())
@@ -177,8 +195,9 @@ Result<ConvCall> read_conv_call(const StepIO& io) {
     return invalid_argument(node.describe(), ": missing bias or residual tensor");
   c.y = &(*io.outputs)[0];
   const Tensor& y = *c.y;
+  const bool quant = is_quant_conv_op(node);
   for (const Tensor* t : {c.x, c.w, c.b, c.r})
-    if (t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
+    if (!quant && t && t->dtype() != y.dtype()) return invalid_argument(node.describe(), ": mixed dtypes");
   if (y.numel() == 0) {
     c.empty = true;
     return c;
@@ -196,7 +215,8 @@ Result<ConvCall> read_conv_call(const StepIO& io) {
     return invalid_argument(node.describe(), ": residual ", shape_to_string(c.r->shape()), " vs output ",
                             shape_to_string(y.shape()));
   if (!io.workspace) return internal_error(node.describe(), ": no workspace");
-  INGOT_ASSIGN_OR_RETURN(c.key, make_conv_key(node, c.spec, y.dtype(), xs, ws, c.b != nullptr, c.r != nullptr));
+  INGOT_ASSIGN_OR_RETURN(
+      c.key, make_conv_key(node, c.spec, quant ? c.x->dtype() : y.dtype(), xs, ws, c.b != nullptr, c.r != nullptr));
   return c;
 }
 

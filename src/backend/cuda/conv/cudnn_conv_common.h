@@ -1,10 +1,10 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// What the two cuDNN convolution families share (cudnn_conv_tactics.cc: the legacy
+// What the cuDNN convolution families share (cudnn_conv_tactics.cc: the legacy
 // cudnnConvolutionForward API; cudnn_graph_conv_tactics.cc: the v9 graph API through
-// cudnn-frontend): which nodes they take and what the node asks for (ConvSpec), the type
-// checks supports() makes, the concrete dims of a call (ConvKey), one cuDNN handle per thread,
-// and the cuDNN error check.
+// cudnn-frontend; cudnn_quant_conv_tactics.cc: ingot::QuantConv through the graph API): which
+// nodes they take and what the node asks for (ConvSpec), the type checks supports() makes, the
+// concrete dims of a call (ConvKey), one cuDNN handle per thread, and the cuDNN error check.
 //
 // Semantics (see ir/ops/fused_conv_gemm.cc): y = act(conv(x, w) + b + r), act any FusedConv
 // activation (the legacy family takes "" and Relu only), r the residual, added before the activation unless residual_before_activation = 0. FusedConv with
@@ -39,6 +39,11 @@ constexpr int kConvMaxNd = 5;  // N, C and up to 3 spatial dims
 /// Conv (default domain) or ingot::FusedConv.
 bool conv_handles_op(const ir::Node& n);
 
+/// ingot::QuantConv (ir/ops/quant.cc): parse_conv_spec, check_conv_types, read_conv_call and
+/// guessed_conv_key take it too (its bias is input 4, its residual input 5, added before the
+/// activation), leaving its 8-bit and scale types to its own family (cudnn_quant_conv_tactics.cc).
+bool is_quant_conv_op(const ir::Node& n);
+
 /// What the node asks for, before shapes are known.
 struct ConvSpec {
   int spatial = 0;  // 1, 2 or 3
@@ -49,9 +54,9 @@ struct ConvSpec {
   std::string activation;     // FusedConv's activation ("" none); the legacy family runs Relu only
   std::vector<float> activation_params;
   bool residual_after_activation = false;  // FusedConv residual_before_activation = 0 (with an activation)
-  int bias_input = -1;      // input 2 when present
-  int residual_input = -1;  // FusedConv's input 3 when present
-  bool channels_last = false;  // FusedConv channels_last = 1: X/Y/R NHWC, W KRSC (2-D only)
+  int bias_input = -1;      // input 2 when present (QuantConv: 4)
+  int residual_input = -1;  // FusedConv's input 3 when present (QuantConv: 5)
+  bool channels_last = false;  // FusedConv / QuantConv channels_last = 1: X/Y/R NHWC, W KRSC (2-D only)
 };
 
 /// `spatial` comes from X's rank (the attributes may all be defaulted). A residual added after
@@ -61,6 +66,7 @@ Result<ConvSpec> parse_conv_spec(const ir::Node& node, int spatial);
 bool is_conv_dtype(DataType t);  // fp32, fp16, bf16
 
 /// supports(): every decision that can be made from types, over every binding of symbolic dims.
+/// For a QuantConv only the shapes (X, W, group, bias, residual): its types are its family's.
 Status check_conv_types(const ir::Node& node, const std::vector<ir::TensorType>& in, ConvSpec* spec_out = nullptr);
 
 /// Channels-last dims in the channels-first order cuDNN's descriptors take ([N, H, W, C] ->
@@ -88,8 +94,9 @@ struct ConvKey {
 Result<ConvKey> make_conv_key(const ir::Node& node, const ConvSpec& s, DataType dtype, const Shape64& x,
                               const Shape64& w, bool bias, bool residual);
 
-/// A step's tensors as both families' enqueue reads them, checked: X, W, the optional bias and
-/// residual, the output, and the call's key (channels-first dims).
+/// A step's tensors as the families' enqueue reads them, checked: X, W, the optional bias and
+/// residual, the output, and the call's key (channels-first dims; its dtype the output's, a
+/// QuantConv's X's, whose tensors may each have their own type).
 struct ConvCall {
   ConvSpec spec;
   const Tensor *x = nullptr, *w = nullptr, *b = nullptr, *r = nullptr;

@@ -206,6 +206,9 @@ class CudaBackend : public Backend {
     families_.push_back(grouped_conv_family());
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
     families_.push_back(cudnn_graph_conv_family());  // first: the autotuner's width takes candidates in order
+    // ingot::QuantConv (channels-last int8 / fp8) alone: without it the builder splits those layers
+    // into DequantizeLinear and a float conv.
+    families_.push_back(cudnn_quant_conv_family());
 #endif
 #ifdef INGOT_WITH_CUDNN
     families_.push_back(cudnn_conv_family());

@@ -71,6 +71,9 @@ TacticFamily cudnn_conv_family();   // cudnn_conv_tactics.cc: Conv, ingot::Fused
 TacticFamily cudnn_graph_conv_family();  // cudnn_graph_conv_tactics.cc: the same through the graph API
 /// Plans the graph-API convolutions took from engines (deserialized, not built) in this process.
 int64_t cudnn_graph_conv_plans_deserialized();
+TacticFamily cudnn_quant_conv_family();  // conv/cudnn_quant_conv_tactics.cc: channels-last int8 / fp8 ingot::QuantConv
+/// Plans the QuantConv family took from engines (deserialized, not built) in this process.
+int64_t cudnn_quant_conv_plans_deserialized();
 TacticFamily cudnn_sdpa_family();        // cudnn_sdpa_tactics.cc: Attention through cuDNN's fused SDPA
 TacticFamily cudnn_matmul_family();      // cudnn_matmul_tactics.cc: FusedGemm with exact Gelu as one cuDNN graph
 #endif

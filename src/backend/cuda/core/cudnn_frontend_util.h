@@ -71,4 +71,30 @@ bool plan_builds(SharedGraph& sg, cudnnHandle_t handle, int64_t i);
 /// The current device's ordinal, for signatures ("d<n> ").
 std::string device_tag();
 
+/// A heuristics plan of a made graph: its index in the graph's list, workspace and name.
+struct PickedPlan {
+  int64_t index = 0;
+  int64_t workspace = 0;
+  std::string name;
+};
+
+/// The `nth` (0-based) plan of sg's made graph that builds and needs at most `max_workspace`
+/// bytes, in the heuristics' order, building plans up to it on first ask (the caller holds sg.mu);
+/// kUnsupported naming `who` when there are fewer ("... buildable plans of ...").
+Result<PickedPlan> pick_plan(SharedGraph& sg, cudnnHandle_t handle, int nth, int64_t max_workspace,
+                             const std::string& who);
+
+/// A graph holding the one plan in `blob` (serialize_plan's), built without compiling anything,
+/// and its workspace; kUnsupported when this cuDNN refuses the blob (bytes that are not its
+/// format included) or the plan needs more than `max_workspace` bytes.
+Result<std::shared_ptr<cudnn_frontend::graph::Graph>> deserialize_plan(cudnnHandle_t handle,
+                                                                       const std::vector<uint8_t>& blob,
+                                                                       int64_t max_workspace, int64_t* workspace,
+                                                                       const std::string& who);
+
+/// sg's built plan `index` serialized for deserialize_plan (the caller holds sg.mu): it is made
+/// the graph's candidate, which is what the graph serializes. kUnsupported when cuDNN cannot.
+Result<std::vector<uint8_t>> serialize_plan(SharedGraph& sg, cudnnHandle_t handle, int64_t index,
+                                            const std::string& who);
+
 }  // namespace ingot::backend::cuda

@@ -1,0 +1,123 @@
+// Copyright ingot authors. Apache-2.0.
+//
+// The parts of the cuDNN graph-API convolution tactics their families share (see
+// cudnn_graph_conv_common.h).
+#if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
+
+#include "backend/cuda/conv/cudnn_graph_conv_common.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+namespace ingot::backend::cuda {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+// Whether the graph family fuses activations other than Relu. INGOT_CUDNN_CONV_ACTIVATIONS=relu
+// turns them off (the builder then splits such layers into the conv and a pointwise kernel): a
+// switch to measure one form against the other on the same binaries.
+bool fuses_all_activations() {
+  static const bool all = [] {
+    const char* v = std::getenv("INGOT_CUDNN_CONV_ACTIVATIONS");
+    return !(v && std::string(v) == "relu");
+  }();
+  return all;
+}
+
+}  // namespace
+
+// Strides of channels-first dims `d` stored packed channels-first, or channels-last (N, spatial..., C).
+std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool channels_last) {
+  const size_t n = d.size();
+  std::vector<int64_t> s(n, 1);
+  if (!channels_last) {
+    for (size_t i = n - 1; i-- > 0;) s[i] = s[i + 1] * d[i + 1];
+    return s;
+  }
+  s[1] = 1;  // C innermost
+  int64_t acc = d[1];
+  for (size_t i = n - 1; i >= 2; --i) {
+    s[i] = acc;
+    acc *= d[i];
+  }
+  s[0] = acc;
+  return s;
+}
+
+// Output dims of the convolution (channels-first, cuDNN's nd).
+std::array<int64_t, kConvMaxNd> conv_output_dims(const ConvSpec& s, const ConvKey& k) {
+  std::array<int64_t, kConvMaxNd> y{};
+  y[0] = k.x[0];
+  y[1] = k.w[0];
+  for (int i = 2; i < k.nd; ++i) {
+    const int j = s.spatial == 1 ? i - 3 : i - 2;  // 1-D: dim 2 is the inserted H = 1
+    const int64_t pad = j < 0 ? 0 : s.pads[j], str = j < 0 ? 1 : s.strides[j], dil = j < 0 ? 1 : s.dilations[j];
+    y[i] = (k.x[i] + 2 * pad - dil * (k.w[i] - 1) - 1) / str + 1;
+  }
+  return y;
+}
+
+// Whether add_activation has a form for the node's activation.
+bool activation_supported(const ir::Node& node) {
+  // Not Tanh: cuDNN's TANH_FWD gave NaN where tanh saturates to 1 (fp32/bf16, H200, cuDNN 9.19).
+  static const char* kModes[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Silu", "Gelu", "GeluTanh", "HardSwish"};
+  const std::string a = node.attrs().get_string("activation", "");
+  if (!a.empty() && a != "Relu" && !fuses_all_activations()) return false;
+  if (a == "HardSigmoid") return node.attrs().get_floats("activation_params").size() >= 2;
+  for (const char* m : kModes)
+    if (a == m) return true;
+  return false;
+}
+
+// act(y) as cuDNN pointwise operations: the modes cuDNN has (Relu with its clips and slope for
+// Relu6/Clip and LeakyRelu, Sigmoid, Swish for SiLU, both Gelus). HardSigmoid and HardSwish have
+// no mode; they are a chain: h = clip(alpha * y + beta, 0, 1) (MUL and ADD by scalars passed by
+// value, then Relu clipped at 1), and HardSwish multiplies y by h (alpha 1/6, beta 1/2: MobileNetV3's
+// activation after its 1x1 convs). Tanh's mode gave NaN; the builder splits that layer.
+Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::Graph& g,
+                                                                     std::shared_ptr<fe::graph::Tensor_attributes> y,
+                                                                     const ConvSpec& s, const ir::Node& node) {
+  const std::string& a = s.activation;
+  const std::vector<float>& p = s.activation_params;
+  if (a != "Relu" && !fuses_all_activations())
+    return unsupported(node.describe(), ": activation ", a, " (INGOT_CUDNN_CONV_ACTIVATIONS=relu)");
+  auto attrs = fe::graph::Pointwise_attributes().set_name("act").set_compute_data_type(fe::DataType_t::FLOAT);
+  if (a == "Relu") {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD);
+  } else if (a == "LeakyRelu" && p.size() >= 1) {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(0.0f).set_relu_lower_clip_slope(p[0]);
+  } else if (a == "Clip" && p.size() >= 2) {
+    attrs.set_mode(fe::PointwiseMode_t::RELU_FWD)
+        .set_relu_lower_clip(std::isinf(p[0]) ? std::numeric_limits<float>::lowest() : p[0])
+        .set_relu_upper_clip(std::isinf(p[1]) ? std::numeric_limits<float>::max() : p[1]);
+  } else if (a == "Sigmoid") {
+    attrs.set_mode(fe::PointwiseMode_t::SIGMOID_FWD);
+  } else if (a == "Silu") {
+    attrs.set_mode(fe::PointwiseMode_t::SWISH_FWD).set_swish_beta(1.0f);
+  } else if (a == "Gelu") {
+    attrs.set_mode(fe::PointwiseMode_t::GELU_FWD);
+  } else if (a == "GeluTanh") {
+    attrs.set_mode(fe::PointwiseMode_t::GELU_APPROX_TANH_FWD);
+  } else if (a == "HardSwish" || (a == "HardSigmoid" && p.size() >= 2)) {
+    const bool swish = a == "HardSwish";
+    auto op = [](const char* name, fe::PointwiseMode_t mode) {
+      return fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(
+          fe::DataType_t::FLOAT);
+    };
+    auto h = g.pointwise(y, g.tensor(swish ? 1.0f / 6.0f : p[0]), op("hard_alpha", fe::PointwiseMode_t::MUL));
+    h = g.pointwise(h, g.tensor(swish ? 0.5f : p[1]), op("hard_beta", fe::PointwiseMode_t::ADD));
+    h = g.pointwise(h, op("hard_clip", fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(0.0f).set_relu_upper_clip(1.0f));
+    return swish ? g.pointwise(y, h, op("hard_swish", fe::PointwiseMode_t::MUL)) : h;
+  } else {
+    return unsupported(node.describe(), ": cuDNN has no pointwise mode for activation ", a);
+  }
+  return g.pointwise(y, attrs);
+}
+
+}  // namespace ingot::backend::cuda
+
+#endif  // INGOT_WITH_CUDNN && INGOT_WITH_CUDNN_FRONTEND
