@@ -59,24 +59,28 @@ void note_report(passes::PassContext& ctx, const char* pass, const char* what, c
   ctx.note("builder", note);
 }
 
+// Runs the pass `make` builds around the timed check and notes what it fused as `what`.
+template <class MakePass>
+Status run_timed(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing, passes::PassContext& ctx,
+                 TimedFusionReport* report, MakePass make, const char* pass, const char* what) {
+  TimedFusionReport local;
+  TimedFusionReport& rep = report ? *report : local;
+  INGOT_RETURN_IF_ERROR(make(timed_check(be, timing, rep))->run(g, ctx).status());
+  note_report(ctx, pass, what, rep);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
                                         passes::PassContext& ctx, TimedFusionReport* report) {
-  TimedFusionReport local;
-  TimedFusionReport& rep = report ? *report : local;
-  INGOT_RETURN_IF_ERROR(passes::make_fuse_squeeze_excite(timed_check(be, timing, rep))->run(g, ctx).status());
-  note_report(ctx, "fuse_squeeze_excite", "block(s)", rep);
-  return Status::Ok();
+  return run_timed(g, be, timing, ctx, report, passes::make_fuse_squeeze_excite, "fuse_squeeze_excite", "block(s)");
 }
 
 Status fuse_concat_pointwise_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
                                           passes::PassContext& ctx, TimedFusionReport* report) {
-  TimedFusionReport local;
-  TimedFusionReport& rep = report ? *report : local;
-  INGOT_RETURN_IF_ERROR(passes::make_fuse_concat_pointwise(timed_check(be, timing, rep))->run(g, ctx).status());
-  note_report(ctx, "fuse_concat_pointwise", "Concat(s)", rep);
-  return Status::Ok();
+  return run_timed(g, be, timing, ctx, report, passes::make_fuse_concat_pointwise, "fuse_concat_pointwise",
+                   "Concat(s)");
 }
 
 }  // namespace ingot::builder

@@ -122,15 +122,9 @@ class FuseConcatPointwise final : public Pass {
     Value* out = p->output(0);
     Value* y = g.add_value(unique_value_name(g, out->name() + ".cat", "."), out->dtype(), out->shape());
     Node* f = g.add_node("Pointwise", outer, {y}, std::move(attrs), p->name(), kIngotDomain);
-    if (runs_) {
-      std::string why;
-      const Result<bool> keep = runs_(*f, {c, p}, &why);
-      if (!keep.ok() || !*keep) {
-        INGOT_RETURN_IF_ERROR(g.remove_node(f));
-        if (!keep.ok()) return keep.status();
-        return refuse(ctx, c, why.empty() ? "the backend has no tactic for the fused node" : why);
-      }
-    }
+    std::string why;
+    INGOT_ASSIGN_OR_RETURN(bool keep, fusion::keep_fused_node(g, f, {c, p}, runs_, &why));
+    if (!keep) return refuse(ctx, c, why.empty() ? "the backend has no tactic for the fused node" : why);
     f->absorb_origins(*c);
     f->absorb_origins(*p);
     g.replace_all_uses(out, y);

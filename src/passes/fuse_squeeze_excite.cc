@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/fusion_rewrite.h"
 #include "passes/pass.h"
 #include "passes/passes.h"
 #include "passes/pattern_util.h"
@@ -163,18 +164,12 @@ class FuseSqueezeExcite final : public Pass {
       Value* y = g.add_value(unique_value_name(g, out->name() + ".se", "."), out->dtype(), out->shape());
       Node* se = g.add_node("SqueezeExcite", {x, fc1->input(1), bias(fc1), fc2->input(1), bias(fc2)}, {y},
                             std::move(attrs), mul->name(), kIngotDomain);
-      if (runs_) {
-        std::vector<const Node*> parts = {pool, fc1, fc2};
-        if (act) parts.push_back(act);
-        parts.push_back(mul);
-        std::string why;
-        const Result<bool> keep = runs_(*se, parts, &why);
-        if (!keep.ok() || !*keep) {
-          INGOT_RETURN_IF_ERROR(g.remove_node(se));
-          if (!keep.ok()) return keep.status();
-          return refuse(ctx, mul, why.empty() ? "the backend has no tactic for the fused block" : why);
-        }
-      }
+      std::vector<const Node*> parts = {pool, fc1, fc2};
+      if (act) parts.push_back(act);
+      parts.push_back(mul);
+      std::string why;
+      INGOT_ASSIGN_OR_RETURN(bool keep, fusion::keep_fused_node(g, se, parts, runs_, &why));
+      if (!keep) return refuse(ctx, mul, why.empty() ? "the backend has no tactic for the fused block" : why);
       for (Node* n : {pool, fc1, fc2, act, mul})
         if (n) se->absorb_origins(*n);
       g.replace_all_uses(out, y);

@@ -46,6 +46,16 @@ bool is_elementwise(const ir::Node& n) {
   return true;
 }
 
+Result<bool> keep_fused_node(ir::Graph& g, ir::Node* fused, const std::vector<const ir::Node*>& parts,
+                             const FusionCheck& runs, std::string* why) {
+  if (!runs) return true;
+  const Result<bool> keep = runs(*fused, parts, why);
+  if (keep.ok() && *keep) return true;
+  INGOT_RETURN_IF_ERROR(g.remove_node(fused));
+  if (!keep.ok()) return keep.status();
+  return false;
+}
+
 size_t node_index(const ir::Graph& g, const ir::Node* n) {
   for (size_t i = 0; i < g.nodes().size(); ++i)
     if (g.nodes()[i].get() == n) return i;

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "ir/graph.h"
+#include "passes/passes.h"
 #include "passes/pattern_util.h"
 
 namespace ingot::passes::fusion {
@@ -39,6 +40,12 @@ Result<ir::Node*> replace_with_fused(ir::Graph& g, const std::string& op_type, c
                                      const std::vector<ir::Value*>& inputs, ir::Attributes attrs,
                                      const std::string& name, ir::Value* last,
                                      const std::vector<ir::Node*>& absorbed);
+
+/// Asks `runs` (a builder's check; empty: always yes) whether `fused`, just added beside the nodes
+/// `parts` it would replace, should stay. No: `fused` is removed again and `why` may say why. An error
+/// from the check removes it too and is returned.
+Result<bool> keep_fused_node(ir::Graph& g, ir::Node* fused, const std::vector<const ir::Node*>& parts,
+                             const FusionCheck& runs, std::string* why);
 
 /// Index of `n` in g.nodes() (nodes().size() when absent).
 size_t node_index(const ir::Graph& g, const ir::Node* n);
