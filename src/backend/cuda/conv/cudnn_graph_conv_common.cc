@@ -6,9 +6,14 @@
 
 #include "backend/cuda/conv/cudnn_graph_conv_common.h"
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 
 namespace ingot::backend::cuda {
@@ -116,6 +121,118 @@ Result<std::shared_ptr<fe::graph::Tensor_attributes>> add_activation(fe::graph::
     return unsupported(node.describe(), ": cuDNN has no pointwise mode for activation ", a);
   }
   return g.pointwise(y, attrs);
+}
+
+std::string conv_spec_signature(const ConvSpec& s, int windows) {
+  std::string sig;
+  for (int i = 0; i < windows; ++i)
+    sig += " " + std::to_string(s.pads[i]) + "," + std::to_string(s.strides[i]) + "," + std::to_string(s.dilations[i]);
+  sig += " a" + s.activation;
+  for (float v : s.activation_params) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    sig += "," + std::to_string(bits);
+  }
+  return sig;
+}
+
+std::string conv_dims_signature(const ConvKey& k) {
+  std::string sig = " n" + std::to_string(k.nd);
+  for (int i = 0; i < k.nd; ++i) sig += "," + std::to_string(k.x[i]) + "/" + std::to_string(k.w[i]);
+  return sig;
+}
+
+Status list_graph_conv_plans(fe::graph::Graph& g, cudnnHandle_t handle, const ir::Node& node, bool no_tf32) {
+  INGOT_FE_CHECK(g.validate(), node, "graph validate");
+  INGOT_FE_CHECK(g.build_operation_graph(handle), node, "graph operation graph");
+  INGOT_FE_CHECK(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "graph heuristics");
+  if (no_tf32) g.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});
+  g.deselect_workspace_greater_than(kGraphConvWorkspaceBytes);
+  INGOT_FE_CHECK(g.check_support(handle), node, "graph support");
+  return Status::Ok();
+}
+
+Status build_graph_conv_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& conv, const std::string& signature,
+                             const GraphConvMaker& make, int index, cudnnHandle_t handle, GraphConvPlan* p) {
+  p->y = conv_output_dims(s, conv);
+  p->shared = shared_graph(signature);
+  SharedGraph& sg = *p->shared;
+  std::lock_guard<std::mutex> lock(sg.mu);
+  INGOT_RETURN_IF_ERROR(ensure_graph(sg, make));
+  INGOT_ASSIGN_OR_RETURN(PickedPlan picked, pick_plan(sg, handle, index, kGraphConvWorkspaceBytes, node.describe()));
+  p->graph = sg.graph;
+  p->plan_index = picked.index;
+  p->workspace = picked.workspace;
+  p->engine = picked.name;
+  return Status::Ok();
+}
+
+Status load_graph_conv_plan(const ir::Node& node, const ConvSpec& s, const ConvKey& conv, const GraphConvRecord& rec,
+                            cudnnHandle_t handle, GraphConvPlan* p) {
+  int64_t ws = 0;
+  INGOT_ASSIGN_OR_RETURN(p->graph, deserialize_plan(handle, rec.blob, kGraphConvWorkspaceBytes, &ws, node.describe()));
+  p->y = conv_output_dims(s, conv);
+  p->plan_index = 0;  // a deserialized graph holds the one plan
+  p->workspace = ws;
+  p->engine = rec.engine + " (deserialized)";
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> serialize_graph_conv_plan(const GraphConvPlan& p, cudnnHandle_t handle,
+                                                       const ir::Node& node) {
+  if (!p.shared) return unsupported(node.describe(), ": no shared cuDNN graph");
+  std::lock_guard<std::mutex> lock(p.shared->mu);
+  INGOT_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, serialize_plan(*p.shared, handle, p.plan_index, node.describe()));
+  if (blob.empty() || blob.size() > (64u << 20)) return unsupported("plan blob size");
+  return blob;
+}
+
+int graph_conv_plan_count(const std::string& signature, const GraphConvMaker& make, int min_count) {
+  std::shared_ptr<SharedGraph> sg = shared_graph(signature);
+  std::lock_guard<std::mutex> lock(sg->mu);
+  if (!ensure_graph(*sg, make).ok()) return 0;  // cuDNN takes no plan: offer none
+  return static_cast<int>(std::clamp<int64_t>(sg->graph->get_execution_plan_count(), min_count, kGraphConvMaxCandidates));
+}
+
+void put_graph_conv_record(const ConvKey& conv, const GraphConvRecord& r, std::vector<uint8_t>& out) {
+  for (int i = 0; i < conv.nd; ++i) put_bytes<int32_t>(out, conv.x[static_cast<size_t>(i)]);
+  for (int i = 0; i < conv.nd; ++i) put_bytes<int32_t>(out, conv.w[static_cast<size_t>(i)]);
+  put_bytes<int64_t>(out, r.workspace);
+  put_bytes<uint32_t>(out, static_cast<uint32_t>(r.engine.size()));
+  out.insert(out.end(), r.engine.begin(), r.engine.end());
+  put_bytes<uint32_t>(out, static_cast<uint32_t>(r.blob.size()));
+  out.insert(out.end(), r.blob.begin(), r.blob.end());
+}
+
+bool get_graph_conv_record(ParamReader& rd, ConvKey* conv, GraphConvRecord* r) {
+  for (int i = 0; i < conv->nd; ++i)
+    if (!rd.get(&conv->x[static_cast<size_t>(i)]) || conv->x[static_cast<size_t>(i)] <= 0) return false;
+  for (int i = 0; i < conv->nd; ++i)
+    if (!rd.get(&conv->w[static_cast<size_t>(i)]) || conv->w[static_cast<size_t>(i)] <= 0) return false;
+  uint32_t name_len = 0, blob_len = 0;
+  const uint8_t* p = nullptr;
+  if (!rd.get(&r->workspace) || r->workspace < 0 || !rd.get(&name_len) || !rd.bytes(name_len, &p)) return false;
+  r->engine.assign(reinterpret_cast<const char*>(p), name_len);
+  if (!rd.get(&blob_len) || blob_len == 0 || !rd.bytes(blob_len, &p) || !rd.done()) return false;
+  r->blob.assign(p, p + blob_len);
+  return true;
+}
+
+Status execute_graph_conv_plan(cudnnHandle_t handle, const StepIO& io, const GraphConvPlan& plan,
+                               const std::array<const Tensor*, kGraphConvMaxInputs>& in, Tensor* y) {
+  const ir::Node& node = *io.node;
+  INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
+  // Ascending UIDs: the inputs present, then y.
+  std::array<void*, kGraphConvMaxInputs + 1> ptrs{};
+  int n = 0;
+  for (const Tensor* t : in)
+    if (t) ptrs[static_cast<size_t>(n++)] = const_cast<void*>(t->raw());
+  ptrs[static_cast<size_t>(n++)] = y->mutable_raw();
+  fe::error_t st = plan.graph->execute_plan_at_index(handle, ptrs.data(), n, io.workspace, plan.plan_index);
+  if (!st.is_good())
+    return internal_error(node.describe(), ": cuDNN graph execute (", plan.engine, ") failed: ", st.get_message());
+  INGOT_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
 }
 
 }  // namespace ingot::backend::cuda

@@ -28,33 +28,25 @@
 // has none; a shape without a plan at enqueue is kUnsupported naming the node, never a crash.
 //
 // "cuda.cudnn.graph.quant_conv.<i>" runs the i-th execution plan of cuDNN's heuristics (mode A,
-// then the fallback list) that builds within kWorkspaceBytes, as cudnn_graph_conv_tactics.cc's
-// candidates do: the graph of a signature is shared by the process, plans are cached per tactic
-// (lookups take no lock), and the engine keeps the chosen plan serialized for the builder's opt
-// shapes (params {2, i, record}) so a loaded engine does not compile it again.
+// then the fallback list) that builds within kGraphConvWorkspaceBytes, through the plan machinery
+// cudnn_graph_conv_tactics.cc's candidates use too (GraphConvTactic, cudnn_graph_conv_common.h):
+// the graph of a signature is shared by the process, plans are cached per tactic (lookups take no
+// lock), and the engine keeps the chosen plan serialized for the builder's opt shapes (params
+// {2, i, record}) so a loaded engine does not compile it again.
 #if defined(INGOT_WITH_CUDNN) && defined(INGOT_WITH_CUDNN_FRONTEND)
 
-#include <cuda_runtime_api.h>
-
-#include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/conv/cudnn_conv_common.h"
 #include "backend/cuda/conv/cudnn_graph_conv_common.h"
-#include "backend/cuda/core/cuda_check.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/cudnn_frontend_util.h"
 #include "backend/cuda/core/device_info.h"
 #include "backend/cuda/core/param_bytes.h"
-#include "backend/cuda/core/plan_cache.h"
 
 namespace ingot::backend::cuda {
 
@@ -63,11 +55,6 @@ TacticFamily cudnn_quant_conv_family();
 namespace {
 
 namespace fe = cudnn_frontend;
-
-constexpr int64_t kWorkspaceBytes = 64ll << 20;
-constexpr int kMaxCandidates = 3;
-constexpr const char* kPrefix = "cuda.cudnn.graph.quant_conv.";
-constexpr uint8_t kRecordVersion = 2;  // params {2, index, record}; {1, index} names the index alone
 
 // QuantConv's inputs.
 constexpr size_t kXScaleInput = 2, kWScaleInput = 3, kYScaleInput = 6;
@@ -161,6 +148,29 @@ Status check_node(const ir::Node& node, const std::vector<ir::TensorType>& in, C
   return Status::Ok();
 }
 
+// The family's part of GraphConvTactic (see cudnn_graph_conv_common.h).
+struct QuantConvGraph {
+  using Key = QuantKey;
+  static constexpr const char* kPrefix = "cuda.cudnn.graph.quant_conv.";
+  static constexpr int kMinCandidates = 0;  // the graph made but listing no plan: offer none
+
+  static const ConvKey& conv(const QuantKey& k) { return k.conv; }
+  static ConvKey& conv(QuantKey& k) { return k.conv; }
+
+  static bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
+    return check_node(node, inputs).ok();
+  }
+
+  static Result<bool> read_call(const StepIO& io, ConvCall& c, const Tactic& tactic, GraphConvArgs<QuantKey>* a);
+  static Result<QuantKey> opt_key(const ir::Node& node, const std::vector<Shape64>& in, ConvSpec* spec);
+  static Result<QuantKey> guessed_key(const ir::Node& node, const std::vector<ir::TensorType>& in, ConvSpec* spec);
+  static std::string signature(const ConvSpec& s, const QuantKey& k);
+  static Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const ConvSpec& s,
+                                                              const QuantKey& k, cudnnHandle_t handle);
+  static void put_key(const QuantKey& k, std::vector<uint8_t>& out);
+  static bool get_key(ParamReader& rd, QuantKey* k);
+};
+
 // The operation graph for a key with the convolution's output (the sums) of type `sums`, with its
 // execution plans listed (not yet built).
 Result<std::shared_ptr<fe::graph::Graph>> try_graph(const ir::Node& node, const ConvSpec& s, const QuantKey& k,
@@ -215,19 +225,15 @@ Result<std::shared_ptr<fe::graph::Graph>> try_graph(const ir::Node& node, const 
                      pointwise("y_scale", fe::PointwiseMode_t::DIV));
   y->set_output(true).set_uid(kUidY).set_dim(yd).set_stride(strides_for(yd, true)).set_data_type(fe_io_type(k.y));
 
-  INGOT_FE_CHECK(g->validate(), node, "graph validate");
-  INGOT_FE_CHECK(g->build_operation_graph(handle), node, "graph operation graph");
-  INGOT_FE_CHECK(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), node, "graph heuristics");
-  g->deselect_workspace_greater_than(kWorkspaceBytes);
-  INGOT_FE_CHECK(g->check_support(handle), node, "graph support");
+  INGOT_RETURN_IF_ERROR(list_graph_conv_plans(*g, handle, node, /*no_tf32=*/false));
   return g;
 }
 
 // The operation graph for a key: the sums handed to the epilogue as fp32 (what PyTorch's cuDNN
 // int8 convolution declares), else, for int8, as the int32 accumulators themselves, whichever
 // cuDNN takes first; the first refusal when neither.
-Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const ConvSpec& s, const QuantKey& k,
-                                                     cudnnHandle_t handle) {
+Result<std::shared_ptr<fe::graph::Graph>> QuantConvGraph::make_graph(const ir::Node& node, const ConvSpec& s,
+                                                                     const QuantKey& k, cudnnHandle_t handle) {
   auto g = try_graph(node, s, k, handle, fe::DataType_t::FLOAT);
   if (g.ok() || k.conv.dtype != DataType::kInt8) return g;
   auto g32 = try_graph(node, s, k, handle, fe::DataType_t::INT32);
@@ -236,73 +242,12 @@ Result<std::shared_ptr<fe::graph::Graph>> make_graph(const ir::Node& node, const
 
 // What make_graph builds from (the spec's window and epilogue, the key's dims and types) and the
 // device: equal signatures give the same cuDNN graph.
-std::string graph_signature(const ConvSpec& s, const QuantKey& k) {
-  std::string sig = device_tag() + "quant_conv";
-  for (int i = 0; i < 2; ++i)
-    sig += " " + std::to_string(s.pads[i]) + "," + std::to_string(s.strides[i]) + "," + std::to_string(s.dilations[i]);
-  sig += " a" + s.activation;
-  for (float v : s.activation_params) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &v, sizeof bits);
-    sig += "," + std::to_string(bits);
-  }
-  sig += " n" + std::to_string(k.conv.nd);
-  for (int i = 0; i < k.conv.nd; ++i) sig += "," + std::to_string(k.conv.x[i]) + "/" + std::to_string(k.conv.w[i]);
+std::string QuantConvGraph::signature(const ConvSpec& s, const QuantKey& k) {
+  std::string sig = device_tag() + "quant_conv" + conv_spec_signature(s, 2) + conv_dims_signature(k.conv);
   sig += " l" + std::to_string(k.conv.channels_last) + " t";
   for (DataType t : {k.conv.dtype, k.y, k.bias, k.residual}) sig += std::to_string(static_cast<int>(t)) + ",";
   sig += " c" + std::to_string(k.per_channel) + " q" + std::to_string(k.y_scale);
   return sig;
-}
-
-struct GraphPlan {
-  QuantKey key;
-  std::array<int64_t, kConvMaxNd> y{};  // channels-first output dims
-  std::shared_ptr<SharedGraph> shared;  // null for a plan deserialized from an engine
-  std::shared_ptr<fe::graph::Graph> graph;
-  int64_t plan_index = 0;
-  int64_t workspace = 0;
-  std::string engine;  // the plan's name, for messages
-};
-
-// A plan serialized into an engine: the call it was built for and cuDNN's blob.
-struct PlanRecord {
-  QuantKey key;  // node unset
-  int64_t workspace = 0;
-  std::string engine;
-  std::vector<uint8_t> blob;
-};
-
-// The plan for `key` that is the index-th to build among the heuristics' list.
-Status build_plan(const ir::Node& node, const ConvSpec& s, const QuantKey& key, int index, cudnnHandle_t handle,
-                  GraphPlan* p) {
-  p->key = key;
-  p->y = conv_output_dims(s, key.conv);
-  p->shared = shared_graph(graph_signature(s, key));
-  SharedGraph& sg = *p->shared;
-  std::lock_guard<std::mutex> lock(sg.mu);
-  INGOT_RETURN_IF_ERROR(ensure_graph(sg, [&] { return make_graph(node, s, key, handle); }));
-  INGOT_ASSIGN_OR_RETURN(PickedPlan picked, pick_plan(sg, handle, index, kWorkspaceBytes, node.describe()));
-  p->graph = sg.graph;
-  p->plan_index = picked.index;
-  p->workspace = picked.workspace;
-  p->engine = picked.name;
-  return Status::Ok();
-}
-
-std::atomic<int64_t> g_deserialized{0};
-
-// A plan from an engine's record (no compilation), for a call of the record's dims.
-Status load_plan(const ir::Node& node, const ConvSpec& s, const QuantKey& key, const PlanRecord& rec,
-                 cudnnHandle_t handle, GraphPlan* p) {
-  int64_t ws = 0;
-  INGOT_ASSIGN_OR_RETURN(p->graph, deserialize_plan(handle, rec.blob, kWorkspaceBytes, &ws, node.describe()));
-  p->key = key;
-  p->y = conv_output_dims(s, key.conv);
-  p->plan_index = 0;  // a deserialized graph holds the one plan
-  p->workspace = ws;
-  p->engine = rec.engine + " (deserialized)";
-  g_deserialized.fetch_add(1, std::memory_order_relaxed);
-  return Status::Ok();
 }
 
 bool record_type_ok(uint8_t t, bool optional) {
@@ -313,60 +258,33 @@ bool record_type_ok(uint8_t t, bool optional) {
 // Record encoding: {2, index, nd (4), flags (per_channel | y_scale << 1 | channels_last << 2),
 // X, Y, B, R types (kUndefined: absent), x[nd] and w[nd] as int32, workspace as int64, name length
 // u32 + name, blob length u32 + blob}, in the host's byte order (engines are bound to their GPU).
-std::vector<uint8_t> encode_record(int index, const PlanRecord& r) {
-  const QuantKey& k = r.key;
-  std::vector<uint8_t> out = {kRecordVersion,
-                              static_cast<uint8_t>(index),
-                              static_cast<uint8_t>(k.conv.nd),
-                              static_cast<uint8_t>(k.per_channel | (k.y_scale << 1) | (k.conv.channels_last << 2)),
-                              static_cast<uint8_t>(k.conv.dtype),
-                              static_cast<uint8_t>(k.y),
-                              static_cast<uint8_t>(k.bias),
-                              static_cast<uint8_t>(k.residual)};
-  for (int i = 0; i < k.conv.nd; ++i) put_bytes<int32_t>(out, k.conv.x[static_cast<size_t>(i)]);
-  for (int i = 0; i < k.conv.nd; ++i) put_bytes<int32_t>(out, k.conv.w[static_cast<size_t>(i)]);
-  put_bytes<int64_t>(out, r.workspace);
-  put_bytes<uint32_t>(out, static_cast<uint32_t>(r.engine.size()));
-  out.insert(out.end(), r.engine.begin(), r.engine.end());
-  put_bytes<uint32_t>(out, static_cast<uint32_t>(r.blob.size()));
-  out.insert(out.end(), r.blob.begin(), r.blob.end());
-  return out;
+// These are the bytes from nd to R's type.
+void QuantConvGraph::put_key(const QuantKey& k, std::vector<uint8_t>& out) {
+  for (uint8_t b : {static_cast<uint8_t>(k.conv.nd),
+                    static_cast<uint8_t>(k.per_channel | (k.y_scale << 1) | (k.conv.channels_last << 2)),
+                    static_cast<uint8_t>(k.conv.dtype), static_cast<uint8_t>(k.y), static_cast<uint8_t>(k.bias),
+                    static_cast<uint8_t>(k.residual)})
+    out.push_back(b);
 }
 
-// The record of params {2, index, ...}; nullopt when anything is out of range or left over.
-std::optional<PlanRecord> decode_record(const std::vector<uint8_t>& params, int index) {
-  ParamReader rd(params);
-  uint8_t version = 0, idx = 0, nd = 0, flags = 0, xt = 0, yt = 0, bt = 0, rt = 0;
-  if (!rd.get(&version) || !rd.get(&idx) || !rd.get(&nd) || !rd.get(&flags) || !rd.get(&xt) || !rd.get(&yt) ||
-      !rd.get(&bt) || !rd.get(&rt))
-    return std::nullopt;
-  if (version != kRecordVersion || idx != index || nd != 4 || flags > 7) return std::nullopt;
+bool QuantConvGraph::get_key(ParamReader& rd, QuantKey* k) {
+  uint8_t nd = 0, flags = 0, xt = 0, yt = 0, bt = 0, rt = 0;
+  if (!rd.get(&nd) || !rd.get(&flags) || !rd.get(&xt) || !rd.get(&yt) || !rd.get(&bt) || !rd.get(&rt)) return false;
+  if (nd != 4 || flags > 7) return false;
   if (!is_8bit(static_cast<DataType>(xt)) || !record_type_ok(yt, false) || !record_type_ok(bt, true) ||
       !record_type_ok(rt, true))
-    return std::nullopt;
-  PlanRecord r;
-  QuantKey& k = r.key;
-  k.conv.nd = nd;
-  k.conv.dtype = static_cast<DataType>(xt);
-  k.per_channel = flags & 1;
-  k.y_scale = (flags >> 1) & 1;
-  k.conv.channels_last = (flags >> 2) & 1;
-  k.y = static_cast<DataType>(yt);
-  k.bias = static_cast<DataType>(bt);
-  k.residual = static_cast<DataType>(rt);
-  k.conv.bias = k.bias != DataType::kUndefined;
-  k.conv.residual = k.residual != DataType::kUndefined;
-  for (int i = 0; i < nd; ++i)
-    if (!rd.get(&k.conv.x[static_cast<size_t>(i)]) || k.conv.x[static_cast<size_t>(i)] <= 0) return std::nullopt;
-  for (int i = 0; i < nd; ++i)
-    if (!rd.get(&k.conv.w[static_cast<size_t>(i)]) || k.conv.w[static_cast<size_t>(i)] <= 0) return std::nullopt;
-  uint32_t name_len = 0, blob_len = 0;
-  const uint8_t* p = nullptr;
-  if (!rd.get(&r.workspace) || r.workspace < 0 || !rd.get(&name_len) || !rd.bytes(name_len, &p)) return std::nullopt;
-  r.engine.assign(reinterpret_cast<const char*>(p), name_len);
-  if (!rd.get(&blob_len) || blob_len == 0 || !rd.bytes(blob_len, &p) || !rd.done()) return std::nullopt;
-  r.blob.assign(p, p + blob_len);
-  return r;
+    return false;
+  k->conv.nd = nd;
+  k->conv.dtype = static_cast<DataType>(xt);
+  k->per_channel = flags & 1;
+  k->y_scale = (flags >> 1) & 1;
+  k->conv.channels_last = (flags >> 2) & 1;
+  k->y = static_cast<DataType>(yt);
+  k->bias = static_cast<DataType>(bt);
+  k->residual = static_cast<DataType>(rt);
+  k->conv.bias = k->bias != DataType::kUndefined;
+  k->conv.residual = k->residual != DataType::kUndefined;
+  return true;
 }
 
 // The epilogue's part of a key from the node's input types `in` (and its output's type).
@@ -379,161 +297,68 @@ void set_epilogue(const ir::Node& node, const std::vector<ir::TensorType>& in, c
 }
 
 // The key for a node's types (check_node's) with symbolic dims guessed (guessed_conv_key's guesses).
-Result<QuantKey> guessed_key(const ir::Node& node, const std::vector<ir::TensorType>& in, ConvSpec* spec) {
+Result<QuantKey> QuantConvGraph::guessed_key(const ir::Node& node, const std::vector<ir::TensorType>& in,
+                                             ConvSpec* spec) {
   QuantKey k;
   INGOT_ASSIGN_OR_RETURN(k.conv, guessed_conv_key(node, in, spec));
   set_epilogue(node, in, *spec, &k);
   return k;
 }
 
-class CudnnQuantConvTactic : public Tactic {
- public:
-  explicit CudnnQuantConvTactic(int index, std::optional<PlanRecord> record = std::nullopt)
-      : index_(index), record_(std::move(record)) {}
-
-  std::string name() const override { return kPrefix + std::to_string(index_); }
-
-  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
-    return check_node(node, inputs).ok();
-  }
-
-  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return kWorkspaceBytes; }
-
-  Status prepare(const ir::Node& node) override { return cudnn_thread_handle(node).status(); }
-
-  Status enqueue(StepIO& io) const override {
-    if (!io.node) return internal_error(name(), ": step without a node");
-    const ir::Node& node = *io.node;
-    INGOT_ASSIGN_OR_RETURN(ConvCall c, read_conv_call(io));  // X, W, B, R, Y and the conv's key
-    auto input = [&](size_t i) -> const Tensor* { return i < io.inputs.size() ? io.inputs[i] : nullptr; };
-    const Tensor* xs = input(kXScaleInput);
-    const Tensor* ws = input(kWScaleInput);
-    const Tensor* ys = node.input(kYScaleInput) ? input(kYScaleInput) : nullptr;
-    if (!xs || !ws || (node.input(kYScaleInput) && !ys))
-      return invalid_argument(node.describe(), ": missing x_scale, w_scale or y_scale");
-    if (c.empty) return Status::Ok();
-    QuantKey key;
-    key.conv = c.key;
-    key.y = c.y->dtype();
-    key.bias = c.b ? c.b->dtype() : DataType::kUndefined;
-    key.residual = c.r ? c.r->dtype() : DataType::kUndefined;
-    key.per_channel = ws->numel() != 1;
-    key.y_scale = ys != nullptr;
-    const int64_t m = c.w->shape()[0];
-    if (!c.spec.channels_last || c.spec.group != 1 || key.conv.nd != 4 || !is_8bit(c.x->dtype()) ||
-        c.w->dtype() != c.x->dtype() || xs->dtype() != DataType::kFloat32 || ws->dtype() != DataType::kFloat32 ||
-        xs->numel() != 1 || (key.per_channel && ws->numel() != m) ||
-        (ys && (ys->dtype() != DataType::kFloat32 || ys->numel() != 1)) ||
-        (ys ? key.y != c.x->dtype() : !is_conv_dtype(key.y)) || (c.b && !is_conv_dtype(key.bias)) ||
-        (c.r && !is_conv_dtype(key.residual)))
-      return invalid_argument(node.describe(), ": tensors do not match the tactic ", name(), " (X ",
-                              data_type_name(c.x->dtype()), ", Y ", data_type_name(key.y), ", w_scale of ", ws->numel(),
-                              " values)");
-    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
-    const GraphPlan* plan = cache_.find(key);
-    std::unique_ptr<GraphPlan> local;  // owned here only when the cache is full
-    if (!plan) {
-      local = std::make_unique<GraphPlan>();
-      // The engine's plan for this call when it has one and this cuDNN takes it back.
-      if (!record_ || !record_->key.same_call(key) || !load_plan(node, c.spec, key, *record_, handle, local.get()).ok())
-        INGOT_RETURN_IF_ERROR(build_plan(node, c.spec, key, index_, handle, local.get()));
-      plan = cache_.insert(local);
-      if (!plan) plan = local.get();
-    }
-    INGOT_RETURN_IF_ERROR(check_conv_output(c, plan->y));
-
-    INGOT_CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(io.stream)), node);
-    // Ascending UIDs: x, w, x_scale, w_scale, [b], [r], [y_scale], y.
-    std::array<void*, 8> ptrs{};
-    int n = 0;
-    for (const Tensor* t : {c.x, c.w, xs, ws, c.b, c.r, ys})
-      if (t) ptrs[static_cast<size_t>(n++)] = const_cast<void*>(t->raw());
-    ptrs[static_cast<size_t>(n++)] = c.y->mutable_raw();
-    fe::error_t st = plan->graph->execute_plan_at_index(handle, ptrs.data(), n, io.workspace, plan->plan_index);
-    if (!st.is_good())
-      return internal_error(node.describe(), ": cuDNN graph execute (", plan->engine, ") failed: ", st.get_message());
-    INGOT_CUDA_CHECK(cudaGetLastError());
-    return Status::Ok();
-  }
-
-  std::vector<uint8_t> serialize() const override { return {1, static_cast<uint8_t>(index_)}; }
-
-  // The plan at the builder's opt shapes, serialized (built when this candidate was timed, so
-  // this compiles nothing new); the plain form when cuDNN cannot serialize it.
-  std::vector<uint8_t> serialize_for(const ir::Node& node, const std::vector<Shape64>& in) const override {
-    auto rec = plan_record(node, in);
-    return rec.ok() ? encode_record(index_, *rec) : serialize();
-  }
-
- private:
-  Result<PlanRecord> plan_record(const ir::Node& node, const std::vector<Shape64>& in) const {
-    if (!cuda_device_present() || in.size() < 4 || !node.output(0)) return unsupported("no device or shapes");
-    const std::vector<ir::TensorType> types = node_input_types(node);
-    ConvSpec spec;
-    INGOT_RETURN_IF_ERROR(check_node(node, types, &spec));
-    QuantKey key;
-    INGOT_ASSIGN_OR_RETURN(key.conv,
-                           make_conv_key(node, spec, types[0].dtype, to_channels_first(in[0]), to_channels_first(in[1]),
-                                         spec.bias_input >= 0, spec.residual_input >= 0));
-    set_epilogue(node, types, spec, &key);
-    INGOT_ASSIGN_OR_RETURN(cudnnHandle_t handle, cudnn_thread_handle(node));
-    GraphPlan p;
-    INGOT_RETURN_IF_ERROR(build_plan(node, spec, key, index_, handle, &p));
-    PlanRecord r;
-    r.key = key;
-    r.key.conv.node = nullptr;
-    r.workspace = p.workspace;
-    r.engine = p.engine;
-    std::lock_guard<std::mutex> lock(p.shared->mu);
-    INGOT_ASSIGN_OR_RETURN(r.blob, serialize_plan(*p.shared, handle, p.plan_index, node.describe()));
-    if (r.blob.empty() || r.blob.size() > (64u << 20)) return unsupported("plan blob size");
-    return r;
-  }
-
-  int index_;
-  std::optional<PlanRecord> record_;  // from the engine
-  mutable PlanCache<GraphPlan> cache_;
-};
-
-// How many plans to offer: those cuDNN's heuristics list at the node's (guessed) shapes, up to
-// kMaxCandidates; none when cuDNN takes no plan; 1 when that cannot be asked (no device).
-int plan_count(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
-  if (!cuda_device_present()) return 1;
-  ConvSpec spec;
-  auto key = guessed_key(node, inputs, &spec);
-  if (!key.ok()) return 1;
-  auto handle = cudnn_thread_handle(node);
-  if (!handle.ok()) return 1;
-  std::shared_ptr<SharedGraph> sg = shared_graph(graph_signature(spec, *key));
-  std::lock_guard<std::mutex> lock(sg->mu);
-  if (!ensure_graph(*sg, [&] { return make_graph(node, spec, *key, *handle); }).ok()) return 0;
-  return static_cast<int>(std::clamp<int64_t>(sg->graph->get_execution_plan_count(), 0, kMaxCandidates));
+// A step's key and tensors (X, W, B, R, Y read by read_conv_call), with what supports() decided
+// from types checked again on the tensors. Ascending UIDs: x, w, x_scale, w_scale, [b], [r],
+// [y_scale] (then y).
+Result<bool> QuantConvGraph::read_call(const StepIO& io, ConvCall& c, const Tactic& tactic,
+                                       GraphConvArgs<QuantKey>* a) {
+  const ir::Node& node = *io.node;
+  auto input = [&](size_t i) -> const Tensor* { return i < io.inputs.size() ? io.inputs[i] : nullptr; };
+  const Tensor* xs = input(kXScaleInput);
+  const Tensor* ws = input(kWScaleInput);
+  const Tensor* ys = node.input(kYScaleInput) ? input(kYScaleInput) : nullptr;
+  if (!xs || !ws || (node.input(kYScaleInput) && !ys))
+    return invalid_argument(node.describe(), ": missing x_scale, w_scale or y_scale");
+  if (c.empty) return false;
+  QuantKey& key = a->key;
+  key.conv = c.key;
+  key.y = c.y->dtype();
+  key.bias = c.b ? c.b->dtype() : DataType::kUndefined;
+  key.residual = c.r ? c.r->dtype() : DataType::kUndefined;
+  key.per_channel = ws->numel() != 1;
+  key.y_scale = ys != nullptr;
+  const int64_t m = c.w->shape()[0];
+  if (!c.spec.channels_last || c.spec.group != 1 || key.conv.nd != 4 || !is_8bit(c.x->dtype()) ||
+      c.w->dtype() != c.x->dtype() || xs->dtype() != DataType::kFloat32 || ws->dtype() != DataType::kFloat32 ||
+      xs->numel() != 1 || (key.per_channel && ws->numel() != m) ||
+      (ys && (ys->dtype() != DataType::kFloat32 || ys->numel() != 1)) ||
+      (ys ? key.y != c.x->dtype() : !is_conv_dtype(key.y)) || (c.b && !is_conv_dtype(key.bias)) ||
+      (c.r && !is_conv_dtype(key.residual)))
+    return invalid_argument(node.describe(), ": tensors do not match the tactic ", tactic.name(), " (X ",
+                            data_type_name(c.x->dtype()), ", Y ", data_type_name(key.y), ", w_scale of ", ws->numel(),
+                            " values)");
+  a->in = {c.x, c.w, xs, ws, c.b, c.r, ys};
+  return true;
 }
 
-std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
-  std::vector<std::unique_ptr<Tactic>> out;
-  if (!check_node(node, inputs).ok()) return out;
-  const int n = plan_count(node, inputs);
-  for (int i = 0; i < n; ++i) out.push_back(std::make_unique<CudnnQuantConvTactic>(i));
-  return out;
+// The key at the builder's shapes `in` (the node's types checked as supports() does).
+Result<QuantKey> QuantConvGraph::opt_key(const ir::Node& node, const std::vector<Shape64>& in, ConvSpec* spec) {
+  if (in.size() < 4 || !node.output(0)) return unsupported("no device or shapes");
+  const std::vector<ir::TensorType> types = node_input_types(node);
+  INGOT_RETURN_IF_ERROR(check_node(node, types, spec));
+  QuantKey key;
+  INGOT_ASSIGN_OR_RETURN(key.conv,
+                         make_conv_key(node, *spec, types[0].dtype, to_channels_first(in[0]), to_channels_first(in[1]),
+                                       spec->bias_input >= 0, spec->residual_input >= 0));
+  set_epilogue(node, types, *spec, &key);
+  return key;
 }
 
-// "cuda.cudnn.graph.quant_conv.<i>" with 0 <= i < kMaxCandidates; params empty, {1, i} or a plan
-// record {2, i, ...} (serialize_for).
-std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_t>& params) {
-  const bool record = params.size() > 2 && params[0] == kRecordVersion;
-  const int index = conv_tactic_index(name, kPrefix, kMaxCandidates, record ? std::vector<uint8_t>{} : params);
-  if (index < 0) return nullptr;
-  if (!record) return std::make_unique<CudnnQuantConvTactic>(index);
-  auto rec = decode_record(params, index);
-  return rec ? std::make_unique<CudnnQuantConvTactic>(index, std::move(rec)) : nullptr;
-}
+using CudnnQuantConvTactic = GraphConvTactic<QuantConvGraph>;
 
 }  // namespace
 
-TacticFamily cudnn_quant_conv_family() { return TacticFamily{"cudnn.graph.quant_conv", candidates, create}; }
+TacticFamily cudnn_quant_conv_family() { return CudnnQuantConvTactic::family("cudnn.graph.quant_conv"); }
 
-int64_t cudnn_quant_conv_plans_deserialized() { return g_deserialized.load(std::memory_order_relaxed); }
+int64_t cudnn_quant_conv_plans_deserialized() { return CudnnQuantConvTactic::plans_deserialized(); }
 
 }  // namespace ingot::backend::cuda
 
