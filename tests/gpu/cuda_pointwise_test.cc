@@ -458,6 +458,7 @@ TEST(CudaPointwiseHost, LeadingConcatCompilesWithNvrtc) {
     EXPECT_EQ(src->concat.pieces, 3);
     EXPECT_EQ(src->concat.axis, axis);
     EXPECT_NE(src->source.find("pw_cat_ld"), std::string::npos);
+    if (std::getenv("INGOT_DUMP_POINTWISE")) std::printf("==== leading Concat, axis %d\n%s\n", axis, src->source.c_str());
     auto cubin = backend::cuda::compile_pointwise_source(src->source, "sm_90a");
     ASSERT_TRUE(cubin.ok()) << cubin.status().to_string() << "\n" << src->source;
   }
