@@ -69,6 +69,8 @@ class FuseConcatPointwise final : public Pass {
     const Graph* body = p->attrs().get_graph("body");
     if (!body || body->inputs().size() != p->inputs().size() || body->outputs().size() != 1 || p->outputs().size() != 1)
       return refuse(ctx, c, "the Pointwise has no body of one output matching its inputs");
+    if (!body->nodes().empty() && fusion::is_onnx_op(*body->nodes()[0], "Concat"))
+      return refuse(ctx, c, "the Pointwise already starts with a Concat (one per kernel)");
     size_t at = p->inputs().size();
     for (size_t i = 0; i < p->inputs().size(); ++i) {
       if (p->input(i) != cat) continue;
@@ -88,16 +90,16 @@ class FuseConcatPointwise final : public Pass {
     std::map<const Value*, Value*> inner;
     std::vector<Value*> outer, pieces;
     for (Value* x : c->inputs()) {
-      pieces.push_back(nb->add_input("piece" + std::to_string(pieces.size()), x->dtype(), x->shape()));
+      pieces.push_back(nb->add_input(unique_value_name(*nb, x->name(), "."), x->dtype(), x->shape()));
       outer.push_back(x);
     }
     for (size_t i = 0; i < p->inputs().size(); ++i) {
       if (i == at) continue;
       const Value* b = body->inputs()[i];
-      inner[b] = nb->add_input(b->name(), b->dtype(), b->shape());
+      inner[b] = nb->add_input(unique_value_name(*nb, b->name(), "."), b->dtype(), b->shape());
       outer.push_back(p->input(i));
     }
-    inner[bcat] = nb->add_value(bcat->name(), bcat->dtype(), bcat->shape());
+    inner[bcat] = nb->add_value(unique_value_name(*nb, bcat->name(), "."), bcat->dtype(), bcat->shape());
     nb->add_node("Concat", pieces, {inner[bcat]}, c->attrs(), c->name());
     for (const auto& n : body->nodes()) {
       std::vector<Value*> ins, outs;
@@ -107,7 +109,7 @@ class FuseConcatPointwise final : public Pass {
           outs.push_back(nullptr);
           continue;
         }
-        inner[v] = nb->add_value(v->name(), v->dtype(), v->shape());
+        inner[v] = nb->add_value(unique_value_name(*nb, v->name(), "."), v->dtype(), v->shape());
         outs.push_back(inner[v]);
       }
       nb->add_node(n->op_type(), ins, outs, n->attrs(), n->name(), n->domain());

@@ -623,6 +623,30 @@ TEST(PassesFusion, ConcatPointwiseRefusals) {
     EXPECT_NE(last_of(*g, "Concat"), nullptr) << ir::to_text(*g);
     if (!c.note.empty()) EXPECT_TRUE(has_note(ctx, c.note)) << c.note;
   }
+  {
+    // A Concat whose only reader is already a fused Concat + Pointwise: one Concat per kernel.
+    const std::string t = "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n  input %a: f32[1,2,2,4]\n"
+                          "  input %b: f32[1,2,2,4]\n  input %d: f32[1,2,2,8]\n  input %s: f32[16]\n"
+                          "  %ab = Concat {axis=3}(%a, %b)\n  %c = Concat {axis=3}(%ab, %d)\n  %m = Mul(%c, %s)\n"
+                          "  %y = Relu(%m)\n  output %y\n}\n";
+    PassContext ctx;
+    auto g = parse(t);
+    ASSERT_TRUE(g);
+    ASSERT_TRUE(make_fuse_pointwise()->run(*g, ctx).ok());
+    auto r = make_fuse_concat_pointwise({})->run(*g, ctx);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(*r);
+    EXPECT_EQ(g->nodes().size(), 2u) << ir::to_text(*g);
+    // Run again: %ab's reader is now the fused node, which keeps its one Concat.
+    auto again = make_fuse_concat_pointwise({})->run(*g, ctx);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_FALSE(*again);
+    EXPECT_EQ(g->nodes().size(), 2u) << ir::to_text(*g);
+    EXPECT_TRUE(has_note(ctx, "already starts with a Concat"));
+    ASSERT_TRUE(ir::verify_graph(*g).ok());
+    ASSERT_TRUE(ir::infer_graph(*g).ok());
+    expect_equivalent(t, *g);
+  }
   // A backend that does not run the fused node: both steps stay, and the note says why.
   PassContext ctx;
   auto g = parse(concat_bn_relu_graph(two, "%x0, %x1", 3, "[16]"));
