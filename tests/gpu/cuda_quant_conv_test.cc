@@ -288,15 +288,10 @@ TEST_F(CudaQuantConvTest, OutputAliasesResidual) {
   if (!no_device_.empty()) GTEST_SKIP() << no_device_ << " (host side checked)";
   auto cands = cudnn_quant_conv_family().candidates(node, input_types(node));
   ASSERT_FALSE(cands.empty());
-  std::vector<Tensor> dev(host.size());
-  std::vector<const Tensor*> ptrs(host.size(), nullptr);
-  for (size_t i = 0; i < host.size(); ++i) {
-    if (!host[i].defined()) continue;
-    auto d = upload(host[i]);
-    ASSERT_TRUE(d.ok());
-    dev[i] = *d;
-    ptrs[i] = &dev[i];
-  }
+  std::vector<Tensor> dev;
+  auto uploaded = upload_inputs(host, &dev);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status().to_string();
+  const std::vector<const Tensor*> ptrs = *uploaded;
   std::vector<Tensor> outs = {dev[5]};  // the residual's storage
   DeviceBuffer ws(cands[0]->workspace_bytes(node, {}));
   backend::StepIO io;
@@ -328,14 +323,10 @@ TEST_F(CudaQuantConvTest, EnqueueCapturesIntoCudaGraph) {
   if (!no_device_.empty()) GTEST_SKIP() << no_device_ << " (host side checked)";
   auto cands = cudnn_quant_conv_family().candidates(node, input_types(node));
   ASSERT_FALSE(cands.empty());
-  std::vector<Tensor> dev(host.size());
-  std::vector<const Tensor*> ptrs(host.size(), nullptr);
-  for (size_t i = 0; i < host.size(); ++i) {
-    auto d = upload(host[i]);
-    ASSERT_TRUE(d.ok());
-    dev[i] = *d;
-    ptrs[i] = &dev[i];
-  }
+  std::vector<Tensor> dev;
+  auto uploaded = upload_inputs(host, &dev);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status().to_string();
+  const std::vector<const Tensor*> ptrs = *uploaded;
   auto y = device_alloc(kI8, (*want)[0].shape());
   ASSERT_TRUE(y.ok());
   std::vector<Tensor> outs = {*y};

@@ -149,6 +149,19 @@ inline std::vector<ir::TensorType> input_types(const ir::Node& node) {
   return types;
 }
 
+/// Device copies of `host` into `dev` (resized to match) and pointers to them, nullptr where a host
+/// tensor is undefined (an omitted optional input): a StepIO's inputs.
+inline Result<std::vector<const Tensor*>> upload_inputs(const std::vector<Tensor>& host, std::vector<Tensor>* dev) {
+  dev->assign(host.size(), Tensor());
+  std::vector<const Tensor*> ptrs(host.size(), nullptr);
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (!host[i].defined()) continue;
+    INGOT_ASSIGN_OR_RETURN((*dev)[i], upload(host[i]));
+    ptrs[i] = &(*dev)[i];
+  }
+  return ptrs;
+}
+
 /// Runs `tactic` on device copies of `inputs` (an undefined Tensor = omitted optional input).
 /// Output shapes and dtypes come from the node's inferred (concrete) output types unless
 /// `output_shapes` is given. Outputs are poisoned before the run. Synchronizes and returns
@@ -156,15 +169,10 @@ inline std::vector<ir::TensorType> input_types(const ir::Node& node) {
 inline Result<std::vector<Tensor>> run_tactic(const backend::Tactic& tactic, const ir::Node& node,
                                               const std::vector<Tensor>& inputs,
                                               const std::vector<Shape64>& output_shapes = {}) {
-  std::vector<Tensor> d_inputs(inputs.size());
-  std::vector<const Tensor*> in_ptrs(inputs.size(), nullptr);
+  std::vector<Tensor> d_inputs;
+  INGOT_ASSIGN_OR_RETURN(std::vector<const Tensor*> in_ptrs, upload_inputs(inputs, &d_inputs));
   std::vector<Shape64> in_shapes;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in_shapes.push_back(inputs[i].defined() ? inputs[i].shape() : Shape64{});
-    if (!inputs[i].defined()) continue;
-    INGOT_ASSIGN_OR_RETURN(d_inputs[i], upload(inputs[i]));
-    in_ptrs[i] = &d_inputs[i];
-  }
+  for (const Tensor& t : inputs) in_shapes.push_back(t.defined() ? t.shape() : Shape64{});
   std::vector<Tensor> d_outputs(node.outputs().size());
   for (size_t o = 0; o < node.outputs().size(); ++o) {
     const ir::Value* v = node.output(o);
