@@ -67,6 +67,7 @@ __device__ __forceinline__ __nv_bfloat162 from_float2<__nv_bfloat162>(float a, f
 
 using ew::from_f32;
 using ew::to_f32;
+using ew::Pack;
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, off));
@@ -534,6 +535,34 @@ __global__ void silu_mul_packed_kernel(const T* gate_up, T* out, int64_t rows, i
   }
 }
 
+// The same over 16-byte packs (cols a multiple of the pack, both pointers 16-byte aligned): one
+// thread reads a pack of the gate half and the pack beside it in the up half and writes one pack.
+// The census Llama's b32 MLP (4096 rows x 1408) ran at 28 us a call with the scalar loop's 64-bit
+// divisions and 2-byte accesses; this moves the same 35 MB in 16-byte accesses. Index arithmetic is
+// 32-bit where the pack count fits (Idx), 64-bit otherwise.
+template <class T, class Idx>
+__global__ void silu_mul_packed_vec_kernel(const T* __restrict__ gate_up, T* __restrict__ out, Idx rows,
+                                           Idx packs_per_row) {
+  INGOT_KERNEL_ENTRY();
+  constexpr int kN = 16 / sizeof(T);
+  using P = Pack<T, kN>;
+  const P* src = reinterpret_cast<const P*>(gate_up);
+  P* dst = reinterpret_cast<P*>(out);
+  const Idx n = rows * packs_per_row;
+  for (Idx i = blockIdx.x * static_cast<Idx>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<Idx>(gridDim.x) * blockDim.x) {
+    const Idx r = i / packs_per_row, c = i - r * packs_per_row;
+    const P g = src[r * 2 * packs_per_row + c], u = src[r * 2 * packs_per_row + packs_per_row + c];
+    P y;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const float gv = to_f32(g.v[k]);
+      y.v[k] = from_f32<T>(gv / (1.0f + __expf(-gv)) * to_f32(u.v[k]));
+    }
+    dst[i] = y;
+  }
+}
+
 template <class T>
 __global__ void add_bias_rows_kernel(T* y, const T* bias, int64_t rows, int64_t cols) {
   INGOT_KERNEL_ENTRY();
@@ -653,15 +682,25 @@ cudaError_t launch_silu_mul_packed(FloatType t, const void* gate_up, void* out, 
   if (rows == 0) return cudaSuccess;
   if (!gate_up || !out) return cudaErrorInvalidValue;
   const int64_t n = rows * cols;
-  if (t == FloatType::kF32)
-    launch_kernel(silu_mul_packed_kernel<float>, grid_for(n), 256, 0, stream, static_cast<const float*>(gate_up),
-                  static_cast<float*>(out), rows, cols);
-  else if (t == FloatType::kF16)
-    launch_kernel(silu_mul_packed_kernel<__half>, grid_for(n), 256, 0, stream, static_cast<const __half*>(gate_up),
-                  static_cast<__half*>(out), rows, cols);
-  else
-    launch_kernel(silu_mul_packed_kernel<__nv_bfloat16>, grid_for(n), 256, 0, stream,
-                  static_cast<const __nv_bfloat16*>(gate_up), static_cast<__nv_bfloat16*>(out), rows, cols);
+  const bool packed = ew::aligned16(gate_up) && ew::aligned16(out);
+  ew::dispatch_float(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int64_t kN = 16 / sizeof(T);
+    if (packed && cols % kN == 0) {
+      const int64_t ppr = cols / kN, packs = n / kN;
+      // 32-bit indices while every index the loop forms (up to 2 * packs plus a grid) fits.
+      if (2 * packs + static_cast<int64_t>(ew::kMaxBlocks) * ew::kThreads < INT32_MAX)
+        launch_kernel(silu_mul_packed_vec_kernel<T, uint32_t>, grid_for(packs), ew::kThreads, 0, stream,
+                      static_cast<const T*>(gate_up), static_cast<T*>(out), static_cast<uint32_t>(rows),
+                      static_cast<uint32_t>(ppr));
+      else
+        launch_kernel(silu_mul_packed_vec_kernel<T, int64_t>, grid_for(packs), ew::kThreads, 0, stream,
+                      static_cast<const T*>(gate_up), static_cast<T*>(out), rows, ppr);
+    } else {
+      launch_kernel(silu_mul_packed_kernel<T>, grid_for(n), ew::kThreads, 0, stream, static_cast<const T*>(gate_up),
+                    static_cast<T*>(out), rows, cols);
+    }
+  });
   return cudaGetLastError();
 }
 
