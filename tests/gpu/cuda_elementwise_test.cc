@@ -380,6 +380,17 @@ TEST_F(CudaElementwiseTest, Transpose) {
       {{2, 33, 8}, "[0,2,1]"},
       {{2, 9, 33}, "[0,2,1]"},
       {{5, 1027}, "[1,0]"},
+      // transpose_plan.h's forms. Runs: a window partition keeping channels innermost (16-byte units
+      // for 2-byte types), odd channel counts (narrower units), a run of one element.
+      {{2, 3, 7, 3, 7, 64}, "[0,1,3,2,4,5]"},
+      {{2, 3, 7, 3, 7, 5}, "[0,1,3,2,4,5]"},
+      {{3, 4, 5, 2}, "[2,0,1,3]"},
+      // Tiles over flattened groups: a window un-partition to NCHW (J spans three short output dims,
+      // several tiles along J and K, a batch), a short stride-1 dim that K extends, a 6-D shuffle.
+      {{2, 3, 3, 7, 7, 96}, "[0,5,1,3,2,4]"},
+      {{2, 8, 8, 7, 7, 64}, "[0,5,1,3,2,4]"},
+      {{4, 6, 5, 3}, "[2,0,3,1]"},
+      {{3, 4, 2, 5, 3, 7}, "[5,3,1,0,4,2]"},
   };
   std::mt19937 perm_rng(5);
   for (int i = 0; i < 8; ++i) {

@@ -2,14 +2,16 @@
 //
 // Row-wise kernels of the elementwise family: Softmax (one block per row when the axis is the
 // innermost dim, one thread per column otherwise), LayerNormalization (one warp per row held in registers when it fits, else one block per row) and
-// Transpose (a tiled kernel for batched 2-D transposes such as NCHW <-> NHWC, else one thread per
-// output element). Reductions run in fp32 with warp shuffles and one
+// Transpose (a tiled kernel for batched 2-D transposes such as NCHW <-> NHWC; other permutations
+// as planned by transpose_plan.h: contiguous runs in wide units, or tiles over flattened groups of
+// dims; one thread per output element only where no plan is made). Reductions run in fp32 with warp shuffles and one
 // shared-memory slot per warp. Rows are re-read from global memory for each pass (they sit in
 // L1/L2 for the sizes these models use).
 #include <cmath>
 
 #include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
+#include "backend/cuda/pointwise/transpose_plan.h"
 
 namespace ingot::backend::cuda {
 namespace ew {
@@ -251,6 +253,66 @@ __global__ void transpose_small_n_kernel(const E* x, E* y, int64_t batches, int6
   }
 }
 
+// kRuns (transpose_plan.h): unit q of the output is unit w of run r of the input.
+template <class U, class Idx>
+__global__ void transpose_runs_kernel(const U* __restrict__ x, U* __restrict__ y, const __grid_constant__ TransposePlan p) {
+  INGOT_KERNEL_ENTRY();
+  const Idx run = static_cast<Idx>(p.run);
+  const Idx total = static_cast<Idx>(p.outer.size) * run;
+  for (Idx q = blockIdx.x * static_cast<Idx>(blockDim.x) + threadIdx.x; q < total;
+       q += static_cast<Idx>(gridDim.x) * blockDim.x) {
+    const Idx r = q / run, w = q - r * run;
+    int64_t in = 0, out = 0;
+    transpose_group_offsets<Idx>(p.outer, r, &in, &out);
+    y[q] = x[in + static_cast<int64_t>(w)];
+  }
+}
+
+// kTiled (transpose_plan.h): a kT x kT tile of (j, k) through shared memory, blocks of 32 x 8.
+// The tile's per-row and per-column offsets are computed once per tile into shared tables. Rows are
+// padded to a 4-byte multiple plus one word so that neither phase's shared accesses conflict.
+template <class E, int kT, class Idx>
+__global__ void __launch_bounds__(kTransposeThreads)
+    transpose_tiles_kernel(const E* __restrict__ x, E* __restrict__ y, const __grid_constant__ TransposePlan p) {
+  INGOT_KERNEL_ENTRY();
+  constexpr int kPad = sizeof(E) >= 4 ? 1 : static_cast<int>(4 / sizeof(E));
+  __shared__ E tile[kT][kT + kPad];
+  __shared__ int64_t j_in[kT], k_in[kT], k_out[kT];
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
+  const int64_t tiles = p.batch.size * p.tiles_j * p.tiles_k;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t tk = t % p.tiles_k, rest = t / p.tiles_k;
+    const int64_t tj = rest % p.tiles_j, bi = rest / p.tiles_j;
+    const int64_t j0 = tj * kT, k0 = tk * kT;
+    const int nj = static_cast<int>(p.j.size - j0 < kT ? p.j.size - j0 : kT);
+    const int nk = static_cast<int>(p.k.size - k0 < kT ? p.k.size - k0 : kT);
+    int64_t b_in = 0, b_out = 0;
+    transpose_group_offsets<Idx>(p.batch, static_cast<Idx>(bi), &b_in, &b_out);
+    __syncthreads();  // the previous tile is written out before its tables and tile are reused
+    if (tid < kT) {
+      if (tid < nj) {
+        int64_t a = 0, b = 0;
+        transpose_group_offsets<Idx>(p.j, static_cast<Idx>(j0 + tid), &a, &b);
+        j_in[tid] = a;
+      }
+    } else if (tid < 2 * kT) {
+      const int i = tid - kT;
+      if (i < nk) {
+        int64_t a = 0, b = 0;
+        transpose_group_offsets<Idx>(p.k, static_cast<Idx>(k0 + i), &a, &b);
+        k_in[i] = a;
+        k_out[i] = b;
+      }
+    }
+    __syncthreads();
+    for (int jj = ty; jj < nj; jj += 8)
+      for (int kk = tx; kk < nk; kk += 32) tile[jj][kk] = x[b_in + j_in[jj] + k_in[kk]];
+    __syncthreads();
+    for (int kk = ty; kk < nk; kk += 8)
+      for (int jj = tx; jj < nj; jj += 32) y[b_out + k_out[kk] + j0 + jj] = tile[jj][kk];
+  }
+}
+
 /// Threads per row: the row length rounded up to a warp multiple, 32..1024.
 unsigned row_threads(int64_t len) {
   int64_t t = 32;
@@ -320,6 +382,8 @@ cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, cons
   return cudaGetLastError();
 }
 
+static_assert(kTransposeGroupDims >= kMaxDims, "transpose plans hold every dim launch_transpose takes");
+
 cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int32_t rank, const int64_t* out_dims,
                              const int64_t* in_strides, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
@@ -388,6 +452,48 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
                       static_cast<uint64_t*>(y), tm, tn);
         break;
       default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
+  TransposePlan plan;
+  if (plan_transpose(element_bytes, rank, out_dims, in_strides, x, y, &plan)) {
+    const unsigned blocks = static_cast<unsigned>(transpose_plan_blocks(plan));
+    if (plan.form == TransposeForm::kRuns) {
+      const auto runs = [&](auto unit) {
+        using U = decltype(unit);
+        const U* px = static_cast<const U*>(x);
+        U* py = static_cast<U*>(y);
+        if (plan.index32)
+          launch_kernel(ew::transpose_runs_kernel<U, uint32_t>, blocks, kTransposeThreads, 0, stream, px, py, plan);
+        else
+          launch_kernel(ew::transpose_runs_kernel<U, int64_t>, blocks, kTransposeThreads, 0, stream, px, py, plan);
+      };
+      switch (plan.unit_bytes) {
+        case 16: runs(uint4{}); break;
+        case 8: runs(uint2{}); break;
+        case 4: runs(uint32_t{}); break;
+        case 2: runs(uint16_t{}); break;
+        default: runs(uint8_t{}); break;
+      }
+    } else {
+      const dim3 block(32, kTransposeThreads / 32);
+      const auto tiles = [&](auto elem) {
+        using E = decltype(elem);
+        constexpr int kT = sizeof(E) <= 2 ? 64 : 32;  // plan.tile
+        const E* px = static_cast<const E*>(x);
+        E* py = static_cast<E*>(y);
+        if (plan.index32)
+          launch_kernel(ew::transpose_tiles_kernel<E, kT, uint32_t>, blocks, block, 0, stream, px, py, plan);
+        else
+          launch_kernel(ew::transpose_tiles_kernel<E, kT, int64_t>, blocks, block, 0, stream, px, py, plan);
+      };
+      switch (element_bytes) {
+        case 1: tiles(uint8_t{}); break;
+        case 2: tiles(uint16_t{}); break;
+        case 4: tiles(uint32_t{}); break;
+        case 8: tiles(uint64_t{}); break;
+        default: return cudaErrorInvalidValue;
+      }
     }
     return cudaGetLastError();
   }
