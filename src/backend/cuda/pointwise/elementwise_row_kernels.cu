@@ -382,6 +382,49 @@ cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, cons
   return cudaGetLastError();
 }
 
+cudaError_t launch_transpose_plan(int32_t element_bytes, const TransposePlan& plan, const void* x, void* y,
+                                  cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(transpose_plan_blocks(plan));
+  if (plan.form == TransposeForm::kRuns) {
+    const auto runs = [&](auto unit) {
+      using U = decltype(unit);
+      const U* px = static_cast<const U*>(x);
+      U* py = static_cast<U*>(y);
+      if (plan.index32)
+        launch_kernel(ew::transpose_runs_kernel<U, uint32_t>, blocks, kTransposeThreads, 0, stream, px, py, plan);
+      else
+        launch_kernel(ew::transpose_runs_kernel<U, int64_t>, blocks, kTransposeThreads, 0, stream, px, py, plan);
+    };
+    switch (plan.unit_bytes) {
+      case 16: runs(uint4{}); break;
+      case 8: runs(uint2{}); break;
+      case 4: runs(uint32_t{}); break;
+      case 2: runs(uint16_t{}); break;
+      default: runs(uint8_t{}); break;
+    }
+  } else {
+    const dim3 block(32, kTransposeThreads / 32);
+    const auto tiles = [&](auto elem) {
+      using E = decltype(elem);
+      constexpr int kT = sizeof(E) <= 2 ? 64 : 32;  // plan.tile
+      const E* px = static_cast<const E*>(x);
+      E* py = static_cast<E*>(y);
+      if (plan.index32)
+        launch_kernel(ew::transpose_tiles_kernel<E, kT, uint32_t>, blocks, block, 0, stream, px, py, plan);
+      else
+        launch_kernel(ew::transpose_tiles_kernel<E, kT, int64_t>, blocks, block, 0, stream, px, py, plan);
+    };
+    switch (element_bytes) {
+      case 1: tiles(uint8_t{}); break;
+      case 2: tiles(uint16_t{}); break;
+      case 4: tiles(uint32_t{}); break;
+      case 8: tiles(uint64_t{}); break;
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  return cudaGetLastError();
+}
+
 static_assert(kTransposeGroupDims >= kMaxDims, "transpose plans hold every dim launch_transpose takes");
 
 cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int32_t rank, const int64_t* out_dims,
@@ -456,47 +499,8 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
     return cudaGetLastError();
   }
   TransposePlan plan;
-  if (plan_transpose(element_bytes, rank, out_dims, in_strides, x, y, &plan)) {
-    const unsigned blocks = static_cast<unsigned>(transpose_plan_blocks(plan));
-    if (plan.form == TransposeForm::kRuns) {
-      const auto runs = [&](auto unit) {
-        using U = decltype(unit);
-        const U* px = static_cast<const U*>(x);
-        U* py = static_cast<U*>(y);
-        if (plan.index32)
-          launch_kernel(ew::transpose_runs_kernel<U, uint32_t>, blocks, kTransposeThreads, 0, stream, px, py, plan);
-        else
-          launch_kernel(ew::transpose_runs_kernel<U, int64_t>, blocks, kTransposeThreads, 0, stream, px, py, plan);
-      };
-      switch (plan.unit_bytes) {
-        case 16: runs(uint4{}); break;
-        case 8: runs(uint2{}); break;
-        case 4: runs(uint32_t{}); break;
-        case 2: runs(uint16_t{}); break;
-        default: runs(uint8_t{}); break;
-      }
-    } else {
-      const dim3 block(32, kTransposeThreads / 32);
-      const auto tiles = [&](auto elem) {
-        using E = decltype(elem);
-        constexpr int kT = sizeof(E) <= 2 ? 64 : 32;  // plan.tile
-        const E* px = static_cast<const E*>(x);
-        E* py = static_cast<E*>(y);
-        if (plan.index32)
-          launch_kernel(ew::transpose_tiles_kernel<E, kT, uint32_t>, blocks, block, 0, stream, px, py, plan);
-        else
-          launch_kernel(ew::transpose_tiles_kernel<E, kT, int64_t>, blocks, block, 0, stream, px, py, plan);
-      };
-      switch (element_bytes) {
-        case 1: tiles(uint8_t{}); break;
-        case 2: tiles(uint16_t{}); break;
-        case 4: tiles(uint32_t{}); break;
-        case 8: tiles(uint64_t{}); break;
-        default: return cudaErrorInvalidValue;
-      }
-    }
-    return cudaGetLastError();
-  }
+  if (plan_transpose(element_bytes, rank, out_dims, in_strides, x, y, &plan))
+    return launch_transpose_plan(element_bytes, plan, x, y, stream);
   BroadcastDesc d;
   d.rank = rank;
   for (int32_t i = 0; i < rank; ++i) {

@@ -20,6 +20,8 @@
 //   H100 (census s33a profile, 58 of them 1.42 ms of 6.98 ms at batch 32).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -86,5 +88,11 @@ bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims
 /// The launch's grid for a plan (blocks of kTransposeThreads threads; grid-stride beyond it).
 constexpr int kTransposeThreads = 256;
 int64_t transpose_plan_blocks(const TransposePlan& plan);
+
+/// Runs a plan (elementwise_row_kernels.cu). launch_transpose calls it for what it plans; the
+/// transpose probe (bench/transpose_probe.cu) calls it directly to time a plan against the
+/// batched 2-D kernels on their own shapes.
+cudaError_t launch_transpose_plan(int32_t element_bytes, const TransposePlan& plan, const void* x, void* y,
+                                  cudaStream_t stream);
 
 }  // namespace ingot::backend::cuda
