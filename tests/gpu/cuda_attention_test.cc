@@ -569,20 +569,13 @@ TEST_F(CudaAttentionTest, EnqueueCapturesIntoCudaGraph) {
   auto plain = download(outs[0]);
   ASSERT_TRUE(plain.ok());
   ASSERT_TRUE(poison(outs[0]).ok());
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  Status st = tactic->enqueue(io);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    const Status st = capture_and_replay(*tactic, io);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
   auto replay = download(outs[0]);
   ASSERT_TRUE(replay.ok());
   EXPECT_EQ(std::memcmp(plain->raw(), replay->raw(), plain->nbytes()), 0) << "graph replay differs from enqueue";
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

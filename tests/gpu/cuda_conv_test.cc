@@ -549,20 +549,13 @@ TEST_P(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
   ASSERT_TRUE(tactic->enqueue(io).ok());  // warm-up: builds the plan
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   ASSERT_TRUE(poison(outs[0]).ok());
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  Status st = tactic->enqueue(io);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    const Status st = capture_and_replay(*tactic, io);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
   auto got = download(outs[0]);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(conv_close(*got, (*want)[0], norm_tolerance(DataType::kFloat16)));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

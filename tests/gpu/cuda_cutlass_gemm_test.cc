@@ -496,20 +496,13 @@ TEST_F(CutlassGemm, EnqueueCapturesIntoCudaGraph) {
     for (const Tensor& t : c.dev) io.inputs.push_back(&t);
     io.outputs = &outs;
     io.stream = stream;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    Status st = tactic->enqueue(io);
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << name;
-    ASSERT_TRUE(st.ok()) << name << ": " << st.to_string();
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << name;
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    {
+      const Status st = capture_and_replay(*tactic, io);
+      ASSERT_TRUE(st.ok()) << name << ": " << st.to_string();
+    }
     auto got = download(outs[0]);
     ASSERT_TRUE(got.ok());
     EXPECT_TRUE(close_to(*got, (*want)[0])) << name;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     cudaStreamDestroy(stream);
   }
 }

@@ -623,20 +623,13 @@ TEST_F(CudaPointwiseTest, CapturedGraphReplayIsBitIdentical) {
   io.inputs = {&*da, &*db};
   io.outputs = &outs;
   io.stream = stream;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  Status st = tactic->enqueue(io);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    const Status st = capture_and_replay(*tactic, io);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
   auto got = download(outs[0]);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(std::memcmp(got->raw(), (*want)[0].raw(), got->nbytes()), 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

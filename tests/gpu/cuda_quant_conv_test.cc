@@ -343,20 +343,13 @@ TEST_F(CudaQuantConvTest, EnqueueCapturesIntoCudaGraph) {
   ASSERT_TRUE(warm.ok()) << warm.to_string();
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   ASSERT_TRUE(poison(outs[0]).ok());
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  Status st = cands[0]->enqueue(io);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int replay = 0; replay < 2; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    const Status st = capture_and_replay(*cands[0], io, 2);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
   auto got = download(outs[0]);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(all_close(*got, (*want)[0], tolerance(c)));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

@@ -336,4 +336,24 @@ inline ::testing::AssertionResult matches_reference(const backend::Tactic& tacti
   return ::testing::AssertionSuccess();
 }
 
+/// Records one tactic.enqueue(io) on io.stream into a CUDA graph (thread-local capture, as the
+/// runtime captures), replays it `replays` times and waits for the stream. The tactic's status
+/// comes first (a tactic that fails inside a capture reports its own error, not the capture's).
+inline Status capture_and_replay(const backend::Tactic& tactic, backend::StepIO& io, int replays = 1) {
+  cudaStream_t stream = static_cast<cudaStream_t>(io.stream);
+  INGOT_RETURN_IF_ERROR(
+      cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture"));
+  Status st = tactic.enqueue(io);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (st.ok()) st = cuda_status(ended, "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  if (st.ok()) st = cuda_status(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  for (int i = 0; st.ok() && i < replays; ++i) st = cuda_status(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+  if (st.ok()) st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize(replay)");
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  return st;
+}
+
 }  // namespace ingot::gpu_test
