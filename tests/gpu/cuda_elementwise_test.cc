@@ -385,12 +385,14 @@ TEST_F(CudaElementwiseTest, Transpose) {
       {{2, 3, 7, 3, 7, 64}, "[0,1,3,2,4,5]"},
       {{2, 3, 7, 3, 7, 5}, "[0,1,3,2,4,5]"},
       {{3, 4, 5, 2}, "[2,0,1,3]"},
-      // Tiles over flattened groups: a window un-partition to NCHW (J spans three short output dims,
-      // several tiles along J and K, a batch), a short stride-1 dim that K extends, a 6-D shuffle.
+      // Tiles over flattened groups (1 MB and up; smaller ones take the loop): a window un-partition
+      // to NCHW (J spans three short output dims, tiles of 64 or 32 by block count, a batch), a short
+      // stride-1 dim that K extends, a 6-D shuffle.
+      {{8, 8, 8, 7, 7, 64}, "[0,5,1,3,2,4]"},
+      {{4, 8, 8, 7, 7, 64}, "[0,5,1,3,2,4]"},
       {{2, 3, 3, 7, 7, 96}, "[0,5,1,3,2,4]"},
-      {{2, 8, 8, 7, 7, 64}, "[0,5,1,3,2,4]"},
-      {{4, 6, 5, 3}, "[2,0,3,1]"},
-      {{3, 4, 2, 5, 3, 7}, "[5,3,1,0,4,2]"},
+      {{4096, 6, 5, 3}, "[2,0,3,1]"},
+      {{3, 4, 2, 5, 3, 7 * 1024}, "[5,3,1,0,4,2]"},
   };
   std::mt19937 perm_rng(5);
   for (int i = 0; i < 8; ++i) {

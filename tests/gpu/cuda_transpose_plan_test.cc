@@ -107,9 +107,21 @@ void check_plan(const Perm& p, int32_t eb, uintptr_t x_addr, uintptr_t y_addr) {
           std::to_string(y_addr % 16);
   const int64_t n = std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
   TransposePlan plan;
-  ASSERT_TRUE(plan_transpose(eb, static_cast<int32_t>(dims.size()), dims.data(), strides.data(),
-                             reinterpret_cast<const void*>(x_addr), reinterpret_cast<const void*>(y_addr), &plan))
-      << what;
+  const bool planned = plan_transpose(eb, static_cast<int32_t>(dims.size()), dims.data(), strides.data(),
+                                      reinterpret_cast<const void*>(x_addr), reinterpret_cast<const void*>(y_addr), &plan);
+  if (!planned) {
+    // Only a small permutation whose input-contiguous dim is not the output's innermost is left to
+    // the one-thread-per-element loop.
+    bool runs = true;
+    for (size_t d = dims.size(); d-- > 0;)
+      if (dims[d] != 1) {
+        runs = strides[d] == 1;
+        break;
+      }
+    EXPECT_TRUE(!runs && n * eb < kTransposeTiledMinBytes) << what << ": not planned";
+    return;
+  }
+  if (plan.form == TransposeForm::kTiled) EXPECT_GE(n * eb, kTransposeTiledMinBytes) << what;
   if (plan.form == TransposeForm::kRuns) {
     EXPECT_EQ(x_addr % static_cast<uintptr_t>(plan.unit_bytes), 0u) << what;
     EXPECT_EQ(y_addr % static_cast<uintptr_t>(plan.unit_bytes), 0u) << what;
@@ -125,6 +137,11 @@ TEST(TransposePlanNoDevice, RandomPermutationsReplayExactly) {
     Perm p;
     const int r = std::uniform_int_distribution<int>(1, 6)(rng);
     for (int d = 0; d < r; ++d) p.in_shape.push_back(std::uniform_int_distribution<int>(1, 9)(rng));
+    // Every other case is grown past the tiled form's minimum size along a random dim.
+    int64_t elems = 1;
+    for (int64_t d : p.in_shape) elems *= d;
+    if (i % 2 == 1) p.in_shape[std::uniform_int_distribution<size_t>(0, p.in_shape.size() - 1)(rng)] *=
+                    (kTransposeTiledMinBytes + elems - 1) / elems;
     p.perm.resize(static_cast<size_t>(r));
     std::iota(p.perm.begin(), p.perm.end(), 0);
     std::shuffle(p.perm.begin(), p.perm.end(), rng);
@@ -152,8 +169,9 @@ TEST(TransposePlanNoDevice, MaxVitWindowTransposesTakeTheFastForms) {
   check_plan(partition, 2, 0x1000, 0x2000);
 
   // Un-partition to NCHW: [B, 8, 8, 7, 7, C] -> [B, C, 8, 7, 8, 7]. The output's innermost dims (7,
-  // 8, 7 wide) fill a 64-wide tile row only together: J = 7 x 8 x 7, K = C, batch = B x 8.
-  const Perm departition{{2, 8, 8, 7, 7, 64}, {0, 5, 1, 3, 2, 4}};
+  // 8, 7 wide) fill a 64-wide tile row only together: J = 7 x 8 x 7, K = C, batch = B x 8. Batch 8
+  // (3.2 MB) gives 64 x 7 tiles of 64 x 64.
+  const Perm departition{{8, 8, 8, 7, 7, 64}, {0, 5, 1, 3, 2, 4}};
   transpose_args(departition, &dims, &strides);
   ASSERT_TRUE(plan_transpose(2, 6, dims.data(), strides.data(), reinterpret_cast<const void*>(0x1000),
                              reinterpret_cast<const void*>(0x2000), &plan));
@@ -161,19 +179,37 @@ TEST(TransposePlanNoDevice, MaxVitWindowTransposesTakeTheFastForms) {
   EXPECT_EQ(plan.tile, 64);
   EXPECT_EQ(plan.j.size, 7 * 8 * 7);
   EXPECT_EQ(plan.k.size, 64);
-  EXPECT_EQ(plan.batch.size, 2 * 8);
+  EXPECT_EQ(plan.batch.size, 8 * 8);
   check_plan(departition, 2, 0x1000, 0x2000);
 
+  // Batch 4 (1.6 MB): 64-wide tiles would be 224 blocks, under two waves of 132; 32-wide ones are
+  // four times as many.
+  const Perm departition4{{4, 8, 8, 7, 7, 64}, {0, 5, 1, 3, 2, 4}};
+  transpose_args(departition4, &dims, &strides);
+  ASSERT_TRUE(plan_transpose(2, 6, dims.data(), strides.data(), reinterpret_cast<const void*>(0x1000),
+                             reinterpret_cast<const void*>(0x2000), &plan));
+  EXPECT_EQ(plan.tile, 32);
+  EXPECT_EQ(plan.tiles_j, (7 * 8 * 7 + 31) / 32);
+  EXPECT_EQ(plan.tiles_k, 2);
+  check_plan(departition4, 2, 0x1000, 0x2000);
+
+  // Batch 1 (0.8 MB): left to the one-thread-per-element loop.
+  const Perm departition1{{1, 8, 8, 7, 7, 64}, {0, 5, 1, 3, 2, 4}};
+  transpose_args(departition1, &dims, &strides);
+  EXPECT_FALSE(plan_transpose(2, 6, dims.data(), strides.data(), reinterpret_cast<const void*>(0x1000),
+                              reinterpret_cast<const void*>(0x2000), &plan));
+
   // An input whose stride-1 dim is short (3 wide): K grows into the input dim that continues it
-  // (5, stride 3), which is not among the output's trailing dims. [4, 6, 5, 3] -> [5, 4, 3, 6].
-  const Perm short_inner{{4, 6, 5, 3}, {2, 0, 3, 1}};
+  // (5, stride 3), which is not among the output's trailing dims. [4, 6, 5, 3] -> [5, 4, 3, 6] with
+  // the 4 grown to 4096 (1.4 MB of f32).
+  const Perm short_inner{{4096, 6, 5, 3}, {2, 0, 3, 1}};
   transpose_args(short_inner, &dims, &strides);
   ASSERT_TRUE(plan_transpose(4, 4, dims.data(), strides.data(), reinterpret_cast<const void*>(0x1000),
                              reinterpret_cast<const void*>(0x2000), &plan));
   EXPECT_EQ(plan.form, TransposeForm::kTiled);
   EXPECT_EQ(plan.j.size, 6);
   EXPECT_EQ(plan.k.size, 5 * 3);
-  EXPECT_EQ(plan.batch.size, 4);
+  EXPECT_EQ(plan.batch.size, 4096);
   check_plan(short_inner, 4, 0x1000, 0x2000);
 }
 

@@ -8,6 +8,7 @@
 // shared-memory slot per warp. Rows are re-read from global memory for each pass (they sit in
 // L1/L2 for the sizes these models use).
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
@@ -406,13 +407,19 @@ cudaError_t launch_transpose_plan(int32_t element_bytes, const TransposePlan& pl
     const dim3 block(32, kTransposeThreads / 32);
     const auto tiles = [&](auto elem) {
       using E = decltype(elem);
-      constexpr int kT = sizeof(E) <= 2 ? 64 : 32;  // plan.tile
       const E* px = static_cast<const E*>(x);
       E* py = static_cast<E*>(y);
-      if (plan.index32)
-        launch_kernel(ew::transpose_tiles_kernel<E, kT, uint32_t>, blocks, block, 0, stream, px, py, plan);
-      else
-        launch_kernel(ew::transpose_tiles_kernel<E, kT, int64_t>, blocks, block, 0, stream, px, py, plan);
+      const auto run = [&](auto tile) {
+        constexpr int kT = decltype(tile)::value;
+        if (plan.index32)
+          launch_kernel(ew::transpose_tiles_kernel<E, kT, uint32_t>, blocks, block, 0, stream, px, py, plan);
+        else
+          launch_kernel(ew::transpose_tiles_kernel<E, kT, int64_t>, blocks, block, 0, stream, px, py, plan);
+      };
+      if constexpr (sizeof(E) <= 2) {
+        if (plan.tile == 64) return run(std::integral_constant<int, 64>{});
+      }
+      run(std::integral_constant<int, 32>{});
     };
     switch (element_bytes) {
       case 1: tiles(uint8_t{}); break;

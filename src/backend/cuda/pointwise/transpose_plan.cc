@@ -10,7 +10,8 @@
 namespace ingot::backend::cuda {
 namespace {
 
-constexpr int64_t kMaxTransposeBlocks = 4096;  // 132 SMs x 8 resident blocks x ~4 waves; grid-stride after
+constexpr int64_t kMaxTransposeBlocks = 4096;
+constexpr int64_t kTwoWaves = 2 * 132;  // 132 SMs x 8 resident blocks x ~4 waves; grid-stride after
 
 void add_dim(TransposeGroup* g, int64_t dim, int64_t in, int64_t out) {
   g->dims[g->rank] = dim;
@@ -86,9 +87,13 @@ bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims
   for (int32_t d = 0; d < mr; ++d)
     if (ms[d] == 1) kstar = d;
   if (kstar < 0) return false;  // not a permutation of a contiguous input
-  const int64_t tile = element_bytes <= 2 ? 64 : 32;
+  // Small tensors keep the one-thread-per-element loop: on the H100 (census s37a, MaxViT-T batch 1) its
+  // 0.4-0.8 MB window transposes took 5-7 us there and about 11 us as 64 x 64 tiles, whose few blocks
+  // (56 at 0.8 MB) each walk 4096 elements. At batch 32 (3.2-12.8 MB) the tiles took 8-24 us where
+  // the loop took 21-70.
+  if (n * element_bytes < kTransposeTiledMinBytes) return false;
   plan->form = TransposeForm::kTiled;
-  plan->tile = static_cast<int32_t>(tile);
+  const int64_t tile = element_bytes <= 2 ? 64 : 32;
   // J: trailing output dims up to (not including) kstar, until a tile row is full.
   int32_t jlo = mr;
   int64_t jsize = 1;
@@ -113,12 +118,21 @@ bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims
     in_k[e] = true;
     ksize *= md[e];
   }
+  plan->tile = static_cast<int32_t>(tile);
   for (int32_t d = jlo; d < mr; ++d) add_dim(&plan->j, md[d], ms[d], os[d]);
   for (int32_t i = kn; i-- > 0;) add_dim(&plan->k, md[korder[i]], ms[korder[i]], os[korder[i]]);
   for (int32_t d = 0; d < jlo; ++d)
     if (!in_k[d]) add_dim(&plan->batch, md[d], ms[d], os[d]);
   plan->tiles_j = (plan->j.size + tile - 1) / tile;
   plan->tiles_k = (plan->k.size + tile - 1) / tile;
+  // 2-byte and 1-byte elements take 64 x 64 tiles unless that leaves fewer than two waves of blocks
+  // on an H100/H200 (132 multiprocessors); then 32 x 32, four times the blocks. J and K were grown
+  // to the larger tile, which the smaller one also fills.
+  if (tile == 64 && plan->batch.size * plan->tiles_j * plan->tiles_k < kTwoWaves) {
+    plan->tile = 32;
+    plan->tiles_j = (plan->j.size + 31) / 32;
+    plan->tiles_k = (plan->k.size + 31) / 32;
+  }
   const int64_t tiles = plan->batch.size * plan->tiles_j * plan->tiles_k;
   plan->index32 = fits32(std::max({plan->batch.size, plan->j.size, plan->k.size, tiles + transpose_plan_blocks(*plan)}));
   return true;

@@ -33,6 +33,9 @@
 namespace ingot::backend::cuda {
 
 constexpr int kTransposeGroupDims = 6;
+/// Below this many bytes a permutation that would take the tiled form is not planned (the
+/// one-thread-per-element loop is quicker there; transpose_plan.cc has the measurements).
+constexpr int64_t kTransposeTiledMinBytes = int64_t{1} << 20;
 
 /// A set of dims walked as one flat row-major index: the dims' sizes (outermost first) and the
 /// strides each dim has in the input and in the output (elements, or units for kRuns).
@@ -71,7 +74,7 @@ struct TransposePlan {
   int32_t unit_bytes = 1;
   int64_t run = 1;
   TransposeGroup outer;
-  // kTiled: tile edge in elements; j: trailing output dims (output offset of flat j is j), k: the
+  // kTiled: tile edge in elements (64 or 32 for 1- and 2-byte elements, 32 otherwise); j: trailing output dims (output offset of flat j is j), k: the
   // input-contiguous dims, batch: the rest. tiles = batch.size * tiles_j * tiles_k.
   int32_t tile = 32;
   TransposeGroup j, k, batch;
