@@ -11,7 +11,7 @@
 #   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [TESTS=1] [VS_HF=0] [KV=4096] [QUANT=fp8|int4] [GEMV=0..8] [I4GEMM=N] [EXTRA='--decode-partition 512'] [PROFILE=1] [ALSO_ENV=INGOT_PDL=0] bash bench/llm_part.sh NAME
 # (Llama-3.1-8B shapes at 256 concurrent: CONFIG=bench/llm/llama-3.1-8b.json BN=256 KV=6144)
 # (GEMV=0: cuBLASLt for every step, the small-T GEMV off; the default is 8 tokens)
-# (I4GEMM=0: int4 steps past the GEMV dequantize for cuBLASLt instead of the W4A16 GEMM; default 512 tokens)
+# (I4GEMM=N: int4 steps past the GEMV of up to N tokens run the W4A16 GEMM; default 0: they dequantize for cuBLASLt)
 # (all of it may pass 600 s with a cold torch.compile: HF=0 or COMPILE=0 for a shorter call)
 # Leaves $OUT/NAME.tgz (logs) and prints the summary last.
 set -uo pipefail

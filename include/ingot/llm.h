@@ -68,9 +68,9 @@ struct LlmLoadOptions {
   /// INT4 weight-only projections (W4A16, `--quantization int4`): 4-bit weights in groups along the
   /// input dim with a (scale, min) per group. A GGUF's Q4_0, Q4_1 and Q4_K projections keep their
   /// own blocks (the weights llama.cpp runs); the others are rounded symmetric to nearest per group.
-  /// cuda: GEMVs that dequantize as they read at or below gemv_max_tokens tokens a step, a
-  /// tensor-core GEMM that dequantizes in registers up to int4_gemm_max_tokens, dense weights
-  /// dequantized per projection for cuBLASLt above that (long prompts). cpu: the fp32 decoder on the 4-bit
+  /// cuda: GEMVs that dequantize as they read at or below gemv_max_tokens tokens a step, dense
+  /// weights dequantized per projection for cuBLASLt above that (or, opt-in, a tensor-core GEMM that
+  /// dequantizes in registers up to int4_gemm_max_tokens). cpu: the fp32 decoder on the 4-bit
   /// weights' values (the reference of the GPU's numerics). Not with fp8_weights.
   bool int4_weights = false;
   /// A checkpoint stored in 4 bits throughout (every projection: AutoAWQ, GPTQ, compressed-tensors
@@ -89,8 +89,9 @@ struct LlmLoadOptions {
   int gemv_max_tokens = 8;
   /// cuda, int4 weights: steps of more than gemv_max_tokens and at most this many tokens run the
   /// W4A16 tensor-core GEMM (4 bits a weight read); longer ones dequantize each projection for
-  /// cuBLASLt. 0: cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`).
-  int int4_gemm_max_tokens = 512;
+  /// cuBLASLt. 0 (default): cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`); the
+  /// GEMM measured slower than it at batch 64 on the H100 (bench/RESULTS.md, session 37).
+  int int4_gemm_max_tokens = 0;
   /// cuda: the decode attention splits each context into parts of this many positions (one block
   /// each, then a combining kernel) when the step's context bound is longer; 0: never splits
   /// (`ingot generate --decode-partition`). CUDA-graph steps use the graph's context bound.

@@ -73,8 +73,10 @@ struct GpuDecoderOptions {
   /// stay W8A16 (half the bytes, no activation quantization). 0: cuBLASLt for every step.
   int32_t gemv_max_tokens = 8;
   /// int4: steps of more than gemv_max_tokens and at most this many tokens run launch_int4_gemm;
-  /// 0: dequantize + cuBLASLt above the GEMVs.
-  int32_t int4_gemm_max_tokens = 512;
+  /// 0 (the default): dequantize + cuBLASLt above the GEMVs. On the H100 (2026-12-07, bench/RESULTS.md
+  /// session 37) the W4A16 GEMM made Llama-3.2-1B-shaped batch-64 decode 5.47 ms a step (11.3k tok/s)
+  /// where dequantize + cuBLASLt had run 4.1 ms (15.6k, session 33), so it is opt-in until it wins.
+  int32_t int4_gemm_max_tokens = 0;
   /// The KV cache in float8 e4m3 (half the bytes: twice the positions per GiB), scales 1 as
   /// vLLM's kv_cache_dtype="fp8" without calibrated scales; attention dequantizes as it reads.
   bool fp8_kv = false;
