@@ -227,6 +227,12 @@ TEST(TransposePlanNoDevice, UnitsNarrowToWhatAlignmentAllows) {
   check_plan(p, 4, 0x1004, 0x2000);
   check_plan(p, 2, 0x1002, 0x2006);
   check_plan(p, 1, 0x1001, 0x2003);
+  // Merging: [2, 1, 3, 4] out of strides [12, 99, 4, 1] is one contiguous run of 24.
+  const int64_t mdims[4] = {2, 1, 3, 4}, mstrides[4] = {12, 99, 4, 1};
+  int64_t md[kTransposeGroupDims], ms[kTransposeGroupDims];
+  ASSERT_EQ(merge_transpose_dims(4, mdims, mstrides, md, ms), 1);
+  EXPECT_EQ(md[0], 24);
+  EXPECT_EQ(ms[0], 1);
   // Bad arguments plan nothing.
   const int64_t bad_dims[1] = {-1}, one[1] = {1};
   EXPECT_FALSE(plan_transpose(2, 1, bad_dims, one, nullptr, nullptr, &plan));

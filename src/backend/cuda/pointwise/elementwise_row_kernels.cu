@@ -463,19 +463,9 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
   if (rank < 0 || rank > kMaxDims) return cudaErrorInvalidValue;
   // Merge output dims that are contiguous in the input too; a batched 2-D transpose is left
   // ([B, N, M] out of a contiguous [B, M, N]) for the tiled kernel.
-  int64_t md[kMaxDims], ms[kMaxDims];
-  int32_t mr = 0;
-  for (int32_t i = 0; i < rank; ++i) {
-    if (out_dims[i] == 1) continue;
-    if (mr > 0 && ms[mr - 1] == in_strides[i] * out_dims[i]) {
-      md[mr - 1] *= out_dims[i];
-      ms[mr - 1] = in_strides[i];
-    } else {
-      md[mr] = out_dims[i];
-      ms[mr] = in_strides[i];
-      ++mr;
-    }
-  }
+  int64_t md[kTransposeGroupDims], ms[kTransposeGroupDims];
+  const int32_t mr = merge_transpose_dims(rank, out_dims, in_strides, md, ms);
+  if (mr < 0) return cudaErrorInvalidValue;
   int64_t tb = 0, tm = 0, tn = 0;
   if (mr == 2 && ms[1] == md[0] && ms[0] == 1) {
     tb = 1, tn = md[0], tm = md[1];

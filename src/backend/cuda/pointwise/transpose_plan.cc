@@ -23,6 +23,25 @@ void add_dim(TransposeGroup* g, int64_t dim, int64_t in, int64_t out) {
 
 }  // namespace
 
+int32_t merge_transpose_dims(int32_t rank, const int64_t* out_dims, const int64_t* in_strides, int64_t* dims,
+                             int64_t* strides) {
+  if (rank < 0 || rank > kTransposeGroupDims) return -1;
+  int32_t mr = 0;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (out_dims[i] <= 0) return -1;
+    if (out_dims[i] == 1) continue;
+    if (mr > 0 && strides[mr - 1] == in_strides[i] * out_dims[i]) {
+      dims[mr - 1] *= out_dims[i];
+      strides[mr - 1] = in_strides[i];
+    } else {
+      dims[mr] = out_dims[i];
+      strides[mr] = in_strides[i];
+      ++mr;
+    }
+  }
+  return mr;
+}
+
 int64_t transpose_plan_blocks(const TransposePlan& plan) {
   const int64_t work = plan.form == TransposeForm::kRuns
                            ? (plan.outer.size * plan.run + kTransposeThreads - 1) / kTransposeThreads
@@ -33,21 +52,9 @@ int64_t transpose_plan_blocks(const TransposePlan& plan) {
 bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims, const int64_t* in_strides,
                     const void* x, const void* y, TransposePlan* plan) {
   if (element_bytes <= 0 || rank < 0 || rank > kTransposeGroupDims) return false;
-  // Size-1 dims go; an output dim whose input stride continues the one before it merges into it.
   int64_t md[kTransposeGroupDims], ms[kTransposeGroupDims];
-  int32_t mr = 0;
-  for (int32_t i = 0; i < rank; ++i) {
-    if (out_dims[i] <= 0) return false;
-    if (out_dims[i] == 1) continue;
-    if (mr > 0 && ms[mr - 1] == in_strides[i] * out_dims[i]) {
-      md[mr - 1] *= out_dims[i];
-      ms[mr - 1] = in_strides[i];
-    } else {
-      md[mr] = out_dims[i];
-      ms[mr] = in_strides[i];
-      ++mr;
-    }
-  }
+  int32_t mr = merge_transpose_dims(rank, out_dims, in_strides, md, ms);
+  if (mr < 0) return false;
   if (mr == 0) {  // one element
     md[0] = 1;
     ms[0] = 1;

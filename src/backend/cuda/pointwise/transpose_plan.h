@@ -81,6 +81,12 @@ struct TransposePlan {
   int64_t tiles_j = 0, tiles_k = 0;
 };
 
+/// Drops size-1 output dims and merges an output dim into the one before it where its input stride
+/// continues that one's (dims/strides: at least kTransposeGroupDims each). Returns the merged rank
+/// (0 for one element), or -1 for a dim <= 0 or a rank outside 0..kTransposeGroupDims.
+int32_t merge_transpose_dims(int32_t rank, const int64_t* out_dims, const int64_t* in_strides, int64_t* dims,
+                             int64_t* strides);
+
 /// Plans y = transpose(x) (out_dims, in_strides as launch_transpose takes them, already merged or
 /// not; size-1 dims are dropped here). False when neither form applies (a batched 2-D transpose is
 /// the caller's to recognise first; any other permutation of at most kTransposeGroupDims dims
