@@ -500,6 +500,31 @@ TEST_F(CudaLlmKernelsTest, SiluMulPackedAndBiasRowsMatchReference) {
           ywant[static_cast<size_t>(r * cols + c)] = y[static_cast<size_t>(r * cols + c)] + b[static_cast<size_t>(c)];
       EXPECT_LE(normwise_error(ygot, ywant), tolerance(t)) << "add_bias_rows";
     }
+  // Views one element past a 16-byte boundary (widths a multiple of the 16-byte pack) take the
+  // scalar loop; both pointers are shifted so that each case is one the packs must not take.
+  for (FloatType t : kTypes)
+    for (int shifted : {0, 1}) {
+      const int64_t rows = 9, cols = 64;
+      std::mt19937 rng2(47);
+      const auto gu = random_bits(t, static_cast<size_t>(rows * 2 * cols + 1), rng2);
+      DeviceBuffer dgu = to_device(gu), dout(static_cast<size_t>(rows * cols + 1) * 2);
+      ASSERT_TRUE(dgu.valid() && dout.valid());
+      const auto* in = static_cast<const uint16_t*>(dgu.get()) + (shifted ? 1 : 0);
+      auto* out = static_cast<uint16_t*>(dout.get()) + (shifted ? 0 : 1);
+      ASSERT_EQ(backend::cuda::launch_silu_mul_packed(t, in, out, rows, cols, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> all = to_floats(t, gu);
+      const std::vector<float> got_all = to_floats(t, to_host<uint16_t>(dout, static_cast<size_t>(rows * cols + 1)));
+      std::vector<float> got(got_all.begin() + (shifted ? 0 : 1), got_all.begin() + (shifted ? 0 : 1) + rows * cols);
+      std::vector<float> want(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const double g = all[static_cast<size_t>((shifted ? 1 : 0) + r * 2 * cols + c)],
+                       u = all[static_cast<size_t>((shifted ? 1 : 0) + r * 2 * cols + cols + c)];
+          want[static_cast<size_t>(r * cols + c)] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+        }
+      EXPECT_LE(normwise_error(got, want), tolerance(t)) << "silu_mul_packed, unaligned " << (shifted ? "input" : "output");
+    }
   EXPECT_EQ(backend::cuda::launch_silu_mul_packed(FloatType::kF16, nullptr, nullptr, 2, 4, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(backend::cuda::launch_silu_mul_packed(FloatType::kF32, nullptr, nullptr, 2, 4, nullptr),
