@@ -18,7 +18,14 @@
 //
 // Left alone: a weight that is not a constant; C, H or W not known, or H, W not multiples of the
 // kernel; auto_pad other than NOTSET/VALID; any pad, dilation or group; kernel != stride; a
-// kernel of one pixel (a 1x1 conv is already a GEMM for every backend).
+// kernel of one pixel (a 1x1 conv is already a GEMM for every backend); and input channels in
+// whole 16-byte vectors (C % 8 == 0, ConvNeXt's 2x2 downsampling convs on 96-384 channels). A
+// channels-last conv over those reads each window's C values as contiguous vectors: it is the
+// same GEMM without the gather, and it stays inside the channels-last region around it. Lowered
+// there (session 34 to 37), ConvNeXt-T's three downsamplings each became a gather, two copies
+// and a GEMM: on the H100 (census 2026-12-07) its b64 time rose from 3.49 to 4.12 ms against
+// session 33 and its b1 engine went channels-first with 47 Transposes. What pays is the image
+// stem, C = 3, where a conv pads each pixel's channels to a vector.
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +101,7 @@ class LowerPatchifyConv final : public Pass {
       if (!xs[i].is_known()) return false;
     const int64_t H = xs[2].value(), W = xs[3].value();
     if (xs[1].value() != C || H % kh != 0 || W % kw != 0) return false;
+    if (C % 8 == 0) return false;  // whole channel vectors: the channels-last conv is this GEMM
     const int64_t Ho = H / kh, Wo = W / kw;
     const ir::Dim N = xs[0];
 

@@ -866,6 +866,7 @@ std::string patch_graph(const std::string& x_shape, const std::string& body) {
   input %x: f32)" + x_shape + R"(
   init %w: f32[4,3,2,2] = [-0.35, -0.70, 0.30, -0.86, 0.07, -0.27, -0.88, 0.01, -0.93, -0.13, -0.86, -0.82, -0.15, 0.65, -0.75, -0.55, 0.25, 0.90, 0.15, -0.21, 0.95, -0.91, 0.72, -0.42, -0.71, -0.76, -0.38, 0.63, -0.64, 0.16, 0.28, -0.26, 0.10, -0.87, -0.88, -0.59, 0.36, -0.14, -0.37, 0.17, -0.09, -0.40, 0.59, 0.40, -0.51, 0.15, 0.05, 0.75]
   init %w1: f32[4,3,1,1] = [0.46, -0.42, 0.96, -0.76, -0.16, 0.51, -0.70, -0.02, -0.92, 0.34, 0.53, 0.15]
+  init %w8: f32[4,8,2,2] = [-0.32, -0.63, 0.27, -0.77, 0.06, -0.24, -0.80, 0.01, -0.83, -0.12, -0.77, -0.74, -0.14, 0.59, -0.68, -0.50, 0.23, 0.81, 0.14, -0.19, 0.86, -0.82, 0.65, -0.38, -0.64, -0.69, -0.34, 0.57, -0.57, 0.15, 0.25, -0.23, 0.09, -0.79, -0.79, -0.53, 0.32, -0.13, -0.33, 0.15, -0.08, -0.36, 0.53, 0.36, -0.46, 0.13, 0.05, 0.68, 0.41, -0.38, 0.86, -0.69, -0.15, 0.46, -0.63, -0.02, -0.83, 0.30, 0.48, 0.13, 0.68, -0.34, 0.35, 0.17, 0.14, -0.08, 0.61, 0.80, -0.05, 0.30, -0.79, 0.36, 0.26, 0.89, 0.58, -0.39, -0.21, 0.30, -0.86, -0.07, -0.60, -0.69, -0.79, 0.48, -0.67, -0.45, -0.20, 0.67, -0.75, -0.09, 0.09, 0.69, 0.57, 0.66, -0.40, -0.15, -0.25, 0.69, 0.82, -0.63, -0.58, -0.48, -0.48, -0.03, 0.16, -0.43, -0.89, -0.15, -0.24, 0.12, 0.82, 0.34, 0.03, 0.21, 0.32, -0.80, 0.72, 0.50, 0.67, 0.54, -0.19, -0.18, -0.71, 0.24, -0.79, -0.78, -0.52, -0.61]
   init %b: f32[4] = [0.1, -0.2, 0.3, -0.4]
 )" + body + "}\n";
 }
@@ -881,7 +882,8 @@ TEST(PassesPattern, PatchConvolutionRunsAsATransposeAndAGemm) {
   expect_same_numbers(*pass, patch_graph("[batch,3,4,6]", "  %y = Conv {strides=[2, 2]}(%x, %w, %b)\n  output %y\n"),
                       "Reshape Transpose Reshape MatMul Add Transpose ");
   // Overlapping or gapped windows, padding, dilation, groups, a 1x1 kernel, an image that is not
-  // whole patches, weights that are not constants: left alone.
+  // whole patches, weights that are not constants, channels in whole 8-element vectors (ConvNeXt's
+  // downsampling: a channels-last conv is already this GEMM): left alone.
   for (const auto& [x, body] : std::vector<std::pair<std::string, std::string>>{
            {"[2,3,4,6]", "  %y = Conv {strides=[1, 1]}(%x, %w)\n  output %y\n"},
            {"[2,3,4,6]", "  %y = Conv {strides=[2, 3]}(%x, %w)\n  output %y\n"},
@@ -890,7 +892,8 @@ TEST(PassesPattern, PatchConvolutionRunsAsATransposeAndAGemm) {
            {"[2,3,4,6]", "  %y = Conv(%x, %w1)\n  output %y\n"},
            {"[2,3,5,6]", "  %y = Conv {strides=[2, 2]}(%x, %w)\n  output %y\n"},
            {"[2,3,4,6]", "  input %wx: f32[4,3,2,2]\n  %y = Conv {strides=[2, 2]}(%x, %wx)\n  output %y\n"},
-           {"[2,6,4,6]", "  %y = Conv {strides=[2, 2], group=2}(%x, %w)\n  output %y\n"}}) {
+           {"[2,6,4,6]", "  %y = Conv {strides=[2, 2], group=2}(%x, %w)\n  output %y\n"},
+           {"[2,8,4,6]", "  %y = Conv {strides=[2, 2]}(%x, %w8, %b)\n  output %y\n"}}) {
     Outcome o = run_pass(*pass, patch_graph(x, body));
     EXPECT_FALSE(o.changed) << x << "\n" << body;
   }
