@@ -201,32 +201,9 @@ __global__ void transpose_kernel(const E* x, E* y, int64_t n, BroadcastDesc d) {
   }
 }
 
-// Batched matrix transpose [B, M, N] -> [B, N, M] through a 32x33 shared tile: reads and writes
-// are both coalesced (NCHW <-> NHWC reformats are this shape with M, N = C, H*W).
-constexpr int kTile = 32;
-constexpr int kTileRows = 8;
-template <class E>
-__global__ void transpose_tiled_kernel(const E* x, E* y, int64_t m, int64_t n) {
-  INGOT_KERNEL_ENTRY();
-  __shared__ E tile[kTile][kTile + 1];
-  const int64_t b = blockIdx.z;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile, m0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const E* xb = x + b * m * n;
-  E* yb = y + b * m * n;
-  for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-    const int64_t mi = m0 + r, ni = n0 + threadIdx.x;
-    if (mi < m && ni < n) tile[r][threadIdx.x] = xb[mi * n + ni];
-  }
-  __syncthreads();
-  for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-    const int64_t ni = n0 + r, mi = m0 + threadIdx.x;
-    if (mi < m && ni < n) yb[ni * m + mi] = tile[threadIdx.x][r];
-  }
-}
-
-// The same [B, M, N] -> [B, N, M] when M or N is at most kSmallDim (an image's 3 channels into
-// or out of NHWC): a 32 x 32 tile would leave most of its threads idle (the C = 3 input reformat
-// of ResNet-50 at batch 128 ran at 158 GB/s). One thread per element of the long dim copies its
+// A batched matrix transpose [B, M, N] -> [B, N, M] (NCHW <-> NHWC) when M or N is at most
+// kSmallDim (an image's 3 channels into or out of NHWC): a 32 x 32 tile would leave most of its
+// threads idle (the C = 3 input reformat of ResNet-50 at batch 128 ran at 158 GB/s in one). One thread per element of the long dim copies its
 // short row/column: loads and stores of neighbouring threads stay neighbours.
 constexpr int64_t kSmallDim = 8;
 template <class E>
@@ -461,8 +438,11 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
                              const int64_t* in_strides, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (rank < 0 || rank > kMaxDims) return cudaErrorInvalidValue;
-  // Merge output dims that are contiguous in the input too; a batched 2-D transpose is left
-  // ([B, N, M] out of a contiguous [B, M, N]) for the tiled kernel.
+  // Merge output dims that are contiguous in the input too. A batched 2-D transpose ([B, N, M] out
+  // of a contiguous [B, M, N]) with a dim of at most kSmallDim takes the kernels above; with both
+  // dims longer it is planned like any other permutation: on the H100 (session 38's probe, NCHW
+  // <-> NHWC [32, 64, 56, 56] fp16) the plan's unrolled 64 x 64 tiles took 8.7 us where the
+  // 32 x 33 tile kernel that ran these before took 16.8 (memcpy of the same bytes: 6.1).
   int64_t md[kTransposeGroupDims], ms[kTransposeGroupDims];
   const int32_t mr = merge_transpose_dims(rank, out_dims, in_strides, md, ms);
   if (mr < 0) return cudaErrorInvalidValue;
@@ -489,31 +469,6 @@ cudaError_t launch_transpose(int32_t element_bytes, const void* x, void* y, int3
       case 2: launch(uint16_t{}); break;
       case 4: launch(uint32_t{}); break;
       case 8: launch(uint64_t{}); break;
-      default: return cudaErrorInvalidValue;
-    }
-    return cudaGetLastError();
-  }
-  if (tb > 0 && tb <= 65535 && (tm + ew::kTile - 1) / ew::kTile <= 65535) {
-    dim3 grid(static_cast<unsigned>((tn + ew::kTile - 1) / ew::kTile), static_cast<unsigned>((tm + ew::kTile - 1) / ew::kTile),
-              static_cast<unsigned>(tb));
-    dim3 block(ew::kTile, ew::kTileRows);
-    switch (element_bytes) {
-      case 1:
-        launch_kernel(ew::transpose_tiled_kernel<uint8_t>, grid, block, 0, stream, static_cast<const uint8_t*>(x),
-                      static_cast<uint8_t*>(y), tm, tn);
-        break;
-      case 2:
-        launch_kernel(ew::transpose_tiled_kernel<uint16_t>, grid, block, 0, stream, static_cast<const uint16_t*>(x),
-                      static_cast<uint16_t*>(y), tm, tn);
-        break;
-      case 4:
-        launch_kernel(ew::transpose_tiled_kernel<uint32_t>, grid, block, 0, stream, static_cast<const uint32_t*>(x),
-                      static_cast<uint32_t*>(y), tm, tn);
-        break;
-      case 8:
-        launch_kernel(ew::transpose_tiled_kernel<uint64_t>, grid, block, 0, stream, static_cast<const uint64_t*>(x),
-                      static_cast<uint64_t*>(y), tm, tn);
-        break;
       default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

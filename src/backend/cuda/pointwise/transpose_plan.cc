@@ -94,11 +94,10 @@ bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims
   for (int32_t d = 0; d < mr; ++d)
     if (ms[d] == 1) kstar = d;
   if (kstar < 0) return false;  // not a permutation of a contiguous input
-  // Small tensors keep the one-thread-per-element loop: on the H100 (census s37a, MaxViT-T batch 1) its
-  // 0.4-0.8 MB window transposes took 5-7 us there and about 11 us as 64 x 64 tiles, whose few blocks
-  // (56 at 0.8 MB) each walk 4096 elements. At batch 32 (3.2-12.8 MB) the tiles took 8-24 us where
-  // the loop took 21-70.
-  if (n * element_bytes < kTransposeTiledMinBytes) return false;
+  // Every size is tiled. Session 37 kept tensors under 1 MB on the one-thread-per-element loop
+  // (MaxViT-T b1's 0.4-0.8 MB window transposes took about 11 us as 64 x 64 tiles against the loop's
+  // 5-7); with 32 x 32 tiles below two waves and the unrolled tile loads the H100 probe of session 38
+  // has the tiles at 3.2 us against the loop's 3.8 at 0.4 MB, and 5.1 against 5.1 at 1.6 MB.
   plan->form = TransposeForm::kTiled;
   const int64_t tile = element_bytes <= 2 ? 64 : 32;
   // J: trailing output dims up to (not including) kstar, until a tile row is full.

@@ -1,7 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// How launch_transpose moves a permutation that is not a batched 2-D transpose (those keep their
-// own kernels): planned on the host (transpose_plan.cc), run by elementwise_row_kernels.cu. The
+// How launch_transpose moves a permutation (a batched 2-D transpose with a dim of at most 8, an
+// image's channels, keeps its own kernels): planned on the host (transpose_plan.cc), run by elementwise_row_kernels.cu. The
 // index arithmetic below is __host__ __device__ so the tests replay a kernel's addressing on the
 // host, without a GPU, against the permutation itself.
 //
@@ -33,9 +33,6 @@
 namespace ingot::backend::cuda {
 
 constexpr int kTransposeGroupDims = 6;
-/// Below this many bytes a permutation that would take the tiled form is not planned (the
-/// one-thread-per-element loop is quicker there; transpose_plan.cc has the measurements).
-constexpr int64_t kTransposeTiledMinBytes = int64_t{1} << 20;
 
 /// A set of dims walked as one flat row-major index: the dims' sizes (outermost first) and the
 /// strides each dim has in the input and in the output (elements, or units for kRuns).
@@ -88,9 +85,8 @@ int32_t merge_transpose_dims(int32_t rank, const int64_t* out_dims, const int64_
                              int64_t* strides);
 
 /// Plans y = transpose(x) (out_dims, in_strides as launch_transpose takes them, already merged or
-/// not; size-1 dims are dropped here). False when neither form applies (a batched 2-D transpose is
-/// the caller's to recognise first; any other permutation of at most kTransposeGroupDims dims
-/// plans). x and y are the pointers, for the unit width's alignment.
+/// not; size-1 dims are dropped here). False only when neither form applies: no input dim has
+/// stride 1 (not a permutation of a contiguous tensor), or rank is outside 0..kTransposeGroupDims. x and y are the pointers, for the unit width's alignment.
 bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims, const int64_t* in_strides,
                     const void* x, const void* y, TransposePlan* plan);
 
