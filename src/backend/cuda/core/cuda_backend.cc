@@ -213,6 +213,10 @@ class CudaBackend : public Backend {
 #ifdef INGOT_WITH_CUDNN
     families_.push_back(cudnn_conv_family());
 #endif
+    // After cuDNN's, one candidate: a 1x1 channels-last conv as a cuBLASLt GEMM (with bias, Relu and
+    // the residual in its epilogue). cuDNN's plans keep the autotuner's width; this one is timed
+    // beside them as the first candidate of a family past the width.
+    families_.push_back(cublaslt_conv_family());
     families_.push_back(pool_family());
     families_.push_back(reduce_family());
     families_.push_back(data_movement_family());

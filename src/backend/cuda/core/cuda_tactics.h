@@ -48,6 +48,7 @@ struct TacticFamily {
 TacticFamily pointwise_family();    // pointwise_tactics.cc: ingot::Pointwise (NVRTC-generated kernels)
 TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
 TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
+TacticFamily cublaslt_conv_family(); // cublaslt_tactics.cc: 1x1 stride-1 channels-last ingot::FusedConv as one GEMM
 TacticFamily quant_gemm_family();   // quant_gemm_tactics.cc: ingot::QuantGemm (int8, fp8) through cuBLASLt
 TacticFamily attention_family();    // attention_tactics.cc: Attention, ingot::Attention
 TacticFamily pool_family();          // pool_tactics.cc: MaxPool, AveragePool, GlobalMax/AveragePool
