@@ -99,7 +99,7 @@ class Splitter {
       for (int64_t i = 0; i < bf.numel(); ++i) bf.set_f64(i, b->initializer()->get_f64(i));
       cur = add_op("Add", {cur, passes::make_initializer(g_, base + "/bias_float", std::move(bf))}, {}, base + "/bias");
     }
-    if (ir::Value* r = n->input(5)) cur = add_op("Add", {cur, residual_float(r, base)}, {}, base + "/residual");
+    if (ir::Value* r = n->input(5)) cur = add_op("Add", {cur, residual_float(n, base)}, {}, base + "/residual");
     const std::string act = n->attrs().get_string("activation", "");
     if (!act.empty()) {
       INGOT_ASSIGN_OR_RETURN(cur, add_activation(act, n->attrs().get_floats("activation_params"), cur, base + "/" + act));
@@ -119,6 +119,8 @@ class Splitter {
   // there is none), then a QuantizeLinear or a Cast to the output type.
   Result<bool> split_quant_conv(ir::Node* n, std::string* note) {
     if (runs_on_device(*n)) return false;
+    INGOT_ASSIGN_OR_RETURN(bool residual_split, split_quant_residual(n, note));
+    if (residual_split) return true;
     const Tensor* w = n->input(1)->initializer();
     const Tensor* sw = n->input(3)->initializer();
     const ir::Value* b = n->input(4);
@@ -140,7 +142,7 @@ class Splitter {
       for (int64_t i = 0; i < m_out; ++i) bf.set_f64(i, b->initializer()->get_f64(i));
       bv = passes::make_initializer(g_, base + "/bias_float", std::move(bf));
     }
-    ir::Value* r = n->inputs().size() > 5 && n->input(5) ? residual_float(n->input(5), base) : nullptr;
+    ir::Value* r = n->inputs().size() > 5 && n->input(5) ? residual_float(n, base) : nullptr;
     const std::string act = at.get_string("activation", "");
     const bool channels_last = at.get_int("channels_last", 0) != 0;
     const bool fused = channels_last || r || !act.empty();
@@ -177,8 +179,52 @@ class Splitter {
   }
 
  private:
-  // `r` as float32 for a split quantized layer's float epilogue (a Cast where it is reduced).
-  ir::Value* residual_float(ir::Value* r, const std::string& base) {
+  // QuantConv `n` with an 8-bit residual (r_scale, input 7) that the backend has no kernel for:
+  // first the same layer reading the residual dequantized by a DequantizeLinear step, in Y's float
+  // type (float32 when Y is quantized); true when the backend runs that (the DequantizeLinear is
+  // then the one float step left of the residual's Q/DQ pair).
+  Result<bool> split_quant_residual(ir::Node* n, std::string* note) {
+    ir::Value* r = n->inputs().size() > 7 ? n->input(5) : nullptr;
+    ir::Value* rs = n->inputs().size() > 7 ? n->input(7) : nullptr;
+    if (!r || !rs) return false;
+    const ir::Value* y = n->output(0);
+    const DataType rt = is_float(y->dtype()) ? y->dtype() : DataType::kFloat32;
+    const std::string base = n->name().empty() ? "quant_conv" : n->name();
+    ir::Attributes da;
+    da.set_int("output_dtype", static_cast<int64_t>(rt));
+    ir::Value* rf = g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), rt, r->shape());
+    ir::Node* dq = g_.add_node("DequantizeLinear", {r, rs}, {rf}, std::move(da), base + "/residual_dequantize");
+    std::vector<ir::Value*> ins(n->inputs().begin(), n->inputs().begin() + 7);
+    ins[5] = rf;
+    while (ins.size() > 4 && !ins.back()) ins.pop_back();
+    ir::Value* out = g_.add_value(passes::unique_value_name(g_, y->name() + "/layer"), y->dtype(), y->shape());
+    ir::Node* layer = g_.add_node(n->op_type(), ins, {out}, n->attrs(), n->name(), n->domain());
+    layer->absorb_origins(*n);
+    if (!runs_on_device(*layer)) {
+      INGOT_RETURN_IF_ERROR(drop(layer));
+      INGOT_RETURN_IF_ERROR(drop(dq));
+      return false;
+    }
+    const std::string name = y->name();
+    ir::Value* old = n->output(0);
+    g_.replace_all_uses(old, out);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+    g_.rename_value(old, "");
+    g_.rename_value(out, name);
+    *note = layer->describe() + ": the " + be_.name() +
+            " backend has no kernel for its 8-bit residual; it reads it dequantized, a DequantizeLinear step";
+    return true;
+  }
+
+  // QuantConv `n`'s residual as float32 for its split float epilogue: a DequantizeLinear by r_scale
+  // for an 8-bit one, a Cast where it is reduced.
+  ir::Value* residual_float(ir::Node* n, const std::string& base) {
+    ir::Value* r = n->input(5);
+    if (ir::Value* rs = n->inputs().size() > 7 ? n->input(7) : nullptr) {
+      ir::Value* rf = g_.add_value(passes::unique_value_name(g_, base + "/residual_float"), DataType::kFloat32, r->shape());
+      g_.add_node("DequantizeLinear", {r, rs}, {rf}, {}, base + "/residual_dequantize");
+      return rf;
+    }
     if (r->dtype() == DataType::kFloat32) return r;
     ir::Attributes a;
     a.set_int("to", static_cast<int64_t>(DataType::kFloat32));
@@ -360,14 +406,14 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
   ir::Value* y = n.output(0);
   if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y) return false;
   // What precision lowering makes of it (precision.cc's rules): the float inputs and output in the
-  // reduced type, a quantized layer's scales (inputs 2, 3, 6) in fp32; with an 8-bit output, only
+  // reduced type, a quantized layer's scales (inputs 2, 3, 6, 7) in fp32; with an 8-bit output, only
   // a QuantConv's residual, which it reads in any float type.
   const bool quant = is_quant_gemm(n) || is_quant_conv(n);
   const bool float_y = y->dtype() == DataType::kFloat32;
   if (!float_y && !(is_quant_conv(n) && n.inputs().size() > 6 && n.input(6))) return false;
   bool changed = false;
   for (size_t i = 0; i < types.size(); ++i) {
-    const bool lowered = float_y ? !(quant && (i == 2 || i == 3 || i == 6)) : i == kQuantResidualInput;
+    const bool lowered = float_y ? !(quant && (i == 2 || i == 3 || i == 6 || i == 7)) : i == kQuantResidualInput;
     if (types[i].dtype == DataType::kFloat32 && lowered) {
       types[i].dtype = reduced;
       changed = true;

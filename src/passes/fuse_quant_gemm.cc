@@ -24,10 +24,12 @@
 //   [-> BatchNormalization]   inference mode, constant statistics: folded into sw (per channel)
 //                             and B, which gives what the unfused graph computes up to rounding
 //   [-> Add(., b)]            a constant bias per output channel
-//   [-> Add(., R)]            a residual: computed, float, of the result's shape
+//   [-> Add(., R)]            a residual: computed, float, of the result's shape; where R is
+//                             DequantizeLinear(Rq, sr) of X's 8-bit type (one scale, zero point 0),
+//                             Rq itself with r_scale sr (insert_qdq's residual placement)
 //   [-> activation]           any the FusedConv matcher takes (passes/activation_match.h)
 //   [-> QuantizeLinear(., sy)]  the next layer's: one scale, zero point 0, int8 or float8e4m3fn
-// becomes ingot::QuantConv(Xq, Wq, sx, sw', [B'], [R], [sy]) with Conv's strides, dilations,
+// becomes ingot::QuantConv(Xq, Wq, sx, sw', [B'], [R], [sy], [sr]) with Conv's strides, dilations,
 // group, kernel_shape, and its pads (auto_pad resolved to them).
 //
 // Then, between quantized layers (TensorRT's rule that a Q moves backward through a max pool):
@@ -521,6 +523,18 @@ class FuseQuantGemm final : public Pass {
       }
     }
     ir::Value* residual = take_residual(g, out_t, &last, &absorbed);
+    // A residual that is a DequantizeLinear of X's 8-bit type (one positive scale, zero point zero:
+    // the placement insert_qdq and TensorRT give a residual block) is read as the 8-bit tensor and
+    // its scale, r_scale; the DequantizeLinear stays for its other readers, or goes as dead code.
+    ir::Value* r_scale = nullptr;
+    if (ir::Node* rdq = residual ? residual->producer() : nullptr;
+        is_dq(rdq) && rdq->input(0) && rdq->input(0)->dtype() == dx->input(0)->dtype() && zero_or_absent(*rdq) &&
+        dq_output_type(*rdq) == out_t) {
+      if (std::optional<double> rs = scalar_value(rdq->input(1)); rs && *rs > 0) {
+        residual = rdq->input(0);
+        r_scale = f32_scalar(g, rdq->input(1)->name() + ".f32", *rs);
+      }
+    }
     std::optional<ActivationMatch> act = match_activation(g, last);
     if (act) {
       absorbed.insert(absorbed.end(), act->nodes.begin(), act->nodes.end());
@@ -564,7 +578,7 @@ class FuseQuantGemm final : public Pass {
     attrs.set_int("group", ca.get_int("group", 1));
     attrs.set_int("output_dtype", static_cast<int64_t>(y_type));
     set_activation(attrs, act);
-    std::vector<ir::Value*> ins = {dx->input(0), wv, sxv, swv, bv, residual, y_scale};
+    std::vector<ir::Value*> ins = {dx->input(0), wv, sxv, swv, bv, residual, y_scale, r_scale};
     while (ins.size() > 4 && !ins.back()) ins.pop_back();
     INGOT_RETURN_IF_ERROR(fusion::replace_with_fused(g, "QuantConv", kIngotDomain, ins, std::move(attrs),
                                                      conv->name(), last, absorbed)

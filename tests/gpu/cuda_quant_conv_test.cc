@@ -110,13 +110,22 @@ class CudaQuantConvTest : public OpCaseTest {
         input(f32_values({}, 0.01, 0.02)),
         input(f32_values(c.per_channel ? Shape64{c.m} : Shape64{1}, 0.5 * w_scale_mid, 1.5 * w_scale_mid))};
     ins.push_back(c.bias == kNone ? omitted() : input(random_tensor(c.bias, {c.m}, rng_, -1.0, 1.0)));
+    const bool r8 = c.residual == c.q;  // an 8-bit residual (X's type) with r_scale
     ins.push_back(c.residual == kNone ? omitted()
+                  : r8                ? input(q_data(c.q, {c.n, oh, ow, c.m}))
                                       : input(random_tensor(c.residual, {c.n, oh, ow, c.m}, rng_, -2.0, 2.0)));
     if (quantized(c.out)) {
       // |Y| ~ 1 spread over the int8 range (1/40: the tails saturate) or fp8's (1/64).
       Tensor ys = Tensor::zeros(kF32, {}).value();
       ys.set_f64(0, c.out == kI8 ? 1.0 / 40 : 1.0 / 64);
       ins.push_back(input(ys));
+    } else {
+      ins.push_back(omitted());
+    }
+    if (r8) {  // |r_scale * R| ~ 1: int8 in +-127, fp8 in +-4
+      Tensor rs = Tensor::zeros(kF32, {}).value();
+      rs.set_f64(0, c.q == kI8 ? 1.0 / 64 : 0.25);
+      ins.push_back(input(rs));
     }
     while (ins.back().dtype == kNone) ins.pop_back();
     return ins;
@@ -200,6 +209,22 @@ TEST_F(CudaQuantConvTest, ResNetFormsEveryPlan) {
     every_plan({kI8, 1, 7, 7, 512, 2048, 1, 1, 0, kF32, kF32, per_channel, relu, kF32}, true);
     every_plan({kI8, 1, 7, 7, 512, 512, 3, 1, 1, kF32, kNone, per_channel, relu, kI8}, true);
   }
+  if (!no_device_.empty()) GTEST_SKIP() << no_device_ << " (host side checked)";
+}
+
+// The residual block's output quantized once (insert_qdq's and TensorRT's placement): conv3 reads
+// the int8 (or fp8) residual with its r_scale and writes the block's output in 8 bits. Where cuDNN
+// has no plan for an 8-bit pointwise operand the builder dequantizes the residual in a step of its
+// own (split_fusions), so absence is counted and printed, not failed.
+TEST_F(CudaQuantConvTest, EightBitResidualEveryPlan) {
+  const std::string relu = "activation=\"Relu\"";
+  for (bool per_channel : {true, false}) {
+    every_plan({kI8, 2, 14, 14, 64, 256, 1, 1, 0, kF32, kI8, per_channel, relu, kI8}, false);
+    every_plan({kI8, 1, 7, 7, 512, 2048, 1, 1, 0, kF32, kI8, per_channel, relu, kF32}, false);
+    every_plan({kI8, 1, 7, 7, 512, 2048, 1, 1, 0, kF16, kI8, per_channel, relu, kF16}, false);
+  }
+  if (fp8_skip_reason().empty())
+    every_plan({kF8, 2, 9, 9, 32, 64, 1, 1, 0, kF32, kF8, true, relu, kF8}, false);
   if (!no_device_.empty()) GTEST_SKIP() << no_device_ << " (host side checked)";
 }
 

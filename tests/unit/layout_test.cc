@@ -458,8 +458,8 @@ std::string f32_vector(const std::string& name, int64_t n, double lo, double hi,
 // A small int8 ResNet as explicit quantization writes it: Q/DQ on every conv input, int8
 // per-channel weights with their DequantizeLinear; conv1 -> Relu; conv2 -> Add(conv2's own
 // dequantized input: the block's skip) -> Relu; a strided conv3 with a float output. Through the
-// pass pipeline: three QuantConvs, the first two writing int8 for the next, the skip a
-// DequantizeLinear of conv1's int8 output.
+// pass pipeline: three QuantConvs, the first two writing int8 for the next, conv2 reading the skip
+// as conv1's int8 output with its scale (no DequantizeLinear step left).
 std::string int8_resnet() {
   std::mt19937 rng(23);
   std::string text = "graph g {\n  opset \"\" 19\n  input %x: f32[2,4,6,6]\n";
@@ -508,8 +508,8 @@ Result<PlanRun> build_cpu_plan(const std::string& text, const std::string& layou
 
 // The CPU backend runs QuantConv channels-last natively: the int8 engine under "nhwc" keeps its
 // three QuantConvs, channels-last (int8 KRSC weights), with Transposes only at the region's edges
-// (the int8 input's, the float output's): the int8 outputs between the convs and the skip's
-// DequantizeLinear stay inside. Its outputs are the channels-first engine's, and both compute
+// (the int8 input's, the float output's): the int8 outputs between the convs, the skip among
+// them, stay inside. Its outputs are the channels-first engine's, and both compute
 // what the unfused Q/DQ graph does.
 TEST(LayoutQuantConv, Int8ResNetRunsChannelsLastWithTransposesOnlyAtItsEdges) {
   const std::string text = int8_resnet();
@@ -528,8 +528,7 @@ TEST(LayoutQuantConv, Int8ResNetRunsChannelsLastWithTransposesOnlyAtItsEdges) {
   EXPECT_EQ(node_lines(b), R"(%xq: i8[2,4,6,6] = QuantizeLinear(%x, %sx, %z) @q
 %xq/nhwc: i8[2,6,6,4] = Transpose {perm=[0, 2, 3, 1]}(%xq) @xq/nhwc
 %q1/nhwc: i8[2,6,6,4] = ingot::QuantConv {activation="Relu", channels_last=1, dilations=[1, 1], group=1, output_dtype=3, pads=[1, 1, 1, 1], strides=[1, 1]}(%xq/nhwc, %w1q/krsc, %sx, %sw1, %b1, _, %s1) @conv1
-%d1/nhwc_1: f32[2,6,6,4] = DequantizeLinear(%q1/nhwc, %s1, %z) @dq1
-%q2/nhwc: i8[2,6,6,4] = ingot::QuantConv {activation="Relu", channels_last=1, dilations=[1, 1], group=1, output_dtype=3, pads=[1, 1, 1, 1], strides=[1, 1]}(%q1/nhwc, %w2q/krsc, %s1, %sw2, %b2, %d1/nhwc_1, %s2) @conv2
+%q2/nhwc: i8[2,6,6,4] = ingot::QuantConv {activation="Relu", channels_last=1, dilations=[1, 1], group=1, output_dtype=3, pads=[1, 1, 1, 1], strides=[1, 1]}(%q1/nhwc, %w2q/krsc, %s1, %sw2, %b2, %q1/nhwc, %s2, %s1) @conv2
 %y/nhwc: f32[2,3,3,3] = ingot::QuantConv {channels_last=1, dilations=[1, 1], group=1, output_dtype=1, pads=[1, 1, 1, 1], strides=[2, 2]}(%q2/nhwc, %w3q/krsc, %s2, %sw3) @conv3
 %y: f32[2,3,3,3] = Transpose {perm=[0, 3, 1, 2]}(%y/nhwc) @y/nhwc/nchw
 )");

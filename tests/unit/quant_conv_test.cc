@@ -328,6 +328,76 @@ TEST(QuantConvKernel, InferenceRefusesMismatchedOperands) {
   EXPECT_NE(st.message().find("W must have X's type"), std::string::npos) << st.to_string();
 }
 
+// An 8-bit residual with r_scale is the float residual r_scale * R (what its DequantizeLinear gives).
+TEST(QuantConvKernel, AnEightBitResidualIsItsScaledNumbers) {
+  for (DataType q : {DataType::kInt8, DataType::kFloat8E4M3FN}) {
+    const std::string qt = type_name(q);
+    SCOPED_TRACE(qt);
+    const ConvCase k = random_cases(31, 1)[0];
+    const ConvData d = random_data(k, q, true, 41);
+    std::mt19937 rng(43);
+    const Shape64 ys{k.n, k.m, k.oh(), k.ow()};
+    Tensor r8 = Tensor::zeros(q, ys).value();
+    for (int64_t i = 0; i < r8.numel(); ++i) r8.set_f64(i, random_8bit(rng, q));
+    const double r_scale = 0.0371;
+    Tensor rf = Tensor::zeros(DataType::kFloat32, ys).value();
+    for (int64_t i = 0; i < rf.numel(); ++i) rf.set_f64(i, static_cast<float>(r_scale * r8.get_f64(i)));
+    std::string dims;
+    for (size_t i = 0; i < ys.size(); ++i) dims += (i ? "," : "") + std::to_string(ys[i]);
+    auto run = [&](bool eight) {
+      std::string text = "graph g {\n  opset \"\" 19\n  opset \"ingot\" 1\n";
+      text += "  input %x: " + qt + "[" + std::to_string(k.n) + "," + std::to_string(k.c) + "," + std::to_string(k.h) +
+              "," + std::to_string(k.w) + "]\n";
+      text += "  input %w: " + qt + "[" + std::to_string(k.m) + "," + std::to_string(k.c / k.group) + "," +
+              std::to_string(k.kh) + "," + std::to_string(k.kw) + "]\n";
+      text += "  input %sx: f32[]\n  input %sw: f32[" + std::to_string(k.m) + "]\n  input %b: f32[" +
+              std::to_string(k.m) + "]\n";
+      text += "  input %r: " + std::string(eight ? qt : "f32") + "[" + dims + "]\n  input %rs: f32[]\n";
+      text += "  %y = ingot::QuantConv {" + k.attrs() + ", activation=\"Relu\"}(%x, %w, %sx, %sw, %b, %r" +
+              (eight ? ", _, %rs" : "") + ") @qc\n  output %y\n}\n";
+      auto g = parse_ir(text);
+      EXPECT_TRUE(g);
+      Tensor sx = Tensor::zeros(DataType::kFloat32, {}).value(), rs = Tensor::zeros(DataType::kFloat32, {}).value();
+      sx.set_f64(0, d.sx);
+      rs.set_f64(0, r_scale);
+      Tensor sw = Tensor::zeros(DataType::kFloat32, {k.m}).value();
+      for (int64_t m = 0; m < k.m; ++m) sw.set_f64(m, d.sw[static_cast<size_t>(m)]);
+      cpu::Executor ex;
+      auto out = ex.run(*g, {{"x", d.x}, {"w", d.w}, {"sx", sx}, {"sw", sw}, {"b", d.b}, {"r", eight ? r8 : rf},
+                             {"rs", rs}});
+      EXPECT_TRUE(out.ok()) << out.status().to_string();
+      return out.ok() ? (*out)[0] : Tensor();
+    };
+    const Tensor a = run(true), b = run(false);
+    ASSERT_EQ(a.shape(), b.shape());
+    int positive = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      ASSERT_NEAR(a.get_f64(i), b.get_f64(i), 1e-6 * std::max(1.0, std::fabs(b.get_f64(i)))) << "element " << i;
+      positive += a.get_f64(i) > 0;
+    }
+    EXPECT_GT(positive, a.numel() / 4);
+  }
+}
+
+TEST(QuantConvKernel, InferenceRefusesAResidualScaleWithoutAnEightBitResidual) {
+  auto infer = [](const std::string& r_type, const std::string& extra) {
+    auto g = parse_ir("graph g {\n  opset \"\" 19\n  opset \"ingot\" 1\n  input %x: i8[1,4,5,5]\n"
+                      "  input %w: i8[2,4,3,3]\n  input %r: " + r_type + "[1,2,3,3]\n  init %sx: f32[] = [0.5]\n"
+                      "  init %sw: f32[] = [0.5]\n  init %rs: f32[] = [0.25]\n"
+                      "  %y = ingot::QuantConv(%x, %w, %sx, %sw, _, %r" + extra + ") @qc\n  output %y\n}\n",
+                      /*infer=*/false);
+    EXPECT_TRUE(g);
+    return g ? ir::infer_graph(*g) : internal_error("parse");
+  };
+  EXPECT_TRUE(infer("i8", ", _, %rs").ok());
+  Status st = infer("i8", "");
+  EXPECT_NE(st.message().find("needs r_scale"), std::string::npos) << st.to_string();
+  st = infer("f32", ", _, %rs");
+  EXPECT_NE(st.message().find("r_scale goes with an 8-bit R"), std::string::npos) << st.to_string();
+  st = infer("f8e4m3fn", ", _, %rs");  // 8-bit, but not X's type
+  EXPECT_FALSE(st.ok());
+}
+
 // ---- fuse_quant_gemm on convolutions
 
 // A ResNet block's second conv, as TensorRT's explicit quantization writes it: Q/DQ on the input,
@@ -392,6 +462,32 @@ TEST(FuseQuantConv, DqConvAddReluQBecomesOneQuantConv) {
             "%y: f32[2,4,3,3] = DequantizeLinear(%yq, %sy, %zy) @dq2\n");
   // The same int8 numbers as the float graph's QuantizeLinear (the fused sum is exact, the float
   // one rounds in float32: a quotient at a tie could differ by one step; none does here).
+  expect_same_outputs(text, *g, 1e-6);
+}
+
+// The same block with its residual quantized too (TensorRT's and insert_qdq's placement): the conv
+// reads the int8 residual and its scale, and the residual's DequantizeLinear goes.
+std::string qdq_conv_block_int8_skip() {
+  std::string t = qdq_conv_block();
+  auto put = [&](const std::string& from, const std::string& to) { t.replace(t.find(from), from.size(), to); };
+  put("  init %sy: f32[] = [0.02]\n", "  init %sy: f32[] = [0.02]\n  init %ss: f32[] = [0.015]\n  init %zs: i8[] = [0]\n");
+  put("  %a: f32[2,4,3,3] = Add(%c, %skip) @add\n",
+      "  %skipq: i8[2,4,3,3] = QuantizeLinear(%skip, %ss, %zs) @qs\n"
+      "  %skipd: f32[2,4,3,3] = DequantizeLinear(%skipq, %ss, %zs) @dqs\n"
+      "  %a: f32[2,4,3,3] = Add(%c, %skipd) @add\n");
+  return t;
+}
+
+TEST(FuseQuantConv, AnInt8ResidualIsReadWithItsScale) {
+  const std::string text = qdq_conv_block_int8_skip();
+  auto g = fuse(text);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(node_lines(*g),
+            "%xq: i8[2,4,6,6] = QuantizeLinear(%x, %sx, %zx) @q\n"
+            "%skipq: i8[2,4,3,3] = QuantizeLinear(%skip, %ss, %zs) @qs\n"
+            "%yq: i8[2,4,3,3] = ingot::QuantConv {activation=\"Relu\", dilations=[1, 1], group=2, output_dtype=3, "
+            "pads=[1, 1, 1, 1], strides=[2, 2]}(%xq, %wq, %sx.f32, %sw.f32, %b, %skipq, %sy.f32, %ss.f32) @conv\n"
+            "%y: f32[2,4,3,3] = DequantizeLinear(%yq, %sy, %zy) @dq2\n");
   expect_same_outputs(text, *g, 1e-6);
 }
 
@@ -636,6 +732,111 @@ TEST(FuseQuantConv, SplitBackGivesTheNativeKernelsOutputs) {
   EXPECT_NE(rep.notes[0].find("no quantized convolution"), std::string::npos) << rep.notes[0];
   expect_same_outputs(fused_text, *g, 1e-6);
   expect_same_outputs(text, *g, 1e-6);
+}
+
+// Where the backend has a quantized convolution for float residuals only, the 8-bit residual is
+// dequantized by its own step and the conv stays quantized; where it has none, the whole layer
+// runs in float with the residual dequantized. Both give the fused node's outputs.
+class FloatResidualQuantConvBackend final : public backend::Backend {
+ public:
+  std::string name() const override { return "test"; }
+  backend::Device& device() const override { return backend::host_device(); }
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>& in) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    const bool eight_bit_residual = n.op_type() == "QuantConv" && in.size() > 5 && in[5].dtype == DataType::kInt8;
+    if (!eight_bit_residual) v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
+    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
+    return v;
+  }
+  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
+                                                         const std::vector<uint8_t>&) const override {
+    return unsupported(n);
+  }
+};
+
+TEST(FuseQuantConv, SplitBackOfAnInt8ResidualDequantizesIt) {
+  const std::string text = qdq_conv_block_int8_skip();
+  {
+    auto g = fuse(text);
+    ASSERT_TRUE(g);
+    const std::string fused_text = ir::to_text(*g, 1u << 20);
+    FloatResidualQuantConvBackend be;
+    builder::SplitReport rep;
+    ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+    EXPECT_EQ(rep.split, 1);
+    const std::string lines = node_lines(*g);
+    EXPECT_NE(lines.find("DequantizeLinear {output_dtype=1}(%skipq, %ss.f32) @conv/residual_dequantize"),
+              std::string::npos) << lines;
+    EXPECT_NE(lines.find("ingot::QuantConv"), std::string::npos) << lines;
+    ASSERT_EQ(rep.notes.size(), 1u);
+    EXPECT_NE(rep.notes[0].find("8-bit residual"), std::string::npos) << rep.notes[0];
+    expect_same_outputs(fused_text, *g, 1e-6);
+  }
+  {
+    auto g = fuse(text);
+    ASSERT_TRUE(g);
+    const std::string fused_text = ir::to_text(*g, 1u << 20);
+    NoQuantConvBackend be;
+    builder::SplitReport rep;
+    ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
+    const std::string lines = node_lines(*g);
+    EXPECT_EQ(lines.find("ingot::QuantConv"), std::string::npos) << lines;
+    EXPECT_NE(lines.find("DequantizeLinear(%skipq, %ss.f32) @conv/residual_dequantize"), std::string::npos) << lines;
+    expect_same_outputs(fused_text, *g, 1e-6);
+    expect_same_outputs(text, *g, 1e-6);
+  }
+}
+
+// Two residual blocks as insert_qdq quantizes them: each block's output is quantized once, for the
+// next conv and for the residual Add alike, so after the default pipeline every conv is a QuantConv,
+// the residual convs read 8-bit residuals, and the only QuantizeLinear left is the input's.
+TEST(FuseQuantConv, InsertQdqSharesTheResidualsPairAndNoQuantizeIsLeftBetweenBlocks) {
+  const std::string text = testing_util::with_weights(
+      "graph g {\n  opset \"\" 17\n  input %x: f32[1,8,6,6]\n",
+      {{"w0", {8, 8, 3, 3}}, {"w1", {8, 8, 3, 3}}, {"w2", {8, 8, 3, 3}}, {"w3", {4, 8, 1, 1}}},
+      "  %c0: f32[1,8,6,6] = Conv {pads=[1, 1, 1, 1]}(%x, %w0) @conv0\n"
+      "  %h0: f32[1,8,6,6] = Relu(%c0) @relu0\n"
+      "  %c1: f32[1,8,6,6] = Conv {pads=[1, 1, 1, 1]}(%h0, %w1) @conv1\n"
+      "  %a1: f32[1,8,6,6] = Add(%c1, %h0) @add1\n"
+      "  %h1: f32[1,8,6,6] = Relu(%a1) @relu1\n"
+      "  %c2: f32[1,8,6,6] = Conv {pads=[1, 1, 1, 1]}(%h1, %w2) @conv2\n"
+      "  %a2: f32[1,8,6,6] = Add(%h1, %c2) @add2\n"
+      "  %h2: f32[1,8,6,6] = Relu(%a2) @relu2\n"
+      "  %y: f32[1,4,6,6] = Conv(%h2, %w3) @conv3\n"
+      "  output %y\n");
+  auto g = parse_ir(text);
+  ASSERT_TRUE(g);
+  auto rep = quant::insert_qdq(*g, {{"x", 0.01f}, {"h0", 0.02f}, {"h1", 0.03f}, {"h2", 0.04f}}, {},
+                               quant::QuantType::kInt8);
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  EXPECT_EQ(rep->quantized_layers, 4);
+  // The Adds read the Q/DQ outputs of h0 and h1 (add2 has the activation first: either order).
+  for (const auto& n : g->nodes())
+    if (n->op_type() == "Add") {
+      bool reads_dq = false;
+      for (const ir::Value* v : n->inputs()) reads_dq |= v->producer() && v->producer()->op_type() == "DequantizeLinear";
+      EXPECT_TRUE(reads_dq) << n->describe();
+    }
+  const std::string qdq_text = ir::to_text(*g, 1u << 20);
+  passes::PassContext ctx;
+  ASSERT_TRUE(passes::default_pipeline().run(*g, {}, ctx).ok());
+  const std::string lines = node_lines(*g);
+  int quant_convs = 0, quantizes = 0, dequantizes = 0, eight_bit_residuals = 0;
+  for (const auto& n : g->nodes()) {
+    quant_convs += n->op_type() == "QuantConv";
+    quantizes += n->op_type() == "QuantizeLinear";
+    dequantizes += n->op_type() == "DequantizeLinear";
+    if (n->op_type() == "QuantConv" && n->inputs().size() > 7 && n->input(7)) {
+      ++eight_bit_residuals;
+      EXPECT_EQ(n->input(5)->dtype(), DataType::kInt8) << n->describe();
+    }
+  }
+  EXPECT_EQ(quant_convs, 4) << lines;
+  EXPECT_EQ(eight_bit_residuals, 2) << lines;
+  EXPECT_EQ(quantizes, 1) << lines;  // the input's
+  EXPECT_EQ(dequantizes, 0) << lines;
+  expect_same_outputs(qdq_text, *g, 1e-5);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 //     saturated, fp8 rounded to nearest even and saturated at +-448): `output_dtype` is then int8
 //     or float8e4m3fn, and there is no R.
 //
-//   QuantConv(X, W, x_scale, w_scale, [B], [R], [y_scale]) -> Y   (domain "ingot", opset 1)
+//   QuantConv(X, W, x_scale, w_scale, [B], [R], [y_scale], [r_scale]) -> Y   (domain "ingot", opset 1)
 //     The quantized convolution fuse_quant_gemm forms from DequantizeLinear(X), DequantizeLinear(W)
 //     -> Conv [-> Add(R)] [-> act] [-> QuantizeLinear]: X int8 or float8e4m3fn, [N, C, spatial...]
 //     as Conv's; W: X's type, [M, C/group, kernel...]; x_scale: float32, one value; w_scale:
@@ -31,6 +31,10 @@
 //     accumulate exactly (what an int32 accumulator holds); fp8 in fp32 or wider.
 //     With `channels_last` = 1, X, R and Y are [N, spatial..., C] and W is [M, kernel..., C/group]
 //     (NHWC / KRSC, what cuDNN's and CUTLASS's int8 / fp8 convolutions read), as FusedConv's.
+//     R may also be 8-bit, of X's type, with r_scale (float32, one value; given only then): the
+//     residual is then r_scale * R, what DequantizeLinear(R, r_scale) gives. That is TensorRT's
+//     placement for a residual block: the block's output is quantized once, for the next block's
+//     first conv and for its residual Add alike, so no layer writes it in float.
 #include <string>
 #include <vector>
 
@@ -188,11 +192,20 @@ Result<DataType> check_quant_layer(InferenceContext& c, bool residual_with_y_sca
     return c.error("output_dtype must be float32, float16 or bfloat16");
   }
   if (c.has_input(4) && !is_float(c.input_dtype(4))) return c.error("B must be float");
-  if (c.has_input(5)) {
+  const bool r8 = c.has_input(5) && c.input_dtype(5) == q;  // an 8-bit residual (QuantConv's, with r_scale)
+  if (c.has_input(5) && !r8) {
     const DataType r = c.input_dtype(5);
     if (quantized ? !(r == DataType::kFloat32 || r == DataType::kFloat16 || r == DataType::kBFloat16) : r != out)
       return c.error("R must have ", quantized ? "a float type" : "the output's type " + std::string(data_type_name(out)),
                      ", got ", data_type_name(r));
+  }
+  if (r8 && !c.has_input(7)) return c.error("an 8-bit R needs r_scale (input 7)");
+  if (c.has_input(7)) {
+    if (!r8) return c.error("r_scale goes with an 8-bit R of X's type only");
+    if (c.input_dtype(7) != DataType::kFloat32) return c.error("r_scale must be float32");
+    const Shape& s = c.input_shape(7);
+    if (s.rank_known() && !(s.rank() == 0 || (s.rank() == 1 && s[0].is_known() && s[0].value() == 1)))
+      return c.error("r_scale must be one value, got ", s.to_string());
   }
   for (size_t i : {size_t{2}, size_t{3}, size_t{6}}) {
     if (!c.has_input(i)) continue;
@@ -361,7 +374,7 @@ void register_quant_ops(OpRegistry& r) {
       })
       .doc("quantized (int8/fp8) linear layer: act(x_scale*w_scale*X.W^T + B + R)");
 
-  r.add("QuantConv", "ingot").inputs(4, 7).outputs(1, 1).opsets(1)
+  r.add("QuantConv", "ingot").inputs(4, 8).outputs(1, 1).opsets(1)
       .attr("dilations", AttrType::kInts)
       .attr("group", AttrType::kInt)
       .attr("kernel_shape", AttrType::kInts)

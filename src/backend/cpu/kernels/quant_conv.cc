@@ -1,7 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
 // Reference kernel of ingot::QuantConv (ir/ops/quant.cc): Y = act(x_scale * w_scale[m] *
-// conv(X, W) + B[m] + R), quantized by y_scale when given. The convolution itself is the Conv
+// conv(X, W) + B[m] + R), quantized by y_scale when given; an 8-bit R counts as r_scale * R. The convolution itself is the Conv
 // reference kernel (nn_conv.cc: grouped, depthwise, strided, padded, dilated) run in double on the
 // decoded 8-bit numbers: int8 products and their sums are integers below 2^53 (|sum| <= C*k*2^14),
 // so the double accumulator holds exactly what an int32 one does, in any summation order; E4M3
@@ -53,6 +53,7 @@ Status quant_conv(KernelContext& k) {
   const Tensor* b = k.input(4);
   const Tensor* r = k.input(5);
   const Tensor* ysc = k.input(6);
+  const Tensor* rsc = k.input(7);
   const DataType q = x.dtype();
   if ((q != DataType::kInt8 && q != DataType::kFloat8E4M3FN) || w.dtype() != q)
     return k.error("X and W must both be int8 or both float8e4m3fn");
@@ -64,6 +65,10 @@ Status quant_conv(KernelContext& k) {
   if (xs.numel() != 1 || (ws.numel() != 1 && ws.numel() != m_out))
     return k.error("x_scale must have one value, w_scale one or ", m_out);
   if (ysc && ysc->numel() != 1) return k.error("y_scale must have one value");
+  const bool r8 = r && r->dtype() == q;
+  if (r8 != (rsc != nullptr) || (rsc && rsc->numel() != 1))
+    return k.error("an 8-bit R (X's type) comes with r_scale, one value, and only it");
+  const double r_scale = rsc ? rsc->get_f64(0) : 1.0;
   if (b && b->numel() != m_out) return k.error("B has ", b->numel(), " values, M is ", m_out);
 
   // The convolution, channels-first, on the decoded numbers.
@@ -100,7 +105,7 @@ Status quant_conv(KernelContext& k) {
         const int64_t src = (n * m_out + m) * spatial + s;
         const int64_t dst = channels_last ? (n * spatial + s) * m_out + m : src;
         double v = a[src] * scale + bias;
-        if (r) v += r->get_f64(dst);
+        if (r) v += r8 ? r_scale * r->get_f64(dst) : r->get_f64(dst);
         v = apply_activation(act, params, v);
         if (ysc)
           store_quantized(*y, dst, static_cast<float>(static_cast<float>(v) / y_scale), true);

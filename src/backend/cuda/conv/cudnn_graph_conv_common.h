@@ -56,7 +56,7 @@ constexpr int kGraphConvMaxCandidates = 3;
 /// params {2, i, record} hold a plan record; {1, i} names the index alone (Tactic::serialize).
 constexpr uint8_t kGraphConvRecordVersion = 2;
 /// The most input tensors a family's graph takes (QuantConv: X, W, x_scale, w_scale, B, R, y_scale).
-constexpr size_t kGraphConvMaxInputs = 7;
+constexpr size_t kGraphConvMaxInputs = 8;
 
 /// A plan of a family's graph for one call, built (build_graph_conv_plan) or deserialized from an
 /// engine's record (load_graph_conv_plan).

@@ -57,10 +57,11 @@ namespace {
 namespace fe = cudnn_frontend;
 
 // QuantConv's inputs.
-constexpr size_t kXScaleInput = 2, kWScaleInput = 3, kYScaleInput = 6;
+constexpr size_t kXScaleInput = 2, kWScaleInput = 3, kYScaleInput = 6, kRScaleInput = 7;
 
-// Tensor UIDs: the node's input order, then Y (execution takes pointers in this order).
-enum : int64_t { kUidX = 1, kUidW, kUidXScale, kUidWScale, kUidB, kUidR, kUidYScale, kUidY };
+// Tensor UIDs: the node's input order, then Y (execution takes pointers in this order; Y is last
+// in every graph, so plans serialized before r_scale had a UID, with Y at 8, run the same way).
+enum : int64_t { kUidX = 1, kUidW, kUidXScale, kUidWScale, kUidB, kUidR, kUidYScale, kUidRScale, kUidY };
 
 bool is_8bit(DataType t) { return t == DataType::kInt8 || t == DataType::kFloat8E4M3FN; }
 
@@ -141,8 +142,13 @@ Status check_node(const ir::Node& node, const std::vector<ir::TensorType>& in, C
     return unsupported(node.describe(), ": bias of ", data_type_name(in[static_cast<size_t>(s.bias_input)].dtype));
   if (s.residual_input >= 0) {
     const DataType r = in[static_cast<size_t>(s.residual_input)].dtype;
-    if (!is_conv_dtype(r) || (!node.input(kYScaleInput) && r != y))
+    if (r == q) {  // an 8-bit residual, read with its scale
+      if (!node.input(kRScaleInput) || in.size() <= kRScaleInput || in[kRScaleInput].dtype != DataType::kFloat32 ||
+          !numel_is(in[kRScaleInput].shape, 1))
+        return unsupported(node.describe(), ": an 8-bit residual needs r_scale, one float32 value");
+    } else if (!is_conv_dtype(r) || (!node.input(kYScaleInput) && r != y)) {
       return unsupported(node.describe(), ": residual of ", data_type_name(r), " for a ", data_type_name(y), " output");
+    }
   }
   if (spec_out) *spec_out = s;
   return Status::Ok();
@@ -215,8 +221,13 @@ Result<std::shared_ptr<fe::graph::Graph>> try_graph(const ir::Node& node, const 
                    pointwise("w_scale", fe::PointwiseMode_t::MUL));
   if (k.bias != DataType::kUndefined)
     y = g->pointwise(y, tensor("b", kUidB, per_m, k.bias), pointwise("bias", fe::PointwiseMode_t::ADD));
-  if (k.residual != DataType::kUndefined)
+  if (is_8bit(k.residual)) {  // r_scale * R, the residual's DequantizeLinear, in fp32
+    auto r = g->pointwise(tensor("r", kUidR, yd, k.residual), tensor("r_scale", kUidRScale, one, DataType::kFloat32),
+                          pointwise("r_scale", fe::PointwiseMode_t::MUL));
+    y = g->pointwise(y, r, pointwise("residual", fe::PointwiseMode_t::ADD));
+  } else if (k.residual != DataType::kUndefined) {
     y = g->pointwise(y, tensor("r", kUidR, yd, k.residual), pointwise("residual", fe::PointwiseMode_t::ADD));
+  }
   if (!s.activation.empty()) {
     INGOT_ASSIGN_OR_RETURN(y, add_activation(*g, y, s, node));
   }
@@ -307,7 +318,7 @@ Result<QuantKey> QuantConvGraph::guessed_key(const ir::Node& node, const std::ve
 
 // A step's key and tensors (X, W, B, R, Y read by read_conv_call), with what supports() decided
 // from types checked again on the tensors. Ascending UIDs: x, w, x_scale, w_scale, [b], [r],
-// [y_scale] (then y).
+// [y_scale], [r_scale] (then y).
 Result<bool> QuantConvGraph::read_call(const StepIO& io, ConvCall& c, const Tactic& tactic,
                                        GraphConvArgs<QuantKey>* a) {
   const ir::Node& node = *io.node;
@@ -315,8 +326,9 @@ Result<bool> QuantConvGraph::read_call(const StepIO& io, ConvCall& c, const Tact
   const Tensor* xs = input(kXScaleInput);
   const Tensor* ws = input(kWScaleInput);
   const Tensor* ys = node.input(kYScaleInput) ? input(kYScaleInput) : nullptr;
-  if (!xs || !ws || (node.input(kYScaleInput) && !ys))
-    return invalid_argument(node.describe(), ": missing x_scale, w_scale or y_scale");
+  const Tensor* rs = node.input(kRScaleInput) ? input(kRScaleInput) : nullptr;
+  if (!xs || !ws || (node.input(kYScaleInput) && !ys) || (node.input(kRScaleInput) && !rs))
+    return invalid_argument(node.describe(), ": missing x_scale, w_scale, y_scale or r_scale");
   if (c.empty) return false;
   QuantKey& key = a->key;
   key.conv = c.key;
@@ -331,11 +343,12 @@ Result<bool> QuantConvGraph::read_call(const StepIO& io, ConvCall& c, const Tact
       xs->numel() != 1 || (key.per_channel && ws->numel() != m) ||
       (ys && (ys->dtype() != DataType::kFloat32 || ys->numel() != 1)) ||
       (ys ? key.y != c.x->dtype() : !is_conv_dtype(key.y)) || (c.b && !is_conv_dtype(key.bias)) ||
-      (c.r && !is_conv_dtype(key.residual)))
+      (c.r && (key.residual == c.x->dtype() ? !rs || rs->dtype() != DataType::kFloat32 || rs->numel() != 1
+                                             : !is_conv_dtype(key.residual) || rs != nullptr)))
     return invalid_argument(node.describe(), ": tensors do not match the tactic ", tactic.name(), " (X ",
                             data_type_name(c.x->dtype()), ", Y ", data_type_name(key.y), ", w_scale of ", ws->numel(),
                             " values)");
-  a->in = {c.x, c.w, xs, ws, c.b, c.r, ys};
+  a->in = {c.x, c.w, xs, ws, c.b, c.r, ys, rs};
   return true;
 }
 
