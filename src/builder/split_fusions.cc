@@ -99,7 +99,7 @@ class Splitter {
       for (int64_t i = 0; i < bf.numel(); ++i) bf.set_f64(i, b->initializer()->get_f64(i));
       cur = add_op("Add", {cur, passes::make_initializer(g_, base + "/bias_float", std::move(bf))}, {}, base + "/bias");
     }
-    if (ir::Value* r = n->input(5)) cur = add_op("Add", {cur, residual_float(n, base)}, {}, base + "/residual");
+    if (n->input(5)) cur = add_op("Add", {cur, residual_float(n, base)}, {}, base + "/residual");
     const std::string act = n->attrs().get_string("activation", "");
     if (!act.empty()) {
       INGOT_ASSIGN_OR_RETURN(cur, add_activation(act, n->attrs().get_floats("activation_params"), cur, base + "/" + act));
