@@ -178,35 +178,13 @@ TEST_F(CublasLtConvTest, EnqueueCapturesIntoCudaGraph) {
   auto g = parse_graph(graph_text("activation=\"Relu\"", DataType::kFloat16, {xs, ws, bs, ys}));
   ASSERT_TRUE(g.ok());
   const ir::Node& node = *(*g)->nodes()[0];
-  std::vector<Tensor> host = {random_tensor(DataType::kFloat16, xs, rng_), random_tensor(DataType::kFloat16, ws, rng_),
-                              random_tensor(DataType::kFloat16, bs, rng_), random_tensor(DataType::kFloat16, ys, rng_)};
+  std::vector<Tensor> host;
+  for (const Shape64& s : {xs, ws, bs, ys}) host.push_back(random_tensor(DataType::kFloat16, s, rng_));
   auto want = run_reference(node, host);
   ASSERT_TRUE(want.ok());
-  std::vector<Tensor> dev;
-  auto ptrs = upload_inputs(host, &dev);
-  ASSERT_TRUE(ptrs.ok());
-  auto y = device_alloc(DataType::kFloat16, ys);
-  ASSERT_TRUE(y.ok());
-  std::vector<Tensor> outs = {*y};
-  auto tactic = conv_tactic();
-  DeviceBuffer wsb(tactic->workspace_bytes(node, {xs, ws, bs, ys}));
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  backend::StepIO io;
-  io.node = &node;
-  io.inputs = *ptrs;
-  io.outputs = &outs;
-  io.workspace = wsb.get();
-  io.stream = stream;
-  ASSERT_TRUE(tactic->enqueue(io).ok());  // warm-up: builds the plan
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_TRUE(poison(outs[0]).ok());
-  const Status st = capture_and_replay(*tactic, io);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  auto got = download(outs[0]);
-  ASSERT_TRUE(got.ok());
-  EXPECT_TRUE(all_close(*got, (*want)[0], conv_sum_tolerance(DataType::kFloat16, 32)));
-  cudaStreamDestroy(stream);
+  auto got = run_tactic_captured(*conv_tactic(), node, host);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(all_close((*got)[0], (*want)[0], conv_sum_tolerance(DataType::kFloat16, 32)));
 }
 
 }  // namespace

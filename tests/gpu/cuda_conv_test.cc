@@ -525,38 +525,9 @@ TEST_P(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
                               random_tensor(DataType::kFloat16, bs, rng_)};
   auto want = run_reference(node, host);
   ASSERT_TRUE(want.ok());
-  std::vector<Tensor> dev(3);
-  std::vector<const Tensor*> ptrs(3, nullptr);
-  for (size_t i = 0; i < 3; ++i) {
-    auto d = upload(host[i]);
-    ASSERT_TRUE(d.ok());
-    dev[i] = *d;
-    ptrs[i] = &dev[i];
-  }
-  auto y = device_alloc(DataType::kFloat16, {2, 24, 13, 13});
-  ASSERT_TRUE(y.ok());
-  std::vector<Tensor> outs = {*y};
-  auto tactic = make_tactic(tactic0());
-  DeviceBuffer wsb(tactic->workspace_bytes(node, {}));
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  backend::StepIO io;
-  io.node = &node;
-  io.inputs = ptrs;
-  io.outputs = &outs;
-  io.workspace = wsb.get();
-  io.stream = stream;
-  ASSERT_TRUE(tactic->enqueue(io).ok());  // warm-up: builds the plan
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_TRUE(poison(outs[0]).ok());
-  {
-    const Status st = capture_and_replay(*tactic, io);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-  }
-  auto got = download(outs[0]);
-  ASSERT_TRUE(got.ok());
-  EXPECT_TRUE(conv_close(*got, (*want)[0], norm_tolerance(DataType::kFloat16)));
-  cudaStreamDestroy(stream);
+  auto got = run_tactic_captured(*make_tactic(tactic0()), node, host);  // warm-up (builds the plan), then replayed
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(conv_close((*got)[0], (*want)[0], norm_tolerance(DataType::kFloat16)));
 }
 
 TEST_P(CudnnConvTest, CandidatesOnDevice) {

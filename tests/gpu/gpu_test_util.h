@@ -162,13 +162,12 @@ inline Result<std::vector<const Tensor*>> upload_inputs(const std::vector<Tensor
   return ptrs;
 }
 
-/// Runs `tactic` on device copies of `inputs` (an undefined Tensor = omitted optional input).
-/// Output shapes and dtypes come from the node's inferred (concrete) output types unless
-/// `output_shapes` is given. Outputs are poisoned before the run. Synchronizes and returns
-/// the outputs on the host.
-inline Result<std::vector<Tensor>> run_tactic(const backend::Tactic& tactic, const ir::Node& node,
-                                              const std::vector<Tensor>& inputs,
-                                              const std::vector<Shape64>& output_shapes = {}) {
+inline Status capture_and_replay(const backend::Tactic& tactic, backend::StepIO& io, int replays);
+
+/// run_tactic's and run_tactic_captured's body.
+inline Result<std::vector<Tensor>> run_tactic_on_device(const backend::Tactic& tactic, const ir::Node& node,
+                                                        const std::vector<Tensor>& inputs,
+                                                        const std::vector<Shape64>& output_shapes, bool captured) {
   std::vector<Tensor> d_inputs;
   INGOT_ASSIGN_OR_RETURN(std::vector<const Tensor*> in_ptrs, upload_inputs(inputs, &d_inputs));
   std::vector<Shape64> in_shapes;
@@ -203,12 +202,36 @@ inline Result<std::vector<Tensor>> run_tactic(const backend::Tactic& tactic, con
   INGOT_RETURN_IF_ERROR(tactic.enqueue(io));
   INGOT_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
   INGOT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "kernel (sticky error)"));
+  if (captured) {  // that run was the warm-up (plans built): the replayed graph must write it all again
+    for (Tensor& o : d_outputs)
+      if (o.defined()) INGOT_RETURN_IF_ERROR(poison(o));
+    INGOT_RETURN_IF_ERROR(capture_and_replay(tactic, io, 1));
+  }
   std::vector<Tensor> host_outputs(d_outputs.size());
   for (size_t o = 0; o < d_outputs.size(); ++o) {
     if (!d_outputs[o].defined()) continue;
     INGOT_ASSIGN_OR_RETURN(host_outputs[o], download(d_outputs[o]));
   }
   return host_outputs;
+}
+
+
+/// Runs `tactic` on device copies of `inputs` (an undefined Tensor = omitted optional input).
+/// Output shapes and dtypes come from the node's inferred (concrete) output types unless
+/// `output_shapes` is given. Outputs are poisoned before the run. Synchronizes and returns
+/// the outputs on the host.
+inline Result<std::vector<Tensor>> run_tactic(const backend::Tactic& tactic, const ir::Node& node,
+                                              const std::vector<Tensor>& inputs,
+                                              const std::vector<Shape64>& output_shapes = {}) {
+  return run_tactic_on_device(tactic, node, inputs, output_shapes, /*captured=*/false);
+}
+
+/// run_tactic, then the outputs poisoned again and one enqueue recorded into a CUDA graph and
+/// replayed (capture_and_replay): the outputs are the replay's. What a captured engine runs.
+inline Result<std::vector<Tensor>> run_tactic_captured(const backend::Tactic& tactic, const ir::Node& node,
+                                                       const std::vector<Tensor>& inputs,
+                                                       const std::vector<Shape64>& output_shapes = {}) {
+  return run_tactic_on_device(tactic, node, inputs, output_shapes, /*captured=*/true);
 }
 
 /// Median microseconds of `tactic.enqueue(io)` on `io.stream` between CUDA events, after

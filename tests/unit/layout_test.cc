@@ -548,28 +548,12 @@ TEST(LayoutQuantConv, Int8ResNetRunsChannelsLastWithTransposesOnlyAtItsEdges) {
 
 // A backend with device tactics for every node (never run: the layout pass only asks), and with
 // a channels-last QuantConv, a channels-first one, or both.
-class QuantConvLayoutBackend final : public backend::Backend {
- public:
-  QuantConvLayoutBackend(bool channels_first, bool channels_last) : first_(channels_first), last_(channels_last) {}
-  std::string name() const override { return "test"; }
-  backend::Device& device() const override { return backend::host_device(); }
-  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
-                                                           const std::vector<ir::TensorType>&) const override {
-    std::vector<std::unique_ptr<backend::Tactic>> v;
+testing_util::PredicateBackend quant_conv_layout_backend(bool channels_first, bool channels_last) {
+  return testing_util::PredicateBackend([=](const ir::Node& n, const auto&) {
     const bool cl = n.attrs().get_int("channels_last", 0) != 0;
-    if (n.op_type() != "QuantConv" || (cl ? last_ : first_))
-      v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
-    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
-    return v;
-  }
-  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
-                                                         const std::vector<uint8_t>&) const override {
-    return unsupported(n);
-  }
-
- private:
-  bool first_, last_;
-};
+    return n.op_type() != "QuantConv" || (cl ? channels_last : channels_first);
+  });
+}
 
 // The int8 ResNet after the pass pipeline (three channels-first QuantConvs).
 std::unique_ptr<ir::Graph> fused_int8_resnet() {
@@ -584,7 +568,7 @@ std::unique_ptr<ir::Graph> fused_int8_resnet() {
 // Without a channels-last QuantConv, the layout pass leaves the int8 convs as they are: no
 // channels-last QuantConv, no Transpose (not even a dead one), in either mode.
 TEST(LayoutQuantConv, ABackendWithoutAChannelsLastQuantConvKeepsThemChannelsFirst) {
-  QuantConvLayoutBackend be(/*channels_first=*/true, /*channels_last=*/false);
+  testing_util::PredicateBackend be = quant_conv_layout_backend(/*channels_first=*/true, /*channels_last=*/false);
   for (const char* mode : {"nhwc", "auto"}) {
     auto g = fused_int8_resnet();
     ASSERT_TRUE(g);
@@ -604,7 +588,7 @@ TEST(LayoutQuantConv, ABackendWithoutAChannelsLastQuantConvKeepsThemChannelsFirs
 // (it asks about their channels-last twins), and "auto" then makes them channels-last; with
 // convs kept channels-first they are split into DequantizeLinear and a float conv.
 TEST(LayoutQuantConv, AChannelsLastOnlyQuantConvIsKeptForTheLayoutPass) {
-  QuantConvLayoutBackend be(/*channels_first=*/false, /*channels_last=*/true);
+  testing_util::PredicateBackend be = quant_conv_layout_backend(/*channels_first=*/false, /*channels_last=*/true);
   auto g = fused_int8_resnet();
   ASSERT_TRUE(g);
   builder::SplitReport split;

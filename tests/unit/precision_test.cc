@@ -539,29 +539,16 @@ TEST(Precision, QuantConvsComputeInTheReducedTypeWithoutCasts) {
 // A backend whose QuantConv (never run: the builder stages only ask) is a half-precision kernel:
 // its scales fp32, its residual and a float result fp16, never fp32 (the bias in any type). Every
 // other node has a device tactic.
-class HalfQuantConvBackend final : public backend::Backend {
- public:
-  std::string name() const override { return "test"; }
-  backend::Device& device() const override { return backend::host_device(); }
-  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
-                                                           const std::vector<ir::TensorType>& in) const override {
-    std::vector<std::unique_ptr<backend::Tactic>> v;
+testing_util::PredicateBackend half_quant_conv_backend() {
+  return testing_util::PredicateBackend([](const ir::Node& n, const std::vector<ir::TensorType>& in) {
+    if (n.op_type() != "QuantConv") return true;
     bool ok = true;
-    if (n.op_type() == "QuantConv") {
-      for (size_t i : {size_t{2}, size_t{3}, size_t{6}})
-        ok &= i >= in.size() || !n.input(i) || in[i].dtype == DataType::kFloat32;
-      ok &= in.size() <= 5 || !n.input(5) || in[5].dtype == DataType::kFloat16;
-      ok &= n.output(0)->dtype() != DataType::kFloat32;
-    }
-    if (ok) v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
-    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
-    return v;
-  }
-  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
-                                                         const std::vector<uint8_t>&) const override {
-    return unsupported(n);
-  }
-};
+    for (size_t i : {size_t{2}, size_t{3}, size_t{6}})
+      ok &= i >= in.size() || !n.input(i) || in[i].dtype == DataType::kFloat32;
+    ok &= in.size() <= 5 || !n.input(5) || in[5].dtype == DataType::kFloat16;
+    return ok && n.output(0)->dtype() != DataType::kFloat32;
+  });
+}
 
 // The split-back's question (has_device_tactic at the reduced type) and precision lowering agree
 // on what a QuantConv becomes: the split before lowering keeps every QuantConv the half kernel
@@ -587,7 +574,7 @@ TEST(Precision, SplitBackAndLoweringAgreeOnAQuantConvsTypes) {
 }
 )");
   ASSERT_TRUE(g);
-  HalfQuantConvBackend be;
+  testing_util::PredicateBackend be = half_quant_conv_backend();
   builder::SplitReport split;
   Status st = builder::split_host_fusions(*g, be, &split, DataType::kFloat16);
   ASSERT_TRUE(st.ok()) << st.to_string();

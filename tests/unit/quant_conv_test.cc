@@ -693,29 +693,16 @@ TEST(FuseQuantConv, InsertQdqGivesConvsEightBitWeightsAndTheyBecomeQuantConv) {
 // ---- split-back where a backend has no quantized convolution (everything else runs on its
 // "device")
 
-class NoQuantConvBackend final : public backend::Backend {
- public:
-  std::string name() const override { return "test"; }
-  backend::Device& device() const override { return backend::host_device(); }
-  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
-                                                           const std::vector<ir::TensorType>&) const override {
-    std::vector<std::unique_ptr<backend::Tactic>> v;
-    if (n.op_type() != "QuantConv") v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
-    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
-    return v;
-  }
-  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
-                                                         const std::vector<uint8_t>&) const override {
-    return unsupported(n);
-  }
-};
+testing_util::PredicateBackend no_quant_conv_backend() {
+  return testing_util::PredicateBackend([](const ir::Node& n, const auto&) { return n.op_type() != "QuantConv"; });
+}
 
 TEST(FuseQuantConv, SplitBackGivesTheNativeKernelsOutputs) {
   const std::string text = qdq_conv_block();
   auto g = fuse(text);
   ASSERT_TRUE(g);
   const std::string fused_text = ir::to_text(*g, 1u << 20);
-  NoQuantConvBackend be;
+  testing_util::PredicateBackend be = no_quant_conv_backend();
   builder::SplitReport rep;
   Status st = builder::split_host_fusions(*g, be, &rep);
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -737,23 +724,11 @@ TEST(FuseQuantConv, SplitBackGivesTheNativeKernelsOutputs) {
 // Where the backend has a quantized convolution for float residuals only, the 8-bit residual is
 // dequantized by its own step and the conv stays quantized; where it has none, the whole layer
 // runs in float with the residual dequantized. Both give the fused node's outputs.
-class FloatResidualQuantConvBackend final : public backend::Backend {
- public:
-  std::string name() const override { return "test"; }
-  backend::Device& device() const override { return backend::host_device(); }
-  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
-                                                           const std::vector<ir::TensorType>& in) const override {
-    std::vector<std::unique_ptr<backend::Tactic>> v;
-    const bool eight_bit_residual = n.op_type() == "QuantConv" && in.size() > 5 && in[5].dtype == DataType::kInt8;
-    if (!eight_bit_residual) v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
-    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
-    return v;
-  }
-  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
-                                                         const std::vector<uint8_t>&) const override {
-    return unsupported(n);
-  }
-};
+testing_util::PredicateBackend float_residual_quant_conv_backend() {
+  return testing_util::PredicateBackend([](const ir::Node& n, const std::vector<ir::TensorType>& in) {
+    return !(n.op_type() == "QuantConv" && in.size() > 5 && in[5].dtype == DataType::kInt8);
+  });
+}
 
 TEST(FuseQuantConv, SplitBackOfAnInt8ResidualDequantizesIt) {
   const std::string text = qdq_conv_block_int8_skip();
@@ -761,7 +736,7 @@ TEST(FuseQuantConv, SplitBackOfAnInt8ResidualDequantizesIt) {
     auto g = fuse(text);
     ASSERT_TRUE(g);
     const std::string fused_text = ir::to_text(*g, 1u << 20);
-    FloatResidualQuantConvBackend be;
+    testing_util::PredicateBackend be = float_residual_quant_conv_backend();
     builder::SplitReport rep;
     ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
     EXPECT_EQ(rep.split, 1);
@@ -777,7 +752,7 @@ TEST(FuseQuantConv, SplitBackOfAnInt8ResidualDequantizesIt) {
     auto g = fuse(text);
     ASSERT_TRUE(g);
     const std::string fused_text = ir::to_text(*g, 1u << 20);
-    NoQuantConvBackend be;
+    testing_util::PredicateBackend be = no_quant_conv_backend();
     builder::SplitReport rep;
     ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
     const std::string lines = node_lines(*g);

@@ -214,27 +214,14 @@ TEST(FuseQuantGemm, FoldConstantsKeepsAnInt8WeightForIt) {
 
 // A backend with no QuantGemm tactic (everything else runs on its "device").
 
-class NoQuantGemmBackend final : public backend::Backend {
- public:
-  std::string name() const override { return "test"; }
-  backend::Device& device() const override { return backend::host_device(); }
-  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
-                                                           const std::vector<ir::TensorType>&) const override {
-    std::vector<std::unique_ptr<backend::Tactic>> v;
-    if (n.op_type() != "QuantGemm") v.push_back(std::make_unique<testing_util::NamedTactic>("test.device", false));
-    v.push_back(std::make_unique<testing_util::NamedTactic>("test.host_fallback", true));
-    return v;
-  }
-  Result<std::unique_ptr<backend::Tactic>> create_tactic(const std::string& n,
-                                                         const std::vector<uint8_t>&) const override {
-    return unsupported(n);
-  }
-};
+testing_util::PredicateBackend no_quant_gemm_backend() {
+  return testing_util::PredicateBackend([](const ir::Node& n, const auto&) { return n.op_type() != "QuantGemm"; });
+}
 
 TEST(FuseQuantGemm, SplitBackWhereTheBackendHasNoQuantizedGemm) {
   auto g = fuse(kQdqMatMul);
   ASSERT_TRUE(g);
-  NoQuantGemmBackend be;
+  testing_util::PredicateBackend be = no_quant_gemm_backend();
   builder::SplitReport rep;
   Status st = builder::split_host_fusions(*g, be, &rep);
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -260,7 +247,7 @@ TEST(FuseQuantGemm, ATransformersResidualAddJoinsTheLayer) {
             "%z: f32[2,4,3] = ingot::QuantGemm {output_dtype=1}(%xq, %wq.nk, %sx.f32, %sw.f32, %b, %r) @fc\n");
   expect_same_outputs(text, *g, 1e-5);
   // Split back where the backend has no quantized GEMM: the residual Add comes back too.
-  NoQuantGemmBackend be;
+  testing_util::PredicateBackend be = no_quant_gemm_backend();
   builder::SplitReport rep;
   ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
   EXPECT_NE(node_lines(*g).find("%z: f32[2,4,3] = Add(%fc/bias, %r) @fc/residual"), std::string::npos)
@@ -291,7 +278,7 @@ TEST(FuseQuantGemm, TheNextLayersQuantizeLinearAndTheActivationBetweenJoinTheLay
   // The same int8 numbers as the unfused graph's (its Gelu output is f32 here, so the quotient is
   // the same float32 division).
   expect_same_outputs(text, *g, 1e-6);
-  NoQuantGemmBackend be;
+  testing_util::PredicateBackend be = no_quant_gemm_backend();
   builder::SplitReport rep;
   ASSERT_TRUE(builder::split_host_fusions(*g, be, &rep).ok());
   EXPECT_NE(node_lines(*g).find("QuantizeLinear(%fc/Gelu, %sy.f32, %fc/y_zero_point) @fc/quantize"),
