@@ -46,6 +46,8 @@ void generate_help() {
                "  --print-ids            also print the prompt's and the generated token ids\n"
                "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n"
                "  --gemv-max-tokens N    cuda: steps of <= N tokens (0-8, default 8) run the projections as GEMVs\n"
+               "  --no-gemv-prologue     cuda: the RMSNorms and the SiLU gate as kernels of their own, not inside\n"
+               "                         the GEMVs that read them\n"
                "  --int4-gemm-max-tokens N  cuda, int4: longer steps of <= N tokens run the W4A16 tensor-core\n"
                "                         GEMM (default 0: each projection dequantized for cuBLASLt)\n"
                "  --decode-partition N   cuda: the decode attention's parts of a context, in positions (default\n"
@@ -166,6 +168,8 @@ int generate_command(const std::vector<std::string>& args) {
         profile_decode = true;
       } else if (a == "--print-ids") {
         print_ids = true;
+      } else if (a == "--no-gemv-prologue") {
+        lo.gemv_prologue = false;
       } else if (a == "--ignore-eos") {
         gp.ignore_eos = true;
       } else if (a == "--load-format") {

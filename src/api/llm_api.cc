@@ -77,6 +77,7 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   if (options.gemv_max_tokens < 0 || options.gemv_max_tokens > 8)
     return invalid_argument("LlmModel: gemv_max_tokens must be in [0, 8], got ", options.gemv_max_tokens);
   g.gemv_max_tokens = options.gemv_max_tokens;
+  g.gemv_prologue = options.gemv_prologue;
   if (options.int4_gemm_max_tokens < 0)
     return invalid_argument("LlmModel: int4_gemm_max_tokens must be >= 0, got ", options.int4_gemm_max_tokens);
   g.int4_gemm_max_tokens = options.int4_gemm_max_tokens;

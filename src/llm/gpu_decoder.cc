@@ -390,12 +390,22 @@ struct LlamaGpuModel::Impl {
   /// with fp8 weights, x is first quantized (dynamic per-tensor scale) into xq and the GEMM runs in
   /// float8 with both scales (cuBLASLt's A and B scale pointers), fp32 accumulation, y in the
   /// model's type.
+  /// Whether a step of T tokens runs a projection with input dim `in` as a GEMV (project's choice).
+  bool gemv_step(int64_t T, int64_t in) const {
+    const bool few = T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens);
+    return o.int4_weights ? few : few && in % 16 == 0;
+  }
+
+  /// `pro`: what the GEMV applies to x as it reads it (only where gemv_step: the caller runs the
+  /// RMSNorm or the SiLU gate itself otherwise).
   Status project(const void* x_, const DeviceMem& w, const float* w_scale, void* y, int64_t T, int64_t in, int64_t out,
-                 bool accumulate = false) {
+                 bool accumulate = false, const backend::cuda::GemvPrologue& pro = {}) {
+    if (pro.kind != backend::cuda::GemvPrologue::kNone && !gemv_step(T, in))
+      return internal_error("GPU decoder: a GEMV prologue on a step of ", T, " tokens, which runs a GEMM");
     if (o.int4_weights) {  // W4A16: w holds the nibbles, w_scale the groups' (scale, min) pairs
-      if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens)) {
+      if (gemv_step(T, in)) {
         INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t_int4(t, x_, w.as<uint8_t>(), w_scale, y, T, in, out,
-                                                                 int4_group, accumulate, stream));
+                                                                 int4_group, accumulate, stream, pro));
         return Status::Ok();
       }
       if (T <= o.int4_gemm_max_tokens) {
@@ -407,9 +417,9 @@ struct LlamaGpuModel::Impl {
                                                              wdq.get(), stream));
       return gemm(x_, wdq.get(), y, T, in, out, accumulate);
     }
-    if (T <= std::min<int64_t>(o.gemv_max_tokens, backend::cuda::kGemvMaxTokens) && in % 16 == 0) {
+    if (gemv_step(T, in)) {
       INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t(t, x_, w.get(), o.fp8_weights, w_scale, y, T, in, out,
-                                                          accumulate, stream));
+                                                          accumulate, stream, pro));
       return Status::Ok();
     }
     if (!o.fp8_weights) return gemm(x_, w.get(), y, T, in, out, accumulate);
@@ -681,14 +691,29 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
   INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, embed.get(), d_ids, false, x.get(), 1, V, d, T, st));
   INGOT_RETURN_IF_ERROR(mark("embedding"));
   const float eps = static_cast<float>(c.rms_norm_eps);
+  // GEMV steps take the RMSNorms and the SiLU gate into their projections (GpuDecoderOptions::gemv_prologue).
+  const bool fuse_norm = o.gemv_prologue && gemv_step(T, d);
+  const bool fuse_gate = o.gemv_prologue && gemv_step(T, ff);
+  auto rms_prologue = [eps](const void* norm_weight) {
+    backend::cuda::GemvPrologue p;
+    p.kind = backend::cuda::GemvPrologue::kRmsNorm;
+    p.norm_weight = norm_weight;
+    p.eps = eps;
+    return p;
+  };
   backend::cuda::PagedDecodeParams ap = attn;
   for (const auto& Lp : layers) {
     Layer& L = *Lp;
-    INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
-                                                  /*rms=*/true));
     const int64_t nqkv = nq + 2 * nkv;
-    INGOT_RETURN_IF_ERROR(mark("rmsnorm"));
-    INGOT_RETURN_IF_ERROR(project(h.get(), L.wqkv, L.scale(0), qkv.get(), T, d, nqkv));
+    if (fuse_norm) {  // the QKV GEMV normalizes x as it reads it
+      INGOT_RETURN_IF_ERROR(project(x.get(), L.wqkv, L.scale(0), qkv.get(), T, d, nqkv, false,
+                                    rms_prologue(L.attn_norm.get())));
+    } else {
+      INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.attn_norm.get(), nullptr, h.get(), T, d, eps, st,
+                                                    /*rms=*/true));
+      INGOT_RETURN_IF_ERROR(mark("rmsnorm"));
+      INGOT_RETURN_IF_ERROR(project(h.get(), L.wqkv, L.scale(0), qkv.get(), T, d, nqkv));
+    }
     if (!L.bqkv.empty()) INGOT_CUDA_CHECK(backend::cuda::launch_add_bias_rows(t, qkv.get(), L.bqkv.get(), T, nqkv, st));
     INGOT_RETURN_IF_ERROR(mark("qkv projection"));
     // Q, K, V are column slices of qkv; the rotated Q goes to q, packed for the attention.
@@ -747,14 +772,25 @@ Status LlamaGpuModel::Impl::enqueue(const StepShape& sh) {
     INGOT_RETURN_IF_ERROR(mark("attention"));
     INGOT_RETURN_IF_ERROR(project(att.get(), L.wo, L.scale(1), x.get(), T, nq, d, /*accumulate=*/true));
     INGOT_RETURN_IF_ERROR(mark("output projection"));
-    INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
-                                                  /*rms=*/true));
-    INGOT_RETURN_IF_ERROR(mark("rmsnorm"));
-    INGOT_RETURN_IF_ERROR(project(h.get(), L.w_gate_up, L.scale(2), gu.get(), T, d, 2 * ff));
+    if (fuse_norm) {
+      INGOT_RETURN_IF_ERROR(project(x.get(), L.w_gate_up, L.scale(2), gu.get(), T, d, 2 * ff, false,
+                                    rms_prologue(L.ffn_norm.get())));
+    } else {
+      INGOT_CUDA_CHECK(backend::cuda::launch_layernorm(t, x.get(), L.ffn_norm.get(), nullptr, h.get(), T, d, eps, st,
+                                                    /*rms=*/true));
+      INGOT_RETURN_IF_ERROR(mark("rmsnorm"));
+      INGOT_RETURN_IF_ERROR(project(h.get(), L.w_gate_up, L.scale(2), gu.get(), T, d, 2 * ff));
+    }
     INGOT_RETURN_IF_ERROR(mark("gate/up projection"));
-    INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul_packed(t, gu.get(), g.get(), T, ff, st));
-    INGOT_RETURN_IF_ERROR(mark("silu * up"));
-    INGOT_RETURN_IF_ERROR(project(g.get(), L.w_down, L.scale(3), x.get(), T, ff, d, /*accumulate=*/true));
+    if (fuse_gate) {  // the down GEMV reads silu(gate) * up from the packed rows
+      backend::cuda::GemvPrologue silu;
+      silu.kind = backend::cuda::GemvPrologue::kSiluMul;
+      INGOT_RETURN_IF_ERROR(project(gu.get(), L.w_down, L.scale(3), x.get(), T, ff, d, /*accumulate=*/true, silu));
+    } else {
+      INGOT_CUDA_CHECK(backend::cuda::launch_silu_mul_packed(t, gu.get(), g.get(), T, ff, st));
+      INGOT_RETURN_IF_ERROR(mark("silu * up"));
+      INGOT_RETURN_IF_ERROR(project(g.get(), L.w_down, L.scale(3), x.get(), T, ff, d, /*accumulate=*/true));
+    }
     INGOT_RETURN_IF_ERROR(mark("down projection"));
   }
   INGOT_CUDA_CHECK(backend::cuda::launch_gather(2, x.get(), d_last, false, last_x.get(), 1, T, d, S, st));

@@ -283,6 +283,50 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   EXPECT_GE(cosine(second->logits[0], one->logits[0]), k.bf16 ? 0.999 : 0.99999);
 }
 
+// Decode steps with the RMSNorms and the SiLU gate inside the GEMVs (gemv_prologue, the default) and
+// with each its own kernel: the same logits up to the rounding of the normalized and gated
+// activations to the model's type, which only the unfused path does. Two sequences, prefilled
+// (GEMMs and separate norms either way), then eight steps of two tokens (GEMVs).
+TEST_P(CudaLlmDecoderTest, GemvProloguesKeepTheDecodeLogits) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  auto cpu = LlamaCpuModel::random(k.config, 424);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  std::vector<std::unique_ptr<LlamaGpuModel>> gpus;
+  for (bool fused : {true, false}) {
+    GpuDecoderOptions o = test_options(k, 16);
+    o.gemv_prologue = fused;
+    auto gpu = LlamaGpuModel::create(**cpu, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    gpus.push_back(std::move(*gpu));
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(k.config.vocab_size - 1));
+  std::vector<std::vector<int32_t>> tokens = {std::vector<int32_t>(9), std::vector<int32_t>(21)};
+  for (auto& seq : tokens)
+    for (int32_t& t : seq) t = tok(rng);
+  const std::vector<std::vector<int32_t>> tables = {{0, 1, 2}, {5, 3, 7}};
+  std::vector<int64_t> done(2, 0);
+  double worst = 1.0;
+  for (int step = 0; step <= 8; ++step) {
+    std::vector<GpuChunk> chunks;
+    for (size_t s = 0; s < 2; ++s)
+      chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
+    auto fused = gpus[0]->forward(chunks);
+    auto plain = gpus[1]->forward(chunks);
+    ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    for (size_t s = 0; s < 2; ++s) {
+      const double cs = cosine(fused->logits[s], plain->logits[s]);
+      worst = std::min(worst, cs);
+      EXPECT_GE(cs, k.bf16 ? 0.999 : 0.9999) << "step " << step << ", sequence " << s;
+      done[s] = static_cast<int64_t>(tokens[s].size());
+      tokens[s].push_back(plain->argmax[s]);
+    }
+  }
+  std::printf("[ gpu decoder ] %s: GEMV prologues on vs off, worst logit cosine %.7f\n", k.name, worst);
+}
+
 // Decode steps replayed from CUDA graphs (padded batches 4, 2, 1; recaptured after a longer prefill
 // moves the step buffers) against the same steps launched kernel by kernel.
 TEST_P(CudaLlmDecoderTest, DecodeGraphsMatchEagerSteps) {
@@ -577,29 +621,41 @@ INSTANTIATE_TEST_SUITE_P(Configs, CudaLlmDecoderTest, ::testing::Range(0, 5),
                          });
 
 // The decode profile names every op of a layer, its ops add up to the eager step, and a request the
-// cache cannot hold is refused.
+// cache cannot hold is refused. With the GEMV prologues (the default) the RMSNorms and the SiLU gate
+// are inside the projections and have no rows of their own; without them they do.
 TEST_F(CudaTest, LlmDecoderProfilesADecodeStep) {
   auto cpu = LlamaCpuModel::random(qwen2_like(), 3);
   ASSERT_TRUE(cpu.ok());
-  GpuDecoderOptions o;
-  o.num_blocks = 64;
-  auto gpu = LlamaGpuModel::create(**cpu, o);
-  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
-  auto rows = (*gpu)->profile_decode(/*batch=*/4, /*context=*/100, /*iterations=*/3);
-  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
-  std::map<std::string, double> ms(rows->begin(), rows->end());
-  for (const char* op : {"step (as served)", "eager step (GPU)", "embedding", "rmsnorm", "qkv projection",
-                         "rope + kv write", "attention", "output projection", "gate/up projection", "silu * up",
-                         "down projection", "final norm", "lm head", "argmax"}) {
-    ASSERT_TRUE(ms.count(op)) << op;
-    EXPECT_GT(ms[op], 0.0) << op;
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "GEMV prologues" : "separate norm and gate kernels");
+    GpuDecoderOptions o;
+    o.num_blocks = 64;
+    o.gemv_prologue = fused;
+    auto gpu = LlamaGpuModel::create(**cpu, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    auto rows = (*gpu)->profile_decode(/*batch=*/4, /*context=*/100, /*iterations=*/3);
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    std::map<std::string, double> ms(rows->begin(), rows->end());
+    std::vector<const char*> ops_named = {"step (as served)", "eager step (GPU)", "embedding", "qkv projection",
+                                          "rope + kv write", "attention", "output projection", "gate/up projection",
+                                          "down projection", "final norm", "lm head", "argmax"};
+    for (const char* op : {"rmsnorm", "silu * up"}) {
+      if (fused)
+        EXPECT_EQ(ms.count(op), 0u) << op << " has a row of its own";
+      else
+        ops_named.push_back(op);
+    }
+    for (const char* op : ops_named) {
+      ASSERT_TRUE(ms.count(op)) << op;
+      EXPECT_GT(ms[op], 0.0) << op;
+    }
+    double ops = 0;
+    for (size_t i = 2; i < rows->size(); ++i) ops += (*rows)[i].second;
+    EXPECT_NEAR(ops, ms["eager step (GPU)"], 1e-3 * ms["eager step (GPU)"] + 1e-6);
+    std::printf("[ gpu decoder ] profile of a qwen2-like decode step, 4 x 100, %s: as served %.4f ms, eager GPU %.4f ms\n",
+                fused ? "GEMV prologues" : "separate kernels", ms["step (as served)"], ms["eager step (GPU)"]);
+    EXPECT_EQ((*gpu)->profile_decode(8, 200).status().code(), StatusCode::kInvalidArgument);  // 8 x 13 blocks > 64
   }
-  double ops = 0;
-  for (size_t i = 2; i < rows->size(); ++i) ops += (*rows)[i].second;
-  EXPECT_NEAR(ops, ms["eager step (GPU)"], 1e-3 * ms["eager step (GPU)"] + 1e-6);
-  std::printf("[ gpu decoder ] profile of a qwen2-like decode step, 4 x 100: as served %.4f ms, eager GPU %.4f ms\n",
-              ms["step (as served)"], ms["eager step (GPU)"]);
-  EXPECT_EQ((*gpu)->profile_decode(8, 200).status().code(), StatusCode::kInvalidArgument);  // 8 x 13 blocks > 64
 }
 
 TEST_F(CudaTest, LlmDecoderRefusesBadChunks) {

@@ -840,6 +840,94 @@ TEST_F(CudaLlmKernelsTest, GemvSmallTMatchesReference) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// The GEMV's prologues (GemvPrologue): the RMSNorm of each row (norm weight and eps) and the SiLU gate
+// of packed gate/up rows, applied as the activations are read, against the same formulas in double on
+// the host (unrounded between the prologue and the product, as the kernel computes them); with model-type
+// and fp8 weights, accumulating or not. A missing or misaligned norm weight is refused.
+TEST_F(CudaLlmKernelsTest, GemvPrologueRmsNormAndSiluMulMatchReference) {
+  std::mt19937 rng(67);
+  using Pro = backend::cuda::GemvPrologue;
+  for (FloatType t : kTypes)
+    for (Pro::Kind kind : {Pro::kRmsNorm, Pro::kSiluMul})
+      for (bool fp8 : {false, true})
+        for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
+          for (int64_t K : {int64_t{64}, int64_t{2064}}) {
+            const int64_t N = T == 3 ? 37 : 1000;
+            const bool acc = T != 1;
+            SCOPED_TRACE(std::string(type_name(t)) + (kind == Pro::kRmsNorm ? " rmsnorm" : " silu*up") +
+                         (fp8 ? " fp8" : "") + " T " + std::to_string(T) + " K " + std::to_string(K));
+            const int64_t pitch = kind == Pro::kSiluMul ? 2 * K : K;
+            const auto x = random_bits(t, static_cast<size_t>(T * pitch), rng);
+            const auto gamma = random_bits(t, static_cast<size_t>(K), rng);
+            const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
+            const std::vector<float> xf = to_floats(t, x), gf = to_floats(t, gamma), y0f = to_floats(t, y0);
+            std::vector<float> wf;
+            DeviceBuffer dw;
+            const float scale = fp8 ? 0.03f : 1.0f;
+            if (fp8) {
+              std::vector<uint8_t> w8(static_cast<size_t>(N * K));
+              std::normal_distribution<float> g(0.0f, 40.0f);
+              for (auto& b : w8) {
+                b = float_to_small_float(g(rng), DataType::kFloat8E4M3FN);
+                wf.push_back(small_float_to_float(b, DataType::kFloat8E4M3FN));
+              }
+              dw = to_device(w8);
+            } else {
+              const auto w = random_bits(t, static_cast<size_t>(N * K), rng);
+              wf = to_floats(t, w);
+              dw = to_device(w);
+            }
+            const std::vector<float> sv = {scale};
+            DeviceBuffer dx = to_device(x), dy = to_device(y0), ds = to_device(sv), dg = to_device(gamma);
+            ASSERT_TRUE(dx.valid() && dy.valid() && dw.valid() && ds.valid() && dg.valid());
+            Pro pro;
+            pro.kind = kind;
+            pro.norm_weight = kind == Pro::kRmsNorm ? dg.get() : nullptr;
+            pro.eps = 1e-5f;
+            ASSERT_EQ(backend::cuda::launch_gemv_small_t(t, dx.get(), dw.get(), fp8,
+                                                         fp8 ? static_cast<const float*>(ds.get()) : nullptr, dy.get(),
+                                                         T, K, N, acc, nullptr, pro),
+                      cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<float> want(static_cast<size_t>(T * N));
+            for (int64_t r = 0; r < T; ++r) {
+              std::vector<double> a(static_cast<size_t>(K));
+              const float* row = xf.data() + r * pitch;
+              if (kind == Pro::kRmsNorm) {
+                double ss = 0;
+                for (int64_t k = 0; k < K; ++k) ss += static_cast<double>(row[k]) * row[k];
+                const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(K) + 1e-5);
+                for (int64_t k = 0; k < K; ++k) a[static_cast<size_t>(k)] = row[k] * rstd * gf[static_cast<size_t>(k)];
+              } else {
+                for (int64_t k = 0; k < K; ++k) {
+                  const double g = row[k], u = row[K + k];
+                  a[static_cast<size_t>(k)] = g / (1.0 + std::exp(-g)) * u;
+                }
+              }
+              for (int64_t n = 0; n < N; ++n) {
+                double sum = 0;
+                for (int64_t k = 0; k < K; ++k) sum += a[static_cast<size_t>(k)] * wf[static_cast<size_t>(n * K + k)];
+                sum *= scale;
+                if (acc) sum += y0f[static_cast<size_t>(r * N + n)];
+                want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
+              }
+            }
+            const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
+            EXPECT_LE(normwise_error(got, want), tolerance(t));
+          }
+  DeviceBuffer b(4096);
+  Pro norm;
+  norm.kind = Pro::kRmsNorm;
+  EXPECT_EQ(backend::cuda::launch_gemv_small_t(FloatType::kF16, b.get(), b.get(), false, nullptr, b.get(), 1, 64, 8,
+                                               false, nullptr, norm),
+            cudaErrorInvalidValue);  // no norm weight
+  norm.norm_weight = static_cast<const char*>(b.get()) + 2;
+  EXPECT_EQ(backend::cuda::launch_gemv_small_t(FloatType::kF16, b.get(), b.get(), false, nullptr, b.get(), 1, 64, 8,
+                                               false, nullptr, norm),
+            cudaErrorInvalidValue);  // not 16-byte aligned
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 // W4A16, groups of 32 and 128 (llm_kernels.h's layout): the device quantizer against the host's
 // (llm::quantize_int4, whose rounding rules are CPU-tested in int4_weights_test) bit for bit; then the
 // dequantizer exactly and the GEMV against the dequantized weights in double, on those weights and on

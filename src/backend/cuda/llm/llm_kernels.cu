@@ -381,20 +381,84 @@ __device__ __forceinline__ void int4_weights_to_float(const uint4& u, float* f) 
     for (int j = 0; j < 8; ++j) f[8 * i + j] = static_cast<float>((words[i] >> (4 * j)) & 0xF);
 }
 
-/// sum += the dot product of kPer activations at xt (16-byte aligned) with f, 8 at a time; with
+/// What the decode GEMV reads as its activations (GemvPrologue's kinds): x itself; x normalized by
+/// its row's RMS and the norm weight (the RMSNorm before a projection); silu(gate) * up of a packed
+/// gate/up row (the gated MLP's activation before the down projection).
+enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
+
+/// The activation row t of a decode GEMV: x and its row length (2K for kSiluMul's packed rows), the
+/// norm weight and the row's 1/RMS for kRmsNorm.
+template <class T>
+struct GemvRow {
+  const T* x;
+  int64_t pitch;
+  const T* gamma;
+  float rstd;
+};
+
+/// Activations k .. k + 7 of row r (k a multiple of 8; the loads are 16 bytes) as kIn reads them, in
+/// fp32: the RMSNorm and the SiLU gate are applied here, unrounded.
+template <class T, GemvIn kIn>
+__device__ __forceinline__ void activations8(const GemvRow<T>& r, int64_t k, int64_t K, float* xf) {
+  if constexpr (kIn == GemvIn::kSiluMul) {
+    float g[8], u[8];
+    weights_to_float<T>(__ldg(reinterpret_cast<const uint4*>(r.x + k)), g);
+    weights_to_float<T>(__ldg(reinterpret_cast<const uint4*>(r.x + K + k)), u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xf[j] = g[j] / (1.0f + __expf(-g[j])) * u[j];
+  } else {
+    weights_to_float<T>(__ldg(reinterpret_cast<const uint4*>(r.x + k)), xf);
+    if constexpr (kIn == GemvIn::kRmsNorm) {
+      float gm[8];
+      weights_to_float<T>(__ldg(reinterpret_cast<const uint4*>(r.gamma + k)), gm);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xf[j] = xf[j] * r.rstd * gm[j];
+    }
+  }
+}
+
+/// sum += the dot product of kPer activations of row r from column k0 with f, 8 at a time; with
 /// kXSum, xsum += the activations' sum too (int4's min term).
-template <class T, int kPer, bool kXSum = false>
-__device__ __forceinline__ void dot_chunk(const T* __restrict__ xt, const float* f, float& sum, float* xsum = nullptr) {
+template <class T, int kPer, GemvIn kIn, bool kXSum = false>
+__device__ __forceinline__ void dot_chunk(const GemvRow<T>& r, int64_t k0, int64_t K, const float* f, float& sum,
+                                          float* xsum = nullptr) {
 #pragma unroll
   for (int h = 0; h < kPer; h += 8) {
-    const uint4 xu = __ldg(reinterpret_cast<const uint4*>(xt + h));
     float xf[8];
-    weights_to_float<T>(xu, xf);
+    activations8<T, kIn>(r, k0 + h, K, xf);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       sum = fmaf(xf[j], f[h + j], sum);
       if constexpr (kXSum) *xsum += xf[j];
     }
+  }
+}
+
+/// kRmsNorm: 1 / sqrt(mean(x[t]^2) + eps) for each of the kT rows, by the whole block (every
+/// thread takes part, so it runs before any warp leaves), into rstd[].
+template <class T, int kT>
+__device__ __forceinline__ void block_rms(const T* x, int64_t K, float eps, float* rstd) {
+  __shared__ float part[kT][kGemvWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float ss = 0.0f;
+    for (int64_t c = threadIdx.x; c < K / 8; c += blockDim.x) {
+      float xf[8];
+      weights_to_float<T>(__ldg(reinterpret_cast<const uint4*>(x + t * K + 8 * c)), xf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss = fmaf(xf[j], xf[j], ss);
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) part[t][warp] = ss;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kGemvWarps; ++w) ss += part[t][w];
+    rstd[t] = rsqrtf(ss / static_cast<float>(K) + eps);
   }
 }
 
@@ -405,16 +469,22 @@ enum class GemvWeights { kModelType, kFp8, kInt4 };
 /// One warp per output column n: lanes stride over K in 16-byte weight chunks (kPer elements),
 /// each chunk multiplied into all T tokens' partial sums, then a warp reduction per token. An int4
 /// chunk (32 elements, within one group) is summed unscaled with the activations' own sum beside
-/// it; its group's scale and min then apply once.
-template <class T, GemvWeights kW, int kT>
+/// it; its group's scale and min then apply once. kIn says how the activations are read (GemvIn).
+template <class T, GemvWeights kW, int kT, GemvIn kIn>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
-                        T* __restrict__ y, int64_t K, int64_t N, int64_t group, bool accumulate) {
+                        T* __restrict__ y, int64_t K, int64_t N, int64_t group, bool accumulate,
+                        const T* __restrict__ gamma, float eps) {
   INGOT_KERNEL_ENTRY();
   constexpr int kPer = kW == GemvWeights::kInt4 ? 32 : kW == GemvWeights::kFp8 ? 16 : 8;  // per 16-byte load
+  float rstd[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) rstd[t] = 1.0f;
+  if constexpr (kIn == GemvIn::kRmsNorm) block_rms<T, kT>(x, K, eps, rstd);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
   if (n >= N) return;
+  const int64_t pitch = kIn == GemvIn::kSiluMul ? 2 * K : K;
   const int64_t row_bytes = kW == GemvWeights::kInt4 ? K / 2 : kW == GemvWeights::kFp8 ? K : 2 * K;
   const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) + n * row_bytes);
   const int64_t chunks = K / kPer;
@@ -436,12 +506,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
       for (int t = 0; t < kT; ++t) {
         float part = 0.0f, xs = 0.0f;
-        dot_chunk<T, kPer, true>(x + t * K + c * kPer, f, part, &xs);
+        dot_chunk<T, kPer, kIn, true>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, c * kPer, K, f, part, &xs);
         acc[t] = fmaf(sm.x, part, fmaf(sm.y, xs, acc[t]));
       }
     } else {
 #pragma unroll
-      for (int t = 0; t < kT; ++t) dot_chunk<T, kPer>(x + t * K + c * kPer, f, acc[t]);
+      for (int t = 0; t < kT; ++t)
+        dot_chunk<T, kPer, kIn>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, c * kPer, K, f, acc[t]);
     }
   }
   const float scale = kW == GemvWeights::kFp8 && w_scale ? *w_scale : 1.0f;
@@ -456,17 +527,19 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
-template <class E, GemvWeights kW>
-cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
-                             int64_t N, int64_t group, bool accumulate, cudaStream_t stream) {
+template <class E, GemvWeights kW, GemvIn kIn>
+cudaError_t run_gemv_small_t_in(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
+                                int64_t N, int64_t group, bool accumulate, const void* gamma, float eps,
+                                cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
   const E* xt = static_cast<const E*>(x);
+  const E* gt = static_cast<const E*>(gamma);
   E* yt = static_cast<E*>(y);
   switch (T) {
-#define INGOT_GEMV_CASE(n)                                                                                  \
-  case n:                                                                                                   \
-    launch_kernel(gemv_small_t_kernel<E, kW, n>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
-                  group, accumulate);                                                                       \
+#define INGOT_GEMV_CASE(n)                                                                                       \
+  case n:                                                                                                        \
+    launch_kernel(gemv_small_t_kernel<E, kW, n, kIn>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
+                  group, accumulate, gt, eps);                                                                   \
     break;
     INGOT_GEMV_CASE(1)
     INGOT_GEMV_CASE(2)
@@ -481,6 +554,28 @@ cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale,
       return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+template <class E, GemvWeights kW>
+cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
+                             int64_t N, int64_t group, bool accumulate, const GemvPrologue& pro, cudaStream_t stream) {
+  switch (pro.kind) {
+    case GemvPrologue::kRmsNorm:
+      return run_gemv_small_t_in<E, kW, GemvIn::kRmsNorm>(x, w, w_scale, y, T, K, N, group, accumulate,
+                                                          pro.norm_weight, pro.eps, stream);
+    case GemvPrologue::kSiluMul:
+      return run_gemv_small_t_in<E, kW, GemvIn::kSiluMul>(x, w, w_scale, y, T, K, N, group, accumulate, nullptr, 0.0f,
+                                                          stream);
+    default:
+      return run_gemv_small_t_in<E, kW, GemvIn::kPlain>(x, w, w_scale, y, T, K, N, group, accumulate, nullptr, 0.0f,
+                                                        stream);
+  }
+}
+
+/// What every GEMV launcher checks of the prologue: a norm weight, 16-byte aligned, for kRmsNorm.
+bool prologue_ok(const GemvPrologue& pro) {
+  if (pro.kind == GemvPrologue::kRmsNorm) return pro.norm_weight && aligned(pro.norm_weight, 16) && pro.eps >= 0.0f;
+  return pro.kind == GemvPrologue::kNone || pro.kind == GemvPrologue::kSiluMul;
 }
 
 // ---- int4 weights (W4A16) --------------------------------------------------------------------
@@ -755,18 +850,21 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
 }
 
 cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
-                                int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream) {
+                                int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream,
+                                const GemvPrologue& pro) {
   if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
-      N > (int64_t{65535} * kGemvWarps) || K % (w_fp8 ? 16 : 8) != 0)
+      N > (int64_t{65535} * kGemvWarps) || K % (w_fp8 ? 16 : 8) != 0 || !prologue_ok(pro))
     return cudaErrorInvalidValue;
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !w || !y || !aligned(x, 16) || !aligned(w, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
   if (t == FloatType::kF16)
-    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, stream)
-                 : run_gemv_small_t<__half, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate, stream);
-  return w_fp8
-             ? run_gemv_small_t<__nv_bfloat16, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, stream)
-             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate, stream);
+    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, pro, stream)
+                 : run_gemv_small_t<__half, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate, pro,
+                                                                    stream);
+  return w_fp8 ? run_gemv_small_t<__nv_bfloat16, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, pro,
+                                                                   stream)
+               : run_gemv_small_t<__nv_bfloat16, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate,
+                                                                         pro, stream);
 }
 
 cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, int64_t group, uint8_t* q, float* scale_min,
@@ -798,16 +896,16 @@ cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* s
 
 cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y,
                                      int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream, const GemvPrologue& pro) {
   if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
-      N > (int64_t{65535} * kGemvWarps) || !int4_group_ok(group) || K % group != 0)
+      N > (int64_t{65535} * kGemvWarps) || !int4_group_ok(group) || K % group != 0 || !prologue_ok(pro))
     return cudaErrorInvalidValue;
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !q || !scale_min || !y || !aligned(x, 16) || !aligned(q, 16) || !aligned(scale_min, 8) || !aligned(y, 2))
     return cudaErrorInvalidValue;
   return t == FloatType::kF16
-             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, stream)
-             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate,
+             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, pro, stream)
+             : run_gemv_small_t<__nv_bfloat16, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, pro,
                                                                    stream);
 }
 

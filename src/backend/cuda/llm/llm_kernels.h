@@ -141,8 +141,21 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
 /// fp8 weight is read as half the bytes with no activation quantization (W8A16). Needs K a
 /// multiple of 8 (16 for fp8), x and w 16-byte aligned; returns cudaErrorInvalidValue otherwise.
 constexpr int64_t kGemvMaxTokens = 8;
+/// What the decode GEMV applies to its activations as it reads them, in fp32 and unrounded, so the
+/// step before it needs no launch of its own:
+///  - kRmsNorm: x [T][K] is the residual stream; the GEMV reads x[t][k] * norm_weight[k] /
+///    sqrt(mean_k(x[t][k]^2) + eps) (the decoder's RMSNorm before the QKV and gate/up projections;
+///    norm_weight [K] of x's type, 16-byte aligned). Each block computes the rows' RMS itself.
+///  - kSiluMul: x [T][2K] is a packed gate/up row; the GEMV reads silu(x[t][k]) * x[t][K + k] (the
+///    gated MLP's activation before the down projection, launch_silu_mul_packed's values unrounded).
+struct GemvPrologue {
+  enum Kind { kNone, kRmsNorm, kSiluMul } kind = kNone;
+  const void* norm_weight = nullptr;
+  float eps = 0.0f;
+};
 cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
-                                int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream);
+                                int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream,
+                                const GemvPrologue& prologue = {});
 
 /// INT4 weight-only projections (W4A16), group-wise along K (llm/int4_weights.h states the same
 /// layout on the host): w [N][K] as nibbles q [N][K / 2], element k in the low nibble of byte k / 2
@@ -163,7 +176,7 @@ cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* s
 /// min * the second; 4 bits a weight read (a quarter of fp16's bytes). Needs q 16-byte aligned.
 cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y,
                                      int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, const GemvPrologue& prologue = {});
 
 /// launch_gemv_small_t_int4's product for any number of tokens, on tensor cores (int4_gemm.cu):
 /// y[t][n] (+)= sum_k x[t][k] * (q[n][k] * scale + min), each weight dequantized in fp32 and rounded
