@@ -7,11 +7,19 @@
 #include <climits>
 #include <cstdint>
 
+#include "backend/cuda/core/device_info.h"
+
 namespace ingot::backend::cuda {
 namespace {
 
-constexpr int64_t kMaxTransposeBlocks = 4096;
-constexpr int64_t kTwoWaves = 2 * 132;  // 132 SMs x 8 resident blocks x ~4 waves; grid-stride after
+constexpr int64_t kMaxTransposeBlocks = 4096;  // 132 SMs x 8 resident blocks x ~4 waves; grid-stride after
+
+// Two waves of blocks, one per multiprocessor each, on the current device; an H100's or H200's 132
+// where no device answers (the host replay tests, which then plan as for those).
+int64_t two_waves() {
+  const int sm = current_device_info().sm_count;
+  return 2 * static_cast<int64_t>(sm > 0 ? sm : 132);
+}
 
 void add_dim(TransposeGroup* g, int64_t dim, int64_t in, int64_t out) {
   g->dims[g->rank] = dim;
@@ -132,9 +140,9 @@ bool plan_transpose(int32_t element_bytes, int32_t rank, const int64_t* out_dims
   plan->tiles_j = (plan->j.size + tile - 1) / tile;
   plan->tiles_k = (plan->k.size + tile - 1) / tile;
   // 2-byte and 1-byte elements take 64 x 64 tiles unless that leaves fewer than two waves of blocks
-  // on an H100/H200 (132 multiprocessors); then 32 x 32, four times the blocks. J and K were grown
+  // (two_waves: the device's multiprocessors); then 32 x 32, four times the blocks. J and K were grown
   // to the larger tile, which the smaller one also fills.
-  if (tile == 64 && plan->batch.size * plan->tiles_j * plan->tiles_k < kTwoWaves) {
+  if (tile == 64 && plan->batch.size * plan->tiles_j * plan->tiles_k < two_waves()) {
     plan->tile = 32;
     plan->tiles_j = (plan->j.size + 31) / 32;
     plan->tiles_k = (plan->k.size + 31) / 32;
