@@ -24,6 +24,7 @@ using backend::cuda::quant_gemm_family;
 
 constexpr const char* kInt8 = "cuda.quant_gemm.cublaslt_int8";
 constexpr const char* kFp8 = "cuda.quant_gemm.cublaslt_fp8";
+constexpr const char* kCutlassInt8 = "cuda.quant_gemm.cutlass_int8";
 
 // X shapes ([..., K]) and N: M of 1, 5, 64, 300 and a 3-D X.
 struct Shape {
@@ -170,6 +171,63 @@ TEST_F(CudaQuantGemmTest, ResidualMatchesReference) {
   }
 }
 
+// The CUTLASS int8 GEMM with its epilogue in the kernel, in the three forms it takes (BERT's layers):
+// fp16 Y = scaled sums + bias (or none), + bias + residual, and int8 Y = Gelu(scaled sums + bias) /
+// y_scale; per-channel w_scale; every shape of kShapes (N and K multiples of 16, M of 1 to 300, a 3-D
+// X). What it refuses (a per-tensor w_scale, Relu, an fp32 output, N not a multiple of 16) goes to
+// the cuBLASLt tactic.
+TEST_F(CudaQuantGemmTest, CutlassInt8FormsMatchReference) {
+  if (!quant_gemm_family().create(kCutlassInt8, {})) GTEST_SKIP() << "built without CUTLASS (no sm90a kernels)";
+  const int cc = backend::cuda::current_device_info().cc;
+  if (cc != 0 && cc != 90) GTEST_SKIP() << "the CUTLASS int8 kernels are sm90a, the device is sm_" << cc;
+  for (const Shape& s : kShapes)
+    for (int form = 0; form < 3; ++form)
+      for (bool bias : {false, true}) {
+        const int64_t k = s.x.back();
+        Shape64 ys = s.x;
+        ys.back() = s.n;
+        SCOPED_TRACE("X " + shape_to_string(s.x) + " N " + std::to_string(s.n) + " form " + std::to_string(form) +
+                     (bias ? " bias" : ""));
+        std::vector<Operand> ins = {input(int8_data(s.x)), input(int8_data({s.n, k})), input(scales(1, true, 0.01, 0.02)),
+                                    input(scales(s.n, false, 0.001, 0.003)),
+                                    bias ? input(random_tensor(DataType::kFloat16, {s.n}, rng_, -1.0, 1.0)) : Operand{}};
+        std::string c;
+        Tolerance tol = tolerance_for(DataType::kFloat16);
+        if (form == 2) {  // FFN1: Gelu, quantized for the next layer
+          Tensor ysc = Tensor::zeros(DataType::kFloat32, {}).value();
+          ysc.set_f64(0, 0.01);
+          ins.push_back(Operand{});
+          ins.push_back(input(ysc));
+          c = "ingot::QuantGemm {output_dtype=3, activation=\"Gelu\"}";
+          tol = Tolerance{0.0, 1.0};  // one int8 step where a quotient falls next to a rounding boundary
+        } else {
+          if (form == 1) ins.push_back(input(random_tensor(DataType::kFloat16, ys, rng_, -2.0, 2.0)));
+          c = call(DataType::kFloat16, "");
+        }
+        check(quant_gemm_family(), 17, ins, c, kCutlassInt8, 1, -3.0, 3.0, &tol);
+      }
+  // Not its forms: a per-tensor w_scale, Relu, an fp32 output, N = 40.
+  auto offered = [&](const std::vector<Operand>& ins, const std::string& c) {
+    auto g = parse_graph(op_graph(17, ins, c, 1));
+    EXPECT_TRUE(g.ok());
+    if (!g.ok()) return false;
+    const ir::Node& node = *(*g)->nodes()[0];
+    for (const auto& t : quant_gemm_family().candidates(node, input_types(node)))
+      if (t->name() == kCutlassInt8) return true;
+    return false;
+  };
+  const Shape64 x{64, 320};
+  auto base = [&](int64_t n, bool per_channel) {
+    return std::vector<Operand>{input(int8_data(x)), input(int8_data({n, 320})), input(scales(1, true, 0.01, 0.02)),
+                                input(scales(per_channel ? n : 1, !per_channel, 0.001, 0.003))};
+  };
+  EXPECT_TRUE(offered(base(48, true), call(DataType::kFloat16, "")));
+  EXPECT_FALSE(offered(base(48, false), call(DataType::kFloat16, "")));
+  EXPECT_FALSE(offered(base(48, true), call(DataType::kFloat16, "Relu")));
+  EXPECT_FALSE(offered(base(48, true), call(DataType::kFloat32, "")));
+  EXPECT_FALSE(offered(base(40, true), call(DataType::kFloat16, "")));
+}
+
 // The next layer's QuantizeLinear taken in (y_scale): Y int8 or fp8 straight from the epilogue.
 // The fp8 kind quantizes an fp16 D and the reference a double, so a value may land one step
 // away where it falls next to a rounding boundary: one int8 step, one fp8 step (1/8 relative).
@@ -256,6 +314,10 @@ TEST_F(CudaQuantGemmTest, NamesRoundTrip) {
   }
   EXPECT_EQ(quant_gemm_family().create("cuda.quant_gemm.cublaslt_fp4", {}), nullptr);
   EXPECT_EQ(quant_gemm_family().create(kInt8, {99}), nullptr);
+  if (auto t = quant_gemm_family().create(kCutlassInt8, {})) {  // built with CUTLASS
+    EXPECT_EQ(t->name(), kCutlassInt8);
+    EXPECT_NE(quant_gemm_family().create(kCutlassInt8, t->serialize()), nullptr);
+  }
 }
 
 TEST_F(CudaQuantGemmTest, Int8EnqueueIsCapturable) {

@@ -56,6 +56,9 @@
 #include "backend/cuda/core/device_info.h"
 #include "backend/cuda/core/plan_cache.h"
 #include "backend/cuda/quant/quant_kernels.h"
+#ifdef INGOT_WITH_CUTLASS
+#include "backend/cuda/gemm/cutlass_int8_gemm.h"
+#endif
 
 namespace ingot::backend::cuda {
 
@@ -64,6 +67,7 @@ namespace {
 constexpr uint64_t kLtWorkspaceBytes = 32ull << 20;  // cuBLASLt's recommendation for Hopper
 constexpr const char* kFp8Name = "cuda.quant_gemm.cublaslt_fp8";
 constexpr const char* kInt8Name = "cuda.quant_gemm.cublaslt_int8";
+constexpr const char* kCutlassInt8Name = "cuda.quant_gemm.cutlass_int8";
 constexpr uint8_t kParamsVersion = 1;
 
 
@@ -497,6 +501,98 @@ bool has_algorithm(const ir::Node& node, Kind kind, const std::vector<ir::Tensor
   return build_plan(node, kind, *spec, *handle, key, nullptr, nullptr, nullptr, &plan).ok();
 }
 
+#ifdef INGOT_WITH_CUTLASS
+// "cuda.quant_gemm.cutlass_int8": the int8 GEMM with the whole epilogue in the kernel
+// (cutlass_int8_gemm.h), for the three forms BERT-like layers take: Y fp16 = scaled sums + bias
+// (the QKV projection), + bias + residual (the output projection, FFN2), and int8 = Gelu(scaled
+// sums + bias) / y_scale (FFN1, quantized for FFN2). Per-channel w_scale [N] only (a per-tensor
+// scale stays with the cuBLASLt tactic), an fp16 bias and residual, K and N multiples of 16, and a
+// compute capability 9.0 device (sm90a kernels); the autotuner times it against cuBLASLt's.
+bool cutlass_int8_form(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* form) {
+  if (!check_node(node, Kind::kInt8, in).ok()) return false;
+  auto spec = parse_spec(node);
+  if (!spec.ok()) return false;
+  const DataType y = node.output(0)->dtype();
+  const int64_t n = in[1].shape[0].value(), k = in[1].shape[1].value();
+  if (n % 16 != 0 || k % 16 != 0) return false;
+  if (!(in[3].shape.rank_known() && in[3].shape.rank() == 1 && in[3].shape[0].is_known() &&
+        in[3].shape[0].value() == n && n > 1))
+    return false;  // per-channel w_scale only
+  if (spec->has_bias && in[4].dtype != DataType::kFloat16) return false;
+  const DeviceInfo dev = current_device_info();
+  if (dev.cc != 0 && dev.cc != 90) return false;
+  if (spec->has_y_scale) {
+    if (y != DataType::kInt8 || spec->act != UnaryOp::kGelu || spec->has_residual) return false;
+    *form = CutlassInt8Epilogue::kBiasGeluQuant;
+    return true;
+  }
+  if (y != DataType::kFloat16 || spec->act != UnaryOp::kIdentity) return false;
+  *form = spec->has_residual ? CutlassInt8Epilogue::kBiasResidual : CutlassInt8Epilogue::kBias;
+  return true;
+}
+
+class CutlassInt8Tactic final : public Tactic {
+ public:
+  std::string name() const override { return kCutlassInt8Name; }
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    CutlassInt8Epilogue form;
+    return cutlass_int8_form(node, inputs, &form);
+  }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+
+  Status enqueue(StepIO& io) const override {
+    if (!io.node) return internal_error(name(), ": step without a node");
+    const ir::Node& node = *io.node;
+    CutlassInt8Epilogue form;
+    if (!cutlass_int8_form(node, node_input_types(node), &form))
+      return internal_error(node.describe(), ": not a form of ", name());
+    auto input = [&](size_t i) -> const Tensor* { return i < io.inputs.size() ? io.inputs[i] : nullptr; };
+    const Tensor* x = input(0);
+    const Tensor* w = input(1);
+    if (!x || !w || !input(2) || !input(3) || !io.outputs || io.outputs->empty())
+      return invalid_argument(node.describe(), ": missing X, W, x_scale, w_scale or Y");
+    Tensor& y = (*io.outputs)[0];
+    INGOT_ASSIGN_OR_RETURN(Problem p, plan_problem(node, x->shape(), w->shape()));
+    if (y.numel() != p.m * p.n || input(3)->numel() != p.n)
+      return internal_error(node.describe(), ": output or w_scale sizes do not match the GEMM");
+    if (y.numel() == 0) return Status::Ok();
+    if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX)
+      return unsupported(node.describe(), ": a dimension exceeds int32");
+    CutlassInt8GemmProblem cp;
+    cp.m = static_cast<int>(p.m);
+    cp.n = static_cast<int>(p.n);
+    cp.k = static_cast<int>(p.k);
+    cp.a = x->raw();
+    cp.b = w->raw();
+    cp.x_scale = static_cast<const float*>(input(2)->raw());
+    cp.w_scale = static_cast<const float*>(input(3)->raw());
+    cp.bias = input(4) ? input(4)->raw() : nullptr;
+    if (form == CutlassInt8Epilogue::kBiasResidual) {
+      const Tensor* r = input(5);
+      if (!r || r->numel() != y.numel()) return invalid_argument(node.describe(), ": missing or misshapen residual");
+      cp.c = r->raw();
+      cp.ldc = p.n;
+    }
+    if (form == CutlassInt8Epilogue::kBiasGeluQuant) cp.y_scale = static_cast<const float*>(input(6)->raw());
+    cp.d = y.mutable_raw();
+    cp.lda = p.k;
+    cp.ldb = p.k;
+    cp.ldd = p.n;
+    cp.sm_count = current_device_info().sm_count;
+    const CutlassGemmStatus st = launch_cutlass_int8_gemm(form, cp, nullptr, 0, static_cast<cudaStream_t>(io.stream));
+    if (st == CutlassGemmStatus::kCannotImplement)
+      return unsupported(node.describe(), ": ", name(), " cannot take M=", p.m, " N=", p.n, " K=", p.k,
+                         " (pointers must be 16-byte aligned)");
+    if (st != CutlassGemmStatus::kOk)
+      return internal_error(node.describe(), ": ", name(), ": ", cutlass_gemm_status_name(st));
+    INGOT_CUDA_CHECK(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override { return {kParamsVersion}; }
+};
+#endif
+
 std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
   std::vector<std::unique_ptr<Tactic>> out;
   if (node.domain() != "ingot" || node.op_type() != "QuantGemm") return out;
@@ -504,6 +600,9 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
     auto t = std::make_unique<QuantGemmTactic>(kind);
     if (t->supports(node, inputs) && has_algorithm(node, kind, inputs)) out.push_back(std::move(t));
   }
+#ifdef INGOT_WITH_CUTLASS
+  if (auto t = std::make_unique<CutlassInt8Tactic>(); t->supports(node, inputs)) out.push_back(std::move(t));
+#endif
   return out;
 }
 
@@ -511,6 +610,9 @@ std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_
   if (!params.empty() && (params.size() != 1 || params[0] != kParamsVersion)) return nullptr;
   if (name == kFp8Name) return std::make_unique<QuantGemmTactic>(Kind::kFp8);
   if (name == kInt8Name) return std::make_unique<QuantGemmTactic>(Kind::kInt8);
+#ifdef INGOT_WITH_CUTLASS
+  if (name == kCutlassInt8Name) return std::make_unique<CutlassInt8Tactic>();
+#endif
   return nullptr;
 }
 
