@@ -228,6 +228,44 @@ TEST_F(CudaQuantConvTest, EightBitResidualEveryPlan) {
   if (!no_device_.empty()) GTEST_SKIP() << no_device_ << " (host side checked)";
 }
 
+// ResNet's 1x1 int8 convolutions as the CUTLASS int8 GEMM over their pixels (quant_gemm_family's
+// "cuda.quant_conv.cutlass_int8_1x1"), in the four forms of a bottleneck: quantized for the next conv
+// with no residual, with an fp16 residual (a downsample's output) or an int8 one (the previous block's,
+// with r_scale), and fp16 out of an int8 residual (the last block). Relu in each; the bias float32
+// beside an int8 Y and fp16 beside an fp16 one, as the precision pass leaves them.
+TEST_F(CudaQuantConvTest, CutlassOneByOneFormsMatchReference) {
+  const char* name = "cuda.quant_conv.cutlass_int8_1x1";
+  if (!backend::cuda::quant_gemm_family().create(name, {})) GTEST_SKIP() << "built without CUTLASS (no sm90a kernels)";
+  const int cc = backend::cuda::current_device_info().cc;
+  if (cc != 0 && cc != 90) GTEST_SKIP() << "the CUTLASS int8 kernels are sm90a, the device is sm_" << cc;
+  const std::string relu = "activation=\"Relu\"";
+  const Case cases[] = {
+      {kI8, 2, 14, 14, 256, 64, 1, 1, 0, kF32, kNone, true, relu, kI8},
+      {kI8, 2, 14, 14, 64, 256, 1, 1, 0, kF32, kF16, true, relu, kI8},
+      {kI8, 2, 14, 14, 64, 256, 1, 1, 0, kF32, kI8, true, relu, kI8},
+      {kI8, 1, 7, 7, 512, 2048, 1, 1, 0, kF16, kI8, true, relu, kF16},
+      {kI8, 3, 5, 9, 48, 32, 1, 1, 0, kNone, kI8, true, relu, kI8},  // no bias, 135 pixels
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label());
+    const Tolerance tol = tolerance(c);
+    check(backend::cuda::quant_gemm_family(), 17, operands(c), call(c), name, 1, -3.0, 3.0, &tol);
+  }
+  // Not its forms: a 3x3 kernel, a stride, no Relu, a per-tensor w_scale.
+  auto offered = [&](const Case& c) {
+    auto g = parse_graph(op_graph(17, operands(c), call(c), 1));
+    EXPECT_TRUE(g.ok());
+    if (!g.ok()) return false;
+    const ir::Node& node = *(*g)->nodes()[0];
+    return !backend::cuda::quant_gemm_family().candidates(node, input_types(node)).empty();
+  };
+  EXPECT_TRUE(offered({kI8, 1, 8, 8, 64, 64, 1, 1, 0, kF32, kNone, true, relu, kI8}));
+  EXPECT_FALSE(offered({kI8, 1, 8, 8, 64, 64, 3, 1, 1, kF32, kNone, true, relu, kI8}));
+  EXPECT_FALSE(offered({kI8, 1, 8, 8, 64, 64, 1, 2, 0, kF32, kNone, true, relu, kI8}));
+  EXPECT_FALSE(offered({kI8, 1, 8, 8, 64, 64, 1, 1, 0, kF32, kNone, true, "", kI8}));
+  EXPECT_FALSE(offered({kI8, 1, 8, 8, 64, 64, 1, 1, 0, kF32, kNone, false, relu, kI8}));
+}
+
 // Every epilogue form on one 3x3 convolution: bias none / fp32 / fp16, residual or not, per-tensor
 // or per-channel w_scale, no activation or Relu, output fp32 / fp16 / bf16 / int8 (whose residual
 // alternates fp32 and fp16).

@@ -172,8 +172,8 @@ TEST_F(CudaQuantGemmTest, ResidualMatchesReference) {
 }
 
 // The CUTLASS int8 GEMM with its epilogue in the kernel, in the three forms it takes (BERT's layers):
-// fp16 Y = scaled sums + bias (or none), + bias + residual, and int8 Y = Gelu(scaled sums + bias) /
-// y_scale; per-channel w_scale; every shape of kShapes (N and K multiples of 16, M of 1 to 300, a 3-D
+// fp16 Y = scaled sums + fp16 bias (or none), + bias + residual, and int8 Y = Gelu(scaled sums + fp32
+// bias) / y_scale; per-channel w_scale; every shape of kShapes (N and K multiples of 16, M of 1 to 300, a 3-D
 // X). What it refuses (a per-tensor w_scale, Relu, an fp32 output, N not a multiple of 16) goes to
 // the cuBLASLt tactic.
 TEST_F(CudaQuantGemmTest, CutlassInt8FormsMatchReference) {
@@ -188,9 +188,11 @@ TEST_F(CudaQuantGemmTest, CutlassInt8FormsMatchReference) {
         ys.back() = s.n;
         SCOPED_TRACE("X " + shape_to_string(s.x) + " N " + std::to_string(s.n) + " form " + std::to_string(form) +
                      (bias ? " bias" : ""));
+        // The bias as the precision pass leaves it: fp16 beside an fp16 Y, float32 beside an int8 one.
+        const DataType bias_type = form == 2 ? DataType::kFloat32 : DataType::kFloat16;
         std::vector<Operand> ins = {input(int8_data(s.x)), input(int8_data({s.n, k})), input(scales(1, true, 0.01, 0.02)),
                                     input(scales(s.n, false, 0.001, 0.003)),
-                                    bias ? input(random_tensor(DataType::kFloat16, {s.n}, rng_, -1.0, 1.0)) : Operand{}};
+                                    bias ? input(random_tensor(bias_type, {s.n}, rng_, -1.0, 1.0)) : Operand{}};
         std::string c;
         Tolerance tol = tolerance_for(DataType::kFloat16);
         if (form == 2) {  // FFN1: Gelu, quantized for the next layer

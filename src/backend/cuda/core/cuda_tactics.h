@@ -49,7 +49,7 @@ TacticFamily pointwise_family();    // pointwise_tactics.cc: ingot::Pointwise (N
 TacticFamily elementwise_family();  // elementwise_tactics.cc: pointwise ops, Softmax, LayerNorm, Transpose
 TacticFamily cublaslt_family();     // cublaslt_tactics.cc: MatMul, Gemm, ingot::FusedGemm
 TacticFamily cublaslt_conv_family(); // cublaslt_tactics.cc: 1x1 stride-1 channels-last ingot::FusedConv as one GEMM
-TacticFamily quant_gemm_family();   // quant_gemm_tactics.cc: ingot::QuantGemm (int8, fp8) through cuBLASLt
+TacticFamily quant_gemm_family();   // quant_gemm_tactics.cc: ingot::QuantGemm (int8, fp8) through cuBLASLt and CUTLASS; 1x1 int8 QuantConvs through CUTLASS
 TacticFamily attention_family();    // attention_tactics.cc: Attention, ingot::Attention
 TacticFamily pool_family();          // pool_tactics.cc: MaxPool, AveragePool, GlobalMax/AveragePool
 TacticFamily reduce_family();        // reduce_tactics.cc: Reduce*, ArgMax, ArgMin

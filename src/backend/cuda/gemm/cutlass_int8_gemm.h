@@ -7,6 +7,14 @@
 //   kBiasResidual:  D fp16 [M,N] = acc · x_scale · w_scale[n] + bias[n] + C[M,N]
 //   kBiasGeluQuant: D int8 [M,N] = sat(rne(Gelu(acc · x_scale · w_scale[n] + bias[n]) / y_scale))
 //
+// and the forms of a ResNet block's 1x1 convolutions (ingot::QuantConv, channels-last, as a GEMM over
+// the pixels), all with Relu:
+//   kBiasReluQuant:          D int8 = q(Relu(s + bias))                 (the block's first conv)
+//   kBiasResidualReluQuant:  D int8 = q(Relu(s + bias + C))             (C fp16: a downsample's output)
+//   kBiasResidual8ReluQuant: D int8 = q(Relu(s + bias + r_scale · C))   (C int8: the previous block's)
+//   kBiasResidual8Relu:      D fp16 = Relu(s + bias + r_scale · C)      (the last block, to the pool)
+// with s = acc · x_scale · w_scale[n] and q(v) = sat(rne(v / y_scale)).
+//
 // acc the exact int32 sum of A[M,K] (int8, row-major) times B[N,K] (int8, row-major: the weight as
 // QuantGemm stores it, K-major as Hopper's int8 tensor cores read both operands); the epilogue in
 // fp32, rounded once (Gelu is the exact erf form; the int8 store rounds half to even and saturates,
@@ -25,7 +33,15 @@
 
 namespace ingot::backend::cuda {
 
-enum class CutlassInt8Epilogue : uint8_t { kBias = 0, kBiasResidual = 1, kBiasGeluQuant = 2 };
+enum class CutlassInt8Epilogue : uint8_t {
+  kBias = 0,
+  kBiasResidual = 1,
+  kBiasGeluQuant = 2,
+  kBiasReluQuant = 3,
+  kBiasResidualReluQuant = 4,
+  kBiasResidual8ReluQuant = 5,
+  kBiasResidual8Relu = 6,
+};
 
 /// One int8 GEMM. Leading dimensions count elements; pointers are device pointers, 16-byte aligned;
 /// K and N multiples of 16.
@@ -35,10 +51,11 @@ struct CutlassInt8GemmProblem {
   const void* b = nullptr;          ///< int8 [N,K], row stride ldb
   const float* x_scale = nullptr;   ///< one value
   const float* w_scale = nullptr;   ///< [N]
-  const void* bias = nullptr;       ///< fp16 [N], or nullptr for none
-  const void* c = nullptr;          ///< fp16 [M,N], row stride ldc (kBiasResidual)
-  const float* y_scale = nullptr;   ///< one value (kBiasGeluQuant)
-  void* d = nullptr;                ///< fp16 [M,N] (int8 for kBiasGeluQuant), row stride ldd
+  const void* bias = nullptr;       ///< [N], or nullptr for none: fp16 where D is fp16, float32 where D is int8
+  const void* c = nullptr;          ///< [M,N] residual, row stride ldc: fp16, or int8 for the *Residual8* forms
+  const float* r_scale = nullptr;   ///< one value: the int8 residual's scale (*Residual8* forms)
+  const float* y_scale = nullptr;   ///< one value (the *Quant forms)
+  void* d = nullptr;                ///< fp16 [M,N] or int8 (the *Quant forms), row stride ldd
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
   int sm_count = 0;  ///< SMs the persistent grid spans; 0: CUTLASS asks the current device
 };

@@ -68,6 +68,7 @@ constexpr uint64_t kLtWorkspaceBytes = 32ull << 20;  // cuBLASLt's recommendatio
 constexpr const char* kFp8Name = "cuda.quant_gemm.cublaslt_fp8";
 constexpr const char* kInt8Name = "cuda.quant_gemm.cublaslt_int8";
 constexpr const char* kCutlassInt8Name = "cuda.quant_gemm.cutlass_int8";
+constexpr const char* kCutlassConvName = "cuda.quant_conv.cutlass_int8_1x1";
 constexpr uint8_t kParamsVersion = 1;
 
 
@@ -506,7 +507,8 @@ bool has_algorithm(const ir::Node& node, Kind kind, const std::vector<ir::Tensor
 // (cutlass_int8_gemm.h), for the three forms BERT-like layers take: Y fp16 = scaled sums + bias
 // (the QKV projection), + bias + residual (the output projection, FFN2), and int8 = Gelu(scaled
 // sums + bias) / y_scale (FFN1, quantized for FFN2). Per-channel w_scale [N] only (a per-tensor
-// scale stays with the cuBLASLt tactic), an fp16 bias and residual, K and N multiples of 16, and a
+// scale stays with the cuBLASLt tactic), an fp16 residual, the bias fp16 beside an fp16 Y and fp32
+// beside an int8 one (what the precision pass leaves), K and N multiples of 16, and a
 // compute capability 9.0 device (sm90a kernels); the autotuner times it against cuBLASLt's.
 bool cutlass_int8_form(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* form) {
   if (!check_node(node, Kind::kInt8, in).ok()) return false;
@@ -518,7 +520,8 @@ bool cutlass_int8_form(const ir::Node& node, const std::vector<ir::TensorType>& 
   if (!(in[3].shape.rank_known() && in[3].shape.rank() == 1 && in[3].shape[0].is_known() &&
         in[3].shape[0].value() == n && n > 1))
     return false;  // per-channel w_scale only
-  if (spec->has_bias && in[4].dtype != DataType::kFloat16) return false;
+  // The bias: fp16 beside an fp16 Y, float32 beside an int8 one (as the precision pass leaves them).
+  if (spec->has_bias && in[4].dtype != (spec->has_y_scale ? DataType::kFloat32 : DataType::kFloat16)) return false;
   const DeviceInfo dev = current_device_info();
   if (dev.cc != 0 && dev.cc != 90) return false;
   if (spec->has_y_scale) {
@@ -593,8 +596,132 @@ class CutlassInt8Tactic final : public Tactic {
 };
 #endif
 
+#ifdef INGOT_WITH_CUTLASS
+// "cuda.quant_conv.cutlass_int8_1x1": a channels-last int8 ingot::QuantConv with a 1x1 kernel,
+// stride 1, no padding and one group (a ResNet bottleneck's first and last convs) as the CUTLASS int8
+// GEMM over its pixels: X [N, H, W, C] is A [N·H·W, C], W [M, 1, 1, C] is B [M, C]. Relu, a
+// per-channel w_scale [M] and an fp16 bias (or none), in the forms a block has (cutlass_int8_gemm.h):
+// quantized for the next conv with no residual, with an fp16 residual (a downsample's output) or an
+// int8 one with r_scale (the previous block's output); or fp16 out of an int8 residual (the last
+// block). The other QuantConvs stay with cuDNN, which the autotuner times it against.
+bool cutlass_conv_form(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* form) {
+  if (node.domain() != "ingot" || node.op_type() != "QuantConv" || !node.output(0) || in.size() < 4) return false;
+  const ir::Attributes& at = node.attrs();
+  if (at.get_int("channels_last", 0) != 1 || at.get_int("group", 1) != 1 || at.get_string("activation", "") != "Relu")
+    return false;
+  for (int64_t v : at.get_ints("pads", {}))
+    if (v != 0) return false;
+  for (int64_t v : at.get_ints("strides", {}))
+    if (v != 1) return false;
+  if (in[0].dtype != DataType::kInt8 || in[1].dtype != DataType::kInt8 || in[2].dtype != DataType::kFloat32 ||
+      in[3].dtype != DataType::kFloat32)
+    return false;
+  const ir::Shape& x = in[0].shape;
+  const ir::Shape& w = in[1].shape;
+  if (!x.rank_known() || !w.rank_known() || x.rank() != 4 || w.rank() != 4 || !w[0].is_known() || !w[3].is_known())
+    return false;
+  if (!w[1].is_known() || w[1].value() != 1 || !w[2].is_known() || w[2].value() != 1) return false;
+  const int64_t m = w[0].value(), c = w[3].value();
+  if (m % 16 != 0 || c % 16 != 0 || !x[3].provably_equal(w[3])) return false;
+  if (!(in[3].shape.rank_known() && in[3].shape.rank() == 1 && in[3].shape[0].is_known() &&
+        in[3].shape[0].value() == m && m > 1))
+    return false;
+  if (!(in[2].shape.rank_known() && in[2].shape.rank() <= 1)) return false;
+  const bool quant_y = node.inputs().size() > 6 && node.input(6);
+  if (node.input(4) && (in.size() <= 4 || in[4].dtype != (quant_y ? DataType::kFloat32 : DataType::kFloat16)))
+    return false;  // fp16 beside an fp16 Y, float32 beside an int8 one
+  const DeviceInfo dev = current_device_info();
+  if (dev.cc != 0 && dev.cc != 90) return false;
+  const bool quant = node.inputs().size() > 6 && node.input(6);
+  const bool res = node.inputs().size() > 5 && node.input(5);
+  const bool res8 = res && node.inputs().size() > 7 && node.input(7) && in.size() > 5 && in[5].dtype == DataType::kInt8;
+  const DataType y = node.output(0)->dtype();
+  if (res && !res8 && (in.size() <= 5 || in[5].dtype != DataType::kFloat16)) return false;
+  if (quant) {
+    if (y != DataType::kInt8) return false;
+    *form = !res ? CutlassInt8Epilogue::kBiasReluQuant
+            : res8 ? CutlassInt8Epilogue::kBiasResidual8ReluQuant
+                   : CutlassInt8Epilogue::kBiasResidualReluQuant;
+    return true;
+  }
+  if (y != DataType::kFloat16 || !res8) return false;
+  *form = CutlassInt8Epilogue::kBiasResidual8Relu;
+  return true;
+}
+
+class CutlassInt8ConvTactic final : public Tactic {
+ public:
+  std::string name() const override { return kCutlassConvName; }
+  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
+    CutlassInt8Epilogue form;
+    return cutlass_conv_form(node, inputs, &form);
+  }
+  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
+
+  Status enqueue(StepIO& io) const override {
+    if (!io.node) return internal_error(name(), ": step without a node");
+    const ir::Node& node = *io.node;
+    CutlassInt8Epilogue form;
+    if (!cutlass_conv_form(node, node_input_types(node), &form))
+      return internal_error(node.describe(), ": not a form of ", name());
+    auto input = [&](size_t i) -> const Tensor* { return i < io.inputs.size() ? io.inputs[i] : nullptr; };
+    const Tensor* x = input(0);
+    const Tensor* w = input(1);
+    if (!x || !w || !input(2) || !input(3) || !io.outputs || io.outputs->empty())
+      return invalid_argument(node.describe(), ": missing X, W, x_scale, w_scale or Y");
+    Tensor& y = (*io.outputs)[0];
+    const Shape64& xs = x->shape();
+    const Shape64& ws = w->shape();
+    if (xs.size() != 4 || ws.size() != 4 || xs[3] != ws[3])
+      return invalid_argument(node.describe(), ": X ", shape_to_string(xs), " and W ", shape_to_string(ws));
+    const int64_t m = xs[0] * xs[1] * xs[2], n = ws[0], k = ws[3];
+    if (y.numel() != m * n || input(3)->numel() != n)
+      return internal_error(node.describe(), ": output or w_scale sizes do not match the 1x1 convolution");
+    if (y.numel() == 0) return Status::Ok();
+    if (m > INT32_MAX) return unsupported(node.describe(), ": ", m, " pixels exceed int32");
+    CutlassInt8GemmProblem cp;
+    cp.m = static_cast<int>(m);
+    cp.n = static_cast<int>(n);
+    cp.k = static_cast<int>(k);
+    cp.a = x->raw();
+    cp.b = w->raw();
+    cp.x_scale = static_cast<const float*>(input(2)->raw());
+    cp.w_scale = static_cast<const float*>(input(3)->raw());
+    cp.bias = input(4) ? input(4)->raw() : nullptr;
+    if (const Tensor* r = input(5)) {
+      if (r->numel() != y.numel()) return invalid_argument(node.describe(), ": the residual's size differs from Y's");
+      cp.c = r->raw();
+      cp.ldc = n;
+    }
+    if (const Tensor* rs = input(7)) cp.r_scale = static_cast<const float*>(rs->raw());
+    if (const Tensor* ys = input(6)) cp.y_scale = static_cast<const float*>(ys->raw());
+    cp.d = y.mutable_raw();
+    cp.lda = k;
+    cp.ldb = k;
+    cp.ldd = n;
+    cp.sm_count = current_device_info().sm_count;
+    const CutlassGemmStatus st = launch_cutlass_int8_gemm(form, cp, nullptr, 0, static_cast<cudaStream_t>(io.stream));
+    if (st == CutlassGemmStatus::kCannotImplement)
+      return unsupported(node.describe(), ": ", name(), " cannot take ", m, " pixels x ", n, " x ", k,
+                         " (pointers must be 16-byte aligned)");
+    if (st != CutlassGemmStatus::kOk)
+      return internal_error(node.describe(), ": ", name(), ": ", cutlass_gemm_status_name(st));
+    INGOT_CUDA_CHECK(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  std::vector<uint8_t> serialize() const override { return {kParamsVersion}; }
+};
+#endif
+
 std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
   std::vector<std::unique_ptr<Tactic>> out;
+#ifdef INGOT_WITH_CUTLASS
+  if (node.domain() == "ingot" && node.op_type() == "QuantConv") {
+    if (auto t = std::make_unique<CutlassInt8ConvTactic>(); t->supports(node, inputs)) out.push_back(std::move(t));
+    return out;
+  }
+#endif
   if (node.domain() != "ingot" || node.op_type() != "QuantGemm") return out;
   for (Kind kind : {Kind::kFp8, Kind::kInt8}) {
     auto t = std::make_unique<QuantGemmTactic>(kind);
@@ -612,6 +739,7 @@ std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_
   if (name == kInt8Name) return std::make_unique<QuantGemmTactic>(Kind::kInt8);
 #ifdef INGOT_WITH_CUTLASS
   if (name == kCutlassInt8Name) return std::make_unique<CutlassInt8Tactic>();
+  if (name == kCutlassConvName) return std::make_unique<CutlassInt8ConvTactic>();
 #endif
   return nullptr;
 }
