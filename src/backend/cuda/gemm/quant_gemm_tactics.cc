@@ -534,69 +534,7 @@ bool cutlass_int8_form(const ir::Node& node, const std::vector<ir::TensorType>& 
   return true;
 }
 
-class CutlassInt8Tactic final : public Tactic {
- public:
-  std::string name() const override { return kCutlassInt8Name; }
-  bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
-    CutlassInt8Epilogue form;
-    return cutlass_int8_form(node, inputs, &form);
-  }
-  uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
 
-  Status enqueue(StepIO& io) const override {
-    if (!io.node) return internal_error(name(), ": step without a node");
-    const ir::Node& node = *io.node;
-    CutlassInt8Epilogue form;
-    if (!cutlass_int8_form(node, node_input_types(node), &form))
-      return internal_error(node.describe(), ": not a form of ", name());
-    auto input = [&](size_t i) -> const Tensor* { return i < io.inputs.size() ? io.inputs[i] : nullptr; };
-    const Tensor* x = input(0);
-    const Tensor* w = input(1);
-    if (!x || !w || !input(2) || !input(3) || !io.outputs || io.outputs->empty())
-      return invalid_argument(node.describe(), ": missing X, W, x_scale, w_scale or Y");
-    Tensor& y = (*io.outputs)[0];
-    INGOT_ASSIGN_OR_RETURN(Problem p, plan_problem(node, x->shape(), w->shape()));
-    if (y.numel() != p.m * p.n || input(3)->numel() != p.n)
-      return internal_error(node.describe(), ": output or w_scale sizes do not match the GEMM");
-    if (y.numel() == 0) return Status::Ok();
-    if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX)
-      return unsupported(node.describe(), ": a dimension exceeds int32");
-    CutlassInt8GemmProblem cp;
-    cp.m = static_cast<int>(p.m);
-    cp.n = static_cast<int>(p.n);
-    cp.k = static_cast<int>(p.k);
-    cp.a = x->raw();
-    cp.b = w->raw();
-    cp.x_scale = static_cast<const float*>(input(2)->raw());
-    cp.w_scale = static_cast<const float*>(input(3)->raw());
-    cp.bias = input(4) ? input(4)->raw() : nullptr;
-    if (form == CutlassInt8Epilogue::kBiasResidual) {
-      const Tensor* r = input(5);
-      if (!r || r->numel() != y.numel()) return invalid_argument(node.describe(), ": missing or misshapen residual");
-      cp.c = r->raw();
-      cp.ldc = p.n;
-    }
-    if (form == CutlassInt8Epilogue::kBiasGeluQuant) cp.y_scale = static_cast<const float*>(input(6)->raw());
-    cp.d = y.mutable_raw();
-    cp.lda = p.k;
-    cp.ldb = p.k;
-    cp.ldd = p.n;
-    cp.sm_count = current_device_info().sm_count;
-    const CutlassGemmStatus st = launch_cutlass_int8_gemm(form, cp, nullptr, 0, static_cast<cudaStream_t>(io.stream));
-    if (st == CutlassGemmStatus::kCannotImplement)
-      return unsupported(node.describe(), ": ", name(), " cannot take M=", p.m, " N=", p.n, " K=", p.k,
-                         " (pointers must be 16-byte aligned)");
-    if (st != CutlassGemmStatus::kOk)
-      return internal_error(node.describe(), ": ", name(), ": ", cutlass_gemm_status_name(st));
-    INGOT_CUDA_CHECK(cudaGetLastError());
-    return Status::Ok();
-  }
-
-  std::vector<uint8_t> serialize() const override { return {kParamsVersion}; }
-};
-#endif
-
-#ifdef INGOT_WITH_CUTLASS
 // "cuda.quant_conv.cutlass_int8_1x1": a channels-last int8 ingot::QuantConv with a 1x1 kernel,
 // stride 1, no padding and one group (a ResNet bottleneck's first and last convs) as the CUTLASS int8
 // GEMM over its pixels: X [N, H, W, C] is A [N·H·W, C], W [M, 1, 1, C] is B [M, C]. Relu, a
@@ -649,12 +587,36 @@ bool cutlass_conv_form(const ir::Node& node, const std::vector<ir::TensorType>& 
   return true;
 }
 
-class CutlassInt8ConvTactic final : public Tactic {
+// The GEMM of the layers the two CUTLASS tactics take: QuantGemm's X [..., K] and W [N, K]; a 1x1
+// QuantConv's X [N, H, W, C] and W [M, 1, 1, C], over its N·H·W pixels.
+struct CutlassGemmLayer {
+  static constexpr const char* kName = kCutlassInt8Name;
+  static bool form(const ir::Node& n, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* f) {
+    return cutlass_int8_form(n, in, f);
+  }
+  static Result<Problem> sizes(const ir::Node& n, const Shape64& x, const Shape64& w) { return plan_problem(n, x, w); }
+};
+struct CutlassConvLayer {
+  static constexpr const char* kName = kCutlassConvName;
+  static bool form(const ir::Node& n, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* f) {
+    return cutlass_conv_form(n, in, f);
+  }
+  static Result<Problem> sizes(const ir::Node& n, const Shape64& x, const Shape64& w) {
+    if (x.size() != 4 || w.size() != 4 || x[3] != w[3])
+      return invalid_argument(n.describe(), ": X ", shape_to_string(x), " and W ", shape_to_string(w));
+    return Problem{x[0] * x[1] * x[2], w[0], w[3]};
+  }
+};
+
+// A CUTLASS int8 GEMM tactic for the layers `Layer` takes (the forms of cutlass_int8_gemm.h): the
+// inputs are QuantGemm's and QuantConv's alike (X, W, x_scale, w_scale, [B], [R], [y_scale], [r_scale]).
+template <class Layer>
+class CutlassInt8Tactic final : public Tactic {
  public:
-  std::string name() const override { return kCutlassConvName; }
+  std::string name() const override { return Layer::kName; }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     CutlassInt8Epilogue form;
-    return cutlass_conv_form(node, inputs, &form);
+    return Layer::form(node, inputs, &form);
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
 
@@ -662,7 +624,7 @@ class CutlassInt8ConvTactic final : public Tactic {
     if (!io.node) return internal_error(name(), ": step without a node");
     const ir::Node& node = *io.node;
     CutlassInt8Epilogue form;
-    if (!cutlass_conv_form(node, node_input_types(node), &form))
+    if (!Layer::form(node, node_input_types(node), &form))
       return internal_error(node.describe(), ": not a form of ", name());
     auto input = [&](size_t i) -> const Tensor* { return i < io.inputs.size() ? io.inputs[i] : nullptr; };
     const Tensor* x = input(0);
@@ -670,19 +632,16 @@ class CutlassInt8ConvTactic final : public Tactic {
     if (!x || !w || !input(2) || !input(3) || !io.outputs || io.outputs->empty())
       return invalid_argument(node.describe(), ": missing X, W, x_scale, w_scale or Y");
     Tensor& y = (*io.outputs)[0];
-    const Shape64& xs = x->shape();
-    const Shape64& ws = w->shape();
-    if (xs.size() != 4 || ws.size() != 4 || xs[3] != ws[3])
-      return invalid_argument(node.describe(), ": X ", shape_to_string(xs), " and W ", shape_to_string(ws));
-    const int64_t m = xs[0] * xs[1] * xs[2], n = ws[0], k = ws[3];
-    if (y.numel() != m * n || input(3)->numel() != n)
-      return internal_error(node.describe(), ": output or w_scale sizes do not match the 1x1 convolution");
+    INGOT_ASSIGN_OR_RETURN(Problem p, Layer::sizes(node, x->shape(), w->shape()));
+    if (y.numel() != p.m * p.n || input(3)->numel() != p.n)
+      return internal_error(node.describe(), ": output or w_scale sizes do not match the GEMM");
     if (y.numel() == 0) return Status::Ok();
-    if (m > INT32_MAX) return unsupported(node.describe(), ": ", m, " pixels exceed int32");
+    if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX)
+      return unsupported(node.describe(), ": a dimension exceeds int32");
     CutlassInt8GemmProblem cp;
-    cp.m = static_cast<int>(m);
-    cp.n = static_cast<int>(n);
-    cp.k = static_cast<int>(k);
+    cp.m = static_cast<int>(p.m);
+    cp.n = static_cast<int>(p.n);
+    cp.k = static_cast<int>(p.k);
     cp.a = x->raw();
     cp.b = w->raw();
     cp.x_scale = static_cast<const float*>(input(2)->raw());
@@ -691,18 +650,18 @@ class CutlassInt8ConvTactic final : public Tactic {
     if (const Tensor* r = input(5)) {
       if (r->numel() != y.numel()) return invalid_argument(node.describe(), ": the residual's size differs from Y's");
       cp.c = r->raw();
-      cp.ldc = n;
+      cp.ldc = p.n;
     }
-    if (const Tensor* rs = input(7)) cp.r_scale = static_cast<const float*>(rs->raw());
     if (const Tensor* ys = input(6)) cp.y_scale = static_cast<const float*>(ys->raw());
+    if (const Tensor* rs = input(7)) cp.r_scale = static_cast<const float*>(rs->raw());
     cp.d = y.mutable_raw();
-    cp.lda = k;
-    cp.ldb = k;
-    cp.ldd = n;
+    cp.lda = p.k;
+    cp.ldb = p.k;
+    cp.ldd = p.n;
     cp.sm_count = current_device_info().sm_count;
     const CutlassGemmStatus st = launch_cutlass_int8_gemm(form, cp, nullptr, 0, static_cast<cudaStream_t>(io.stream));
     if (st == CutlassGemmStatus::kCannotImplement)
-      return unsupported(node.describe(), ": ", name(), " cannot take ", m, " pixels x ", n, " x ", k,
+      return unsupported(node.describe(), ": ", name(), " cannot take M=", p.m, " N=", p.n, " K=", p.k,
                          " (pointers must be 16-byte aligned)");
     if (st != CutlassGemmStatus::kOk)
       return internal_error(node.describe(), ": ", name(), ": ", cutlass_gemm_status_name(st));
@@ -718,7 +677,7 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
   std::vector<std::unique_ptr<Tactic>> out;
 #ifdef INGOT_WITH_CUTLASS
   if (node.domain() == "ingot" && node.op_type() == "QuantConv") {
-    if (auto t = std::make_unique<CutlassInt8ConvTactic>(); t->supports(node, inputs)) out.push_back(std::move(t));
+    if (auto t = std::make_unique<CutlassInt8Tactic<CutlassConvLayer>>(); t->supports(node, inputs)) out.push_back(std::move(t));
     return out;
   }
 #endif
@@ -728,7 +687,7 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
     if (t->supports(node, inputs) && has_algorithm(node, kind, inputs)) out.push_back(std::move(t));
   }
 #ifdef INGOT_WITH_CUTLASS
-  if (auto t = std::make_unique<CutlassInt8Tactic>(); t->supports(node, inputs)) out.push_back(std::move(t));
+  if (auto t = std::make_unique<CutlassInt8Tactic<CutlassGemmLayer>>(); t->supports(node, inputs)) out.push_back(std::move(t));
 #endif
   return out;
 }
@@ -738,8 +697,8 @@ std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_
   if (name == kFp8Name) return std::make_unique<QuantGemmTactic>(Kind::kFp8);
   if (name == kInt8Name) return std::make_unique<QuantGemmTactic>(Kind::kInt8);
 #ifdef INGOT_WITH_CUTLASS
-  if (name == kCutlassInt8Name) return std::make_unique<CutlassInt8Tactic>();
-  if (name == kCutlassConvName) return std::make_unique<CutlassInt8ConvTactic>();
+  if (name == kCutlassInt8Name) return std::make_unique<CutlassInt8Tactic<CutlassGemmLayer>>();
+  if (name == kCutlassConvName) return std::make_unique<CutlassInt8Tactic<CutlassConvLayer>>();
 #endif
   return nullptr;
 }
