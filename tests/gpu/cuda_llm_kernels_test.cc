@@ -775,6 +775,24 @@ TEST_F(CudaLlmKernelsTest, Fp8QuantizeDynamicMatchesTheHost) {
 // Greedy sampling on the device against the host's first-maximum, on random rows of vocabulary
 // sizes around the real ones (one a thread count's odd remainder), with planted ties (the lower id
 // must win wherever the reduction meets them) and the rows the sampler refuses.
+// Random GEMV weights [N][K] on the device: the model's type t, or float8 e4m3 (normal, sigma 40, as a
+// per-tensor scale of 0.03 expects); *values gets what the kernel reads, unscaled.
+DeviceBuffer gemv_weights(FloatType t, bool fp8, int64_t N, int64_t K, std::mt19937& rng, std::vector<float>* values) {
+  values->clear();
+  if (fp8) {
+    std::vector<uint8_t> w8(static_cast<size_t>(N * K));
+    std::normal_distribution<float> g(0.0f, 40.0f);
+    for (auto& b : w8) {
+      b = float_to_small_float(g(rng), DataType::kFloat8E4M3FN);
+      values->push_back(small_float_to_float(b, DataType::kFloat8E4M3FN));
+    }
+    return to_device(w8);
+  }
+  const auto w = random_bits(t, static_cast<size_t>(N * K), rng);
+  *values = to_floats(t, w);
+  return to_device(w);
+}
+
 // The small-T GEMV against a double-precision host product over the same bits: fp16/bf16 and
 // e4m3 weights (scale 0.03, a device scalar), 1-8 tokens, K with a partial last warp pass, N not a
 // multiple of the CTA's 8 columns, with and without the residual accumulation; what it refuses.
@@ -792,21 +810,8 @@ TEST_F(CudaLlmKernelsTest, GemvSmallTMatchesReference) {
               const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
               const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
               std::vector<float> wf;  // the weights' values as the kernel sees them (scale applied below)
-              DeviceBuffer dw;
+              DeviceBuffer dw = gemv_weights(t, fp8, N, K, rng, &wf);
               const float scale = fp8 ? 0.03f : 1.0f;
-              if (fp8) {
-                std::vector<uint8_t> w8(static_cast<size_t>(N * K));
-                std::normal_distribution<float> g(0.0f, 40.0f);
-                for (auto& b : w8) {
-                  b = float_to_small_float(g(rng), DataType::kFloat8E4M3FN);
-                  wf.push_back(small_float_to_float(b, DataType::kFloat8E4M3FN));
-                }
-                dw = to_device(w8);
-              } else {
-                const auto w = random_bits(t, static_cast<size_t>(N * K), rng);
-                wf = to_floats(t, w);
-                dw = to_device(w);
-              }
               const std::vector<float> sv = {scale};
               DeviceBuffer dx = to_device(x), dy = to_device(y0), ds = to_device(sv);
               ASSERT_TRUE(dx.valid() && dy.valid() && dw.valid() && ds.valid());
@@ -862,21 +867,8 @@ TEST_F(CudaLlmKernelsTest, GemvPrologueRmsNormAndSiluMulMatchReference) {
             const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
             const std::vector<float> xf = to_floats(t, x), gf = to_floats(t, gamma), y0f = to_floats(t, y0);
             std::vector<float> wf;
-            DeviceBuffer dw;
+            DeviceBuffer dw = gemv_weights(t, fp8, N, K, rng, &wf);
             const float scale = fp8 ? 0.03f : 1.0f;
-            if (fp8) {
-              std::vector<uint8_t> w8(static_cast<size_t>(N * K));
-              std::normal_distribution<float> g(0.0f, 40.0f);
-              for (auto& b : w8) {
-                b = float_to_small_float(g(rng), DataType::kFloat8E4M3FN);
-                wf.push_back(small_float_to_float(b, DataType::kFloat8E4M3FN));
-              }
-              dw = to_device(w8);
-            } else {
-              const auto w = random_bits(t, static_cast<size_t>(N * K), rng);
-              wf = to_floats(t, w);
-              dw = to_device(w);
-            }
             const std::vector<float> sv = {scale};
             DeviceBuffer dx = to_device(x), dy = to_device(y0), ds = to_device(sv), dg = to_device(gamma);
             ASSERT_TRUE(dx.valid() && dy.valid() && dw.valid() && ds.valid() && dg.valid());
