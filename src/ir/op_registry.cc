@@ -438,7 +438,13 @@ std::optional<Shape> symbolic_target_shape(const Node& n, const std::vector<cons
   return Shape(out);
 }
 
-Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues& known, KnownDims& known_dims) {
+/// Most elements of folded values one inference pass keeps. Each fold is small (shape
+/// computations), but a graph of many thousands of them, e.g. from nested function calls, would
+/// otherwise spend minutes folding; past the budget, values simply stay unknown.
+constexpr int64_t kFoldBudgetElements = int64_t{1} << 22;
+
+Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues& known, KnownDims& known_dims,
+                       int64_t& fold_left) {
   const OpSchema* schema = registry.find(node.op_type(), node.domain());
   int64_t opset = node.owner() ? node.owner()->opset(node.domain()) : 0;
   if (!schema)
@@ -476,7 +482,10 @@ Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues
     Value* o = node.outputs()[i];
     if (!o) continue;
     INGOT_RETURN_IF_ERROR(merge_type(o, ctx.output(i), node));
-    if (const Tensor* t = ctx.output_value(i)) known[o] = *t;
+    if (const Tensor* t = ctx.output_value(i); t && t->numel() <= fold_left) {
+      fold_left -= t->numel();
+      known[o] = *t;
+    }
   }
   if (node.outputs().size() == 1 && node.output(0) && !ctx.output_value(0)) {
     if (auto sym = symbolic_output(node, opset, value_ptrs, known_dims)) {
@@ -503,13 +512,16 @@ Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues
 Status infer_node(const Node& node, const OpRegistry& registry) {
   KnownValues known;
   KnownDims known_dims;
-  return infer_node_impl(node, registry, known, known_dims);
+  int64_t fold_left = kFoldBudgetElements;
+  return infer_node_impl(node, registry, known, known_dims, fold_left);
 }
 
 Status infer_graph(Graph& graph, const OpRegistry& registry) {
   KnownValues known;
   KnownDims known_dims;
-  for (const auto& n : graph.nodes()) INGOT_RETURN_IF_ERROR(infer_node_impl(*n, registry, known, known_dims));
+  int64_t fold_left = kFoldBudgetElements;
+  for (const auto& n : graph.nodes())
+    INGOT_RETURN_IF_ERROR(infer_node_impl(*n, registry, known, known_dims, fold_left));
   return Status::Ok();
 }
 

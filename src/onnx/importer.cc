@@ -1,7 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 #include "onnx/importer.h"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -19,6 +21,13 @@ struct Ctx {
   TensorSource source;
   FunctionMap functions;
   int inline_counter = 0;
+  /// How deep inline_function is; the functions expanded_nodes is sizing, outermost first.
+  int inline_depth = 0;
+  std::vector<const ::onnx::FunctionProto*> sizing;
+  /// Memo of expanded_nodes.
+  std::map<const ::onnx::FunctionProto*, int64_t> expanded;
+  int64_t inlined_nodes = 0;
+  int64_t max_inlined_nodes = 0;
 };
 
 Result<ir::Shape> shape_from_proto(const ::onnx::TensorShapeProto& sp, const std::string& value_name) {
@@ -131,9 +140,62 @@ Result<ir::Value*> resolve_input(ir::Graph& g, const std::string& name, const st
 
 Status add_node(const ::onnx::NodeProto& np, ir::Graph& g, Ctx& ctx);
 
+const ::onnx::FunctionProto* find_function(const ::onnx::NodeProto& np, const Ctx& ctx) {
+  auto it = ctx.functions.find({ir::canonical_domain(np.domain()), np.op_type()});
+  return it == ctx.functions.end() ? nullptr : it->second;
+}
+
+/// Nodes that inlining `fn` makes, calls to other local functions expanded (saturating above
+/// the cap). Refuses recursion and absurd nesting, before a single node is made.
+Result<int64_t> expanded_nodes(const ::onnx::FunctionProto& fn, Ctx& ctx) {
+  constexpr size_t kMaxNesting = 256;
+  if (auto it = ctx.expanded.find(&fn); it != ctx.expanded.end()) return it->second;
+  for (const ::onnx::FunctionProto* active : ctx.sizing) {
+    if (active != &fn) continue;
+    std::string chain;
+    for (auto it = std::find(ctx.sizing.begin(), ctx.sizing.end(), &fn); it != ctx.sizing.end(); ++it)
+      chain += (*it)->name() + " -> ";
+    return invalid_model("model-local function '", fn.name(), "' calls itself (", chain, fn.name(),
+                         "); ONNX functions must not be recursive");
+  }
+  if (ctx.sizing.size() >= kMaxNesting)
+    return invalid_model("model-local functions nest deeper than ", kMaxNesting, " calls (at '", fn.name(), "')");
+  ctx.sizing.push_back(&fn);
+  int64_t total = 0;
+  for (const auto& body : fn.node()) {
+    int64_t n = 1;
+    if (const ::onnx::FunctionProto* callee = find_function(body, ctx)) {
+      auto sub = expanded_nodes(*callee, ctx);
+      if (!sub.ok()) {
+        ctx.sizing.pop_back();
+        return sub.status();
+      }
+      n = *sub;
+    }
+    total = std::min(total + n, ctx.max_inlined_nodes + 1);
+  }
+  ctx.sizing.pop_back();
+  ctx.expanded[&fn] = total;
+  return total;
+}
+
 // Inlines a call to a model-local function: formal parameters bind to the caller's values,
 // attribute references bind to the caller's attributes, internal names get a unique prefix.
 Status inline_function(const ::onnx::NodeProto& call, const ::onnx::FunctionProto& fn, ir::Graph& g, Ctx& ctx) {
+  if (ctx.inline_depth == 0) {
+    // An outermost call: count the nodes it expands to before making any of them.
+    INGOT_ASSIGN_OR_RETURN(int64_t nodes, expanded_nodes(fn, ctx));
+    ctx.inlined_nodes += nodes;
+    if (ctx.inlined_nodes > ctx.max_inlined_nodes)
+      return invalid_model("inlining model-local functions would add more than ", ctx.max_inlined_nodes,
+                           " nodes (at a call to '", fn.name(), "'); nested calls multiply, so check for "
+                           "functions that call others many times");
+  }
+  struct Depth {
+    Ctx& c;
+    explicit Depth(Ctx& ctx) : c(ctx) { ++c.inline_depth; }
+    ~Depth() { --c.inline_depth; }
+  } depth(ctx);
   std::string prefix = "_inl" + std::to_string(ctx.inline_counter++) + "_" + fn.name() + "/";
   std::map<std::string, std::string> rename;  // function name → graph name
   for (int i = 0; i < fn.input_size(); ++i)
@@ -178,8 +240,7 @@ Status add_node(const ::onnx::NodeProto& np, ir::Graph& g, Ctx& ctx) {
   std::string domain = ir::canonical_domain(np.domain());
   std::string desc = np.op_type() + (np.name().empty() ? std::string() : " '" + np.name() + "'");
   if (np.op_type().empty()) return invalid_model("a node", np.name().empty() ? "" : " '" + np.name() + "'", " has no op_type");
-  auto fit = ctx.functions.find({domain, np.op_type()});
-  if (fit != ctx.functions.end()) return inline_function(np, *fit->second, g, ctx);
+  if (const ::onnx::FunctionProto* fn = find_function(np, ctx)) return inline_function(np, *fn, g, ctx);
 
   std::vector<ir::Value*> inputs;
   for (const auto& in : np.input()) {
@@ -253,7 +314,7 @@ Status convert_graph(const ::onnx::GraphProto& gp, ir::Graph& g, Ctx& ctx) {
   for (const auto& np : gp.node()) {
     for (const auto& out : np.output()) {
       if (out.empty() || g.find_value(out)) continue;
-      bool produced_by_function = ctx.functions.count({ir::canonical_domain(np.domain()), np.op_type()}) != 0;
+      bool produced_by_function = find_function(np, ctx) != nullptr;
       if (!produced_by_function) g.add_value(out);
     }
   }
@@ -297,6 +358,7 @@ Result<Model> import_model_bytes(const void* data, size_t size, const std::strin
   m.producer_version = proto->producer_version();
   m.storage.push_back(proto);
   Ctx ctx;
+  ctx.max_inlined_nodes = options.max_inlined_nodes;
   ctx.source.owner = proto;
   ctx.source.base_dir = base_dir;
   ctx.source.storage = &m.storage;

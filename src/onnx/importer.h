@@ -25,6 +25,11 @@ struct ImportOptions {
   /// Run registry validation and shape inference after conversion. Off only for tools that
   /// want the raw graph (e.g. to report every unsupported op at once).
   bool infer_shapes = true;
+  /// Most nodes that inlining model-local functions may add. Each call is inlined, so nested
+  /// calls multiply: f calling g twice, g calling h twice, ... grows as 2^depth. The default is
+  /// far above any real model's size; a model past it is refused rather than expanded for
+  /// minutes. Fuzzers lower it.
+  int64_t max_inlined_nodes = int64_t{1} << 20;
 };
 
 struct Model {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -265,6 +266,92 @@ TEST(Importer, InlinesModelLocalFunctions) {
   EXPECT_EQ(r->graph->nodes()[0]->op_type(), "Add");
   EXPECT_EQ(r->graph->nodes()[1]->op_type(), "Relu");
   EXPECT_EQ(r->graph->outputs()[0]->shape().to_string(), "[batch,3]");
+}
+
+// A model whose graph calls local function f<depth> on x; f<k> calls f<k-1> twice in a chain,
+// f0 is Relu, so the inlined graph has 2^depth Relus. `self_call` makes f<depth>'s second call
+// target f<depth> itself instead (recursion).
+ModelProto make_nested_functions(int depth, bool self_call) {
+  ModelProto m = make_add_relu();
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  auto* call = g->add_node();
+  call->set_op_type("f" + std::to_string(depth));
+  call->set_domain("local");
+  call->add_input("x");
+  call->add_output("y");
+  auto* opl = m.add_opset_import();
+  opl->set_domain("local");
+  opl->set_version(1);
+  for (int k = 0; k <= depth; ++k) {
+    auto* f = m.add_functions();
+    f->set_name("f" + std::to_string(k));
+    f->set_domain("local");
+    f->add_input("a");
+    f->add_output("c");
+    auto* o = f->add_opset_import();
+    o->set_domain("");
+    o->set_version(17);
+    if (k == 0) {
+      auto* n = f->add_node();
+      n->set_op_type("Relu");
+      n->add_input("a");
+      n->add_output("c");
+      continue;
+    }
+    auto* ol = f->add_opset_import();
+    ol->set_domain("local");
+    ol->set_version(1);
+    for (int j = 0; j < 2; ++j) {
+      auto* n = f->add_node();
+      bool self = self_call && k == depth && j == 1;
+      n->set_op_type("f" + std::to_string(self ? k : k - 1));
+      n->set_domain("local");
+      n->add_input(j == 0 ? "a" : "t");
+      n->add_output(j == 0 ? "t" : "c");
+    }
+  }
+  return m;
+}
+
+TEST(Importer, NestedFunctionsInlineWhole) {
+  auto r = import(make_nested_functions(5, false));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->graph->nodes().size(), 32u);
+  for (const auto& n : r->graph->nodes()) EXPECT_EQ(n->op_type(), "Relu");
+  EXPECT_EQ(r->graph->outputs()[0]->shape().to_string(), "[batch,3]");
+}
+
+TEST(Importer, RecursiveFunctionIsAClearError) {
+  // Found by the importer fuzzer: a function calling itself recursed until the stack overflowed.
+  auto r = import(make_nested_functions(3, true));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidModel) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("'f3' calls itself (f3 -> f3)"), std::string::npos)
+      << r.status().to_string();
+}
+
+TEST(Importer, ExponentialFunctionNestingIsRefused) {
+  // Found by the importer fuzzer: 2^depth inlined nodes took minutes. 2^30 nodes must be refused
+  // at once with the default cap, and a lowered cap must hold exactly.
+  auto t0 = std::chrono::steady_clock::now();
+  auto huge = import(make_nested_functions(30, false));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("more than 1048576 nodes"), std::string::npos)
+      << huge.status().to_string();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+
+  ModelProto m = make_nested_functions(6, false);  // 64 Relus
+  std::string bytes = m.SerializeAsString();
+  onnx::ImportOptions options;
+  options.max_inlined_nodes = 64;
+  auto fits = onnx::import_model_bytes(bytes.data(), bytes.size(), "", options);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  EXPECT_EQ(fits->graph->nodes().size(), 64u);
+  options.max_inlined_nodes = 63;
+  auto over = onnx::import_model_bytes(bytes.data(), bytes.size(), "", options);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("more than 63 nodes"), std::string::npos) << over.status().to_string();
 }
 
 TEST(Importer, ExternalDataIsMappedAndPathsAreConfined) {
