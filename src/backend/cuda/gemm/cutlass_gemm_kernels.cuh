@@ -134,6 +134,21 @@ template <class Schedule, CutlassEpilogue kEpilogue>
 using DefaultEpilogueTile = std::conditional_t<kEpilogue == CutlassEpilogue::kBiasGelu, typename Schedule::GeluTile,
                                                cutlass::epilogue::collective::EpilogueTileAuto>;
 
+/// Runs a CUTLASS 3 GemmUniversalAdapter on arguments it can implement: the workspace check,
+/// the adapter's initialize (workspace set-up, none here; the kernel parameters with their TMA
+/// descriptors, on the host; the dynamic shared-memory attribute), then one launch. With PDL
+/// (built with CUTLASS_ENABLE_GDC_FOR_SM90, backend/cuda/core/launch.cuh) the kernel's producer
+/// and epilogue wait for the previous grid before they load, and it signals its dependents early.
+template <class Gemm>
+CutlassGemmStatus run_adapter(const typename Gemm::Arguments& args, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  if (Gemm::get_workspace_size(args) > workspace_bytes) return CutlassGemmStatus::kWorkspaceTooSmall;
+  Gemm gemm;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return CutlassGemmStatus::kInitializeFailed;
+  if (gemm.run(stream, nullptr, pdl_enabled()) != cutlass::Status::kSuccess) return CutlassGemmStatus::kLaunchFailed;
+  return CutlassGemmStatus::kOk;
+}
+
 // FusionOp and EpilogueTile are for probes (bench/cutlass_epilogue_probe.cu); the library uses
 // the defaults.
 template <class TileShape, class ClusterShape, class Schedule, class Element, CutlassEpilogue kEpilogue,
@@ -196,17 +211,7 @@ struct GemmKernel {
                                cudaStream_t stream) {
     typename Gemm::Arguments args = arguments(p);
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return CutlassGemmStatus::kCannotImplement;
-    if (Gemm::get_workspace_size(args) > workspace_bytes) return CutlassGemmStatus::kWorkspaceTooSmall;
-    // The adapter's initialize: workspace set-up (none here), the kernel parameters (TMA
-    // descriptors, on the host) and the dynamic shared-memory attribute; then one launch.
-    Gemm gemm;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess)
-      return CutlassGemmStatus::kInitializeFailed;
-    // With PDL (built with CUTLASS_ENABLE_GDC_FOR_SM90, backend/cuda/core/launch.cuh): the kernel's
-    // producer and epilogue wait for the previous grid before they load; it signals its dependents
-    // early.
-    if (gemm.run(stream, nullptr, pdl_enabled()) != cutlass::Status::kSuccess) return CutlassGemmStatus::kLaunchFailed;
-    return CutlassGemmStatus::kOk;
+    return run_adapter<Gemm>(args, workspace, workspace_bytes, stream);
   }
 
   static KernelEntry entry() { return KernelEntry{&can_implement, &workspace_bytes, &run}; }

@@ -212,13 +212,7 @@ struct Int8GemmKernel {
   static CutlassGemmStatus run(const CutlassInt8GemmProblem& p, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
     if (!can_implement(p)) return CutlassGemmStatus::kCannotImplement;
-    typename Gemm::Arguments args = arguments(p);
-    if (Gemm::get_workspace_size(args) > workspace_bytes) return CutlassGemmStatus::kWorkspaceTooSmall;
-    Gemm gemm;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess)
-      return CutlassGemmStatus::kInitializeFailed;
-    if (gemm.run(stream, nullptr, pdl_enabled()) != cutlass::Status::kSuccess) return CutlassGemmStatus::kLaunchFailed;
-    return CutlassGemmStatus::kOk;
+    return run_adapter<Gemm>(arguments(p), workspace, workspace_bytes, stream);
   }
 };
 
