@@ -23,15 +23,9 @@ using Input = std::optional<Shape64>;  // nullopt: an omitted optional input
 
 constexpr const char* kName = "cuda.cublaslt.conv.0";
 
+// A channels-last FusedConv with `attrs` besides.
 std::string graph_text(const std::string& attrs, DataType dt, const std::vector<Input>& ins) {
-  std::ostringstream os;
-  os << "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n";
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i]) os << "  input %x" << i << ": " << data_type_name(dt) << shape_to_string(*ins[i]) << "\n";
-  os << "  %y = ingot::FusedConv {channels_last=1" << (attrs.empty() ? "" : ", ") << attrs << "}(";
-  for (size_t i = 0; i < ins.size(); ++i) os << (i ? ", " : "") << (ins[i] ? "%x" + std::to_string(i) : "_");
-  os << ") @n\n  output %y\n}\n";
-  return os.str();
+  return one_node_graph("ingot::FusedConv", "channels_last=1" + (attrs.empty() ? "" : ", " + attrs), dt, ins);
 }
 
 std::unique_ptr<backend::Tactic> conv_tactic(const std::string& name = kName) {

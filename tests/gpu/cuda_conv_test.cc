@@ -39,19 +39,6 @@ std::unique_ptr<backend::Tactic> make_tactic(const std::string& name = "cuda.cud
   return backend::cuda::cudnn_conv_family().create(name, {});
 }
 
-std::string graph_text(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins) {
-  std::ostringstream os;
-  os << "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n";
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i]) os << "  input %x" << i << ": " << data_type_name(dt) << shape_to_string(*ins[i]) << "\n";
-  os << "  %y = " << op << " ";
-  if (!attrs.empty()) os << "{" << attrs << "}";
-  os << "(";
-  for (size_t i = 0; i < ins.size(); ++i) os << (i ? ", " : "") << (ins[i] ? "%x" + std::to_string(i) : "_");
-  os << ") @n\n  output %y\n}\n";
-  return os.str();
-}
-
 std::string ints(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -121,7 +108,7 @@ class CudnnConvTest : public CudaTest, public ::testing::WithParamInterface<std:
   void check(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins,
              std::string tactic_name = "", bool must_offer_channels_last = true) {
     if (tactic_name.empty()) tactic_name = tactic0();
-    const std::string text = graph_text(op, attrs, dt, ins);
+    const std::string text = one_node_graph(op, attrs, dt, ins);
     SCOPED_TRACE(text);
     auto g = parse_graph(text);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
@@ -172,8 +159,8 @@ class CudnnConvTest : public CudaTest, public ::testing::WithParamInterface<std:
 // ---- no device needed ----------------------------------------------------------------------
 
 bool supported(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins) {
-  auto g = parse_graph(graph_text(op, attrs, dt, ins));
-  EXPECT_TRUE(g.ok()) << g.status().to_string() << "\n" << graph_text(op, attrs, dt, ins);
+  auto g = parse_graph(one_node_graph(op, attrs, dt, ins));
+  EXPECT_TRUE(g.ok()) << g.status().to_string() << "\n" << one_node_graph(op, attrs, dt, ins);
   if (!g.ok()) return false;
   const ir::Node& node = *(*g)->nodes()[0];
   return make_tactic()->supports(node, input_types(node));
@@ -207,7 +194,7 @@ TEST(CudnnConvNoDevice, SupportsDecisions) {
   EXPECT_FALSE(supported(fused, "activation=\"Gelu\", pads=[1, 1, 1, 1]", f32, {x, w, b}));
   EXPECT_FALSE(supported(fused, "transposed=1", f32, {Shape64{2, 4, 9, 11}, Shape64{4, 8, 3, 3}}));
   // Other ops are not this family's.
-  auto g = parse_graph(graph_text("MatMul", "", f32, {Shape64{3, 4}, Shape64{4, 5}}));
+  auto g = parse_graph(one_node_graph("MatMul", "", f32, {Shape64{3, 4}, Shape64{4, 5}}));
   ASSERT_TRUE(g.ok());
   const ir::Node& mm = *(*g)->nodes()[0];
   EXPECT_FALSE(make_tactic()->supports(mm, input_types(mm)));
@@ -238,7 +225,7 @@ TEST(CudnnConvNoDevice, NamesAndParamsRoundTrip) {
 
 TEST(CudnnConvNoDevice, CandidatesWithoutDeviceAreHeuristicZero) {
   if (cuda_unavailable_reason().empty()) GTEST_SKIP() << "a device is present";
-  auto g = parse_graph(graph_text("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat32, {Shape64{1, 3, 8, 8}, Shape64{4, 3, 3, 3}}));
+  auto g = parse_graph(one_node_graph("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat32, {Shape64{1, 3, 8, 8}, Shape64{4, 3, 3, 3}}));
   ASSERT_TRUE(g.ok());
   const ir::Node& n = *(*g)->nodes()[0];
   auto c = backend::cuda::cudnn_conv_family().candidates(n, input_types(n));
@@ -308,7 +295,7 @@ TEST_P(CudnnConvTest, FusedEpilogues) {
 TEST_P(CudnnConvTest, GraphFamilyActivations) {
   if (!graph_family()) GTEST_SKIP() << "the legacy family runs Relu only";
   // Tanh is refused (TANH_FWD gave NaN where tanh saturates): the builder splits it.
-  auto g = parse_graph(graph_text("ingot::FusedConv", "activation=\"Tanh\"", DataType::kFloat16,
+  auto g = parse_graph(one_node_graph("ingot::FusedConv", "activation=\"Tanh\"", DataType::kFloat16,
                                   {Shape64{1, 4, 5, 5}, Shape64{4, 4, 1, 1}, Shape64{4}}));
   ASSERT_TRUE(g.ok());
   EXPECT_TRUE(backend::cuda::cudnn_graph_conv_family().candidates(*(*g)->nodes()[0], input_types(*(*g)->nodes()[0])).empty());
@@ -472,7 +459,7 @@ TEST_P(CudnnConvTest, OutputAliasesResidual) {
         const bool nhwc = graph_family();
         const Shape64 xs = nhwc ? Shape64{2, 9, 9, 6} : Shape64{2, 6, 9, 9}, bs{6};
         const Shape64 ws = nhwc ? Shape64{6, 3, 3, 6} : Shape64{6, 6, 3, 3}, rs = xs;
-        auto g = parse_graph(graph_text("ingot::FusedConv",
+        auto g = parse_graph(one_node_graph("ingot::FusedConv",
                                         std::string(nhwc ? "channels_last=1, " : "") + "activation=\"" + act +
                                             "\", pads=[1, 1, 1, 1]",
                                         dt, {xs, ws, bias ? Input(bs) : std::nullopt, rs}));
@@ -517,7 +504,7 @@ TEST_P(CudnnConvTest, OutputAliasesResidual) {
 
 TEST_P(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
   const Shape64 xs{2, 16, 13, 13}, ws{24, 16, 3, 3}, bs{24};
-  auto g = parse_graph(graph_text("ingot::FusedConv", "activation=\"Relu\", pads=[1, 1, 1, 1]", DataType::kFloat16,
+  auto g = parse_graph(one_node_graph("ingot::FusedConv", "activation=\"Relu\", pads=[1, 1, 1, 1]", DataType::kFloat16,
                                   {xs, ws, bs}));
   ASSERT_TRUE(g.ok());
   const ir::Node& node = *(*g)->nodes()[0];
@@ -531,7 +518,7 @@ TEST_P(CudnnConvTest, EnqueueCapturesIntoCudaGraph) {
 }
 
 TEST_P(CudnnConvTest, CandidatesOnDevice) {
-  auto g = parse_graph(graph_text("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat16,
+  auto g = parse_graph(one_node_graph("Conv", "pads=[1, 1, 1, 1]", DataType::kFloat16,
                                   {Shape64{8, 64, 28, 28}, Shape64{64, 64, 3, 3}}));
   ASSERT_TRUE(g.ok());
   const ir::Node& node = *(*g)->nodes()[0];
@@ -617,7 +604,7 @@ TEST(CudnnGraphConvNoDevice, BadPlanRecordsAreRefused) {
 TEST_F(CudaTest, CudnnGraphConvPlanTravelsInTheEngineParams) {
   const std::string name = std::string(kGraph) + "0";
   const std::vector<Shape64> shapes = {{2, 12, 10, 16}, {32, 3, 3, 16}, {32}, {2, 12, 10, 32}};
-  const std::string text = graph_text("ingot::FusedConv", "channels_last=1, activation=\"Silu\", pads=[1, 1, 1, 1]",
+  const std::string text = one_node_graph("ingot::FusedConv", "channels_last=1, activation=\"Silu\", pads=[1, 1, 1, 1]",
                                       DataType::kFloat16, {shapes[0], shapes[1], shapes[2], shapes[3]});
   auto g = parse_graph(text);
   ASSERT_TRUE(g.ok()) << g.status().to_string();

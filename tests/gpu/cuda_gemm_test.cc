@@ -31,20 +31,6 @@ std::unique_ptr<backend::Tactic> make_tactic(const std::string& name) {
 
 std::string type_text(DataType dt, const Shape64& s) { return std::string(data_type_name(dt)) + shape_to_string(s); }
 
-// One-node graph: `op` ("MatMul", "Gemm", "ingot::FusedGemm") with `attrs` (text inside braces).
-std::string graph_text(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins) {
-  std::ostringstream os;
-  os << "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n";
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i]) os << "  input %x" << i << ": " << type_text(dt, *ins[i]) << "\n";
-  os << "  %y = " << op << " ";
-  if (!attrs.empty()) os << "{" << attrs << "}";
-  os << "(";
-  for (size_t i = 0; i < ins.size(); ++i) os << (i ? ", " : "") << (ins[i] ? "%x" + std::to_string(i) : "_");
-  os << ") @n\n  output %y\n}\n";
-  return os.str();
-}
-
 double norm_tolerance(DataType dt, bool tf32) {
   if (dt == DataType::kFloat32) return tf32 ? 2e-3 : 1e-5;
   return dt == DataType::kFloat16 ? 2e-3 : 1e-2;
@@ -103,8 +89,8 @@ class CublasLtTest : public CudaTest {
   // random inputs and compares. `output_shape` is needed when the graph has symbolic dims.
   void check(const std::string& op, const std::string& attrs, DataType dt, const std::vector<Input>& ins,
              const std::string& tactic_name = "cuda.cublaslt.0") {
-    SCOPED_TRACE(graph_text(op, attrs, dt, ins));
-    auto g = parse_graph(graph_text(op, attrs, dt, ins));
+    SCOPED_TRACE(one_node_graph(op, attrs, dt, ins));
+    auto g = parse_graph(one_node_graph(op, attrs, dt, ins));
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     const ir::Node& node = *(*g)->nodes()[0];
     auto tactic = make_tactic(tactic_name);
@@ -288,7 +274,7 @@ TEST_F(CublasLtTest, ActivationsAfterTheEpilogue) {
   for (DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16})
     for (const char* act : acts) {
       const std::vector<Input> ins = {Shape64{3, 33, 64}, Shape64{64, 47}, Shape64{47}, Shape64{3, 33, 47}};
-      auto g = parse_graph(graph_text("ingot::FusedGemm", std::string("kind=\"matmul\", ") + act, dt, ins));
+      auto g = parse_graph(one_node_graph("ingot::FusedGemm", std::string("kind=\"matmul\", ") + act, dt, ins));
       ASSERT_TRUE(g.ok()) << g.status().to_string();
       std::vector<Tensor> in = {random_tensor(dt, {3, 33, 64}, rng_, -0.3, 0.3), random_tensor(dt, {64, 47}, rng_, -0.3, 0.3),
                                 random_tensor(dt, {47}, rng_), random_tensor(dt, {3, 33, 47}, rng_)};
@@ -306,9 +292,9 @@ TEST_F(CublasLtTest, ActivationsAfterTheEpilogue) {
 // our Gelu kernel, and must match the erf form (other precisions: ActivationsAfterTheEpilogue).
 TEST_F(CublasLtTest, GeluEpilogueIsTheTanhForm) {
   const std::vector<Input> ins = {Shape64{33, 64}, Shape64{64, 47}, Shape64{47}, std::nullopt};
-  auto tanh_graph = parse_graph(graph_text("ingot::FusedGemm", "kind=\"gemm\", activation=\"GeluTanh\"",
+  auto tanh_graph = parse_graph(one_node_graph("ingot::FusedGemm", "kind=\"gemm\", activation=\"GeluTanh\"",
                                            DataType::kFloat32, ins));
-  auto erf_graph = parse_graph(graph_text("ingot::FusedGemm", "kind=\"gemm\", activation=\"Gelu\"",
+  auto erf_graph = parse_graph(one_node_graph("ingot::FusedGemm", "kind=\"gemm\", activation=\"Gelu\"",
                                           DataType::kFloat32, ins));
   ASSERT_TRUE(tanh_graph.ok() && erf_graph.ok());
   std::vector<Tensor> in = {random_tensor(DataType::kFloat32, {33, 64}, rng_, -0.3, 0.3),
@@ -342,7 +328,7 @@ TEST_F(CublasLtTest, CudnnMatmulWithExactGelu) {
       out.back() = c.n;
       std::vector<Input> ins = {c.a, Shape64{k, c.n}};
       if (c.bias) ins.push_back(Shape64{c.n});
-      auto g = parse_graph(graph_text("ingot::FusedGemm", "kind=\"matmul\", activation=\"Gelu\"", dt, ins));
+      auto g = parse_graph(one_node_graph("ingot::FusedGemm", "kind=\"matmul\", activation=\"Gelu\"", dt, ins));
       ASSERT_TRUE(g.ok()) << g.status().to_string();
       const ir::Node& node = *(*g)->nodes()[0];
       auto cands = backend::cuda::cudnn_matmul_family().candidates(node, input_types(node));
@@ -388,7 +374,7 @@ TEST_F(CublasLtTest, TimingBertFfnWithGelu) {
   const double gflop = 2.0 * 8192 * 768 * 3072 / 1e9;
   for (const char* act : {"", "Gelu"}) {
     const std::string attrs = std::string("kind=\"matmul\"") + (*act ? std::string(", activation=\"") + act + "\"" : "");
-    auto g = parse_graph(graph_text("ingot::FusedGemm", attrs, DataType::kFloat16, {a, w, b}));
+    auto g = parse_graph(one_node_graph("ingot::FusedGemm", attrs, DataType::kFloat16, {a, w, b}));
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     const ir::Node& node = *(*g)->nodes()[0];
     std::vector<std::unique_ptr<backend::Tactic>> tactics;
@@ -431,7 +417,7 @@ TEST_F(CublasLtTest, MisalignedViewsAndInPlaceResidual) {
   for (DataType dt : kDtypes) {
     SCOPED_TRACE(data_type_name(dt));
     const std::vector<Input> ins = {Shape64{3, 21, 45}, Shape64{45, 27}, Shape64{27}, Shape64{3, 21, 27}};
-    auto g = parse_graph(graph_text("ingot::FusedGemm", "kind=\"matmul\", activation=\"Relu\"", dt, ins));
+    auto g = parse_graph(one_node_graph("ingot::FusedGemm", "kind=\"matmul\", activation=\"Relu\"", dt, ins));
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     const ir::Node& node = *(*g)->nodes()[0];
     std::vector<Tensor> host;
@@ -468,7 +454,7 @@ TEST_F(CublasLtTest, MisalignedViewsAndInPlaceResidual) {
 
 TEST_F(CublasLtTest, EnqueueCapturesIntoCudaGraph) {
   const std::vector<Input> ins = {Shape64{4, 33, 65}, Shape64{65, 40}, Shape64{40}, std::nullopt};
-  auto g = parse_graph(graph_text("ingot::FusedGemm", "kind=\"matmul\", activation=\"GeluTanh\"", DataType::kFloat16, ins));
+  auto g = parse_graph(one_node_graph("ingot::FusedGemm", "kind=\"matmul\", activation=\"GeluTanh\"", DataType::kFloat16, ins));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const ir::Node& node = *(*g)->nodes()[0];
   std::vector<Tensor> host = {random_tensor(DataType::kFloat16, {4, 33, 65}, rng_),
@@ -510,7 +496,7 @@ TEST_F(CublasLtTest, EnqueueCapturesIntoCudaGraph) {
 }
 
 TEST_F(CublasLtTest, CandidatesOnDeviceStartWithTheFirstHeuristic) {
-  auto g = parse_graph(graph_text("MatMul", "", DataType::kFloat32, {Shape64{64, 128}, Shape64{128, 96}}));
+  auto g = parse_graph(one_node_graph("MatMul", "", DataType::kFloat32, {Shape64{64, 128}, Shape64{128, 96}}));
   ASSERT_TRUE(g.ok());
   const ir::Node& node = *(*g)->nodes()[0];
   auto cands = backend::cuda::cublaslt_family().candidates(node, input_types(node));
@@ -550,19 +536,19 @@ TEST_F(CublasLtTest, SplitVariantsForAMisalignedN) {
       return n.rfind("cuda.cublaslt.split.", 0) == 0 || n.rfind("cuda.cublaslt.padded.", 0) == 0;
     });
   };
-  const auto misaligned = names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{1001, 32}}));
+  const auto misaligned = names(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{1001, 32}}));
   ASSERT_GE(misaligned.size(), 3u);
   // Interleaved from the first, so the default optimization level (4 timed) times every kind.
   EXPECT_EQ(misaligned[0], "cuda.cublaslt.split.0");
   EXPECT_EQ(misaligned[1], "cuda.cublaslt.padded.0");
   EXPECT_EQ(misaligned[2], "cuda.cublaslt.0");
-  EXPECT_FALSE(has_split(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{1024, 32}}))));
-  EXPECT_FALSE(has_split(names(graph_text("Gemm", "transB=1", DataType::kFloat32, {Shape64{64, 32}, Shape64{1001, 32}}))));
+  EXPECT_FALSE(has_split(names(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{1024, 32}}))));
+  EXPECT_FALSE(has_split(names(one_node_graph("Gemm", "transB=1", DataType::kFloat32, {Shape64{64, 32}, Shape64{1001, 32}}))));
   // B stored [K,N]: its last columns are not a GEMM of their own.
-  EXPECT_FALSE(has_split(names(graph_text("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1001}}))));
+  EXPECT_FALSE(has_split(names(one_node_graph("MatMul", "", DataType::kFloat16, {Shape64{64, 32}, Shape64{32, 1001}}))));
   // Fewer than 8 columns: nothing aligned to split off.
-  EXPECT_FALSE(has_split(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{5, 32}}))));
-  auto g = parse_graph(graph_text("ingot::FusedGemm", "transB=1", DataType::kFloat16,
+  EXPECT_FALSE(has_split(names(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{64, 32}, Shape64{5, 32}}))));
+  auto g = parse_graph(one_node_graph("ingot::FusedGemm", "transB=1", DataType::kFloat16,
                                   {Shape64{8, 16}, Shape64{33, 16}, Shape64{33}, Shape64{8, 33}}));
   ASSERT_TRUE(g.ok());
   std::vector<Tensor> in;
@@ -592,15 +578,15 @@ TEST_F(CublasLtTest, RowsVariantForAMisalignedN) {
   auto has_rows = [](const std::vector<std::string>& v) {
     return std::any_of(v.begin(), v.end(), [](const std::string& n) { return n.rfind("cuda.cublaslt.rows.", 0) == 0; });
   };
-  const auto tall = names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{4096, 768}, Shape64{50257, 768}}));
+  const auto tall = names(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{4096, 768}, Shape64{50257, 768}}));
   ASSERT_FALSE(tall.empty());
   EXPECT_EQ(tall[0], "cuda.cublaslt.rows.0");
   // GPT-2's head at batch 1 (M = 128): re-reading the weight 8 times costs more than the copy.
-  EXPECT_FALSE(has_rows(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{128, 768}, Shape64{50257, 768}}))));
-  EXPECT_FALSE(has_rows(names(graph_text("Gemm", "transB=1", DataType::kFloat16,
+  EXPECT_FALSE(has_rows(names(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{128, 768}, Shape64{50257, 768}}))));
+  EXPECT_FALSE(has_rows(names(one_node_graph("Gemm", "transB=1", DataType::kFloat16,
                                          {Shape64{4096, 768}, Shape64{50257, 768}, Shape64{50257}}))));
-  EXPECT_FALSE(has_rows(names(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{4096, 768}, Shape64{50264, 768}}))));
-  auto g = parse_graph(graph_text("Gemm", "transB=1", DataType::kFloat16, {Shape64{256, 16}, Shape64{33, 16}, Shape64{33}}));
+  EXPECT_FALSE(has_rows(names(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{4096, 768}, Shape64{50264, 768}}))));
+  auto g = parse_graph(one_node_graph("Gemm", "transB=1", DataType::kFloat16, {Shape64{256, 16}, Shape64{33, 16}, Shape64{33}}));
   ASSERT_TRUE(g.ok());
   std::vector<Tensor> in;
   for (const Shape64& sh : {Shape64{256, 16}, Shape64{33, 16}, Shape64{33}}) in.push_back(random_tensor(DataType::kFloat16, sh, rng_));
@@ -634,9 +620,9 @@ TEST(CublasLtFamily, NamesAndParamsRoundTrip) {
 TEST(CublasLtFamily, CandidatesWithoutDeviceAreTheFirstHeuristic) {
   if (cuda_unavailable_reason().empty()) GTEST_SKIP() << "a device is present (see CandidatesOnDevice...)";
   auto names = candidate_names;
-  EXPECT_EQ(names(graph_text("MatMul", "", DataType::kFloat32, {Shape64{4, 8}, Shape64{8, 3}})),
+  EXPECT_EQ(names(one_node_graph("MatMul", "", DataType::kFloat32, {Shape64{4, 8}, Shape64{8, 3}})),
             (std::vector<std::string>{"cuda.cublaslt.0", "cuda.cublaslt.tf32.0"}));
-  EXPECT_EQ(names(graph_text("Gemm", "", DataType::kFloat16, {Shape64{4, 8}, Shape64{8, 3}})),
+  EXPECT_EQ(names(one_node_graph("Gemm", "", DataType::kFloat16, {Shape64{4, 8}, Shape64{8, 3}})),
             (std::vector<std::string>{"cuda.cublaslt.0"}));
   EXPECT_TRUE(names("graph g {\n  opset \"\" 17\n  input %x: f32[3]\n  %y = Relu(%x)\n  output %y\n}\n").empty());
 }

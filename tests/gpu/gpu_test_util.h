@@ -131,6 +131,22 @@ inline Result<Tensor> download(const Tensor& device) {
   return h;
 }
 
+/// The IR text of a graph with one node %y = op {attrs}(%x0, %x1, ...) @n: every input of type
+/// `dt` and shape ins[i], nullopt for an omitted optional input (written `_`).
+inline std::string one_node_graph(const std::string& op, const std::string& attrs, DataType dt,
+                                  const std::vector<std::optional<Shape64>>& ins) {
+  std::ostringstream os;
+  os << "graph g {\n  opset \"\" 17\n  opset \"ingot\" 1\n";
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i]) os << "  input %x" << i << ": " << data_type_name(dt) << shape_to_string(*ins[i]) << "\n";
+  os << "  %y = " << op << " ";
+  if (!attrs.empty()) os << "{" << attrs << "}";
+  os << "(";
+  for (size_t i = 0; i < ins.size(); ++i) os << (i ? ", " : "") << (ins[i] ? "%x" + std::to_string(i) : "_");
+  os << ") @n\n  output %y\n}\n";
+  return os.str();
+}
+
 /// Parses a one-node (or small) graph in the IR text form and runs inference on it.
 inline Result<std::unique_ptr<ir::Graph>> parse_graph(const std::string& text) {
   INGOT_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> g, ir::parse_text(text));
