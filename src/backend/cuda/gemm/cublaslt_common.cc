@@ -35,4 +35,42 @@ uint32_t alignment_of(const void* p, int64_t batch_stride_bytes) {
   return static_cast<uint32_t>(v & (~v + 1));
 }
 
+bool conv_is_gemm(const ir::Node& n) {
+  if (n.domain() != "ingot" || (n.op_type() != "FusedConv" && n.op_type() != "QuantConv")) return false;
+  const ir::Attributes& at = n.attrs();
+  if (at.get_int("channels_last", 0) != 1 || at.get_int("transposed", 0) != 0 || at.get_int("group", 1) != 1)
+    return false;
+  const std::string pad = at.get_string("auto_pad", "NOTSET");
+  if (pad != "NOTSET" && pad != "VALID") return false;
+  for (int64_t v : at.get_ints("pads", {}))
+    if (v != 0) return false;
+  for (int64_t v : at.get_ints("strides", {}))
+    if (v != 1) return false;
+  for (int64_t v : at.get_ints("kernel_shape", {}))
+    if (v != 1) return false;
+  const ir::Value* x = n.input(0);
+  const ir::Value* w = n.input(1);
+  if (!x || !w || !w->shape().rank_known() || w->shape().rank() < 3 || !x->shape().rank_known() ||
+      x->shape().rank() != w->shape().rank())
+    return false;
+  for (size_t i = 1; i + 1 < w->shape().rank(); ++i)
+    if (!w->shape()[i].is_known() || w->shape()[i].value() != 1) return false;
+  return true;
+}
+
+Result<ConvGemmSizes> conv_gemm_sizes(const ir::Node& node, const Shape64& x, const Shape64& w) {
+  if (x.size() < 2 || w.size() != x.size())
+    return invalid_argument(node.describe(), ": X ", shape_to_string(x), " and W ", shape_to_string(w),
+                            " are not a 1x1 convolution");
+  for (size_t i = 1; i + 1 < w.size(); ++i)
+    if (w[i] != 1) return invalid_argument(node.describe(), ": W ", shape_to_string(w), " is not 1x1");
+  ConvGemmSizes s;
+  s.m = 1;
+  for (size_t i = 0; i + 1 < x.size(); ++i) s.m *= x[i];
+  s.k = x.back();
+  s.n = w[0];
+  if (w.back() != s.k) return invalid_argument(node.describe(), ": X has ", s.k, " channels, W ", w.back());
+  return s;
+}
+
 }  // namespace ingot::backend::cuda

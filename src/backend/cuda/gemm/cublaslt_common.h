@@ -1,7 +1,8 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// What the cuBLASLt tactics share (cublaslt_tactics.cc for float GEMMs, quant_gemm_tactics.cc for
-// ingot::QuantGemm): one handle per device, the status check, pointer alignments.
+// What the GEMM tactics share (cublaslt_tactics.cc for float GEMMs, quant_gemm_tactics.cc for
+// ingot::QuantGemm and the CUTLASS int8 kernels): one cuBLASLt handle per device, the status check,
+// pointer alignments, and which convolutions are one GEMM.
 #pragma once
 
 #include <cublasLt.h>
@@ -31,5 +32,18 @@ Result<cublasLtHandle_t> cublaslt_handle(const ir::Node& node);
 
 /// Largest power of two (at most 256) dividing the address and, for batches, the stride.
 uint32_t alignment_of(const void* p, int64_t batch_stride_bytes = 0);
+
+/// Whether `n` (ingot::FusedConv or ingot::QuantConv) is a channels-last convolution that is one
+/// GEMM over its pixels: one group, not transposed, stride 1, no padding, and a kernel of one tap in
+/// every spatial dim (W [K, 1, ..., 1, C], known from its value's shape; X of W's rank). Dilation
+/// does not matter with one tap.
+bool conv_is_gemm(const ir::Node& n);
+
+/// Such a convolution's GEMM on runtime shapes: X [N, spatial..., C] is A [M = N·spatial, C],
+/// W [K, 1, ..., 1, C] is B [K, C] (row-major, so the TN form), Y [M, K].
+struct ConvGemmSizes {
+  int64_t m = 0, n = 0, k = 0;
+};
+Result<ConvGemmSizes> conv_gemm_sizes(const ir::Node& node, const Shape64& x, const Shape64& w);
 
 }  // namespace ingot::backend::cuda

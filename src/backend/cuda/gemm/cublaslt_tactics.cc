@@ -141,32 +141,6 @@ bool handles_op(const ir::Node& n) {
   return n.domain() == "ingot" && n.op_type() == "FusedGemm";
 }
 
-// Whether `n` is a channels-last ingot::FusedConv that is one GEMM: a kernel of one tap in every
-// spatial dim (W [K, 1, ..., 1, C], known from its value's shape), stride 1, no padding, one group,
-// not transposed. Dilation does not matter with one tap.
-bool conv_is_gemm(const ir::Node& n) {
-  if (n.domain() != "ingot" || n.op_type() != "FusedConv") return false;
-  const ir::Attributes& at = n.attrs();
-  if (at.get_int("channels_last", 0) != 1 || at.get_int("transposed", 0) != 0 || at.get_int("group", 1) != 1)
-    return false;
-  const std::string pad = at.get_string("auto_pad", "NOTSET");
-  if (pad != "NOTSET" && pad != "VALID") return false;
-  for (int64_t v : at.get_ints("pads", {}))
-    if (v != 0) return false;
-  for (int64_t v : at.get_ints("strides", {}))
-    if (v != 1) return false;
-  for (int64_t v : at.get_ints("kernel_shape", {}))
-    if (v != 1) return false;
-  const ir::Value* x = n.input(0);
-  const ir::Value* w = n.input(1);
-  if (!x || !w || !w->shape().rank_known() || w->shape().rank() < 3 || !x->shape().rank_known() ||
-      x->shape().rank() != w->shape().rank())
-    return false;
-  for (size_t i = 1; i + 1 < w->shape().rank(); ++i)
-    if (!w->shape()[i].is_known() || w->shape()[i].value() != 1) return false;
-  return true;
-}
-
 // FusedGemm's and FusedConv's epilogue: `activation` (+ params) and the residual (input 3).
 Status parse_epilogue(const ir::Node& node, GemmSpec* s) {
   const ir::Attributes& at = node.attrs();
@@ -209,7 +183,7 @@ Status parse_epilogue(const ir::Node& node, GemmSpec* s) {
 Result<GemmSpec> parse_spec(const ir::Node& node) {
   GemmSpec s;
   const ir::Attributes& at = node.attrs();
-  if (conv_is_gemm(node)) {
+  if (node.op_type() == "FusedConv" && conv_is_gemm(node)) {
     s.conv = true;
     s.trans_b = true;
     if (node.input(2)) s.c_input = 2;
@@ -259,18 +233,10 @@ Result<Problem> plan_problem(const ir::Node& node, const GemmSpec& s, const Shap
   Problem p;
   bool b_vector = false;
   if (s.conv) {
-    // X [N, spatial..., C] and W [K, 1, ..., 1, C] (conv_is_gemm): M = N·spatial, K = C, N = K.
-    if (a_shape.size() < 2 || b_shape.size() != a_shape.size())
-      return invalid_argument(node.describe(), ": X ", shape_to_string(a_shape), " and W ", shape_to_string(b_shape),
-                              " are not a 1x1 convolution");
-    p.m = 1;
-    for (size_t i = 0; i + 1 < a_shape.size(); ++i) p.m *= a_shape[i];
-    p.k = a_shape.back();
-    p.n = b_shape[0];
-    for (size_t i = 1; i + 1 < b_shape.size(); ++i)
-      if (b_shape[i] != 1) return invalid_argument(node.describe(), ": W ", shape_to_string(b_shape), " is not 1x1");
-    if (b_shape.back() != p.k)
-      return invalid_argument(node.describe(), ": X has ", p.k, " channels, W ", b_shape.back());
+    INGOT_ASSIGN_OR_RETURN(ConvGemmSizes g, conv_gemm_sizes(node, a_shape, b_shape));
+    p.m = g.m;
+    p.n = g.n;
+    p.k = g.k;
     if (c_shape) {
       if (c_shape->size() != 1 || (*c_shape)[0] != p.n)
         return invalid_argument(node.describe(), ": bias ", shape_to_string(*c_shape), " is not [", p.n, "]");
@@ -796,7 +762,7 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
 // FusedConv, exact (no TF32 variant: an fp32 conv stays with cuDNN, which the TF32 setting governs).
 std::vector<std::unique_ptr<Tactic>> conv_candidates(const ir::Node& node, const std::vector<ir::TensorType>& inputs) {
   std::vector<std::unique_ptr<Tactic>> out;
-  if (!conv_is_gemm(node) || inputs.size() < 2 || inputs[0].dtype == DataType::kFloat32) return out;
+  if (node.op_type() != "FusedConv" || !conv_is_gemm(node) || inputs.size() < 2 || inputs[0].dtype == DataType::kFloat32) return out;
   auto t = std::make_unique<CublasLtTactic>(0, false, OddN::kNone, true);
   if (t->supports(node, inputs) && heuristic_count(node, inputs, false) >= 1) out.push_back(std::move(t));
   return out;

@@ -503,27 +503,32 @@ bool has_algorithm(const ir::Node& node, Kind kind, const std::vector<ir::Tensor
 }
 
 #ifdef INGOT_WITH_CUTLASS
+// The checks both CUTLASS int8 layers share: N and K multiples of 16, a per-channel w_scale [N] (a
+// per-tensor one stays with cuBLASLt / cuDNN), the bias fp16 beside an fp16 Y and float32 beside an
+// int8 one (as the precision pass leaves them), and a compute capability 9.0 device (sm90a
+// kernels), or none when building for one.
+bool cutlass_int8_shared(const std::vector<ir::TensorType>& in, int64_t n, int64_t k, bool has_bias, bool quant_y) {
+  if (n % 16 != 0 || k % 16 != 0 || n <= 1) return false;
+  const ir::Shape& ws = in[3].shape;
+  if (!(ws.rank_known() && ws.rank() == 1 && ws[0].is_known() && ws[0].value() == n)) return false;
+  if (has_bias && (in.size() <= 4 || in[4].dtype != (quant_y ? DataType::kFloat32 : DataType::kFloat16))) return false;
+  const DeviceInfo dev = current_device_info();
+  return dev.cc == 0 || dev.cc == 90;
+}
+
 // "cuda.quant_gemm.cutlass_int8": the int8 GEMM with the whole epilogue in the kernel
 // (cutlass_int8_gemm.h), for the three forms BERT-like layers take: Y fp16 = scaled sums + bias
 // (the QKV projection), + bias + residual (the output projection, FFN2), and int8 = Gelu(scaled
 // sums + bias) / y_scale (FFN1, quantized for FFN2). Per-channel w_scale [N] only (a per-tensor
-// scale stays with the cuBLASLt tactic), an fp16 residual, the bias fp16 beside an fp16 Y and fp32
-// beside an int8 one (what the precision pass leaves), K and N multiples of 16, and a
-// compute capability 9.0 device (sm90a kernels); the autotuner times it against cuBLASLt's.
+// scale stays with the cuBLASLt tactic), an fp16 residual, and the shared checks above; the
+// autotuner times it against cuBLASLt's.
 bool cutlass_int8_form(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* form) {
   if (!check_node(node, Kind::kInt8, in).ok()) return false;
   auto spec = parse_spec(node);
   if (!spec.ok()) return false;
   const DataType y = node.output(0)->dtype();
   const int64_t n = in[1].shape[0].value(), k = in[1].shape[1].value();
-  if (n % 16 != 0 || k % 16 != 0) return false;
-  if (!(in[3].shape.rank_known() && in[3].shape.rank() == 1 && in[3].shape[0].is_known() &&
-        in[3].shape[0].value() == n && n > 1))
-    return false;  // per-channel w_scale only
-  // The bias: fp16 beside an fp16 Y, float32 beside an int8 one (as the precision pass leaves them).
-  if (spec->has_bias && in[4].dtype != (spec->has_y_scale ? DataType::kFloat32 : DataType::kFloat16)) return false;
-  const DeviceInfo dev = current_device_info();
-  if (dev.cc != 0 && dev.cc != 90) return false;
+  if (!cutlass_int8_shared(in, n, k, spec->has_bias, spec->has_y_scale)) return false;
   if (spec->has_y_scale) {
     if (y != DataType::kInt8 || spec->act != UnaryOp::kGelu || spec->has_residual) return false;
     *form = CutlassInt8Epilogue::kBiasGeluQuant;
@@ -534,43 +539,27 @@ bool cutlass_int8_form(const ir::Node& node, const std::vector<ir::TensorType>& 
   return true;
 }
 
-
-// "cuda.quant_conv.cutlass_int8_1x1": a channels-last int8 ingot::QuantConv with a 1x1 kernel,
-// stride 1, no padding and one group (a ResNet bottleneck's first and last convs) as the CUTLASS int8
-// GEMM over its pixels: X [N, H, W, C] is A [N·H·W, C], W [M, 1, 1, C] is B [M, C]. Relu, a
+// "cuda.quant_conv.cutlass_int8_1x1": a channels-last int8 ingot::QuantConv that is one GEMM
+// (conv_is_gemm: a 1x1 kernel, stride 1, no padding, one group; a ResNet bottleneck's first and last
+// convs) as the CUTLASS int8 GEMM over its pixels: X [N, H, W, C] is A [N·H·W, C], W [M, 1, 1, C]
+// is B [M, C]. Relu, a
 // per-channel w_scale [M] and an fp16 bias (or none), in the forms a block has (cutlass_int8_gemm.h):
 // quantized for the next conv with no residual, with an fp16 residual (a downsample's output) or an
 // int8 one with r_scale (the previous block's output); or fp16 out of an int8 residual (the last
 // block). The other QuantConvs stay with cuDNN, which the autotuner times it against.
 bool cutlass_conv_form(const ir::Node& node, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* form) {
-  if (node.domain() != "ingot" || node.op_type() != "QuantConv" || !node.output(0) || in.size() < 4) return false;
-  const ir::Attributes& at = node.attrs();
-  if (at.get_int("channels_last", 0) != 1 || at.get_int("group", 1) != 1 || at.get_string("activation", "") != "Relu")
-    return false;
-  for (int64_t v : at.get_ints("pads", {}))
-    if (v != 0) return false;
-  for (int64_t v : at.get_ints("strides", {}))
-    if (v != 1) return false;
+  if (node.op_type() != "QuantConv" || !conv_is_gemm(node) || !node.output(0) || in.size() < 4) return false;
+  if (node.attrs().get_string("activation", "") != "Relu") return false;
   if (in[0].dtype != DataType::kInt8 || in[1].dtype != DataType::kInt8 || in[2].dtype != DataType::kFloat32 ||
       in[3].dtype != DataType::kFloat32)
     return false;
   const ir::Shape& x = in[0].shape;
   const ir::Shape& w = in[1].shape;
-  if (!x.rank_known() || !w.rank_known() || x.rank() != 4 || w.rank() != 4 || !w[0].is_known() || !w[3].is_known())
-    return false;
-  if (!w[1].is_known() || w[1].value() != 1 || !w[2].is_known() || w[2].value() != 1) return false;
-  const int64_t m = w[0].value(), c = w[3].value();
-  if (m % 16 != 0 || c % 16 != 0 || !x[3].provably_equal(w[3])) return false;
-  if (!(in[3].shape.rank_known() && in[3].shape.rank() == 1 && in[3].shape[0].is_known() &&
-        in[3].shape[0].value() == m && m > 1))
-    return false;
+  const ir::Dim& c = w[w.rank() - 1];
+  if (!w[0].is_known() || !c.is_known() || !x[x.rank() - 1].provably_equal(c)) return false;
   if (!(in[2].shape.rank_known() && in[2].shape.rank() <= 1)) return false;
-  const bool quant_y = node.inputs().size() > 6 && node.input(6);
-  if (node.input(4) && (in.size() <= 4 || in[4].dtype != (quant_y ? DataType::kFloat32 : DataType::kFloat16)))
-    return false;  // fp16 beside an fp16 Y, float32 beside an int8 one
-  const DeviceInfo dev = current_device_info();
-  if (dev.cc != 0 && dev.cc != 90) return false;
   const bool quant = node.inputs().size() > 6 && node.input(6);
+  if (!cutlass_int8_shared(in, w[0].value(), c.value(), node.input(4) != nullptr, quant)) return false;
   const bool res = node.inputs().size() > 5 && node.input(5);
   const bool res8 = res && node.inputs().size() > 7 && node.input(7) && in.size() > 5 && in[5].dtype == DataType::kInt8;
   const DataType y = node.output(0)->dtype();
@@ -588,7 +577,7 @@ bool cutlass_conv_form(const ir::Node& node, const std::vector<ir::TensorType>& 
 }
 
 // The GEMM of the layers the two CUTLASS tactics take: QuantGemm's X [..., K] and W [N, K]; a 1x1
-// QuantConv's X [N, H, W, C] and W [M, 1, 1, C], over its N·H·W pixels.
+// QuantConv's X [N, spatial..., C] and W [M, 1, ..., 1, C], over its pixels (conv_gemm_sizes).
 struct CutlassGemmLayer {
   static constexpr const char* kName = kCutlassInt8Name;
   static bool form(const ir::Node& n, const std::vector<ir::TensorType>& in, CutlassInt8Epilogue* f) {
@@ -602,9 +591,8 @@ struct CutlassConvLayer {
     return cutlass_conv_form(n, in, f);
   }
   static Result<Problem> sizes(const ir::Node& n, const Shape64& x, const Shape64& w) {
-    if (x.size() != 4 || w.size() != 4 || x[3] != w[3])
-      return invalid_argument(n.describe(), ": X ", shape_to_string(x), " and W ", shape_to_string(w));
-    return Problem{x[0] * x[1] * x[2], w[0], w[3]};
+    INGOT_ASSIGN_OR_RETURN(ConvGemmSizes g, conv_gemm_sizes(n, x, w));
+    return Problem{g.m, g.n, g.k};
   }
 };
 
