@@ -129,11 +129,7 @@ class CublasLtConvTest : public CudaTest {
     ASSERT_TRUE(tactic->supports(node, input_types(node)));
     std::vector<Tensor> in;
     for (const Input& s : ins) in.push_back(s ? random_tensor(dt, *s, rng_) : Tensor());
-    auto got = run_tactic(*tactic, node, in);
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    auto want = run_reference(node, in);
-    ASSERT_TRUE(want.ok()) << want.status().to_string();
-    EXPECT_TRUE(all_close((*got)[0], (*want)[0], conv_sum_tolerance(dt, (*ins[0]).back())));
+    EXPECT_TRUE(matches_reference(*tactic, node, in, conv_sum_tolerance(dt, (*ins[0]).back())));
   }
   std::mt19937 rng_{20261207};
 };

@@ -793,6 +793,22 @@ DeviceBuffer gemv_weights(FloatType t, bool fp8, int64_t N, int64_t K, std::mt19
   return to_device(w);
 }
 
+// The small-T GEMV's host reference: y[r][n] = scale * sum_k a[r][k] * w[n][k] (+ y0[r][n] when
+// y0 is given), in double, then rounded to float. a holds T rows of K activations.
+std::vector<float> host_gemv(const std::vector<double>& a, const std::vector<float>& wf, double scale,
+                             const std::vector<float>* y0, int64_t T, int64_t K, int64_t N) {
+  std::vector<float> y(static_cast<size_t>(T * N));
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += a[static_cast<size_t>(r * K + k)] * wf[static_cast<size_t>(n * K + k)];
+      sum *= scale;
+      if (y0) sum += (*y0)[static_cast<size_t>(r * N + n)];
+      y[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
+    }
+  return y;
+}
+
 // The small-T GEMV against a double-precision host product over the same bits: fp16/bf16 and
 // e4m3 weights (scale 0.03, a device scalar), 1-8 tokens, K with a partial last warp pass, N not a
 // multiple of the CTA's 8 columns, with and without the residual accumulation; what it refuses.
@@ -820,16 +836,8 @@ TEST_F(CudaLlmKernelsTest, GemvSmallTMatchesReference) {
                                                            dy.get(), T, K, N, acc, nullptr),
                         cudaSuccess);
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-              std::vector<float> want(static_cast<size_t>(T * N));
-              for (int64_t r = 0; r < T; ++r)
-                for (int64_t n = 0; n < N; ++n) {
-                  double sum = 0;
-                  for (int64_t k = 0; k < K; ++k)
-                    sum += static_cast<double>(xf[static_cast<size_t>(r * K + k)]) * wf[static_cast<size_t>(n * K + k)];
-                  sum *= scale;
-                  if (acc) sum += y0f[static_cast<size_t>(r * N + n)];
-                  want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
-                }
+              const std::vector<double> a(xf.begin(), xf.end());
+              const std::vector<float> want = host_gemv(a, wf, scale, acc ? &y0f : nullptr, T, K, N);
               const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
               EXPECT_LE(normwise_error(got, want), tolerance(t));
             }
@@ -881,29 +889,23 @@ TEST_F(CudaLlmKernelsTest, GemvPrologueRmsNormAndSiluMulMatchReference) {
                                                          T, K, N, acc, nullptr, pro),
                       cudaSuccess);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            std::vector<float> want(static_cast<size_t>(T * N));
+            std::vector<double> a(static_cast<size_t>(T * K));  // the activations as the prologue reads them
             for (int64_t r = 0; r < T; ++r) {
-              std::vector<double> a(static_cast<size_t>(K));
               const float* row = xf.data() + r * pitch;
+              double* ar = a.data() + r * K;
               if (kind == Pro::kRmsNorm) {
                 double ss = 0;
                 for (int64_t k = 0; k < K; ++k) ss += static_cast<double>(row[k]) * row[k];
                 const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(K) + 1e-5);
-                for (int64_t k = 0; k < K; ++k) a[static_cast<size_t>(k)] = row[k] * rstd * gf[static_cast<size_t>(k)];
+                for (int64_t k = 0; k < K; ++k) ar[k] = row[k] * rstd * gf[static_cast<size_t>(k)];
               } else {
                 for (int64_t k = 0; k < K; ++k) {
                   const double g = row[k], u = row[K + k];
-                  a[static_cast<size_t>(k)] = g / (1.0 + std::exp(-g)) * u;
+                  ar[k] = g / (1.0 + std::exp(-g)) * u;
                 }
               }
-              for (int64_t n = 0; n < N; ++n) {
-                double sum = 0;
-                for (int64_t k = 0; k < K; ++k) sum += a[static_cast<size_t>(k)] * wf[static_cast<size_t>(n * K + k)];
-                sum *= scale;
-                if (acc) sum += y0f[static_cast<size_t>(r * N + n)];
-                want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
-              }
             }
+            const std::vector<float> want = host_gemv(a, wf, scale, acc ? &y0f : nullptr, T, K, N);
             const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
             EXPECT_LE(normwise_error(got, want), tolerance(t));
           }

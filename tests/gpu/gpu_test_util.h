@@ -358,9 +358,11 @@ inline Tensor random_tensor(DataType dtype, const Shape64& shape, std::mt19937& 
   return t;
 }
 
-/// Runs `tactic` and the CPU reference on the same inputs and checks every output.
+/// Runs `tactic` and the CPU reference on the same inputs and checks every output (within `tol`,
+/// or the output type's tolerance_for).
 inline ::testing::AssertionResult matches_reference(const backend::Tactic& tactic, const ir::Node& node,
-                                                    const std::vector<Tensor>& inputs) {
+                                                    const std::vector<Tensor>& inputs,
+                                                    std::optional<Tolerance> tol = std::nullopt) {
   auto got = run_tactic(tactic, node, inputs);
   if (!got.ok()) return ::testing::AssertionFailure() << "tactic: " << got.status().to_string();
   auto want = run_reference(node, inputs);
@@ -369,7 +371,7 @@ inline ::testing::AssertionResult matches_reference(const backend::Tactic& tacti
     return ::testing::AssertionFailure() << got->size() << " outputs vs " << want->size();
   for (size_t o = 0; o < got->size(); ++o) {
     if (!(*got)[o].defined()) continue;
-    auto r = all_close((*got)[o], (*want)[o]);
+    auto r = tol ? all_close((*got)[o], (*want)[o], *tol) : all_close((*got)[o], (*want)[o]);
     if (!r) return ::testing::AssertionFailure() << "output " << o << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
