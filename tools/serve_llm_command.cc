@@ -45,7 +45,8 @@ void serve_llm_help() {
                "  --max-num-seqs N             sequences in one step (default 32)\n"
                "  --max-num-batched-tokens N   tokens computed in one step (default 256)\n"
                "  --max-queued N               requests waiting to start before 503s (default 64)\n"
-               "  --chat-max-tokens N          a chat request's max_tokens when it gives none (default 256)\n";
+               "  --chat-max-tokens N          a chat request's max_tokens when it gives none (default 256)\n"
+               "  --max-request-bytes N        larger request bodies get 413 (default 16777216)\n";
 }
 
 }  // namespace
@@ -112,6 +113,9 @@ int serve_llm_command(const std::vector<std::string>& args) {
     } else if (a == "--chat-max-tokens") {
       if (!value() || !as_int(1, 1 << 20)) return 2;
       so.chat_max_tokens = n;
+    } else if (a == "--max-request-bytes") {
+      if (!value() || !as_int(1, int64_t{1} << 40)) return 2;
+      so.max_request_bytes = static_cast<size_t>(n);
     } else if (!a.empty() && a[0] != '-' && path.empty()) {
       path = a;
     } else {

@@ -263,12 +263,30 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(std::shared_ptr<LlmEn
   if (!engine) return invalid_argument("OpenAiServer: no engine");
   if (options.model_name.empty()) return invalid_argument("OpenAiServer: no model name");
   if (options.threads < 1) return invalid_argument("OpenAiServer: threads must be >= 1");
+  if (options.max_request_bytes < 1) return invalid_argument("OpenAiServer: max_request_bytes must be >= 1");
   std::unique_ptr<OpenAiServer> s(new OpenAiServer());
   Impl* impl = s->impl_.get();
   impl->engine = std::move(engine);
   impl->options = options;
   const int threads = options.threads;
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // httplib answers a body over the limit with 413 before reading it; the error handler gives that
+  // (and a 404 for an unknown path) OpenAI's error object.
+  impl->http.set_payload_max_length(options.max_request_bytes);
+  impl->http.set_error_handler(
+      httplib::Server::HandlerWithResponse([impl](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 413)
+          send_error(res, {413,
+                           "request body of " + req.get_header_value("Content-Length") + " bytes exceeds the limit of " +
+                               std::to_string(impl->options.max_request_bytes) + " bytes (--max-request-bytes)",
+                           "invalid_request_error"});
+        else if (res.status == 404)
+          send_error(res, {404, "no endpoint " + req.method + " " + req.path, "NotFoundError"});
+        else
+          send_error(res, {res.status, "HTTP error " + std::to_string(res.status), "invalid_request_error"});
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   impl->http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("", "text/plain"); });
   impl->http.Get("/v1/models", [impl](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", impl->options.model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "ingot"}};
@@ -359,6 +377,8 @@ void OpenAiServer::Impl::handle(const httplib::Request& req, httplib::Response& 
       ok = encode(p.get<std::string>());
     } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
       ok = token_list(p);
+    } else if (p.is_array() && p.size() > 64) {
+      return send_error(res, bad("at most 64 prompts per request"));
     } else if (p.is_array() && !p.empty()) {
       for (const json& x : p) {
         if (x.is_string()) ok = ok && encode(x.get<std::string>());
@@ -369,7 +389,6 @@ void OpenAiServer::Impl::handle(const httplib::Request& req, httplib::Response& 
       ok = false;
     }
     if (!ok) return send_error(res, bad("'prompt' must be a string, an array of strings, or token ids"));
-    if (prompts.size() > 64) return send_error(res, bad("at most 64 prompts per request"));
   }
 
   // Submit every prompt (one choice each); refuse the request whole if one is refused.

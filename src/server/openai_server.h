@@ -12,7 +12,8 @@
 // (vLLM's), n = 1, and stream (server-sent events, "data: [DONE]" last; stream_options.
 // include_usage adds a usage chunk). Errors are OpenAI's error object: 400 for bad requests or
 // parameters ingot does not take (logprobs, echo, best_of, tools, n > 1), 404 for another model
-// name, 503 when the engine's queue is full (overload is refused, never dropped).
+// name, 413 for a body over max_request_bytes, 503 when the engine's queue is full (overload is
+// refused, never dropped).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ struct OpenAiServerOptions {
   std::string model_name;          ///< the name clients send as "model"
   int64_t chat_max_tokens = 256;   ///< a chat request's max_tokens when it gives none
   int threads = 64;                ///< HTTP worker threads (each open request holds one)
+  size_t max_request_bytes = 16u << 20;  ///< larger bodies get 413 before any of them is read
 };
 
 class OpenAiServer {

@@ -9,8 +9,9 @@ test_generate.py checks against a NumPy reference):
   (streamed: in several pieces whose concatenation is that text), with usage counts;
 - several prompts in one completions request come back as choices in order;
 - a stop string cuts the text; stream_options.include_usage adds a usage chunk;
-- bad requests are 400s (n > 1, logprobs, malformed JSON, a bad temperature), another model name
-  a 404, and a full queue a 503 while every accepted request still completes;
+- bad requests are 400s (n > 1, logprobs, malformed JSON, a bad temperature, 65 prompts), another
+  model name or an unknown path a 404, a body over --max-request-bytes a 413, and a full queue a 503
+  while every accepted request still completes;
 - a streaming client that hangs up mid-generation gets its request aborted within a few tokens.
 
 Usage: test_openai_server.py --ingot build/tools/ingot [--gguf PATH]
@@ -197,8 +198,17 @@ def main():
         srv.close()
 
     # Overload: one sequence at a time, two may wait; eight at once: some 503s, the rest complete.
-    srv = Server(a.ingot, gguf, "--max-num-seqs", "1", "--max-queued", "2")
+    # A body over --max-request-bytes is a 413 before it is read; 65 prompts a 400 before any is encoded.
+    srv = Server(a.ingot, gguf, "--max-num-seqs", "1", "--max-queued", "2", "--max-request-bytes", "65536")
     try:
+        code, body = raw_post(srv.url + "/completions", json.dumps({"prompt": "x" * (1 << 17), "max_tokens": 1}))
+        check(code == 413 and "exceeds the limit of 65536 bytes" in json.loads(body)["error"]["message"],
+              f"a 128 KiB body over --max-request-bytes 65536: 413 with an error object ({code})")
+        code, body = raw_post(srv.url + "/completions", json.dumps({"prompt": ["x"] * 65, "max_tokens": 1}))
+        check(code == 400 and "at most 64 prompts" in body, f"65 prompts in one request: 400 ({code})")
+        code, body = raw_post(srv.url + "/nowhere", "{}")
+        check(code == 404 and "no endpoint POST /v1/nowhere" in json.loads(body)["error"]["message"],
+              f"an unknown path: 404 with an error object ({code})")
         client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0, timeout=300)
 
         def one(_):
