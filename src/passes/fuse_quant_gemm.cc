@@ -94,6 +94,18 @@ std::optional<Tensor> f32_scale(const ir::Node& dq) {
   return out;
 }
 
+/// An int8 layer's weight scale as the fused node keeps it: one per output channel ([n]), a
+/// per-tensor scale written out n times. The numbers are the same; every int8 kernel takes the
+/// per-channel form, and the CUTLASS int8 GEMMs take only it (onnxruntime's quantize_static
+/// writes per-tensor weight scales by default). An fp8 layer's per-tensor scale stays one number:
+/// cuBLASLt's fp8 scale pointers are per tensor.
+Tensor weight_scale(Tensor sw, DataType w_type, int64_t n) {
+  if (w_type != DataType::kInt8 || sw.numel() != 1 || n <= 1) return sw;
+  Tensor out = Tensor::zeros(DataType::kFloat32, {n}).value();
+  for (int64_t i = 0; i < n; ++i) out.set_f64(i, sw.get_f64(0));
+  return out;
+}
+
 /// The type DequantizeLinear produces: its output_dtype attribute, else the scale's type.
 DataType dq_output_type(const ir::Node& dq) {
   const int64_t o = dq.attrs().get_int("output_dtype", 0);
@@ -414,7 +426,7 @@ class FuseQuantGemm final : public Pass {
     }
     ir::Value* wv = make_initializer(g, dw->input(0)->name() + ".nk", std::move(wt));
     ir::Value* sxv = make_initializer(g, dx->input(1)->name() + ".f32", std::move(*sx));
-    ir::Value* swv = make_initializer(g, dw->input(1)->name() + ".f32", std::move(*sw));
+    ir::Value* swv = make_initializer(g, dw->input(1)->name() + ".f32", weight_scale(std::move(*sw), w->dtype(), n));
     ir::Attributes attrs;
     attrs.set_int("output_dtype", static_cast<int64_t>(y_type));
     set_activation(attrs, act);
@@ -553,7 +565,7 @@ class FuseQuantGemm final : public Pass {
     ir::Value* sxv = make_initializer(g, dx->input(1)->name() + ".f32", std::move(*sx));
     ir::Value* swv;
     if (bn_scale.empty()) {
-      swv = make_initializer(g, dw->input(1)->name() + ".f32", std::move(*sw));
+      swv = make_initializer(g, dw->input(1)->name() + ".f32", weight_scale(std::move(*sw), w->dtype(), m_out));
     } else {
       INGOT_ASSIGN_OR_RETURN(Tensor folded, Tensor::zeros(DataType::kFloat32, {m_out}));
       for (int64_t m = 0; m < m_out; ++m) folded.set_f64(m, sw->get_f64(sw->numel() == 1 ? 0 : m) * bn_scale[m]);

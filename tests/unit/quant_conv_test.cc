@@ -478,6 +478,25 @@ std::string qdq_conv_block_int8_skip() {
   return t;
 }
 
+TEST(FuseQuantConv, APerTensorInt8WeightScaleIsWrittenOncePerChannel) {
+  // One weight scale (onnxruntime's quantize_static default): the QuantConv gets [M] equal values,
+  // the per-channel form every int8 conv kernel takes, with the same outputs.
+  std::string text = qdq_conv_block();
+  auto put = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+  put("init %sw: f32[4] = [0.004, 0.002, 0.003, 0.005]", "init %sw: f32[] = [0.003]");
+  put("DequantizeLinear {axis=0}(%wq, %sw, %zw)", "DequantizeLinear(%wq, %sw, %zw)");
+  put("init %zw: i8[4] = [0, 0, 0, 0]", "init %zw: i8[] = [0]");
+  auto g = fuse(text);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->nodes().size(), 3u);
+  EXPECT_EQ(g->nodes()[1]->op_type(), "QuantConv");
+  const Tensor* sw = g->find_value("sw.f32")->initializer();
+  ASSERT_NE(sw, nullptr);
+  ASSERT_EQ(sw->shape(), (Shape64{4}));
+  for (int64_t m = 0; m < 4; ++m) EXPECT_FLOAT_EQ(static_cast<float>(sw->get_f64(m)), 0.003f);
+  expect_same_outputs(text, *g, 1e-6);
+}
+
 TEST(FuseQuantConv, AnInt8ResidualIsReadWithItsScale) {
   const std::string text = qdq_conv_block_int8_skip();
   auto g = fuse(text);

@@ -182,7 +182,30 @@ TEST(FuseQuantGemm, Fp8GemmWithTransposedWeightAndC) {
   EXPECT_EQ(node_lines(*g),
             "%xq: f8e4m3fn[5,16] = QuantizeLinear(%x, %sx, %z8) @q\n"
             "%y: f32[5,4] = ingot::QuantGemm {output_dtype=1}(%xq, %wq.nk, %sx.f32, %sw.f32, %c) @fc\n");
+  // fp8 keeps its one weight scale (cuBLASLt's fp8 scale pointers are per tensor).
+  EXPECT_EQ(g->find_value("sw.f32")->initializer()->numel(), 1);
   expect_same_outputs(full, *g, 1e-5);
+}
+
+TEST(FuseQuantGemm, APerTensorInt8WeightScaleIsWrittenOncePerChannel) {
+  // onnxruntime's quantize_static default (per_channel=False): one weight scale. The QuantGemm gets
+  // it as [N] equal values (the form the CUTLASS int8 GEMM takes), with the same outputs; the fp8
+  // test above keeps its one number (cuBLASLt's fp8 scales are per tensor).
+  std::string text = kQdqMatMul;
+  auto put = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+  put("init %sw: f32[3] = [0.01, 0.003, 0.02]", "init %sw: f32[] = [0.01]");
+  put("init %zw: i8[3] = [0, 0, 0]", "init %zw: i8[] = [0]");
+  put("DequantizeLinear {axis=1}(%wq, %sw, %zw)", "DequantizeLinear(%wq, %sw, %zw)");
+  auto g = fuse(text);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(node_lines(*g),
+            "%xq: i8[2,4,8] = QuantizeLinear(%x, %sx, %zx) @q\n"
+            "%y: f32[2,4,3] = ingot::QuantGemm {output_dtype=1}(%xq, %wq.nk, %sx.f32, %sw.f32, %b) @fc\n");
+  const Tensor* sw = g->find_value("sw.f32")->initializer();
+  ASSERT_NE(sw, nullptr);
+  ASSERT_EQ(sw->shape(), (Shape64{3}));
+  for (int64_t n = 0; n < 3; ++n) EXPECT_FLOAT_EQ(static_cast<float>(sw->get_f64(n)), 0.01f);
+  expect_same_outputs(text, *g, 1e-5);
 }
 
 TEST(FuseQuantGemm, RefusesAZeroPointAndFoldsTheWeightItLeaves) {
