@@ -26,7 +26,8 @@ struct Ctx {
   std::vector<const ::onnx::FunctionProto*> sizing;
   /// Memo of expanded_nodes.
   std::map<const ::onnx::FunctionProto*, int64_t> expanded;
-  int64_t inlined_nodes = 0;
+  int64_t inlined_nodes = 0;  // counted before (expanded_nodes)
+  int64_t made_inlined = 0;   // made while inlining
   int64_t max_inlined_nodes = 0;
 };
 
@@ -145,8 +146,36 @@ const ::onnx::FunctionProto* find_function(const ::onnx::NodeProto& np, const Ct
   return it == ctx.functions.end() ? nullptr : it->second;
 }
 
-/// Nodes that inlining `fn` makes, calls to other local functions expanded (saturating above
-/// the cap). Refuses recursion and absurd nesting, before a single node is made.
+Result<int64_t> expanded_nodes(const ::onnx::FunctionProto& fn, Ctx& ctx);
+
+/// Nodes that converting `nodes` makes once calls to local functions are inlined, subgraphs (If,
+/// Loop, Scan bodies) included; saturates just above the cap.
+Result<int64_t> nodes_made(const google::protobuf::RepeatedPtrField<::onnx::NodeProto>& nodes, Ctx& ctx) {
+  const int64_t cap = ctx.max_inlined_nodes + 1;
+  int64_t total = 0;
+  for (const auto& np : nodes) {
+    int64_t n = 1;
+    if (const ::onnx::FunctionProto* callee = find_function(np, ctx)) {
+      INGOT_ASSIGN_OR_RETURN(n, expanded_nodes(*callee, ctx));
+    } else {
+      for (const auto& ap : np.attribute()) {
+        if (ap.has_g()) {
+          INGOT_ASSIGN_OR_RETURN(int64_t sub, nodes_made(ap.g().node(), ctx));
+          n = std::min(n + sub, cap);
+        }
+        for (const auto& gp : ap.graphs()) {
+          INGOT_ASSIGN_OR_RETURN(int64_t sub, nodes_made(gp.node(), ctx));
+          n = std::min(n + sub, cap);
+        }
+      }
+    }
+    total = std::min(total + n, cap);
+  }
+  return total;
+}
+
+/// Nodes that inlining `fn` makes (nodes_made of its body, memoized). Refuses recursion and
+/// absurd nesting before a single node is made.
 Result<int64_t> expanded_nodes(const ::onnx::FunctionProto& fn, Ctx& ctx) {
   constexpr size_t kMaxNesting = 256;
   if (auto it = ctx.expanded.find(&fn); it != ctx.expanded.end()) return it->second;
@@ -161,22 +190,15 @@ Result<int64_t> expanded_nodes(const ::onnx::FunctionProto& fn, Ctx& ctx) {
   if (ctx.sizing.size() >= kMaxNesting)
     return invalid_model("model-local functions nest deeper than ", kMaxNesting, " calls (at '", fn.name(), "')");
   ctx.sizing.push_back(&fn);
-  int64_t total = 0;
-  for (const auto& body : fn.node()) {
-    int64_t n = 1;
-    if (const ::onnx::FunctionProto* callee = find_function(body, ctx)) {
-      auto sub = expanded_nodes(*callee, ctx);
-      if (!sub.ok()) {
-        ctx.sizing.pop_back();
-        return sub.status();
-      }
-      n = *sub;
-    }
-    total = std::min(total + n, ctx.max_inlined_nodes + 1);
-  }
+  auto total = nodes_made(fn.node(), ctx);
   ctx.sizing.pop_back();
-  ctx.expanded[&fn] = total;
+  if (total.ok()) ctx.expanded[&fn] = *total;
   return total;
+}
+
+Status too_many_inlined_nodes(const Ctx& ctx, const std::string& at) {
+  return invalid_model("inlining model-local functions would add more than ", ctx.max_inlined_nodes, " nodes (at ", at,
+                       "); nested calls multiply, so check for functions that call others many times");
 }
 
 // Inlines a call to a model-local function: formal parameters bind to the caller's values,
@@ -186,10 +208,7 @@ Status inline_function(const ::onnx::NodeProto& call, const ::onnx::FunctionProt
     // An outermost call: count the nodes it expands to before making any of them.
     INGOT_ASSIGN_OR_RETURN(int64_t nodes, expanded_nodes(fn, ctx));
     ctx.inlined_nodes += nodes;
-    if (ctx.inlined_nodes > ctx.max_inlined_nodes)
-      return invalid_model("inlining model-local functions would add more than ", ctx.max_inlined_nodes,
-                           " nodes (at a call to '", fn.name(), "'); nested calls multiply, so check for "
-                           "functions that call others many times");
+    if (ctx.inlined_nodes > ctx.max_inlined_nodes) return too_many_inlined_nodes(ctx, "a call to '" + fn.name() + "'");
   }
   struct Depth {
     Ctx& c;
@@ -272,6 +291,9 @@ Status add_node(const ::onnx::NodeProto& np, ir::Graph& g, Ctx& ctx) {
     INGOT_ASSIGN_OR_RETURN(ir::Attribute a, convert_attribute(ap, g, ctx, desc));
     attrs.set(ap.name(), std::move(a));
   }
+  // The count above is exact for what it can see; a graph attribute that a function body takes by
+  // reference from its caller is not seen there, so the nodes made are counted as well.
+  if (ctx.inline_depth > 0 && ++ctx.made_inlined > ctx.max_inlined_nodes) return too_many_inlined_nodes(ctx, desc);
   g.add_node(np.op_type(), inputs, outputs, std::move(attrs), np.name(), domain);
   return Status::Ok();
 }

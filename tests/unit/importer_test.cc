@@ -354,6 +354,146 @@ TEST(Importer, ExponentialFunctionNestingIsRefused) {
   EXPECT_NE(over.status().message().find("more than 63 nodes"), std::string::npos) << over.status().to_string();
 }
 
+// Local function f_k's body is Constant(true) -> If whose then and else branches each call
+// f_(k-1) on the graph input x twice (f_0 is Relu): the calls hide inside subgraphs, and the model
+// would still inline to about 4^depth nodes.
+ModelProto make_functions_nested_in_branches(int depth) {
+  ModelProto m = make_add_relu();
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  auto* call = g->add_node();
+  call->set_op_type("f" + std::to_string(depth));
+  call->set_domain("local");
+  call->add_input("x");
+  call->add_output("y");
+  auto* opl = m.add_opset_import();
+  opl->set_domain("local");
+  opl->set_version(1);
+  for (int k = 0; k <= depth; ++k) {
+    auto* f = m.add_functions();
+    f->set_name("f" + std::to_string(k));
+    f->set_domain("local");
+    f->add_input("a");
+    f->add_output("c");
+    auto* o = f->add_opset_import();
+    o->set_domain("");
+    o->set_version(17);
+    auto* ol = f->add_opset_import();
+    ol->set_domain("local");
+    ol->set_version(1);
+    if (k == 0) {
+      auto* n = f->add_node();
+      n->set_op_type("Relu");
+      n->add_input("a");
+      n->add_output("c");
+      continue;
+    }
+    auto* cst = f->add_node();
+    cst->set_op_type("Constant");
+    cst->add_output("cond");
+    auto* v = cst->add_attribute();
+    v->set_name("value");
+    v->set_type(::onnx::AttributeProto::TENSOR);
+    v->mutable_t()->set_data_type(TensorProto::BOOL);
+    v->mutable_t()->add_int32_data(1);
+    auto* iff = f->add_node();
+    iff->set_op_type("If");
+    iff->add_input("cond");
+    iff->add_output("c");
+    for (const char* branch : {"then_branch", "else_branch"}) {
+      auto* at = iff->add_attribute();
+      at->set_name(branch);
+      at->set_type(::onnx::AttributeProto::GRAPH);
+      auto* bg = at->mutable_g();
+      bg->set_name(std::string(branch) + std::to_string(k));
+      for (int j = 0; j < 2; ++j) {
+        auto* n = bg->add_node();
+        n->set_op_type("f" + std::to_string(k - 1));
+        n->set_domain("local");
+        n->add_input(j == 0 ? "x" : "t");
+        n->add_output(j == 0 ? "t" : "o");
+      }
+      auto* out = bg->add_output();
+      out->set_name("o");
+    }
+  }
+  return m;
+}
+
+TEST(Importer, FunctionCallsInsideSubgraphsCountTowardTheCap) {
+  // Depth 2 imports (If branches calling f1, whose branches call f0); depth 12 (about 4^12 nodes)
+  // is refused before any node is made.
+  auto small = import(make_functions_nested_in_branches(2));
+  ASSERT_TRUE(small.ok()) << small.status().to_string();
+  auto t0 = std::chrono::steady_clock::now();
+  auto huge = import(make_functions_nested_in_branches(12));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("more than 1048576 nodes"), std::string::npos) << huge.status().to_string();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+TEST(Importer, SubgraphsTakenByReferenceAreCountedAsTheyAreMade) {
+  // f(a) = If(Constant(true)) with both branches the caller's graph attribute `body` (ref_attr_name):
+  // the count before inlining sees Constant and If (2 nodes); inlining makes 4 (the two branches'
+  // Relu too). A cap of 4 takes it; 3 is refused while the nodes are made.
+  ModelProto m = make_add_relu();
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  auto* call = g->add_node();
+  call->set_op_type("f");
+  call->set_domain("local");
+  call->add_input("x");
+  call->add_output("y");
+  auto* body = call->add_attribute();
+  body->set_name("body");
+  body->set_type(::onnx::AttributeProto::GRAPH);
+  auto* relu = body->mutable_g()->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("x");
+  relu->add_output("o");
+  body->mutable_g()->set_name("body");
+  body->mutable_g()->add_output()->set_name("o");
+  auto* opl = m.add_opset_import();
+  opl->set_domain("local");
+  opl->set_version(1);
+  auto* f = m.add_functions();
+  f->set_name("f");
+  f->set_domain("local");
+  f->add_input("a");
+  f->add_output("c");
+  f->add_attribute("body");
+  auto* o = f->add_opset_import();
+  o->set_domain("");
+  o->set_version(17);
+  auto* cst = f->add_node();
+  cst->set_op_type("Constant");
+  cst->add_output("cond");
+  auto* v = cst->add_attribute();
+  v->set_name("value");
+  v->set_type(::onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(TensorProto::BOOL);
+  v->mutable_t()->add_int32_data(1);
+  auto* iff = f->add_node();
+  iff->set_op_type("If");
+  iff->add_input("cond");
+  iff->add_output("c");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* at = iff->add_attribute();
+    at->set_name(branch);
+    at->set_type(::onnx::AttributeProto::GRAPH);
+    at->set_ref_attr_name("body");
+  }
+  std::string bytes = m.SerializeAsString();
+  onnx::ImportOptions options;
+  options.max_inlined_nodes = 4;
+  auto fits = onnx::import_model_bytes(bytes.data(), bytes.size(), "", options);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  options.max_inlined_nodes = 3;
+  auto over = onnx::import_model_bytes(bytes.data(), bytes.size(), "", options);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("more than 3 nodes"), std::string::npos) << over.status().to_string();
+}
+
 TEST(Importer, ExternalDataIsMappedAndPathsAreConfined) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("ingot_ext_" + std::to_string(::getpid()));
