@@ -2,7 +2,8 @@
 # Runs every CPU test: unit tests, the ONNX node conformance suite (on the interpreter and
 # through engines), whole models against onnxruntime, the CLI end to end, the install /
 # find_package check, and 60 s each of fuzzing the ONNX importer, the engine loader, the
-# server's infer-request parser and its gRPC request conversion.
+# server's infer-request parser and its gRPC request conversion, the GGUF and safetensors
+# readers, the tokenizer.json reader and the chat-template interpreter.
 # GPU tests (ctest label "gpu") skip themselves without a GPU.
 # Usage: scripts/test.sh        (expects scripts/setup.sh to have built ./build)
 set -euo pipefail
