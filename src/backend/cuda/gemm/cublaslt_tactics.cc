@@ -212,7 +212,6 @@ Result<GemmSpec> parse_spec(const ir::Node& node) {
 }
 
 bool known_one(const ir::Dim& d) { return d.is_known() && d.value() == 1; }
-// Equal over every binding: the same known size or the same symbol (two unknowns may differ).
 
 bool is_supported_dtype(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
