@@ -53,6 +53,17 @@ inline std::string node_lines(const ir::Graph& g) {
   return out;
 }
 
+/// Replaces the one occurrence of `from` in an IR text (a test's variant of a shared graph); a
+/// missing `from` is a test failure, not an exception.
+inline void replace_once(std::string& text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "'" << from << "' is not in the graph text";
+    return;
+  }
+  text.replace(at, from.size(), to);
+}
+
 /// The graph parsed from `before_text` and `after`, run on the same random non-zero inputs: every
 /// output equal within `rtol` (relative to max(1, |want|)).
 inline void expect_same_outputs(const std::string& before_text, const ir::Graph& after, double rtol = 1e-5) {

@@ -268,48 +268,70 @@ TEST(Importer, InlinesModelLocalFunctions) {
   EXPECT_EQ(r->graph->outputs()[0]->shape().to_string(), "[batch,3]");
 }
 
+// ---- model-local functions built for the inlining limits
+
+// Appends `op`(in) -> out to `nodes` (in the "local" domain when `local`).
+NodeProto* append_node(google::protobuf::RepeatedPtrField<NodeProto>* nodes, const std::string& op,
+                       const std::string& in, const std::string& out, bool local = false) {
+  NodeProto* n = nodes->Add();
+  n->set_op_type(op);
+  if (local) n->set_domain("local");
+  if (!in.empty()) n->add_input(in);
+  n->add_output(out);
+  return n;
+}
+
+// make_add_relu()'s model with its nodes replaced by y = `op`(x) of the "local" domain.
+ModelProto calling_local(const std::string& op) {
+  ModelProto m = make_add_relu();
+  m.mutable_graph()->clear_node();
+  append_node(m.mutable_graph()->mutable_node(), op, "x", "y", /*local=*/true);
+  auto* opl = m.add_opset_import();
+  opl->set_domain("local");
+  opl->set_version(1);
+  return m;
+}
+
+// A local function name(a) -> c that imports the default opset 17 and the "local" domain.
+::onnx::FunctionProto* add_local_function(ModelProto& m, const std::string& name) {
+  auto* f = m.add_functions();
+  f->set_name(name);
+  f->set_domain("local");
+  f->add_input("a");
+  f->add_output("c");
+  for (const char* domain : {"", "local"}) {
+    auto* o = f->add_opset_import();
+    o->set_domain(domain);
+    o->set_version(*domain ? 1 : 17);
+  }
+  return f;
+}
+
+// Appends cond = Constant(true) and c = If(cond) to f's body; returns the If.
+NodeProto* append_if_true(::onnx::FunctionProto* f) {
+  NodeProto* cst = append_node(f->mutable_node(), "Constant", "", "cond");
+  auto* v = cst->add_attribute();
+  v->set_name("value");
+  v->set_type(::onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(TensorProto::BOOL);
+  v->mutable_t()->add_int32_data(1);
+  return append_node(f->mutable_node(), "If", "cond", "c");
+}
+
 // A model whose graph calls local function f<depth> on x; f<k> calls f<k-1> twice in a chain,
 // f0 is Relu, so the inlined graph has 2^depth Relus. `self_call` makes f<depth>'s second call
 // target f<depth> itself instead (recursion).
 ModelProto make_nested_functions(int depth, bool self_call) {
-  ModelProto m = make_add_relu();
-  auto* g = m.mutable_graph();
-  g->clear_node();
-  auto* call = g->add_node();
-  call->set_op_type("f" + std::to_string(depth));
-  call->set_domain("local");
-  call->add_input("x");
-  call->add_output("y");
-  auto* opl = m.add_opset_import();
-  opl->set_domain("local");
-  opl->set_version(1);
+  ModelProto m = calling_local("f" + std::to_string(depth));
   for (int k = 0; k <= depth; ++k) {
-    auto* f = m.add_functions();
-    f->set_name("f" + std::to_string(k));
-    f->set_domain("local");
-    f->add_input("a");
-    f->add_output("c");
-    auto* o = f->add_opset_import();
-    o->set_domain("");
-    o->set_version(17);
+    auto* f = add_local_function(m, "f" + std::to_string(k));
     if (k == 0) {
-      auto* n = f->add_node();
-      n->set_op_type("Relu");
-      n->add_input("a");
-      n->add_output("c");
+      append_node(f->mutable_node(), "Relu", "a", "c");
       continue;
     }
-    auto* ol = f->add_opset_import();
-    ol->set_domain("local");
-    ol->set_version(1);
-    for (int j = 0; j < 2; ++j) {
-      auto* n = f->add_node();
-      bool self = self_call && k == depth && j == 1;
-      n->set_op_type("f" + std::to_string(self ? k : k - 1));
-      n->set_domain("local");
-      n->add_input(j == 0 ? "a" : "t");
-      n->add_output(j == 0 ? "t" : "c");
-    }
+    const bool self = self_call && k == depth;
+    append_node(f->mutable_node(), "f" + std::to_string(k - 1), "a", "t", true);
+    append_node(f->mutable_node(), "f" + std::to_string(self ? k : k - 1), "t", "c", true);
   }
   return m;
 }
@@ -358,63 +380,23 @@ TEST(Importer, ExponentialFunctionNestingIsRefused) {
 // f_(k-1) on the graph input x twice (f_0 is Relu): the calls hide inside subgraphs, and the model
 // would still inline to about 4^depth nodes.
 ModelProto make_functions_nested_in_branches(int depth) {
-  ModelProto m = make_add_relu();
-  auto* g = m.mutable_graph();
-  g->clear_node();
-  auto* call = g->add_node();
-  call->set_op_type("f" + std::to_string(depth));
-  call->set_domain("local");
-  call->add_input("x");
-  call->add_output("y");
-  auto* opl = m.add_opset_import();
-  opl->set_domain("local");
-  opl->set_version(1);
+  ModelProto m = calling_local("f" + std::to_string(depth));
   for (int k = 0; k <= depth; ++k) {
-    auto* f = m.add_functions();
-    f->set_name("f" + std::to_string(k));
-    f->set_domain("local");
-    f->add_input("a");
-    f->add_output("c");
-    auto* o = f->add_opset_import();
-    o->set_domain("");
-    o->set_version(17);
-    auto* ol = f->add_opset_import();
-    ol->set_domain("local");
-    ol->set_version(1);
+    auto* f = add_local_function(m, "f" + std::to_string(k));
     if (k == 0) {
-      auto* n = f->add_node();
-      n->set_op_type("Relu");
-      n->add_input("a");
-      n->add_output("c");
+      append_node(f->mutable_node(), "Relu", "a", "c");
       continue;
     }
-    auto* cst = f->add_node();
-    cst->set_op_type("Constant");
-    cst->add_output("cond");
-    auto* v = cst->add_attribute();
-    v->set_name("value");
-    v->set_type(::onnx::AttributeProto::TENSOR);
-    v->mutable_t()->set_data_type(TensorProto::BOOL);
-    v->mutable_t()->add_int32_data(1);
-    auto* iff = f->add_node();
-    iff->set_op_type("If");
-    iff->add_input("cond");
-    iff->add_output("c");
+    NodeProto* iff = append_if_true(f);
     for (const char* branch : {"then_branch", "else_branch"}) {
       auto* at = iff->add_attribute();
       at->set_name(branch);
       at->set_type(::onnx::AttributeProto::GRAPH);
       auto* bg = at->mutable_g();
       bg->set_name(std::string(branch) + std::to_string(k));
-      for (int j = 0; j < 2; ++j) {
-        auto* n = bg->add_node();
-        n->set_op_type("f" + std::to_string(k - 1));
-        n->set_domain("local");
-        n->add_input(j == 0 ? "x" : "t");
-        n->add_output(j == 0 ? "t" : "o");
-      }
-      auto* out = bg->add_output();
-      out->set_name("o");
+      append_node(bg->mutable_node(), "f" + std::to_string(k - 1), "x", "t", true);
+      append_node(bg->mutable_node(), "f" + std::to_string(k - 1), "t", "o", true);
+      bg->add_output()->set_name("o");
     }
   }
   return m;
@@ -436,47 +418,16 @@ TEST(Importer, SubgraphsTakenByReferenceAreCountedAsTheyAreMade) {
   // f(a) = If(Constant(true)) with both branches the caller's graph attribute `body` (ref_attr_name):
   // the count before inlining sees Constant and If (2 nodes); inlining makes 4 (the two branches'
   // Relu too). A cap of 4 takes it; 3 is refused while the nodes are made.
-  ModelProto m = make_add_relu();
-  auto* g = m.mutable_graph();
-  g->clear_node();
-  auto* call = g->add_node();
-  call->set_op_type("f");
-  call->set_domain("local");
-  call->add_input("x");
-  call->add_output("y");
-  auto* body = call->add_attribute();
+  ModelProto m = calling_local("f");
+  auto* body = m.mutable_graph()->mutable_node(0)->add_attribute();
   body->set_name("body");
   body->set_type(::onnx::AttributeProto::GRAPH);
-  auto* relu = body->mutable_g()->add_node();
-  relu->set_op_type("Relu");
-  relu->add_input("x");
-  relu->add_output("o");
   body->mutable_g()->set_name("body");
+  append_node(body->mutable_g()->mutable_node(), "Relu", "x", "o");
   body->mutable_g()->add_output()->set_name("o");
-  auto* opl = m.add_opset_import();
-  opl->set_domain("local");
-  opl->set_version(1);
-  auto* f = m.add_functions();
-  f->set_name("f");
-  f->set_domain("local");
-  f->add_input("a");
-  f->add_output("c");
+  auto* f = add_local_function(m, "f");
   f->add_attribute("body");
-  auto* o = f->add_opset_import();
-  o->set_domain("");
-  o->set_version(17);
-  auto* cst = f->add_node();
-  cst->set_op_type("Constant");
-  cst->add_output("cond");
-  auto* v = cst->add_attribute();
-  v->set_name("value");
-  v->set_type(::onnx::AttributeProto::TENSOR);
-  v->mutable_t()->set_data_type(TensorProto::BOOL);
-  v->mutable_t()->add_int32_data(1);
-  auto* iff = f->add_node();
-  iff->set_op_type("If");
-  iff->add_input("cond");
-  iff->add_output("c");
+  NodeProto* iff = append_if_true(f);
   for (const char* branch : {"then_branch", "else_branch"}) {
     auto* at = iff->add_attribute();
     at->set_name(branch);

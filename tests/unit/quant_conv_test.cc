@@ -38,6 +38,7 @@ namespace ingot {
 namespace {
 
 using testing_util::expect_same_outputs;
+using testing_util::replace_once;
 using testing_util::node_lines;
 using testing_util::parse_ir;
 
@@ -469,9 +470,8 @@ TEST(FuseQuantConv, DqConvAddReluQBecomesOneQuantConv) {
 // reads the int8 residual and its scale, and the residual's DequantizeLinear goes.
 std::string qdq_conv_block_int8_skip() {
   std::string t = qdq_conv_block();
-  auto put = [&](const std::string& from, const std::string& to) { t.replace(t.find(from), from.size(), to); };
-  put("  init %sy: f32[] = [0.02]\n", "  init %sy: f32[] = [0.02]\n  init %ss: f32[] = [0.015]\n  init %zs: i8[] = [0]\n");
-  put("  %a: f32[2,4,3,3] = Add(%c, %skip) @add\n",
+  replace_once(t, "  init %sy: f32[] = [0.02]\n", "  init %sy: f32[] = [0.02]\n  init %ss: f32[] = [0.015]\n  init %zs: i8[] = [0]\n");
+  replace_once(t, "  %a: f32[2,4,3,3] = Add(%c, %skip) @add\n",
       "  %skipq: i8[2,4,3,3] = QuantizeLinear(%skip, %ss, %zs) @qs\n"
       "  %skipd: f32[2,4,3,3] = DequantizeLinear(%skipq, %ss, %zs) @dqs\n"
       "  %a: f32[2,4,3,3] = Add(%c, %skipd) @add\n");
@@ -482,10 +482,9 @@ TEST(FuseQuantConv, APerTensorInt8WeightScaleIsWrittenOncePerChannel) {
   // One weight scale (onnxruntime's quantize_static default): the QuantConv gets [M] equal values,
   // the per-channel form every int8 conv kernel takes, with the same outputs.
   std::string text = qdq_conv_block();
-  auto put = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
-  put("init %sw: f32[4] = [0.004, 0.002, 0.003, 0.005]", "init %sw: f32[] = [0.003]");
-  put("DequantizeLinear {axis=0}(%wq, %sw, %zw)", "DequantizeLinear(%wq, %sw, %zw)");
-  put("init %zw: i8[4] = [0, 0, 0, 0]", "init %zw: i8[] = [0]");
+  replace_once(text, "init %sw: f32[4] = [0.004, 0.002, 0.003, 0.005]", "init %sw: f32[] = [0.003]");
+  replace_once(text, "DequantizeLinear {axis=0}(%wq, %sw, %zw)", "DequantizeLinear(%wq, %sw, %zw)");
+  replace_once(text, "init %zw: i8[4] = [0, 0, 0, 0]", "init %zw: i8[] = [0]");
   auto g = fuse(text);
   ASSERT_TRUE(g);
   ASSERT_EQ(g->nodes().size(), 3u);

@@ -24,6 +24,7 @@ namespace ingot {
 namespace {
 
 using testing_util::expect_same_outputs;
+using testing_util::replace_once;
 using testing_util::node_lines;
 using testing_util::parse_ir;
 
@@ -192,10 +193,9 @@ TEST(FuseQuantGemm, APerTensorInt8WeightScaleIsWrittenOncePerChannel) {
   // it as [N] equal values (the form the CUTLASS int8 GEMM takes), with the same outputs; the fp8
   // test above keeps its one number (cuBLASLt's fp8 scales are per tensor).
   std::string text = kQdqMatMul;
-  auto put = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
-  put("init %sw: f32[3] = [0.01, 0.003, 0.02]", "init %sw: f32[] = [0.01]");
-  put("init %zw: i8[3] = [0, 0, 0]", "init %zw: i8[] = [0]");
-  put("DequantizeLinear {axis=1}(%wq, %sw, %zw)", "DequantizeLinear(%wq, %sw, %zw)");
+  replace_once(text, "init %sw: f32[3] = [0.01, 0.003, 0.02]", "init %sw: f32[] = [0.01]");
+  replace_once(text, "init %zw: i8[3] = [0, 0, 0]", "init %zw: i8[] = [0]");
+  replace_once(text, "DequantizeLinear {axis=1}(%wq, %sw, %zw)", "DequantizeLinear(%wq, %sw, %zw)");
   auto g = fuse(text);
   ASSERT_TRUE(g);
   EXPECT_EQ(node_lines(*g),
