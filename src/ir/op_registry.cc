@@ -443,6 +443,15 @@ std::optional<Shape> symbolic_target_shape(const Node& n, const std::vector<cons
 /// otherwise spend minutes folding; past the budget, values simply stay unknown.
 constexpr int64_t kFoldBudgetElements = int64_t{1} << 22;
 
+bool shares_storage(const Tensor& t, const Node& node, const std::vector<const Tensor*>& inputs) {
+  if (!t.raw()) return true;  // strings, or nothing stored
+  for (const Tensor* v : inputs)
+    if (v && v->raw() == t.raw()) return true;
+  for (const auto& [name, a] : node.attrs().all())
+    if (a.type == AttrType::kTensor && a.t.raw() == t.raw()) return true;
+  return false;
+}
+
 Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues& known, KnownDims& known_dims,
                        int64_t& fold_left) {
   const OpSchema* schema = registry.find(node.op_type(), node.domain());
@@ -482,9 +491,14 @@ Status infer_node_impl(const Node& node, const OpRegistry& registry, KnownValues
     Value* o = node.outputs()[i];
     if (!o) continue;
     INGOT_RETURN_IF_ERROR(merge_type(o, ctx.output(i), node));
-    if (const Tensor* t = ctx.output_value(i); t && t->numel() <= fold_left) {
-      fold_left -= t->numel();
-      known[o] = *t;
+    if (const Tensor* t = ctx.output_value(i)) {
+      // A value that shares storage with an input value or a tensor attribute (Constant,
+      // Identity, a Reshape of a known value) was not computed: it costs nothing.
+      const int64_t cost = shares_storage(*t, node, value_ptrs) ? 0 : t->numel();
+      if (cost <= fold_left) {
+        fold_left -= cost;
+        known[o] = *t;
+      }
     }
   }
   if (node.outputs().size() == 1 && node.output(0) && !ctx.output_value(0)) {

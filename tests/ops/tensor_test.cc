@@ -80,6 +80,46 @@ TEST(TensorInference, ShapeValueFlowsThroughConcatIntoReshape) {
   EXPECT_EQ(y->shape().to_string(), "[N,3,4]");
 }
 
+TEST(TensorInference, LargeConstantsDoNotUseUpTheFoldBudget) {
+  // Inference keeps at most 2^22 folded elements a pass (against 2^k inlined folds); a Constant of
+  // that many elements and an Identity of it share storage, were not computed, and must leave the
+  // shape computation after them its known values: Reshape(z, Cast(Cast(Concat([0], Shape(x)[1:])))).
+  ir::Graph g;
+  g.set_opset_import("", 15);
+  auto* big = g.add_value("big");
+  ir::Attributes ba;
+  ba.set_tensor("value", Tensor::zeros(DataType::kFloat32, {int64_t{1} << 22}).value());
+  g.add_node("Constant", {}, {big}, ba);
+  auto* big2 = g.add_value("big2");
+  g.add_node("Identity", {big}, {big2});
+  auto* x = g.add_input("x", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(3), Dim(4)});
+  auto* z = g.add_input("z", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(12)});
+  auto* sh = g.add_value("sh");
+  ir::Attributes sa;
+  sa.set_int("start", 1);
+  g.add_node("Shape", {x}, {sh}, sa);
+  auto* zero = g.add_value("zero");
+  ir::Attributes ca;
+  ca.set_ints("value_ints", {0});
+  g.add_node("Constant", {}, {zero}, ca);
+  auto* cat = g.add_value("cat");
+  ir::Attributes axis0;
+  axis0.set_int("axis", 0);
+  g.add_node("Concat", {zero, sh}, {cat}, axis0);
+  auto* c32 = g.add_value("c32");
+  ir::Attributes to32, to64;
+  to32.set_int("to", static_cast<int64_t>(DataType::kInt32));
+  to64.set_int("to", static_cast<int64_t>(DataType::kInt64));
+  g.add_node("Cast", {cat}, {c32}, to32);
+  auto* c64 = g.add_value("c64");
+  g.add_node("Cast", {c32}, {c64}, to64);
+  auto* y = g.add_value("y");
+  g.add_node("Reshape", {z, c64}, {y});
+  ASSERT_TRUE(ir::infer_graph(g).ok());
+  EXPECT_EQ(big2->shape().to_string(), "[4194304]");
+  EXPECT_EQ(y->shape().to_string(), "[N,3,4]");
+}
+
 TEST(TensorInference, GatherOfPartlySymbolicShapeFoldsKnownDim) {
   // Reshape(x, Concat([-1], Unsqueeze(Gather(Shape(x), 2), [0]))) with x:[N,3,4] -> [?,4].
   ir::Graph g;
