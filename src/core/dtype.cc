@@ -88,6 +88,17 @@ bool is_float8(DataType t) {
          t == DataType::kFloat8E8M0;
 }
 
+bool is_plain_cast(DataType from, DataType to) {
+  auto std_float = [](DataType t) {
+    return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 || t == DataType::kFloat64;
+  };
+  auto int_or_bool = [](DataType t) { return t == DataType::kBool || (is_integer(t) && !is_sub_byte(t)); };
+  if (std_float(from)) return std_float(to);
+  if (!int_or_bool(from)) return false;
+  if (int_or_bool(to) || to == DataType::kFloat32 || to == DataType::kFloat64 || to == DataType::kFloat16) return true;
+  return to == DataType::kBFloat16 && data_type_bits(from) <= 16;
+}
+
 DataType parse_data_type(const std::string& name) {
   for (const auto& i : kTypes)
     if (name == i.name) return i.type;

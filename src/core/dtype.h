@@ -24,6 +24,13 @@ bool is_integer(DataType t);  ///< int2..int64, uint2..uint64 (not bool)
 bool is_signed_integer(DataType t);
 bool is_sub_byte(DataType t);  ///< packed: int4/uint4/float4e2m1/int2/uint2
 bool is_float8(DataType t);
+/// Casts that a fused elementwise kernel, computing in C++ float / double / integer arithmetic,
+/// reproduces bit for bit against the reference Cast: between float16, bfloat16, float32 and
+/// float64; and from bool or an 8-64-bit integer type to bool, such an integer type (wrapping),
+/// float32, float64, float16, or (from types of at most 16 bits, exact in float32) bfloat16.
+/// Not: float to integer or bool (the reference's saturation and NaN rules), float8, sub-byte
+/// types, strings.
+bool is_plain_cast(DataType from, DataType to);
 /// Parses a short name ("f32", "float32", "float", "i64", "int64", ...); kUndefined if unknown.
 DataType parse_data_type(const std::string& name);
 /// True for values the enum names (kUndefined excluded).

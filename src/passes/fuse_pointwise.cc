@@ -5,12 +5,13 @@
 // that reads each input once and writes only the final value.
 //
 // Matches elementwise ops of the default domain (unary math and activations, broadcasting
-// binary arithmetic/comparison/logic, Where, Clip, PRelu, and Cast between float types) and
+// binary arithmetic/comparison/logic, Where, Clip, PRelu, and the Casts of is_plain_cast) and
 // ingot::Silu / ingot::Gelu, joined
 // through values read by exactly one node and not graph outputs. Runs after fuse_conv_gemm so
 // layer epilogues go to FusedConv/FusedGemm first.
 // Refuses: a lone op (nothing to gain), ops with several outputs, values read outside the tree
-// (they must still be materialised), integer/string Casts, ops inside subgraphs.
+// (they must still be materialised), Casts from float to integer types and of float8 or strings,
+// ops inside subgraphs.
 #include <algorithm>
 #include <map>
 #include <memory>

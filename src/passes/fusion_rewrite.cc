@@ -38,10 +38,9 @@ bool is_elementwise(const ir::Node& n) {
   if (n.outputs().size() != 1 || !n.output(0)) return false;
   for (const ir::Value* v : n.inputs())
     if (!v) return n.op_type() == "Clip";  // Clip may omit min or max
-  if (n.op_type() == "Cast") {
+  if (n.op_type() == "Cast") {  // the casts a fused kernel computes exactly as the reference does
     const ir::Value* in = n.input(0);
-    return in && is_float(in->dtype()) && is_float(n.output(0)->dtype()) && !is_float8(in->dtype()) &&
-           !is_float8(n.output(0)->dtype());
+    return in && is_plain_cast(in->dtype(), n.output(0)->dtype());
   }
   return true;
 }

@@ -5,8 +5,10 @@
 // the CPU reference executor (random non-zero inputs, rtol 1e-4).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -1142,6 +1144,51 @@ TEST(PassesFusion, PointwiseChainBecomesOneNode) {
   EXPECT_EQ(pw->origins(), (std::vector<std::string>{"mul", "add", "tanh", "cast", "sub"}));
   EXPECT_EQ(pw->attrs().get_graph("body")->nodes().size(), 5u);
   EXPECT_EQ(g->opset("ingot"), 1);
+  expect_equivalent(t, *g);
+}
+
+TEST(PassesFusion, PointwiseTakesIntegerCastsAndLeavesFloatToInt) {
+  // RoBERTa's position ids: ne -> bool->i32 -> i32->i64 ... i64->i32 -> Mul -> i32->i64 -> Add (and an
+  // int->float cast for good measure) fuse into one node; a float->int Cast (the reference's
+  // saturation rules) stays a step of its own and splits the chain there.
+  std::string t = R"(graph g {
+    opset "" 17
+    input %ids: i64[2,6]
+    input %pad: i64[]
+    input %f: f32[2,6]
+    init %three: i32[] = [3]
+    %ne = Not(%eq) @not
+    %eq = Equal(%ids, %pad) @eq
+    %m32 = Cast {to=6}(%ne) @to_i32
+    %m64 = Cast {to=7}(%m32) @to_i64
+    %n32 = Cast {to=6}(%m64) @back_to_i32
+    %p = Mul(%n32, %three) @mul
+    %p64 = Cast {to=7}(%p) @p_to_i64
+    %pos = Add(%p64, %pad) @add
+    %pf = Cast {to=1}(%pos) @to_f32
+    %h = Mul(%pf, %f) @scale
+    %fi = Cast {to=7}(%f) @float_to_int
+    %q = Add(%fi, %pad) @add2
+    output %pos
+    output %h
+    output %q
+  })";
+  PassContext ctx;
+  auto g = run_passes(t, one(make_fuse_pointwise()), &ctx);
+  // %pos is an output and read by to_f32, so it is materialised: two Pointwise nodes; the
+  // float->int Cast stays, and add2 after it is left alone.
+  std::map<std::string, std::vector<std::string>> pointwise;  // output name -> origins
+  std::vector<std::string> others;
+  for (const auto& n : g->nodes()) {
+    if (n->op_type() == "Pointwise") pointwise[n->output(0)->name()] = n->origins();
+    else others.push_back(n->name());
+  }
+  ASSERT_EQ(pointwise.size(), 2u);
+  EXPECT_EQ(pointwise["pos"],
+            (std::vector<std::string>{"eq", "not", "to_i32", "to_i64", "back_to_i32", "mul", "p_to_i64", "add"}));
+  EXPECT_EQ(pointwise["h"], (std::vector<std::string>{"to_f32", "scale"}));
+  std::sort(others.begin(), others.end());
+  EXPECT_EQ(others, (std::vector<std::string>{"add2", "float_to_int"}));
   expect_equivalent(t, *g);
 }
 

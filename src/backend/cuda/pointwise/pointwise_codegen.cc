@@ -446,7 +446,8 @@ class BodyWriter {
       e = x + " ? " + y + " : " + a[2];
     } else if (op == "Cast") {
       if (!need(1, 1) || !present(0)) return fail(&n, "expects one input");
-      if (!is_fp(t0) || !is_fp(d)) return fail(&n, "only casts between float types are supported");
+      if (!is_plain_cast(t0, d)) return fail(&n, "a cast from ", data_type_name(t0), " to ", data_type_name(d),
+                                              " is not computed here (is_plain_cast)");
       e = convert(x, t0, d);
     } else if (op == "Clip") {
       if (!need(1, 3) || !present(0) || d != t0) return fail(&n, "expects an input of the output type");
