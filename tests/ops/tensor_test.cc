@@ -54,16 +54,13 @@ TEST(TensorInference, ReshapeZeroCopiesSymbolAndMinusOneCancelsIt) {
   EXPECT_EQ(y->shape().to_string(), "[N,12]");
 }
 
-TEST(TensorInference, ShapeValueFlowsThroughConcatIntoReshape) {
-  // z:[N,12] reshaped to Concat([0], Shape(x)[1:]) where x:[N,3,4] -> [N,3,4].
-  ir::Graph g;
-  g.set_opset_import("", 15);
-  auto* x = g.add_input("x", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(3), Dim(4)});
-  auto* z = g.add_input("z", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(12)});
-  auto* sh = g.add_value("sh");
+// Adds cat = Concat([0], Shape(x)[1:]) to g (a shape computation as exporters write it); the
+// Shape's value goes to *sh.
+ir::Value* zero_and_shape_tail(ir::Graph& g, ir::Value* x, ir::Value** sh) {
+  *sh = g.add_value("sh");
   ir::Attributes sa;
   sa.set_int("start", 1);
-  g.add_node("Shape", {x}, {sh}, sa);
+  g.add_node("Shape", {x}, {*sh}, sa);
   auto* zero = g.add_value("zero");
   ir::Attributes ca;
   ca.set_ints("value_ints", {0});
@@ -71,7 +68,18 @@ TEST(TensorInference, ShapeValueFlowsThroughConcatIntoReshape) {
   auto* cat = g.add_value("cat");
   ir::Attributes axis0;
   axis0.set_int("axis", 0);
-  g.add_node("Concat", {zero, sh}, {cat}, axis0);
+  g.add_node("Concat", {zero, *sh}, {cat}, axis0);
+  return cat;
+}
+
+TEST(TensorInference, ShapeValueFlowsThroughConcatIntoReshape) {
+  // z:[N,12] reshaped to Concat([0], Shape(x)[1:]) where x:[N,3,4] -> [N,3,4].
+  ir::Graph g;
+  g.set_opset_import("", 15);
+  auto* x = g.add_input("x", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(3), Dim(4)});
+  auto* z = g.add_input("z", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(12)});
+  ir::Value* sh = nullptr;
+  ir::Value* cat = zero_and_shape_tail(g, x, &sh);
   auto* y = g.add_value("y");
   g.add_node("Reshape", {z, cat}, {y});
   ASSERT_TRUE(ir::infer_graph(g).ok());
@@ -94,18 +102,8 @@ TEST(TensorInference, LargeConstantsDoNotUseUpTheFoldBudget) {
   g.add_node("Identity", {big}, {big2});
   auto* x = g.add_input("x", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(3), Dim(4)});
   auto* z = g.add_input("z", DataType::kFloat32, Shape{Dim::symbol("N"), Dim(12)});
-  auto* sh = g.add_value("sh");
-  ir::Attributes sa;
-  sa.set_int("start", 1);
-  g.add_node("Shape", {x}, {sh}, sa);
-  auto* zero = g.add_value("zero");
-  ir::Attributes ca;
-  ca.set_ints("value_ints", {0});
-  g.add_node("Constant", {}, {zero}, ca);
-  auto* cat = g.add_value("cat");
-  ir::Attributes axis0;
-  axis0.set_int("axis", 0);
-  g.add_node("Concat", {zero, sh}, {cat}, axis0);
+  ir::Value* sh = nullptr;
+  ir::Value* cat = zero_and_shape_tail(g, x, &sh);
   auto* c32 = g.add_value("c32");
   ir::Attributes to32, to64;
   to32.set_int("to", static_cast<int64_t>(DataType::kInt32));
