@@ -97,9 +97,10 @@ struct LlmLoadOptions {
   /// GEMM measured slower than it at batch 64 on the H100 (bench/RESULTS.md, session 37).
   int int4_gemm_max_tokens = 0;
   /// cuda: the decode attention splits each context into parts of this many positions (one block
-  /// each, then a combining kernel) when the step's context bound is longer; 0: never splits
-  /// (`ingot generate --decode-partition`). CUDA-graph steps use the graph's context bound.
-  int decode_partition = 512;
+  /// each, then a combining kernel) when the step's context bound is longer; 0: never splits;
+  /// -1 (default): chosen per step so that small batches still fill the GPU (parts of 64 to 512
+  /// positions; `ingot generate --decode-partition`). CUDA-graph steps use the graph's context bound.
+  int decode_partition = -1;
 };
 
 class LlmModel {

@@ -45,7 +45,9 @@ struct GpuDecoderOptions {
   bool bf16 = false;          ///< weights, activations and the KV cache in bf16 (else fp16)
   int64_t num_blocks = 0;     ///< KV cache blocks (per layer); > 0
   int32_t block_size = 16;    ///< positions per block
-  int32_t partition_size = 512;  ///< decode attention's split-K partition (positions); 0 never splits
+  /// decode attention's split-K partition (positions); 0 never splits; -1 (default):
+  /// backend::cuda::auto_decode_partition for each step's batch and context bound
+  int32_t partition_size = -1;
   /// Decode-only steps (one token per sequence, at most 256 sequences, contexts within
   /// graph_max_context) replay a CUDA graph per padded batch size (1, 2, 4, ...) instead of
   /// launching each kernel: what keeps small models from being bound by kernel launches.

@@ -864,8 +864,13 @@ TEST_F(CudaLlmKernelsTest, GemvPrologueRmsNormAndSiluMulMatchReference) {
     for (Pro::Kind kind : {Pro::kRmsNorm, Pro::kSiluMul})
       for (bool fp8 : {false, true})
         for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
-          for (int64_t K : {int64_t{64}, int64_t{2064}}) {
-            const int64_t N = T == 3 ? 37 : 1000;
+          for (int64_t K : {int64_t{64}, int64_t{2064}, int64_t{11776}, int64_t{12304}}) {
+            // Shared-memory staging of the prepared activations (T x K fp32 within 46 KB) at T 1 and 3
+            // up to K 2064, T 8 at K 64 and T 1 at K 11776 (the largest staged launch: 46 KB of dynamic
+            // shared memory beside the static); read per chunk at T 8, K 2064 and at K 12304 for every T.
+            if (K == 11776 && T != 1) continue;
+            if (K == 12304 && T == 8) continue;  // the path of T 3 at this K, at 8x the host reference's cost
+            const int64_t N = T == 3 ? 37 : K >= 11776 ? 256 : 1000;
             const bool acc = T != 1;
             SCOPED_TRACE(std::string(type_name(t)) + (kind == Pro::kRmsNorm ? " rmsnorm" : " silu*up") +
                          (fp8 ? " fp8" : "") + " T " + std::to_string(T) + " K " + std::to_string(K));
@@ -973,14 +978,28 @@ TEST_F(CudaLlmKernelsTest, Int4WeightsQuantizeDequantizeAndGemv) {
             size_t bad = 0;
             for (size_t i = 0; i < deq.size(); ++i) bad += dense[i] != want_dense[i];
             EXPECT_EQ(bad, 0u);
+            // With the SiLU-gate prologue too (packed gate/up rows of 2K; at these K its activations
+            // are staged in shared memory for every T).
             for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
-              for (bool acc : {false, true}) {
-                SCOPED_TRACE("T " + std::to_string(T) + (acc ? " accumulate" : ""));
-                const auto x = random_bits(t, static_cast<size_t>(T * K), rng);
+              for (bool acc : {false, true})
+                for (bool silu : {false, true}) {
+                SCOPED_TRACE("T " + std::to_string(T) + (acc ? " accumulate" : "") + (silu ? " silu*up" : ""));
+                const int64_t pitch = silu ? 2 * K : K;
+                const auto x = random_bits(t, static_cast<size_t>(T * pitch), rng);
                 const auto y0 = random_bits(t, static_cast<size_t>(T * N), rng);
                 const std::vector<float> xf = to_floats(t, x), y0f = to_floats(t, y0);
+                std::vector<double> a(static_cast<size_t>(T * K));  // the activations as the GEMV reads them
+                for (int64_t r = 0; r < T; ++r)
+                  for (int64_t k = 0; k < K; ++k) {
+                    const double g = xf[static_cast<size_t>(r * pitch + k)];
+                    a[static_cast<size_t>(r * K + k)] =
+                        silu ? g / (1.0 + std::exp(-g)) * xf[static_cast<size_t>(r * pitch + K + k)] : g;
+                  }
                 DeviceBuffer dx = to_device(x), dy = to_device(y0);
-                ASSERT_EQ(backend::cuda::launch_gemv_small_t_int4(t, dx.get(), q, sm, dy.get(), T, K, N, G, acc, nullptr),
+                backend::cuda::GemvPrologue pro;
+                if (silu) pro.kind = backend::cuda::GemvPrologue::kSiluMul;
+                ASSERT_EQ(backend::cuda::launch_gemv_small_t_int4(t, dx.get(), q, sm, dy.get(), T, K, N, G, acc, nullptr,
+                                                                  pro),
                           cudaSuccess);
                 ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
                 std::vector<float> want(static_cast<size_t>(T * N));
@@ -988,7 +1007,7 @@ TEST_F(CudaLlmKernelsTest, Int4WeightsQuantizeDequantizeAndGemv) {
                   for (int64_t n = 0; n < N; ++n) {
                     double sum = acc ? y0f[static_cast<size_t>(r * N + n)] : 0.0;
                     for (int64_t k = 0; k < K; ++k)
-                      sum += static_cast<double>(xf[static_cast<size_t>(r * K + k)]) * deq[static_cast<size_t>(n * K + k)];
+                      sum += a[static_cast<size_t>(r * K + k)] * deq[static_cast<size_t>(n * K + k)];
                     want[static_cast<size_t>(r * N + n)] = static_cast<float>(sum);
                   }
                 const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(T * N)));
@@ -1201,6 +1220,28 @@ TEST(CudaLlmKernelsWorkspace, SizeArithmetic) {
   p.partition_size = 256;
   p.batch = 0;
   EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), 0u);
+}
+
+// Needs no device: the automatic split-K partition (the decoder's default) is host arithmetic. About
+// two blocks per multiprocessor from the (sequence, head) pairs' parts, parts of 64-512 positions in
+// multiples of 16, no split where the pairs fill the GPU and the context fits 512.
+TEST(CudaLlmKernelsWorkspace, AutoDecodePartition) {
+  using backend::cuda::auto_decode_partition;
+  // Batch 1, 32 heads, 132 SMs: 9 parts wanted; 256 / 9 rounds up to 32, then the 64 floor.
+  EXPECT_EQ(auto_decode_partition(1, 32, 256, 132), 64);
+  PagedDecodeParams p;
+  p.batch = 1;
+  p.num_heads = 32;
+  p.max_context_len = 256;
+  p.partition_size = 64;
+  EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 4);  // 128 blocks instead of 32
+  EXPECT_EQ(auto_decode_partition(1, 32, 4096, 132), 464);            // 4096 / 9 = 455.1 -> 464
+  EXPECT_EQ(auto_decode_partition(4, 32, 2048, 132), 512);            // 3 parts wanted: 683 -> the cap
+  EXPECT_EQ(auto_decode_partition(1, 8, 100000, 132), 512);
+  EXPECT_EQ(auto_decode_partition(64, 32, 256, 132), 0);              // 2048 pairs fill the GPU
+  EXPECT_EQ(auto_decode_partition(64, 32, 4096, 132), 512);           // as the fixed default was
+  EXPECT_EQ(auto_decode_partition(0, 32, 256, 132), 64);              // no pairs: treated as one
+  EXPECT_EQ(auto_decode_partition(1, 32, 0, 0), 0);                   // SM count unknown (0): one SM, filled
 }
 
 }  // namespace

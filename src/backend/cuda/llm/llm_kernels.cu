@@ -434,6 +434,23 @@ __device__ __forceinline__ void dot_chunk(const GemvRow<T>& r, int64_t k0, int64
   }
 }
 
+/// dot_chunk's product with the activations already prepared in fp32 (shared memory, `xs` the row):
+/// the same values and the same order of operations as dot_chunk.
+template <int kPer, bool kXSum = false>
+__device__ __forceinline__ void dot_staged(const float* xs, int64_t k0, const float* f, float& sum,
+                                           float* xsum = nullptr) {
+#pragma unroll
+  for (int h = 0; h < kPer; h += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(xs + k0 + h);
+    const float xf[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      sum = fmaf(xf[j], f[h + j], sum);
+      if constexpr (kXSum) *xsum += xf[j];
+    }
+  }
+}
+
 /// kRmsNorm: 1 / sqrt(mean(x[t]^2) + eps) for each of the kT rows, by the whole block (every
 /// thread takes part, so it runs before any warp leaves), into rstd[].
 template <class T, int kT>
@@ -470,21 +487,41 @@ enum class GemvWeights { kModelType, kFp8, kInt4 };
 /// each chunk multiplied into all T tokens' partial sums, then a warp reduction per token. An int4
 /// chunk (32 elements, within one group) is summed unscaled with the activations' own sum beside
 /// it; its group's scale and min then apply once. kIn says how the activations are read (GemvIn).
-template <class T, GemvWeights kW, int kT, GemvIn kIn>
+/// kStaged (a prologue whose T x K fp32 activations fit kGemvStagedBytes): the block prepares the
+/// activations once into shared memory, and its warps read them there. Unstaged, every warp
+/// recomputes the RMSNorm or the SiLU gate for each chunk it reads: eight times the work per block,
+/// and on the down projection (K = 8192 in a 1B model) the exp of every activation per column --
+/// the reason the unstaged prologue measured slower than separate kernels (2026-12-07, H100, b1
+/// 534 vs 569 tok/s).
+template <class T, GemvWeights kW, int kT, GemvIn kIn, bool kStaged>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
                         T* __restrict__ y, int64_t K, int64_t N, int64_t group, bool accumulate,
                         const T* __restrict__ gamma, float eps) {
   INGOT_KERNEL_ENTRY();
   constexpr int kPer = kW == GemvWeights::kInt4 ? 32 : kW == GemvWeights::kFp8 ? 16 : 8;  // per 16-byte load
+  extern __shared__ float4 gemv_xs[];  // kStaged: kT rows of K floats
+  float* xs = reinterpret_cast<float*>(gemv_xs);
   float rstd[kT];
 #pragma unroll
   for (int t = 0; t < kT; ++t) rstd[t] = 1.0f;
   if constexpr (kIn == GemvIn::kRmsNorm) block_rms<T, kT>(x, K, eps, rstd);
+  const int64_t pitch = kIn == GemvIn::kSiluMul ? 2 * K : K;
+  if constexpr (kStaged) {
+#pragma unroll
+    for (int t = 0; t < kT; ++t)
+      for (int64_t c = threadIdx.x; c < K / 8; c += blockDim.x) {
+        float xf[8];
+        activations8<T, kIn>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, 8 * c, K, xf);
+        float4* dst = reinterpret_cast<float4*>(xs + t * K + 8 * c);
+        dst[0] = make_float4(xf[0], xf[1], xf[2], xf[3]);
+        dst[1] = make_float4(xf[4], xf[5], xf[6], xf[7]);
+      }
+    __syncthreads();
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
   if (n >= N) return;
-  const int64_t pitch = kIn == GemvIn::kSiluMul ? 2 * K : K;
   const int64_t row_bytes = kW == GemvWeights::kInt4 ? K / 2 : kW == GemvWeights::kFp8 ? K : 2 * K;
   const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) + n * row_bytes);
   const int64_t chunks = K / kPer;
@@ -505,14 +542,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       const float2 sm = __ldg(reinterpret_cast<const float2*>(w_scale) + n * (K / group) + c * kPer / group);
 #pragma unroll
       for (int t = 0; t < kT; ++t) {
-        float part = 0.0f, xs = 0.0f;
-        dot_chunk<T, kPer, kIn, true>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, c * kPer, K, f, part, &xs);
-        acc[t] = fmaf(sm.x, part, fmaf(sm.y, xs, acc[t]));
+        float part = 0.0f, sum_x = 0.0f;
+        if constexpr (kStaged)
+          dot_staged<kPer, true>(xs + t * K, c * kPer, f, part, &sum_x);
+        else
+          dot_chunk<T, kPer, kIn, true>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, c * kPer, K, f, part,
+                                        &sum_x);
+        acc[t] = fmaf(sm.x, part, fmaf(sm.y, sum_x, acc[t]));
       }
     } else {
 #pragma unroll
-      for (int t = 0; t < kT; ++t)
-        dot_chunk<T, kPer, kIn>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, c * kPer, K, f, acc[t]);
+      for (int t = 0; t < kT; ++t) {
+        if constexpr (kStaged)
+          dot_staged<kPer>(xs + t * K, c * kPer, f, acc[t]);
+        else
+          dot_chunk<T, kPer, kIn>(GemvRow<T>{x + t * pitch, pitch, gamma, rstd[t]}, c * kPer, K, f, acc[t]);
+      }
     }
   }
   const float scale = kW == GemvWeights::kFp8 && w_scale ? *w_scale : 1.0f;
@@ -527,6 +572,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
+/// Whether a decode GEMV prepares its prologue's activations once per block in shared memory: a
+/// prologue, and T x K fp32 values within the 48 KB a launch gets without opting in, less 2 KB for
+/// the kernel's static shared memory (block_rms's partial sums): K up to 11776 at one token, 1B-3B
+/// models' down projections (K 8192) included; Llama-3.1-8B's (K 14336) stays unstaged.
+constexpr size_t kGemvStagedBytes = 46 * 1024;
+bool gemv_staged(GemvIn in, int64_t T, int64_t K) {
+  return in != GemvIn::kPlain && static_cast<size_t>(T) * static_cast<size_t>(K) * sizeof(float) <= kGemvStagedBytes;
+}
+
 template <class E, GemvWeights kW, GemvIn kIn>
 cudaError_t run_gemv_small_t_in(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
                                 int64_t N, int64_t group, bool accumulate, const void* gamma, float eps,
@@ -535,11 +589,20 @@ cudaError_t run_gemv_small_t_in(const void* x, const void* w, const float* w_sca
   const E* xt = static_cast<const E*>(x);
   const E* gt = static_cast<const E*>(gamma);
   E* yt = static_cast<E*>(y);
+  const size_t staged_bytes = static_cast<size_t>(T) * static_cast<size_t>(K) * sizeof(float);
+  const bool staged = gemv_staged(kIn, T, K);
   switch (T) {
-#define INGOT_GEMV_CASE(n)                                                                                       \
-  case n:                                                                                                        \
-    launch_kernel(gemv_small_t_kernel<E, kW, n, kIn>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale, yt, K, N, \
-                  group, accumulate, gt, eps);                                                                   \
+#define INGOT_GEMV_CASE(n)                                                                                         \
+  case n:                                                                                                          \
+    if constexpr (kIn != GemvIn::kPlain) {                                                                         \
+      if (staged) {                                                                                                \
+        launch_kernel(gemv_small_t_kernel<E, kW, n, kIn, true>, grid, kGemvWarps * 32, staged_bytes, stream, xt,  \
+                      w, w_scale, yt, K, N, group, accumulate, gt, eps);                                          \
+        break;                                                                                                     \
+      }                                                                                                            \
+    }                                                                                                              \
+    launch_kernel(gemv_small_t_kernel<E, kW, n, kIn, false>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale,    \
+                  yt, K, N, group, accumulate, gt, eps);                                                          \
     break;
     INGOT_GEMV_CASE(1)
     INGOT_GEMV_CASE(2)
@@ -962,6 +1025,17 @@ cudaError_t launch_rope_kv_write(const RopeKvWriteParams& p, cudaStream_t stream
 int64_t paged_decode_attention_partitions(const PagedDecodeParams& p) {
   if (p.partition_size <= 0 || p.max_context_len <= p.partition_size) return 1;
   return (static_cast<int64_t>(p.max_context_len) + p.partition_size - 1) / p.partition_size;
+}
+
+int32_t auto_decode_partition(int64_t batch, int64_t num_heads, int64_t max_context_len, int sm_count) {
+  constexpr int64_t kMin = 64, kMax = 512, kUnit = 16;
+  const int64_t pairs = std::max<int64_t>(1, batch * num_heads);
+  const int64_t want_blocks = 2 * std::max(1, sm_count);
+  const int64_t parts = (want_blocks + pairs - 1) / pairs;  // parts per pair for about two blocks an SM
+  if (parts <= 1) return max_context_len <= kMax ? 0 : static_cast<int32_t>(kMax);
+  int64_t size = (std::max<int64_t>(1, max_context_len) + parts - 1) / parts;
+  size = (size + kUnit - 1) / kUnit * kUnit;
+  return static_cast<int32_t>(std::min(kMax, std::max(kMin, size)));
 }
 
 size_t paged_decode_attention_workspace_bytes(const PagedDecodeParams& p) {
