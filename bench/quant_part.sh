@@ -94,6 +94,12 @@ PY
     grep -h -E "calibration  |layers quantized" "$t/rbuild_$mode.log"
     $B/tools/ingot run "$e" --cuda-graph --no-data-transfers --iterations 200 --warmup-ms 300 > "$t/rrun_$mode.log" 2>&1
     grep -E "^GPU Compute Time|^Throughput" "$t/rrun_$mode.log"
+    # Where the time goes, per step (the int8 engine's QuantConv / QuantizeLinear split beside fp16's convs).
+    $B/tools/ingot run "$e" --iterations 20 --dump-profile --onnx "$t/resnet50.onnx" \
+      --export-profile "$t/rprofile_$mode.json" > "$t/rprof_$mode.log" 2>&1
+    python3 -c "import json,collections,sys; d=collections.Counter(); n=collections.Counter()
+for l in json.load(open(sys.argv[1]))['layers']: d[(l['op'],l['tactic'])]+=l['medianMs']; n[(l['op'],l['tactic'])]+=1
+print('  profile:', '; '.join(f'{k[0]} {k[1]} x{n[k]} {v*1000:.0f} us' for k,v in d.most_common(5)))" "$t/rprofile_$mode.json"
   done
 fi
 python3 - "$t" "$bn" <<'PY' | tee "$t/summary.txt"

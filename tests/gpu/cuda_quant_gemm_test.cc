@@ -25,6 +25,7 @@ using backend::cuda::quant_gemm_family;
 constexpr const char* kInt8 = "cuda.quant_gemm.cublaslt_int8";
 constexpr const char* kFp8 = "cuda.quant_gemm.cublaslt_fp8";
 constexpr const char* kCutlassInt8 = "cuda.quant_gemm.cutlass_int8";
+constexpr const char* kCutlassInt8Pingpong = "cuda.quant_gemm.cutlass_int8_pingpong";
 
 // X shapes ([..., K]) and N: M of 1, 5, 64, 300 and a 3-D X.
 struct Shape {
@@ -180,14 +181,15 @@ TEST_F(CudaQuantGemmTest, CutlassInt8FormsMatchReference) {
   if (!quant_gemm_family().create(kCutlassInt8, {})) GTEST_SKIP() << "built without CUTLASS (no sm90a kernels)";
   const int cc = backend::cuda::current_device_info().cc;
   if (cc != 0 && cc != 90) GTEST_SKIP() << "the CUTLASS int8 kernels are sm90a, the device is sm_" << cc;
+  for (const char* tactic : {kCutlassInt8, kCutlassInt8Pingpong})  // both schedules (cutlass_int8_gemm.h)
   for (const Shape& s : kShapes)
     for (int form = 0; form < 3; ++form)
       for (bool bias : {false, true}) {
         const int64_t k = s.x.back();
         Shape64 ys = s.x;
         ys.back() = s.n;
-        SCOPED_TRACE("X " + shape_to_string(s.x) + " N " + std::to_string(s.n) + " form " + std::to_string(form) +
-                     (bias ? " bias" : ""));
+        SCOPED_TRACE(std::string(tactic) + " X " + shape_to_string(s.x) + " N " + std::to_string(s.n) + " form " +
+                     std::to_string(form) + (bias ? " bias" : ""));
         // The bias as the precision pass leaves it: fp16 beside an fp16 Y, float32 beside an int8 one.
         const DataType bias_type = form == 2 ? DataType::kFloat32 : DataType::kFloat16;
         std::vector<Operand> ins = {input(int8_data(s.x)), input(int8_data({s.n, k})), input(scales(1, true, 0.01, 0.02)),
@@ -206,7 +208,7 @@ TEST_F(CudaQuantGemmTest, CutlassInt8FormsMatchReference) {
           if (form == 1) ins.push_back(input(random_tensor(DataType::kFloat16, ys, rng_, -2.0, 2.0)));
           c = call(DataType::kFloat16, "");
         }
-        check(quant_gemm_family(), 17, ins, c, kCutlassInt8, 1, -3.0, 3.0, &tol);
+        check(quant_gemm_family(), 17, ins, c, tactic, 1, -3.0, 3.0, &tol);
       }
   // Not its forms: a per-tensor w_scale, Relu, an fp32 output, N = 40.
   auto offered = [&](const std::vector<Operand>& ins, const std::string& c) {
@@ -214,9 +216,11 @@ TEST_F(CudaQuantGemmTest, CutlassInt8FormsMatchReference) {
     EXPECT_TRUE(g.ok());
     if (!g.ok()) return false;
     const ir::Node& node = *(*g)->nodes()[0];
+    int found = 0;
     for (const auto& t : quant_gemm_family().candidates(node, input_types(node)))
-      if (t->name() == kCutlassInt8) return true;
-    return false;
+      found += t->name() == kCutlassInt8 || t->name() == kCutlassInt8Pingpong;
+    EXPECT_TRUE(found == 0 || found == 2) << "one schedule offered without the other: " << found;
+    return found == 2;
   };
   const Shape64 x{64, 320};
   auto base = [&](int64_t n, bool per_channel) {
@@ -316,10 +320,11 @@ TEST_F(CudaQuantGemmTest, NamesRoundTrip) {
   }
   EXPECT_EQ(quant_gemm_family().create("cuda.quant_gemm.cublaslt_fp4", {}), nullptr);
   EXPECT_EQ(quant_gemm_family().create(kInt8, {99}), nullptr);
-  if (auto t = quant_gemm_family().create(kCutlassInt8, {})) {  // built with CUTLASS
-    EXPECT_EQ(t->name(), kCutlassInt8);
-    EXPECT_NE(quant_gemm_family().create(kCutlassInt8, t->serialize()), nullptr);
-  }
+  for (const char* name : {kCutlassInt8, kCutlassInt8Pingpong})
+    if (auto t = quant_gemm_family().create(name, {})) {  // built with CUTLASS
+      EXPECT_EQ(t->name(), name);
+      EXPECT_NE(quant_gemm_family().create(name, t->serialize()), nullptr);
+    }
 }
 
 TEST_F(CudaQuantGemmTest, Int8EnqueueIsCapturable) {

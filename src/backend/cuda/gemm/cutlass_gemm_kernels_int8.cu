@@ -1,7 +1,7 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// The int8 GEMM kernels of cutlass_int8_gemm.h: sm90 TMA + GMMA, warp-specialized cooperative,
-// 128x128x128 tiles (K 128 int8 = 128 bytes a row, the swizzle's width), A [M,K] and B [N,K] both
+// The int8 GEMM kernels of cutlass_int8_gemm.h: sm90 TMA + GMMA, warp-specialized cooperative (and
+// ping-pong for the GEMM forms, CutlassInt8Schedule), 128x128x128 tiles (K 128 int8 = 128 bytes a row, the swizzle's width), A [M,K] and B [N,K] both
 // K-major (what int8 wgmma reads), int32 accumulators, and the epilogue as an epilogue visitor tree:
 //   scaled = (acc · x_scale) · w_scale[n]      x_scale a scalar read from device memory, w_scale a row
 //                                             broadcast (one value per output column n); the bias
@@ -129,7 +129,8 @@ typename ScaledPlusBias<Out, B>::Arguments scaled_plus_bias(const CutlassInt8Gem
   return {{{{}, xs, {}}, ws, {}}, b, {}};
 }
 
-template <CutlassInt8Epilogue kEpilogue>
+// Ping-pong's conv forms are not built (cutlass_int8_gemm.h): dispatch never reaches them.
+template <CutlassInt8Epilogue kEpilogue, class Schedule = Cooperative>
 struct Int8GemmKernel {
   using F = Int8Fusion<kEpilogue>;
   using RowMajor = cutlass::layout::RowMajor;
@@ -141,7 +142,7 @@ struct Int8GemmKernel {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster, cutlass::epilogue::collective::EpilogueTileAuto,
       int32_t, float, typename F::C, RowMajor, kAlignC, typename F::D, RowMajor, kAlignD,
-      cutlass::epilogue::TmaWarpSpecializedCooperative, typename F::Op>::CollectiveOp;
+      typename Schedule::Epilogue, typename F::Op>::CollectiveOp;
 
   // B [N,K] row-major is CUTLASS's K x N column-major operand: K-major, as int8 GMMA needs.
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -149,7 +150,7 @@ struct Int8GemmKernel {
       int32_t, Tile, Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Schedule::Kernel>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
@@ -221,11 +222,20 @@ struct Int8GemmKernel {
 
 namespace {
 
-// Calls f with Int8GemmKernel<e> for the runtime form e.
-template <class F>
-auto dispatch(CutlassInt8Epilogue e, F&& f) {
+// Calls f with Int8GemmKernel<e> for the runtime form e and schedule; `none` where the ping-pong
+// schedule is asked for a form it does not build (the conv forms).
+template <class F, class R>
+auto dispatch(CutlassInt8Epilogue e, CutlassInt8Schedule schedule, F&& f, R none) {
   using namespace cutlass_detail;
   using E = CutlassInt8Epilogue;
+  if (schedule == CutlassInt8Schedule::kPingpong) {
+    switch (e) {
+      case E::kBias: return f(Int8GemmKernel<E::kBias, Pingpong>{});
+      case E::kBiasResidual: return f(Int8GemmKernel<E::kBiasResidual, Pingpong>{});
+      case E::kBiasGeluQuant: return f(Int8GemmKernel<E::kBiasGeluQuant, Pingpong>{});
+      default: return none;
+    }
+  }
   switch (e) {
     case E::kBias: return f(Int8GemmKernel<E::kBias>{});
     case E::kBiasResidual: return f(Int8GemmKernel<E::kBiasResidual>{});
@@ -239,23 +249,31 @@ auto dispatch(CutlassInt8Epilogue e, F&& f) {
 }
 
 bool known_form(CutlassInt8Epilogue e) { return static_cast<int>(e) <= static_cast<int>(CutlassInt8Epilogue::kBiasResidual8Relu); }
+bool known_schedule(CutlassInt8Schedule s) {
+  return s == CutlassInt8Schedule::kCooperative || s == CutlassInt8Schedule::kPingpong;
+}
 
 }  // namespace
 
-bool cutlass_int8_gemm_can_implement(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p) {
-  if (!known_form(epilogue)) return false;
-  return dispatch(epilogue, [&](auto k) { return decltype(k)::can_implement(p); });
+bool cutlass_int8_gemm_can_implement(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
+                                     CutlassInt8Schedule schedule) {
+  if (!known_form(epilogue) || !known_schedule(schedule)) return false;
+  return dispatch(epilogue, schedule, [&](auto k) { return decltype(k)::can_implement(p); }, false);
 }
 
-size_t cutlass_int8_gemm_workspace_bytes(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p) {
-  if (!known_form(epilogue)) return 0;
-  return dispatch(epilogue, [&](auto k) { return decltype(k)::workspace_bytes(p); });
+size_t cutlass_int8_gemm_workspace_bytes(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
+                                         CutlassInt8Schedule schedule) {
+  if (!known_form(epilogue) || !known_schedule(schedule)) return 0;
+  return dispatch(epilogue, schedule, [&](auto k) { return decltype(k)::workspace_bytes(p); }, size_t{0});
 }
 
 CutlassGemmStatus launch_cutlass_int8_gemm(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
-                                           void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  if (!known_form(epilogue)) return CutlassGemmStatus::kUnknownKernel;
-  return dispatch(epilogue, [&](auto k) { return decltype(k)::run(p, workspace, workspace_bytes, stream); });
+                                           void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                           CutlassInt8Schedule schedule) {
+  if (!known_form(epilogue) || !known_schedule(schedule)) return CutlassGemmStatus::kUnknownKernel;
+  return dispatch(
+      epilogue, schedule, [&](auto k) { return decltype(k)::run(p, workspace, workspace_bytes, stream); },
+      CutlassGemmStatus::kCannotImplement);
 }
 
 }  // namespace ingot::backend::cuda

@@ -60,12 +60,24 @@ struct CutlassInt8GemmProblem {
   int sm_count = 0;  ///< SMs the persistent grid spans; 0: CUTLASS asks the current device
 };
 
+/// The kernel schedule: kCooperative, both consumer warp groups on one 128x128 tile, then its
+/// epilogue; kPingpong, each warp group on a tile of its own, one's epilogue overlapping the other's
+/// main loop. The int8 main loop is short next to an epilogue that dequantizes, applies the Gelu and
+/// requantizes every element (BERT-base's FFN1 at batch 64: 86 us cooperative against 36 us for
+/// FFN2, the same FLOPs with a quarter of the outputs; H100, 2026-12-07), so ping-pong is offered
+/// beside it for the GEMM forms (kBias, kBiasResidual, kBiasGeluQuant); the conv forms are
+/// cooperative only (a ping-pong request for one is kCannotImplement).
+enum class CutlassInt8Schedule : uint8_t { kCooperative = 0, kPingpong = 1 };
+
 /// Whether the kernel takes the problem (sizes, alignments; host only).
-bool cutlass_int8_gemm_can_implement(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p);
+bool cutlass_int8_gemm_can_implement(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
+                                     CutlassInt8Schedule schedule = CutlassInt8Schedule::kCooperative);
 /// Scratch bytes the kernel needs (0 for its persistent data-parallel schedule).
-size_t cutlass_int8_gemm_workspace_bytes(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p);
+size_t cutlass_int8_gemm_workspace_bytes(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
+                                         CutlassInt8Schedule schedule = CutlassInt8Schedule::kCooperative);
 /// Enqueues the GEMM on `stream`: no allocation, no synchronization (graph-capturable).
 CutlassGemmStatus launch_cutlass_int8_gemm(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
-                                           void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                                           void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                           CutlassInt8Schedule schedule = CutlassInt8Schedule::kCooperative);
 
 }  // namespace ingot::backend::cuda

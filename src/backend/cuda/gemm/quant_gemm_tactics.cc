@@ -69,6 +69,7 @@ constexpr const char* kFp8Name = "cuda.quant_gemm.cublaslt_fp8";
 constexpr const char* kInt8Name = "cuda.quant_gemm.cublaslt_int8";
 constexpr const char* kCutlassInt8Name = "cuda.quant_gemm.cutlass_int8";
 constexpr const char* kCutlassConvName = "cuda.quant_conv.cutlass_int8_1x1";
+constexpr const char* kCutlassInt8PingpongName = "cuda.quant_gemm.cutlass_int8_pingpong";
 constexpr uint8_t kParamsVersion = 1;
 
 
@@ -598,13 +599,21 @@ struct CutlassConvLayer {
 
 // A CUTLASS int8 GEMM tactic for the layers `Layer` takes (the forms of cutlass_int8_gemm.h): the
 // inputs are QuantGemm's and QuantConv's alike (X, W, x_scale, w_scale, [B], [R], [y_scale], [r_scale]).
+// The ping-pong schedule (QuantGemm only: "cuda.quant_gemm.cutlass_int8_pingpong") is a second
+// candidate beside the cooperative one; the autotuner keeps the faster.
 template <class Layer>
 class CutlassInt8Tactic final : public Tactic {
  public:
-  std::string name() const override { return Layer::kName; }
+  explicit CutlassInt8Tactic(CutlassInt8Schedule schedule = CutlassInt8Schedule::kCooperative)
+      : schedule_(schedule) {}
+  std::string name() const override {
+    return schedule_ == CutlassInt8Schedule::kPingpong ? kCutlassInt8PingpongName : Layer::kName;
+  }
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     CutlassInt8Epilogue form;
-    return Layer::form(node, inputs, &form);
+    if (!Layer::form(node, inputs, &form)) return false;
+    return schedule_ == CutlassInt8Schedule::kCooperative || form == CutlassInt8Epilogue::kBias ||
+           form == CutlassInt8Epilogue::kBiasResidual || form == CutlassInt8Epilogue::kBiasGeluQuant;
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
 
@@ -647,7 +656,8 @@ class CutlassInt8Tactic final : public Tactic {
     cp.ldb = p.k;
     cp.ldd = p.n;
     cp.sm_count = current_device_info().sm_count;
-    const CutlassGemmStatus st = launch_cutlass_int8_gemm(form, cp, nullptr, 0, static_cast<cudaStream_t>(io.stream));
+    const CutlassGemmStatus st =
+        launch_cutlass_int8_gemm(form, cp, nullptr, 0, static_cast<cudaStream_t>(io.stream), schedule_);
     if (st == CutlassGemmStatus::kCannotImplement)
       return unsupported(node.describe(), ": ", name(), " cannot take M=", p.m, " N=", p.n, " K=", p.k,
                          " (pointers must be 16-byte aligned)");
@@ -658,6 +668,9 @@ class CutlassInt8Tactic final : public Tactic {
   }
 
   std::vector<uint8_t> serialize() const override { return {kParamsVersion}; }
+
+ private:
+  CutlassInt8Schedule schedule_;
 };
 #endif
 
@@ -675,7 +688,9 @@ std::vector<std::unique_ptr<Tactic>> candidates(const ir::Node& node, const std:
     if (t->supports(node, inputs) && has_algorithm(node, kind, inputs)) out.push_back(std::move(t));
   }
 #ifdef INGOT_WITH_CUTLASS
-  if (auto t = std::make_unique<CutlassInt8Tactic<CutlassGemmLayer>>(); t->supports(node, inputs)) out.push_back(std::move(t));
+  for (CutlassInt8Schedule s : {CutlassInt8Schedule::kCooperative, CutlassInt8Schedule::kPingpong})
+    if (auto t = std::make_unique<CutlassInt8Tactic<CutlassGemmLayer>>(s); t->supports(node, inputs))
+      out.push_back(std::move(t));
 #endif
   return out;
 }
@@ -686,6 +701,8 @@ std::unique_ptr<Tactic> create(const std::string& name, const std::vector<uint8_
   if (name == kInt8Name) return std::make_unique<QuantGemmTactic>(Kind::kInt8);
 #ifdef INGOT_WITH_CUTLASS
   if (name == kCutlassInt8Name) return std::make_unique<CutlassInt8Tactic<CutlassGemmLayer>>();
+  if (name == kCutlassInt8PingpongName)
+    return std::make_unique<CutlassInt8Tactic<CutlassGemmLayer>>(CutlassInt8Schedule::kPingpong);
   if (name == kCutlassConvName) return std::make_unique<CutlassInt8Tactic<CutlassConvLayer>>();
 #endif
   return nullptr;
