@@ -2,6 +2,8 @@
 #include "generate_command.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -46,8 +48,8 @@ void generate_help() {
                "  --print-ids            also print the prompt's and the generated token ids\n"
                "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n"
                "  --gemv-max-tokens N    cuda: steps of <= N tokens (0-8, default 8) run the projections as GEMVs\n"
-               "  --no-gemv-prologue     cuda: the RMSNorms and the SiLU gate as kernels of their own, not inside\n"
-               "                         the GEMVs that read them\n"
+               "  --gemv-prologue        cuda: the RMSNorms and the SiLU gate inside the GEMVs that read them\n"
+               "                         (--no-gemv-prologue, the default: kernels of their own)\n"
                "  --int4-gemm-max-tokens N  cuda, int4: longer steps of <= N tokens run the W4A16 tensor-core\n"
                "                         GEMM (default 0: each projection dequantized for cuBLASLt)\n"
                "  --decode-partition N   cuda: the decode attention's parts of a context, in positions (0: one\n"
@@ -125,7 +127,7 @@ int generate_command(const std::vector<std::string>& args) {
   bool dummy = false;
   long long gemv_max_tokens = -1;  // -1: the library's default
   long long int4_gemm_max_tokens = -1;
-  long long decode_partition = -1;
+  std::optional<long long> decode_partition;  // given: checked by LlmModel::load (-1 automatic, 0 never)
   long long int4_group = 0;
   long long num_prompts = 0, input_len = 0;
   std::string ids_file, logits_out, json_out;
@@ -168,8 +170,8 @@ int generate_command(const std::vector<std::string>& args) {
         profile_decode = true;
       } else if (a == "--print-ids") {
         print_ids = true;
-      } else if (a == "--no-gemv-prologue") {
-        lo.gemv_prologue = false;
+      } else if (a == "--no-gemv-prologue" || a == "--gemv-prologue") {
+        lo.gemv_prologue = a == "--gemv-prologue";
       } else if (a == "--ignore-eos") {
         gp.ignore_eos = true;
       } else if (a == "--load-format") {
@@ -220,7 +222,8 @@ int generate_command(const std::vector<std::string>& args) {
   }
   if (gemv_max_tokens >= 0) lo.gemv_max_tokens = static_cast<int>(gemv_max_tokens);
   if (int4_gemm_max_tokens >= 0) lo.int4_gemm_max_tokens = static_cast<int>(int4_gemm_max_tokens);
-  if (decode_partition >= 0) lo.decode_partition = static_cast<int>(decode_partition);
+  if (decode_partition)
+    lo.decode_partition = static_cast<int>(std::clamp<long long>(*decode_partition, INT32_MIN, INT32_MAX));
   lo.int4_group = int4_group;
   if (dummy) return generate_dummy(path, lo, gp, num_prompts, input_len, profile_decode);
   if (path.empty() || (prompts.empty() == ids_file.empty())) {

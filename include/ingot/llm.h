@@ -88,9 +88,10 @@ struct LlmLoadOptions {
   /// weight once; 0: cuBLASLt always (`ingot generate --gemv-max-tokens`).
   int gemv_max_tokens = 8;
   /// cuda: in GEMV steps the RMSNorms and the SiLU gate run inside the projections that read their
-  /// results (three launches a layer fewer); false: each its own kernel (`ingot generate
-  /// --no-gemv-prologue`, for comparing the two).
-  bool gemv_prologue = true;
+  /// results (three launches a layer fewer; `ingot generate --gemv-prologue`). Off by default: the
+  /// first form measured slower than separate kernels (H100, 2026-12-07: 534 vs 569 tok/s at batch 1),
+  /// and the form that prepares the activations once per block has not run on a GPU yet.
+  bool gemv_prologue = false;
   /// cuda, int4 weights: steps of more than gemv_max_tokens and at most this many tokens run the
   /// W4A16 tensor-core GEMM (4 bits a weight read); longer ones dequantize each projection for
   /// cuBLASLt. 0 (default): cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`); the

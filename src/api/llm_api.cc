@@ -81,9 +81,9 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   if (options.int4_gemm_max_tokens < 0)
     return invalid_argument("LlmModel: int4_gemm_max_tokens must be >= 0, got ", options.int4_gemm_max_tokens);
   g.int4_gemm_max_tokens = options.int4_gemm_max_tokens;
-  if (options.decode_partition < -1)
+  if (options.decode_partition < -1 || options.decode_partition > (1 << 24))
     return invalid_argument("LlmModel: decode_partition must be -1 (automatic), 0 (never split) or a number of "
-                            "positions, got ", options.decode_partition);
+                            "positions up to 2^24, got ", options.decode_partition);
   g.partition_size = options.decode_partition;
   g.num_blocks = options.kv_blocks;
   g.block_size = 16;

@@ -77,8 +77,9 @@ struct GpuDecoderOptions {
   /// In steps that run the projections as GEMVs, the RMSNorm before the QKV and gate/up projections
   /// and the SiLU gate before the down projection are applied by the GEMV as it reads its input
   /// (backend::cuda::GemvPrologue): three launches a layer fewer, and the normalized and gated
-  /// activations are not rounded to the model's type in between. false: each its own kernel.
-  bool gemv_prologue = true;
+  /// activations are not rounded to the model's type in between. false (default): each its own
+  /// kernel, the faster form as measured (LlmLoadOptions::gemv_prologue says why).
+  bool gemv_prologue = false;
   /// int4: steps of more than gemv_max_tokens and at most this many tokens run launch_int4_gemm;
   /// 0 (the default): dequantize + cuBLASLt above the GEMVs. On the H100 (2026-12-07, bench/RESULTS.md
   /// session 37) the W4A16 GEMM made Llama-3.2-1B-shaped batch-64 decode 5.47 ms a step (11.3k tok/s)

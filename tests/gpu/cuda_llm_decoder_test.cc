@@ -283,7 +283,7 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   EXPECT_GE(cosine(second->logits[0], one->logits[0]), k.bf16 ? 0.999 : 0.99999);
 }
 
-// Decode steps with the RMSNorms and the SiLU gate inside the GEMVs (gemv_prologue, the default) and
+// Decode steps with the RMSNorms and the SiLU gate inside the GEMVs (gemv_prologue) and
 // with each its own kernel: the same logits up to the rounding of the normalized and gated
 // activations to the model's type, which only the unfused path does. Two sequences, prefilled
 // (GEMMs and separate norms either way), then eight steps of two tokens (GEMVs).
