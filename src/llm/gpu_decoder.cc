@@ -675,7 +675,7 @@ backend::cuda::PagedDecodeParams LlamaGpuModel::Impl::attention_params(const Ste
   ap.max_blocks_per_seq = static_cast<int32_t>(sh.max_blocks);
   ap.max_context_len = sh.max_ctx;
   ap.partition_size = o.partition_size >= 0 ? o.partition_size
-                                            : backend::cuda::auto_decode_partition(sh.T, c.num_heads, sh.max_ctx, sm_count);
+                                            : backend::cuda::auto_decode_partition(sh.T, c.num_heads, sm_count);
   ap.fp8_cache = o.fp8_kv;  // scales 1 (vLLM's default without calibrated ones)
   return ap;
 }

@@ -46,7 +46,7 @@ struct GpuDecoderOptions {
   int64_t num_blocks = 0;     ///< KV cache blocks (per layer); > 0
   int32_t block_size = 16;    ///< positions per block
   /// decode attention's split-K partition (positions); 0 never splits; -1 (default):
-  /// backend::cuda::auto_decode_partition for each step's batch and context bound
+  /// backend::cuda::auto_decode_partition for each step's batch
   int32_t partition_size = -1;
   /// Decode-only steps (one token per sequence, at most 256 sequences, contexts within
   /// graph_max_context) replay a CUDA graph per padded batch size (1, 2, 4, ...) instead of

@@ -1222,26 +1222,28 @@ TEST(CudaLlmKernelsWorkspace, SizeArithmetic) {
   EXPECT_EQ(backend::cuda::paged_decode_attention_workspace_bytes(p), 0u);
 }
 
-// Needs no device: the automatic split-K partition (the decoder's default) is host arithmetic. About
-// two blocks per multiprocessor from the (sequence, head) pairs' parts, parts of 64-512 positions in
-// multiples of 16, no split where the pairs fill the GPU and the context fits 512.
+// Needs no device: the automatic split-K partition (the decoder's default) is host arithmetic: 512
+// positions over the parts a (sequence, head) pair needs for about two blocks per multiprocessor,
+// rounded up to 16, at least 64; 512 once the pairs fill the GPU.
 TEST(CudaLlmKernelsWorkspace, AutoDecodePartition) {
   using backend::cuda::auto_decode_partition;
-  // Batch 1, 32 heads, 132 SMs: 9 parts wanted; 256 / 9 rounds up to 32, then the 64 floor.
-  EXPECT_EQ(auto_decode_partition(1, 32, 256, 132), 64);
+  // Batch 1, 32 heads, 132 SMs: 264 blocks wanted, 9 parts a pair; 512 / 9 -> 57 -> 64 (the floor).
+  EXPECT_EQ(auto_decode_partition(1, 32, 132), 64);
   PagedDecodeParams p;
   p.batch = 1;
   p.num_heads = 32;
   p.max_context_len = 256;
   p.partition_size = 64;
   EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 4);  // 128 blocks instead of 32
-  EXPECT_EQ(auto_decode_partition(1, 32, 4096, 132), 464);            // 4096 / 9 = 455.1 -> 464
-  EXPECT_EQ(auto_decode_partition(4, 32, 2048, 132), 512);            // 3 parts wanted: 683 -> the cap
-  EXPECT_EQ(auto_decode_partition(1, 8, 100000, 132), 512);
-  EXPECT_EQ(auto_decode_partition(64, 32, 256, 132), 0);              // 2048 pairs fill the GPU
-  EXPECT_EQ(auto_decode_partition(64, 32, 4096, 132), 512);           // as the fixed default was
-  EXPECT_EQ(auto_decode_partition(0, 32, 256, 132), 64);              // no pairs: treated as one
-  EXPECT_EQ(auto_decode_partition(1, 32, 0, 0), 0);                   // SM count unknown (0): one SM, filled
+  p.max_context_len = 4096;                                          // a decode graph's bound
+  EXPECT_EQ(backend::cuda::paged_decode_attention_partitions(p), 64);
+  EXPECT_EQ(auto_decode_partition(4, 32, 132), 176);  // 128 pairs: 3 parts, 512 / 3 -> 171 -> 176
+  EXPECT_EQ(auto_decode_partition(8, 32, 132), 256);  // 256 pairs: 2 parts
+  EXPECT_EQ(auto_decode_partition(9, 32, 132), 512);  // 288 pairs fill 264 blocks
+  EXPECT_EQ(auto_decode_partition(64, 32, 132), 512);
+  EXPECT_EQ(auto_decode_partition(1, 8, 132), 64);    // 33 parts: 512 / 33 -> 16, then the floor
+  EXPECT_EQ(auto_decode_partition(0, 32, 132), 64);   // no pairs: counted as one
+  EXPECT_EQ(auto_decode_partition(1, 32, 0), 512);    // SM count unknown (0): one SM, which 32 pairs fill
 }
 
 }  // namespace

@@ -1027,13 +1027,12 @@ int64_t paged_decode_attention_partitions(const PagedDecodeParams& p) {
   return (static_cast<int64_t>(p.max_context_len) + p.partition_size - 1) / p.partition_size;
 }
 
-int32_t auto_decode_partition(int64_t batch, int64_t num_heads, int64_t max_context_len, int sm_count) {
+int32_t auto_decode_partition(int64_t batch, int64_t num_heads, int sm_count) {
   constexpr int64_t kMin = 64, kMax = 512, kUnit = 16;
   const int64_t pairs = std::max<int64_t>(1, batch * num_heads);
   const int64_t want_blocks = 2 * std::max(1, sm_count);
-  const int64_t parts = (want_blocks + pairs - 1) / pairs;  // parts per pair for about two blocks an SM
-  if (parts <= 1) return max_context_len <= kMax ? 0 : static_cast<int32_t>(kMax);
-  int64_t size = (std::max<int64_t>(1, max_context_len) + parts - 1) / parts;
+  const int64_t parts = (want_blocks + pairs - 1) / pairs;  // per pair, for about two blocks an SM
+  int64_t size = (kMax + parts - 1) / parts;
   size = (size + kUnit - 1) / kUnit * kUnit;
   return static_cast<int32_t>(std::min(kMax, std::max(kMin, size)));
 }

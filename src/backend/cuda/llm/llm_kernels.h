@@ -102,14 +102,15 @@ struct PagedDecodeParams {
 /// partition_size <= 0 or max_context_len <= partition_size, else ceil(max_context_len /
 /// partition_size).
 int64_t paged_decode_attention_partitions(const PagedDecodeParams& p);
-/// The split-K partition a decode step uses when none is configured: the largest of 64 positions,
-/// a multiple of 16, that still gives the (sequence, head) pairs' parts about two blocks per
-/// multiprocessor, capped at 512 (the fixed default before). At batch 1 a 32-head model with a
-/// 256-position context has 32 blocks on 132 SMs without a split; with parts of 64 it has 128
-/// (measured 7% faster a step at batch 1, int4 1B model, H100, 2026-12-07 session 37's
-/// `--decode-partition 64`). Large batches already fill the GPU and keep 512. 0 where max_context_len
-/// fits one part of 512 and the pairs alone fill the GPU (no split).
-int32_t auto_decode_partition(int64_t batch, int64_t num_heads, int64_t max_context_len, int sm_count);
+/// The split-K partition a decode step uses when none is configured: 512 positions (the fixed
+/// default before) divided by the parts each (sequence, head) pair needs for about two blocks per
+/// multiprocessor, rounded up to 16, at least 64. It does not depend on the context bound: a
+/// CUDA-graph step is sized for graph_max_context (4096) while its sequences are often much
+/// shorter, and the parts past a sequence's end return at once. At batch 1 a 32-head model gets
+/// parts of 64: a 256-position context then runs on 128 blocks instead of 32 (session 37 measured
+/// `--decode-partition 64` 7% faster a step at batch 1, int4 1B model, H100); from batch 9
+/// (32 heads, 132 SMs) the pairs fill the GPU and the part stays 512.
+int32_t auto_decode_partition(int64_t batch, int64_t num_heads, int sm_count);
 /// Workspace bytes launch_paged_decode_attention needs: 0 without a split, else
 /// batch * num_heads * partitions * (head_dim + 2) * sizeof(float) (the partial outputs, maxima
 /// and sums).
