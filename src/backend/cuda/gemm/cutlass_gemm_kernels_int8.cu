@@ -109,7 +109,7 @@ struct Int8Fusion<CutlassInt8Epilogue::kBiasResidual8ReluQuant> : ConvFusion<Res
 template <>
 struct Int8Fusion<CutlassInt8Epilogue::kBiasResidual8Relu> : ConvFusion<Res::kInt8, false> {};
 
-constexpr bool is_conv_form(CutlassInt8Epilogue e) { return static_cast<int>(e) >= 3; }
+constexpr bool is_conv_form(CutlassInt8Epilogue e) { return !cutlass_int8_gemm_form(e); }
 constexpr bool has_half_c(CutlassInt8Epilogue e) {
   return e == CutlassInt8Epilogue::kBiasResidual || e == CutlassInt8Epilogue::kBiasResidualReluQuant;
 }

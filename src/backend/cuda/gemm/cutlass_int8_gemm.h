@@ -69,6 +69,13 @@ struct CutlassInt8GemmProblem {
 /// cooperative only (a ping-pong request for one is kCannotImplement).
 enum class CutlassInt8Schedule : uint8_t { kCooperative = 0, kPingpong = 1 };
 
+/// The GEMM forms (QuantGemm's: kBias, kBiasResidual, kBiasGeluQuant), the ones built in both schedules;
+/// the rest are the conv forms.
+constexpr bool cutlass_int8_gemm_form(CutlassInt8Epilogue e) {
+  return e == CutlassInt8Epilogue::kBias || e == CutlassInt8Epilogue::kBiasResidual ||
+         e == CutlassInt8Epilogue::kBiasGeluQuant;
+}
+
 /// Whether the kernel takes the problem (sizes, alignments; host only).
 bool cutlass_int8_gemm_can_implement(CutlassInt8Epilogue epilogue, const CutlassInt8GemmProblem& p,
                                      CutlassInt8Schedule schedule = CutlassInt8Schedule::kCooperative);

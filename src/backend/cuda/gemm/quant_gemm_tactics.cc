@@ -623,8 +623,7 @@ class CutlassInt8Tactic final : public Tactic {
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& inputs) const override {
     CutlassInt8Epilogue form;
     if (!Layer::form(node, inputs, &form)) return false;
-    return schedule_ == CutlassInt8Schedule::kCooperative || form == CutlassInt8Epilogue::kBias ||
-           form == CutlassInt8Epilogue::kBiasResidual || form == CutlassInt8Epilogue::kBiasGeluQuant;
+    return schedule_ == CutlassInt8Schedule::kCooperative || cutlass_int8_gemm_form(form);
   }
   uint64_t workspace_bytes(const ir::Node&, const std::vector<Shape64>&) const override { return 0; }
 
