@@ -232,6 +232,14 @@ Result<Plan> build_plan(std::shared_ptr<ir::Graph> graph, std::vector<std::share
     INGOT_RETURN_IF_ERROR(fuse_squeeze_excite_where_faster(*graph, *be, &layout_timing, pctx, nullptr));
     rep.notes.insert(rep.notes.end(), pctx.notes().begin(), pctx.notes().end());
   }
+  if (options.optimize && !options.pipeline.disabled.count("fuse_conv_pool")) {
+    // A stem's convolution and its max pooling, now in one layout (the layout pass made the pool an
+    // ingot::Pool in channels-last regions), as one node where the backend runs it and it measured no
+    // slower: the convolution's output is then never written.
+    passes::PassContext pctx(options.pipeline.pass_options);
+    INGOT_RETURN_IF_ERROR(fuse_conv_pool_where_faster(*graph, *be, &layout_timing, pctx, nullptr));
+    rep.notes.insert(rep.notes.end(), pctx.notes().begin(), pctx.notes().end());
+  }
   if (may_go_channels_last) {
     // What stayed channels-first of the fused convs kept for channels-last.
     const size_t noted = rep.split.notes.size();

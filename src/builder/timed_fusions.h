@@ -32,6 +32,12 @@ struct TimedFusionReport {
 Status fuse_squeeze_excite_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
                                         passes::PassContext& ctx, TimedFusionReport* report);
 
+/// fuse_conv_pool with the same check: a convolution and the max pooling after it become one
+/// ingot::FusedConvPool where the backend runs that node on the device and, timed, it measured no slower
+/// than the two steps. Never on a host backend (the CPU's): its reference gains nothing by it.
+Status fuse_conv_pool_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,
+                                   passes::PassContext& ctx, TimedFusionReport* report);
+
 /// fuse_concat_pointwise with the same check: a Concat moves into the Pointwise reading it where the
 /// backend runs the fused node and, timed, it measured no slower than the Concat and the Pointwise.
 Status fuse_concat_pointwise_where_faster(ir::Graph& g, const backend::Backend& be, const LayoutTiming* timing,

@@ -47,13 +47,19 @@ using FusionCheck =
 /// ingot::SqueezeExcite where `runs` (the builder's: a device tactic, and measured no slower; empty: always)
 /// accepts the node.
 std::unique_ptr<Pass> make_fuse_squeeze_excite(FusionCheck runs = {});  // fuse_squeeze_excite.cc
+/// After the builder's layout pass (not in the pipeline): an ingot::FusedConv (2-D, no residual) read only by a
+/// max pooling (MaxPool, or ingot::Pool {mode "max"} in the conv's layout) becomes one ingot::FusedConvPool
+/// where `runs` accepts the node (a CNN stem: the conv's output is then never written).
+std::unique_ptr<Pass> make_fuse_conv_pool(FusionCheck runs = {});  // fuse_conv_pool.cc
 /// After the builder's last fuse_pointwise (not in the pipeline): a Concat read only by a Pointwise over
 /// the whole concatenated tensor moves into that Pointwise's body where `runs` accepts the fused node
 /// (DenseNet's Concat + BatchNorm + Relu).
 std::unique_ptr<Pass> make_fuse_concat_pointwise(FusionCheck runs = {});  // fuse_concat_pointwise.cc
 /// Names of the passes the builder runs outside the pipeline (after its layout choice), which
 /// --disable-pass also takes.
-inline std::vector<const char*> builder_pass_names() { return {"fuse_squeeze_excite", "fuse_concat_pointwise"}; }
+inline std::vector<const char*> builder_pass_names() {
+  return {"fuse_squeeze_excite", "fuse_conv_pool", "fuse_concat_pointwise"};
+}
 /// A DequantizeLinear of a constant 8-bit weight that a MatMul/Gemm/Conv reads: fold_constants
 /// keeps it for fuse_quant_gemm (which folds the ones it does not fuse).
 bool keeps_quantized_weight(const ir::Node& n);

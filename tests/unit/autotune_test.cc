@@ -424,6 +424,80 @@ TEST_F(Autotune, SqueezeExciteFusesOnlyWhereItMeasuresNoSlower) {
   }
 }
 
+// fuse_conv_pool through the builder's check: a stem's conv and max pool become one node where the fused
+// node's tactic measured no slower than the two steps (1 ms each here), or wherever a device tactic exists
+// when the build is not timed; never without one.
+class ConvPoolBackend : public FakeBackend {
+ public:
+  double fused_ms = 1;
+  bool has_fused = true;
+  std::vector<std::unique_ptr<backend::Tactic>> candidates(const ir::Node& n,
+                                                           const std::vector<ir::TensorType>&) const override {
+    std::vector<std::unique_ptr<backend::Tactic>> v;
+    if (n.op_type() != "FusedConvPool") v.push_back(std::make_unique<FakeTactic>("fake." + n.op_type(), 1.0));
+    else if (has_fused) v.push_back(std::make_unique<FakeTactic>("fake.conv_pool", fused_ms));
+    return v;
+  }
+};
+
+std::unique_ptr<ir::Graph> conv_pool_graph() {
+  auto g = ir::parse_text(R"(graph g {
+  opset "" 17
+  opset "ingot" 1
+  input %x: f16[1,9,9,2]
+  input %w: f16[4,3,3,2]
+  %c = ingot::FusedConv {activation="Relu", channels_last=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1]}(%x, %w) @conv
+  %y = ingot::Pool {channels_last=1, kernel_shape=[3, 3], mode="max", pads=[1, 1, 1, 1], strides=[2, 2]}(%c) @pool
+  output %y
+}
+)");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(ir::infer_graph(**g).ok());
+  return std::move(g).value();
+}
+
+int conv_pool_nodes(const ir::Graph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type() == "FusedConvPool";
+  return n;
+}
+
+TEST_F(Autotune, ConvPoolFusesOnlyWhereItMeasuresNoSlower) {
+  for (auto [fused_ms, want] : {std::pair<double, int>{1.5, 1}, std::pair<double, int>{2.5, 0}}) {
+    SCOPED_TRACE(fused_ms);
+    auto g = conv_pool_graph();
+    ConvPoolBackend cb;
+    cb.fused_ms = fused_ms;
+    builder::TimingCache c;
+    builder::TuneStats st;
+    builder::LayoutTiming timing{&c, &opt, "fake", &st};
+    passes::PassContext ctx;
+    builder::TimedFusionReport rep;
+    Status s = builder::fuse_conv_pool_where_faster(*g, cb, &timing, ctx, &rep);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(conv_pool_nodes(*g), want);
+    EXPECT_EQ(g->nodes().size(), want ? 1u : 2u);
+    EXPECT_EQ(rep.fused, want);
+    EXPECT_EQ(rep.kept_slower, 1 - want);
+    EXPECT_DOUBLE_EQ(rep.fused_ms, fused_ms);
+    EXPECT_DOUBLE_EQ(rep.unfused_ms, 2.0);
+    std::string notes;
+    for (const std::string& n : ctx.notes()) notes += n + "\n";
+    EXPECT_NE(notes.find(want ? "1 conv+pool(s) fused, 0 kept" : "0 conv+pool(s) fused, 1 kept"), std::string::npos)
+        << notes;
+    if (!want) EXPECT_NE(notes.find("measured 2.5000 ms, its 2 steps 2.0000 ms"), std::string::npos) << notes;
+  }
+  for (bool has : {true, false}) {
+    auto g = conv_pool_graph();
+    ConvPoolBackend cb;
+    cb.has_fused = has;
+    cb.fused_ms = 100;  // would lose if timed
+    passes::PassContext ctx;
+    ASSERT_TRUE(builder::fuse_conv_pool_where_faster(*g, cb, nullptr, ctx, nullptr).ok());
+    EXPECT_EQ(conv_pool_nodes(*g), has ? 1 : 0);
+  }
+}
+
 // Elementwise ops between the convolutions (a split-out HardSwish, a squeeze-excite gate) move
 // into the region, so the estimate charges no reformats around them: with a Relu and a HardSwish
 // between the two convs, channels-last still costs one transpose in and one out.

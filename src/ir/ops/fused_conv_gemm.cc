@@ -12,6 +12,13 @@
 //     With `channels_last` = 1, X, R and Y are [N, spatial..., C] and W is [K, kernel..., C/group]
 //     (NHWC / KRSC, the layout tensor-core convolutions read); the builder's layout pass makes
 //     these, with Transposes at the edges of channels-last regions.
+//   FusedConvPool(X, W, [B]): Y = MaxPool(FusedConv(X, W, B)), a CNN stem's convolution and the max
+//     pooling after it (fuse_conv_pool forms it after the layout pass, where a device tactic pools
+//     in the convolution's epilogue and the convolution's output is never written). FusedConv's
+//     attributes but the transposed and residual ones (no R input), the same layout with
+//     `channels_last`, and the pool's window as pool_kernel_shape (required), pool_strides (1s),
+//     pool_pads (0s), pool_dilations (1s) and pool_ceil_mode (0), meaning what MaxPool's
+//     kernel_shape, strides, pads, dilations and ceil_mode mean (no auto_pad: explicit pads).
 //   FusedGemm(A, B, [C], [R]): y = act(alpha·op(A)·op(B) + beta·C [+ R]). kind "gemm" follows
 //     Gemm (2-D, transA/transB, C broadcast to [M,N]); kind "matmul" follows MatMul (N-D,
 //     batched, broadcasting) with C a bias broadcast on the last dim.
@@ -23,7 +30,8 @@
 //     with a Concat of its first inputs (fuse_concat_pointwise): the pieces are then read where
 //     they lie and the joined tensor is never written.
 //
-// Shape inference delegates to Conv / Gemm / MatMul so there stays one shape path.
+// Shape inference delegates to Conv / Gemm / MatMul (FusedConvPool: to FusedConv, then ingot::Pool)
+// so there stays one shape path.
 #include "ir/ops/all_ops.h"
 
 namespace ingot::ir {
@@ -82,6 +90,54 @@ Status infer_channels_last_conv(InferenceContext& c) {
   INGOT_RETURN_IF_ERROR(delegate_to("Conv")(inner));
   const TensorType& y = inner.output(0);
   c.set_output(0, y.dtype, rank ? permute_shape(y.shape, channels_last_perm(rank)) : y.shape);
+  return Status::Ok();
+}
+
+// FusedConvPool's window attributes and the ingot::Pool attribute each one is.
+const std::pair<const char*, const char*> kPoolWindowAttrs[] = {{"pool_kernel_shape", "kernel_shape"},
+                                                                {"pool_strides", "strides"},
+                                                                {"pool_pads", "pads"},
+                                                                {"pool_dilations", "dilations"},
+                                                                {"pool_ceil_mode", "ceil_mode"}};
+
+// FusedConvPool(X, W, [B]): FusedConv's inference on the node (it reads only the conv attributes),
+// then ingot::Pool's {mode "max"} on that result, run on a scratch Pool node that carries the pool_*
+// attributes under their own names: both halves keep their one shape path.
+Status infer_fused_conv_pool(InferenceContext& c) {
+  const Attributes& at = c.attrs();
+  const std::vector<int64_t> kernel = at.get_ints("pool_kernel_shape");
+  if (kernel.empty()) return c.error("pool_kernel_shape is required");
+  const OpSchema* conv = OpRegistry::global().find("FusedConv", "ingot");
+  if (!conv || !conv->inference()) return c.error("no inference for ingot::FusedConv");
+  INGOT_RETURN_IF_ERROR(conv->inference()(c));
+  const TensorType y = c.output(0);
+  // Conv's inference leaves a known rank >= 3; unknown, the kernel's length stands for it.
+  const size_t nsp = y.shape.rank_known() ? y.shape.rank() - 2 : kernel.size();
+  auto length_is = [&](const char* name, size_t want) -> Status {
+    if (!at.has(name)) return Status::Ok();
+    const size_t got = at.get_ints(name).size();
+    if (got != want) return c.error(name, " has ", got, " values, expected ", want, " for ", nsp, " spatial dims");
+    return Status::Ok();
+  };
+  INGOT_RETURN_IF_ERROR(length_is("pool_kernel_shape", nsp));
+  INGOT_RETURN_IF_ERROR(length_is("pool_strides", nsp));
+  INGOT_RETURN_IF_ERROR(length_is("pool_dilations", nsp));
+  INGOT_RETURN_IF_ERROR(length_is("pool_pads", 2 * nsp));
+  const OpSchema* pool = OpRegistry::global().find("Pool", "ingot");
+  if (!pool || !pool->inference()) return c.error("no inference for ingot::Pool");
+  Attributes pool_attrs;
+  pool_attrs.set_string("mode", "max");
+  pool_attrs.set_int("channels_last", at.get_int("channels_last", 0));
+  for (const auto& [from, to] : kPoolWindowAttrs)
+    if (const Attribute* a = at.find(from)) pool_attrs.set(to, *a);
+  Graph scratch("fused_conv_pool");
+  Value* in = scratch.add_value("conv");
+  Value* out = scratch.add_value("pool");
+  const Node* n = scratch.add_node("Pool", {in}, {out}, std::move(pool_attrs), c.node().name(), "ingot");
+  InferenceContext inner(*n, 1, {y}, {nullptr});
+  Status s = pool->inference()(inner);
+  if (!s.ok()) return c.error("the max pool after the convolution: ", s.message());
+  c.set_output(0, inner.output(0).dtype, inner.output(0).shape);
   return Status::Ok();
 }
 
@@ -216,6 +272,26 @@ void register_fused_conv_gemm_ops(OpRegistry& r) {
         return check_epilogue(c, 3);
       })
       .doc("Conv or ConvTranspose (transposed=1) + bias + residual + activation");
+  r.add("FusedConvPool", "ingot")
+      .inputs(2, 3)
+      .outputs(1, 1)
+      .opsets(1)
+      .attr("auto_pad", AttrType::kString)
+      .attr("kernel_shape", AttrType::kInts)
+      .attr("pads", AttrType::kInts)
+      .attr("strides", AttrType::kInts)
+      .attr("dilations", AttrType::kInts)
+      .attr("group", AttrType::kInt)
+      .attr("channels_last", AttrType::kInt)
+      .attr("activation", AttrType::kString)
+      .attr("activation_params", AttrType::kFloats)
+      .attr("pool_kernel_shape", AttrType::kInts, true)
+      .attr("pool_strides", AttrType::kInts)
+      .attr("pool_pads", AttrType::kInts)
+      .attr("pool_dilations", AttrType::kInts)
+      .attr("pool_ceil_mode", AttrType::kInt)
+      .infer(infer_fused_conv_pool)
+      .doc("FusedConv (no residual) then max pooling with the pool_* window (fuse_conv_pool): a CNN stem as one op");
   epilogue(r.add("FusedGemm", "ingot")
                .inputs(2, 4)
                .outputs(1, 1)

@@ -1,9 +1,9 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Reference kernels for ingot::FusedConv, ingot::FusedGemm, ingot::SqueezeExcite and ingot::Pointwise. The heavy
-// math is not repeated here: Conv/Gemm/MatMul run through their own reference kernels on a
-// temporary node, then bias, residual and activation are applied in double and rounded once;
-// Pointwise runs its body graph.
+// Reference kernels for ingot::FusedConv, ingot::FusedConvPool, ingot::FusedGemm, ingot::SqueezeExcite and
+// ingot::Pointwise. The heavy math is not repeated here: Conv/Gemm/MatMul run through their own reference
+// kernels on a temporary node, then bias, residual and activation are applied in double and rounded once;
+// FusedConvPool is the FusedConv reference, then ingot::Pool's max pool; Pointwise runs its body graph.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -16,18 +16,19 @@ namespace ingot::cpu {
 
 namespace {
 
-// Runs `op_type` (default domain) with `attrs` on `inputs`, using the opset of the fused
-// node's graph.
+// Runs `op_type` (in `domain`, the default one unless given) with `attrs` on `inputs`, using the
+// opset of the fused node's graph.
 Result<Tensor> run_inner(const KernelContext& k, const std::string& op_type, ir::Attributes attrs,
-                         const std::vector<const Tensor*>& inputs) {
+                         const std::vector<const Tensor*>& inputs, const std::string& domain = "") {
   ir::Graph tmp("fused_inner");
   int64_t opset = k.node().owner() ? k.node().owner()->opset("") : 0;
   tmp.set_opset_import("", opset > 0 ? opset : 17);
+  if (!domain.empty()) tmp.set_opset_import(domain, 1);
   std::vector<ir::Value*> ins;
   for (size_t i = 0; i < inputs.size(); ++i)
     ins.push_back(inputs[i] ? tmp.add_value("in" + std::to_string(i)) : nullptr);
   ir::Value* out = tmp.add_value("out");
-  const ir::Node* n = tmp.add_node(op_type, ins, {out}, std::move(attrs), k.node().name());
+  const ir::Node* n = tmp.add_node(op_type, ins, {out}, std::move(attrs), k.node().name(), domain);
   INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_node(*n, inputs));
   return outs[0];
 }
@@ -107,6 +108,25 @@ Status fused_conv(KernelContext& k) {
   INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, layer, std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}));
   INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3)));
   k.output(0) = y;
+  return Status::Ok();
+}
+
+// Y = MaxPool(FusedConv(X, W, B)): the FusedConv reference into a temporary of the conv's output type
+// (rounded there, as the unfused pair stores it: max commutes with that rounding, so a kernel that pools
+// before rounding gives the same numbers), then ingot::Pool {mode "max"} with the pool_* attributes under
+// their own names, in the same layout.
+Status fused_conv_pool(KernelContext& k) {
+  const std::string prefix = "pool_";
+  ir::Attributes conv_attrs, pool_attrs;
+  for (const auto& [name, a] : k.attrs().all()) {
+    if (name.compare(0, prefix.size(), prefix) == 0) pool_attrs.set(name.substr(prefix.size()), a);
+    else conv_attrs.set(name, a);
+  }
+  pool_attrs.set_string("mode", "max");
+  pool_attrs.set_int("channels_last", k.attrs().get_int("channels_last", 0));
+  INGOT_ASSIGN_OR_RETURN(
+      Tensor y, run_inner(k, "FusedConv", std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}, "ingot"));
+  INGOT_ASSIGN_OR_RETURN(k.output(0), run_inner(k, "Pool", std::move(pool_attrs), {&y}, "ingot"));
   return Status::Ok();
 }
 
@@ -201,6 +221,7 @@ Status pointwise(KernelContext& k) {
 
 void register_fused_conv_gemm_kernels(KernelRegistry& r) {
   r.add("FusedConv", fused_conv, "ingot");
+  r.add("FusedConvPool", fused_conv_pool, "ingot");
   r.add("FusedGemm", fused_gemm, "ingot");
   r.add("Pointwise", pointwise, "ingot");
   r.add("SqueezeExcite", squeeze_excite, "ingot");
