@@ -196,6 +196,8 @@ class CudaBackend : public Backend {
     families_.push_back(depthwise_conv_family());
     // Also before cuDNN's, one candidate: CNN stems (C <= 4), which cuDNN pads for its tensor cores.
     families_.push_back(small_channel_conv_family());
+    // The stem conv with its max pool (fuse_conv_pool forms the node only where this offers it).
+    families_.push_back(stem_pool_conv_family());
     // Also before cuDNN's, one candidate: 1x1 convs on one pixel (squeeze-excite FCs), GEMVs that
     // took cuDNN 5-9 us each.
     families_.push_back(pixel_conv_family());

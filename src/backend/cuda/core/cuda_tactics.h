@@ -62,6 +62,7 @@ TacticFamily resize_family();        // resize_tactics.cc: Resize (nearest, line
 TacticFamily topk_family();          // topk_tactics.cc: TopK
 TacticFamily depthwise_conv_family(); // conv/depthwise_conv_tactics.cc: depthwise Conv / FusedConv, any activation
 TacticFamily small_channel_conv_family(); // conv/small_channel_conv_tactics.cc: channels-last FusedConv with C <= 4 (stems)
+TacticFamily stem_pool_conv_family();     // conv/stem_pool_conv_tactics.cc: ingot::FusedConvPool (ResNet's stem + max pool)
 TacticFamily pixel_conv_family();         // conv/pixel_conv_tactics.cc: 1x1 Conv / FusedConv on one pixel (squeeze-excite FCs)
 TacticFamily squeeze_excite_family();     // pool/squeeze_excite_tactics.cc: ingot::SqueezeExcite (pool, FC1, FC2, scale)
 TacticFamily grouped_conv_family();       // conv/grouped_conv_tactics.cc: channels-last grouped FusedConv, widths 2-64
