@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/conv/conv_device_util.cuh"
@@ -43,10 +44,17 @@ struct Geometry {
   static constexpr int kWarpsM = (kThreads / 32) / kWarpsN;            // warps over the conv pixels
   // Halves a conv-output row: 16-byte rows whose 4-byte words start in different banks for 8 rows.
   static constexpr int kOutStride = ((K + 8) / 2) % 8 == 0 ? K + 16 : K + 8;
-  static constexpr int kSmemHalves = kInRows * kInStride + K * kWStride + kMTiles * 16 * kOutStride + 2 * K;  // + fp32 bias
+  // Shared memory regions, each starting on 16 bytes (the pool's 16-byte loads read the conv tile; the
+  // session 41 run found K 16/24/32 with 3x3 kernels misaligned: 33 x 106 halves of input).
+  static constexpr int round8(int h) { return (h + 7) / 8 * 8; }
+  static constexpr int kInHalves = round8(kInRows * kInStride);
+  static constexpr int kWHalves = round8(K * kWStride);
+  static constexpr int kOutHalves = kMTiles * 16 * kOutStride;
+  static constexpr int kSmemHalves = kInHalves + kWHalves + kOutHalves + 2 * K;  // + the fp32 bias
   static_assert((S * C) % 2 == 0, "a pixel's offset must keep k-pairs 4-byte aligned");
   static_assert(K % 8 == 0 && kNTiles % kWarpsN == 0 && (kThreads / 32) % kWarpsN == 0, "channels split over warps");
   static_assert(kKSteps * kWarpNTiles <= 48, "B fragments for all of K are kept in registers");
+  static_assert(kOutStride % 8 == 0 && kOutHalves % 8 == 0, "16-byte rows of the conv tile");
 };
 
 // The compiled forms: {C, KS, S, PK, PS, K, TP}.
@@ -69,38 +77,25 @@ __device__ __forceinline__ uint32_t load_pair(const T* p) {
 template <class T, class F>
 __global__ void __launch_bounds__(kThreads, 2)
     stem_pool_nhwc(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
-                   StemPoolDesc d, int tiles_w) {
+                   StemPoolDesc d, int tiles_w, int tiles_per_image, int tiles) {
   INGOT_KERNEL_ENTRY();
   using G = Geometry<F>;
   constexpr int C = G::C, KS = G::KS, S = G::S, PK = G::PK, PS = G::PS, K = G::K, TP = G::TP;
   constexpr int NT = G::kWarpNTiles;
   extern __shared__ float4 smem4[];
   T* xs = reinterpret_cast<T*>(smem4);             // [kInRows][kInStride]
-  T* ws = xs + G::kInRows * G::kInStride;          // [K][kWStride], K permuted into segments
-  T* os = ws + K * G::kWStride;                    // [kMTiles * 16][kOutStride]
-  float* bs = reinterpret_cast<float*>(os + G::kMTiles * 16 * G::kOutStride);  // [K] the bias, fp32
+  T* ws = xs + G::kInHalves;                       // [K][kWStride], K permuted into segments
+  T* os = ws + G::kWHalves;                        // [kMTiles * 16][kOutStride]
+  float* bs = reinterpret_cast<float*>(os + G::kOutHalves);  // [K] the bias, fp32
 
   const int H = static_cast<int>(d.h), W = static_cast<int>(d.w);
   const int OH = static_cast<int>(d.oh), OW = static_cast<int>(d.ow);
   const int PH = static_cast<int>(d.ph), PW = static_cast<int>(d.pw);
-  const int n = blockIdx.y;
-  const int ty = blockIdx.x / tiles_w, tx = blockIdx.x - ty * tiles_w;
-  const int py0 = ty * TP, px0 = tx * TP;
-  const int r0 = py0 * PS - d.pool_pad_h, c0 = px0 * PS - d.pool_pad_w;  // conv coords of the region
-  const int iy0 = r0 * S - d.pad_h, ix0 = c0 * S - d.pad_w;              // input coords of the patch
 
-  // The input patch, zero outside the image (the conv's padding).
-  const T* xn = x + static_cast<int64_t>(n) * H * W * C;
-  for (int e = threadIdx.x; e < G::kInRows * G::kInStride; e += kThreads) {
-    const int row = e / G::kInStride, col = e - row * G::kInStride;
-    const int p = col / C, ch = col - p * C;
-    const int iy = iy0 + row, ix = ix0 + p;
-    T v = from_f32<T>(0.0f);
-    if (iy >= 0 && iy < H && ix >= 0 && ix < W) v = xn[(static_cast<int64_t>(iy) * W + ix) * C + ch];
-    xs[e] = v;
-  }
-  // The weights with K in segment order: k = 16·step + 8·(segment of the pair) + position; segment
-  // s is kernel row s / kSegsPerRow, values (s % kSegsPerRow)·8 .. +7 of its (kw, c) row; zero past it.
+  // Once per block (it loops over tiles): the weights with K in segment order, k = 16·step +
+  // 8·(segment of the pair) + position; segment s is kernel row s / kSegsPerRow, values
+  // (s % kSegsPerRow)·8 .. +7 of its (kw, c) row; zero past it. Session 41's first run staged them
+  // for each of ResNet-50 b64's 3,136 tiles: 183 us against the 224 us of the two steps it replaced.
   for (int e = threadIdx.x; e < K * G::kKPadded; e += kThreads) {
     const int nn = e / G::kKPadded, k = e - nn * G::kKPadded;
     const int seg = (k >> 4) * 2 + ((k >> 3) & 1), pos = k & 7;
@@ -129,88 +124,113 @@ __global__ void __launch_bounds__(kThreads, 2)
   // one or none of them.
   const uint32_t last_mask = 2 * t + 1 < G::kLastSegValues ? 0xffffffffu : 2 * t < G::kLastSegValues ? 0x0000ffffu : 0u;
 
-  for (int mt = mgroup; mt < G::kMTiles; mt += G::kWarpsM) {
-    const int ga = min(mt * 16 + g, G::kConvPixels - 1), gb = min(mt * 16 + g + 8, G::kConvPixels - 1);
-    const int ra = ga / G::kConvSide, sa = ga - ra * G::kConvSide;
-    const int rb = gb / G::kConvSide, sb = gb - rb * G::kConvSide;
-    const T* pa = xs + ra * S * G::kInStride + sa * S * C + 2 * t;
-    const T* pb = xs + rb * S * G::kInStride + sb * S * C + 2 * t;
-    float acc[NT][4];
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int n = tile / tiles_per_image, in_image = tile - n * tiles_per_image;
+    const int ty = in_image / tiles_w, tx = in_image - ty * tiles_w;
+    const int py0 = ty * TP, px0 = tx * TP;
+    const int r0 = py0 * PS - d.pool_pad_h, c0 = px0 * PS - d.pool_pad_w;  // conv coords of the region
+    const int iy0 = r0 * S - d.pad_h, ix0 = c0 * S - d.pad_w;              // input coords of the patch
+
+    // The input patch, zero outside the image (the conv's padding): a warp per row, its values
+    // contiguous in x.
+    const T* xn = x + static_cast<int64_t>(n) * H * W * C;
+    for (int row = warp; row < G::kInRows; row += kThreads / 32) {
+      const int iy = iy0 + row;
+      const bool row_in = iy >= 0 && iy < H;
+      const T* xr = xn + (static_cast<int64_t>(iy) * W + ix0) * C;
+      for (int col = lane; col < G::kInStride; col += 32) {
+        const int ix = ix0 + col / C;
+        T v = from_f32<T>(0.0f);
+        if (row_in && ix >= 0 && ix < W) v = xr[col];
+        xs[row * G::kInStride + col] = v;
+      }
+    }
+    __syncthreads();
+
+    for (int mt = mgroup; mt < G::kMTiles; mt += G::kWarpsM) {
+      const int ga = min(mt * 16 + g, G::kConvPixels - 1), gb = min(mt * 16 + g + 8, G::kConvPixels - 1);
+      const int ra = ga / G::kConvSide, sa = ga - ra * G::kConvSide;
+      const int rb = gb / G::kConvSide, sb = gb - rb * G::kConvSide;
+      const T* pa = xs + ra * S * G::kInStride + sa * S * C + 2 * t;
+      const T* pb = xs + rb * S * G::kInStride + sb * S * C + 2 * t;
+      float acc[NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 #pragma unroll
-    for (int ks = 0; ks < G::kKSteps; ++ks) {
-      uint32_t a[4];
+      for (int ks = 0; ks < G::kKSteps; ++ks) {
+        uint32_t a[4];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int seg = ks * 2 + half;
+          if (seg >= G::kSegs) {
+            a[2 * half] = a[2 * half + 1] = 0u;
+            continue;
+          }
+          const int off = (seg / G::kSegsPerRow) * G::kInStride + (seg % G::kSegsPerRow) * 8;
+          uint32_t va = load_pair(pa + off), vb = load_pair(pb + off);
+          if (seg % G::kSegsPerRow == G::kSegsPerRow - 1 && G::kLastSegValues < 8) {
+            va &= last_mask;
+            vb &= last_mask;
+          }
+          a[2 * half] = va;      // rows g, k 2t..2t+1 (+8 for the second segment)
+          a[2 * half + 1] = vb;  // rows g + 8
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[nt], a, bf[ks][nt][0], bf[ks][nt][1]);
+      }
+      float v[NT * 4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[nt * 4 + i] = acc[nt][i] + bs[nbase + nt * 8 + 2 * t + (i & 1)];
+      const float none[NT * 4] = {};
+      conv_util::epilogue_n<NT * 4>(v, none, false, d);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int seg = ks * 2 + half;
-        if (seg >= G::kSegs) {
-          a[2 * half] = a[2 * half + 1] = 0u;
-          continue;
+        const int row = mt * 16 + g + half * 8;
+        if (row >= G::kConvPixels) continue;
+        const int r = row / G::kConvSide, s = row - r * G::kConvSide;
+        const int cy = r0 + r, cx = c0 + s;
+        const bool inside = cy >= 0 && cy < OH && cx >= 0 && cx < OW;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const float lo = inside ? v[nt * 4 + half * 2] : -INFINITY;
+          const float hi = inside ? v[nt * 4 + half * 2 + 1] : -INFINITY;
+          *reinterpret_cast<uint32_t*>(os + row * G::kOutStride + nbase + nt * 8 + 2 * t) = pack2<T>(lo, hi);
         }
-        const int off = (seg / G::kSegsPerRow) * G::kInStride + (seg % G::kSegsPerRow) * 8;
-        uint32_t va = load_pair(pa + off), vb = load_pair(pb + off);
-        if (seg % G::kSegsPerRow == G::kSegsPerRow - 1 && G::kLastSegValues < 8) {
-          va &= last_mask;
-          vb &= last_mask;
-        }
-        a[2 * half] = va;      // rows g, k 2t..2t+1 (+8 for the second segment)
-        a[2 * half + 1] = vb;  // rows g + 8
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[nt], a, bf[ks][nt][0], bf[ks][nt][1]);
-    }
-    float v[NT * 4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[nt * 4 + i] = acc[nt][i] + bs[nbase + nt * 8 + 2 * t + (i & 1)];
-    const float none[NT * 4] = {};
-    conv_util::epilogue_n<NT * 4>(v, none, false, d);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = mt * 16 + g + half * 8;
-      if (row >= G::kConvPixels) continue;
-      const int r = row / G::kConvSide, s = row - r * G::kConvSide;
-      const int cy = r0 + r, cx = c0 + s;
-      const bool inside = cy >= 0 && cy < OH && cx >= 0 && cx < OW;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float lo = inside ? v[nt * 4 + half * 2] : -INFINITY;
-        const float hi = inside ? v[nt * 4 + half * 2 + 1] : -INFINITY;
-        *reinterpret_cast<uint32_t*>(os + row * G::kOutStride + nbase + nt * 8 + 2 * t) = pack2<T>(lo, hi);
       }
     }
-  }
-  __syncthreads();
+    __syncthreads();
 
-  // The pool (or, PK = 1, the copy out): a thread takes 8 channels of one output pixel, one 16-byte
-  // load per window tap and one 16-byte store.
-  constexpr int kPacks = K / 8;
-  T* yn = y + static_cast<int64_t>(n) * PH * PW * K;
-  for (int item = threadIdx.x; item < TP * TP * kPacks; item += kThreads) {
-    const int p = item / kPacks, kp = item - p * kPacks;
-    const int pi = p / TP, pj = p - pi * TP;
-    const int py = py0 + pi, px = px0 + pj;
-    if (py >= PH || px >= PW) continue;
-    float m[8];
+    // The pool (or, PK = 1, the copy out): a thread takes 8 channels of one output pixel, one 16-byte
+    // load per window tap and one 16-byte store.
+    constexpr int kPacks = K / 8;
+    T* yn = y + static_cast<int64_t>(n) * PH * PW * K;
+    for (int item = threadIdx.x; item < TP * TP * kPacks; item += kThreads) {
+      const int p = item / kPacks, kp = item - p * kPacks;
+      const int pi = p / TP, pj = p - pi * TP;
+      const int py = py0 + pi, px = px0 + pj;
+      if (py >= PH || px >= PW) continue;
+      float m[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) m[i] = -INFINITY;
+      for (int i = 0; i < 8; ++i) m[i] = -INFINITY;
 #pragma unroll
-    for (int dy = 0; dy < PK; ++dy)
+      for (int dy = 0; dy < PK; ++dy)
 #pragma unroll
-      for (int dx = 0; dx < PK; ++dx) {
-        float in[8];
-        conv_util::load_f32<T, 8>(os + ((pi * PS + dy) * G::kConvSide + pj * PS + dx) * G::kOutStride + kp * 8, in);
+        for (int dx = 0; dx < PK; ++dx) {
+          float in[8];
+          conv_util::load_f32<T, 8>(os + ((pi * PS + dy) * G::kConvSide + pj * PS + dx) * G::kOutStride + kp * 8, in);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) m[i] = fmaxf(m[i], in[i]);
-      }
-    T out[8];
+          for (int i = 0; i < 8; ++i) m[i] = fmaxf(m[i], in[i]);
+        }
+      T out[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = from_f32<T>(m[i]);
-    conv_util::store<T, 8>(yn + (static_cast<int64_t>(py) * PW + px) * K + kp * 8, out);
+      for (int i = 0; i < 8; ++i) out[i] = from_f32<T>(m[i]);
+      conv_util::store<T, 8>(yn + (static_cast<int64_t>(py) * PW + px) * K + kp * 8, out);
+    }
+    __syncthreads();  // the next tile's patch and conv tile overwrite what this one read
   }
 }
 
@@ -221,7 +241,7 @@ bool is_form(const StemPoolDesc& d) {
 }
 
 template <class T, class F>
-cudaError_t launch_form(const void* x, const void* w, const void* bias, void* y, const StemPoolDesc& d,
+cudaError_t launch_form(const void* x, const void* w, const void* bias, void* y, const StemPoolDesc& d, int sm_count,
                         cudaStream_t stream) {
   using G = Geometry<F>;
   auto kernel = stem_pool_nhwc<T, F>;
@@ -231,10 +251,14 @@ cudaError_t launch_form(const void* x, const void* w, const void* bias, void* y,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   const int64_t tiles_w = (d.pw + F::TP - 1) / F::TP, tiles_h = (d.ph + F::TP - 1) / F::TP;
-  const dim3 grid(static_cast<unsigned>(tiles_w * tiles_h), static_cast<unsigned>(d.n));
-  const cudaError_t e = launch_kernel(kernel, grid, dim3(kThreads), smem, stream, static_cast<const T*>(x),
-                                      static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), d,
-                                      static_cast<int>(tiles_w));
+  const int64_t tiles = tiles_w * tiles_h * d.n;
+  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  // Two blocks an SM (the launch bounds), each looping over tiles with its weights staged once.
+  const int64_t blocks = std::min<int64_t>(tiles, 2 * static_cast<int64_t>(sm_count > 0 ? sm_count : 132));
+  const cudaError_t e = launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, stream,
+                                      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
+                                      static_cast<T*>(y), d, static_cast<int>(tiles_w),
+                                      static_cast<int>(tiles_w * tiles_h), static_cast<int>(tiles));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -257,21 +281,21 @@ bool stem_pool_supported(const StemPoolDesc& d) {
   if (d.pad_h < 0 || d.pad_w < 0 || d.pad_h >= d.kh || d.pad_w >= d.kw || d.pool_pad_h < 0 || d.pool_pad_w < 0 ||
       d.pool_pad_h >= d.pool_kh || d.pool_pad_w >= d.pool_kw)
     return false;
-  // int32 coordinates and per-image offsets; the grid's y dim (images).
+  // int32 coordinates and per-image offsets.
   constexpr int64_t kMax = (int64_t{1} << 31) - 1;
-  return d.n >= 0 && d.n <= 65535 && d.h * d.w * d.c < kMax && d.h < kMax / 4 && d.w < kMax / 4 &&
+  return d.n >= 0 && d.n < kMax / 4 && d.h * d.w * d.c < kMax && d.h < kMax / 4 && d.w < kMax / 4 &&
          d.ph * d.pw * d.k < kMax && d.oh < kMax / 4 && d.ow < kMax / 4;
 }
 
 cudaError_t launch_stem_pool_conv(FloatType t, const void* x, const void* w, const void* bias, void* y,
-                                  const StemPoolDesc& d, cudaStream_t stream) {
+                                  const StemPoolDesc& d, int sm_count, cudaStream_t stream) {
   if (!stem_pool_supported(d) || (t != FloatType::kF16 && t != FloatType::kBF16)) return cudaErrorInvalidValue;
   if (d.n == 0 || d.ph == 0 || d.pw == 0) return cudaSuccess;
   cudaError_t e = cudaErrorInvalidValue;
   dispatch_form(d, [&](auto form) {
     using F = decltype(form);
-    e = t == FloatType::kF16 ? launch_form<__half, F>(x, w, bias, y, d, stream)
-                             : launch_form<__nv_bfloat16, F>(x, w, bias, y, d, stream);
+    e = t == FloatType::kF16 ? launch_form<__half, F>(x, w, bias, y, d, sm_count, stream)
+                             : launch_form<__nv_bfloat16, F>(x, w, bias, y, d, sm_count, stream);
   });
   return e;
 }

@@ -12,7 +12,8 @@
 // tensor that the max pool read back (61 us) to write a quarter of it. Here the conv output stays
 // in shared memory: the kernel reads ~19 MB and writes ~26 MB.
 //
-// The kernel: one block per 8x8 tile of pooled outputs (16x16 without a pool) and image, all channels. It computes the
+// The kernel: a block per 8x8 tile of pooled outputs (16x16 without a pool) and image, all channels;
+// two blocks an SM loop over the tiles, staging the weights once. It computes the
 // 17x17 conv outputs the tile's windows cover (the one-row halo is recomputed by the neighbour,
 // 13% more work) as an implicit GEMM on the tensor cores (mma.sync m16n8k16, fp32 accumulation):
 // M = the 289 conv pixels, N = 64, K = the 7 kernel rows x 21 (kw, c) values, each row split into
@@ -52,8 +53,9 @@ struct StemPoolDesc {
 /// uses it). Dims left at 0 are not checked.
 bool stem_pool_supported(const StemPoolDesc& d);
 
-/// x, y channels-last; w [K, kh, kw, C]; bias [K] or null. `t` must be fp16 or bf16.
+/// x, y channels-last; w [K, kh, kw, C]; bias [K] or null. `t` must be fp16 or bf16. `sm_count` sizes
+/// the grid (two blocks an SM, each looping over tiles; 0: a default).
 cudaError_t launch_stem_pool_conv(FloatType t, const void* x, const void* w, const void* bias, void* y,
-                                  const StemPoolDesc& d, cudaStream_t stream);
+                                  const StemPoolDesc& d, int sm_count, cudaStream_t stream);
 
 }  // namespace ingot::backend::cuda

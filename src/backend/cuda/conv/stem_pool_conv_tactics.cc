@@ -19,6 +19,7 @@
 #include "backend/cuda/conv/conv_attrs.h"
 #include "backend/cuda/conv/stem_pool_conv_kernels.h"
 #include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/core/device_info.h"
 
 namespace ingot::backend::cuda {
 
@@ -153,8 +154,9 @@ class StemPoolConvTactic final : public Tactic {
     if (!stem_pool_supported(d))
       return unsupported(node.describe(), ": ", tactic, ": x ", shape_to_string(x.shape()),
                          " is past the kernel's index range or grid");
-    const cudaError_t e = launch_stem_pool_conv(c.t, x.raw(), c.w->raw(), b ? b->raw() : nullptr, y.mutable_raw(), d,
-                                                static_cast<cudaStream_t>(io.stream));
+    const cudaError_t e =
+        launch_stem_pool_conv(c.t, x.raw(), c.w->raw(), b ? b->raw() : nullptr, y.mutable_raw(), d,
+                              current_device_info().sm_count, static_cast<cudaStream_t>(io.stream));
     if (e != cudaSuccess) return internal_error(node.describe(), ": ", tactic, " launch failed: ", cudaGetErrorString(e));
     return Status::Ok();
   }

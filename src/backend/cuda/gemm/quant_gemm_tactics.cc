@@ -598,14 +598,13 @@ struct CutlassConvLayer {
   }
 };
 
-// Whether the ping-pong int8 GEMM is a candidate: only with INGOT_CUTLASS_INT8_PINGPONG=1 until its GPU
-// test (CudaQuantGemmTest.CutlassInt8FormsMatchReference, which sets it) has run on a device. The
-// autotuner keeps the fastest candidate without comparing outputs, so an unverified kernel stays off
-// the default path. Read at each call (the test sets it in-process); engines that chose it load
-// without it (create() knows the name).
+// Whether the ping-pong int8 GEMM is a candidate: yes, unless INGOT_CUTLASS_INT8_PINGPONG=0 (to compare
+// or rule it out). It was offered only with =1 until its GPU test (CudaQuantGemmTest.
+// CutlassInt8FormsMatchReference) ran on a device: it passed on an H100 in session 41 (2026-12-07).
+// Read at each call; engines that chose it load either way (create() knows the name).
 bool int8_pingpong_offered() {
   const char* v = std::getenv("INGOT_CUTLASS_INT8_PINGPONG");
-  return v && std::string(v) == "1";
+  return !(v && std::string(v) == "0");
 }
 
 // A CUTLASS int8 GEMM tactic for the layers `Layer` takes (the forms of cutlass_int8_gemm.h): the
