@@ -96,13 +96,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   // 8·(segment of the pair) + position; segment s is kernel row s / kSegsPerRow, values
   // (s % kSegsPerRow)·8 .. +7 of its (kw, c) row; zero past it. Session 41's first run staged them
   // for each of ResNet-50 b64's 3,136 tiles: 183 us against the 224 us of the two steps it replaced.
-  for (int e = threadIdx.x; e < K * G::kKPadded; e += kThreads) {
-    const int nn = e / G::kKPadded, k = e - nn * G::kKPadded;
-    const int seg = (k >> 4) * 2 + ((k >> 3) & 1), pos = k & 7;
-    const int kh = seg / G::kSegsPerRow, j = (seg - kh * G::kSegsPerRow) * 8 + pos;
-    T v = from_f32<T>(0.0f);
-    if (kh < KS && j < G::kRowValues) v = w[(nn * KS + kh) * G::kRowValues + j];
-    ws[nn * G::kWStride + k] = v;
+  for (int e = threadIdx.x; e < K * G::kWStride / 2; e += kThreads) reinterpret_cast<uint32_t*>(ws)[e] = 0u;
+  __syncthreads();
+  // w read in order (coalesced), four loads in flight a thread, scattered into the segment order.
+  constexpr int kWValues = K * KS * G::kRowValues;
+#pragma unroll 4
+  for (int e = threadIdx.x; e < kWValues; e += kThreads) {
+    const int nn = e / (KS * G::kRowValues), r = e - nn * (KS * G::kRowValues);
+    const int kh = r / G::kRowValues, j = r - kh * G::kRowValues;
+    const int seg = kh * G::kSegsPerRow + j / 8;
+    ws[nn * G::kWStride + (seg >> 1) * 16 + (seg & 1) * 8 + (j & 7)] = w[e];
   }
   for (int e = threadIdx.x; e < K; e += kThreads) bs[e] = bias ? to_f32(bias[e]) : 0.0f;
   __syncthreads();
@@ -138,6 +141,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int iy = iy0 + row;
       const bool row_in = iy >= 0 && iy < H;
       const T* xr = xn + (static_cast<int64_t>(iy) * W + ix0) * C;
+#pragma unroll
       for (int col = lane; col < G::kInStride; col += 32) {
         const int ix = ix0 + col / C;
         T v = from_f32<T>(0.0f);
