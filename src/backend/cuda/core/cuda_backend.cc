@@ -33,7 +33,12 @@ class CudaDevice : public Device {
       // Out of memory is not sticky, but it stays the thread's "last error": clear it, or the next
       // tactic's launch check (cudaGetLastError) would report this failure as its own.
       cudaGetLastError();
-      return make_status(StatusCode::kOutOfMemory, "cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(e));
+      if (e == cudaErrorMemoryAllocation)
+        return make_status(StatusCode::kOutOfMemory, "cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(e));
+      // Anything else is an earlier kernel's sticky error surfacing here (session 41: a misaligned
+      // shared-memory access read "out of memory: ... misaligned address"): say so, not OOM.
+      return make_status(StatusCode::kInternal, "cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(e),
+                         " (the device is in an error state: an earlier kernel failed)");
     }
     return p;
   }
