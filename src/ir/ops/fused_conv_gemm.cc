@@ -244,20 +244,20 @@ void register_fused_conv_gemm_ops(OpRegistry& r) {
         .attr("activation_params", AttrType::kFloats)
         .attr("residual_before_activation", AttrType::kInt);
   };
-  epilogue(r.add("FusedConv", "ingot")
-               .inputs(2, 4)
-               .outputs(1, 1)
-               .opsets(1)
-               .attr("auto_pad", AttrType::kString)
-               .attr("kernel_shape", AttrType::kInts)
-               .attr("pads", AttrType::kInts)
-               .attr("strides", AttrType::kInts)
-               .attr("dilations", AttrType::kInts)
-               .attr("group", AttrType::kInt)
+  // Conv's window attributes, which FusedConv and FusedConvPool both carry.
+  auto conv_window = [](OpSchema& s) -> OpSchema& {
+    return s.attr("auto_pad", AttrType::kString)
+        .attr("kernel_shape", AttrType::kInts)
+        .attr("pads", AttrType::kInts)
+        .attr("strides", AttrType::kInts)
+        .attr("dilations", AttrType::kInts)
+        .attr("group", AttrType::kInt)
+        .attr("channels_last", AttrType::kInt);
+  };
+  epilogue(conv_window(r.add("FusedConv", "ingot").inputs(2, 4).outputs(1, 1).opsets(1))
                .attr("transposed", AttrType::kInt)
                .attr("output_padding", AttrType::kInts)
-               .attr("output_shape", AttrType::kInts)
-               .attr("channels_last", AttrType::kInt))
+               .attr("output_shape", AttrType::kInts))
       .infer([](InferenceContext& c) -> Status {
         const int64_t transposed = c.attrs().get_int("transposed", 0);
         if (transposed != 0 && transposed != 1) return c.error("transposed must be 0 or 1, got ", transposed);
@@ -272,17 +272,7 @@ void register_fused_conv_gemm_ops(OpRegistry& r) {
         return check_epilogue(c, 3);
       })
       .doc("Conv or ConvTranspose (transposed=1) + bias + residual + activation");
-  r.add("FusedConvPool", "ingot")
-      .inputs(2, 3)
-      .outputs(1, 1)
-      .opsets(1)
-      .attr("auto_pad", AttrType::kString)
-      .attr("kernel_shape", AttrType::kInts)
-      .attr("pads", AttrType::kInts)
-      .attr("strides", AttrType::kInts)
-      .attr("dilations", AttrType::kInts)
-      .attr("group", AttrType::kInt)
-      .attr("channels_last", AttrType::kInt)
+  conv_window(r.add("FusedConvPool", "ingot").inputs(2, 3).outputs(1, 1).opsets(1))
       .attr("activation", AttrType::kString)
       .attr("activation_params", AttrType::kFloats)
       .attr("pool_kernel_shape", AttrType::kInts, true)
