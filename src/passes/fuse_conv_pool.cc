@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/ops/fused_conv_pool.h"
 #include "passes/fusion_rewrite.h"
 #include "passes/pass.h"
 #include "passes/passes.h"
@@ -51,13 +52,6 @@ bool is_max_pool(const Node* n) {
   if (is_onnx(n, "MaxPool")) return true;
   return is_ingot(n, "Pool") && n->attrs().get_string("mode", "") == "max";
 }
-
-// The pool window attributes and the FusedConvPool attribute each becomes.
-const std::pair<const char*, const char*> kPoolWindow[] = {{"kernel_shape", "pool_kernel_shape"},
-                                                           {"strides", "pool_strides"},
-                                                           {"pads", "pool_pads"},
-                                                           {"dilations", "pool_dilations"},
-                                                           {"ceil_mode", "pool_ceil_mode"}};
 
 // FusedConv attributes FusedConvPool does not take: the layer is never transposed and has no residual.
 bool is_dropped_conv_attr(const std::string& name) {
@@ -113,10 +107,7 @@ class FuseConvPool final : public Pass {
     for (const auto& [name, a] : ca.all())
       if (!is_dropped_conv_attr(name)) attrs.set(name, a);
     for (const auto& [name, a] : pool->attrs().all()) {
-      const char* to = nullptr;
-      for (const auto& [from, fused_name] : kPoolWindow)
-        if (name == from) to = fused_name;
-      if (to)
+      if (const char* to = ir::fused_pool_attr(name))
         attrs.set(to, a);
       else if (name != "auto_pad" && name != "mode" && name != "channels_last" && name != "storage_order")
         return refuse(ctx, pool, "the pooling's attribute " + name + " has no counterpart");

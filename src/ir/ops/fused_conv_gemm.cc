@@ -33,6 +33,7 @@
 // Shape inference delegates to Conv / Gemm / MatMul (FusedConvPool: to FusedConv, then ingot::Pool)
 // so there stays one shape path.
 #include "ir/ops/all_ops.h"
+#include "ir/ops/fused_conv_pool.h"
 
 namespace ingot::ir {
 
@@ -93,13 +94,6 @@ Status infer_channels_last_conv(InferenceContext& c) {
   return Status::Ok();
 }
 
-// FusedConvPool's window attributes and the ingot::Pool attribute each one is.
-const std::pair<const char*, const char*> kPoolWindowAttrs[] = {{"pool_kernel_shape", "kernel_shape"},
-                                                                {"pool_strides", "strides"},
-                                                                {"pool_pads", "pads"},
-                                                                {"pool_dilations", "dilations"},
-                                                                {"pool_ceil_mode", "ceil_mode"}};
-
 // FusedConvPool(X, W, [B]): FusedConv's inference on the node (it reads only the conv attributes),
 // then ingot::Pool's {mode "max"} on that result, run on a scratch Pool node that carries the pool_*
 // attributes under their own names: both halves keep their one shape path.
@@ -125,11 +119,7 @@ Status infer_fused_conv_pool(InferenceContext& c) {
   INGOT_RETURN_IF_ERROR(length_is("pool_pads", 2 * nsp));
   const OpSchema* pool = OpRegistry::global().find("Pool", "ingot");
   if (!pool || !pool->inference()) return c.error("no inference for ingot::Pool");
-  Attributes pool_attrs;
-  pool_attrs.set_string("mode", "max");
-  pool_attrs.set_int("channels_last", at.get_int("channels_last", 0));
-  for (const auto& [from, to] : kPoolWindowAttrs)
-    if (const Attribute* a = at.find(from)) pool_attrs.set(to, *a);
+  Attributes pool_attrs = fused_conv_pool_pool_attrs(at);
   Graph scratch("fused_conv_pool");
   Value* in = scratch.add_value("conv");
   Value* out = scratch.add_value("pool");

@@ -11,6 +11,7 @@
 #include "backend/cpu/executor.h"
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/kernels/all_kernels.h"
+#include "ir/ops/fused_conv_pool.h"
 
 namespace ingot::cpu {
 
@@ -116,14 +117,10 @@ Status fused_conv(KernelContext& k) {
 // before rounding gives the same numbers), then ingot::Pool {mode "max"} with the pool_* attributes under
 // their own names, in the same layout.
 Status fused_conv_pool(KernelContext& k) {
-  const std::string prefix = "pool_";
-  ir::Attributes conv_attrs, pool_attrs;
-  for (const auto& [name, a] : k.attrs().all()) {
-    if (name.compare(0, prefix.size(), prefix) == 0) pool_attrs.set(name.substr(prefix.size()), a);
-    else conv_attrs.set(name, a);
-  }
-  pool_attrs.set_string("mode", "max");
-  pool_attrs.set_int("channels_last", k.attrs().get_int("channels_last", 0));
+  ir::Attributes conv_attrs;
+  for (const auto& [name, a] : k.attrs().all())
+    if (!ir::is_fused_pool_attr(name)) conv_attrs.set(name, a);
+  ir::Attributes pool_attrs = ir::fused_conv_pool_pool_attrs(k.attrs());
   INGOT_ASSIGN_OR_RETURN(
       Tensor y, run_inner(k, "FusedConv", std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}, "ingot"));
   INGOT_ASSIGN_OR_RETURN(k.output(0), run_inner(k, "Pool", std::move(pool_attrs), {&y}, "ingot"));
