@@ -128,6 +128,21 @@ Status run_node_into(const ir::Node& node, const std::vector<const Tensor*>& inp
   return execute_node(node, inputs, outputs, run_subgraph, zero_fill);
 }
 
+Result<Tensor> run_inner_op(const KernelContext& k, const std::string& op_type, ir::Attributes attrs,
+                            const std::vector<const Tensor*>& inputs, const std::string& domain) {
+  ir::Graph tmp("fused_inner");
+  int64_t opset = k.node().owner() ? k.node().owner()->opset("") : 0;
+  tmp.set_opset_import("", opset > 0 ? opset : 17);
+  if (!domain.empty()) tmp.set_opset_import(domain, 1);
+  std::vector<ir::Value*> ins;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(inputs[i] ? tmp.add_value("in" + std::to_string(i)) : nullptr);
+  ir::Value* out = tmp.add_value("out");
+  const ir::Node* n = tmp.add_node(op_type, ins, {out}, std::move(attrs), k.node().name(), domain);
+  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_node(*n, inputs));
+  return outs[0];
+}
+
 namespace {
 
 // Values computed so far, with the enclosing scope for subgraphs.

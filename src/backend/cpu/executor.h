@@ -51,6 +51,12 @@ Result<std::vector<Tensor>> run_node(const ir::Node& node, const std::vector<con
 Status run_node_into(const ir::Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
                      const SubgraphRunner& run_subgraph, bool zero_fill = true);
 
+/// Runs `op_type` (in `domain`, the default one unless given) with `attrs` on `inputs` as a one-node
+/// graph of the opset of `k`'s node's graph (17 when it has none); returns its output 0. How the
+/// reference kernels of fused ops defer to the plain ops' kernels instead of repeating their math.
+Result<Tensor> run_inner_op(const KernelContext& k, const std::string& op_type, ir::Attributes attrs,
+                            const std::vector<const Tensor*>& inputs, const std::string& domain = "");
+
 /// A SubgraphRunner for control-flow nodes whose outer-scope values come from `lookup`.
 SubgraphRunner make_subgraph_runner(std::function<const Tensor*(const ir::Value*)> lookup);
 

@@ -14,6 +14,16 @@
 // Llama/Qwen2 "rotate_half" form, which ai.onnx RotaryEmbedding (opset 23) cannot state: its cos
 // and sin caches hold half a head and are indexed by position, while exported models multiply by
 // full-width [.., S, D] tensors that broadcast over X.
+//
+// LayerNormQuantize (fuse_norm_quantize) is a LayerNormalization (rms = 0) or RMSNormalization
+// (rms = 1) and the per-tensor QuantizeLinear that reads its result, in one node:
+//   LayerNormQuantize(X, scale, [B], y_scale, y_zero_point) -> [Y], Yq
+// X float32/float16/bfloat16; scale and B (absent with rms = 1) of X's type; y_scale one float
+// value; y_zero_point one int8 or float8e4m3fn value, 0, which gives Yq its type. Y is the norm
+// over the axes from `axis` on (epsilon, as the norm node computed it) in X's type, absent when
+// nothing but the quantization read it; Yq = QuantizeLinear(Y as stored, y_scale, y_zero_point)
+// with `saturate` (fp8). One kernel writes both: the int8 copy the next QuantGemm reads no longer
+// costs a pass over Y.
 #include "ir/ops/all_ops.h"
 #include "ir/ops/attention_views.h"
 #include "ir/ops/rotary.h"
@@ -83,6 +93,43 @@ Status infer_rotary_embedding(InferenceContext& c) {
   return c.propagate_same(0, 0);
 }
 
+Status infer_layer_norm_quantize(InferenceContext& c) {
+  const DataType t = c.input_dtype(0);
+  if (t != DataType::kUndefined && t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+    return c.error("X must be float32, float16 or bfloat16, got ", data_type_name(t));
+  const int64_t rms = c.attrs().get_int("rms", 0), saturate = c.attrs().get_int("saturate", 1);
+  if (rms != 0 && rms != 1) return c.error("rms must be 0 or 1, got ", rms);
+  if (saturate != 0 && saturate != 1) return c.error("saturate must be 0 or 1, got ", saturate);
+  if (rms && c.has_input(2)) return c.error("rms = 1 (RMSNormalization) takes no B");
+  const char* names[] = {"X", "scale", "B", "y_scale", "y_zero_point"};
+  for (size_t i = 1; i < 3; ++i) {
+    const DataType p = c.input_dtype(i);
+    if (c.has_input(i) && t != DataType::kUndefined && p != DataType::kUndefined && p != t)
+      return c.error(names[i], " is ", data_type_name(p), " but X is ", data_type_name(t));
+  }
+  if (!c.has_input(3) || !c.has_input(4)) return c.error("y_scale and y_zero_point (inputs 3 and 4) are required");
+  const DataType st = c.input_dtype(3), q = c.input_dtype(4);
+  if (st != DataType::kUndefined && !is_float(st)) return c.error("y_scale must be float, got ", data_type_name(st));
+  if (q != DataType::kUndefined && q != DataType::kInt8 && q != DataType::kFloat8E4M3FN)
+    return c.error("y_zero_point must be int8 or float8e4m3fn, got ", data_type_name(q));
+  for (size_t i = 3; i < 5; ++i) {
+    const Shape& s = c.input_shape(i);
+    if (!s.rank_known()) continue;
+    int64_t n = 1;
+    for (size_t d = 0; d < s.rank(); ++d) n = s[d].is_known() ? n * s[d].value() : -1;
+    if (n >= 0 && n != 1) return c.error(names[i], " must hold one element, got shape ", s.to_string());
+  }
+  if (const Tensor* z = c.input_value(4))
+    if (z->numel() == 1 && z->get_f64(0) != 0.0) return c.error("y_zero_point must be 0, got ", z->get_f64(0));
+  const Shape& x = c.input_shape(0);
+  const int64_t axis = c.attrs().get_int("axis", -1);
+  if (x.rank_known() && !normalize_axis(axis, static_cast<int64_t>(x.rank())).ok())
+    return c.error("axis ", axis, " out of range for rank ", x.rank());
+  if (c.has_output(0)) c.set_output(0, t, x);
+  c.set_output(1, q, x);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_fused_pattern_ops(OpRegistry& r) {
@@ -98,6 +145,16 @@ void register_fused_pattern_ops(OpRegistry& r) {
       .attr("stash_type", AttrType::kInt)
       .infer(same_as_onnx("RMSNormalization"))
       .doc("ai.onnx RMSNormalization for models below opset 23");
+  // B (input 2) may be absent between scale and y_scale, so only X and scale count as required.
+  r.add("LayerNormQuantize", "ingot").inputs(2, 5).outputs(2, 2).opsets(1)
+      .attr("axis", AttrType::kInt)
+      .attr("epsilon", AttrType::kFloat)
+      .attr("rms", AttrType::kInt)
+      .attr("saturate", AttrType::kInt)
+      .infer(infer_layer_norm_quantize)
+      .doc("LayerNormalization (rms=0) or RMSNormalization (rms=1) over the axes from `axis` on, then the "
+           "per-tensor QuantizeLinear of its result: Y (optional) in X's type, Yq = QuantizeLinear(Y, y_scale, "
+           "y_zero_point = 0) in y_zero_point's type (int8 or float8e4m3fn)");
   r.add("Gelu", "ingot").inputs(1, 1).outputs(1, 1).opsets(1)
       .attr("approximate", AttrType::kString)
       .infer(same_as_onnx("Gelu"))

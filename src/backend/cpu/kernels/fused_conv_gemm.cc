@@ -17,23 +17,6 @@ namespace ingot::cpu {
 
 namespace {
 
-// Runs `op_type` (in `domain`, the default one unless given) with `attrs` on `inputs`, using the
-// opset of the fused node's graph.
-Result<Tensor> run_inner(const KernelContext& k, const std::string& op_type, ir::Attributes attrs,
-                         const std::vector<const Tensor*>& inputs, const std::string& domain = "") {
-  ir::Graph tmp("fused_inner");
-  int64_t opset = k.node().owner() ? k.node().owner()->opset("") : 0;
-  tmp.set_opset_import("", opset > 0 ? opset : 17);
-  if (!domain.empty()) tmp.set_opset_import(domain, 1);
-  std::vector<ir::Value*> ins;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    ins.push_back(inputs[i] ? tmp.add_value("in" + std::to_string(i)) : nullptr);
-  ir::Value* out = tmp.add_value("out");
-  const ir::Node* n = tmp.add_node(op_type, ins, {out}, std::move(attrs), k.node().name(), domain);
-  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_node(*n, inputs));
-  return outs[0];
-}
-
 // y = act(y + bias [+ residual]) [+ residual], in place. `bias` broadcasts to y's shape along
 // `bias_axis` (a 1-D tensor) or numpy-style when bias_axis < 0; `bias_scale` multiplies it.
 Status apply_epilogue(KernelContext& k, Tensor& y, const Tensor* bias, int64_t bias_axis, double bias_scale,
@@ -100,13 +83,13 @@ Status fused_conv(KernelContext& k) {
     if (k.input(3)) {
       INGOT_ASSIGN_OR_RETURN(r, permute_dims(*k.input(3), ir::channels_first_perm(n)));
     }
-    INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, "Conv", std::move(conv_attrs), {&x, &w, k.input(2)}));
+    INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner_op(k, "Conv", std::move(conv_attrs), {&x, &w, k.input(2)}));
     INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3) ? &r : nullptr));
     INGOT_ASSIGN_OR_RETURN(k.output(0), permute_dims(y, ir::channels_last_perm(n)));
     return Status::Ok();
   }
   // Bias goes through Conv / ConvTranspose itself: it is part of the layer's own semantics.
-  INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner(k, layer, std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}));
+  INGOT_ASSIGN_OR_RETURN(Tensor y, run_inner_op(k, layer, std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}));
   INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3)));
   k.output(0) = y;
   return Status::Ok();
@@ -122,8 +105,8 @@ Status fused_conv_pool(KernelContext& k) {
     if (!ir::is_fused_pool_attr(name)) conv_attrs.set(name, a);
   ir::Attributes pool_attrs = ir::fused_conv_pool_pool_attrs(k.attrs());
   INGOT_ASSIGN_OR_RETURN(
-      Tensor y, run_inner(k, "FusedConv", std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}, "ingot"));
-  INGOT_ASSIGN_OR_RETURN(k.output(0), run_inner(k, "Pool", std::move(pool_attrs), {&y}, "ingot"));
+      Tensor y, run_inner_op(k, "FusedConv", std::move(conv_attrs), {k.input(0), k.input(1), k.input(2)}, "ingot"));
+  INGOT_ASSIGN_OR_RETURN(k.output(0), run_inner_op(k, "Pool", std::move(pool_attrs), {&y}, "ingot"));
   return Status::Ok();
 }
 
@@ -134,12 +117,13 @@ Status fused_gemm(KernelContext& k) {
   Tensor y;
   if (kind == "gemm") {
     // C is Gemm's own input; Gemm broadcasts it (unidirectionally) to [M, N].
-    INGOT_ASSIGN_OR_RETURN(y, run_inner(k, "Gemm", copy_except(k.attrs(), drop), {k.input(0), k.input(1), k.input(2)}));
+    INGOT_ASSIGN_OR_RETURN(
+        y, run_inner_op(k, "Gemm", copy_except(k.attrs(), drop), {k.input(0), k.input(1), k.input(2)}));
     INGOT_RETURN_IF_ERROR(apply_epilogue(k, y, nullptr, -1, 1.0, k.input(3)));
   } else if (kind == "matmul") {
     if (k.attrs().get_int("transA", 0) || k.attrs().get_int("transB", 0))
       return k.unsupported_case("transA/transB are not supported with kind 'matmul'");
-    INGOT_ASSIGN_OR_RETURN(y, run_inner(k, "MatMul", {}, {k.input(0), k.input(1)}));
+    INGOT_ASSIGN_OR_RETURN(y, run_inner_op(k, "MatMul", {}, {k.input(0), k.input(1)}));
     double alpha = k.attrs().get_float("alpha", 1.0f);
     if (alpha != 1.0)
       for (int64_t i = 0; i < y.numel(); ++i) y.set_f64(i, alpha * y.get_f64(i));

@@ -1,13 +1,14 @@
 // Copyright ingot authors. Apache-2.0.
 //
-// Reference kernels for the ops the pattern-recognition passes create (see
-// src/ir/ops/fused_pattern.cc). The ingot twins of ai.onnx ops run the ai.onnx
+// Reference kernels for the ops the pattern-recognition passes (and fuse_norm_quantize) create
+// (see src/ir/ops/fused_pattern.cc). The ingot twins of ai.onnx ops run the ai.onnx
 // reference kernel on the same context: their inputs and attributes are laid
 // out identically, so there is one implementation to trust.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/executor.h"
 #include "backend/cpu/kernel_util.h"
 #include "backend/cpu/kernels/all_kernels.h"
 #include "ir/ops/attention_views.h"
@@ -202,6 +203,32 @@ Status rotary_embedding(KernelContext &k) {
   return Status::Ok();
 }
 
+// ingot::LayerNormQuantize: the norm's own reference kernel (ingot's twin, which every opset has),
+// then QuantizeLinear's on Y as stored, so the fused node gives what the two nodes gave, bit for bit.
+Status layer_norm_quantize(KernelContext &k) {
+  if (!k.has_input(3) || !k.has_input(4))
+    return k.error("y_scale and y_zero_point (inputs 3 and 4) are required");
+  const bool rms = k.attrs().get_int("rms", 0) != 0;
+  ir::Attributes norm;
+  for (const char *name : {"axis", "epsilon"})
+    if (const ir::Attribute *a = k.attrs().find(name))
+      norm.set(name, *a);
+  std::vector<const Tensor *> ins = {k.input(0), k.input(1)};
+  if (!rms)
+    ins.push_back(k.input(2));
+  INGOT_ASSIGN_OR_RETURN(
+      Tensor y, run_inner_op(k, rms ? "RMSNormalization" : "LayerNormalization", std::move(norm), ins, "ingot"));
+  // One scale and zero point, as scalars: QuantizeLinear's per-tensor form at any opset.
+  INGOT_ASSIGN_OR_RETURN(Tensor scale, k.input(3)->reshaped({}));
+  INGOT_ASSIGN_OR_RETURN(Tensor zero, k.input(4)->reshaped({}));
+  ir::Attributes quantize;
+  quantize.set_int("saturate", k.attrs().get_int("saturate", 1));
+  INGOT_ASSIGN_OR_RETURN(k.output(1), run_inner_op(k, "QuantizeLinear", std::move(quantize), {&y, &scale, &zero}));
+  if (k.has_output(0))
+    k.output(0) = std::move(y);
+  return Status::Ok();
+}
+
 } // namespace
 
 void register_fused_pattern_kernels(KernelRegistry &r) {
@@ -212,6 +239,7 @@ void register_fused_pattern_kernels(KernelRegistry &r) {
   r.add("SwiGLU", swiglu_packed, "ingot");
   r.add("Attention", attention_4d, "ingot");
   r.add("RotaryEmbedding", rotary_embedding, "ingot");
+  r.add("LayerNormQuantize", layer_norm_quantize, "ingot");
 }
 
 } // namespace ingot::cpu
