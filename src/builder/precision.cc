@@ -61,11 +61,21 @@ const Rule* find_rule(const ir::Node& n) {
       {"Silu", {Role::kCompute, {}, {0}}},      {"LayerNormalization", {Role::kCompute, {}, {0}}},
       {"RMSNormalization", {Role::kCompute, {}, {0}}}, {"Pointwise", {Role::kCompute, {}, {0}}},
       {"RotaryEmbedding", {Role::kCompute, {}, {0}}}, {"SwiGLU", {Role::kCompute, {}, {0}}},
-      {"QuantGemm", kQuantLayer},               {"QuantConv", kQuantLayer}};
+      {"QuantGemm", kQuantLayer},               {"QuantConv", kQuantLayer},
+      // X, scale and B take the type, as a LayerNorm's do; Y (when present) too; y_scale stays fp32
+      // and Yq 8-bit. Without Y it still computes in X's type: see computes_without_float_output.
+      {"LayerNormQuantize", {Role::kCompute, {0, 1, 2}, {0}}}};
   const auto& table = n.domain().empty() ? kOnnx : n.domain() == "ingot" ? kIngot : kOnnx;
   if (!n.domain().empty() && n.domain() != "ingot") return nullptr;
   auto it = table.find(n.op_type());
   return it == table.end() ? nullptr : &it->second;
+}
+
+// A node whose float outputs may all be absent while it still computes in its float inputs' type:
+// a LayerNormQuantize whose norm output nothing but the quantization read (what the norm and
+// QuantizeLinear it stands for computed in the reduced type, it must too).
+bool computes_without_float_output(const ir::Node& n) {
+  return n.domain() == "ingot" && n.op_type() == "LayerNormQuantize";
 }
 
 bool is_quant_layer(const ir::Node& n) {
@@ -146,6 +156,10 @@ class Lowering {
         for (size_t i = 1; i < 3; ++i)
           if (node->input(i)) work.push_back(node->input(i));
     }
+    for (const auto& node : g_.nodes())  // a LayerNormQuantize's y_scale and y_zero_point
+      if (computes_without_float_output(*node))
+        for (size_t i = 3; i < 5 && i < node->inputs().size(); ++i)
+          if (node->input(i)) work.push_back(node->input(i));
     while (!work.empty()) {
       const ir::Value* v = work.back();
       work.pop_back();
@@ -176,7 +190,7 @@ class Lowering {
       if (!rule) continue;
       std::vector<int> ins = float_slots(node->inputs(), rule->data_inputs);
       std::vector<int> outs = float_slots(node->outputs(), rule->data_outputs);
-      if (outs.empty()) continue;
+      if (outs.empty() && !(computes_without_float_output(*node) && !ins.empty())) continue;
       DataType forced = forced_for(*node, o_, &matched_);
       DataType target = forced != DataType::kUndefined ? forced : exact.count(node) ? DataType::kFloat32 : o_.reduced;
       if (target == DataType::kUndefined) continue;

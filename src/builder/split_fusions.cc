@@ -20,6 +20,7 @@ bool is_fused_layer(const ir::Node& n) {
 
 bool is_quant_gemm(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantGemm"; }
 bool is_quant_conv(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "QuantConv"; }
+bool is_norm_quantize(const ir::Node& n) { return n.domain() == "ingot" && n.op_type() == "LayerNormQuantize"; }
 
 // FusedConv/FusedGemm inputs: X|A, W|B, bias|C, residual.
 constexpr size_t kBiasInput = 2, kResidualInput = 3;
@@ -174,6 +175,43 @@ class Splitter {
       std::string more;
       INGOT_ASSIGN_OR_RETURN(bool again, split(layer, &more));
       if (again) *note += "; " + more;
+    }
+    return true;
+  }
+
+  // Splits ingot::LayerNormQuantize when the backend has no device tactic for it: the norm it stands
+  // for (ingot's LayerNormalization or RMSNormalization, which every opset has) and a QuantizeLinear
+  // of the norm's output, which take over its outputs' readers, graph-output slots and names.
+  Result<bool> split_norm_quantize(ir::Node* n, std::string* note) {
+    if (runs_on_device(*n)) return false;
+    const ir::Attributes& at = n->attrs();
+    const bool rms = at.get_int("rms", 0) != 0;
+    const std::string base = n->name().empty() ? "norm" : n->name();
+    ir::Attributes norm_attrs;
+    for (const char* k : {"axis", "epsilon"})
+      if (const ir::Attribute* a = at.find(k)) norm_attrs.set(k, *a);
+    ir::Value* x = n->input(0);
+    std::vector<ir::Value*> ins = {x, n->input(1)};
+    if (!rms && n->input(2)) ins.push_back(n->input(2));
+    ir::Value* y = g_.add_value(passes::unique_value_name(g_, base + "/norm"), x->dtype(), x->shape());
+    const char* norm_op = rms ? "RMSNormalization" : "LayerNormalization";
+    ir::Node* norm = g_.add_node(norm_op, ins, {y}, std::move(norm_attrs), base, "ingot");
+    norm->absorb_origins(*n);
+    ir::Attributes q_attrs;
+    if (at.get_int("saturate", 1) != 1) q_attrs.set_int("saturate", 0);
+    ir::Value* yq = n->output(1);
+    ir::Value* q = g_.add_value(passes::unique_value_name(g_, base + "/quantize"), yq->dtype(), yq->shape());
+    g_.add_node("QuantizeLinear", {y, n->input(3), n->input(4)}, {q}, std::move(q_attrs), base + "/quantize");
+    std::vector<std::pair<ir::Value*, ir::Value*>> moved = {{yq, q}};
+    if (n->output(0)) moved.push_back({n->output(0), y});
+    *note = n->describe() + ": the " + be_.name() + " backend has no fused norm and quantization for it; it runs as " +
+            norm_op + " and QuantizeLinear";
+    for (auto& [old, now] : moved) g_.replace_all_uses(old, now);
+    INGOT_RETURN_IF_ERROR(g_.remove_node(n));
+    for (auto& [old, now] : moved) {
+      const std::string name = old->name();
+      g_.rename_value(old, "");
+      g_.rename_value(now, name);
     }
     return true;
   }
@@ -404,16 +442,20 @@ bool has_device_tactic(const backend::Backend& be, const ir::Node& n, DataType r
   std::vector<ir::TensorType> types = backend::node_input_types(n);
   if (device(types)) return true;
   ir::Value* y = n.output(0);
-  if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || !y) return false;
+  const bool norm_quant = is_norm_quantize(n);  // its Y (output 0) may be absent
+  if ((reduced != DataType::kFloat16 && reduced != DataType::kBFloat16) || (!y && !norm_quant)) return false;
   // What precision lowering makes of it (precision.cc's rules): the float inputs and output in the
   // reduced type, a quantized layer's scales (inputs 2, 3, 6, 7) in fp32; with an 8-bit output, only
-  // a QuantConv's residual, which it reads in any float type.
+  // a QuantConv's residual, which it reads in any float type; a LayerNormQuantize's X, scale and B
+  // (not y_scale), and its Y where it has one.
   const bool quant = is_quant_gemm(n) || is_quant_conv(n);
-  const bool float_y = y->dtype() == DataType::kFloat32;
-  if (!float_y && !(is_quant_conv(n) && n.inputs().size() > 6 && n.input(6))) return false;
+  const bool float_y = y && y->dtype() == DataType::kFloat32;
+  if (!float_y && !norm_quant && !(is_quant_conv(n) && n.inputs().size() > 6 && n.input(6))) return false;
   bool changed = false;
   for (size_t i = 0; i < types.size(); ++i) {
-    const bool lowered = float_y ? !(quant && (i == 2 || i == 3 || i == 6 || i == 7)) : i == kQuantResidualInput;
+    const bool lowered = norm_quant ? i < 3
+                         : float_y  ? !(quant && (i == 2 || i == 3 || i == 6 || i == 7))
+                                    : i == kQuantResidualInput;
     if (types[i].dtype == DataType::kFloat32 && lowered) {
       types[i].dtype = reduced;
       changed = true;
@@ -431,14 +473,15 @@ Status split_host_fusions(ir::Graph& g, const backend::Backend& be, SplitReport*
                           bool channels_last) {
   std::vector<ir::Node*> fused;
   for (const auto& n : g.nodes())
-    if (is_fused_layer(*n) || is_quant_gemm(*n) || is_quant_conv(*n)) fused.push_back(n.get());
+    if (is_fused_layer(*n) || is_quant_gemm(*n) || is_quant_conv(*n) || is_norm_quantize(*n)) fused.push_back(n.get());
   Splitter splitter(g, be, reduced, channels_last);
   bool changed = false;
   for (ir::Node* n : fused) {
     std::string note;
-    INGOT_ASSIGN_OR_RETURN(bool done, is_quant_gemm(*n)   ? splitter.split_quant(n, &note)
-                                      : is_quant_conv(*n) ? splitter.split_quant_conv(n, &note)
-                                                          : splitter.split(n, &note));
+    INGOT_ASSIGN_OR_RETURN(bool done, is_quant_gemm(*n)      ? splitter.split_quant(n, &note)
+                                      : is_quant_conv(*n)    ? splitter.split_quant_conv(n, &note)
+                                      : is_norm_quantize(*n) ? splitter.split_norm_quantize(n, &note)
+                                                             : splitter.split(n, &note));
     if (!done) continue;
     changed = true;
     if (report) {

@@ -45,7 +45,8 @@ bool ask_channels_last_twin(ir::Graph& g, const ir::Node& n, const std::function
 
 /// Splits every FusedConv / FusedGemm of `g` that `be` would run only on its host fallback, and
 /// every QuantGemm / QuantConv it has no device tactic for (into DequantizeLinear and the float
-/// layer: MatMul and its epilogue ops, or a FusedConv split further as needed). The
+/// layer: MatMul and its epilogue ops, or a FusedConv split further as needed), and every
+/// LayerNormQuantize it has no device tactic for (into the norm and a QuantizeLinear). The
 /// builder calls it before precision lowering with the reduced type it may lower to (so a layer
 /// whose fused form runs only in fp16 is kept, and one the backend lacks in every type is split
 /// before the precision pass decides its type), and again after it at the final types. The

@@ -40,6 +40,7 @@ std::unique_ptr<Pass> make_attention_strided_views(); // attention_strided_views
 std::unique_ptr<Pass> make_pack_rotary_qkv();       // pack_rotary_qkv.cc
 std::unique_ptr<Pass> make_fuse_pointwise();        // fuse_pointwise.cc
 std::unique_ptr<Pass> make_fuse_quant_gemm();       // fuse_quant_gemm.cc
+std::unique_ptr<Pass> make_fuse_norm_quantize();    // fuse_norm_quantize.cc
 /// Whether a fused node (still in the graph) should replace `parts`; `why` says why not. An error stops the pass.
 using FusionCheck =
     std::function<Result<bool>(const ir::Node& fused, const std::vector<const ir::Node*>& parts, std::string* why)>;

@@ -57,6 +57,11 @@ PassManager default_pipeline() {
   //    It folds a quantized conv's BatchNormalization into its per-channel scale itself (the
   //    8-bit weights cannot take it), so it runs before fold_batchnorm.
   pm.add(make_fuse_quant_gemm());
+  //    A LayerNorm / RMSNorm then writes the 8-bit copy of its output that the next quantized GEMMs
+  //    read, in the same kernel: the QuantizeLinear it fuses is in place by now in both routes
+  //    (insert_qdq wrote it before the pipeline; an explicit Q/DQ model has it), recognize_layernorm
+  //    has made the norm one node, and fuse_quant_gemm has just taken the DequantizeLinear after it.
+  pm.add(make_fuse_norm_quantize());
   pm.add(make_fold_batchnorm());
   //    1-D convolutions as 2-D ones of height 1 (after BatchNorm folds into them, before their
   //    epilogues fuse), so channels-last regions and the 2-D conv kernels take them too.

@@ -78,8 +78,9 @@ Result<std::vector<Tensor>> run_norm_quantize(const std::vector<const Tensor*>& 
   g.set_opset_import("ingot", 1);
   std::vector<ir::Value*> vals;
   for (size_t i = 0; i < ins.size(); ++i)
-    vals.push_back(ins[i] ? g.add_input("in" + std::to_string(i), ins[i]->dtype(), Shape::from_concrete(ins[i]->shape()))
-                          : nullptr);
+    vals.push_back(ins[i]
+                       ? g.add_input("in" + std::to_string(i), ins[i]->dtype(), Shape::from_concrete(ins[i]->shape()))
+                       : nullptr);
   ir::Value* y = with_y ? g.add_value("y") : nullptr;
   const ir::Node* n = g.add_node("LayerNormQuantize", vals, {y, g.add_value("yq")}, attrs, "lnq", "ingot");
   INGOT_RETURN_IF_ERROR(ir::infer_node(*n));
@@ -172,7 +173,8 @@ std::string inference_error(DataType x, DataType gamma, bool bias, DataType scal
                                  bias ? g.add_input("b", gamma, Shape({8})) : nullptr,
                                  with_scale ? g.add_input("s", scale_type, Shape::from_concrete(scale_shape)) : nullptr,
                                  g.add_initializer("z", zero)};
-  const ir::Node* n = g.add_node("LayerNormQuantize", ins, {g.add_value("y"), g.add_value("yq")}, attrs, "lnq", "ingot");
+  const ir::Node* n =
+      g.add_node("LayerNormQuantize", ins, {g.add_value("y"), g.add_value("yq")}, attrs, "lnq", "ingot");
   Status st = ir::infer_node(*n);
   if (st.ok()) {
     EXPECT_EQ(n->output(1)->dtype(), zero.dtype());
