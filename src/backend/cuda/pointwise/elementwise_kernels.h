@@ -95,11 +95,28 @@ cudaError_t launch_where(FloatType t, const uint8_t* cond, const void* x, const 
 cudaError_t launch_softmax(FloatType t, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                            cudaStream_t stream);
 
+/// A quantized copy a norm kernel writes beside (or instead of) its float output:
+/// yq = QuantizeLinear(y as stored, scale, zero point 0), exactly as the QuantizeLinear kernels
+/// compute it (quant_convert.cuh): the quotient y / scale rounded to `quotient` (y's type when
+/// the scale has it, else f32), then int8 round-half-even saturated, or float8e4m3fn nearest-even
+/// (saturated to +-448, or NaN without `saturate`). ingot::LayerNormQuantize's output 1.
+enum class NormQuant : int32_t { kNone = 0, kInt8, kFloat8E4M3FN };
+struct NormQuantOutput {
+  NormQuant type = NormQuant::kNone;
+  void* yq = nullptr;             ///< device, one byte per element of y
+  const void* scale = nullptr;    ///< device, one value of scale_type
+  FloatType scale_type = FloatType::kF32;
+  FloatType quotient = FloatType::kF32;
+  bool saturate = true;
+};
+
 /// LayerNormalization of each contiguous row of `len` elements (rows = outer); gamma and the
 /// optional beta (nullptr) hold `len` elements of type `t`. rms: RMSNormalization instead
-/// (x / sqrt(mean(x^2) + epsilon) * gamma; beta ignored).
+/// (x / sqrt(mean(x^2) + epsilon) * gamma; beta ignored). q (optional): also write the quantized
+/// copy; y may then be null (not stored).
 cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, const void* beta, void* y, int64_t outer,
-                             int64_t len, float epsilon, cudaStream_t stream, bool rms = false);
+                             int64_t len, float epsilon, cudaStream_t stream, bool rms = false,
+                             const NormQuantOutput* q = nullptr);
 
 /// y = transpose(x): y's dims are out_dims; in_strides[d] is x's element stride along the input
 /// dim that becomes output dim d. Elements of 1, 2, 4 or 8 bytes (any dtype of those widths).

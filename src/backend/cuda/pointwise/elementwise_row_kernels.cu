@@ -13,6 +13,7 @@
 #include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
 #include "backend/cuda/pointwise/transpose_plan.h"
+#include "backend/cuda/quant/quant_convert.cuh"
 
 namespace ingot::backend::cuda {
 namespace ew {
@@ -94,17 +95,32 @@ __global__ void softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t 
   }
 }
 
+// The quantized copy of a norm's stored output (NormQuantOutput): the scale, rounded to the
+// quotient type, read once per thread.
+template <NormQuant kQ>
+__device__ __forceinline__ float norm_quant_scale(const NormQuantOutput& q) {
+  if constexpr (kQ == NormQuant::kNone) return 1.0f;
+  else return qconv::round_to(q.quotient, qconv::load_as_f32(q.scale_type, q.scale));
+}
+template <NormQuant kQ>
+__device__ __forceinline__ uint8_t norm_quant_byte(const NormQuantOutput& q, float stored, float scale) {
+  const float v = qconv::round_to(q.quotient, stored / scale);
+  if constexpr (kQ == NormQuant::kFloat8E4M3FN) return qconv::f32_to_e4m3(v, q.saturate);
+  else return static_cast<uint8_t>(qconv::quantize_int(v, 0.0f, -128.0f, 127.0f));
+}
+
 // Two-pass mean and variance (no cancellation from E[x^2] - E[x]^2).
 // rms: RMSNormalization (no mean, no beta): x / sqrt(mean(x^2) + eps) * gamma.
-template <class T>
+// kQ: also the quantized copy of y (y itself may be null).
+template <class T, NormQuant kQ = NormQuant::kNone>
 __global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int64_t len,
-                                 float epsilon, bool rms) {
+                                 float epsilon, bool rms, NormQuantOutput q) {
   INGOT_KERNEL_ENTRY();
   __shared__ float red[32];
   const float inv_len = 1.0f / static_cast<float>(len);
+  const float qs = norm_quant_scale<kQ>(q);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
-    T* yr = y + r * len;
     float mean = 0.0f;
     if (!rms) {
       float s = 0.0f;
@@ -120,7 +136,10 @@ __global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
       float o = (to_f32(xr[j]) - mean) * rstd * to_f32(gamma[j]);
       if (beta) o += to_f32(beta[j]);
-      yr[j] = from_f32<T>(o);
+      const T stored = from_f32<T>(o);
+      if (y) y[r * len + j] = stored;
+      if constexpr (kQ != NormQuant::kNone)
+        static_cast<uint8_t*>(q.yq)[r * len + j] = norm_quant_byte<kQ>(q, to_f32(stored), qs);
     }
   }
 }
@@ -131,9 +150,10 @@ __global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y
 // reached 325 GB/s at 8192 rows). Loads and stores are 16 bytes; x is read from memory once.
 // kRms: RMSNormalization (no mean, no beta; Llama's [tokens, 512..8192] rows: the block-per-row
 // norm kernel took 13 us for 4096 x 512 fp16 on the H200, ~6x its memory time).
-template <class T, int kChunks, bool kRms = false>
+// kQ: also the quantized copy of y, kVec bytes a store (y itself may be null).
+template <class T, int kChunks, bool kRms = false, NormQuant kQ = NormQuant::kNone>
 __global__ void layernorm_warp_kernel(const T* x, const T* gamma, const T* beta, T* y, int64_t rows, int len,
-                                      float epsilon) {
+                                      float epsilon, NormQuantOutput q) {
   INGOT_KERNEL_ENTRY();
   constexpr int kVec = 16 / sizeof(T);
   using V = Pack<T, kVec>;
@@ -141,7 +161,6 @@ __global__ void layernorm_warp_kernel(const T* x, const T* gamma, const T* beta,
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= rows) return;
   const T* xr = x + r * len;
-  T* yr = y + r * len;
   float v[kChunks][kVec];
   float s = 0.0f;
 #pragma unroll
@@ -158,18 +177,22 @@ __global__ void layernorm_warp_kernel(const T* x, const T* gamma, const T* beta,
   }
   const float inv_len = 1.0f / static_cast<float>(len);
   const float mean = kRms ? 0.0f : warp_sum(s) * inv_len;
-  float q = 0.0f;
+  float sq = 0.0f;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     if ((c * 32 + lane) * kVec < len) {
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         const float d = v[c][e] - mean;
-        q += d * d;
+        sq += d * d;
       }
     }
   }
-  const float rstd = 1.0f / sqrtf(warp_sum(q) * inv_len + epsilon);
+  const float rstd = 1.0f / sqrtf(warp_sum(sq) * inv_len + epsilon);
+  const float qs = norm_quant_scale<kQ>(q);
+  struct alignas(kVec) Bytes {
+    uint8_t b[kVec];
+  };
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * 32 + lane) * kVec;
@@ -178,13 +201,17 @@ __global__ void layernorm_warp_kernel(const T* x, const T* gamma, const T* beta,
       V b;
       if (!kRms && beta) b = *reinterpret_cast<const V*>(beta + j);
       V o;
+      Bytes ob;
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         float t = (v[c][e] - mean) * rstd * to_f32(g.v[e]);
         if (!kRms && beta) t += to_f32(b.v[e]);
         o.v[e] = from_f32<T>(t);
+        if constexpr (kQ != NormQuant::kNone) ob.b[e] = norm_quant_byte<kQ>(q, to_f32(o.v[e]), qs);
       }
-      *reinterpret_cast<V*>(yr + j) = o;
+      if (y) *reinterpret_cast<V*>(y + r * len + j) = o;
+      if constexpr (kQ != NormQuant::kNone)
+        *reinterpret_cast<Bytes*>(static_cast<uint8_t*>(q.yq) + r * len + j) = ob;
     }
   }
 }
@@ -345,40 +372,54 @@ cudaError_t launch_softmax(FloatType t, const void* x, void* y, int64_t outer, i
 }
 
 cudaError_t launch_layernorm(FloatType t, const void* x, const void* gamma, const void* beta, void* y, int64_t outer,
-                             int64_t len, float epsilon, cudaStream_t stream, bool rms) {
+                             int64_t len, float epsilon, cudaStream_t stream, bool rms, const NormQuantOutput* q) {
   if (outer <= 0 || len <= 0) return cudaSuccess;
   if (rms) beta = nullptr;
+  const NormQuantOutput qo = q != nullptr ? *q : NormQuantOutput{};
+  if (qo.type != NormQuant::kNone && (qo.yq == nullptr || qo.scale == nullptr)) return cudaErrorInvalidValue;
+  if (qo.type == NormQuant::kNone && y == nullptr) return cudaErrorInvalidValue;
+  const auto with_quant = [&](auto f) {
+    switch (qo.type) {
+      case NormQuant::kNone: f(std::integral_constant<NormQuant, NormQuant::kNone>{}); break;
+      case NormQuant::kInt8: f(std::integral_constant<NormQuant, NormQuant::kInt8>{}); break;
+      case NormQuant::kFloat8E4M3FN: f(std::integral_constant<NormQuant, NormQuant::kFloat8E4M3FN>{}); break;
+    }
+  };
   ew::dispatch_float(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int64_t kVec = 16 / sizeof(T);
     const int64_t per_chunk = 32 * kVec;
     const bool vectorized = len % kVec == 0 && len <= 8 * per_chunk && outer < (int64_t{1} << 31) && ew::aligned16(x) && ew::aligned16(y) &&
-                            ew::aligned16(gamma) && (beta == nullptr || ew::aligned16(beta));
-    if (vectorized) {
-      const int64_t grid = (outer + ew::kLayerNormRowsPerBlock - 1) / ew::kLayerNormRowsPerBlock;
-      const int n = static_cast<int>(len);
-      const auto launch = [&](auto kernel) {
-        launch_kernel(kernel, static_cast<unsigned>(grid), 32 * ew::kLayerNormRowsPerBlock, 0, stream,
-                      static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-                      static_cast<T*>(y), outer, n, epsilon);
-      };
-      if (rms) {
-        if (len <= per_chunk) launch(ew::layernorm_warp_kernel<T, 1, true>);
-        else if (len <= 2 * per_chunk) launch(ew::layernorm_warp_kernel<T, 2, true>);
-        else if (len <= 4 * per_chunk) launch(ew::layernorm_warp_kernel<T, 4, true>);
-        else launch(ew::layernorm_warp_kernel<T, 8, true>);
+                            ew::aligned16(gamma) && (beta == nullptr || ew::aligned16(beta)) &&
+                            reinterpret_cast<uintptr_t>(qo.yq) % kVec == 0;
+    with_quant([&](auto quant) {
+      constexpr NormQuant kQ = decltype(quant)::value;
+      if (vectorized) {
+        const int64_t grid = (outer + ew::kLayerNormRowsPerBlock - 1) / ew::kLayerNormRowsPerBlock;
+        const int n = static_cast<int>(len);
+        const auto launch = [&](auto kernel) {
+          launch_kernel(kernel, static_cast<unsigned>(grid), 32 * ew::kLayerNormRowsPerBlock, 0, stream,
+                        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+                        static_cast<T*>(y), outer, n, epsilon, qo);
+        };
+        if (rms) {
+          if (len <= per_chunk) launch(ew::layernorm_warp_kernel<T, 1, true, kQ>);
+          else if (len <= 2 * per_chunk) launch(ew::layernorm_warp_kernel<T, 2, true, kQ>);
+          else if (len <= 4 * per_chunk) launch(ew::layernorm_warp_kernel<T, 4, true, kQ>);
+          else launch(ew::layernorm_warp_kernel<T, 8, true, kQ>);
+          return;
+        }
+        if (len <= per_chunk) launch(ew::layernorm_warp_kernel<T, 1, false, kQ>);
+        else if (len <= 2 * per_chunk) launch(ew::layernorm_warp_kernel<T, 2, false, kQ>);
+        else if (len <= 4 * per_chunk) launch(ew::layernorm_warp_kernel<T, 4, false, kQ>);
+        else launch(ew::layernorm_warp_kernel<T, 8, false, kQ>);
         return;
       }
-      if (len <= per_chunk) launch(ew::layernorm_warp_kernel<T, 1>);
-      else if (len <= 2 * per_chunk) launch(ew::layernorm_warp_kernel<T, 2>);
-      else if (len <= 4 * per_chunk) launch(ew::layernorm_warp_kernel<T, 4>);
-      else launch(ew::layernorm_warp_kernel<T, 8>);
-      return;
-    }
-    const unsigned blocks = static_cast<unsigned>(outer < ew::kMaxRowBlocks ? outer : ew::kMaxRowBlocks);
-    launch_kernel(ew::layernorm_kernel<T>, blocks, ew::row_threads(len), 0, stream, static_cast<const T*>(x),
-                  static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y), outer, len, epsilon,
-                  rms);
+      const unsigned blocks = static_cast<unsigned>(outer < ew::kMaxRowBlocks ? outer : ew::kMaxRowBlocks);
+      launch_kernel(ew::layernorm_kernel<T, kQ>, blocks, ew::row_threads(len), 0, stream, static_cast<const T*>(x),
+                    static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y), outer, len, epsilon,
+                    rms, qo);
+    });
   });
   return cudaGetLastError();
 }

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/core/launch.cuh"
 #include "backend/cuda/pointwise/elementwise_common.cuh"
+#include "backend/cuda/quant/quant_convert.cuh"
 #include "backend/cuda/quant/quant_kernels.h"
 
 namespace ingot::backend::cuda {
@@ -23,27 +24,9 @@ namespace {
 using ew::from_f32;
 using ew::to_f32;
 
-__device__ __forceinline__ float round_to(FloatType t, float v) {
-  switch (t) {
-    case FloatType::kF16: return __half2float(__float2half_rn(v));
-    case FloatType::kBF16: return __bfloat162float(__float2bfloat16_rn(v));
-    default: return v;
-  }
-}
-
-__device__ __forceinline__ float e4m3_to_f32(uint8_t b) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
-}
-
-// float -> float8e4m3fn as float_to_small_float (src/core/float8.cc) encodes it.
-__device__ __forceinline__ uint8_t f32_to_e4m3(float v, bool saturate) {
-  const uint8_t sign = signbit(v) ? 0x80 : 0x00;
-  if (isnan(v)) return sign | 0x7f;
-  // Round-to-nearest-even takes (448, 464] down to 448 and anything above up to 480, which E4M3FN
-  // lacks: that (inf included) overflows. Saturated, the conversion's satfinite clamps it.
-  if (!saturate && fabsf(v) > 464.0f) return sign | 0x7f;
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
+using qconv::e4m3_to_f32;
+using qconv::f32_to_e4m3;
+using qconv::round_to;
 
 template <class X, class S, class Q>
 __global__ void quantize_kernel(const X* x, const S* scale, const Q* zp, Q* y, QuantDesc d, FloatType quotient) {
@@ -54,9 +37,7 @@ __global__ void quantize_kernel(const X* x, const S* scale, const Q* zp, Q* y, Q
     const int64_t j = (i / d.inner) % d.axis_len;
     const float z = zp ? static_cast<float>(zp[j]) : 0.0f;
     const float q = round_to(quotient, round_to(quotient, to_f32(x[i])) / round_to(quotient, to_f32(scale[j])));
-    float v = isnan(q) ? z : rintf(q) + z;
-    v = rintf(fminf(fmaxf(v, lo), hi));
-    y[i] = static_cast<Q>(static_cast<int>(v));
+    y[i] = static_cast<Q>(qconv::quantize_int(q, z, lo, hi));
   }
 }
 
@@ -118,9 +99,7 @@ __global__ void quantize_tensor_vec8_kernel(const X* x, const S* scale, const vo
         if (z != 0.0f) q += z;
         out[k] = f32_to_e4m3(q, saturate);
       } else {
-        float v = isnan(q) ? z : rintf(q) + z;
-        v = rintf(fminf(fmaxf(v, lo), hi));
-        out[k] = static_cast<uint8_t>(static_cast<int>(v));
+        out[k] = static_cast<uint8_t>(qconv::quantize_int(q, z, lo, hi));
       }
     }
     *reinterpret_cast<uint2*>(y + g * 8) = *reinterpret_cast<const uint2*>(out);
