@@ -11,6 +11,7 @@
 // Refused (the host fallback runs them): stash_type other than fp32, an RMSNormalization scale
 // that does not cover exactly the normalized dims (a scale broadcast inside them), parameters
 // of another type than X.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,15 @@ bool has_input(const std::vector<ir::TensorType>& in, size_t i) {
   return i < in.size() && in[i].dtype != DataType::kUndefined;
 }
 
+// cuda.norm.layernorm_quantize is offered only with INGOT_NORM_QUANTIZE=1 until its GPU test
+// (CudaNormTest.LayerNormQuantize) has passed on a device: the autotuner keeps the fastest candidate
+// without comparing outputs. Without it the builder splits the fused node back into the norm and a
+// QuantizeLinear (split_fusions.cc). Read at each call; engines that chose it load without it.
+bool norm_quantize_offered() {
+  const char* v = std::getenv("INGOT_NORM_QUANTIZE");
+  return v && std::string(v) == "1";
+}
+
 /// The node's `axis` (default -1) for rank `rank`, made non-negative; false when out of range.
 bool resolve_axis(const ir::Node& n, int64_t rank, int64_t* axis) {
   int64_t a = n.attrs().get_int("axis", -1);
@@ -103,7 +113,7 @@ class NormTactic final : public Tactic {
   bool supports(const ir::Node& node, const std::vector<ir::TensorType>& in) const override {
     Kind k;
     if (!classify(node, &k) || k != kind_) return false;
-    if (kind_ == Kind::kNormQuantize) return supports_norm_quantize(node, in);
+    if (kind_ == Kind::kNormQuantize) return norm_quantize_offered() && supports_norm_quantize(node, in);
     if (node.outputs().size() != 1 || node.output(0) == nullptr) return false;
     FloatType t;
     if (!has_input(in, 0) || !to_float_type(in[0].dtype, &t) || node.output(0)->dtype() != in[0].dtype) return false;
