@@ -45,10 +45,15 @@ tail -1 "$t/export.log"
 wait
 grep -h "tests ran\|PASSED\|FAILED\|Skipped\|SKIPPED" "$t"/gpu_tests_*.log
 grep -h -B2 -A12 "Failure$" "$t"/gpu_tests_*.log | head -60
+# Modes fp8split / int8split: the same engines with fuse_norm_quantize off (each LayerNorm's
+# 8-bit copy a QuantizeLinear step of its own again), the A/B of the fused norm.
 for mode in ${QUANT_MODES-fp16 fp8 int8}; do  # QUANT_MODES= (empty): no BERT rows
   flags="--fp16"
-  [ "$mode" = fp8 ] && flags="--fp16 --fp8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/fp8.cache"
-  [ "$mode" = int8 ] && flags="--fp16 --int8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/int8.cache"
+  case "$mode" in
+    fp8*) flags="--fp16 --fp8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/fp8.cache" ;;
+    int8*) flags="--fp16 --int8 --calibrator minmax --calibration-data $t/cal --calibration-cache $t/int8.cache" ;;
+  esac
+  [ "${mode%split}" != "$mode" ] && flags="$flags --disable-pass fuse_norm_quantize"
   for b in 1 "$bn"; do
     e="$t/bert_${mode}_b$b.engine"
     /usr/bin/time -f "%e s wall" $B/tools/ingot build "$t/bert.onnx" -o "$e" --backend cuda $flags --tactic-timing device \
@@ -115,9 +120,11 @@ def med(mode, b):
 def out(mode, b):
     p = f"{t}/out_{mode}_b{b}/y.npy"
     return np.load(p).astype(np.float64).ravel() if os.path.exists(p) else None
-print(f"{'engine':8} {'b1 ms':>8} {'x fp16':>7} {'b' + bn + ' ms':>9} {'x fp16':>7} {'seq/s':>9} {'cos b1':>9} {'cos bN':>9}")
-for mode in ("fp16", "fp8", "int8"):
-    row = [mode]
+print(f"{'engine':9} {'b1 ms':>8} {'x fp16':>7} {'b' + bn + ' ms':>9} {'x fp16':>7} {'seq/s':>9} {'cos b1':>9} {'cos bN':>9}")
+for mode in ("fp16", "fp8", "fp8split", "int8", "int8split"):
+    if med(mode, "1") is None and med(mode, bn) is None:
+        continue
+    row = [f"{mode:9}"]
     for b in ("1", bn):
         m, base = med(mode, b), med("fp16", b)
         row += [f"{m:8.4f}" if m else "       -", f"{base / m:6.2f}x" if m and base else "     -"]
