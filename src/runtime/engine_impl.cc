@@ -158,11 +158,12 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
       l.name = s.node->name().empty() ? s.node->op_type() + "_" + std::to_string(layers_.size()) : s.node->name();
       l.op = s.node->domain().empty() ? s.node->op_type() : s.node->domain() + "::" + s.node->op_type();
       l.tactic = s.tactic;
-      // Precision: the type of its first floating-point output (else of its first output).
+      // Precision: the type of its first floating-point output (else of its first present one: a
+      // LayerNormQuantize without its float output is an int8 layer).
       for (const ir::Value* o : s.node->outputs())
         if (o && l.precision.empty() && is_float(o->dtype())) l.precision = data_type_name(o->dtype());
-      if (l.precision.empty() && !s.node->outputs().empty() && s.node->outputs()[0])
-        l.precision = data_type_name(s.node->outputs()[0]->dtype());
+      for (const ir::Value* o : s.node->outputs())
+        if (o && l.precision.empty()) l.precision = data_type_name(o->dtype());
       if (s.node->attrs().get_int("channels_last", 0) != 0) l.layout = "NHWC";
       l.origins = s.node->origins();
       for (const ir::Value* v : s.node->inputs()) l.inputs.push_back(v ? v->name() : "");

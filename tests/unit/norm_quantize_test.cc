@@ -316,8 +316,14 @@ TEST(FuseNormQuantize, Int8AndFp8EnginesEqualTheUnfusedBuild) {
     EXPECT_EQ(count(unfused, "ingot::LayerNormQuantize"), 0);
     EXPECT_EQ(count(unfused, "QuantizeLinear") - count(fused, "QuantizeLinear"), 2);
     EXPECT_TRUE(has_note(fused.summary.notes, "fuse_norm_quantize: 2 norm(s)"));
-    for (const LayerDesc& l : fused.layers)  // ln1 keeps Y for the residual: its type is the norm's
+    // ln1 keeps Y for the residual: its type is the norm's; ln2 writes only the 8-bit copy.
+    int norms = 0;
+    for (const LayerDesc& l : fused.layers) {
       if (l.name == "ln1") EXPECT_EQ(l.precision, r.fp16 ? "f16" : "f32");
+      if (l.name == "ln2") EXPECT_EQ(l.precision, data_type_name(r.fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8));
+      norms += l.name == "ln1" || l.name == "ln2";
+    }
+    EXPECT_EQ(norms, 2);
     ASSERT_EQ(fused.outputs.size(), 1u);
     ASSERT_EQ(unfused.outputs.size(), 1u);
     const Tensor& a = fused.outputs[0];
