@@ -16,6 +16,8 @@
 #include <mutex>
 #include <string>
 
+#include "backend/cuda/core/env_switch.h"
+
 namespace ingot::backend::cuda {
 
 namespace fe = cudnn_frontend;
@@ -26,10 +28,7 @@ namespace {
 // turns them off (the builder then splits such layers into the conv and a pointwise kernel): a
 // switch to measure one form against the other on the same binaries.
 bool fuses_all_activations() {
-  static const bool all = [] {
-    const char* v = std::getenv("INGOT_CUDNN_CONV_ACTIVATIONS");
-    return !(v && std::string(v) == "relu");
-  }();
+  static const bool all = !env_is("INGOT_CUDNN_CONV_ACTIVATIONS", "relu");
   return all;
 }
 

@@ -20,6 +20,7 @@
 #include "backend/cuda/conv/stem_pool_conv_kernels.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
+#include "backend/cuda/core/env_switch.h"
 
 namespace ingot::backend::cuda {
 
@@ -98,10 +99,7 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, StemPoolD
 // without comparing outputs, so an unverified kernel stays off the default path (and fuse_conv_pool,
 // which asks for a tactic, forms no FusedConvPool without it). Read at each call; engines that chose it
 // load without it (create() knows the names).
-bool offered() {
-  const char* v = std::getenv("INGOT_STEM_MMA");
-  return v && std::string(v) == "1";
-}
+bool offered() { return env_is("INGOT_STEM_MMA", "1"); }
 
 bool same(const StemPoolDesc& a, const StemPoolDesc& b) {
   return same_window_and_epilogue(a, b) && a.c == b.c && a.k == b.k && a.pool_kh == b.pool_kh &&

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backend/cuda/core/launch.cuh"
+#include "backend/cuda/core/env_switch.h"
 
 namespace ingot::backend::cuda {
 
@@ -39,10 +40,7 @@ DeviceInfo current_device_info() {
 }
 
 bool pdl_enabled() {
-  static const bool env_off = [] {
-    const char* v = std::getenv("INGOT_PDL");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
+  static const bool env_off = env_is("INGOT_PDL", "0");
   return !env_off && current_device_info().cc >= 90;
 }
 

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "backend/cuda/core/cuda_check.h"
+#include "backend/cuda/core/env_switch.h"
 #include "backend/cuda/gemm/cublaslt_common.h"
 #include "backend/cuda/core/cuda_tactics.h"
 #include "backend/cuda/core/device_info.h"
@@ -602,10 +603,7 @@ struct CutlassConvLayer {
 // or rule it out). It was offered only with =1 until its GPU test (CudaQuantGemmTest.
 // CutlassInt8FormsMatchReference) ran on a device: it passed on an H100 in session 41 (2026-12-07).
 // Read at each call; engines that chose it load either way (create() knows the name).
-bool int8_pingpong_offered() {
-  const char* v = std::getenv("INGOT_CUTLASS_INT8_PINGPONG");
-  return !(v && std::string(v) == "0");
-}
+bool int8_pingpong_offered() { return !env_is("INGOT_CUTLASS_INT8_PINGPONG", "0"); }
 
 // A CUTLASS int8 GEMM tactic for the layers `Layer` takes (the forms of cutlass_int8_gemm.h): the
 // inputs are QuantGemm's and QuantConv's alike (X, W, x_scale, w_scale, [B], [R], [y_scale], [r_scale]).

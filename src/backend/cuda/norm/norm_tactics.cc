@@ -11,12 +11,12 @@
 // Refused (the host fallback runs them): stash_type other than fp32, an RMSNormalization scale
 // that does not cover exactly the normalized dims (a scale broadcast inside them), parameters
 // of another type than X.
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/core/cuda_tactics.h"
+#include "backend/cuda/core/env_switch.h"
 #include "backend/cuda/norm/norm_kernels.h"
 
 namespace ingot::backend::cuda {
@@ -66,10 +66,7 @@ bool has_input(const std::vector<ir::TensorType>& in, size_t i) {
 // (CudaNormTest.LayerNormQuantize) has passed on a device: the autotuner keeps the fastest candidate
 // without comparing outputs. Without it the builder splits the fused node back into the norm and a
 // QuantizeLinear (split_fusions.cc). Read at each call; engines that chose it load without it.
-bool norm_quantize_offered() {
-  const char* v = std::getenv("INGOT_NORM_QUANTIZE");
-  return v && std::string(v) == "1";
-}
+bool norm_quantize_offered() { return env_is("INGOT_NORM_QUANTIZE", "1"); }
 
 /// The node's `axis` (default -1) for rank `rank`, made non-negative; false when out of range.
 bool resolve_axis(const ir::Node& n, int64_t rank, int64_t* axis) {
