@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "ir/op_registry.h"
 #include "ir/text.h"
+#include "ops/run_cpu_node.h"
 
 namespace ingot {
 namespace {
@@ -157,21 +158,10 @@ TEST(FusedConvPoolKernel, HandComputedStemInTextForm) {
   }
 }
 
-// One node through the CPU kernels (inference, allocation, kernel), after the registry's checks.
+// One node's first output through the CPU kernels (inference, allocation, kernel).
 Result<Tensor> run_one(const std::string& op, const std::string& domain, const std::vector<const Tensor*>& ins,
                        const ir::Attributes& attrs) {
-  ir::Graph g;
-  g.set_opset_import("", 17);
-  g.set_opset_import("ingot", 1);
-  std::vector<ir::Value*> vals;
-  for (size_t i = 0; i < ins.size(); ++i)
-    vals.push_back(ins[i]
-                       ? g.add_input("in" + std::to_string(i), ins[i]->dtype(), Shape::from_concrete(ins[i]->shape()))
-                       : nullptr);
-  ir::Value* out = g.add_value("y");
-  const ir::Node* n = g.add_node(op, vals, {out}, attrs, "n0", domain);
-  INGOT_RETURN_IF_ERROR(ir::infer_node(*n));
-  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, cpu::run_node(*n, ins));
+  INGOT_ASSIGN_OR_RETURN(std::vector<Tensor> outs, ops_test::run_cpu_node(op, domain, ins, attrs));
   return outs[0];
 }
 

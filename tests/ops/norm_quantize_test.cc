@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "ir/graph.h"
 #include "ir/op_registry.h"
+#include "ops/run_cpu_node.h"
 
 namespace ingot {
 namespace {
@@ -73,18 +74,7 @@ Expected expected(const Tensor& x, const Tensor& gamma, const Tensor* beta, bool
 // One LayerNormQuantize node (Y output given or not) through the CPU kernels after inference.
 Result<std::vector<Tensor>> run_norm_quantize(const std::vector<const Tensor*>& ins, const ir::Attributes& attrs,
                                               bool with_y) {
-  ir::Graph g;
-  g.set_opset_import("", 17);
-  g.set_opset_import("ingot", 1);
-  std::vector<ir::Value*> vals;
-  for (size_t i = 0; i < ins.size(); ++i)
-    vals.push_back(ins[i]
-                       ? g.add_input("in" + std::to_string(i), ins[i]->dtype(), Shape::from_concrete(ins[i]->shape()))
-                       : nullptr);
-  ir::Value* y = with_y ? g.add_value("y") : nullptr;
-  const ir::Node* n = g.add_node("LayerNormQuantize", vals, {y, g.add_value("yq")}, attrs, "lnq", "ingot");
-  INGOT_RETURN_IF_ERROR(ir::infer_node(*n));
-  return cpu::run_node(*n, ins);
+  return ops_test::run_cpu_node("LayerNormQuantize", "ingot", ins, attrs, {with_y, true});
 }
 
 TEST(LayerNormQuantizeKernel, EqualsTheNormThenQuantizeLinearComputedHere) {
