@@ -8,7 +8,7 @@
 # tok/s, ratios and batch 1's share of the bandwidth limit (bytes of weights read per token /
 # the GPU's peak: H100 3.35 TB/s, H200 4.3 TB/s as issue 22 states it).
 #   here:  bash bench/pack.sh build dev        (carry build/devpack.tar.xz)
-#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [TESTS=1] [VS_HF=0] [KV=4096] [QUANT=fp8|int4] [GEMV=0..8] [I4GEMM=N] [EXTRA='--decode-partition 512'] [PROFILE=1] [ALSO_ENV=INGOT_PDL=0] [ALSO_ARGS=--gemv-prologue] bash bench/llm_part.sh NAME
+#   there: [CONFIG=bench/llm/llama-3.2-1b.json] [BN=64] [IN=128] [OUT_LEN=128] [HF=1] [COMPILE=1] [SERVE=0] [GEN=1] [TESTS=1] [VS_HF=0] [KV=4096] [QUANT=fp8|int4] [GEMV=0..8] [I4GEMM=N] [EXTRA='--decode-partition 512'] [PROFILE=1] [ALSO_ENV=INGOT_PDL=0] [ALSO_ARGS='--gemv-prologue;--gemv-k-split 2'] bash bench/llm_part.sh NAME
 # (Llama-3.1-8B shapes at 256 concurrent: CONFIG=bench/llm/llama-3.1-8b.json BN=256 KV=6144)
 # (GEMV=0: cuBLASLt for every step, the small-T GEMV off; the default is 8 tokens)
 # (I4GEMM=N: int4 steps past the GEMV of up to N tokens run the W4A16 GEMM; default 0: they dequantize for cuBLASLt)
@@ -33,11 +33,15 @@ if [ "${GEN:-1}" = 1 ]; then  # GEN=0: only the serving run
       ${GEMV:+--gemv-max-tokens $GEMV} ${I4GEMM:+--int4-gemm-max-tokens $I4GEMM} ${EXTRA:-} ${PROFILE:+--profile-decode} > "$t/ingot_b$b.log" 2>&1
     echo "ingot b$b: rc $? $(grep -E 'throughput|time ' "$t/ingot_b$b.log" | tr -s ' ' | tr '\n' ' ')"
     [ -n "${PROFILE:-}" ] && sed -n '/^decode step/,$p' "$t/ingot_b$b.log"
-    if [ -n "${ALSO_ENV:-}${ALSO_ARGS:-}" ]; then  # the same run under another setting (ALSO_ENV=INGOT_PDL=0, ALSO_ARGS=--gemv-prologue)
-      env ${ALSO_ENV:-} timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 \
-        --num-prompts "$b" --input-len "$in" --max-tokens "$out" --kv-blocks "${KV:-4096}" ${QUANT:+--quantization $QUANT} \
-        ${GEMV:+--gemv-max-tokens $GEMV} ${ALSO_ARGS:-} > "$t/ingot_b${b}_alt.log" 2>&1
-      echo "ingot b$b with ${ALSO_ENV:-}${ALSO_ARGS:-}: rc $? $(grep -E 'throughput|time ' "$t/ingot_b${b}_alt.log" | tr -s ' ' | tr '\n' ' ')"
+    if [ -n "${ALSO_ENV:-}${ALSO_ARGS:-}" ]; then  # the same run under other settings (ALSO_ENV=INGOT_PDL=0, ALSO_ARGS=--gemv-prologue)
+      IFS=';' read -r -a alts <<< "${ALSO_ARGS:- }"  # ALSO_ARGS='--gemv-prologue;--gemv-k-split 2': one run each
+      for i in "${!alts[@]}"; do
+        alt=${alts[$i]}
+        env ${ALSO_ENV:-} timeout 240 $B/tools/ingot generate "$cfg" --load-format dummy --backend cuda --dtype bf16 \
+          --num-prompts "$b" --input-len "$in" --max-tokens "$out" --kv-blocks "${KV:-4096}" ${QUANT:+--quantization $QUANT} \
+          ${GEMV:+--gemv-max-tokens $GEMV} $alt > "$t/ingot_b${b}_alt$i.log" 2>&1
+        echo "ingot b$b with ${ALSO_ENV:-}$alt: rc $? $(grep -E 'throughput|time ' "$t/ingot_b${b}_alt$i.log" | tr -s ' ' | tr '\n' ' ')"
+      done
     fi
   done
 fi

@@ -49,7 +49,9 @@ void generate_help() {
                "  --kv-blocks N          KV cache blocks of 16 positions (default: enough for every prompt)\n"
                "  --gemv-max-tokens N    cuda: steps of <= N tokens (0-8, default 8) run the projections as GEMVs\n"
                "  --gemv-prologue        cuda: the RMSNorms and the SiLU gate inside the GEMVs that read them\n"
-               "                         (--no-gemv-prologue, the default: kernels of their own)\n"
+               "                         (default for fp16/bf16 weights; --no-gemv-prologue: kernels of their own,\n"
+               "                         the default for fp8 and int4 weights)\n"
+               "  --gemv-k-split N       cuda: one-token GEMVs with N warps a column (1, 2 or 4; default: chosen)\n"
                "  --int4-gemm-max-tokens N  cuda, int4: longer steps of <= N tokens run the W4A16 tensor-core\n"
                "                         GEMM (default 0: each projection dequantized for cuBLASLt)\n"
                "  --decode-partition N   cuda: the decode attention's parts of a context, in positions (0: one\n"
@@ -171,7 +173,7 @@ int generate_command(const std::vector<std::string>& args) {
       } else if (a == "--print-ids") {
         print_ids = true;
       } else if (a == "--no-gemv-prologue" || a == "--gemv-prologue") {
-        lo.gemv_prologue = a == "--gemv-prologue";
+        lo.gemv_prologue = a == "--gemv-prologue" ? 1 : 0;
       } else if (a == "--ignore-eos") {
         gp.ignore_eos = true;
       } else if (a == "--load-format") {
@@ -185,7 +187,7 @@ int generate_command(const std::vector<std::string>& args) {
         dummy = true;
       } else if (a == "--max-tokens" || a == "--top-k" || a == "--seed" || a == "--kv-blocks" ||
                  a == "--num-prompts" || a == "--input-len" || a == "--gemv-max-tokens" || a == "--int4-group" ||
-                 a == "--int4-gemm-max-tokens" || a == "--decode-partition") {
+                 a == "--int4-gemm-max-tokens" || a == "--decode-partition" || a == "--gemv-k-split") {
         const std::string* v = value("a number");
         if (!v) return 2;
         const long long n = std::stoll(*v);
@@ -197,6 +199,7 @@ int generate_command(const std::vector<std::string>& args) {
         else if (a == "--gemv-max-tokens") gemv_max_tokens = n;
         else if (a == "--int4-gemm-max-tokens") int4_gemm_max_tokens = n;
         else if (a == "--decode-partition") decode_partition = n;
+        else if (a == "--gemv-k-split") lo.gemv_k_split = static_cast<int>(std::clamp<long long>(n, -1, 1 << 20));
         else if (a == "--int4-group") int4_group = n;
         else {
           gp.has_seed = true;

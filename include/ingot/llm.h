@@ -88,10 +88,16 @@ struct LlmLoadOptions {
   /// weight once; 0: cuBLASLt always (`ingot generate --gemv-max-tokens`).
   int gemv_max_tokens = 8;
   /// cuda: in GEMV steps the RMSNorms and the SiLU gate run inside the projections that read their
-  /// results (three launches a layer fewer; `ingot generate --gemv-prologue`). Off by default: the
-  /// first form measured slower than separate kernels (H100, 2026-12-07: 534 vs 569 tok/s at batch 1),
-  /// and the form that prepares the activations once per block has not run on a GPU yet.
-  bool gemv_prologue = false;
+  /// results (three launches a layer fewer): 1 on, 0 off (`ingot generate --gemv-prologue` /
+  /// `--no-gemv-prologue`), -1 (default) on for fp16/bf16 weights and off for fp8 and int4 ones. As
+  /// measured on an H100 (2026-12-08, Llama-3.2-1B shapes, bench/RESULTS.md session 43): bf16 batch 1
+  /// 630 tok/s with them against 581 without (128 in / 128 out); with fp8 weights the GEMVs that apply a
+  /// prologue ran 1.4-1.7x slower than plain ones (16 activations from shared memory per 16-byte
+  /// load), which costs more than the launches save.
+  int gemv_prologue = -1;
+  /// cuda: at one token, how many warps share each GEMV output column's K (1, 2 or 4; 0: the
+  /// launcher's choice by shape; `ingot generate --gemv-k-split`).
+  int gemv_k_split = 0;
   /// cuda, int4 weights: steps of more than gemv_max_tokens and at most this many tokens run the
   /// W4A16 tensor-core GEMM (4 bits a weight read); longer ones dequantize each projection for
   /// cuBLASLt. 0 (default): cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`); the

@@ -77,7 +77,12 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   if (options.gemv_max_tokens < 0 || options.gemv_max_tokens > 8)
     return invalid_argument("LlmModel: gemv_max_tokens must be in [0, 8], got ", options.gemv_max_tokens);
   g.gemv_max_tokens = options.gemv_max_tokens;
-  g.gemv_prologue = options.gemv_prologue;
+  if (options.gemv_prologue < -1 || options.gemv_prologue > 1)
+    return invalid_argument("LlmModel: gemv_prologue must be -1 (automatic), 0 or 1, got ", options.gemv_prologue);
+  g.gemv_prologue = options.gemv_prologue < 0 ? !(options.fp8_weights || int4) : options.gemv_prologue == 1;
+  if (options.gemv_k_split != 0 && options.gemv_k_split != 1 && options.gemv_k_split != 2 && options.gemv_k_split != 4)
+    return invalid_argument("LlmModel: gemv_k_split must be 0 (automatic), 1, 2 or 4, got ", options.gemv_k_split);
+  g.gemv_k_split = options.gemv_k_split;
   if (options.int4_gemm_max_tokens < 0)
     return invalid_argument("LlmModel: int4_gemm_max_tokens must be >= 0, got ", options.int4_gemm_max_tokens);
   g.int4_gemm_max_tokens = options.int4_gemm_max_tokens;

@@ -405,7 +405,8 @@ struct LlamaGpuModel::Impl {
     if (o.int4_weights) {  // W4A16: w holds the nibbles, w_scale the groups' (scale, min) pairs
       if (gemv_step(T, in)) {
         INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t_int4(t, x_, w.as<uint8_t>(), w_scale, y, T, in, out,
-                                                                 int4_group, accumulate, stream, pro));
+                                                                 int4_group, accumulate, stream, pro,
+                                                                 T == 1 ? o.gemv_k_split : 0));
         return Status::Ok();
       }
       if (T <= o.int4_gemm_max_tokens) {
@@ -419,7 +420,7 @@ struct LlamaGpuModel::Impl {
     }
     if (gemv_step(T, in)) {
       INGOT_CUDA_CHECK(backend::cuda::launch_gemv_small_t(t, x_, w.get(), o.fp8_weights, w_scale, y, T, in, out,
-                                                          accumulate, stream, pro));
+                                                          accumulate, stream, pro, T == 1 ? o.gemv_k_split : 0));
       return Status::Ok();
     }
     if (!o.fp8_weights) return gemm(x_, w.get(), y, T, in, out, accumulate);

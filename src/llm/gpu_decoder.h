@@ -78,8 +78,10 @@ struct GpuDecoderOptions {
   /// and the SiLU gate before the down projection are applied by the GEMV as it reads its input
   /// (backend::cuda::GemvPrologue): three launches a layer fewer, and the normalized and gated
   /// activations are not rounded to the model's type in between. false (default): each its own
-  /// kernel, the faster form as measured (LlmLoadOptions::gemv_prologue says why).
+  /// kernel (LlmLoadOptions::gemv_prologue says which is faster where).
   bool gemv_prologue = false;
+  /// One-token GEMV steps: warps per output column (launch_gemv_small_t's k_split; 0 its choice).
+  int32_t gemv_k_split = 0;
   /// int4: steps of more than gemv_max_tokens and at most this many tokens run launch_int4_gemm;
   /// 0 (the default): dequantize + cuBLASLt above the GEMVs. On the H100 (2026-12-07, bench/RESULTS.md
   /// session 37) the W4A16 GEMM made Llama-3.2-1B-shaped batch-64 decode 5.47 ms a step (11.3k tok/s)

@@ -927,6 +927,94 @@ TEST_F(CudaLlmKernelsTest, GemvPrologueRmsNormAndSiluMulMatchReference) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// One-token GEMVs with K split over 2 or 4 warps a column (launch_gemv_small_t's k_split): model-type,
+// fp8 and int4 weights, each prologue, K not a multiple of the split's chunks (2064: 258 chunks over 4
+// warps), N leaving a block's last columns empty (1, 37), against the host's double sums. A split
+// other than 0, 1, 2 or 4, or a split at more than one token, is refused.
+TEST_F(CudaLlmKernelsTest, GemvKSplitMatchesReference) {
+  std::mt19937 rng(211);
+  using Pro = backend::cuda::GemvPrologue;
+  for (FloatType t : kTypes)
+    for (int split : {2, 4})
+      for (Pro::Kind kind : {Pro::kNone, Pro::kRmsNorm, Pro::kSiluMul})
+        for (int w_kind : {0, 1, 2})  // model type, fp8, int4 (groups of 32)
+          for (int64_t K : {int64_t{64}, int64_t{2064}, int64_t{8192}}) {
+            if ((w_kind == 1 && K % 16 != 0) || (w_kind == 2 && K % 32 != 0)) continue;
+            const int64_t N = K == 64 ? 1 : K == 2064 ? 37 : 2048;
+            const bool acc = K != 2064;
+            SCOPED_TRACE(std::string(type_name(t)) + " split " + std::to_string(split) + " prologue " +
+                         std::to_string(static_cast<int>(kind)) + (w_kind == 1 ? " fp8" : w_kind == 2 ? " int4" : "") +
+                         " K " + std::to_string(K) + " N " + std::to_string(N));
+            const int64_t pitch = kind == Pro::kSiluMul ? 2 * K : K;
+            const auto x = random_bits(t, static_cast<size_t>(pitch), rng);
+            const auto gamma = random_bits(t, static_cast<size_t>(K), rng);
+            const auto y0 = random_bits(t, static_cast<size_t>(N), rng);
+            const std::vector<float> xf = to_floats(t, x), gf = to_floats(t, gamma), y0f = to_floats(t, y0);
+            std::vector<float> wf;  // the weights' values as the kernel reads them
+            DeviceBuffer dw, dq, dsm;
+            if (w_kind == 2) {
+              std::normal_distribution<float> g(0.0f, 0.05f);
+              std::vector<float> w(static_cast<size_t>(N * K));
+              for (float& v : w) v = g(rng);
+              auto rtn = llm::quantize_int4(w.data(), N, K, 32);
+              ASSERT_TRUE(rtn.ok()) << rtn.status().to_string();
+              wf = llm::dequantize_int4(*rtn);
+              dq = to_device(rtn->q);
+              dsm = to_device(rtn->scale_min);
+              ASSERT_TRUE(dq.valid() && dsm.valid());
+            } else {
+              dw = gemv_weights(t, w_kind == 1, N, K, rng, &wf);
+              ASSERT_TRUE(dw.valid());
+            }
+            const float scale = w_kind == 1 ? 0.03f : 1.0f;
+            const std::vector<float> sv = {scale};
+            DeviceBuffer dx = to_device(x), dy = to_device(y0), ds = to_device(sv), dg = to_device(gamma);
+            ASSERT_TRUE(dx.valid() && dy.valid() && ds.valid() && dg.valid());
+            Pro pro;
+            pro.kind = kind;
+            pro.norm_weight = kind == Pro::kRmsNorm ? dg.get() : nullptr;
+            pro.eps = 1e-5f;
+            if (w_kind == 2)
+              ASSERT_EQ(backend::cuda::launch_gemv_small_t_int4(t, dx.get(), static_cast<const uint8_t*>(dq.get()),
+                                                                static_cast<const float*>(dsm.get()), dy.get(), 1, K, N,
+                                                                32, acc, nullptr, pro, split),
+                        cudaSuccess);
+            else
+              ASSERT_EQ(backend::cuda::launch_gemv_small_t(t, dx.get(), dw.get(), w_kind == 1,
+                                                           w_kind == 1 ? static_cast<const float*>(ds.get()) : nullptr,
+                                                           dy.get(), 1, K, N, acc, nullptr, pro, split),
+                        cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<double> a(static_cast<size_t>(K));  // the activations as the GEMV reads them
+            double rstd = 1.0;
+            if (kind == Pro::kRmsNorm) {
+              double ss = 0;
+              for (int64_t k = 0; k < K; ++k) ss += static_cast<double>(xf[k]) * xf[k];
+              rstd = 1.0 / std::sqrt(ss / static_cast<double>(K) + 1e-5);
+            }
+            for (int64_t k = 0; k < K; ++k) {
+              const double g = xf[static_cast<size_t>(k)];
+              a[static_cast<size_t>(k)] = kind == Pro::kSiluMul ? g / (1.0 + std::exp(-g)) * xf[static_cast<size_t>(K + k)]
+                                          : kind == Pro::kRmsNorm ? g * rstd * gf[static_cast<size_t>(k)]
+                                                                  : g;
+            }
+            const std::vector<float> want = host_gemv(a, wf, scale, acc ? &y0f : nullptr, 1, K, N);
+            const auto got = to_floats(t, to_host<uint16_t>(dy, static_cast<size_t>(N)));
+            EXPECT_LE(normwise_error(got, want), tolerance(t));
+          }
+  DeviceBuffer b(4096);
+  auto launch = [&](int64_t T, int split) {
+    return backend::cuda::launch_gemv_small_t(FloatType::kF16, b.get(), b.get(), false, nullptr, b.get(), T, 64, 8,
+                                              false, nullptr, {}, split);
+  };
+  EXPECT_EQ(launch(1, 3), cudaErrorInvalidValue);   // not a divisor of the block's warps
+  EXPECT_EQ(launch(1, 8), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(1, -1), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(2, 2), cudaErrorInvalidValue);   // split forms serve one token
+  EXPECT_EQ(launch(2, 1), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 // W4A16, groups of 32 and 128 (llm_kernels.h's layout): the device quantizer against the host's
 // (llm::quantize_int4, whose rounding rules are CPU-tested in int4_weights_test) bit for bit; then the
 // dequantizer exactly and the GEMV against the dequantized weights in double, on those weights and on

@@ -171,7 +171,10 @@ def dummy_checks(ingot):
                               "cuda", "--gemv-max-tokens", "9"], 1, "gemv_max_tokens must be in [0, 8]"),
                             # A negative split other than -1 (automatic) is refused, not ignored.
                             ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--backend",
-                              "cuda", "--decode-partition", "-5"], 1, "decode_partition must be -1 (automatic)")]:
+                              "cuda", "--decode-partition", "-5"], 1, "decode_partition must be -1 (automatic)"),
+                            # A GEMV K split the kernels do not have is refused before any device is looked for.
+                            ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--backend",
+                              "cuda", "--gemv-k-split", "3"], 1, "gemv_k_split must be 0 (automatic), 1, 2 or 4")]:
         res = subprocess.run([ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:
             print(f"FAIL: ingot generate {' '.join(args)}: exit {res.returncode} (want {rc}), stderr {res.stderr!r}")

@@ -493,7 +493,11 @@ enum class GemvWeights { kModelType, kFp8, kInt4 };
 /// and on the down projection (K = 8192 in a 1B model) the exp of every activation per column --
 /// the reason the unstaged prologue measured slower than separate kernels (2026-12-07, H100, b1
 /// 534 vs 569 tok/s).
-template <class T, GemvWeights kW, int kT, GemvIn kIn, bool kStaged>
+/// kSplit > 1 (one token only): kSplit warps share a column, each taking a contiguous kSplit-th of
+/// its chunks, and their sums meet in shared memory in slice order: kSplit times the warps and
+/// loads in flight for the same bytes, for projections whose N / 8 blocks leave the memory
+/// system latency-bound (session 40's b1 profile: the output projection at 0.86 TB/s).
+template <class T, GemvWeights kW, int kT, GemvIn kIn, bool kStaged, int kSplit>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_small_t_kernel(const T* __restrict__ x, const void* __restrict__ w, const float* __restrict__ w_scale,
                         T* __restrict__ y, int64_t K, int64_t N, int64_t group, bool accumulate,
@@ -519,17 +523,24 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       }
     __syncthreads();
   }
+  static_assert(kSplit == 1 || kSplit == 2 || kSplit == 4, "kSplit divides the block's warps");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  if (n >= N) return;
+  const int slice = warp % kSplit;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / kSplit) + warp / kSplit;
+  if constexpr (kSplit == 1) {
+    if (n >= N) return;
+  }
+  const bool live = n < N;  // kSplit > 1: every warp reaches the block's reduction below
   const int64_t row_bytes = kW == GemvWeights::kInt4 ? K / 2 : kW == GemvWeights::kFp8 ? K : 2 * K;
-  const uint4* wr = reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) + n * row_bytes);
+  const uint4* wr =
+      reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w) + (live ? n : 0) * row_bytes);
   const int64_t chunks = K / kPer;
+  const int64_t c_end = live ? chunks * (slice + 1) / kSplit : 0;
   float acc[kT];
 #pragma unroll
   for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
 #pragma unroll 4
-  for (int64_t c = lane; c < chunks; c += 32) {
+  for (int64_t c = chunks * slice / kSplit + lane; c < c_end; c += 32) {
     const uint4 u = __ldg(wr + c);
     float f[kPer];
     if constexpr (kW == GemvWeights::kInt4)
@@ -561,9 +572,26 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   }
   const float scale = kW == GemvWeights::kFp8 && w_scale ? *w_scale : 1.0f;
+  if constexpr (kSplit > 1) {
+    __shared__ float slice_sum[kGemvWarps][kT];
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      const float sum = warp_sum(acc[t]);
+      if (lane == 0) slice_sum[warp][t] = sum;
+    }
+    __syncthreads();
+    if (slice != 0 || !live) return;
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kSplit; ++j) sum += slice_sum[warp + j][t];
+      acc[t] = sum;
+    }
+  }
 #pragma unroll
   for (int t = 0; t < kT; ++t) {
-    const float sum = warp_sum(acc[t]);
+    const float sum = kSplit > 1 ? acc[t] : warp_sum(acc[t]);
     if (lane == 0) {
       float v = sum * scale;
       if (accumulate) v += to_f32(y[t * N + n]);
@@ -581,28 +609,44 @@ bool gemv_staged(GemvIn in, int64_t T, int64_t K) {
   return in != GemvIn::kPlain && static_cast<size_t>(T) * static_cast<size_t>(K) * sizeof(float) <= kGemvStagedBytes;
 }
 
-template <class E, GemvWeights kW, GemvIn kIn>
-cudaError_t run_gemv_small_t_in(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
-                                int64_t N, int64_t group, bool accumulate, const void* gamma, float eps,
-                                cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
-  const E* xt = static_cast<const E*>(x);
-  const E* gt = static_cast<const E*>(gamma);
-  E* yt = static_cast<E*>(y);
-  const size_t staged_bytes = static_cast<size_t>(T) * static_cast<size_t>(K) * sizeof(float);
-  const bool staged = gemv_staged(kIn, T, K);
+/// The automatic k_split of a decode GEMV (launch_gemv_small_t's k_split 0), as bench/gemv_probe.cu
+/// measured it on an H100 (2026-12-08, Llama-3.2-1B's one-token projections, 16 layers' weights in
+/// turn): plain fp16/bf16 and fp8 GEMVs of at most 2048 columns (256 blocks: two an SM) gain from more
+/// warps per column -- the output projection (K 2048) 5.83 -> 4.64 us with 2, the down projection
+/// (K 8192) 15.4 -> 12.3 us with 4 -- while wider ones (gate/up, 16384 columns) do not, and the
+/// prologue forms (their activations staged in shared memory) lost with any split. int4 weights were
+/// not measured: 1.
+int gemv_k_split_auto(GemvWeights w, GemvPrologue::Kind pro, int64_t T, int64_t K, int64_t N) {
+  if (T != 1 || w == GemvWeights::kInt4 || pro != GemvPrologue::kNone || N > 2048) return 1;
+  return K >= 8192 ? 4 : 2;
+}
+
+template <class E, GemvWeights kW, GemvIn kIn, bool kStaged, int kT, int kSplit>
+void launch_gemv_form(const E* x, const void* w, const float* w_scale, E* y, int64_t K, int64_t N, int64_t group,
+                      bool accumulate, const E* gamma, float eps, size_t staged_bytes, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((N + kGemvWarps / kSplit - 1) / (kGemvWarps / kSplit)));
+  launch_kernel(gemv_small_t_kernel<E, kW, kT, kIn, kStaged, kSplit>, grid, kGemvWarps * 32,
+                kStaged ? staged_bytes : 0, stream, x, w, w_scale, y, K, N, group, accumulate, gamma, eps);
+}
+
+template <class E, GemvWeights kW, GemvIn kIn, bool kStaged>
+cudaError_t run_gemv_small_t_form(const E* x, const void* w, const float* w_scale, E* y, int64_t T, int64_t K,
+                                  int64_t N, int64_t group, bool accumulate, const E* gamma, float eps, int split,
+                                  size_t staged_bytes, cudaStream_t stream) {
+  if (T == 1 && split != 1) {
+    if (split == 2)
+      launch_gemv_form<E, kW, kIn, kStaged, 1, 2>(x, w, w_scale, y, K, N, group, accumulate, gamma, eps, staged_bytes,
+                                                  stream);
+    else
+      launch_gemv_form<E, kW, kIn, kStaged, 1, 4>(x, w, w_scale, y, K, N, group, accumulate, gamma, eps, staged_bytes,
+                                                  stream);
+    return cudaGetLastError();
+  }
   switch (T) {
-#define INGOT_GEMV_CASE(n)                                                                                         \
-  case n:                                                                                                          \
-    if constexpr (kIn != GemvIn::kPlain) {                                                                         \
-      if (staged) {                                                                                                \
-        launch_kernel(gemv_small_t_kernel<E, kW, n, kIn, true>, grid, kGemvWarps * 32, staged_bytes, stream, xt,  \
-                      w, w_scale, yt, K, N, group, accumulate, gt, eps);                                          \
-        break;                                                                                                     \
-      }                                                                                                            \
-    }                                                                                                              \
-    launch_kernel(gemv_small_t_kernel<E, kW, n, kIn, false>, grid, kGemvWarps * 32, 0, stream, xt, w, w_scale,    \
-                  yt, K, N, group, accumulate, gt, eps);                                                          \
+#define INGOT_GEMV_CASE(n)                                                                                      \
+  case n:                                                                                                       \
+    launch_gemv_form<E, kW, kIn, kStaged, n, 1>(x, w, w_scale, y, K, N, group, accumulate, gamma, eps,          \
+                                                staged_bytes, stream);                                          \
     break;
     INGOT_GEMV_CASE(1)
     INGOT_GEMV_CASE(2)
@@ -619,21 +663,44 @@ cudaError_t run_gemv_small_t_in(const void* x, const void* w, const float* w_sca
   return cudaGetLastError();
 }
 
+/// split: 1, 2 or 4 warps a column (more than 1 only at T = 1; launch_gemv_small_t checked it).
+template <class E, GemvWeights kW, GemvIn kIn>
+cudaError_t run_gemv_small_t_in(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
+                                int64_t N, int64_t group, bool accumulate, const void* gamma, float eps, int split,
+                                cudaStream_t stream) {
+  const E* xt = static_cast<const E*>(x);
+  const E* gt = static_cast<const E*>(gamma);
+  E* yt = static_cast<E*>(y);
+  const size_t staged_bytes = static_cast<size_t>(T) * static_cast<size_t>(K) * sizeof(float);
+  if constexpr (kIn != GemvIn::kPlain) {
+    if (gemv_staged(kIn, T, K))
+      return run_gemv_small_t_form<E, kW, kIn, true>(xt, w, w_scale, yt, T, K, N, group, accumulate, gt, eps, split,
+                                                     staged_bytes, stream);
+  }
+  return run_gemv_small_t_form<E, kW, kIn, false>(xt, w, w_scale, yt, T, K, N, group, accumulate, gt, eps, split,
+                                                  staged_bytes, stream);
+}
+
 template <class E, GemvWeights kW>
 cudaError_t run_gemv_small_t(const void* x, const void* w, const float* w_scale, void* y, int64_t T, int64_t K,
-                             int64_t N, int64_t group, bool accumulate, const GemvPrologue& pro, cudaStream_t stream) {
+                             int64_t N, int64_t group, bool accumulate, const GemvPrologue& pro, int k_split,
+                             cudaStream_t stream) {
+  const int split = k_split == 0 ? gemv_k_split_auto(kW, pro.kind, T, K, N) : k_split;
   switch (pro.kind) {
     case GemvPrologue::kRmsNorm:
       return run_gemv_small_t_in<E, kW, GemvIn::kRmsNorm>(x, w, w_scale, y, T, K, N, group, accumulate,
-                                                          pro.norm_weight, pro.eps, stream);
+                                                          pro.norm_weight, pro.eps, split, stream);
     case GemvPrologue::kSiluMul:
       return run_gemv_small_t_in<E, kW, GemvIn::kSiluMul>(x, w, w_scale, y, T, K, N, group, accumulate, nullptr, 0.0f,
-                                                          stream);
+                                                          split, stream);
     default:
       return run_gemv_small_t_in<E, kW, GemvIn::kPlain>(x, w, w_scale, y, T, K, N, group, accumulate, nullptr, 0.0f,
-                                                        stream);
+                                                        split, stream);
   }
 }
+
+/// launch_gemv_small_t's k_split: 0 (automatic), 1, or 2 and 4 at one token.
+bool k_split_ok(int k_split, int64_t T) { return k_split == 0 || k_split == 1 || (T == 1 && (k_split == 2 || k_split == 4)); }
 
 /// What every GEMV launcher checks of the prologue: a norm weight, 16-byte aligned, for kRmsNorm.
 bool prologue_ok(const GemvPrologue& pro) {
@@ -914,20 +981,21 @@ cudaError_t launch_fp8_quantize_dynamic(FloatType t, const void* x, int64_t n, v
 
 cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
                                 int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream,
-                                const GemvPrologue& pro) {
+                                const GemvPrologue& pro, int k_split) {
   if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
-      N > (int64_t{65535} * kGemvWarps) || K % (w_fp8 ? 16 : 8) != 0 || !prologue_ok(pro))
+      N > (int64_t{65535} * kGemvWarps) || K % (w_fp8 ? 16 : 8) != 0 || !prologue_ok(pro) || !k_split_ok(k_split, T))
     return cudaErrorInvalidValue;
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !w || !y || !aligned(x, 16) || !aligned(w, 16) || !aligned(y, 2)) return cudaErrorInvalidValue;
   if (t == FloatType::kF16)
-    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, pro, stream)
+    return w_fp8 ? run_gemv_small_t<__half, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, pro, k_split,
+                                                               stream)
                  : run_gemv_small_t<__half, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate, pro,
-                                                                    stream);
+                                                                    k_split, stream);
   return w_fp8 ? run_gemv_small_t<__nv_bfloat16, GemvWeights::kFp8>(x, w, w_scale, y, T, K, N, 0, accumulate, pro,
-                                                                   stream)
+                                                                   k_split, stream)
                : run_gemv_small_t<__nv_bfloat16, GemvWeights::kModelType>(x, w, w_scale, y, T, K, N, 0, accumulate,
-                                                                         pro, stream);
+                                                                         pro, k_split, stream);
 }
 
 cudaError_t launch_int4_quantize(const float* w, int64_t N, int64_t K, int64_t group, uint8_t* q, float* scale_min,
@@ -959,17 +1027,19 @@ cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* s
 
 cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y,
                                      int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
-                                     cudaStream_t stream, const GemvPrologue& pro) {
+                                     cudaStream_t stream, const GemvPrologue& pro, int k_split) {
   if ((t != FloatType::kF16 && t != FloatType::kBF16) || T < 0 || T > kGemvMaxTokens || K <= 0 || N < 0 ||
-      N > (int64_t{65535} * kGemvWarps) || !int4_group_ok(group) || K % group != 0 || !prologue_ok(pro))
+      N > (int64_t{65535} * kGemvWarps) || !int4_group_ok(group) || K % group != 0 || !prologue_ok(pro) ||
+      !k_split_ok(k_split, T))
     return cudaErrorInvalidValue;
   if (T == 0 || N == 0) return cudaSuccess;
   if (!x || !q || !scale_min || !y || !aligned(x, 16) || !aligned(q, 16) || !aligned(scale_min, 8) || !aligned(y, 2))
     return cudaErrorInvalidValue;
   return t == FloatType::kF16
-             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, pro, stream)
+             ? run_gemv_small_t<__half, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, pro,
+                                                            k_split, stream)
              : run_gemv_small_t<__nv_bfloat16, GemvWeights::kInt4>(x, q, scale_min, y, T, K, N, group, accumulate, pro,
-                                                                   stream);
+                                                                   k_split, stream);
 }
 
 cudaError_t launch_fill_hash_uniform(FloatType t, void* y, int64_t n, uint64_t base, float center, float a,

@@ -162,9 +162,13 @@ struct GemvPrologue {
   const void* norm_weight = nullptr;
   float eps = 0.0f;
 };
+/// k_split: how many warps share an output column's K (each a contiguous share, summed in shared
+/// memory in order): 1, or 2 or 4 at T = 1 only; 0 lets the launcher choose by shape, as
+/// bench/gemv_probe.cu measured (2 or 4 for plain GEMVs of at most 2048 columns, else 1). Anything
+/// else is cudaErrorInvalidValue.
 cudaError_t launch_gemv_small_t(FloatType t, const void* x, const void* w, bool w_fp8, const float* w_scale, void* y,
                                 int64_t T, int64_t K, int64_t N, bool accumulate, cudaStream_t stream,
-                                const GemvPrologue& prologue = {});
+                                const GemvPrologue& prologue = {}, int k_split = 0);
 
 /// INT4 weight-only projections (W4A16), group-wise along K (llm/int4_weights.h states the same
 /// layout on the host): w [N][K] as nibbles q [N][K / 2], element k in the low nibble of byte k / 2
@@ -185,7 +189,7 @@ cudaError_t launch_int4_dequantize(FloatType t, const uint8_t* q, const float* s
 /// min * the second; 4 bits a weight read (a quarter of fp16's bytes). Needs q 16-byte aligned.
 cudaError_t launch_gemv_small_t_int4(FloatType t, const void* x, const uint8_t* q, const float* scale_min, void* y,
                                      int64_t T, int64_t K, int64_t N, int64_t group, bool accumulate,
-                                     cudaStream_t stream, const GemvPrologue& prologue = {});
+                                     cudaStream_t stream, const GemvPrologue& prologue = {}, int k_split = 0);
 
 /// launch_gemv_small_t_int4's product for any number of tokens, on tensor cores (int4_gemm.cu):
 /// y[t][n] (+)= sum_k x[t][k] * (q[n][k] * scale + min), each weight dequantized in fp32 and rounded
