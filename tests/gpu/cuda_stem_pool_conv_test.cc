@@ -28,10 +28,9 @@ std::string stem(const std::string& extra, int conv_pad = 3, int pool_pad = 1) {
          pp + ", " + pp + "]}";
 }
 
-// The family offers its tactics only with INGOT_STEM_MMA=1 until these tests have passed on a device.
+// The family offers its tactics unless INGOT_STEM_MMA=0; the tests clear a switch left in the environment.
 struct StemMmaOffered {
-  StemMmaOffered() { setenv("INGOT_STEM_MMA", "1", 1); }
-  ~StemMmaOffered() { unsetenv("INGOT_STEM_MMA"); }
+  StemMmaOffered() { unsetenv("INGOT_STEM_MMA"); }
 };
 
 class CudaStemPoolConvTest : public OpCaseTest {
@@ -146,9 +145,10 @@ TEST(CudaStemPoolConvNoDevice, Refusals) {
                        "ingot::FusedConv {channels_last=1, pads=[3, 3, 3, 3], strides=[2, 2]}"));
   std::string asym = ok;
   {
-    unsetenv("INGOT_STEM_MMA");  // off by default
+    setenv("INGOT_STEM_MMA", "0", 1);  // the switch takes the family out
     EXPECT_FALSE(offered({input(h, {1, 32, 32, 3}), input(h, {64, 7, 7, 3}), input(h, {64})}, ok));
-    setenv("INGOT_STEM_MMA", "1", 1);
+    unsetenv("INGOT_STEM_MMA");
+    EXPECT_TRUE(offered({input(h, {1, 32, 32, 3}), input(h, {64, 7, 7, 3}), input(h, {64})}, ok));
   }
   asym.replace(asym.find("pool_pads=[1, 1, 1, 1]"), 22, "pool_pads=[1, 1, 0, 0]");
   EXPECT_FALSE(offered({input(h, {1, 32, 32, 3}), input(h, {64, 7, 7, 3})}, asym));

@@ -94,12 +94,11 @@ Status check(const ir::Node& n, const std::vector<ir::TensorType>& in, StemPoolD
   return Status::Ok();
 }
 
-// Whether the family offers candidates: only with INGOT_STEM_MMA=1 until its GPU tests
-// (CudaStemPoolConvTest.*, which set it) have run on a device. The autotuner keeps the fastest candidate
-// without comparing outputs, so an unverified kernel stays off the default path (and fuse_conv_pool,
-// which asks for a tactic, forms no FusedConvPool without it). Read at each call; engines that chose it
-// load without it (create() knows the names).
-bool offered() { return env_is("INGOT_STEM_MMA", "1"); }
+// Whether the family offers candidates: unless INGOT_STEM_MMA=0 (its GPU tests, CudaStemPoolConvTest.*,
+// passed on an H100 on 2026-12-08; the switch measures the cuDNN conv + pool against it on the same
+// binaries). Without it fuse_conv_pool, which asks for a tactic, forms no FusedConvPool. Read at each
+// call; engines that chose it load without it (create() knows the names).
+bool offered() { return !env_is("INGOT_STEM_MMA", "0"); }
 
 bool same(const StemPoolDesc& a, const StemPoolDesc& b) {
   return same_window_and_epilogue(a, b) && a.c == b.c && a.k == b.k && a.pool_kh == b.pool_kh &&

@@ -3,12 +3,12 @@
 // The cuda backend's environment switches, read through one helper. Each switch exists to measure
 // one form against another on the same binaries, or to keep a kernel that has not yet passed its
 // GPU test off the default path (the autotuner keeps the fastest candidate without comparing
-// outputs). Today's switches, where they are read:
+// outputs; none is gated so today). Today's switches, where they are read:
 //   INGOT_PDL=0                          programmatic dependent launch off (core/device_info.cc)
 //   INGOT_CUDNN_CONV_ACTIVATIONS=relu    cuDNN graph convs fuse Relu only (conv/cudnn_graph_conv_common.cc)
 //   INGOT_CUTLASS_INT8_PINGPONG=0        no ping-pong int8 GEMM candidate (gemm/quant_gemm_tactics.cc)
-//   INGOT_STEM_MMA=1                     the tensor-core stem conv (+ max pool) offered (conv/stem_pool_conv_tactics.cc)
-//   INGOT_NORM_QUANTIZE=1                the LayerNorm that writes its 8-bit copy offered (norm/norm_tactics.cc)
+//   INGOT_STEM_MMA=0                     no tensor-core stem conv (+ max pool) (conv/stem_pool_conv_tactics.cc)
+//   INGOT_NORM_QUANTIZE=0                no LayerNorm that writes its 8-bit copy (norm/norm_tactics.cc)
 #pragma once
 
 #include <cstdlib>
