@@ -52,6 +52,8 @@ void generate_help() {
                "                         (default for fp16/bf16 weights; --no-gemv-prologue: kernels of their own,\n"
                "                         the default for fp8 and int4 weights)\n"
                "  --gemv-k-split N       cuda: one-token GEMVs with N warps a column (1, 2 or 4; default: chosen)\n"
+               "  --decode-attention grouped|per-head  cuda: a block per KV head's query group, each K/V row\n"
+               "                         read once per group (grouped), or a block per query head (default)\n"
                "  --int4-gemm-max-tokens N  cuda, int4: longer steps of <= N tokens run the W4A16 tensor-core\n"
                "                         GEMM (default 0: each projection dequantized for cuBLASLt)\n"
                "  --decode-partition N   cuda: the decode attention's parts of a context, in positions (0: one\n"
@@ -174,6 +176,14 @@ int generate_command(const std::vector<std::string>& args) {
         print_ids = true;
       } else if (a == "--no-gemv-prologue" || a == "--gemv-prologue") {
         lo.gemv_prologue = a == "--gemv-prologue" ? 1 : 0;
+      } else if (a == "--decode-attention") {
+        const std::string* v = value("grouped or per-head");
+        if (!v) return 2;
+        if (*v != "grouped" && *v != "per-head") {
+          std::cerr << "ingot generate: --decode-attention takes grouped or per-head, got '" << *v << "'\n";
+          return 2;
+        }
+        lo.grouped_decode_attention = *v == "grouped" ? 1 : 0;
       } else if (a == "--ignore-eos") {
         gp.ignore_eos = true;
       } else if (a == "--load-format") {

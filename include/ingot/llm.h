@@ -98,6 +98,11 @@ struct LlmLoadOptions {
   /// cuda: at one token, how many warps share each GEMV output column's K (1, 2 or 4; 0: the
   /// launcher's choice by shape; `ingot generate --gemv-k-split`).
   int gemv_k_split = 0;
+  /// cuda: decode attention with one block per KV head that computes its whole group of query heads,
+  /// reading each cached K/V row once per group instead of once per query head (Llama-3: 4 heads a
+  /// group): 1 on, 0 off (`ingot generate --decode-attention grouped|per-head`), -1 (default) the
+  /// per-head kernel until the grouped one has been measured on a GPU.
+  int grouped_decode_attention = -1;
   /// cuda, int4 weights: steps of more than gemv_max_tokens and at most this many tokens run the
   /// W4A16 tensor-core GEMM (4 bits a weight read); longer ones dequantize each projection for
   /// cuBLASLt. 0 (default): cuBLASLt above the GEMVs (`ingot generate --int4-gemm-max-tokens`); the

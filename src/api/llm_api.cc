@@ -83,6 +83,10 @@ Status LlmModel::Impl::attach_gpu(const LlmLoadOptions& options, const uint64_t*
   if (options.gemv_k_split != 0 && options.gemv_k_split != 1 && options.gemv_k_split != 2 && options.gemv_k_split != 4)
     return invalid_argument("LlmModel: gemv_k_split must be 0 (automatic), 1, 2 or 4, got ", options.gemv_k_split);
   g.gemv_k_split = options.gemv_k_split;
+  if (options.grouped_decode_attention < -1 || options.grouped_decode_attention > 1)
+    return invalid_argument("LlmModel: grouped_decode_attention must be -1 (automatic), 0 or 1, got ",
+                            options.grouped_decode_attention);
+  g.grouped_decode_attention = options.grouped_decode_attention == 1;
   if (options.int4_gemm_max_tokens < 0)
     return invalid_argument("LlmModel: int4_gemm_max_tokens must be >= 0, got ", options.int4_gemm_max_tokens);
   g.int4_gemm_max_tokens = options.int4_gemm_max_tokens;

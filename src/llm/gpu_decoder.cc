@@ -675,8 +675,14 @@ backend::cuda::PagedDecodeParams LlamaGpuModel::Impl::attention_params(const Ste
   ap.block_size = o.block_size;
   ap.max_blocks_per_seq = static_cast<int32_t>(sh.max_blocks);
   ap.max_context_len = sh.max_ctx;
-  ap.partition_size = o.partition_size >= 0 ? o.partition_size
-                                            : backend::cuda::auto_decode_partition(sh.T, c.num_heads, sm_count);
+  // One block per KV head's query group where asked and the group is 2-8 heads (the parts sized for
+  // the KV heads' blocks then).
+  const int64_t group = c.num_heads / std::max<int64_t>(1, c.num_kv_heads);
+  ap.grouped = o.grouped_decode_attention && group >= 2 && group <= 8;
+  ap.partition_size = o.partition_size >= 0
+                          ? o.partition_size
+                          : backend::cuda::auto_decode_partition(sh.T, ap.grouped ? c.num_kv_heads : c.num_heads,
+                                                                 sm_count);
   ap.fp8_cache = o.fp8_kv;  // scales 1 (vLLM's default without calibrated ones)
   return ap;
 }

@@ -82,6 +82,10 @@ struct GpuDecoderOptions {
   bool gemv_prologue = false;
   /// One-token GEMV steps: warps per output column (launch_gemv_small_t's k_split; 0 its choice).
   int32_t gemv_k_split = 0;
+  /// Decode attention with one block per KV head computing its group of query heads (each K/V row
+  /// read once per group: PagedDecodeParams::grouped) where the group is 2-8 heads; false: a block
+  /// per query head.
+  bool grouped_decode_attention = false;
   /// int4: steps of more than gemv_max_tokens and at most this many tokens run launch_int4_gemm;
   /// 0 (the default): dequantize + cuBLASLt above the GEMVs. On the H100 (2026-12-07, bench/RESULTS.md
   /// session 37) the W4A16 GEMM made Llama-3.2-1B-shaped batch-64 decode 5.47 ms a step (11.3k tok/s)

@@ -283,21 +283,21 @@ TEST_P(CudaLlmDecoderTest, ChunkedPrefillGivesTheOneStepLogits) {
   EXPECT_GE(cosine(second->logits[0], one->logits[0]), k.bf16 ? 0.999 : 0.99999);
 }
 
-// Decode steps with the RMSNorms and the SiLU gate inside the GEMVs (gemv_prologue) and
-// with each its own kernel: the same logits up to the rounding of the normalized and gated
-// activations to the model's type, which only the unfused path does. Two sequences, prefilled
-// (GEMMs and separate norms either way), then eight steps of two tokens (GEMVs).
-TEST_P(CudaLlmDecoderTest, GemvProloguesKeepTheDecodeLogits) {
-  const Case k = cases()[static_cast<size_t>(GetParam())];
-  SCOPED_TRACE(k.name);
+// Two decoders of one random model, options `a` and `b` (test_options otherwise): two sequences
+// prefilled (9 and 21 tokens), then eight steps of two tokens, each step's logits compared; the
+// worst cosine. Each step's token is b's greedy choice, fed to both.
+double worst_step_cosine(const Case& k, void (*a)(GpuDecoderOptions&), void (*b)(GpuDecoderOptions&),
+                         double bar) {
   auto cpu = LlamaCpuModel::random(k.config, 424);
-  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  EXPECT_TRUE(cpu.ok()) << cpu.status().to_string();
+  if (!cpu.ok()) return 0.0;
   std::vector<std::unique_ptr<LlamaGpuModel>> gpus;
-  for (bool fused : {true, false}) {
+  for (auto set : {a, b}) {
     GpuDecoderOptions o = test_options(k, 16);
-    o.gemv_prologue = fused;
+    set(o);
     auto gpu = LlamaGpuModel::create(**cpu, o);
-    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    EXPECT_TRUE(gpu.ok()) << gpu.status().to_string();
+    if (!gpu.ok()) return 0.0;
     gpus.push_back(std::move(*gpu));
   }
   std::mt19937 rng(5);
@@ -312,19 +312,44 @@ TEST_P(CudaLlmDecoderTest, GemvProloguesKeepTheDecodeLogits) {
     std::vector<GpuChunk> chunks;
     for (size_t s = 0; s < 2; ++s)
       chunks.push_back(GpuChunk{&tokens[s], done[s], static_cast<int64_t>(tokens[s].size()) - done[s], &tables[s]});
-    auto fused = gpus[0]->forward(chunks);
-    auto plain = gpus[1]->forward(chunks);
-    ASSERT_TRUE(fused.ok()) << fused.status().to_string();
-    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    auto ra = gpus[0]->forward(chunks);
+    auto rb = gpus[1]->forward(chunks);
+    EXPECT_TRUE(ra.ok() && rb.ok()) << (ra.ok() ? rb.status().to_string() : ra.status().to_string());
+    if (!ra.ok() || !rb.ok()) return 0.0;
     for (size_t s = 0; s < 2; ++s) {
-      const double cs = cosine(fused->logits[s], plain->logits[s]);
+      const double cs = cosine(ra->logits[s], rb->logits[s]);
       worst = std::min(worst, cs);
-      EXPECT_GE(cs, k.bf16 ? 0.999 : 0.9999) << "step " << step << ", sequence " << s;
+      EXPECT_GE(cs, bar) << "step " << step << ", sequence " << s;
       done[s] = static_cast<int64_t>(tokens[s].size());
-      tokens[s].push_back(plain->argmax[s]);
+      tokens[s].push_back(rb->argmax[s]);
     }
   }
+  return worst;
+}
+
+// Decode steps with the RMSNorms and the SiLU gate inside the GEMVs (gemv_prologue) and
+// with each its own kernel: the same logits up to the rounding of the normalized and gated
+// activations to the model's type, which only the unfused path does. The prefill runs GEMMs and
+// separate norms either way, the decode steps GEMVs.
+TEST_P(CudaLlmDecoderTest, GemvProloguesKeepTheDecodeLogits) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  const double worst = worst_step_cosine(
+      k, [](GpuDecoderOptions& o) { o.gemv_prologue = true; }, [](GpuDecoderOptions& o) { o.gemv_prologue = false; },
+      k.bf16 ? 0.999 : 0.9999);
   std::printf("[ gpu decoder ] %s: GEMV prologues on vs off, worst logit cosine %.7f\n", k.name, worst);
+}
+
+// The grouped decode attention (a block per KV head's query group) against the per-head kernel in
+// the whole decoder: the same logits up to fp32 summation order (every config here has a GQA group
+// of 2-8 or none: a model without one keeps the per-head kernel either way).
+TEST_P(CudaLlmDecoderTest, GroupedDecodeAttentionKeepsTheDecodeLogits) {
+  const Case k = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(k.name);
+  const double worst = worst_step_cosine(
+      k, [](GpuDecoderOptions& o) { o.grouped_decode_attention = true; },
+      [](GpuDecoderOptions& o) { o.grouped_decode_attention = false; }, k.bf16 ? 0.9999 : 0.99999);
+  std::printf("[ gpu decoder ] %s: grouped vs per-head decode attention, worst logit cosine %.7f\n", k.name, worst);
 }
 
 // Decode steps replayed from CUDA graphs (padded batches 4, 2, 1; recaptured after a longer prefill

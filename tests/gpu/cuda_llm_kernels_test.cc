@@ -258,9 +258,11 @@ DeviceProblem upload_problem(const Problem& pr) {
   return d;
 }
 
-/// Runs the attention with `partition_size` on a fresh stream; o poisoned (NaN) first.
-std::vector<uint16_t> run_attention(const Problem& pr, DeviceProblem& d, int32_t partition_size) {
-  const PagedDecodeParams p = d.params(pr, partition_size);
+/// Runs the attention with `partition_size` on a fresh stream (`grouped`: a block per KV head's
+/// query group); o poisoned (NaN) first.
+std::vector<uint16_t> run_attention(const Problem& pr, DeviceProblem& d, int32_t partition_size, bool grouped = false) {
+  PagedDecodeParams p = d.params(pr, partition_size);
+  p.grouped = grouped;
   const size_t ws = backend::cuda::paged_decode_attention_workspace_bytes(p);
   if (d.workspace.bytes() < ws) d.workspace = DeviceBuffer(ws);
   EXPECT_EQ(cudaMemset(d.o.get(), 0xFF, d.o.bytes()), cudaSuccess);
@@ -583,11 +585,13 @@ TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionFromAnFp8Cache) {
       DeviceProblem d = upload_problem(pr);
       d.k_cache = to_device(k8);
       d.v_cache = to_device(v8);
-      for (int32_t part : {0, 64}) {
+      for (bool grouped : {false, true})  // the grouped kernel (a block per KV head's query group) too
+        for (int32_t part : {0, 64}) {
         PagedDecodeParams p = d.params(pr, part);
         p.fp8_cache = true;
         p.k_scale = ks;
         p.v_scale = vs;
+        p.grouped = grouped;
         const size_t ws = backend::cuda::paged_decode_attention_workspace_bytes(p);
         if (d.workspace.bytes() < ws) d.workspace = DeviceBuffer(ws);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -595,12 +599,45 @@ TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionFromAnFp8Cache) {
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_LE(normwise_error(to_floats(t, to_host<uint16_t>(d.o, pr.q.size())), want), tolerance(t))
-            << "partition " << part;
+            << "partition " << part << (grouped ? " grouped" : "");
         p.k_scale = 0.0f;
         EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, d.workspace.get(), d.workspace.bytes(), nullptr),
                   cudaErrorInvalidValue);
       }
     }
+}
+
+// The grouped kernel (a block per KV head computing its query group): groups of 1 (a lone head in the
+// 2-wide form), 2, 4 (Llama-3), 7 (Qwen2-0.5B's 14 over 2, in the 8-wide form) and 8; head_dim 64 and
+// 128, unsplit, in parts of 64 (a warp tile and a half-empty one) and 512, against the host
+// reference; a group of 9 refused. (PagedDecodeAttentionFromAnFp8Cache runs it on an fp8 cache.)
+TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionGroupedMatchesReference) {
+  const int heads[][2] = {{4, 4}, {4, 2}, {8, 2}, {14, 2}, {16, 2}};
+  const std::vector<int32_t> lens = {1, 17, 300, 1100, 64, 96};
+  std::mt19937 rng(4242);
+  for (FloatType t : kTypes)
+    for (const auto& hk : heads)
+      for (int D : {64, 128}) {
+        const Shape s{hk[0], hk[1], D, 16};
+        SCOPED_TRACE(describe(t, s));
+        const Problem pr = make_problem(t, s, lens, rng);
+        DeviceProblem d = upload_problem(pr);
+        ASSERT_TRUE(d.q.valid() && d.k_cache.valid() && d.v_cache.valid() && d.o.valid());
+        const std::vector<float> want = attention_reference(pr);
+        for (int32_t partition : {0, 64, 512}) {
+          const auto got = to_floats(t, run_attention(pr, d, partition, /*grouped=*/true));
+          EXPECT_LE(normwise_error(got, want), tolerance(t)) << "partition " << partition;
+        }
+      }
+  // A group of 9 query heads is more than the kernel holds.
+  const Problem big = make_problem(FloatType::kF16, Shape{18, 2, 64, 16}, {5}, rng);
+  DeviceProblem d = upload_problem(big);
+  PagedDecodeParams p = d.params(big, 0);
+  p.grouped = true;
+  EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, nullptr, 0, nullptr), cudaErrorInvalidValue);
+  p.grouped = false;
+  EXPECT_EQ(backend::cuda::launch_paged_decode_attention(p, nullptr, 0, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST_F(CudaLlmKernelsTest, PagedDecodeAttentionShortContextsDoNotSplit) {

@@ -174,7 +174,9 @@ def dummy_checks(ingot):
                               "cuda", "--decode-partition", "-5"], 1, "decode_partition must be -1 (automatic)"),
                             # A GEMV K split the kernels do not have is refused before any device is looked for.
                             ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--backend",
-                              "cuda", "--gemv-k-split", "3"], 1, "gemv_k_split must be 0 (automatic), 1, 2 or 4")]:
+                              "cuda", "--gemv-k-split", "3"], 1, "gemv_k_split must be 0 (automatic), 1, 2 or 4"),
+                            ([cfg, "--load-format", "dummy", "--num-prompts", "1", "--input-len", "2", "--backend",
+                              "cuda", "--decode-attention", "paged"], 2, "--decode-attention takes grouped or per-head")]:
         res = subprocess.run([ingot, "generate", *args], capture_output=True, text=True, timeout=120)
         if res.returncode != rc or words not in res.stderr:
             print(f"FAIL: ingot generate {' '.join(args)}: exit {res.returncode} (want {rc}), stderr {res.stderr!r}")

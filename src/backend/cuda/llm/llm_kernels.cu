@@ -157,11 +157,88 @@ struct Workspace {
 template <int kPer>
 using LaneVec = std::conditional_t<kPer == 4, uint2, uint32_t>;
 
+/// Elements of a cache row per 16-byte load: 16 e4m3 or 8 fp16/bf16.
+template <bool kFp8>
+constexpr int kCacheLoadElems = kFp8 ? 16 : 8;
+
+/// 16 bytes of fp16/bf16 as 8 floats; fp8_weights_to_float: 16 bytes of e4m3 as 16 floats.
+template <class T>
+__device__ __forceinline__ void weights_to_float(const uint4& u, float* f) {
+  const pair_t<T>* e = reinterpret_cast<const pair_t<T>*>(&u);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 v = to_float2(e[j]);
+    f[2 * j] = v.x;
+    f[2 * j + 1] = v.y;
+  }
+}
+__device__ __forceinline__ void fp8_weights_to_float(const uint4& u, float* f) {
+  const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 v = fp8x2_to_float2(e[j]);
+    f[2 * j] = v.x;
+    f[2 * j + 1] = v.y;
+  }
+}
+
+/// One 16-byte load of a K row as floats (e4m3 unscaled: the scale is in q).
+template <class T, bool kFp8>
+__device__ __forceinline__ void cache_chunk_to_float(const uint4& u, float* f) {
+  if constexpr (kFp8)
+    fp8_weights_to_float(u, f);
+  else
+    weights_to_float<T>(u, f);
+}
+
+/// The kPer elements lane `lane` owns of the V row at element offset `off` (a cache slot's start
+/// plus the KV head's), as floats; e4m3 times v_scale.
+template <class T, int kPer, bool kFp8>
+__device__ __forceinline__ void v_lane_to_float(const unsigned char* vc, int64_t off, int lane, float v_scale,
+                                                float* v) {
+  if constexpr (kFp8) {
+    using V8 = std::conditional_t<kPer == 4, uint32_t, uint16_t>;
+    const V8 u = *reinterpret_cast<const V8*>(vc + off + lane * kPer);
+    const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+#pragma unroll
+    for (int i = 0; i < kPer / 2; ++i) {
+      const float2 f = fp8x2_to_float2(e[i]);
+      v[2 * i] = f.x * v_scale;
+      v[2 * i + 1] = f.y * v_scale;
+    }
+  } else {
+    const LaneVec<kPer> u = *reinterpret_cast<const LaneVec<kPer>*>(vc + (off + lane * kPer) * 2);
+    const pair_t<T>* e = reinterpret_cast<const pair_t<T>*>(&u);
+#pragma unroll
+    for (int i = 0; i < kPer / 2; ++i) {
+      const float2 f = to_float2(e[i]);
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    }
+  }
+}
+
+/// Element d of (sequence, head) bh's result: its partial state in the workspace when the context
+/// is split (combine_kernel merges them), else the normalized output.
+template <class T, int D>
+__device__ __forceinline__ void store_decode_result(const PagedDecodeParams& p, const Workspace& ws, int num_parts,
+                                                    int part, int64_t bh, int d, float a, float mx, float total) {
+  if (num_parts > 1) {
+    const int64_t idx = bh * num_parts + part;
+    ws.acc[idx * D + d] = a;
+    if (d == 0) {
+      ws.max[idx] = mx;
+      ws.sum[idx] = total;
+    }
+  } else {
+    static_cast<T*>(p.o)[bh * D + d] = from_f32<T>(total > 0.0f ? a / total : 0.0f);
+  }
+}
+
 template <class T, int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
   INGOT_KERNEL_ENTRY();
   static_assert(D % 32 == 0 && (D / 32 == 2 || D / 32 == 4), "head_dim 64 or 128");
-  using T2 = pair_t<T>;
   constexpr int kPer = D / 32;
   const int h = blockIdx.x, b = blockIdx.y, part = blockIdx.z;
   const int len = p.context_lens[b];
@@ -204,29 +281,14 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
       const int64_t blk = table[t / p.block_size];
       off = (blk * p.block_size + t % p.block_size) * row;
       const uint4* kp = reinterpret_cast<const uint4*>(kc + off * kEs);
+      constexpr int kL = kCacheLoadElems<kFp8>;
       float dot = 0.0f;
-      if constexpr (kFp8) {
 #pragma unroll
-        for (int c = 0; c < D / 16; ++c) {  // 16 e4m3 per 16-byte load
-          const uint4 u = kp[c];
-          const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
+      for (int c = 0; c < D / kL; ++c) {
+        float f[kL];
+        cache_chunk_to_float<T, kFp8>(kp[c], f);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const float2 f = fp8x2_to_float2(e[j]);
-            dot += q_s[c * 16 + 2 * j] * f.x + q_s[c * 16 + 2 * j + 1] * f.y;
-          }
-        }
-      } else {
-#pragma unroll
-        for (int c = 0; c < D / 8; ++c) {
-          const uint4 u = kp[c];
-          const T2* e = reinterpret_cast<const T2*>(&u);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float2 f = to_float2(e[j]);
-            dot += q_s[c * 8 + 2 * j] * f.x + q_s[c * 8 + 2 * j + 1] * f.y;
-          }
-        }
+        for (int j = 0; j < kL; j += 2) dot += q_s[c * kL + j] * f[j] + q_s[c * kL + j + 1] * f[j + 1];
       }
       s = dot;
     }
@@ -249,27 +311,10 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
       const bool in = j < n;
       const float pj = __shfl_sync(kFullMask, pr, j);
       const int64_t oj = __shfl_sync(kFullMask, off, j);
-      if constexpr (kFp8) {  // kPer e4m3: 2 or 4 bytes
-        using V8 = std::conditional_t<kPer == 4, uint32_t, uint16_t>;
-        const V8 u = *reinterpret_cast<const V8*>(vc + oj + lane * kPer);
-        const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
-        const float pv = pj * v_scale;
+      float v[kPer];
+      v_lane_to_float<T, kPer, kFp8>(vc, oj, lane, v_scale, v);
 #pragma unroll
-        for (int i = 0; i < kPer / 2; ++i) {
-          const float2 f = fp8x2_to_float2(e[i]);
-          acc[2 * i] = in ? fmaf(pv, f.x, acc[2 * i]) : acc[2 * i];
-          acc[2 * i + 1] = in ? fmaf(pv, f.y, acc[2 * i + 1]) : acc[2 * i + 1];
-        }
-      } else {
-        const LaneVec<kPer> u = *reinterpret_cast<const LaneVec<kPer>*>(vc + (oj + lane * kPer) * kEs);
-        const T2* e = reinterpret_cast<const T2*>(&u);
-#pragma unroll
-        for (int i = 0; i < kPer / 2; ++i) {
-          const float2 f = to_float2(e[i]);
-          acc[2 * i] = in ? fmaf(pj, f.x, acc[2 * i]) : acc[2 * i];
-          acc[2 * i + 1] = in ? fmaf(pj, f.y, acc[2 * i + 1]) : acc[2 * i + 1];
-        }
-      }
+      for (int e = 0; e < kPer; ++e) acc[e] = in ? fmaf(pj, v[e], acc[e]) : acc[e];
     }
   }
 
@@ -292,16 +337,140 @@ __global__ void __launch_bounds__(kWarps * 32) paged_decode_kernel(PagedDecodePa
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float a = 0.0f;
     for (int w = 0; w < kWarps; ++w) a += acc_s[w][d] * factor[w];
-    if (num_parts > 1) {
-      const int64_t idx = bh * num_parts + part;
-      ws.acc[idx * D + d] = a;
-      if (d == 0) {
-        ws.max[idx] = mx;
-        ws.sum[idx] = total;
+    store_decode_result<T, D>(p, ws, num_parts, part, bh, d, a, mx, total);
+  }
+}
+
+/// paged_decode_kernel for a whole GQA group at once (PagedDecodeParams::grouped): one CTA per (KV
+/// head, sequence, partition) computes the group's G = num_heads / num_kv_heads query heads (G <=
+/// kMaxG) over the same positions, so each K/V row is read once per group instead of once per query
+/// head (Llama-3's 4: at batch 64 and 256 positions the per-head kernel read 134 MB a layer for 33.5
+/// MB of cache, 0.75 ms of a 2.1 ms step on the H100, session 43). Per 32-position warp tile a lane
+/// loads its position's K row once and takes its dot product with all G queries; each V row is read
+/// once and added into the G accumulators with that head's weight. The same online softmax per
+/// head as paged_decode_kernel, and the same partial-state layout for combine_kernel.
+template <class T, int D, bool kFp8, int kMaxG>
+__global__ void __launch_bounds__(kWarps * 32)
+    paged_decode_grouped_kernel(PagedDecodeParams p, Workspace ws, int num_parts) {
+  INGOT_KERNEL_ENTRY();
+  static_assert(D % 32 == 0 && (D / 32 == 2 || D / 32 == 4), "head_dim 64 or 128");
+  constexpr int kPer = D / 32;
+  const int kvh = blockIdx.x, b = blockIdx.y, part = blockIdx.z;
+  const int G = p.num_heads / p.num_kv_heads;  // <= kMaxG (the launcher checked)
+  const int len = p.context_lens[b];
+  int begin = 0, end = len;
+  if (num_parts > 1) {
+    begin = part * p.partition_size;
+    if (begin >= len) return;
+    end = min(len, begin + p.partition_size);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  __shared__ float q_s[kMaxG][D];
+  __shared__ float m_s[kWarps][kMaxG], l_s[kWarps][kMaxG];
+  __shared__ float acc_s[kWarps][kMaxG][D];
+  const int h0 = kvh * G;  // the group's first query head
+  const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.num_heads + h0) * D;
+  const float qk_scale = kFp8 ? p.scale * p.k_scale : p.scale;
+  const float v_scale = kFp8 ? p.v_scale : 1.0f;
+  for (int i = threadIdx.x; i < kMaxG * D; i += blockDim.x) q_s[i / D][i % D] = i / D < G ? to_f32(q[i]) * qk_scale : 0.0f;
+  __syncthreads();
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks_per_seq;
+  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * D;
+  constexpr int kEs = kFp8 ? 1 : 2;
+  const unsigned char* kc = static_cast<const unsigned char*>(p.k_cache) + static_cast<int64_t>(kvh) * D * kEs;
+  const unsigned char* vc = static_cast<const unsigned char*>(p.v_cache) + static_cast<int64_t>(kvh) * D * kEs;
+
+  float m[kMaxG], l[kMaxG], acc[kMaxG][kPer];
+#pragma unroll
+  for (int g = 0; g < kMaxG; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[g][e] = 0.0f;
+  }
+
+  for (int tile = begin + warp * 32; tile < end; tile += kWarps * 32) {
+    const int t = tile + lane;
+    float s[kMaxG];
+#pragma unroll
+    for (int g = 0; g < kMaxG; ++g) s[g] = 0.0f;
+    int64_t off = 0;
+    if (t < end) {
+      const int64_t blk = table[t / p.block_size];
+      off = (blk * p.block_size + t % p.block_size) * row;
+      const uint4* kp = reinterpret_cast<const uint4*>(kc + off * kEs);
+      constexpr int kL = kCacheLoadElems<kFp8>;
+#pragma unroll
+      for (int c = 0; c < D / kL; ++c) {
+        float f[kL];
+        cache_chunk_to_float<T, kFp8>(kp[c], f);
+#pragma unroll
+        for (int g = 0; g < kMaxG; ++g) {
+          if (g >= G) break;
+#pragma unroll
+          for (int j = 0; j < kL; ++j) s[g] = fmaf(q_s[g][c * kL + j], f[j], s[g]);
+        }
       }
-    } else {
-      static_cast<T*>(p.o)[bh * D + d] = from_f32<T>(total > 0.0f ? a / total : 0.0f);
     }
+    float pr[kMaxG];
+#pragma unroll
+    for (int g = 0; g < kMaxG; ++g) {
+      if (g >= G) break;
+      const float sg = t < end ? s[g] : -INFINITY;
+      const float m_new = fmaxf(m[g], warp_max(sg));  // finite: the tile holds at least one position
+      const float corr = expf(m[g] - m_new);           // 0 on the first tile (m = -inf)
+      pr[g] = t < end ? expf(sg - m_new) : 0.0f;
+      l[g] = l[g] * corr + warp_sum(pr[g]);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) acc[g][e] *= corr;
+      m[g] = m_new;
+    }
+    // The tile's V rows, each read once for the whole group (past the end a lane reads lane 0's row,
+    // selected away as in paged_decode_kernel).
+    const int n = min(32, end - tile);
+    const int64_t off0 = __shfl_sync(kFullMask, off, 0);
+    if (t >= end) off = off0;
+#pragma unroll 4
+    for (int j = 0; j < 32; ++j) {
+      const bool in = j < n;
+      const int64_t oj = __shfl_sync(kFullMask, off, j);
+      float v[kPer];
+      v_lane_to_float<T, kPer, kFp8>(vc, oj, lane, v_scale, v);
+#pragma unroll
+      for (int g = 0; g < kMaxG; ++g) {
+        if (g >= G) break;
+        const float pj = __shfl_sync(kFullMask, pr[g], j);
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) acc[g][e] = in ? fmaf(pj, v[e], acc[g][e]) : acc[g][e];
+      }
+    }
+  }
+
+#pragma unroll
+  for (int g = 0; g < kMaxG; ++g) {
+    if (g >= G) break;
+    if (lane == 0) {
+      m_s[warp][g] = m[g];
+      l_s[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc_s[warp][g][lane * kPer + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+    const int g = i / D, d = i % D;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w][g]);
+    float total = 0.0f, a = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = m_s[w][g] == -INFINITY ? 0.0f : expf(m_s[w][g] - mx);  // a warp without positions: 0
+      total += l_s[w][g] * f;
+      a += acc_s[w][g][d] * f;
+    }
+    store_decode_result<T, D>(p, ws, num_parts, part, static_cast<int64_t>(b) * p.num_heads + h0 + g, d, a, mx,
+                              total);
   }
 }
 
@@ -325,10 +494,29 @@ __global__ void __launch_bounds__(D) combine_kernel(PagedDecodeParams p, Workspa
   static_cast<T*>(p.o)[bh * D + d] = from_f32<T>(total > 0.0f ? a / total : 0.0f);
 }
 
+/// The grouped kernel's largest group (query heads per KV head): Llama-3's 4, Qwen2's up to 7, 8.
+constexpr int kMaxDecodeGroup = 8;
+
+template <class T, int D, bool kFp8>
+void launch_grouped_decode(const PagedDecodeParams& p, Workspace ws, int num_parts, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch), static_cast<unsigned>(num_parts));
+  const int group = p.num_heads / p.num_kv_heads;
+  if (group <= 2)
+    launch_kernel(paged_decode_grouped_kernel<T, D, kFp8, 2>, grid, kWarps * 32, 0, stream, p, ws, num_parts);
+  else if (group <= 4)
+    launch_kernel(paged_decode_grouped_kernel<T, D, kFp8, 4>, grid, kWarps * 32, 0, stream, p, ws, num_parts);
+  else
+    launch_kernel(paged_decode_grouped_kernel<T, D, kFp8, kMaxDecodeGroup>, grid, kWarps * 32, 0, stream, p, ws,
+                  num_parts);
+}
+
 template <class T, int D>
 cudaError_t run_paged_decode(const PagedDecodeParams& p, Workspace ws, int num_parts, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.batch), static_cast<unsigned>(num_parts));
-  if (p.fp8_cache)
+  if (p.grouped)
+    p.fp8_cache ? launch_grouped_decode<T, D, true>(p, ws, num_parts, stream)
+                : launch_grouped_decode<T, D, false>(p, ws, num_parts, stream);
+  else if (p.fp8_cache)
     launch_kernel(paged_decode_kernel<T, D, true>, grid, kWarps * 32, 0, stream, p, ws, num_parts);
   else
     launch_kernel(paged_decode_kernel<T, D, false>, grid, kWarps * 32, 0, stream, p, ws, num_parts);
@@ -350,27 +538,6 @@ bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr
 // ---- gemv_small_t --------------------------------------------------------------------------
 
 constexpr int kGemvWarps = 8;  // columns per CTA
-
-/// 16 bytes of fp16/bf16 as 8 floats; fp8_weights_to_float: 16 bytes of e4m3 as 16 floats.
-template <class T>
-__device__ __forceinline__ void weights_to_float(const uint4& u, float* f) {
-  const pair_t<T>* e = reinterpret_cast<const pair_t<T>*>(&u);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 v = to_float2(e[j]);
-    f[2 * j] = v.x;
-    f[2 * j + 1] = v.y;
-  }
-}
-__device__ __forceinline__ void fp8_weights_to_float(const uint4& u, float* f) {
-  const __nv_fp8x2_storage_t* e = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float2 v = fp8x2_to_float2(e[j]);
-    f[2 * j] = v.x;
-    f[2 * j + 1] = v.y;
-  }
-}
 
 /// 16 bytes of int4 weights (llm_kernels.h's layout) as 32 floats, the nibbles' values 0..15.
 __device__ __forceinline__ void int4_weights_to_float(const uint4& u, float* f) {
@@ -1125,6 +1292,7 @@ cudaError_t launch_paged_decode_attention(const PagedDecodeParams& p, void* work
   if (!p.q || !p.k_cache || !p.v_cache || !p.context_lens || !p.block_tables || !p.o) return cudaErrorInvalidValue;
   if (!aligned(p.k_cache, 16) || !aligned(p.v_cache, 16)) return cudaErrorInvalidValue;
   if (p.fp8_cache && !(p.k_scale > 0.0f && p.v_scale > 0.0f)) return cudaErrorInvalidValue;
+  if (p.grouped && p.num_heads / p.num_kv_heads > kMaxDecodeGroup) return cudaErrorInvalidValue;
   const int64_t parts = paged_decode_attention_partitions(p);
   if (parts > 65535) return cudaErrorInvalidValue;
   Workspace ws;

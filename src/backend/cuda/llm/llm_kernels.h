@@ -96,6 +96,10 @@ struct PagedDecodeParams {
   bool fp8_cache = false;
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  /// One block per (sequence, KV head, partition) computing the group's num_heads / num_kv_heads
+  /// query heads (at most 8, else cudaErrorInvalidValue), each K/V row read once per group; false:
+  /// one block per query head. The same results up to fp32 summation order; the same workspace.
+  bool grouped = false;
 };
 
 /// Number of split-K partitions launch_paged_decode_attention uses: 1 (no split) when
