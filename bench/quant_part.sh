@@ -134,6 +134,27 @@ for mode in ("fp16", "fp8", "fp8split", "int8", "int8split"):
         a, r = out(mode, b), out("fp16", b)
         row.append(f"{a @ r / np.linalg.norm(a) / np.linalg.norm(r):9.6f}" if a is not None and r is not None else "        -")
     print(" ".join(row))
+# Where each engine's time goes by role (eager profile, us summed over BERT's 12 layers): the four
+# GEMMs by their ONNX names, every other step by its op.
+def role(l):
+    n = l["name"]
+    if l["op"] not in ("ingot::QuantGemm", "ingot::FusedGemm", "MatMul", "Gemm"):
+        return l["op"].replace("ingot::", "")
+    for key, r in (("intermediate", "ffn1"), ("attention/output", "attn-out"), ("/output/", "ffn2"),
+                   ("attention/self", "qkv")):
+        if key in n:
+            return r
+    return "other gemm"
+for b in ("1", bn):
+    for mode in ("fp16", "fp8", "fp8split", "int8", "int8split"):
+        f = f"{t}/profile_{mode}_b{b}.json"
+        if not os.path.exists(f):
+            continue
+        agg = {}
+        for l in json.load(open(f))["layers"]:
+            agg[role(l)] = agg.get(role(l), 0.0) + l["medianMs"] * 1000
+        top = sorted(agg.items(), key=lambda kv: -kv[1])[:8]
+        print(f"b{b} {mode:9} eager {sum(agg.values()):7.1f} us: " + ", ".join(f"{k} {v:.1f}" for k, v in top))
 PY
 rm -rf "$t"/*.engine "$t"/*.onnx "$t"/out_* "$t"/*.npy "$t"/cal "$t"/rcal
 tar czf "$OUT/$name.tgz" -C /tmp "quant_$name"
