@@ -51,39 +51,6 @@ std::vector<__nv_bfloat16> host_random(size_t n, std::mt19937& rng, float a) {
   return v;
 }
 
-template <class F>
-float graph_us(F&& body) {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  body(s);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int trial = 0; trial < 5; ++trial) {
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0f / (20 * kLayers));
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  CK(cudaStreamDestroy(s));
-  return t[2];
-}
-
 }  // namespace
 
 int main() {
@@ -139,7 +106,7 @@ int main() {
               CK(cu::launch_gemv_small_t(FloatType::kBF16, x, w[l], fp8, fp8 ? scale : nullptr, y, 1, sh.K, sh.N,
                                          acc, s, pro, split));
           };
-          const float us = graph_us(run);
+          const float us = probe_graph_us(run, kLayers);
           // Agreement: one launch on layer 0's weights, against the unsplit form's.
           CK(cu::launch_gemv_small_t(FloatType::kBF16, x, w[0], fp8, fp8 ? scale : nullptr, y, 1, sh.K, sh.N, false,
                                      nullptr, pro, split));

@@ -127,41 +127,21 @@ int main() {
                       "cannot");
           continue;
         }
-        cudaStream_t st;
-        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int l = 0; l < kLayers; ++l)
-          if (cu::launch_cutlass_int8_gemm(sh.epilogue, problem(l), nullptr, 0, st, s) != cu::CutlassGemmStatus::kOk) {
-            std::fprintf(stderr, "launch failed: %s M %d\n", sh.what, m);
-            return 1;
-          }
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, st));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> t;
-        for (int trial = 0; trial < 5; ++trial) {
-          CK(cudaEventRecord(e0, st));
-          for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(ge, st));
-          CK(cudaEventRecord(e1, st));
-          CK(cudaEventSynchronize(e1));
-          float ms = 0;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(ms * 1000.0f / (20 * kLayers));
+        bool launched = true;
+        const float us = probe_graph_us(
+            [&](cudaStream_t st) {
+              for (int l = 0; l < kLayers; ++l)
+                launched = launched && cu::launch_cutlass_int8_gemm(sh.epilogue, problem(l), nullptr, 0, st, s) ==
+                                           cu::CutlassGemmStatus::kOk;
+            },
+            kLayers);
+        if (!launched) {
+          std::fprintf(stderr, "launch failed: %s M %d\n", sh.what, m);
+          return 1;
         }
-        std::sort(t.begin(), t.end());
         const double ops = 2.0 * m * sh.n * sh.k;
-        std::printf("%-24s %6d %-12s %9.2f %8.0f\n", sh.what, m, s == S::kPingpong ? "ping-pong" : "cooperative", t[2],
-                    ops / (t[2] * 1e-6) / 1e12);
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(g));
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
-        CK(cudaStreamDestroy(st));
+        std::printf("%-24s %6d %-12s %9.2f %8.0f\n", sh.what, m, s == S::kPingpong ? "ping-pong" : "cooperative", us,
+                    ops / (us * 1e-6) / 1e12);
       }
       for (int l = 0; l < kLayers; ++l) {
         CK(cudaFree(w[l]));
